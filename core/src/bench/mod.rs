@@ -1,0 +1,1 @@
+//! The benchmark-server (MZBench) API. (Filled in by the bench module work.)

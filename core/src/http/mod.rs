@@ -1,0 +1,141 @@
+//! HTTP/1.1 client codec: everything benchlink needs to speak HTTP without owning a socket.
+//!
+//! Writers put bytes into caller-provided buffers through [`Cursor`]; decoders are
+//! push-style and incremental. Nothing here allocates, reads a clock or panics on input.
+
+pub mod query;
+
+pub use query::{EncodeQuery, QueryWriter};
+
+/// The request methods the benchmark-server API uses (`POST` only for `/start` and
+/// `/typecheck`) plus `CONNECT` for proxies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Method {
+    /// `GET`
+    Get,
+    /// `POST`
+    Post,
+    /// `CONNECT`, for tunnelling through an HTTPS proxy.
+    Connect,
+}
+
+impl Method {
+    /// The method as it appears on the request line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Failure to encode into a caller buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum EncodeError {
+    /// The caller's buffer is too small for what had to be written; `capacity` is its size.
+    /// Nothing partial should be sent: retry with a larger buffer.
+    BufferTooSmall {
+        /// Size of the buffer that was too small.
+        capacity: usize,
+    },
+    /// A value would break the message framing (for example a CR or LF in a header
+    /// value, or a quote in a multipart field name).
+    InvalidValue {
+        /// Which field was rejected.
+        field: &'static str,
+    },
+}
+
+impl core::fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            EncodeError::BufferTooSmall { capacity } => {
+                write!(f, "encode buffer of {capacity} bytes is too small")
+            }
+            EncodeError::InvalidValue { field } => write!(f, "invalid characters in {field}"),
+        }
+    }
+}
+
+impl core::error::Error for EncodeError {}
+
+/// An append-only writer over a caller-provided byte buffer: the one way core writers emit
+/// bytes. A write that does not fit fails with [`EncodeError::BufferTooSmall`] and leaves
+/// the already written prefix untouched.
+///
+/// ```
+/// use benchlink_core::http::Cursor;
+/// let mut buf = [0u8; 16];
+/// let mut c = Cursor::new(&mut buf);
+/// c.push(b"id=").unwrap();
+/// c.push_u64(42).unwrap();
+/// assert_eq!(c.written(), b"id=42");
+/// ```
+#[derive(Debug)]
+pub struct Cursor<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Cursor { buf, len: 0 }
+    }
+
+    /// Appends `bytes`, or fails without writing anything.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
+        let capacity = self.buf.len();
+        let end = self.len.checked_add(bytes.len()).filter(|&e| e <= capacity);
+        match end.and_then(|end| self.buf.get_mut(self.len..end)) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.len += bytes.len();
+                Ok(())
+            }
+            None => Err(EncodeError::BufferTooSmall { capacity }),
+        }
+    }
+
+    /// Appends a string.
+    pub fn push_str(&mut self, s: &str) -> Result<(), EncodeError> {
+        self.push(s.as_bytes())
+    }
+
+    /// Appends an unsigned integer in decimal without going through `core::fmt`
+    /// (which would cost flash on a microcontroller).
+    pub fn push_u64(&mut self, n: u64) -> Result<(), EncodeError> {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            if let Some(d) = digits.get_mut(i) {
+                *d = b'0' + (n % 10) as u8;
+            }
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(digits.get(i..).unwrap_or_default())
+    }
+
+    /// The bytes written so far.
+    pub fn written(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+
+    /// How many bytes were written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}

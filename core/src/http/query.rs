@@ -1,0 +1,194 @@
+//! Query strings, encoded exactly as the official MZBench client does (Python's
+//! `urlencode`, i.e. `quote_plus`): ASCII letters, digits and `_.-~` pass through, a space
+//! becomes `+`, every other byte becomes `%XX` with upper-case hex. So `a,b c` is written
+//! `a%2Cb+c` and `x@y.z` is written `x%40y.z`, byte for byte what the server has always seen.
+
+use super::{Cursor, EncodeError};
+
+/// Something that knows its own query parameters: every typed benchmark-server request.
+///
+/// ```
+/// use benchlink_core::http::{Cursor, EncodeQuery, QueryWriter, EncodeError};
+/// struct Status { id: u64 }
+/// impl EncodeQuery for Status {
+///     fn encode_query(&self, q: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError> {
+///         q.pair_u64("id", self.id)?;
+///         q.pair("wait", "false")
+///     }
+/// }
+/// let mut buf = [0u8; 32];
+/// let mut c = Cursor::new(&mut buf);
+/// QueryWriter::write(&mut c, &Status { id: 7 }).unwrap();
+/// assert_eq!(c.written(), b"?id=7&wait=false");
+/// ```
+pub trait EncodeQuery {
+    /// Writes every parameter, in order, through `q`.
+    fn encode_query(&self, q: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError>;
+}
+
+/// No parameters at all: the query (and its `?`) is left out.
+impl EncodeQuery for () {
+    fn encode_query(&self, _: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError> {
+        Ok(())
+    }
+}
+
+/// A plain list of pairs, in order.
+impl EncodeQuery for [(&str, &str)] {
+    fn encode_query(&self, q: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError> {
+        self.iter().try_for_each(|(k, v)| q.pair(k, v))
+    }
+}
+
+/// Writes `key=value` pairs after the path: `?` before the first, `&` between the others,
+/// nothing at all when there are none.
+#[derive(Debug)]
+pub struct QueryWriter<'c, 'b> {
+    out: &'c mut Cursor<'b>,
+    pairs: usize,
+}
+
+impl<'c, 'b> QueryWriter<'c, 'b> {
+    /// Writes the whole query of `params` into `out`.
+    pub fn write(out: &'c mut Cursor<'b>, params: &(impl EncodeQuery + ?Sized)) -> Result<(), EncodeError> {
+        let mut q = QueryWriter { out, pairs: 0 };
+        params.encode_query(&mut q)
+    }
+
+    /// How many pairs were written so far.
+    pub fn pairs(&self) -> usize {
+        self.pairs
+    }
+
+    fn key(&mut self, key: &str) -> Result<(), EncodeError> {
+        self.out.push(if self.pairs == 0 { b"?" } else { b"&" })?;
+        self.pairs += 1;
+        encode(self.out, key)?;
+        self.out.push(b"=")
+    }
+
+    /// `key=value`, both percent-encoded.
+    pub fn pair(&mut self, key: &str, value: &str) -> Result<(), EncodeError> {
+        self.key(key)?;
+        encode(self.out, value)
+    }
+
+    /// `key=<decimal>`.
+    pub fn pair_u64(&mut self, key: &str, value: u64) -> Result<(), EncodeError> {
+        self.key(key)?;
+        self.out.push_u64(value)
+    }
+
+    /// `key=true` or `key=false`.
+    pub fn pair_bool(&mut self, key: &str, value: bool) -> Result<(), EncodeError> {
+        self.pair(key, if value { "true" } else { "false" })
+    }
+
+    /// `key=<parts joined by sep>`, encoded as one value (so `["h1","h2"]` joined by `,`
+    /// becomes `h1%2Ch2`, as the official client sends a host list).
+    pub fn pair_joined<'s>(
+        &mut self,
+        key: &str,
+        parts: impl IntoIterator<Item = &'s str>,
+        sep: &str,
+    ) -> Result<(), EncodeError> {
+        self.key(key)?;
+        for (i, part) in parts.into_iter().enumerate() {
+            if i > 0 {
+                encode(self.out, sep)?;
+            }
+            encode(self.out, part)?;
+        }
+        Ok(())
+    }
+}
+
+/// Percent-encodes `s` the way `quote_plus` does.
+pub fn encode(out: &mut Cursor<'_>, s: &str) -> Result<(), EncodeError> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in s.as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => out.push(&[b])?,
+            b' ' => out.push(b"+")?,
+            _ => out.push(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]])?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(params: &[(&str, &str)]) -> heapless_string::S {
+        let mut buf = [0u8; 256];
+        let mut c = Cursor::new(&mut buf);
+        QueryWriter::write(&mut c, params).unwrap();
+        heapless_string::S::from(c.written())
+    }
+
+    mod heapless_string {
+        #[derive(Debug, PartialEq)]
+        pub struct S([u8; 256], usize);
+        impl From<&[u8]> for S {
+            fn from(b: &[u8]) -> Self {
+                let mut s = S([0; 256], b.len());
+                s.0[..b.len()].copy_from_slice(b);
+                s
+            }
+        }
+        impl PartialEq<&str> for S {
+            fn eq(&self, o: &&str) -> bool {
+                &self.0[..self.1] == o.as_bytes()
+            }
+        }
+    }
+
+    #[test]
+    fn matches_the_official_client_recordings() {
+        // §10.4 of the spec: the /start query of the recorded official client.
+        assert_eq!(
+            q(&[("nodes", "h1,h2,h3"), ("benchmark_name", "my bench"), ("tags", "a,b"), ("email", "x@y.z")]),
+            "?nodes=h1%2Ch2%2Ch3&benchmark_name=my+bench&tags=a%2Cb&email=x%40y.z"
+        );
+        assert_eq!(q(&[("message", "a b&c")]), "?message=a+b%26c");
+        assert_eq!(q(&[("command", "print(\"zz\")")]), "?command=print%28%22zz%22%29");
+        assert_eq!(q(&[("tags", "a,b c")]), "?tags=a%2Cb+c");
+    }
+
+    #[test]
+    fn empty_query_has_no_question_mark() {
+        assert_eq!(q(&[]), "");
+    }
+
+    #[test]
+    fn non_ascii_is_percent_encoded_per_byte() {
+        assert_eq!(q(&[("k", "é~")]), "?k=%C3%A9~");
+    }
+
+    #[test]
+    fn joined_and_numeric_values() {
+        let mut buf = [0u8; 64];
+        let mut c = Cursor::new(&mut buf);
+        struct P;
+        impl EncodeQuery for P {
+            fn encode_query(&self, q: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError> {
+                q.pair_u64("id", 18446744073709551615)?;
+                q.pair_joined("nodes", ["h1", "u@h2"], ",")?;
+                q.pair_bool("provision_nodes", false)
+            }
+        }
+        QueryWriter::write(&mut c, &P).unwrap();
+        assert_eq!(c.written(), b"?id=18446744073709551615&nodes=h1%2Cu%40h2&provision_nodes=false");
+    }
+
+    #[test]
+    fn too_small_buffer_is_an_error_not_a_panic() {
+        let mut buf = [0u8; 5];
+        let mut c = Cursor::new(&mut buf);
+        assert_eq!(
+            QueryWriter::write(&mut c, &[("key", "value")][..]),
+            Err(EncodeError::BufferTooSmall { capacity: 5 })
+        );
+    }
+}

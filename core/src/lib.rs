@@ -1,0 +1,19 @@
+//! # benchlink-core
+//!
+//! The protocol logic of benchlink with no I/O, no clock, no heap and no panics on input:
+//! bytes in, bytes and typed events out. Adapters (`benchlink-std`, `benchlink-embassy`)
+//! own sockets and timers; this crate is what they share, and what fuzzers and unit tests
+//! drive directly.
+//!
+//! - [`http`]: HTTP/1.1 client codec — request heads, query and multipart encoding, a
+//!   push-style response decoder (Content-Length, chunked, close-delimited) with
+//!   incremental `deflate`/`gzip` decoding into a caller-provided window.
+//! - [`bench`]: the benchmark-server (MZBench) API — one typed request per endpoint,
+//!   typed zero-copy replies, and streaming metric-line and log-line decoders.
+//! - [`json`]: a small zero-copy JSON reader that the typed replies are built on.
+#![no_std]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+pub mod bench;
+pub mod http;
+pub mod json;

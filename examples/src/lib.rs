@@ -1,0 +1,1 @@
+//! Runnable benchlink programs (see the binaries).

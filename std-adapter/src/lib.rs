@@ -1,0 +1,1 @@
+//! benchlink-std: blocking clients over `std::net`, the CLI, and local servers.

@@ -1,0 +1,2 @@
+//! The `benchlink` command line.
+fn main() {}
