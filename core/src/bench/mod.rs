@@ -1,1 +1,5 @@
-//! The benchmark-server (MZBench) API. (Filled in by the bench module work.)
+//! The benchmark-server (MZBench) API.
+
+pub mod timestamp;
+
+pub use timestamp::{Timestamp, TimestampError};
