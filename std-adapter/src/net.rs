@@ -1,0 +1,204 @@
+//! Byte streams to a server: plain TCP or TLS (rustls with the ring provider), shared by
+//! every std client. Certificate verification is on by default against the bundled Mozilla
+//! roots (`webpki-roots`); callers may add their own roots (a private CA, a test server's
+//! self-signed certificate) or, explicitly, switch verification off like the official
+//! MZBench client's `--no_cert_check`.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme, StreamOwned};
+
+/// How to check a TLS server's certificate.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// Extra trusted roots, in addition to the bundled Mozilla roots.
+    pub extra_roots: Vec<CertificateDer<'static>>,
+    /// Skip certificate verification entirely. Off by default; meant for test servers
+    /// with throw-away certificates, as the official client's `--no_cert_check`.
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsOptions {
+    /// Adds every certificate of a PEM file as a trusted root.
+    ///
+    /// ```no_run
+    /// let tls = benchlink_std::net::TlsOptions::default().with_root_pem_file("ca.pem")?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn with_root_pem_file(mut self, path: impl AsRef<Path>) -> io::Result<Self> {
+        for cert in CertificateDer::pem_file_iter(path.as_ref()).map_err(io::Error::other)? {
+            self.extra_roots.push(cert.map_err(io::Error::other)?);
+        }
+        Ok(self)
+    }
+}
+
+/// A ready TLS client configuration; cheap to clone, built once per client.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    config: Arc<ClientConfig>,
+}
+
+impl Tls {
+    /// Builds the client configuration for `options`.
+    ///
+    /// ```
+    /// let tls = benchlink_std::net::Tls::new(&Default::default()).unwrap();
+    /// # let _ = tls;
+    /// ```
+    pub fn new(options: &TlsOptions) -> io::Result<Tls> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(io::Error::other)?;
+        let config = if options.insecure_skip_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+                .with_no_client_auth()
+        } else {
+            let mut roots = RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            for cert in &options.extra_roots {
+                roots.add(cert.clone()).map_err(io::Error::other)?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
+        Ok(Tls { config: Arc::new(config) })
+    }
+}
+
+/// A connected byte stream, plain or encrypted.
+#[derive(Debug)]
+pub enum Stream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP.
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    /// Connects to `host:port`, trying every resolved address, and wraps the socket in TLS
+    /// when `tls` is given (the server name for SNI and verification is `host`).
+    ///
+    /// ```no_run
+    /// let s = benchlink_std::net::Stream::connect("localhost", 4800, None, std::time::Duration::from_secs(5))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn connect(host: &str, port: u16, tls: Option<&Tls>, timeout: Duration) -> io::Result<Stream> {
+        let tcp = connect_tcp(host, port, timeout)?;
+        tcp.set_nodelay(true)?;
+        match tls {
+            None => Ok(Stream::Plain(tcp)),
+            Some(tls) => {
+                let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_owned())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let conn = ClientConnection::new(tls.config.clone(), name).map_err(io::Error::other)?;
+                Ok(Stream::Tls(Box::new(StreamOwned::new(conn, tcp))))
+            }
+        }
+    }
+
+    /// The underlying socket, e.g. for timeouts or shutdown.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref(),
+        }
+    }
+
+    /// Sets the read timeout of the underlying socket (`None` blocks forever).
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.tcp().set_read_timeout(timeout)
+    }
+}
+
+fn connect_tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}:{port} did not resolve"));
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    for addr in (bare, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            // A peer that closes without close_notify is reported as EOF; the HTTP decoder
+            // then decides whether the body was complete (it is for Content-Length and
+            // chunked bodies, and close-delimited bodies end there by definition).
+            Stream::Tls(s) => match s.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+                other => other,
+            },
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// Accepts any certificate but still checks handshake signatures, so the connection is
+/// encrypted, just not authenticated. Only reachable through `insecure_skip_verify`.
+#[derive(Debug)]
+struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
