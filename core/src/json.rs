@@ -1,1 +1,1445 @@
-//! Zero-copy JSON reader. (Filled in by the bench module work.)
+//! A small zero-copy JSON reader: validate once, then walk borrowed slices.
+//!
+//! Why not serde-json-core: it cannot hand out the raw text of a nested value (the
+//! real-time messaging PDUs must give users each message as a `&str` slice of JSON, to
+//! deserialize with whatever they like), and it needs fixed-capacity maps for objects whose
+//! keys are data (the metric names of `/results`). This reader needs neither a heap nor a
+//! schema.
+//!
+//! How it works: [`parse`] validates the whole text against the JSON grammar (RFC 8259)
+//! with an explicit nesting limit, without recursion (a 256-bit stack of container kinds
+//! replaces the call stack). The [`Value`] it returns is the raw slice of a known-good
+//! value, so everything after that — walking [`Object`] members or [`Array`] elements,
+//! comparing and decoding [`JsonStr`] strings, reading numbers — cannot fail and never
+//! copies. Malformed input is an [`Error`] with a byte offset; no input panics.
+//!
+//! ```
+//! use benchlink_core::json;
+//! let v = json::parse(r#"{"id":3,"tags":["a\u00e9"],"msg":{"x":[1,2]}}"#, 8).unwrap();
+//! assert_eq!(v.get("id").and_then(|v| v.as_u64()), Some(3));
+//! let tag = v.get("tags").and_then(|t| t.as_array()).and_then(|a| a.elements().next());
+//! assert!(tag.and_then(|t| t.as_str()).is_some_and(|s| s == "aé"));
+//! // Nested values stay raw text, ready for another deserializer.
+//! assert_eq!(v.get("msg").map(|m| m.as_raw()), Some(r#"{"x":[1,2]}"#));
+//! ```
+
+use core::fmt::{self, Write as _};
+
+use crate::http::{Cursor, EncodeError};
+
+/// The deepest nesting any caller may ask for. Validation keeps one bit per open
+/// container, so this bounds its stack use to 32 bytes whatever the input.
+pub const MAX_DEPTH: usize = 256;
+
+/// A nesting limit that fits every benchlink protocol message with room to spare.
+pub const DEFAULT_MAX_DEPTH: usize = 32;
+
+/// Why a text is not acceptable JSON, and where.
+///
+/// ```
+/// use benchlink_core::json::{self, Error, ErrorKind};
+/// assert_eq!(json::parse("[1,]", 8), Err(Error { offset: 3, kind: ErrorKind::ExpectedValue }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Error {
+    /// Byte offset into the input where the problem was found (the input length when the
+    /// input ended too early).
+    pub offset: usize,
+    /// What was wrong there.
+    pub kind: ErrorKind,
+}
+
+/// The kinds of [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ErrorKind {
+    /// The input ended inside a value (truncated input, or empty input).
+    UnexpectedEnd,
+    /// A value was expected but this byte cannot start one.
+    ExpectedValue,
+    /// An object member must start with a string key.
+    ExpectedKey,
+    /// An object key must be followed by `:`.
+    ExpectedColon,
+    /// After a value inside a container only `,` or the matching close bracket may follow.
+    ExpectedCommaOrEnd,
+    /// Something starting like `true`, `false` or `null` that is not one of them.
+    InvalidLiteral,
+    /// A number not in the JSON grammar (leading zero, missing digits, `+`, `.5`, …).
+    InvalidNumber,
+    /// A backslash escape other than `\" \\ \/ \b \f \n \r \t \uXXXX`.
+    InvalidEscape,
+    /// A raw control character (below U+0020) inside a string: JSON requires escaping it.
+    ControlCharacter,
+    /// Opening this container would exceed the caller's nesting limit.
+    TooDeep,
+    /// A complete value is followed by more than whitespace.
+    TrailingData,
+    /// The input bytes are not UTF-8 (only from [`parse_bytes`]).
+    InvalidUtf8,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ErrorKind::UnexpectedEnd => "unexpected end of input",
+            ErrorKind::ExpectedValue => "expected a value",
+            ErrorKind::ExpectedKey => "expected a string key",
+            ErrorKind::ExpectedColon => "expected `:`",
+            ErrorKind::ExpectedCommaOrEnd => "expected `,` or a closing bracket",
+            ErrorKind::InvalidLiteral => "invalid literal",
+            ErrorKind::InvalidNumber => "invalid number",
+            ErrorKind::InvalidEscape => "invalid escape",
+            ErrorKind::ControlCharacter => "unescaped control character in string",
+            ErrorKind::TooDeep => "nesting too deep",
+            ErrorKind::TrailingData => "trailing data after the value",
+            ErrorKind::InvalidUtf8 => "invalid UTF-8",
+        };
+        write!(f, "JSON: {what} at byte {}", self.offset)
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Validates `text` as exactly one JSON value (surrounding whitespace allowed) nested at
+/// most `max_depth` containers deep (clamped to [`MAX_DEPTH`]; `0` admits only scalars),
+/// and returns it.
+///
+/// ```
+/// use benchlink_core::json::{self, ErrorKind, Kind};
+/// assert_eq!(json::parse(" [[1]] ", 2).map(|v| v.kind()), Ok(Kind::Array));
+/// assert_eq!(json::parse("[[1]]", 1).map_err(|e| e.kind), Err(ErrorKind::TooDeep));
+/// assert_eq!(json::parse(r#"{"a":"#, 8).map_err(|e| e.kind), Err(ErrorKind::UnexpectedEnd));
+/// ```
+pub fn parse(text: &str, max_depth: usize) -> Result<Value<'_>, Error> {
+    let mut s = Scanner::new(text, 0);
+    s.skip_ws();
+    let start = s.pos;
+    s.value(max_depth)?;
+    let end = s.pos;
+    s.skip_ws();
+    if s.pos < text.len() {
+        return Err(s.error(ErrorKind::TrailingData));
+    }
+    Ok(Value::new(text.get(start..end).unwrap_or_default()))
+}
+
+/// [`parse`] for bytes straight off the wire: they must be UTF-8 as well as JSON.
+///
+/// ```
+/// use benchlink_core::json::{self, Error, ErrorKind};
+/// assert!(json::parse_bytes(b"{}", 8).is_ok());
+/// assert_eq!(json::parse_bytes(b"\"\xff\"", 8), Err(Error { offset: 1, kind: ErrorKind::InvalidUtf8 }));
+/// ```
+pub fn parse_bytes(bytes: &[u8], max_depth: usize) -> Result<Value<'_>, Error> {
+    let text = core::str::from_utf8(bytes).map_err(|e| Error {
+        offset: e.valid_up_to(),
+        kind: ErrorKind::InvalidUtf8,
+    })?;
+    parse(text, max_depth)
+}
+
+/// What a [`Value`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Kind {
+    /// `{…}`
+    Object,
+    /// `[…]`
+    Array,
+    /// `"…"`
+    String,
+    /// A number such as `-1`, `2.5` or `1.0e-5`.
+    Number,
+    /// `true` or `false`
+    Bool,
+    /// `null`
+    Null,
+}
+
+/// One validated JSON value: its raw text, exactly as it appeared in the input, and its
+/// [`Kind`]. Only the parser makes values, so the text is always well-formed.
+///
+/// ```
+/// use benchlink_core::json::{self, Kind};
+/// let v = json::parse(r#"{"n":-2,"f":2.5,"b":true,"z":null}"#, 4).unwrap();
+/// assert_eq!(v.get("n").and_then(|n| n.as_i64()), Some(-2));
+/// assert_eq!(v.get("f").and_then(|n| n.as_f64()), Some(2.5));
+/// assert_eq!(v.get("b").and_then(|b| b.as_bool()), Some(true));
+/// assert!(v.get("z").is_some_and(|z| z.is_null()));
+/// assert_eq!(v.get("f").map(|f| f.kind()), Some(Kind::Number));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Value<'a> {
+    raw: &'a str,
+}
+
+impl<'a> Value<'a> {
+    fn new(raw: &'a str) -> Self {
+        Value { raw }
+    }
+
+    /// The value's JSON text, borrowed from the input: hand it to any deserializer.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(" [1, 2] ", 4).unwrap();
+    /// assert_eq!(v.as_raw(), "[1, 2]");
+    /// ```
+    pub fn as_raw(&self) -> &'a str {
+        self.raw
+    }
+
+    /// What kind of value this is (read from its first byte).
+    ///
+    /// ```
+    /// use benchlink_core::json::{parse, Kind};
+    /// assert_eq!(parse("\"x\"", 0).unwrap().kind(), Kind::String);
+    /// ```
+    pub fn kind(&self) -> Kind {
+        match self.raw.as_bytes().first() {
+            Some(b'{') => Kind::Object,
+            Some(b'[') => Kind::Array,
+            Some(b'"') => Kind::String,
+            Some(b't' | b'f') => Kind::Bool,
+            Some(b'n') => Kind::Null,
+            _ => Kind::Number,
+        }
+    }
+
+    /// The value as an object, if it is one.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"{"a":1}"#, 4).unwrap();
+    /// assert_eq!(v.as_object().map(|o| o.members().count()), Some(1));
+    /// ```
+    pub fn as_object(&self) -> Option<Object<'a>> {
+        (self.kind() == Kind::Object).then_some(Object { raw: self.raw })
+    }
+
+    /// The value as an array, if it is one.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse("[1,[2],3]", 4).unwrap();
+    /// assert_eq!(v.as_array().map(|a| a.elements().count()), Some(3));
+    /// ```
+    pub fn as_array(&self) -> Option<Array<'a>> {
+        (self.kind() == Kind::Array).then_some(Array { raw: self.raw })
+    }
+
+    /// The value as a string, if it is one (still escaped; see [`JsonStr`]).
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#""a\nb""#, 0).unwrap();
+    /// assert_eq!(v.as_str().map(|s| s.as_raw()), Some(r"a\nb"));
+    /// ```
+    pub fn as_str(&self) -> Option<JsonStr<'a>> {
+        match self.kind() {
+            Kind::String => self
+                .raw
+                .get(1..self.raw.len().saturating_sub(1))
+                .map(|raw| JsonStr { raw }),
+            _ => None,
+        }
+    }
+
+    /// The value as a boolean, if it is one.
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::json::parse("false", 0).unwrap().as_bool(), Some(false));
+    /// ```
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.raw {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// True for `null`.
+    ///
+    /// ```
+    /// assert!(benchlink_core::json::parse("null", 0).unwrap().is_null());
+    /// ```
+    pub fn is_null(&self) -> bool {
+        self.raw == "null"
+    }
+
+    /// The value as a number, if it is one: see [`Number`] for integer vs. float.
+    ///
+    /// ```
+    /// use benchlink_core::json::{parse, Number};
+    /// assert_eq!(parse("1.0e-5", 0).unwrap().as_number(), Some(Number::Float(1.0e-5)));
+    /// ```
+    pub fn as_number(&self) -> Option<Number> {
+        (self.kind() == Kind::Number).then(|| Number::from_valid(self.raw))
+    }
+
+    /// The value as an `i64`, if it is an integer in range (no fraction, no exponent).
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::json::parse("-7", 0).unwrap().as_i64(), Some(-7));
+    /// assert_eq!(benchlink_core::json::parse("7.0", 0).unwrap().as_i64(), None);
+    /// ```
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.as_number()? {
+            Number::Int(i) => Some(i),
+            Number::Float(_) => None,
+        }
+    }
+
+    /// The value as a `u64`, if it is a non-negative integer in range (ids, counts,
+    /// Unix seconds).
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::json::parse("18446744073709551615", 0).unwrap().as_u64(), Some(u64::MAX));
+    /// assert_eq!(benchlink_core::json::parse("-1", 0).unwrap().as_u64(), None);
+    /// ```
+    pub fn as_u64(&self) -> Option<u64> {
+        match self.kind() {
+            Kind::Number if is_integer_text(self.raw) => self.raw.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as an `f64`, if it is a number (integers convert, possibly rounding).
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::json::parse("3", 0).unwrap().as_f64(), Some(3.0));
+    /// ```
+    pub fn as_f64(&self) -> Option<f64> {
+        self.as_number().map(Number::as_f64)
+    }
+
+    /// Shorthand for `as_object()` then [`Object::get`].
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"{"a":{"b":1}}"#, 4).unwrap();
+    /// assert_eq!(v.get("a").and_then(|a| a.get("b")).and_then(|b| b.as_u64()), Some(1));
+    /// ```
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.as_object()?.get(key)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Value<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.raw)
+    }
+}
+
+/// A validated JSON object, walked lazily in input order.
+///
+/// ```
+/// let v = benchlink_core::json::parse(r#"{"b":1,"a":[2]}"#, 4).unwrap();
+/// let obj = v.as_object().unwrap();
+/// let keys: Vec<String> = obj.members().map(|(k, _)| k.to_string()).collect();
+/// assert_eq!(keys, ["b", "a"]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object<'a> {
+    raw: &'a str,
+}
+
+impl<'a> Object<'a> {
+    /// An iterator over `(key, value)` pairs in input order, duplicates included.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"{"a":1}"#, 4).unwrap();
+    /// let (k, v) = v.as_object().unwrap().members().next().unwrap();
+    /// assert!(k == "a" && v.as_u64() == Some(1));
+    /// ```
+    pub fn members(&self) -> Members<'a> {
+        Members {
+            items: Items::new(self.raw),
+        }
+    }
+
+    /// The value of the first member named `key` (compared after unescaping, so
+    /// `"\u0069d"` matches `id`). Linear in the object's size: objects here are small and
+    /// the reader keeps no index.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"{"\u0069d":5,"id":6}"#, 4).unwrap();
+    /// assert_eq!(v.as_object().unwrap().get("id").and_then(|v| v.as_u64()), Some(5));
+    /// ```
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.members().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// True for `{}`.
+    ///
+    /// ```
+    /// assert!(benchlink_core::json::parse("{ }", 4).unwrap().as_object().unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.members().next().is_none()
+    }
+
+    /// The object's raw JSON text.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"{"a":1}"#, 4).unwrap();
+    /// assert_eq!(v.as_object().unwrap().as_raw(), r#"{"a":1}"#);
+    /// ```
+    pub fn as_raw(&self) -> &'a str {
+        self.raw
+    }
+}
+
+impl<'a> IntoIterator for Object<'a> {
+    type Item = (JsonStr<'a>, Value<'a>);
+    type IntoIter = Members<'a>;
+
+    fn into_iter(self) -> Members<'a> {
+        self.members()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Object<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.raw)
+    }
+}
+
+/// A validated JSON array, walked lazily.
+///
+/// ```
+/// let v = benchlink_core::json::parse(r#"["h1","h2"]"#, 4).unwrap();
+/// let hosts = v.as_array().unwrap();
+/// let mut names = hosts.elements().filter_map(|h| h.as_str());
+/// assert!(names.next().is_some_and(|h| h == "h1"));
+/// assert_eq!(hosts.get(1).map(|h| h.as_raw()), Some("\"h2\""));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Array<'a> {
+    raw: &'a str,
+}
+
+impl<'a> Array<'a> {
+    /// An iterator over the elements in order.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse("[1,2,3]", 4).unwrap();
+    /// let sum: u64 = v.as_array().unwrap().elements().filter_map(|e| e.as_u64()).sum();
+    /// assert_eq!(sum, 6);
+    /// ```
+    pub fn elements(&self) -> Elements<'a> {
+        Elements {
+            items: Items::new(self.raw),
+        }
+    }
+
+    /// The element at `index` (linear: the array is walked from the start).
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse("[1,2,3]", 4).unwrap();
+    /// assert_eq!(v.as_array().unwrap().get(2).and_then(|e| e.as_u64()), Some(3));
+    /// ```
+    pub fn get(&self, index: usize) -> Option<Value<'a>> {
+        self.elements().nth(index)
+    }
+
+    /// True for `[]`.
+    ///
+    /// ```
+    /// assert!(benchlink_core::json::parse("[]", 4).unwrap().as_array().unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.elements().next().is_none()
+    }
+
+    /// The array's raw JSON text.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse("[1]", 4).unwrap();
+    /// assert_eq!(v.as_array().unwrap().as_raw(), "[1]");
+    /// ```
+    pub fn as_raw(&self) -> &'a str {
+        self.raw
+    }
+}
+
+impl<'a> IntoIterator for Array<'a> {
+    type Item = Value<'a>;
+    type IntoIter = Elements<'a>;
+
+    fn into_iter(self) -> Elements<'a> {
+        self.elements()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Array<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.raw)
+    }
+}
+
+/// Iterator over an [`Object`]'s members; see [`Object::members`].
+#[derive(Debug, Clone)]
+pub struct Members<'a> {
+    items: Items<'a>,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (JsonStr<'a>, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, value) = self.items.next(true)?;
+        Some((key?, value))
+    }
+}
+
+/// Iterator over an [`Array`]'s elements; see [`Array::elements`].
+#[derive(Debug, Clone)]
+pub struct Elements<'a> {
+    items: Items<'a>,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Value<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.items.next(false).map(|(_, value)| value)
+    }
+}
+
+/// The one walker behind [`Members`] and [`Elements`]: it re-scans each item of an
+/// already validated container, so it can only end, never fail (if the text were somehow
+/// malformed it would just stop).
+#[derive(Debug, Clone)]
+struct Items<'a> {
+    text: &'a str,
+    /// Just after the opening bracket or the previous item; `text.len()` once finished.
+    pos: usize,
+}
+
+impl<'a> Items<'a> {
+    fn new(container: &'a str) -> Self {
+        Items {
+            text: container,
+            pos: 1,
+        }
+    }
+
+    fn next(&mut self, keyed: bool) -> Option<(Option<JsonStr<'a>>, Value<'a>)> {
+        let item = self.scan_item(keyed);
+        if item.is_none() {
+            self.pos = self.text.len();
+        }
+        item
+    }
+
+    fn scan_item(&mut self, keyed: bool) -> Option<(Option<JsonStr<'a>>, Value<'a>)> {
+        let mut s = Scanner::new(self.text, self.pos);
+        s.skip_ws();
+        if s.peek() == Some(b',') {
+            s.bump();
+            s.skip_ws();
+        }
+        let key = if keyed {
+            let (start, end) = s.key().ok()?;
+            Some(JsonStr {
+                raw: self.text.get(start..end)?,
+            })
+        } else {
+            None
+        };
+        s.skip_ws();
+        let start = s.pos;
+        s.value(MAX_DEPTH).ok()?;
+        self.pos = s.pos;
+        Some((key, Value::new(self.text.get(start..s.pos)?)))
+    }
+}
+
+/// The contents of a JSON string, still escaped exactly as in the input (without the
+/// quotes). Compare it with `==` against a `&str`, decode it with [`JsonStr::chars`],
+/// print it, or unescape it into a buffer — all without allocating.
+///
+/// Lone UTF-16 surrogate escapes (`"\ud800"`), which the grammar allows and some encoders
+/// emit, decode to U+FFFD instead of failing the whole document.
+///
+/// ```
+/// let v = benchlink_core::json::parse(r#""Dummy print: \"FOO\" \ud83d\ude00""#, 0).unwrap();
+/// let s = v.as_str().unwrap();
+/// assert!(s == "Dummy print: \"FOO\" 😀");
+/// assert_eq!(s.to_string(), "Dummy print: \"FOO\" 😀");
+/// let mut buf = [0u8; 32];
+/// assert_eq!(s.unescape_into(&mut buf), Ok("Dummy print: \"FOO\" 😀"));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct JsonStr<'a> {
+    raw: &'a str,
+}
+
+impl<'a> JsonStr<'a> {
+    /// The escaped contents as they appear in the input.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#""a\tb""#, 0).unwrap();
+    /// assert_eq!(v.as_str().unwrap().as_raw(), r"a\tb");
+    /// ```
+    pub fn as_raw(&self) -> &'a str {
+        self.raw
+    }
+
+    /// The text itself, borrowed, when it has no escapes (the common case for keys,
+    /// statuses and names); `None` when decoding is needed.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#"["ok","o\u006b"]"#, 1).unwrap();
+    /// let mut it = v.as_array().unwrap().elements().filter_map(|e| e.as_str());
+    /// assert_eq!(it.next().unwrap().as_plain(), Some("ok"));
+    /// assert_eq!(it.next().unwrap().as_plain(), None);
+    /// ```
+    pub fn as_plain(&self) -> Option<&'a str> {
+        (!self.raw.contains('\\')).then_some(self.raw)
+    }
+
+    /// The decoded characters: escapes resolved, `\uXXXX` surrogate pairs combined.
+    ///
+    /// ```
+    /// let v = benchlink_core::json::parse(r#""\u00e9\n""#, 0).unwrap();
+    /// assert!(v.as_str().unwrap().chars().eq(['é', '\n']));
+    /// ```
+    pub fn chars(&self) -> Chars<'a> {
+        Chars {
+            rest: self.raw.chars(),
+        }
+    }
+
+    /// True for `""`.
+    ///
+    /// ```
+    /// assert!(benchlink_core::json::parse(r#""""#, 0).unwrap().as_str().unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Writes the decoded text into `buf` and returns it as a `&str`, or fails with
+    /// [`EncodeError::BufferTooSmall`] when it does not fit.
+    ///
+    /// ```
+    /// use benchlink_core::http::EncodeError;
+    /// let v = benchlink_core::json::parse(r#""a\/b""#, 0).unwrap();
+    /// let mut buf = [0u8; 3];
+    /// assert_eq!(v.as_str().unwrap().unescape_into(&mut buf), Ok("a/b"));
+    /// assert_eq!(v.as_str().unwrap().unescape_into(&mut buf[..2]), Err(EncodeError::BufferTooSmall { capacity: 2 }));
+    /// ```
+    pub fn unescape_into<'b>(&self, buf: &'b mut [u8]) -> Result<&'b str, EncodeError> {
+        let mut out = Cursor::new(&mut *buf);
+        for c in self.chars() {
+            out.push_str(c.encode_utf8(&mut [0; 4]))?;
+        }
+        let len = out.len();
+        // Only whole UTF-8 encoded chars were written, so this cannot fail.
+        Ok(core::str::from_utf8(buf.get(..len).unwrap_or_default()).unwrap_or_default())
+    }
+}
+
+/// Compares decoded text, so `"\u0041"` equals `"A"`.
+impl PartialEq for JsonStr<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw || self.chars().eq(other.chars())
+    }
+}
+
+impl Eq for JsonStr<'_> {}
+
+impl PartialEq<str> for JsonStr<'_> {
+    fn eq(&self, other: &str) -> bool {
+        match self.as_plain() {
+            Some(plain) => plain == other,
+            None => self.chars().eq(other.chars()),
+        }
+    }
+}
+
+impl PartialEq<&str> for JsonStr<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+/// Prints the decoded text.
+impl fmt::Display for JsonStr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.as_plain() {
+            Some(plain) => f.write_str(plain),
+            None => self.chars().try_for_each(|c| f.write_char(c)),
+        }
+    }
+}
+
+/// Logs the raw (still escaped) text: decoding would need a buffer.
+#[cfg(feature = "defmt")]
+impl defmt::Format for JsonStr<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.raw)
+    }
+}
+
+/// Iterator over the decoded characters of a [`JsonStr`].
+#[derive(Debug, Clone)]
+pub struct Chars<'a> {
+    rest: core::str::Chars<'a>,
+}
+
+impl Chars<'_> {
+    fn escape(&mut self) -> char {
+        match self.rest.next() {
+            Some('b') => '\u{8}',
+            Some('f') => '\u{c}',
+            Some('n') => '\n',
+            Some('r') => '\r',
+            Some('t') => '\t',
+            Some('u') => self.unicode_escape(),
+            Some(c) => c, // `"`, `\` and `/` stand for themselves
+            None => char::REPLACEMENT_CHARACTER,
+        }
+    }
+
+    /// After `\u`: one code point, or a surrogate pair written as two escapes.
+    fn unicode_escape(&mut self) -> char {
+        let Some(unit) = self.hex4() else {
+            return char::REPLACEMENT_CHARACTER;
+        };
+        if (0xD800..0xDC00).contains(&unit) {
+            let mut ahead = self.clone();
+            let low = match (ahead.rest.next(), ahead.rest.next()) {
+                (Some('\\'), Some('u')) => ahead.hex4(),
+                _ => None,
+            };
+            if let Some(low @ 0xDC00..=0xDFFF) = low {
+                *self = ahead;
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                return char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+            }
+        }
+        char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        (0..4).try_fold(0, |n, _| Some(n * 16 + self.rest.next()?.to_digit(16)?))
+    }
+}
+
+impl Iterator for Chars<'_> {
+    type Item = char;
+
+    fn next(&mut self) -> Option<char> {
+        match self.rest.next()? {
+            '\\' => Some(self.escape()),
+            c => Some(c),
+        }
+    }
+}
+
+/// A JSON number as the protocols use it: integers stay exact, anything with a fraction
+/// or exponent (Erlang prints floats as `0.3`, `2.0`, `1.0e-5`, `1.0e20`) is an `f64`.
+/// An integer too large for `i64` also becomes a `Float` rather than an error.
+///
+/// ```
+/// use benchlink_core::json::Number;
+/// assert_eq!(Number::parse("2000"), Ok(Number::Int(2000)));
+/// assert_eq!(Number::parse("2.0"), Ok(Number::Float(2.0)));
+/// assert_eq!(Number::parse("1.0e20"), Ok(Number::Float(1.0e20)));
+/// assert!(Number::parse("1.").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Number {
+    /// An integer (no `.`, no exponent) that fits an `i64`.
+    Int(i64),
+    /// Any other number.
+    Float(f64),
+}
+
+impl Number {
+    /// Parses `text`, which must be exactly one JSON number (no sign `+`, no whitespace,
+    /// no `inf`/`NaN`: the grammar check runs before the float parser).
+    ///
+    /// ```
+    /// use benchlink_core::json::{Number, ErrorKind};
+    /// assert_eq!(Number::parse("-0.5"), Ok(Number::Float(-0.5)));
+    /// assert_eq!(Number::parse("NaN").map_err(|e| e.kind), Err(ErrorKind::InvalidNumber));
+    /// ```
+    pub fn parse(text: &str) -> Result<Number, Error> {
+        let mut s = Scanner::new(text, 0);
+        s.number()?;
+        if s.pos < text.len() {
+            return Err(s.error(ErrorKind::InvalidNumber));
+        }
+        Ok(Number::from_valid(text))
+    }
+
+    /// `text` is known to be a JSON number.
+    fn from_valid(text: &str) -> Number {
+        if is_integer_text(text) {
+            if let Ok(i) = text.parse() {
+                return Number::Int(i);
+            }
+        }
+        // The float parser accepts every JSON number (overflow gives infinity).
+        Number::Float(text.parse().unwrap_or(f64::NAN))
+    }
+
+    /// The value as an `f64` (large integers round).
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::json::Number::Int(3).as_f64(), 3.0);
+    /// ```
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+/// Integers print as integers; floats print in Rust's shortest round-trip form with a
+/// `.0` kept (`2.0`, `1e20`), so the kind stays visible.
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Int(i) => write!(f, "{i}"),
+            Number::Float(x) => write!(f, "{x:?}"),
+        }
+    }
+}
+
+/// A JSON number written without fraction or exponent.
+fn is_integer_text(text: &str) -> bool {
+    !text.contains(['.', 'e', 'E'])
+}
+
+/// Byte-level validator over one text; the single place the grammar lives.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn new(text: &'a str, pos: usize) -> Self {
+        Scanner {
+            bytes: text.as_bytes(),
+            pos,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Steps over the byte just peeked (never past the end).
+    fn bump(&mut self) {
+        self.pos = self.pos.saturating_add(1).min(self.bytes.len());
+    }
+
+    /// `kind` at the current position, or [`ErrorKind::UnexpectedEnd`] if the input ended.
+    fn error(&self, kind: ErrorKind) -> Error {
+        let kind = if self.peek().is_none() && kind != ErrorKind::TrailingData {
+            ErrorKind::UnexpectedEnd
+        } else {
+            kind
+        };
+        Error {
+            offset: self.pos,
+            kind,
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.bump();
+        }
+    }
+
+    fn digits(&mut self) -> Result<(), Error> {
+        if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            return Err(self.error(ErrorKind::InvalidNumber));
+        }
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.bump();
+        }
+        Ok(())
+    }
+
+    fn number(&mut self) -> Result<(), Error> {
+        if self.peek() == Some(b'-') {
+            self.bump();
+        }
+        match self.peek() {
+            Some(b'0') => self.bump(),
+            _ => self.digits()?,
+        }
+        if self.peek() == Some(b'.') {
+            self.bump();
+            self.digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.bump();
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.bump();
+            }
+            self.digits()?;
+        }
+        Ok(())
+    }
+
+    fn string(&mut self) -> Result<(), Error> {
+        self.bump(); // the opening quote
+        loop {
+            match self.peek() {
+                Some(b'"') => {
+                    self.bump();
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.bump();
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.bump(),
+                        Some(b'u') => {
+                            self.bump();
+                            for _ in 0..4 {
+                                if !matches!(self.peek(), Some(b) if b.is_ascii_hexdigit()) {
+                                    return Err(self.error(ErrorKind::InvalidEscape));
+                                }
+                                self.bump();
+                            }
+                        }
+                        _ => return Err(self.error(ErrorKind::InvalidEscape)),
+                    }
+                }
+                Some(0..=0x1F) => return Err(self.error(ErrorKind::ControlCharacter)),
+                Some(_) => self.bump(),
+                None => return Err(self.error(ErrorKind::UnexpectedEnd)),
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), Error> {
+        for &expected in word {
+            if self.peek() != Some(expected) {
+                return Err(self.error(ErrorKind::InvalidLiteral));
+            }
+            self.bump();
+        }
+        Ok(())
+    }
+
+    /// A member key and its colon, whitespace around the colon included; returns where
+    /// the key's contents (inside the quotes) start and end.
+    fn key(&mut self) -> Result<(usize, usize), Error> {
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            return Err(self.error(ErrorKind::ExpectedKey));
+        }
+        let start = self.pos.saturating_add(1);
+        self.string()?;
+        let end = self.pos.saturating_sub(1);
+        self.skip_ws();
+        if self.peek() != Some(b':') {
+            return Err(self.error(ErrorKind::ExpectedColon));
+        }
+        self.bump();
+        Ok((start, end))
+    }
+
+    /// One complete value starting here (after optional whitespace), at most `max_depth`
+    /// containers deep. Iterative: `open` records, per nesting level, whether the
+    /// container there is an object.
+    fn value(&mut self, max_depth: usize) -> Result<(), Error> {
+        let max_depth = max_depth.min(MAX_DEPTH);
+        let mut open = BitStack::default();
+        let mut depth = 0usize;
+        'value: loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(bracket @ (b'{' | b'[')) => {
+                    if depth >= max_depth {
+                        return Err(self.error(ErrorKind::TooDeep));
+                    }
+                    let is_object = bracket == b'{';
+                    open.set(depth, is_object);
+                    depth += 1;
+                    self.bump();
+                    self.skip_ws();
+                    let close = if is_object { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.bump();
+                        depth -= 1;
+                    } else {
+                        if is_object {
+                            self.key()?;
+                        }
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => self.string()?,
+                Some(b'-' | b'0'..=b'9') => self.number()?,
+                Some(b't') => self.literal(b"true")?,
+                Some(b'f') => self.literal(b"false")?,
+                Some(b'n') => self.literal(b"null")?,
+                _ => return Err(self.error(ErrorKind::ExpectedValue)),
+            }
+            // A value is complete: close containers until one continues with `,`.
+            while let Some(level) = depth.checked_sub(1) {
+                self.skip_ws();
+                let in_object = open.get(level);
+                match self.peek() {
+                    Some(b',') => {
+                        self.bump();
+                        if in_object {
+                            self.key()?;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if in_object => self.bump(),
+                    Some(b']') if !in_object => self.bump(),
+                    _ => return Err(self.error(ErrorKind::ExpectedCommaOrEnd)),
+                }
+                depth = level;
+            }
+            return Ok(());
+        }
+    }
+}
+
+/// One bit per nesting level, up to [`MAX_DEPTH`].
+#[derive(Default)]
+struct BitStack([u64; MAX_DEPTH / 64]);
+
+impl BitStack {
+    fn set(&mut self, level: usize, bit: bool) {
+        if let Some(word) = self.0.get_mut(level / 64) {
+            let mask = 1u64 << (level % 64);
+            *word = if bit { *word | mask } else { *word & !mask };
+        }
+    }
+
+    fn get(&self, level: usize) -> bool {
+        self.0
+            .get(level / 64)
+            .is_some_and(|word| word >> (level % 64) & 1 == 1)
+    }
+}
+
+/// Fixed-capacity text for unit tests: core is `no_std` even under test, so tests format
+/// and build inputs in a stack buffer instead of `String`/`Vec`.
+#[cfg(test)]
+pub(crate) mod testing {
+    use core::fmt;
+
+    /// A byte buffer of capacity `N` that is also a `fmt::Write` target.
+    pub struct Buf<const N: usize> {
+        bytes: [u8; N],
+        len: usize,
+    }
+
+    impl<const N: usize> Buf<N> {
+        pub fn new() -> Self {
+            Buf {
+                bytes: [0; N],
+                len: 0,
+            }
+        }
+
+        /// `Display` output of `value`.
+        pub fn display(value: impl fmt::Display) -> Self {
+            let mut b = Self::new();
+            fmt::write(&mut b, format_args!("{value}")).unwrap();
+            b
+        }
+
+        pub fn push(&mut self, bytes: &[u8]) -> &mut Self {
+            self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+            self
+        }
+
+        pub fn repeat(&mut self, bytes: &[u8], n: usize) -> &mut Self {
+            (0..n).for_each(|_| {
+                self.push(bytes);
+            });
+            self
+        }
+
+        pub fn insert(&mut self, at: usize, b: u8) {
+            self.bytes.copy_within(at..self.len, at + 1);
+            self.bytes[at] = b;
+            self.len += 1;
+        }
+
+        pub fn remove(&mut self, at: usize) {
+            self.bytes.copy_within(at + 1..self.len, at);
+            self.len -= 1;
+        }
+
+        pub fn set(&mut self, at: usize, b: u8) {
+            self.bytes[at] = b;
+        }
+
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        pub fn as_bytes(&self) -> &[u8] {
+            &self.bytes[..self.len]
+        }
+
+        pub fn as_str(&self) -> &str {
+            core::str::from_utf8(self.as_bytes()).unwrap()
+        }
+    }
+
+    impl<const N: usize> fmt::Write for Buf<N> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            if self.len + s.len() > N {
+                return Err(fmt::Error);
+            }
+            self.push(s.as_bytes());
+            Ok(())
+        }
+    }
+
+    impl<const N: usize> fmt::Debug for Buf<N> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            fmt::Debug::fmt(&core::str::from_utf8(self.as_bytes()), f)
+        }
+    }
+
+    impl<const N: usize> PartialEq<&str> for Buf<N> {
+        fn eq(&self, other: &&str) -> bool {
+            self.as_bytes() == other.as_bytes()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Buf;
+    use super::*;
+
+    type Text = Buf<256>;
+
+    fn err(text: &str) -> (usize, ErrorKind) {
+        let e = parse(text, 16).unwrap_err();
+        (e.offset, e.kind)
+    }
+
+    #[test]
+    fn scalars_and_whitespace() {
+        for (text, kind) in [
+            ("0", Kind::Number),
+            (" -0.0e+0 ", Kind::Number),
+            ("\t\"\"\n", Kind::String),
+            ("true", Kind::Bool),
+            ("false", Kind::Bool),
+            ("null", Kind::Null),
+            ("[]", Kind::Array),
+            ("{}", Kind::Object),
+        ] {
+            assert_eq!(parse(text, 1).unwrap().kind(), kind, "{text:?}");
+            assert_eq!(parse(text, 1).unwrap().as_raw(), text.trim());
+        }
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_errors() {
+        use ErrorKind::*;
+        for (text, expected) in [
+            ("", (0, UnexpectedEnd)),
+            ("   ", (3, UnexpectedEnd)),
+            ("x", (0, ExpectedValue)),
+            ("[1 2]", (3, ExpectedCommaOrEnd)),
+            ("[1,]", (3, ExpectedValue)),
+            ("{,}", (1, ExpectedKey)),
+            ("{\"a\" 1}", (5, ExpectedColon)),
+            ("{\"a\":1,}", (7, ExpectedKey)),
+            ("{1:2}", (1, ExpectedKey)),
+            ("[}", (1, ExpectedValue)),
+            ("[1}", (2, ExpectedCommaOrEnd)),
+            ("{\"a\":1]", (6, ExpectedCommaOrEnd)),
+            ("tru", (3, UnexpectedEnd)),
+            ("trux", (3, InvalidLiteral)),
+            ("nul1", (3, InvalidLiteral)),
+            ("01", (1, TrailingData)),
+            ("1 2", (2, TrailingData)),
+            ("{}}", (2, TrailingData)),
+            ("+1", (0, ExpectedValue)),
+            (".5", (0, ExpectedValue)),
+            ("1.", (2, UnexpectedEnd)),
+            ("1.e5", (2, InvalidNumber)),
+            ("1e", (2, UnexpectedEnd)),
+            ("-", (1, UnexpectedEnd)),
+            ("-a", (1, InvalidNumber)),
+            ("\"abc", (4, UnexpectedEnd)),
+            ("\"a\\x\"", (3, InvalidEscape)),
+            ("\"\\u12g4\"", (5, InvalidEscape)),
+            ("\"\\u12", (5, UnexpectedEnd)),
+            ("\"a\nb\"", (2, ControlCharacter)),
+            ("\"\u{0}\"", (1, ControlCharacter)),
+            ("{\"a\":[1,{\"b\":", (13, UnexpectedEnd)),
+            ("[[[", (3, UnexpectedEnd)),
+        ] {
+            assert_eq!(err(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn every_truncation_of_a_document_is_an_error() {
+        let doc = r#"{"print":{"rps":{"50":2.99,"max":3.05},"type":"counter","value":900},"s":"\u00e9\"","t":[true,false,null,-1.5e-3]}"#;
+        assert!(parse(doc, 8).is_ok());
+        for end in 0..doc.len() {
+            if let Some(prefix) = doc.get(..end) {
+                assert!(parse(prefix, 8).is_err(), "{prefix:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn depth_limit_is_enforced_without_recursion() {
+        fn nested(n: usize) -> Buf<1024> {
+            let mut b = Buf::new();
+            b.repeat(b"[", n).repeat(b"]", n);
+            b
+        }
+        assert!(parse(nested(5).as_str(), 5).is_ok());
+        assert_eq!(
+            parse(nested(6).as_str(), 5).unwrap_err(),
+            Error {
+                offset: 5,
+                kind: ErrorKind::TooDeep
+            }
+        );
+        assert!(parse(nested(MAX_DEPTH).as_str(), usize::MAX).is_ok());
+        assert_eq!(
+            parse(nested(MAX_DEPTH + 1).as_str(), usize::MAX)
+                .unwrap_err()
+                .kind,
+            ErrorKind::TooDeep
+        );
+        // Far deeper than a recursive parser's stack would allow.
+        let mut huge = Buf::<100_000>::new();
+        huge.repeat(b"[", 100_000);
+        assert_eq!(
+            parse(huge.as_str(), usize::MAX).unwrap_err().kind,
+            ErrorKind::TooDeep
+        );
+        assert_eq!(parse("1", 0).unwrap().as_u64(), Some(1));
+        assert_eq!(parse("[]", 0).unwrap_err().kind, ErrorKind::TooDeep);
+        // Objects and arrays alternate: the bit stack must remember each level.
+        assert!(parse(r#"[{"a":[{"b":[]},{}]},[{}]]"#, 5).is_ok());
+        assert_eq!(
+            parse(r#"[{"a":[{"b":[]]}]}]"#, 8).unwrap_err().kind,
+            ErrorKind::ExpectedCommaOrEnd
+        );
+        let mut mixed = Buf::<1024>::new();
+        (0..100).for_each(|i| {
+            mixed.push(if i % 2 == 0 { b"[" } else { b"{\"k\":" });
+        });
+        mixed.push(b"1");
+        (0..100).rev().for_each(|i| {
+            mixed.push(if i % 2 == 0 { b"]" } else { b"}" });
+        });
+        assert!(parse(mixed.as_str(), 100).is_ok());
+        assert_eq!(
+            parse(mixed.as_str(), 99).unwrap_err().kind,
+            ErrorKind::TooDeep
+        );
+    }
+
+    #[test]
+    fn members_and_elements() {
+        let v = parse(
+            r#" { "a" : [ 1 , "x,]}" , { } ] , "b":{"c":null} , "a":2 } "#,
+            8,
+        )
+        .unwrap();
+        let obj = v.as_object().unwrap();
+        let expected = [
+            ("a", r#"[ 1 , "x,]}" , { } ]"#),
+            ("b", r#"{"c":null}"#),
+            ("a", "2"),
+        ];
+        assert_eq!(obj.members().count(), expected.len());
+        for ((k, v), (ek, ev)) in obj.members().zip(expected) {
+            assert!(k == ek && v.as_raw() == ev, "{k} {v:?}");
+        }
+        let arr = obj.get("a").unwrap().as_array().unwrap();
+        assert!(arr
+            .elements()
+            .map(|e| e.as_raw())
+            .eq(["1", r#""x,]}""#, "{ }"]));
+        assert!(arr.get(2).unwrap().as_object().unwrap().is_empty());
+        assert_eq!(arr.get(3), None);
+        assert!(obj.get("b").unwrap().get("c").unwrap().is_null());
+        assert_eq!(obj.get("missing"), None);
+        assert_eq!(v.as_array(), None);
+        assert!(v.as_str().is_none());
+        // A finished iterator stays finished.
+        let mut it = arr.elements();
+        assert_eq!(it.by_ref().count(), 3);
+        assert_eq!(it.next(), None);
+    }
+
+    #[test]
+    fn escapes_and_surrogates() {
+        let s = |text: &str| Text::display(parse(text, 0).unwrap().as_str().unwrap());
+        assert_eq!(s(r#""\"\\\/\b\f\n\r\t""#), "\"\\/\u{8}\u{c}\n\r\t");
+        assert_eq!(s(r#""\u0041\u00e9\u20AC""#), "Aé€");
+        assert_eq!(s(r#""\ud83d\ude00x""#), "😀x");
+        assert_eq!(s(r#""\uD83D\uDE00""#), "😀");
+        // Lone or reversed surrogates become U+FFFD, the following text is kept.
+        assert_eq!(s(r#""\ud800""#), "\u{FFFD}");
+        assert_eq!(s(r#""\ud800x""#), "\u{FFFD}x");
+        assert_eq!(s(r#""\ude00\ud83d""#), "\u{FFFD}\u{FFFD}");
+        assert_eq!(s(r#""\ud83d\u0041""#), "\u{FFFD}A");
+        assert_eq!(s(r#""\ud83d\n""#), "\u{FFFD}\n");
+        assert_eq!(s("\"héllo 😀\""), "héllo 😀");
+    }
+
+    #[test]
+    fn comparisons_without_allocation() {
+        let v = parse(r#"["id","\u0069d","i\"d","idx"]"#, 1).unwrap();
+        let mut it = v.as_array().unwrap().elements().filter_map(|e| e.as_str());
+        let s: [JsonStr<'_>; 4] = core::array::from_fn(|_| it.next().unwrap());
+        assert!(s[0] == "id" && s[1] == "id" && s[0] == s[1]);
+        assert!(s[2] == "i\"d" && s[2] != "id" && s[3] != "id" && s[0] != "idx" && s[0] != "i");
+        assert!(s[0] != s[3]);
+    }
+
+    #[test]
+    fn unescape_into_buffers() {
+        let v = parse(r#""\ud83d\ude00é""#, 0).unwrap();
+        let s = v.as_str().unwrap();
+        let mut buf = [0u8; 6];
+        assert_eq!(s.unescape_into(&mut buf), Ok("😀é"));
+        for cap in 0..6 {
+            assert_eq!(
+                s.unescape_into(&mut buf[..cap]),
+                Err(EncodeError::BufferTooSmall { capacity: cap })
+            );
+        }
+        assert_eq!(
+            parse("\"\"", 0)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .unescape_into(&mut []),
+            Ok("")
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        use Number::*;
+        for (text, n) in [
+            ("3", Int(3)),
+            ("-0", Int(0)),
+            ("9223372036854775807", Int(i64::MAX)),
+            ("-9223372036854775808", Int(i64::MIN)),
+            ("9223372036854775808", Float(9.223372036854776e18)),
+            ("0.3", Float(0.3)),
+            ("2.0", Float(2.0)),
+            ("2.9975917348002614", Float(2.9975917348002614)),
+            ("1.0e-5", Float(1.0e-5)),
+            ("1.0e20", Float(1.0e20)),
+            ("1E+2", Float(100.0)),
+            ("1e400", Float(f64::INFINITY)),
+        ] {
+            assert_eq!(Number::parse(text), Ok(n), "{text}");
+            assert_eq!(parse(text, 0).unwrap().as_number(), Some(n), "{text}");
+        }
+        for text in [
+            "", "+1", "01", "1.", ".1", "1e", "inf", "NaN", " 1", "1 ", "0x10", "--1", "1.0.0",
+        ] {
+            assert!(Number::parse(text).is_err(), "{text:?}");
+        }
+        assert_eq!(parse("1.5", 0).unwrap().as_u64(), None);
+        assert_eq!(parse("18446744073709551616", 0).unwrap().as_u64(), None);
+        assert_eq!(parse("\"1\"", 0).unwrap().as_u64(), None);
+        assert_eq!(Text::display(Int(2000)), "2000");
+        assert_eq!(Text::display(Float(2.0)), "2.0");
+        assert_eq!(Text::display(Float(0.3)), "0.3");
+    }
+
+    #[test]
+    fn invalid_utf8_bytes() {
+        assert_eq!(
+            parse_bytes(b"[1,\xc3]", 2).unwrap_err(),
+            Error {
+                offset: 3,
+                kind: ErrorKind::InvalidUtf8
+            }
+        );
+        assert_eq!(
+            parse_bytes(b"[\"\xc3\xa9\"]", 2).unwrap().as_raw(),
+            "[\"é\"]"
+        );
+    }
+
+    /// A tiny deterministic fuzz: random mutations of valid documents must give `Ok` or
+    /// `Err`, never a panic, and whatever parses must walk cleanly.
+    #[test]
+    fn never_panics_on_mutated_input() {
+        let seeds = [
+            r#"{"a":[1,-2.5e3,"x\u00e9\ud83d\ude00",true,false,null,{"b":{}}],"c":"\\\""}"#,
+            r#"[{"id":1,"hosts":["h"]},[],[[]]]"#,
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as usize
+        };
+        let alphabet = b"{}[]\",:\\u0123456789abcdefABCDEF.-+eEtrnl \t\n\x01\xff";
+        for round in 0..20_000 {
+            let mut doc = Text::new();
+            doc.push(seeds[round % seeds.len()].as_bytes());
+            for _ in 0..rand() % 4 + 1 {
+                let pos = rand() % (doc.len() + 1);
+                let b = alphabet[rand() % alphabet.len()];
+                match rand() % 3 {
+                    0 if pos < doc.len() => doc.set(pos, b),
+                    1 if pos < doc.len() => doc.remove(pos),
+                    _ => doc.insert(pos, b),
+                }
+            }
+            if let Ok(v) = parse_bytes(doc.as_bytes(), 4) {
+                walk(v);
+            }
+        }
+    }
+
+    fn walk(v: Value<'_>) {
+        let _ = (
+            v.as_number(),
+            v.as_i64(),
+            v.as_u64(),
+            v.as_f64(),
+            v.as_bool(),
+            v.is_null(),
+        );
+        if let Some(s) = v.as_str() {
+            let mut buf = [0u8; 8];
+            let _ = (Text::display(s), s.unescape_into(&mut buf), s == "x");
+        }
+        if let Some(o) = v.as_object() {
+            for (k, m) in o {
+                let _ = Text::display(k);
+                walk(m);
+            }
+        }
+        if let Some(a) = v.as_array() {
+            a.elements().for_each(walk);
+        }
+    }
+}
