@@ -1,0 +1,204 @@
+//! Configuration of the emulated benchmark server: timings, compression, auth, quirks.
+
+use std::time::Duration;
+
+/// How long the emulated benchmark takes in each phase.
+///
+/// The real server needs minutes (provisioning nodes over SSH, metric reports every
+/// 10 s); tests need a whole benchmark in a fraction of a second and demos want
+/// something a human can watch. Every wait of the emulator comes from here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Speed {
+    /// Duration of each pipeline stage other than `running` (and of `wait_exclusive`
+    /// once the labels are free).
+    pub stage: Duration,
+    /// Real time that one scenario second takes: `loop(time = 10 sec, …)` runs for
+    /// `10 * scenario_second`.
+    pub scenario_second: Duration,
+    /// Running time of a scenario without a `loop(time = …)`.
+    pub default_running: Duration,
+    /// Upper bound on the running phase, whatever the scenario asks for.
+    pub max_running: Duration,
+    /// Interval between two metric reports while running (the real server's
+    /// `metric_update_interval_ms`, 10 s by default). A benchmark's own
+    /// `metric_update_interval_ms` scales it (10000 ms = this value).
+    pub metric_interval: Duration,
+    /// Interval of the log writer's time-based sync flush (10 s on the real server).
+    pub log_flush_interval: Duration,
+    /// Poll interval of the streaming endpoints (`bench_poll_timeout`, 1 s on the real
+    /// server). Streams also wake up early when new data arrives.
+    pub poll: Duration,
+    /// Total duration of the finalize stages, during which the final status is already
+    /// visible but the streams are still open.
+    pub finalize: Duration,
+}
+
+impl Speed {
+    /// Timings close to a small real benchmark: one second per stage, real scenario
+    /// time, metric reports every 10 s, 1 s stream polling.
+    #[must_use]
+    pub fn realistic() -> Speed {
+        Speed {
+            stage: Duration::from_secs(1),
+            scenario_second: Duration::from_secs(1),
+            default_running: Duration::from_secs(60),
+            max_running: Duration::from_secs(3600),
+            metric_interval: Duration::from_secs(10),
+            log_flush_interval: Duration::from_secs(10),
+            poll: Duration::from_secs(1),
+            finalize: Duration::from_secs(3),
+        }
+    }
+
+    /// A benchmark of a few seconds whose stages a human can watch go by: 250 ms per
+    /// stage, a scenario second in 300 ms (capped at 15 s of running), a metric report
+    /// and a log flush every second.
+    #[must_use]
+    pub fn demo() -> Speed {
+        Speed {
+            stage: Duration::from_millis(250),
+            scenario_second: Duration::from_millis(300),
+            default_running: Duration::from_secs(3),
+            max_running: Duration::from_secs(15),
+            metric_interval: Duration::from_millis(1000),
+            log_flush_interval: Duration::from_millis(1000),
+            poll: Duration::from_millis(250),
+            finalize: Duration::from_millis(500),
+        }
+    }
+
+    /// For tests: a whole benchmark (stages, a 10-second loop, finalize) in roughly
+    /// 0.3 s, with several metric reports and log flushes on the way.
+    #[must_use]
+    pub fn fast() -> Speed {
+        Speed {
+            stage: Duration::from_millis(5),
+            scenario_second: Duration::from_millis(15),
+            default_running: Duration::from_millis(150),
+            max_running: Duration::from_millis(600),
+            metric_interval: Duration::from_millis(25),
+            log_flush_interval: Duration::from_millis(40),
+            poll: Duration::from_millis(20),
+            finalize: Duration::from_millis(30),
+        }
+    }
+}
+
+impl Default for Speed {
+    fn default() -> Speed {
+        Speed::demo()
+    }
+}
+
+/// How `/log` and `/userlog` files are stored and served (the real server's
+/// `bench_log_compression`, captured per benchmark at creation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogCompression {
+    /// One zlib stream with sync flushes, served with `content-encoding: deflate`
+    /// (the real server's default).
+    #[default]
+    Deflate,
+    /// Plain text, served with `content-encoding: identity`.
+    Identity,
+}
+
+/// Switches between the real server's odd behaviour (faithful) and friendlier answers.
+///
+/// The defaults are what a client meets on a modern real server, except where a
+/// faithful answer would hang a test forever (`data_hangs_on_failed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quirks {
+    /// A missing required query parameter (`id`, `tags`, `addr`, `command`, `pool`,
+    /// `percent`) gives 500 `internal_error`, as on OTP ≥ 19. When false: 400 `badarg`
+    /// `Missing <name> argument`, as on OTP 17.
+    pub missing_param_500: bool,
+    /// `/data` on a `failed` benchmark never answers, like the real server. When false
+    /// (default) it answers like for a finished benchmark.
+    pub data_hangs_on_failed: bool,
+    /// `/server_logs` answers 404 `Wrong endpoint`, as the latest real server does
+    /// (the endpoint was removed upstream in 2017). When false (default) it streams the
+    /// server log as the seed document promises.
+    pub server_logs_removed: bool,
+    /// `/change_env` before `running` gives 500 (the real server's central process
+    /// crashes). When false: 400 `not_running`.
+    pub change_env_not_running_500: bool,
+    /// Close the connection after every `/typecheck` reply, like the real server.
+    pub typecheck_closes_connection: bool,
+}
+
+impl Default for Quirks {
+    fn default() -> Quirks {
+        Quirks {
+            missing_param_500: true,
+            data_hangs_on_failed: false,
+            server_logs_removed: false,
+            change_env_not_running_500: true,
+            typecheck_closes_connection: true,
+        }
+    }
+}
+
+/// Configuration of a [`BenchServer`](super::BenchServer).
+///
+/// # Example
+///
+/// ```
+/// use benchlink_std::sandbox::{BenchServerConfig, Speed};
+/// let config = BenchServerConfig { speed: Speed::fast(), ..BenchServerConfig::default() };
+/// assert_eq!(config.port, 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct BenchServerConfig {
+    /// TCP port on 127.0.0.1; 0 picks a free one (the real server uses 4800).
+    pub port: u16,
+    /// How long the phases of a benchmark take.
+    pub speed: Speed,
+    /// Storage and `content-encoding` of `/log` and `/userlog`.
+    pub log_compression: LogCompression,
+    /// Bearer tokens accepted when authentication is on; `None` = anonymous mode (the
+    /// real server's default). With `Some`, a request without a known token gets 403.
+    pub tokens: Option<Vec<String>>,
+    /// Faithful-or-friendly switches.
+    pub quirks: Quirks,
+    /// Cloud names accepted by the `cloud` parameter besides `local`; all of them
+    /// allocate `127.0.0.1` with the dummy plugin.
+    pub clouds: Vec<String>,
+    /// Stats keys of `/results` (`final_metrics_percentiles`): `min`, `max`, `mean`,
+    /// `median` or a percentile such as `50`.
+    pub result_percentiles: Vec<String>,
+    /// Finished benchmarks older than `next_id - max_bench_num` are deleted unless
+    /// tagged `favorites` (housekeeping; 1000 on the real server).
+    pub max_bench_num: u64,
+    /// Idle time after which a keep-alive connection is closed (Cowboy: 5 s).
+    pub keep_alive_timeout: std::time::Duration,
+}
+
+impl Default for BenchServerConfig {
+    fn default() -> BenchServerConfig {
+        BenchServerConfig {
+            port: 0,
+            speed: Speed::default(),
+            log_compression: LogCompression::Deflate,
+            tokens: None,
+            quirks: Quirks::default(),
+            clouds: Vec::new(),
+            result_percentiles: ["min", "50", "90", "95", "max"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            max_bench_num: 1000,
+            keep_alive_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
+impl BenchServerConfig {
+    /// The test preset: port 0 and [`Speed::fast`].
+    #[must_use]
+    pub fn fast() -> BenchServerConfig {
+        BenchServerConfig {
+            speed: Speed::fast(),
+            ..BenchServerConfig::default()
+        }
+    }
+}
