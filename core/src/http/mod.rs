@@ -3,12 +3,29 @@
 //! Writers put bytes into caller-provided buffers through [`Cursor`]; decoders are
 //! push-style and incremental. Nothing here allocates, reads a clock or panics on input.
 
+mod chunked;
+mod content_coding;
+mod decode_error;
+mod gzip;
+mod multipart;
 pub mod query;
+mod request;
+mod response;
 
+pub use content_coding::{ContentEncoding, InflateBuffers, InflateMemory};
+pub use decode_error::{DecodeError, Section};
+pub use gzip::GzipError;
+/// The low-level inflate state of miniz_oxide, re-exported so callers can allocate it
+/// (about 11 KB) for [`InflateMemory`] without depending on miniz_oxide themselves.
+pub use miniz_oxide::inflate::core::DecompressorOxide;
+pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};
+pub use request::{Body, ConnectHead, RequestHead};
+pub use response::{Event, Framing, Head, Headers, Limits, ResponseDecoder, Version};
 
 /// The request methods the benchmark-server API uses (`POST` only for `/start` and
-/// `/typecheck`) plus `CONNECT` for proxies.
+/// `/typecheck`), `HEAD` (whose response has no body whatever its headers say, so the
+/// response decoder must be told) and `CONNECT` for proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Method {
@@ -16,6 +33,8 @@ pub enum Method {
     Get,
     /// `POST`
     Post,
+    /// `HEAD`: the response carries headers only.
+    Head,
     /// `CONNECT`, for tunnelling through an HTTPS proxy.
     Connect,
 }
@@ -26,9 +45,18 @@ impl Method {
         match self {
             Method::Get => "GET",
             Method::Post => "POST",
+            Method::Head => "HEAD",
             Method::Connect => "CONNECT",
         }
     }
+}
+
+/// `%XX` with upper-case hex, the percent-escape both query strings and multipart
+/// parameters use.
+pub(crate) fn percent_escape(b: u8) -> [u8; 3] {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let hex = |n: u8| HEX.get(usize::from(n & 0xF)).copied().unwrap_or(b'0');
+    [b'%', hex(b >> 4), hex(b)]
 }
 
 /// Failure to encode into a caller buffer.

@@ -50,7 +50,10 @@ pub struct QueryWriter<'c, 'b> {
 
 impl<'c, 'b> QueryWriter<'c, 'b> {
     /// Writes the whole query of `params` into `out`.
-    pub fn write(out: &'c mut Cursor<'b>, params: &(impl EncodeQuery + ?Sized)) -> Result<(), EncodeError> {
+    pub fn write(
+        out: &'c mut Cursor<'b>,
+        params: &(impl EncodeQuery + ?Sized),
+    ) -> Result<(), EncodeError> {
         let mut q = QueryWriter { out, pairs: 0 };
         params.encode_query(&mut q)
     }
@@ -105,12 +108,13 @@ impl<'c, 'b> QueryWriter<'c, 'b> {
 
 /// Percent-encodes `s` the way `quote_plus` does.
 pub fn encode(out: &mut Cursor<'_>, s: &str) -> Result<(), EncodeError> {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in s.as_bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => out.push(&[b])?,
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                out.push(&[b])?
+            }
             b' ' => out.push(b"+")?,
-            _ => out.push(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]])?,
+            _ => out.push(&super::percent_escape(b))?,
         }
     }
     Ok(())
@@ -148,11 +152,19 @@ mod tests {
     fn matches_the_official_client_recordings() {
         // §10.4 of the spec: the /start query of the recorded official client.
         assert_eq!(
-            q(&[("nodes", "h1,h2,h3"), ("benchmark_name", "my bench"), ("tags", "a,b"), ("email", "x@y.z")]),
+            q(&[
+                ("nodes", "h1,h2,h3"),
+                ("benchmark_name", "my bench"),
+                ("tags", "a,b"),
+                ("email", "x@y.z")
+            ]),
             "?nodes=h1%2Ch2%2Ch3&benchmark_name=my+bench&tags=a%2Cb&email=x%40y.z"
         );
         assert_eq!(q(&[("message", "a b&c")]), "?message=a+b%26c");
-        assert_eq!(q(&[("command", "print(\"zz\")")]), "?command=print%28%22zz%22%29");
+        assert_eq!(
+            q(&[("command", "print(\"zz\")")]),
+            "?command=print%28%22zz%22%29"
+        );
         assert_eq!(q(&[("tags", "a,b c")]), "?tags=a%2Cb+c");
     }
 
@@ -179,7 +191,10 @@ mod tests {
             }
         }
         QueryWriter::write(&mut c, &P).unwrap();
-        assert_eq!(c.written(), b"?id=18446744073709551615&nodes=h1%2Cu%40h2&provision_nodes=false");
+        assert_eq!(
+            c.written(),
+            b"?id=18446744073709551615&nodes=h1%2Cu%40h2&provision_nodes=false"
+        );
     }
 
     #[test]

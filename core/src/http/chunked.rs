@@ -1,0 +1,313 @@
+//! The chunked transfer coding (RFC 9112 §7.1), as a byte-at-a-time state machine so that
+//! any split of the input gives the same result. Chunk data is never copied: the decoder
+//! only says where in the caller's input the next data bytes are and how many, and the
+//! caller reports how many it used (a content decoder may take fewer than offered).
+//!
+//! Chunk extensions are skipped and trailer fields are skipped after a size check: the
+//! benchmark server sends neither, and nothing in benchlink needs them. Both are bounded.
+//! A bare LF is accepted wherever CRLF is expected, as most clients do.
+
+use super::decode_error::{DecodeError, Section};
+
+/// Position in the chunked framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Reading the hex digits of a chunk size; `digits` seen so far.
+    Size { size: u64, digits: u8, line: usize },
+    /// After the digits: optional whitespace, then an extension or the line end.
+    SizeRest {
+        size: u64,
+        in_ext: bool,
+        line: usize,
+    },
+    /// Saw the CR of the size line; expecting LF.
+    SizeLf { size: u64 },
+    /// Inside chunk data.
+    Data { left: u64 },
+    /// After chunk data: expecting CR or LF.
+    DataCr,
+    /// After chunk data and CR: expecting LF.
+    DataLf,
+    /// In the trailer section; `line` bytes (CR excluded) in the current line, `total`
+    /// bytes in the section.
+    Trailer { line: usize, total: usize },
+    /// The last chunk and the trailer section are complete.
+    Done,
+}
+
+/// What the framing has for the caller next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// This many data bytes are available right after the framing bytes consumed.
+    Data(usize),
+    /// All input was consumed and more is needed.
+    NeedMore,
+    /// The body is complete; input after the consumed bytes belongs to the next response.
+    End,
+}
+
+/// Incremental chunked-body decoder.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chunked {
+    state: State,
+    max_line: usize,
+    max_trailers: usize,
+}
+
+impl Chunked {
+    pub(crate) const fn new(max_line: usize, max_trailers: usize) -> Self {
+        Chunked {
+            state: State::Size {
+                size: 0,
+                digits: 0,
+                line: 0,
+            },
+            max_line,
+            max_trailers,
+        }
+    }
+
+    /// Consumes framing bytes from the front of `input`; returns how many, and what follows.
+    pub(crate) fn next(&mut self, input: &[u8]) -> Result<(usize, Next), DecodeError> {
+        for (i, &b) in input.iter().enumerate() {
+            match self.state {
+                State::Data { left } => {
+                    let avail = input.len().saturating_sub(i);
+                    let n = usize::try_from(left).map_or(avail, |left| left.min(avail));
+                    return Ok((i, Next::Data(n)));
+                }
+                State::Done => return Ok((i, Next::End)),
+                _ => self.byte(b)?,
+            }
+        }
+        Ok((
+            input.len(),
+            if self.state == State::Done {
+                Next::End
+            } else {
+                Next::NeedMore
+            },
+        ))
+    }
+
+    /// Records that the caller used `n` of the data bytes [`Chunked::next`] offered.
+    pub(crate) fn consume(&mut self, n: usize) {
+        if let State::Data { left } = self.state {
+            let left = left.saturating_sub(n as u64);
+            self.state = if left == 0 {
+                State::DataCr
+            } else {
+                State::Data { left }
+            };
+        }
+    }
+
+    /// Where the body stands if the connection ends now.
+    pub(crate) fn eof_section(&self) -> Section {
+        match self.state {
+            State::Data { .. } => Section::Body,
+            State::Trailer { .. } => Section::Trailers,
+            _ => Section::ChunkFraming,
+        }
+    }
+
+    fn line(&self, line: usize) -> Result<usize, DecodeError> {
+        match line.checked_add(1) {
+            Some(line) if line <= self.max_line => Ok(line),
+            _ => Err(DecodeError::ChunkLineTooLong { max: self.max_line }),
+        }
+    }
+
+    fn byte(&mut self, b: u8) -> Result<(), DecodeError> {
+        self.state = match self.state {
+            State::Size { size, digits, line } => {
+                let line = self.line(line)?;
+                match (char::from(b).to_digit(16), b) {
+                    (Some(d), _) => {
+                        let size = size
+                            .checked_mul(16)
+                            .and_then(|s| s.checked_add(u64::from(d)));
+                        let size = size.ok_or(DecodeError::InvalidChunkSize)?;
+                        State::Size {
+                            size,
+                            digits: digits.saturating_add(1),
+                            line,
+                        }
+                    }
+                    (None, _) if digits == 0 => return Err(DecodeError::InvalidChunkSize),
+                    (None, b'\r') => State::SizeLf { size },
+                    (None, b'\n') => Self::after_size(size),
+                    (None, b' ' | b'\t') => State::SizeRest {
+                        size,
+                        in_ext: false,
+                        line,
+                    },
+                    (None, b';') => State::SizeRest {
+                        size,
+                        in_ext: true,
+                        line,
+                    },
+                    (None, _) => return Err(DecodeError::InvalidChunkSize),
+                }
+            }
+            State::SizeRest { size, in_ext, line } => {
+                let line = self.line(line)?;
+                match b {
+                    b'\r' => State::SizeLf { size },
+                    b'\n' => Self::after_size(size),
+                    b';' => State::SizeRest {
+                        size,
+                        in_ext: true,
+                        line,
+                    },
+                    b' ' | b'\t' => State::SizeRest { size, in_ext, line },
+                    _ if in_ext && b != 0x7F && b >= b' ' => State::SizeRest { size, in_ext, line },
+                    _ => return Err(DecodeError::InvalidChunkSize),
+                }
+            }
+            State::SizeLf { size } if b == b'\n' => Self::after_size(size),
+            State::SizeLf { .. } => return Err(DecodeError::InvalidChunkSize),
+            State::DataCr if b == b'\r' => State::DataLf,
+            State::DataCr | State::DataLf if b == b'\n' => State::Size {
+                size: 0,
+                digits: 0,
+                line: 0,
+            },
+            State::DataCr | State::DataLf => return Err(DecodeError::InvalidChunkDelimiter),
+            State::Trailer { line, total } => {
+                let total = total.checked_add(1).filter(|&t| t <= self.max_trailers);
+                let total = total.ok_or(DecodeError::TrailersTooLarge {
+                    max: self.max_trailers,
+                })?;
+                match b {
+                    b'\n' if line == 0 => State::Done,
+                    b'\n' => State::Trailer { line: 0, total },
+                    b'\r' => State::Trailer { line, total },
+                    _ => State::Trailer {
+                        line: line.saturating_add(1),
+                        total,
+                    },
+                }
+            }
+            // `next` hands data bytes to the caller and stops at Done.
+            state @ (State::Data { .. } | State::Done) => state,
+        };
+        Ok(())
+    }
+
+    fn after_size(size: u64) -> State {
+        if size == 0 {
+            State::Trailer { line: 0, total: 0 }
+        } else {
+            State::Data { left: size }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    /// Decodes `pieces` in order; returns the body and how many bytes followed it.
+    fn run(pieces: &[&[u8]]) -> Result<(Vec<u8>, usize), DecodeError> {
+        let mut c = Chunked::new(64, 64);
+        let mut body = Vec::new();
+        for (k, piece) in pieces.iter().enumerate() {
+            let mut pos = 0;
+            loop {
+                let (n, next) = c.next(&piece[pos..])?;
+                pos += n;
+                match next {
+                    Next::Data(d) => {
+                        // Take at most 3 bytes at a time, like a content decoder that stalls.
+                        let d = d.min(3);
+                        body.extend_from_slice(&piece[pos..pos + d]);
+                        pos += d;
+                        c.consume(d);
+                    }
+                    Next::NeedMore => break,
+                    Next::End => {
+                        let rest = pieces[k + 1..].iter().map(|p| p.len()).sum::<usize>()
+                            + piece.len()
+                            - pos;
+                        return Ok((body, rest));
+                    }
+                }
+            }
+        }
+        Err(DecodeError::UnexpectedEof {
+            section: c.eof_section(),
+        })
+    }
+
+    fn every_split(input: &[u8]) -> Result<(Vec<u8>, usize), DecodeError> {
+        let whole = run(&[input]);
+        for i in 0..=input.len() {
+            assert_eq!(run(&[&input[..i], &input[i..]]), whole, "split at {i}");
+        }
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(run(&bytes), whole, "byte at a time");
+        whole
+    }
+
+    #[test]
+    fn extensions_trailers_and_following_bytes() {
+        let input = b"5;name=val;x=\"q\"\r\nhello\r\n1A \r\nabcdefghijklmnopqrstuvwxyz\r\n0;end\r\nX-Trailer: 1\r\nY: 2\r\n\r\nHTTP/1.1";
+        let (body, rest) = every_split(input).unwrap();
+        assert_eq!(body, b"helloabcdefghijklmnopqrstuvwxyz");
+        assert_eq!(rest, 8);
+    }
+
+    #[test]
+    fn bare_lf_and_leading_zeros() {
+        assert_eq!(
+            every_split(b"0003\nabc\n0\n\n").unwrap(),
+            (b"abc".to_vec(), 0)
+        );
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(every_split(b"g\r\n"), Err(DecodeError::InvalidChunkSize));
+        assert_eq!(every_split(b"\r\n"), Err(DecodeError::InvalidChunkSize));
+        assert_eq!(
+            every_split(b"3\r\nabcX"),
+            Err(DecodeError::InvalidChunkDelimiter)
+        );
+        assert_eq!(every_split(b"1 2\r\n"), Err(DecodeError::InvalidChunkSize));
+        assert_eq!(
+            every_split(b"10000000000000000\r\n"),
+            Err(DecodeError::InvalidChunkSize)
+        );
+        let long_ext = [b"1;".as_slice(), &[b'a'; 70]].concat();
+        assert_eq!(
+            every_split(&long_ext),
+            Err(DecodeError::ChunkLineTooLong { max: 64 })
+        );
+        let trailers = [b"0\r\n".as_slice(), &[b'a'; 80]].concat();
+        assert_eq!(
+            every_split(&trailers),
+            Err(DecodeError::TrailersTooLarge { max: 64 })
+        );
+        assert_eq!(
+            every_split(b"3\r\nab"),
+            Err(DecodeError::UnexpectedEof {
+                section: Section::Body
+            })
+        );
+        assert_eq!(
+            every_split(b"3\r\nabc\r"),
+            Err(DecodeError::UnexpectedEof {
+                section: Section::ChunkFraming
+            })
+        );
+        assert_eq!(
+            every_split(b"0\r\nX: y\r\n"),
+            Err(DecodeError::UnexpectedEof {
+                section: Section::Trailers
+            })
+        );
+    }
+}

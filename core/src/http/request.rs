@@ -1,0 +1,488 @@
+//! Request heads: the request line and the fixed header set every benchlink request sends.
+//!
+//! The writer refuses any value that could smuggle a second header or a second request
+//! (CR, LF, NUL and the other control bytes), because paths, hosts and tokens come from
+//! configuration files and command lines, and a header-injection bug would let them rewrite
+//! the request. The bearer token is a secret: [`RequestHead`]'s `Debug` prints `<redacted>`.
+
+use super::multipart::Boundary;
+use super::query::{EncodeQuery, QueryWriter};
+use super::{Cursor, EncodeError, Method};
+
+/// What follows the head, as far as the head has to announce it.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'a> {
+    /// No body. A `POST` still says `Content-Length: 0`, because servers (Cowboy among
+    /// them) may otherwise wait for a body or answer 411.
+    Empty,
+    /// `len` bytes of one content type, sent by the caller after the head.
+    Sized {
+        /// The `Content-Type` value, e.g. `application/json`.
+        content_type: &'a str,
+        /// Exact number of body bytes the caller will send.
+        len: u64,
+    },
+    /// A `multipart/form-data` body written with [`Boundary`]; `len` comes from
+    /// [`Boundary::content_length`].
+    Multipart {
+        /// The boundary the parts are written with.
+        boundary: &'a Boundary,
+        /// Exact body length.
+        len: u64,
+    },
+}
+
+/// The head of one request.
+///
+/// Headers come out in this order: `Host`, `User-Agent`, `Accept: */*`,
+/// `Accept-Encoding: deflate, gzip`, `Connection`, then `Content-Length` and
+/// `Content-Type` when there is a body (or a `POST`), then `Authorization` last, as the
+/// official client sends it. `Accept-Encoding` is sent because the server compresses log
+/// streams whatever the client asks (spec §4.7) and the official client announces it too.
+///
+/// ```
+/// use benchlink_core::http::{Body, Cursor, Method, RequestHead};
+/// let head = RequestHead {
+///     method: Method::Get,
+///     path: "/status",
+///     host: "localhost:4800",
+///     user_agent: "benchlink/0.1",
+///     bearer: Some("TOKEN123"),
+///     body: Body::Empty,
+///     keep_alive: true,
+/// };
+/// let mut buf = [0u8; 256];
+/// let mut out = Cursor::new(&mut buf);
+/// head.encode(&[("id", "7"), ("wait", "false")][..], &mut out).unwrap();
+/// assert!(out.written().starts_with(b"GET /status?id=7&wait=false HTTP/1.1\r\nHost: localhost:4800\r\n"));
+/// assert!(out.written().ends_with(b"Authorization: Bearer TOKEN123\r\n\r\n"));
+/// assert!(!format!("{head:?}").contains("TOKEN123"));
+/// ```
+#[derive(Clone, Copy)]
+pub struct RequestHead<'a> {
+    /// The request method.
+    pub method: Method,
+    /// The path, starting with `/`, without the query (the query is encoded from typed
+    /// parameters by [`RequestHead::encode`]).
+    pub path: &'a str,
+    /// The `Host` value, `host` or `host:port`.
+    pub host: &'a str,
+    /// The `User-Agent` value.
+    pub user_agent: &'a str,
+    /// The token for `Authorization: Bearer <token>`, if the server needs one.
+    pub bearer: Option<&'a str>,
+    /// The body the caller sends after the head.
+    pub body: Body<'a>,
+    /// `Connection: keep-alive` when true, `Connection: close` when false.
+    pub keep_alive: bool,
+}
+
+impl core::fmt::Debug for RequestHead<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RequestHead")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("host", &self.host)
+            .field("user_agent", &self.user_agent)
+            .field("bearer", &self.bearer.map(|_| Redacted))
+            .field("body", &self.body)
+            .field("keep_alive", &self.keep_alive)
+            .finish()
+    }
+}
+
+/// Stands in for a secret in `Debug` output.
+struct Redacted;
+
+impl core::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl RequestHead<'_> {
+    /// Writes the whole head, query included, ending with the empty line. On error the
+    /// cursor may hold a partial head that must not be sent.
+    ///
+    /// ```
+    /// use benchlink_core::http::{Body, Cursor, Method, RequestHead};
+    /// let head = RequestHead {
+    ///     method: Method::Post,
+    ///     path: "/typecheck",
+    ///     host: "h",
+    ///     user_agent: "ua",
+    ///     bearer: None,
+    ///     body: Body::Sized { content_type: "text/plain", len: 3 },
+    ///     keep_alive: false,
+    /// };
+    /// let mut buf = [0u8; 256];
+    /// let mut out = Cursor::new(&mut buf);
+    /// head.encode(&(), &mut out).unwrap();
+    /// assert_eq!(
+    ///     out.written(),
+    ///     &b"POST /typecheck HTTP/1.1\r\nHost: h\r\nUser-Agent: ua\r\nAccept: */*\r\n\
+    ///        Accept-Encoding: deflate, gzip\r\nConnection: close\r\nContent-Length: 3\r\n\
+    ///        Content-Type: text/plain\r\n\r\n"[..]
+    /// );
+    /// ```
+    pub fn encode(
+        &self,
+        query: &(impl EncodeQuery + ?Sized),
+        out: &mut Cursor<'_>,
+    ) -> Result<(), EncodeError> {
+        if !self.path.starts_with('/') || !self.path.bytes().all(is_path_byte) {
+            return Err(EncodeError::InvalidValue { field: "path" });
+        }
+        out.push_str(self.method.as_str())?;
+        out.push(b" ")?;
+        out.push_str(self.path)?;
+        QueryWriter::write(out, query)?;
+        out.push(b" HTTP/1.1\r\n")?;
+        header(out, "Host", "host", self.host)?;
+        header(out, "User-Agent", "user_agent", self.user_agent)?;
+        out.push(b"Accept: */*\r\nAccept-Encoding: deflate, gzip\r\n")?;
+        out.push(if self.keep_alive {
+            b"Connection: keep-alive\r\n"
+        } else {
+            b"Connection: close\r\n"
+        })?;
+        match self.body {
+            Body::Empty if self.method == Method::Post => out.push(b"Content-Length: 0\r\n")?,
+            Body::Empty => {}
+            Body::Sized { content_type, len } => {
+                content_length(out, len)?;
+                header(out, "Content-Type", "content_type", content_type)?;
+            }
+            Body::Multipart { boundary, len } => {
+                content_length(out, len)?;
+                out.push(b"Content-Type: ")?;
+                boundary.content_type(out)?;
+                out.push(b"\r\n")?;
+            }
+        }
+        if let Some(token) = self.bearer {
+            check_value("bearer", token)?;
+            out.push(b"Authorization: Bearer ")?;
+            out.push_str(token)?;
+            out.push(b"\r\n")?;
+        }
+        out.push(b"\r\n")
+    }
+}
+
+/// The head of a `CONNECT` request that asks an HTTPS proxy for a tunnel to `host:port`
+/// (RFC 9110 §9.3.6). The proxy's answer is decoded with
+/// [`ResponseDecoder`](super::ResponseDecoder) told [`Method::Connect`]; after a 2xx the
+/// connection is a raw tunnel.
+///
+/// ```
+/// use benchlink_core::http::{ConnectHead, Cursor};
+/// let head = ConnectHead { host: "rtm.example.com", port: 443, proxy_authorization: Some("Basic dTpw") };
+/// let mut buf = [0u8; 128];
+/// let mut out = Cursor::new(&mut buf);
+/// head.encode(&mut out).unwrap();
+/// assert_eq!(
+///     out.written(),
+///     &b"CONNECT rtm.example.com:443 HTTP/1.1\r\nHost: rtm.example.com:443\r\n\
+///        Proxy-Authorization: Basic dTpw\r\n\r\n"[..]
+/// );
+/// assert!(!format!("{head:?}").contains("dTpw"));
+/// ```
+#[derive(Clone, Copy)]
+pub struct ConnectHead<'a> {
+    /// Target host name or IP address; an IPv6 address is written in brackets.
+    pub host: &'a str,
+    /// Target port.
+    pub port: u16,
+    /// The whole `Proxy-Authorization` value (e.g. `Basic …`), a secret kept out of `Debug`.
+    pub proxy_authorization: Option<&'a str>,
+}
+
+impl core::fmt::Debug for ConnectHead<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ConnectHead")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field(
+                "proxy_authorization",
+                &self.proxy_authorization.map(|_| Redacted),
+            )
+            .finish()
+    }
+}
+
+impl ConnectHead<'_> {
+    /// Writes `CONNECT host:port HTTP/1.1`, the same authority as `Host`, and the optional
+    /// `Proxy-Authorization`, ending with the empty line.
+    ///
+    /// ```
+    /// use benchlink_core::http::{ConnectHead, Cursor};
+    /// let mut buf = [0u8; 128];
+    /// let mut out = Cursor::new(&mut buf);
+    /// ConnectHead { host: "::1", port: 8443, proxy_authorization: None }.encode(&mut out).unwrap();
+    /// assert_eq!(out.written(), b"CONNECT [::1]:8443 HTTP/1.1\r\nHost: [::1]:8443\r\n\r\n");
+    /// ```
+    pub fn encode(&self, out: &mut Cursor<'_>) -> Result<(), EncodeError> {
+        let bad_host = |b: u8| b <= b' ' || b == 0x7F || matches!(b, b'/' | b'[' | b']' | b'@');
+        if self.host.is_empty() || self.host.bytes().any(bad_host) {
+            return Err(EncodeError::InvalidValue { field: "host" });
+        }
+        out.push(b"CONNECT ")?;
+        self.authority(out)?;
+        out.push(b" HTTP/1.1\r\nHost: ")?;
+        self.authority(out)?;
+        out.push(b"\r\n")?;
+        if let Some(auth) = self.proxy_authorization {
+            header(out, "Proxy-Authorization", "proxy_authorization", auth)?;
+        }
+        out.push(b"\r\n")
+    }
+
+    fn authority(&self, out: &mut Cursor<'_>) -> Result<(), EncodeError> {
+        let ipv6 = self.host.contains(':');
+        if ipv6 {
+            out.push(b"[")?;
+        }
+        out.push_str(self.host)?;
+        out.push(if ipv6 { b"]:" } else { b":" })?;
+        out.push_u64(u64::from(self.port))
+    }
+}
+
+/// Path bytes that cannot end the request line early: no space and no control byte.
+fn is_path_byte(b: u8) -> bool {
+    b > b' ' && b != 0x7F
+}
+
+/// Rejects bytes that would end the header line or that servers treat as errors: every
+/// control byte except horizontal tab.
+fn check_value(field: &'static str, value: &str) -> Result<(), EncodeError> {
+    if value.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7F) {
+        return Err(EncodeError::InvalidValue { field });
+    }
+    Ok(())
+}
+
+fn header(
+    out: &mut Cursor<'_>,
+    name: &str,
+    field: &'static str,
+    value: &str,
+) -> Result<(), EncodeError> {
+    check_value(field, value)?;
+    out.push_str(name)?;
+    out.push(b": ")?;
+    out.push_str(value)?;
+    out.push(b"\r\n")
+}
+
+fn content_length(out: &mut Cursor<'_>, len: u64) -> Result<(), EncodeError> {
+    out.push(b"Content-Length: ")?;
+    out.push_u64(len)?;
+    out.push(b"\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::multipart::Part;
+    use super::*;
+
+    fn get(path: &str, query: &[(&str, &str)], bearer: Option<&str>) -> ([u8; 512], usize) {
+        let mut buf = [0u8; 512];
+        let head = RequestHead {
+            method: Method::Get,
+            path,
+            host: "localhost:48555",
+            user_agent: "python-requests/2.27.1",
+            bearer,
+            body: Body::Empty,
+            keep_alive: true,
+        };
+        let mut out = Cursor::new(&mut buf);
+        head.encode(query, &mut out).unwrap();
+        let n = out.len();
+        (buf, n)
+    }
+
+    #[test]
+    fn get_matches_the_recorded_request_line_and_headers() {
+        let (buf, n) = get("/status", &[("id", "7"), ("wait", "false")], None);
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            "GET /status?id=7&wait=false HTTP/1.1\r\nHost: localhost:48555\r\n\
+             User-Agent: python-requests/2.27.1\r\nAccept: */*\r\nAccept-Encoding: deflate, gzip\r\n\
+             Connection: keep-alive\r\n\r\n"
+        );
+        let (buf, n) = get("/clusters_info", &[], Some("TOKEN123"));
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            "GET /clusters_info HTTP/1.1\r\nHost: localhost:48555\r\n\
+             User-Agent: python-requests/2.27.1\r\nAccept: */*\r\nAccept-Encoding: deflate, gzip\r\n\
+             Connection: keep-alive\r\nAuthorization: Bearer TOKEN123\r\n\r\n"
+        );
+        let (buf, n) = get(
+            "/run_command",
+            &[("command", "print(\"zz\")"), ("percent", "50")],
+            None,
+        );
+        assert!(buf[..n]
+            .starts_with(b"GET /run_command?command=print%28%22zz%22%29&percent=50 HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn multipart_post_announces_length_and_boundary_then_bearer_last() {
+        let boundary = Boundary::new("nojnAe9aq4zz5V9C5ahghcv4Dtx2V0").unwrap();
+        let parts = [Part {
+            name: "bench",
+            filename: "small.bdl",
+            content_type: "application/octet-stream",
+            len: 1,
+        }];
+        let len = boundary.content_length(&parts).unwrap();
+        let head = RequestHead {
+            method: Method::Post,
+            path: "/start",
+            host: "localhost:48555",
+            user_agent: "ua",
+            bearer: Some("TOKEN123"),
+            body: Body::Multipart {
+                boundary: &boundary,
+                len,
+            },
+            keep_alive: true,
+        };
+        let mut buf = [0u8; 512];
+        let mut out = Cursor::new(&mut buf);
+        head.encode(&[("nodes", "2")][..], &mut out).unwrap();
+        let text = core::str::from_utf8(out.written()).unwrap();
+        assert!(text.starts_with("POST /start?nodes=2 HTTP/1.1\r\n"));
+        assert!(text.ends_with(
+            "Connection: keep-alive\r\nContent-Length: 183\r\n\
+             Content-Type: multipart/form-data; boundary=nojnAe9aq4zz5V9C5ahghcv4Dtx2V0\r\n\
+             Authorization: Bearer TOKEN123\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn empty_post_says_content_length_zero() {
+        let head = RequestHead {
+            method: Method::Post,
+            path: "/auth",
+            host: "h",
+            user_agent: "u",
+            bearer: None,
+            body: Body::Empty,
+            keep_alive: false,
+        };
+        let mut buf = [0u8; 256];
+        let mut out = Cursor::new(&mut buf);
+        head.encode(&(), &mut out).unwrap();
+        assert!(out
+            .written()
+            .ends_with(b"Connection: close\r\nContent-Length: 0\r\n\r\n"));
+    }
+
+    #[test]
+    fn header_injection_is_rejected() {
+        let base = RequestHead {
+            method: Method::Get,
+            path: "/status",
+            host: "h",
+            user_agent: "u",
+            bearer: None,
+            body: Body::Empty,
+            keep_alive: true,
+        };
+        let cases: [(RequestHead<'_>, &str); 6] = [
+            (
+                RequestHead {
+                    host: "h\r\nX: y",
+                    ..base
+                },
+                "host",
+            ),
+            (
+                RequestHead {
+                    user_agent: "u\n",
+                    ..base
+                },
+                "user_agent",
+            ),
+            (
+                RequestHead {
+                    bearer: Some("t\0"),
+                    ..base
+                },
+                "bearer",
+            ),
+            (
+                RequestHead {
+                    path: "/a b",
+                    ..base
+                },
+                "path",
+            ),
+            (
+                RequestHead {
+                    path: "status",
+                    ..base
+                },
+                "path",
+            ),
+            (
+                RequestHead {
+                    body: Body::Sized {
+                        content_type: "a\rb",
+                        len: 1,
+                    },
+                    ..base
+                },
+                "content_type",
+            ),
+        ];
+        for (head, field) in cases {
+            let mut buf = [0u8; 256];
+            let mut out = Cursor::new(&mut buf);
+            assert_eq!(
+                head.encode(&(), &mut out),
+                Err(EncodeError::InvalidValue { field })
+            );
+        }
+    }
+
+    #[test]
+    fn small_buffer_is_an_error() {
+        let head = RequestHead {
+            method: Method::Head,
+            path: "/",
+            host: "h",
+            user_agent: "u",
+            bearer: None,
+            body: Body::Empty,
+            keep_alive: true,
+        };
+        let mut buf = [0u8; 20];
+        let mut out = Cursor::new(&mut buf);
+        assert_eq!(
+            head.encode(&(), &mut out),
+            Err(EncodeError::BufferTooSmall { capacity: 20 })
+        );
+    }
+
+    #[test]
+    fn connect_rejects_bad_hosts() {
+        for host in ["", "a b", "a/b", "x\r\n", "u@h"] {
+            let mut buf = [0u8; 128];
+            let mut out = Cursor::new(&mut buf);
+            let head = ConnectHead {
+                host,
+                port: 1,
+                proxy_authorization: None,
+            };
+            assert_eq!(
+                head.encode(&mut out),
+                Err(EncodeError::InvalidValue { field: "host" })
+            );
+        }
+    }
+}
