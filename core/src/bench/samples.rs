@@ -1,0 +1,124 @@
+//! The `/data` metric stream: one `<unix seconds>\t<metric name>\t<value>` line per
+//! sample, metrics interleaved (spec §4.9.1). Values are Erlang numbers: integers
+//! (`3`, `2000`) or floats (`0.3`, `2.0`, `2.9975917348002614`, `1.0e-5`, `1.0e20`), all
+//! of which are JSON numbers, so the JSON number grammar checks them.
+
+use core::fmt;
+
+use super::lines::{LineDecoder, LineFormat, LineTooLong};
+use crate::json::Number;
+
+/// One metric sample.
+///
+/// ```
+/// use benchlink_core::bench::{Number, Sample};
+/// let s = Sample::parse(b"1439245024\tworkers.pool1.started.rps\t0.3").unwrap();
+/// assert_eq!(s, Sample { timestamp: 1439245024, name: "workers.pool1.started.rps", value: Number::Float(0.3) });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Sample<'a> {
+    /// When the director node reported it, in Unix seconds.
+    pub timestamp: u64,
+    /// The metric name as expanded by the node (`print`, `print.rps`, `latency.95`, …).
+    pub name: &'a str,
+    /// The value.
+    pub value: Number,
+}
+
+impl<'a> Sample<'a> {
+    /// Parses one line without its line end.
+    ///
+    /// ```
+    /// use benchlink_core::bench::{Sample, SampleError};
+    /// assert_eq!(Sample::parse(b"1439245024\tprint"), Err(SampleError::FieldCount { found: 2 }));
+    /// assert_eq!(Sample::parse(b"14392x\tprint\t1"), Err(SampleError::InvalidTimestamp));
+    /// assert_eq!(Sample::parse(b"1\tprint\t1,5"), Err(SampleError::InvalidValue));
+    /// ```
+    pub fn parse(line: &'a [u8]) -> Result<Self, SampleError> {
+        let mut fields = line.split(|&b| b == b'\t');
+        let (Some(timestamp), Some(name), Some(value), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(SampleError::FieldCount {
+                found: line.split(|&b| b == b'\t').count(),
+            });
+        };
+        let timestamp = core::str::from_utf8(timestamp)
+            .ok()
+            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or(SampleError::InvalidTimestamp)?;
+        let name = core::str::from_utf8(name)
+            .ok()
+            .filter(|n| !n.is_empty())
+            .ok_or(SampleError::InvalidName)?;
+        let value = core::str::from_utf8(value)
+            .ok()
+            .and_then(|v| Number::parse(v).ok())
+            .ok_or(SampleError::InvalidValue)?;
+        Ok(Sample {
+            timestamp,
+            name,
+            value,
+        })
+    }
+}
+
+/// Why a `/data` line is not a sample. Decoding continues with the next line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SampleError {
+    /// Longer than the decoder's buffer; dropped.
+    LineTooLong {
+        /// The limit.
+        max: usize,
+    },
+    /// Not exactly three tab-separated fields (the official CLI rejects these too).
+    FieldCount {
+        /// How many fields the line has.
+        found: usize,
+    },
+    /// The first field is not unsigned decimal Unix seconds.
+    InvalidTimestamp,
+    /// The name is empty or not UTF-8.
+    InvalidName,
+    /// The value is not an integer or float in Erlang/JSON notation.
+    InvalidValue,
+}
+
+impl From<LineTooLong> for SampleError {
+    fn from(e: LineTooLong) -> Self {
+        SampleError::LineTooLong { max: e.max }
+    }
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SampleError::LineTooLong { max } => write!(f, "metric line longer than {max} bytes"),
+            SampleError::FieldCount { found } => write!(f, "metric line has {found} fields, not 3"),
+            SampleError::InvalidTimestamp => f.write_str("metric line has an invalid timestamp"),
+            SampleError::InvalidName => f.write_str("metric line has an invalid name"),
+            SampleError::InvalidValue => f.write_str("metric line has an invalid value"),
+        }
+    }
+}
+
+impl core::error::Error for SampleError {}
+
+/// The `/data` line format: each line a [`Sample`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricLine;
+
+impl LineFormat for MetricLine {
+    type Item<'l> = Sample<'l>;
+    type Error<'l> = SampleError;
+
+    fn parse(line: &[u8]) -> Result<Sample<'_>, SampleError> {
+        Sample::parse(line)
+    }
+}
+
+/// Decoder for the `/data` stream.
+pub type MetricDecoder<'b> = LineDecoder<'b, MetricLine>;

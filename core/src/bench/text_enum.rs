@@ -1,0 +1,66 @@
+//! One definition for every enum the server sends as a string (`status`, `state`,
+//! `type`, `reason_code`): the known names map to variants, anything else is kept as
+//! `Other(raw text)` so a newer server never breaks an older client.
+
+/// Defines `pub enum $name<'a> { $variants…, Other(&'a str) }` with `parse`, `as_str`,
+/// a crate-internal `from_json` and `Display`, all from one table of names.
+macro_rules! text_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident (example $ex_text:literal => $ex_variant:ident) {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub enum $name<'a> {
+            $( $(#[$vmeta])* #[doc = concat!("`", $text, "`")] $variant, )*
+            /// A value this version does not know, kept as its raw (still JSON-escaped) text.
+            Other(&'a str),
+        }
+
+        impl<'a> $name<'a> {
+            fn find(is: impl Fn(&str) -> bool) -> Option<Self> {
+                $( if is($text) { return Some(Self::$variant); } )*
+                None
+            }
+
+            #[doc = concat!(
+                "The variant for the server's text; text it does not know becomes `Other`.\n\n",
+                "```\nuse benchlink_core::bench::", stringify!($name), ";\n",
+                "assert_eq!(", stringify!($name), "::parse(", stringify!($ex_text), "), ",
+                stringify!($name), "::", stringify!($ex_variant), ");\n",
+                "assert_eq!(", stringify!($name), "::parse(\"from_the_future\"), ",
+                stringify!($name), "::Other(\"from_the_future\"));\n```"
+            )]
+            pub fn parse(text: &'a str) -> Self {
+                Self::find(|name| name == text).unwrap_or(Self::Other(text))
+            }
+
+            /// Decodes escapes before comparing, so only truly unknown text is `Other`.
+            pub(crate) fn from_json(text: crate::json::JsonStr<'a>) -> Self {
+                Self::find(|name| text == name).unwrap_or(Self::Other(text.as_raw()))
+            }
+
+            #[doc = concat!(
+                "The text the server writes for this value (what an emulator should send).\n\n",
+                "```\nuse benchlink_core::bench::", stringify!($name), ";\n",
+                "assert_eq!(", stringify!($name), "::", stringify!($ex_variant), ".as_str(), ",
+                stringify!($ex_text), ");\n```"
+            )]
+            pub fn as_str(&self) -> &'a str {
+                match self {
+                    $( Self::$variant => $text, )*
+                    Self::Other(text) => text,
+                }
+            }
+        }
+
+        impl core::fmt::Display for $name<'_> {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
