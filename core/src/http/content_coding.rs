@@ -276,6 +276,9 @@ pub(crate) struct ContentDecoder {
     more_output: bool,
     crc: Crc32,
     size: u32,
+    /// A failure found in a call that also produced output: the output goes out first,
+    /// the error on the next call, so the delivered bytes do not depend on the split.
+    failed: Option<DecodeError>,
 }
 
 impl ContentDecoder {
@@ -292,12 +295,13 @@ impl ContentDecoder {
             more_output: false,
             crc: Crc32::new(),
             size: 0,
+            failed: None,
         }
     }
 
     /// True when decoded output is due even without new input.
     pub(crate) fn has_pending(&self) -> bool {
-        self.more_output || matches!(self.phase, Phase::Sniffed { .. })
+        self.more_output || self.failed.is_some() || matches!(self.phase, Phase::Sniffed { .. })
     }
 
     /// True when the coded stream ended properly (always, for identity). Meaningful once
@@ -318,6 +322,9 @@ impl ContentDecoder {
         memory: Option<&mut InflateMemory<'_>>,
         input: &[u8],
     ) -> Result<(usize, Output), DecodeError> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
         if let Phase::Identity = self.phase {
             return match self.encoding {
                 _ if input.is_empty() => Ok((0, Output::None)),
@@ -463,32 +470,37 @@ impl ContentDecoder {
         // The window length is a power of two: wrap to its start after reaching its end.
         self.pos = start.saturating_add(written) & memory.window.len().saturating_sub(1);
         self.more_output = status == TINFLStatus::HasMoreOutput;
-        match status {
+        let failure = match status {
             TINFLStatus::Done => {
                 self.phase = if gzip {
                     Phase::GzipTrailer(GzipTrailer::new())
                 } else {
                     Phase::Finished
                 };
+                None
             }
+            // Zero progress on non-empty input would spin the caller's loop.
             TINFLStatus::NeedsMoreInput | TINFLStatus::HasMoreOutput => {
-                // Guarantees progress to the caller's loop.
-                if used == 0 && written == 0 && !input.is_empty() {
-                    return Err(corrupt);
-                }
+                (used == 0 && written == 0 && !input.is_empty()).then_some(corrupt)
             }
-            TINFLStatus::Adler32Mismatch => return Err(DecodeError::ChecksumMismatch),
-            _ => return Err(corrupt),
-        }
-        let out = if written == 0 {
-            Output::None
-        } else {
-            Output::Window {
-                start,
-                len: written,
-            }
+            TINFLStatus::Adler32Mismatch => Some(DecodeError::ChecksumMismatch),
+            _ => Some(corrupt),
         };
-        Ok((used, out))
+        match (failure, written) {
+            (Some(e), 0) => Err(e),
+            (failure, _) => {
+                self.failed = failure;
+                let out = if written == 0 {
+                    Output::None
+                } else {
+                    Output::Window {
+                        start,
+                        len: written,
+                    }
+                };
+                Ok((used, out))
+            }
+        }
     }
 
     /// The decoded bytes `out` refers to, in `input` or the window.
