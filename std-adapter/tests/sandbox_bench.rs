@@ -755,6 +755,9 @@ fn failures_and_exclusive() {
     let first = start(a, "/start?exclusive=x,y", SMALL_BDL);
     let second = start(a, "/start?exclusive=y", SMALL_BDL);
     wait_status(a, first, |st| st == "running");
+    wait_status(a, second, |st| st == "wait_exclusive");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(status(a, first)["status"], "running");
     assert_eq!(status(a, second)["status"], "wait_exclusive");
     assert!(status(a, second).get("start_time").is_none());
     get(a, &format!("/stop?id={first}"));
@@ -1060,4 +1063,35 @@ fn crash_zombie_and_housekeeping() {
     assert_eq!(get(a, &format!("/status?id={crashed}")).status, 404);
     assert_eq!(get(a, &format!("/status?id={zombie}")).status, 200);
     assert_eq!(get(a, &format!("/status?id={two}")).status, 200);
+}
+
+#[test]
+fn data_hangs_on_failed_when_faithful() {
+    let s = BenchServer::start(BenchServerConfig {
+        quirks: Quirks {
+            data_hangs_on_failed: true,
+            ..Quirks::default()
+        },
+        ..BenchServerConfig::fast()
+    })
+    .unwrap();
+    let id = start(s.addr(), "/start?emulate_bench_crash=true", SMALL_BDL);
+    wait_status(s.addr(), id, |st| st == "failed");
+    let mut c = connect(s.addr());
+    c.get_mut()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    c.get_mut()
+        .write_all(&official_get(&format!("/data?id={id}")))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let err = c.read(&mut buf).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    // Shutdown is not held up by the hanging request.
+    let t = Instant::now();
+    s.shutdown();
+    assert!(t.elapsed() < Duration::from_secs(2));
 }

@@ -434,7 +434,7 @@ fn run_command(shared: &Shared, id: i64, q: &Query) -> Result<Json, ApiError> {
     if b.status != "running" {
         return Err(ApiError::not_running());
     }
-    let size = usize::try_from(pool - 1)
+    let size = usize::try_from(pool.saturating_sub(1))
         .ok()
         .and_then(|i| b.scenario.pools.get(i))
         .map(|p| p.size)
@@ -449,7 +449,8 @@ fn run_command(shared: &Shared, id: i64, q: &Query) -> Result<Json, ApiError> {
             .strip_prefix('"')
             .and_then(|t| t.strip_suffix('"'))
             .map_or(text.to_owned(), erlang::string);
-        let workers = (i64::try_from(size).unwrap_or(1) * percent.clamp(0, 100) + 99) / 100;
+        let workers =
+            ((i64::try_from(size).unwrap_or(1) * percent.clamp(0, 100) + 99) / 100).min(100);
         for w in 0..workers {
             b.user_log_line(
                 &format!("<0.{}.0>", 300 + w % 7),

@@ -115,7 +115,7 @@ fn decode_chunked(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ()> {
                 }
             }
         }
-        if body.len() + size > MAX_BODY {
+        if size > MAX_BODY.saturating_sub(body.len()) {
             return Err(());
         }
         let Some(chunk) = data.get(pos..pos + size) else {

@@ -43,6 +43,9 @@ const FINALIZE: [&str; 6] = [
     "release_exclusive",
 ];
 
+/// Largest `nodes=<int>` the dummy cloud allocates (each host is a record entry).
+const MAX_NODES: i64 = 10_000;
+
 /// Most worker log lines written per metric report (the counters still count all).
 const MAX_PRINTS_PER_REPORT: i64 = 50;
 
@@ -79,10 +82,26 @@ pub(crate) fn spawn(shared: &Arc<Shared>, id: i64) {
     }
 }
 
+/// `t + dur`, saturating far in the future instead of panicking on overflow (the
+/// durations come from configuration and scenarios, which may be absurd).
+fn later(t: Instant, dur: Duration) -> Instant {
+    t.checked_add(dur)
+        .unwrap_or_else(|| t + Duration::from_secs(86_400 * 365))
+}
+
+/// `d × factor`, saturating instead of panicking on overflow or a negative factor.
+fn scale(d: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(if factor > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
+}
+
 /// Sleeps for `dur` unless stopped (when `stoppable`), aborted or shut down; flushes
 /// the logs on time meanwhile.
 fn pause(shared: &Shared, id: i64, dur: Duration, stoppable: bool) -> Outcome {
-    let deadline = Instant::now() + dur;
+    let deadline = later(Instant::now(), dur);
     let flush = shared.config.speed.log_flush_interval;
     let flush_ms = u64::try_from(flush.as_millis()).unwrap_or(u64::MAX);
     let mut st = shared.lock();
@@ -310,6 +329,9 @@ fn allocate(shared: &Arc<Shared>, id: i64) -> Outcome {
     };
     let cloud = cloud.unwrap_or_else(|| "local".to_owned());
     match nodes {
+        Nodes::Count(n) if n > MAX_NODES => {
+            fail_after(shared, id, format!("{{too_many_nodes,{n}}}"))
+        }
         Nodes::Count(n) if n <= 0 => fail_after(shared, id, format!("{{invalid_nodes,{n}}}")),
         Nodes::Repeated(list) => fail_after(shared, id, format!("{{invalid_nodes,{list:?}}}")),
         Nodes::Hosts(list) => {
@@ -416,19 +438,14 @@ fn running(shared: &Arc<Shared>, id: i64) -> Outcome {
         let run_for = b
             .scenario
             .loop_secs
-            .map_or(speed.default_running, |s| {
-                speed.scenario_second.mul_f64(s.clamp(0.0, 1.0e6))
-            })
+            .map_or(speed.default_running, |s| scale(speed.scenario_second, s))
             .min(speed.max_running);
-        let scale = b.params.metric_update_interval_ms.map_or(1.0, |ms| {
+        let factor = b.params.metric_update_interval_ms.map_or(1.0, |ms| {
             #[allow(clippy::cast_precision_loss)] // an interval in ms
             let ms = ms as f64;
             ms / 10_000.0
         });
-        let interval = speed
-            .metric_interval
-            .mul_f64(scale.clamp(0.0, 1.0e6))
-            .max(Duration::from_millis(1));
+        let interval = scale(speed.metric_interval, factor).max(Duration::from_millis(1));
         (Generator::new(&b.scenario, id), run_for, interval)
     };
     {
@@ -447,8 +464,8 @@ fn running(shared: &Arc<Shared>, id: i64) -> Outcome {
     let mut printed = 0i64;
     let mut logs_written = 0i64;
     loop {
-        next_report += interval;
-        let until = next_report.min(started + run_for);
+        next_report = later(next_report, interval);
+        let until = next_report.min(later(started, run_for));
         let r = pause(
             shared,
             id,
