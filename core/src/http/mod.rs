@@ -2,6 +2,14 @@
 //!
 //! Writers put bytes into caller-provided buffers through [`Cursor`]; decoders are
 //! push-style and incremental. Nothing here allocates, reads a clock or panics on input.
+//!
+//! - Requests: [`RequestHead`] (request line, fixed headers, bearer token), query strings
+//!   through [`EncodeQuery`], `multipart/form-data` bodies through [`Boundary`] and
+//!   [`Part`], and [`ConnectHead`] for HTTPS proxies.
+//! - Responses: [`ResponseDecoder`] turns received bytes into [`Event`]s — the [`Head`],
+//!   decoded body slices, the end — for `Content-Length`, chunked and close-delimited
+//!   bodies, inflating `deflate` (zlib or raw) and `gzip` into an [`InflateMemory`] window
+//!   when the caller provides one. Failures are [`DecodeError`]s.
 
 mod chunked;
 mod content_coding;

@@ -11,6 +11,7 @@ use super::{Cursor, EncodeError, Method};
 
 /// What follows the head, as far as the head has to announce it.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Body<'a> {
     /// No body. A `POST` still says `Content-Length: 0`, because servers (Cowboy among
     /// them) may otherwise wait for a body or answer 411.
@@ -88,6 +89,23 @@ impl core::fmt::Debug for RequestHead<'_> {
             .field("body", &self.body)
             .field("keep_alive", &self.keep_alive)
             .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for RequestHead<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "RequestHead {{ method: {}, path: {=str}, host: {=str}, user_agent: {=str}, bearer: {=str}, body: {}, keep_alive: {=bool} }}",
+            self.method,
+            self.path,
+            self.host,
+            self.user_agent,
+            if self.bearer.is_some() { "<redacted>" } else { "None" },
+            self.body,
+            self.keep_alive
+        )
     }
 }
 
@@ -208,6 +226,23 @@ impl core::fmt::Debug for ConnectHead<'_> {
                 &self.proxy_authorization.map(|_| Redacted),
             )
             .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for ConnectHead<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "ConnectHead {{ host: {=str}, port: {=u16}, proxy_authorization: {=str} }}",
+            self.host,
+            self.port,
+            if self.proxy_authorization.is_some() {
+                "<redacted>"
+            } else {
+                "None"
+            }
+        )
     }
 }
 

@@ -111,6 +111,7 @@ struct HeadInfo {
 /// assert_eq!(used, input.len() - 2);
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Head<'s> {
     /// Status code.
     pub status: u16,
@@ -236,6 +237,7 @@ impl<'s> Iterator for Headers<'s> {
 
 /// What [`ResponseDecoder::decode`] found.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Event<'s> {
     /// The final head of the response (1xx interim responses are skipped), once.
     Head(Head<'s>),
@@ -289,10 +291,12 @@ impl Body {
 
 #[derive(Debug, Clone, Copy)]
 enum State {
-    /// Gathering head bytes: `len` in the buffer, `line` non-CR bytes in the current line.
+    /// Gathering head bytes: `len` in the buffer, `line` non-CR bytes in the current line;
+    /// `interim` once a 1xx response was skipped (so the response has begun).
     Head {
         len: usize,
         line: usize,
+        interim: bool,
     },
     Body {
         head: HeadInfo,
@@ -410,7 +414,11 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
             inflate,
             limits,
             method: Method::Get,
-            state: State::Head { len: 0, line: 0 },
+            state: State::Head {
+                len: 0,
+                line: 0,
+                interim: false,
+            },
             delivered: 0,
         }
     }
@@ -490,7 +498,11 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// assert!(matches!(dec.decode(&two[n..]).unwrap().1, Event::Head(h) if h.status == 304));
     /// ```
     pub fn reset(&mut self) {
-        self.state = State::Head { len: 0, line: 0 };
+        self.state = State::Head {
+            len: 0,
+            line: 0,
+            interim: false,
+        };
         self.method = Method::Get;
         self.delivered = 0;
     }
@@ -555,9 +567,9 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                         },
                     ));
                 }
-                State::Head { len, line } => {
+                State::Head { len, line, interim } => {
                     if eof {
-                        let section = if *len == 0 {
+                        let section = if *len == 0 && !*interim {
                             Section::NoResponse
                         } else {
                             Section::Head
@@ -572,7 +584,11 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                     let raw = self.head_buf.get(..*len).unwrap_or_default();
                     let head = parse_head::<MAX_HEADERS>(raw, self.method)?;
                     if (100..200).contains(&head.status) && head.status != 101 {
-                        self.state = State::Head { len: 0, line: 0 };
+                        self.state = State::Head {
+                            len: 0,
+                            line: 0,
+                            interim: true,
+                        };
                         continue;
                     }
                     let body = match head.framing {
@@ -1166,8 +1182,9 @@ mod tests {
     #[test]
     fn eof_too_early_is_a_typed_error() {
         let eof = Setup { eof: true, ..PLAIN };
-        let cases: [(&[u8], Section); 5] = [
+        let cases: [(&[u8], Section); 6] = [
             (b"", Section::NoResponse),
+            (b"HTTP/1.1 100 Continue\r\n\r\n", Section::Head),
             (b"HTTP/1.1 200 OK\r\nContent-Le", Section::Head),
             (
                 b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc",
