@@ -6,4 +6,6 @@
 
 pub mod bench;
 
-pub use bench::{BenchServer, BenchServerConfig, LogCompression, Quirks, Speed};
+pub use bench::{
+    BenchServer, BenchServerConfig, BenchmarkInfo, EmailReport, LogCompression, Quirks, Speed,
+};
