@@ -282,10 +282,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(benchlink_core::json::parse("7.0", 0).unwrap().as_i64(), None);
     /// ```
     pub fn as_i64(&self) -> Option<i64> {
-        match self.as_number()? {
-            Number::Int(i) => Some(i),
-            Number::Float(_) => None,
-        }
+        self.integer()
     }
 
     /// The value as a `u64`, if it is a non-negative integer in range (ids, counts,
@@ -296,6 +293,12 @@ impl<'a> Value<'a> {
     /// assert_eq!(benchlink_core::json::parse("-1", 0).unwrap().as_u64(), None);
     /// ```
     pub fn as_u64(&self) -> Option<u64> {
+        self.integer()
+    }
+
+    /// An integer written without fraction or exponent, parsed without touching float
+    /// code (which costs flash on a microcontroller).
+    fn integer<T: core::str::FromStr>(&self) -> Option<T> {
         match self.kind() {
             Kind::Number if is_integer_text(self.raw) => self.raw.parse().ok(),
             _ => None,

@@ -833,3 +833,110 @@ oops\n\
         "metric line has 2 fields, not 3"
     );
 }
+
+/// xorshift: deterministic pseudo-random numbers for the randomized tests below.
+fn rng(mut state: u64) -> impl FnMut() -> usize {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as usize
+    }
+}
+
+#[test]
+fn line_splitter_random_streams_and_cuts() {
+    let mut rand = rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..3_000 {
+        let mut stream = [0u8; 40];
+        let len = rand() % stream.len();
+        for b in &mut stream[..len] {
+            *b = b"ab\r\n"[rand() % 4];
+        }
+        let input = &stream[..len];
+        let cap = rand() % 6;
+        let mut cuts = [0usize; 8];
+        for c in &mut cuts {
+            *c = rand() % (len + 1);
+        }
+        cuts.sort_unstable();
+        let (mut buf_a, mut buf_b) = ([0u8; 6], [0u8; 6]);
+        let whole = transcript_of::<256>(input, &[], &mut buf_a[..cap]);
+        let split = transcript_of::<256>(input, &cuts, &mut buf_b[..cap]);
+        assert_eq!(whole, split.as_str(), "{input:?} cap {cap} cuts {cuts:?}");
+    }
+}
+
+#[test]
+fn stream_requests_name_their_line_format() {
+    fn decode<R: StreamRequest>(bytes: &[u8]) -> usize {
+        let mut buf = [0u8; 64];
+        let mut decoder = LineDecoder::<R::Format>::new(&mut buf);
+        let mut input = bytes;
+        let mut ok = 0;
+        while let Some(item) = decoder.next(&mut input) {
+            ok += usize::from(item.is_ok());
+        }
+        ok
+    }
+    let data = b"1\tm\t2\nnot a sample\n";
+    assert_eq!(decode::<request::Data>(data), 1);
+    assert_eq!(decode::<request::Log>(data), 2);
+    assert_eq!(decode::<request::Userlog>(data), 2);
+    assert_eq!(decode::<request::ServerLogs>(data), 2);
+}
+
+/// Mutated reply bodies through every reply type: typed results or typed errors, never a
+/// panic, and whatever is accepted iterates completely.
+#[test]
+fn mutated_replies_never_panic() {
+    let seeds: [&[u8]; 6] = [
+        br#"{"id":12,"status":"pending"}"#,
+        br#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#,
+        br#"{"print":{"rps":{"50":2.99,"max":3.05},"type":"counter","value":900},"h":{"percentiles":{"99.9":1.0e-5},"type":"histogram"}}"#,
+        br#"[{"bench_id":24,"hosts":["127.0.0.1"],"id":1,"n":2,"provider":"p","state":"allocated","timestamp":1479139259}]"#,
+        br#"{"reason":"Benchmark 12 is not found","reason_code":"not_found"}"#,
+        br#"{"status":"stopped"}"#,
+    ];
+    let alphabet = b"{}[]\",:\\u0123456789.-eEtrnl aZ\x00\xff";
+    let mut rand = rng(0x2545_f491_4f6c_dd1d);
+    for round in 0..20_000 {
+        let mut body = Buf::<256>::new();
+        body.push(seeds[round % seeds.len()]);
+        for _ in 0..rand() % 3 + 1 {
+            let pos = rand() % (body.len() + 1);
+            let b = alphabet[rand() % alphabet.len()];
+            match rand() % 3 {
+                0 if pos < body.len() => body.set(pos, b),
+                1 if pos < body.len() => body.remove(pos),
+                _ => body.insert(pos, b),
+            }
+        }
+        let body = body.as_bytes();
+        let _ = request::Start::read_reply(200, body);
+        let _ = request::Status::read_reply(200, body).map(|s| s.status.is_final());
+        let _ = request::Stop::read_reply(200, body);
+        let _ = request::AddTags::read_reply(200, body);
+        if let Ok(results) = request::Results::read_reply(200, body) {
+            for (name, metric) in &results {
+                assert!(
+                    results.get(name.as_plain().unwrap_or_default()).is_some()
+                        || name.as_plain().is_none()
+                );
+                let _ = metric.stats().count();
+            }
+        }
+        if let Ok(clusters) = request::ClustersInfo::read_reply(200, body) {
+            for cluster in &clusters {
+                let _ = cluster.hosts.map(|h| h.iter().count());
+            }
+        }
+        let e = Error::from_reply(500, body);
+        let _ = Buf::<1024>::display(e);
+        let mut buf = [0u8; 16];
+        let mut samples = MetricDecoder::new(&mut buf);
+        let mut input = body;
+        while samples.next(&mut input).is_some() {}
+        let _ = samples.finish();
+    }
+}

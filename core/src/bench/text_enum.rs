@@ -15,7 +15,7 @@ macro_rules! text_enum {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub enum $name<'a> {
-            $( $(#[$vmeta])* #[doc = concat!("`", $text, "`")] $variant, )*
+            $( #[doc = concat!("`", $text, "`:")] $(#[$vmeta])* $variant, )*
             /// A value this version does not know, kept as its raw (still JSON-escaped) text.
             Other(&'a str),
         }
