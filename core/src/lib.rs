@@ -12,7 +12,15 @@
 //!   typed zero-copy replies, and streaming metric-line and log-line decoders.
 //! - [`json`]: a small zero-copy JSON reader that the typed replies are built on.
 #![no_std]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 pub mod bench;
 pub mod http;

@@ -1,2 +1,5 @@
-//! The `benchlink` command line.
-fn main() {}
+//! The `benchlink` command line; see `benchlink --help`.
+
+fn main() -> std::process::ExitCode {
+    benchlink_std::cli::main()
+}

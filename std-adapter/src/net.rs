@@ -13,7 +13,10 @@ use std::time::Duration;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme, StreamOwned};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    StreamOwned,
+};
 
 /// How to check a TLS server's certificate.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +74,9 @@ impl Tls {
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
-        Ok(Tls { config: Arc::new(config) })
+        Ok(Tls {
+            config: Arc::new(config),
+        })
     }
 }
 
@@ -92,15 +97,25 @@ impl Stream {
     /// let s = benchlink_std::net::Stream::connect("localhost", 4800, None, std::time::Duration::from_secs(5))?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn connect(host: &str, port: u16, tls: Option<&Tls>, timeout: Duration) -> io::Result<Stream> {
+    pub fn connect(
+        host: &str,
+        port: u16,
+        tls: Option<&Tls>,
+        timeout: Duration,
+    ) -> io::Result<Stream> {
         let tcp = connect_tcp(host, port, timeout)?;
         tcp.set_nodelay(true)?;
         match tls {
             None => Ok(Stream::Plain(tcp)),
             Some(tls) => {
-                let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_owned())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                let conn = ClientConnection::new(tls.config.clone(), name).map_err(io::Error::other)?;
+                let name = ServerName::try_from(
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_owned(),
+                )
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let conn =
+                    ClientConnection::new(tls.config.clone(), name).map_err(io::Error::other)?;
                 Ok(Stream::Tls(Box::new(StreamOwned::new(conn, tcp))))
             }
         }
@@ -121,7 +136,10 @@ impl Stream {
 }
 
 fn connect_tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
-    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}:{port} did not resolve"));
+    let mut last = io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{host}:{port} did not resolve"),
+    );
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     for addr in (bare, port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, timeout) {
@@ -186,7 +204,12 @@ impl ServerCertVerifier for NoVerification {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -195,7 +218,12 @@ impl ServerCertVerifier for NoVerification {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

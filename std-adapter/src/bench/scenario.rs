@@ -25,7 +25,11 @@ impl Scenario {
     /// assert!(s.includes.is_empty());
     /// ```
     pub fn new(name: impl Into<String>, script: impl Into<Vec<u8>>) -> Scenario {
-        Scenario { name: name.into(), script: script.into(), includes: Vec::new() }
+        Scenario {
+            name: name.into(),
+            script: script.into(),
+            includes: Vec::new(),
+        }
     }
 
     /// Reads `path` and the local files it includes (relative to its directory).
@@ -38,15 +42,25 @@ impl Scenario {
     pub fn from_file(path: impl AsRef<Path>) -> io::Result<Scenario> {
         let path = path.as_ref();
         let script = std::fs::read(path)?;
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
         let mut includes = Vec::new();
         for include in include_paths(&String::from_utf8_lossy(&script)) {
             let content = std::fs::read(dir.join(&include))
                 .map_err(|e| io::Error::new(e.kind(), format!("include {include:?}: {e}")))?;
             includes.push((include, content));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Scenario { name, script, includes })
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Scenario {
+            name,
+            script,
+            includes,
+        })
     }
 }
 
@@ -67,7 +81,9 @@ pub fn include_paths(script: &str) -> Vec<String> {
     while let Some(at) = rest.find("include_resource") {
         rest = &rest[at + "include_resource".len()..];
         // The path is the first string literal after the resource name.
-        let Some(args) = rest.trim_start().strip_prefix(['(', ',']) else { continue };
+        let Some(args) = rest.trim_start().strip_prefix(['(', ',']) else {
+            continue;
+        };
         let Some(open) = args.find('"') else { break };
         if args[..open].contains([')', '}']) {
             continue;
@@ -89,6 +105,9 @@ mod tests {
     #[test]
     fn ignores_mentions_without_a_path() {
         assert!(include_paths("# include_resource is great\nprint(\"x\")").is_empty());
-        assert_eq!(include_paths("include_resource(a, \"x\", t) include_resource(b, \"x\", t)"), ["x"]);
+        assert_eq!(
+            include_paths("include_resource(a, \"x\", t) include_resource(b, \"x\", t)"),
+            ["x"]
+        );
     }
 }

@@ -1,0 +1,609 @@
+//! The blocking benchmark-server client: one method per endpoint over one kept-alive
+//! connection, every request and reply going through the core codec.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use benchlink_core::bench::request::{self, File, Nodes};
+use benchlink_core::bench::{
+    Body as BenchBody, Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine,
+    LogLineError, MetricLine, Request, Status, StreamRequest,
+};
+use benchlink_core::http::{Body, Boundary, Part, BOUNDARY_LEN};
+
+use super::address::{ServerAddress, HOST_ENV};
+use super::error::Error;
+use super::model::{ClusterInfo, Results, Sample, StatusInfo};
+use super::scenario::Scenario;
+use super::token;
+use crate::http::{self, Buffers, Connection, Endpoint, Exchange, Outgoing};
+use crate::net::{Tls, TlsOptions};
+
+/// The server the official CLI talks to when nothing else is said.
+pub const DEFAULT_HOST: &str = "localhost:4800";
+/// The longest JSON reply read (results of a benchmark with very many metrics).
+const MAX_JSON_REPLY: usize = 64 << 20;
+/// The longest error body read from a stream endpoint before giving up on it.
+const MAX_ERROR_BODY: usize = 1 << 20;
+/// The longest log or metric line; longer ones are reported and skipped.
+const MAX_LINE: usize = 64 << 10;
+
+/// A bearer token that never shows up in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq)]
+struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Options of `/start` (and of `benchlink bench start`); everything unset is left to
+/// the server's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// A node count (`"3"`) or a comma-separated host list (`"h1,h2"`).
+    pub nodes: Option<String>,
+    /// `Some(false)` keeps the nodes after the benchmark.
+    pub deallocate_after_bench: Option<bool>,
+    /// `Some(false)` skips installing the benchmark software on the nodes.
+    pub provision_nodes: Option<bool>,
+    /// Benchmark name (server default: the script's file name).
+    pub benchmark_name: Option<String>,
+    /// Cloud to allocate nodes from.
+    pub cloud: Option<String>,
+    /// Tags to put on the benchmark.
+    pub tags: Vec<String>,
+    /// Exclusive labels.
+    pub exclusive: Option<String>,
+    /// Commit or branch of the benchmark software for the nodes.
+    pub node_commit: Option<String>,
+    /// Addresses to e-mail a report to at the end.
+    pub emails: Vec<String>,
+    /// Scenario environment variables.
+    pub env: Vec<(String, String)>,
+}
+
+/// A blocking client of one benchmark server.
+///
+/// ```no_run
+/// use benchlink_std::bench::{BenchClient, Scenario, StartOptions};
+/// let mut client = BenchClient::from_host("localhost:4800")?;
+/// let id = client.start(&Scenario::from_file("examples/scenarios/hello.bdl")?, &StartOptions::default())?;
+/// let status = client.wait(id, std::time::Duration::from_secs(3), |s| eprintln!("{}", s.status_text))?;
+/// println!("{} {:?}", status.status_text, client.results(id)?.get("print"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct BenchClient {
+    address: ServerAddress,
+    identity: Identity,
+    transport: Transport,
+    stream_idle_timeout: Option<Duration>,
+    line_buf: Box<[u8]>,
+}
+
+/// What every request carries.
+#[derive(Debug)]
+struct Identity {
+    host: String,
+    /// Path prefix of a server behind a reverse proxy.
+    prefix: String,
+    user_agent: String,
+    token: Option<Secret>,
+    reply_timeout: Option<Duration>,
+}
+
+/// The kept-alive connection and the decoder's memory.
+#[derive(Debug)]
+struct Transport {
+    endpoint: Endpoint,
+    conn: Option<Connection>,
+    bufs: Buffers,
+}
+
+impl BenchClient {
+    /// A client of `address`, without a token; https uses the default TLS options
+    /// (verification against the bundled Mozilla roots).
+    ///
+    /// ```
+    /// use benchlink_std::bench::{BenchClient, ServerAddress};
+    /// let client = BenchClient::new(ServerAddress::parse("localhost:4800").unwrap()).unwrap();
+    /// assert_eq!(client.address().port, 4800);
+    /// ```
+    pub fn new(address: ServerAddress) -> Result<BenchClient, Error> {
+        let tls = if address.tls {
+            Some(Tls::new(&TlsOptions::default())?)
+        } else {
+            None
+        };
+        Ok(BenchClient {
+            transport: Transport {
+                endpoint: Endpoint {
+                    host: address.host.clone(),
+                    port: address.port,
+                    tls,
+                    connect_timeout: Duration::from_secs(10),
+                },
+                conn: None,
+                bufs: Buffers::new(),
+            },
+            identity: Identity {
+                host: address.authority.clone(),
+                prefix: address.prefix.clone(),
+                user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")).to_owned(),
+                token: None,
+                reply_timeout: Some(Duration::from_secs(60)),
+            },
+            address,
+            stream_idle_timeout: None,
+            line_buf: vec![0; MAX_LINE].into_boxed_slice(),
+        })
+    }
+
+    /// A client of `host` (`host:port` or a URL) with the official token file's token
+    /// for it, if any.
+    ///
+    /// ```
+    /// let client = benchlink_std::bench::BenchClient::from_host("127.0.0.1:4800").unwrap();
+    /// # let _ = client;
+    /// ```
+    pub fn from_host(host: &str) -> Result<BenchClient, Error> {
+        Ok(BenchClient::new(ServerAddress::parse(host)?)?.with_token_file())
+    }
+
+    /// A client of `$MZBENCH_API_HOST`, or of `localhost:4800`, like the official CLI.
+    ///
+    /// ```
+    /// let client = benchlink_std::bench::BenchClient::from_env().unwrap();
+    /// # let _ = client;
+    /// ```
+    pub fn from_env() -> Result<BenchClient, Error> {
+        BenchClient::from_host(&std::env::var(HOST_ENV).unwrap_or_else(|_| DEFAULT_HOST.to_owned()))
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request.
+    pub fn with_token(mut self, token: impl Into<String>) -> BenchClient {
+        self.identity.token = Some(Secret(token.into()));
+        self
+    }
+
+    /// Uses the token the official token file gives for this server, if any.
+    pub fn with_token_file(mut self) -> BenchClient {
+        if let Some(t) = token::read_default(&self.address.authority) {
+            self.identity.token = Some(Secret(t));
+        }
+        self
+    }
+
+    /// TLS options for an https server (extra roots, or no verification).
+    pub fn with_tls(mut self, options: TlsOptions) -> Result<BenchClient, Error> {
+        if self.address.tls {
+            self.transport.endpoint.tls = Some(Tls::new(&options)?);
+            self.transport.conn = None;
+        }
+        Ok(self)
+    }
+
+    /// How long a request waits for its reply (default 60 s; `None` waits forever).
+    pub fn with_reply_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
+        self.identity.reply_timeout = timeout;
+        self
+    }
+
+    /// How long a log or data stream may stay silent before it fails (default: forever,
+    /// since a running benchmark's log can be quiet for long).
+    pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
+        self.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// The server this client talks to.
+    pub fn address(&self) -> &ServerAddress {
+        &self.address
+    }
+
+    /// Starts `scenario` (`POST /start`) and returns the new benchmark's id.
+    pub fn start(&mut self, scenario: &Scenario, options: &StartOptions) -> Result<u64, Error> {
+        let includes: Vec<File<'_>> = scenario
+            .includes
+            .iter()
+            .map(|(name, content)| File { name, content })
+            .collect();
+        let hosts: Vec<&str>;
+        let nodes = match options.nodes.as_deref() {
+            None => None,
+            Some(n) => match n.trim().parse() {
+                Ok(count) => Some(Nodes::Count(count)),
+                Err(_) => {
+                    hosts = n
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty())
+                        .collect();
+                    Some(Nodes::Hosts(&hosts))
+                }
+            },
+        };
+        let tags: Vec<&str> = options.tags.iter().map(String::as_str).collect();
+        let emails: Vec<&str> = options.emails.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = options
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let req = request::Start {
+            script: File {
+                name: &scenario.name,
+                content: &scenario.script,
+            },
+            includes: &includes,
+            nodes,
+            deallocate_after_bench: options.deallocate_after_bench,
+            provision_nodes: options.provision_nodes,
+            benchmark_name: options.benchmark_name.as_deref(),
+            cloud: options.cloud.as_deref(),
+            tags: &tags,
+            exclusive: options.exclusive.as_deref(),
+            node_commit: options.node_commit.as_deref(),
+            emails: &emails,
+            env: &env,
+        };
+        self.call(&req, |r| r.id)
+    }
+
+    /// Checks `scenario` on the server without starting it (`POST /typecheck`).
+    pub fn typecheck(&mut self, scenario: &Scenario) -> Result<(), Error> {
+        let req = request::Typecheck {
+            script: File {
+                name: &scenario.name,
+                content: &scenario.script,
+            },
+        };
+        self.call(&req, |_| ())
+    }
+
+    /// The benchmark's status.
+    pub fn status(&mut self, id: u64) -> Result<StatusInfo, Error> {
+        self.call(&request::Status { id }, |s| StatusInfo::from(s))
+    }
+
+    /// Polls the status every `poll` until it is final (`complete`, `failed`, `stopped`
+    /// or `zombie` — unlike the official CLI, which loops forever on `zombie`), calling
+    /// `progress` with every status seen.
+    pub fn wait(
+        &mut self,
+        id: u64,
+        poll: Duration,
+        mut progress: impl FnMut(&StatusInfo),
+    ) -> Result<StatusInfo, Error> {
+        loop {
+            let status = self.status(id)?;
+            progress(&status);
+            if status.status().is_final() {
+                return Ok(status);
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// Stops the benchmark (a no-op for a finished one).
+    pub fn stop(&mut self, id: u64) -> Result<(), Error> {
+        self.call(&request::Stop { id }, |_| ())
+    }
+
+    /// Starts a clone of benchmark `id`; returns the clone's id.
+    pub fn restart(&mut self, id: u64) -> Result<u64, Error> {
+        self.call(&request::Restart { id }, |r| r.id)
+    }
+
+    /// Changes environment variables of a running benchmark.
+    pub fn change_env(&mut self, id: u64, env: &[(&str, &str)]) -> Result<(), Error> {
+        self.call(&request::ChangeEnv { id, env }, |_| ())
+    }
+
+    /// Runs a BDL statement on `percent` % of the workers of pool `pool` (from 1).
+    pub fn run_command(
+        &mut self,
+        id: u64,
+        pool: u32,
+        percent: u32,
+        command: &str,
+    ) -> Result<(), Error> {
+        let percent = u8::try_from(percent)
+            .map_err(|_| Error::Reply(format!("percent {percent} is not 1..100")))?;
+        self.call(
+            &request::RunCommand {
+                id,
+                pool,
+                percent,
+                command,
+            },
+            |_| (),
+        )
+    }
+
+    /// The final results (empty while the benchmark runs).
+    pub fn results(&mut self, id: u64) -> Result<Results, Error> {
+        self.call(&request::Results { id }, |r| Results::from(r))
+    }
+
+    /// E-mails the finished benchmark's report to `addrs`.
+    pub fn email_report(&mut self, id: u64, addrs: &[&str]) -> Result<(), Error> {
+        self.call(&request::EmailReport { id, addrs }, |_| ())
+    }
+
+    /// Every cluster the server knows.
+    pub fn clusters_info(&mut self) -> Result<Vec<ClusterInfo>, Error> {
+        self.call(&request::ClustersInfo, |c| {
+            c.iter().map(ClusterInfo::from).collect()
+        })
+    }
+
+    /// Deallocates cluster `id` (a cluster id, not a benchmark id).
+    pub fn deallocate_cluster(&mut self, id: u64) -> Result<(), Error> {
+        self.call(&request::DeallocateCluster { id }, |_| ())
+    }
+
+    /// Forgets cluster `id` without deallocating it.
+    pub fn remove_cluster_info(&mut self, id: u64) -> Result<(), Error> {
+        self.call(&request::RemoveClusterInfo { id }, |_| ())
+    }
+
+    /// Adds tags (none may contain a comma or a space: the server splits on them).
+    pub fn add_tags(&mut self, id: u64, tags: &[&str]) -> Result<(), Error> {
+        self.call(&request::AddTags { id, tags }, |_| ())
+    }
+
+    /// Removes one occurrence of each tag.
+    pub fn remove_tags(&mut self, id: u64, tags: &[&str]) -> Result<(), Error> {
+        self.call(&request::RemoveTags { id, tags }, |_| ())
+    }
+
+    /// The benchmark's system log, line by line as it is written, until the benchmark's
+    /// process ends. Compressed logs are inflated on the fly.
+    pub fn log(&mut self, id: u64) -> Result<LineStream<'_, LogLine>, Error> {
+        self.stream(&request::Log { id })
+    }
+
+    /// The benchmark's worker log, like [`BenchClient::log`].
+    pub fn userlog(&mut self, id: u64) -> Result<LineStream<'_, LogLine>, Error> {
+        self.stream(&request::Userlog { id })
+    }
+
+    /// The server's own log from now on, at `severity` or above (default `info`). It
+    /// never ends by itself: drop the iterator to stop.
+    pub fn server_logs(
+        &mut self,
+        severity: Option<&str>,
+    ) -> Result<LineStream<'_, LogLine>, Error> {
+        self.stream(&request::ServerLogs { severity })
+    }
+
+    /// The benchmark's metric samples as they are reported, until its process ends.
+    ///
+    /// The real server never answers `/data` for a `failed` benchmark (it polls for a
+    /// status it will never see), so the status is checked first and a failed
+    /// benchmark gives an empty stream instead of a hang.
+    pub fn data(&mut self, id: u64) -> Result<LineStream<'_, MetricLine>, Error> {
+        if self.status(id)?.status() == Status::Failed {
+            return Ok(LineStream::empty(&mut self.line_buf));
+        }
+        self.stream(&request::Data { id })
+    }
+
+    /// Sends `req` and reads its JSON reply, converting the borrowed view with `own`.
+    fn call<R, T>(
+        &mut self,
+        req: &R,
+        own: impl for<'a> FnOnce(R::Reply<'a>) -> T,
+    ) -> Result<T, Error>
+    where
+        R: JsonRequest,
+    {
+        let (mut exchange, status) = send(&mut self.transport, &self.identity, req)?;
+        let mut body = Vec::new();
+        exchange.read_to_end(&mut body, MAX_JSON_REPLY)?;
+        drop(exchange);
+        let reply = R::read_reply(status, &body).map_err(Error::from)?;
+        Ok(own(reply))
+    }
+
+    /// Sends a stream request; a non-200 reply becomes the server's typed error.
+    fn stream<R>(&mut self, req: &R) -> Result<LineStream<'_, R::Format>, Error>
+    where
+        R: StreamRequest,
+        R::Format: OwnedLine,
+    {
+        let (mut exchange, status) = send(&mut self.transport, &self.identity, req)?;
+        if status != 200 {
+            let mut body = Vec::new();
+            exchange.read_to_end(&mut body, MAX_ERROR_BODY)?;
+            return Err(CoreError::from_reply(status, &body).into());
+        }
+        exchange.set_idle_timeout(self.stream_idle_timeout)?;
+        Ok(LineStream {
+            exchange: Some(exchange),
+            lines: LineDecoder::new(&mut self.line_buf),
+            pending: VecDeque::new(),
+        })
+    }
+}
+
+/// Encodes `req` (target, and for uploads the multipart body streamed part by part),
+/// sends it and reads the response head; returns the exchange and the HTTP status.
+fn send<'t, R: Request>(
+    transport: &'t mut Transport,
+    identity: &Identity,
+    req: &R,
+) -> Result<(Exchange<'t>, u16), Error> {
+    let target = String::from_utf8(http::encode_to_vec(|c| req.write_target(c))?)
+        .map_err(|_| Error::Reply("request target is not UTF-8".into()))?;
+    let target = format!("{}{target}", identity.prefix);
+    let mut random = [0u8; BOUNDARY_LEN];
+    let (body, upload) = match req.body() {
+        BenchBody::Empty => (Body::Empty, None),
+        BenchBody::Multipart { bench, includes } => {
+            getrandom::fill(&mut random).map_err(|e| Error::Io(io::Error::other(e.to_string())))?;
+            let files: Vec<(&str, File<'_>)> = std::iter::once(("bench", bench))
+                .chain(includes.iter().map(|f| ("include", *f)))
+                .collect();
+            let parts: Vec<Part<'_>> = files
+                .iter()
+                .map(|(name, f)| Part {
+                    name,
+                    filename: f.name,
+                    content_type: content_type(f.name),
+                    len: f.content.len() as u64,
+                })
+                .collect();
+            (Body::Empty, Some((files, parts)))
+        }
+    };
+    let boundary = Boundary::from_random(random);
+    let body = match &upload {
+        Some((_, parts)) => Body::Multipart {
+            boundary: &boundary,
+            len: boundary.content_length(parts)?,
+        },
+        None => body,
+    };
+    let write_body = |w: &mut dyn Write| -> io::Result<()> {
+        let Some((files, parts)) = &upload else {
+            return Ok(());
+        };
+        for ((_, file), part) in files.iter().zip(parts) {
+            w.write_all(
+                &http::encode_to_vec(|c| boundary.part_head(part, c)).map_err(io::Error::other)?,
+            )?;
+            w.write_all(file.content)?;
+            w.write_all(&http::encode_to_vec(|c| boundary.part_end(c)).map_err(io::Error::other)?)?;
+        }
+        w.write_all(&http::encode_to_vec(|c| boundary.closing(c)).map_err(io::Error::other)?)
+    };
+    let out = Outgoing {
+        method: R::METHOD,
+        target: &target,
+        host: &identity.host,
+        user_agent: &identity.user_agent,
+        bearer: identity.token.as_ref().map(|t| t.0.as_str()),
+        body,
+        write_body: &write_body,
+    };
+    let (exchange, head) = http::exchange(
+        &transport.endpoint,
+        &mut transport.conn,
+        &mut transport.bufs,
+        &out,
+        identity.reply_timeout,
+    )?;
+    Ok((exchange, head.status))
+}
+
+/// The media type the official client (Python's `mimetypes`) gives a part's file name.
+fn content_type(filename: &str) -> &'static str {
+    match filename
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .as_deref()
+    {
+        Some("txt") => "text/plain",
+        Some("json") => "application/json",
+        Some("csv") => "text/csv",
+        Some("html" | "htm") => "text/html",
+        Some("xml") => "application/xml",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Lines of a log or metric stream, owned, as they arrive. A line that cannot be
+/// decoded is an `Err` item and the stream goes on; a failed connection is a last `Err`.
+pub struct LineStream<'c, F: OwnedLine> {
+    exchange: Option<Exchange<'c>>,
+    lines: LineDecoder<'c, F>,
+    pending: VecDeque<Result<F::Owned, Error>>,
+}
+
+impl<F: OwnedLine> fmt::Debug for LineStream<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LineStream")
+            .field("open", &self.exchange.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'c, F: OwnedLine> LineStream<'c, F> {
+    fn empty(line_buf: &'c mut [u8]) -> Self {
+        LineStream {
+            exchange: None,
+            lines: LineDecoder::new(line_buf),
+            pending: VecDeque::new(),
+        }
+    }
+}
+
+impl<F: OwnedLine> Iterator for LineStream<'_, F> {
+    type Item = Result<F::Owned, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            let exchange = self.exchange.as_mut()?;
+            let (lines, pending) = (&mut self.lines, &mut self.pending);
+            let pumped = exchange.pump(&mut |mut data: &[u8]| {
+                while let Some(line) = lines.next(&mut data) {
+                    pending.push_back(F::own(line));
+                }
+            });
+            match pumped {
+                Ok(false) => {}
+                Ok(true) => {
+                    if let Some(last) = self.lines.finish() {
+                        self.pending.push_back(F::own(last));
+                    }
+                    self.exchange = None;
+                }
+                Err(e) => {
+                    self.pending.push_back(Err(e.into()));
+                    self.exchange = None;
+                }
+            }
+        }
+    }
+}
+
+/// How a stream's decoded lines become owned items.
+pub trait OwnedLine: LineFormat {
+    /// The owned item.
+    type Owned;
+    /// Converts one decoded line (or its error).
+    fn own(line: Result<Self::Item<'_>, Self::Error<'_>>) -> Result<Self::Owned, Error>;
+}
+
+impl OwnedLine for LogLine {
+    type Owned = String;
+
+    /// Log text that is not UTF-8 is shown lossily rather than dropped.
+    fn own(line: Result<&str, LogLineError<'_>>) -> Result<String, Error> {
+        match line {
+            Ok(text) => Ok(text.to_owned()),
+            Err(LogLineError::NotUtf8 { line }) => Ok(String::from_utf8_lossy(line).into_owned()),
+            Err(e) => Err(Error::Reply(e.to_string())),
+        }
+    }
+}
+
+impl OwnedLine for MetricLine {
+    type Owned = Sample;
+
+    fn own(
+        line: Result<benchlink_core::bench::Sample<'_>, benchlink_core::bench::SampleError>,
+    ) -> Result<Sample, Error> {
+        line.map(Sample::from)
+            .map_err(|e| Error::Reply(e.to_string()))
+    }
+}
