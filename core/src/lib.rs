@@ -10,7 +10,11 @@
 //!   incremental `deflate`/`gzip` decoding into a caller-provided window.
 //! - [`bench`]: the benchmark-server (MZBench) API — one typed request per endpoint,
 //!   typed zero-copy replies, and streaming metric-line and log-line decoders.
-//! - [`json`]: a small zero-copy JSON reader that the typed replies are built on.
+//! - [`json`]: a small zero-copy JSON reader that the typed replies are built on, and
+//!   the escaping writer the RTM PDUs are written with.
+//! - [`rtm`]: the real-time messaging protocol — PDUs, role-secret auth.
+//! - [`ws`]: RFC 6455 WebSocket client codec — upgrade request and accept check, masked
+//!   frames, a push-style frame decoder with reassembly, and a ping/pong/close session.
 #![no_std]
 #![cfg_attr(
     not(test),
@@ -25,3 +29,5 @@
 pub mod bench;
 pub mod http;
 pub mod json;
+pub mod rtm;
+pub mod ws;

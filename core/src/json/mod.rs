@@ -1,4 +1,5 @@
-//! A small zero-copy JSON reader: validate once, then walk borrowed slices.
+//! A small zero-copy JSON reader: validate once, then walk borrowed slices — and, in
+//! [`write`], the matching writer that escapes everything it is given.
 //!
 //! Why not serde-json-core: it cannot hand out the raw text of a nested value (the
 //! real-time messaging PDUs must give users each message as a `&str` slice of JSON, to
@@ -26,6 +27,10 @@
 use core::fmt::{self, Write as _};
 
 use crate::http::{Cursor, EncodeError};
+
+pub mod write;
+
+pub use write::WriteError;
 
 /// The deepest nesting any caller may ask for. Validation keeps one bit per open
 /// container, so this bounds its stack use to 32 bytes whatever the input.

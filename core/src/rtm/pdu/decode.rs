@@ -1,0 +1,507 @@
+//! Reading PDUs: the envelope ([`Pdu`]), typed views over bodies, and the classification
+//! of spec §2.6, §7.2 and §10 item 9 ([`Incoming`]).
+
+use core::fmt;
+
+use super::{Action, KNOWN};
+use crate::json::{self, Array, JsonStr, Object, Value};
+
+/// Why a text frame is not an acceptable PDU, and where (byte offsets into the frame).
+///
+/// Every variant is a protocol error: the reference client reconnects on each of them
+/// (spec §7.2). Unknown unsolicited PDUs are *not* errors ([`Incoming::Ignored`]).
+///
+/// ```
+/// use benchlink_core::rtm::pdu::{Pdu, PduError};
+/// assert!(matches!(Pdu::parse("not json"), Err(PduError::Json(_))));
+/// assert_eq!(Pdu::parse("[]"), Err(PduError::NotAnObject { offset: 0 }));
+/// assert_eq!(Pdu::parse(r#"{"body":{}}"#), Err(PduError::MissingField { field: "action", offset: 0 }));
+/// assert_eq!(Pdu::parse(r#"{"action":1}"#), Err(PduError::InvalidField { field: "action", offset: 10 }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PduError {
+    /// Not JSON (or not UTF-8, or nested deeper than the limit).
+    Json(json::Error),
+    /// Valid JSON, but not an object.
+    NotAnObject {
+        /// Where the value starts.
+        offset: usize,
+    },
+    /// A required member is absent: `action`; `body` (required except for
+    /// `rtm/publish/ok` and `rtm/delete/ok`, spec §2.6); `id` on a known reply action (a
+    /// reply without id, spec §7.2); `subscription_id` or `messages` in an unsolicited body.
+    MissingField {
+        /// The member's name.
+        field: &'static str,
+        /// Where the object that lacks it starts.
+        offset: usize,
+    },
+    /// A member has the wrong type: `action` not a string, `id` neither a non-negative
+    /// integer nor a string, `body` not an object, a string field of an unsolicited body
+    /// not a string, `messages` not an array.
+    InvalidField {
+        /// The member's name.
+        field: &'static str,
+        /// Where its value starts.
+        offset: usize,
+    },
+}
+
+impl fmt::Display for PduError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PduError::Json(e) => write!(f, "PDU: {e}"),
+            PduError::NotAnObject { offset } => {
+                write!(f, "PDU: not a JSON object (value at byte {offset})")
+            }
+            PduError::MissingField { field, offset } => {
+                write!(f, "PDU: no `{field}` in the object at byte {offset}")
+            }
+            PduError::InvalidField { field, offset } => {
+                write!(f, "PDU: `{field}` has the wrong type at byte {offset}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for PduError {}
+
+/// A request id as echoed by the server: an integer (what benchlink sends) or a string
+/// (what the Go SDK sends, spec §2.5). `0` is a real id, never "absent".
+///
+/// ```
+/// use benchlink_core::rtm::pdu::{Id, Pdu};
+/// let p = Pdu::parse(r#"{"action":"rtm/write/ok","id":"1","body":{}}"#).unwrap();
+/// assert!(matches!(p.id, Some(Id::Str(s)) if s == "1"));
+/// assert_eq!(p.id.and_then(|id| id.as_u64()), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Id<'a> {
+    /// `"id": 5`
+    Int(u64),
+    /// `"id": "5"`
+    Str(JsonStr<'a>),
+}
+
+impl Id<'_> {
+    /// The integer id; `None` for a string id (benchlink never sends those, so a string
+    /// echo cannot answer one of its requests).
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::rtm::pdu::Id::Int(0).as_u64(), Some(0));
+    /// ```
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Id::Int(n) => Some(*n),
+            Id::Str(_) => None,
+        }
+    }
+}
+
+/// One received PDU, borrowed from the frame's text: nothing is copied or unescaped.
+///
+/// [`Pdu::parse`] checks the envelope only (an object with a string `action`, an optional
+/// integer-or-string `id`, an optional object `body`); [`Pdu::classify`] applies the
+/// rules of spec §2.6. Body accessors return `None` when the member is absent or of
+/// another type.
+///
+/// ```
+/// use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+/// let p = Pdu::parse(r#"{"action": "rtm/read/ok", "id": 0, "body": {"message": null, "position": "1:2"}}"#).unwrap();
+/// assert_eq!((p.action, p.id), (Action::ReadOk, Some(Id::Int(0))));
+/// assert!(p.message().is_some_and(|m| m.is_null()));
+/// assert!(p.position().is_some_and(|pos| pos == "1:2"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pdu<'a> {
+    /// The `action` member.
+    pub action: Action<'a>,
+    /// The `id` member, if present.
+    pub id: Option<Id<'a>>,
+    /// The `body` member, if present.
+    pub body: Option<Object<'a>>,
+    /// The whole frame, to turn borrowed slices into error offsets.
+    text: &'a str,
+}
+
+impl<'a> Pdu<'a> {
+    /// Parses one PDU with nesting limited to [`json::DEFAULT_MAX_DEPTH`] (envelope, body
+    /// and `messages` array included, which leaves 29 levels to a message).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Action, Pdu};
+    /// let p = Pdu::parse(r#"{"action":"rtm/publish/ok","id":1}"#).unwrap();
+    /// assert_eq!(p.action, Action::PublishOk);
+    /// assert!(p.body.is_none());
+    /// ```
+    pub fn parse(text: &'a str) -> Result<Pdu<'a>, PduError> {
+        Self::parse_with_depth(text, json::DEFAULT_MAX_DEPTH)
+    }
+
+    /// [`parse`](Self::parse) for bytes straight off the wire (a WebSocket text frame):
+    /// they must be UTF-8 as well.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Pdu, PduError};
+    /// assert!(Pdu::parse_bytes(br#"{"action":"/error"}"#).is_ok());
+    /// assert!(matches!(Pdu::parse_bytes(b"\xff"), Err(PduError::Json(_))));
+    /// ```
+    pub fn parse_bytes(bytes: &'a [u8]) -> Result<Pdu<'a>, PduError> {
+        let text = core::str::from_utf8(bytes).map_err(|e| {
+            PduError::Json(json::Error {
+                offset: e.valid_up_to(),
+                kind: json::ErrorKind::InvalidUtf8,
+            })
+        })?;
+        Self::parse(text)
+    }
+
+    /// [`parse`](Self::parse) with an explicit nesting limit (clamped to
+    /// [`json::MAX_DEPTH`]).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Pdu, PduError};
+    /// let deep = r#"{"action":"x","body":{"m":[[1]]}}"#;
+    /// assert!(Pdu::parse_with_depth(deep, 4).is_ok());
+    /// assert!(matches!(Pdu::parse_with_depth(deep, 3), Err(PduError::Json(_))));
+    /// ```
+    pub fn parse_with_depth(text: &'a str, max_depth: usize) -> Result<Pdu<'a>, PduError> {
+        let value = json::parse(text, max_depth).map_err(PduError::Json)?;
+        Self::from_value(value, text)
+    }
+
+    fn from_value(value: Value<'a>, text: &'a str) -> Result<Pdu<'a>, PduError> {
+        let at = |v: &Value<'a>| offset(text, v.as_raw());
+        let envelope = value
+            .as_object()
+            .ok_or(PduError::NotAnObject { offset: at(&value) })?;
+        let invalid = |field, v: &Value<'a>| PduError::InvalidField {
+            field,
+            offset: at(v),
+        };
+        let action = envelope.get("action").ok_or(PduError::MissingField {
+            field: "action",
+            offset: at(&value),
+        })?;
+        let action = action
+            .as_str()
+            .map(action_from_json)
+            .ok_or(invalid("action", &action))?;
+        let id = match envelope.get("id") {
+            None => None,
+            Some(v) => Some(match (v.as_u64(), v.as_str()) {
+                (Some(n), _) => Id::Int(n),
+                (None, Some(s)) => Id::Str(s),
+                (None, None) => return Err(invalid("id", &v)),
+            }),
+        };
+        let body = match envelope.get("body") {
+            None => None,
+            Some(v) => Some(v.as_object().ok_or(invalid("body", &v))?),
+        };
+        Ok(Pdu {
+            action,
+            id,
+            body,
+            text,
+        })
+    }
+
+    /// Sorts the PDU per spec §2.6, §7.2 and §10 item 9:
+    ///
+    /// - with an `id`: a [`Incoming::Reply`] — it must have a body unless it is
+    ///   `rtm/publish/ok` or `rtm/delete/ok`;
+    /// - without: `rtm/subscription/data` → [`Incoming::Data`], `rtm/subscription/error`
+    ///   → [`Incoming::ChannelError`], `rtm/subscription/info` with `info:
+    ///   "fast_forward"` → [`Incoming::FastForward`], `/error` → [`Incoming::GeneralError`];
+    ///   a known reply action (`rtm/publish/ok`, …) is a reply that lost its id →
+    ///   [`PduError::MissingField`] `id`; anything else → [`Incoming::Ignored`].
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Incoming, Pdu, PduError};
+    /// let ok = Pdu::parse(r#"{"action":"rtm/subscribe/ok","body":{}}"#).unwrap();
+    /// assert_eq!(ok.classify(), Err(PduError::MissingField { field: "id", offset: 0 }));
+    /// let info = Pdu::parse(r#"{"action":"rtm/subscription/info","body":{"info":"new_thing"}}"#).unwrap();
+    /// assert!(matches!(info.classify(), Ok(Incoming::Ignored(_))));
+    /// ```
+    pub fn classify(&self) -> Result<Incoming<'a>, PduError> {
+        if let Some(id) = self.id {
+            if self.body.is_none() && !matches!(self.action, Action::PublishOk | Action::DeleteOk) {
+                return Err(self.missing("body", self.text));
+            }
+            return Ok(Incoming::Reply { id, pdu: *self });
+        }
+        match self.action {
+            Action::SubscriptionData => {
+                let body = self.required_body()?;
+                Ok(Incoming::Data(SubscriptionData {
+                    subscription_id: self.required_str(body, "subscription_id")?,
+                    position: self.optional_str(body, "position")?,
+                    messages: self.required_array(body, "messages")?,
+                }))
+            }
+            Action::SubscriptionError => {
+                let body = self.required_body()?;
+                Ok(Incoming::ChannelError(ChannelError {
+                    subscription_id: self.required_str(body, "subscription_id")?,
+                    error: self.optional_str(body, "error")?,
+                    reason: self.optional_str(body, "reason")?,
+                    position: self.optional_str(body, "position")?,
+                }))
+            }
+            Action::SubscriptionInfo => {
+                let body = self.required_body()?;
+                let info = self.required_str(body, "info")?;
+                if info != "fast_forward" {
+                    return Ok(Incoming::Ignored(*self));
+                }
+                Ok(Incoming::FastForward(SubscriptionInfo {
+                    subscription_id: self.required_str(body, "subscription_id")?,
+                    info,
+                    reason: self.optional_str(body, "reason")?,
+                    position: self.optional_str(body, "position")?,
+                }))
+            }
+            Action::GeneralError => Ok(Incoming::GeneralError(self.error())),
+            action if action.is_known_reply() => Err(self.missing("id", self.text)),
+            _ => Ok(Incoming::Ignored(*self)),
+        }
+    }
+
+    fn missing(&self, field: &'static str, object: &str) -> PduError {
+        PduError::MissingField {
+            field,
+            offset: offset(self.text, object),
+        }
+    }
+
+    fn required_body(&self) -> Result<Object<'a>, PduError> {
+        self.body.ok_or(self.missing("body", self.text))
+    }
+
+    fn required(&self, body: Object<'a>, field: &'static str) -> Result<Value<'a>, PduError> {
+        body.get(field).ok_or(self.missing(field, body.as_raw()))
+    }
+
+    /// `field` if it is a string; `null` counts as absent (spec §2.8).
+    fn optional_str(
+        &self,
+        body: Object<'a>,
+        field: &'static str,
+    ) -> Result<Option<JsonStr<'a>>, PduError> {
+        match body.get(field) {
+            Some(v) if !v.is_null() => self.typed(field, v, v.as_str()).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn required_str(&self, body: Object<'a>, field: &'static str) -> Result<JsonStr<'a>, PduError> {
+        let v = self.required(body, field)?;
+        self.typed(field, v, v.as_str())
+    }
+
+    fn required_array(&self, body: Object<'a>, field: &'static str) -> Result<Array<'a>, PduError> {
+        let v = self.required(body, field)?;
+        self.typed(field, v, v.as_array())
+    }
+
+    fn typed<T>(&self, field: &'static str, v: Value<'a>, typed: Option<T>) -> Result<T, PduError> {
+        typed.ok_or(PduError::InvalidField {
+            field,
+            offset: offset(self.text, v.as_raw()),
+        })
+    }
+
+    fn body_member(&self, key: &str) -> Option<Value<'a>> {
+        self.body?.get(key)
+    }
+
+    /// `body.position` (publish/ok, subscribe/ok, unsubscribe/ok, read/ok, write/ok,
+    /// delete/ok): an opaque string (spec §2.8).
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/write/ok","id":4,"body":{"position":"1:0"}}"#).unwrap();
+    /// assert!(p.position().is_some_and(|pos| pos.as_raw() == "1:0"));
+    /// ```
+    pub fn position(&self) -> Option<JsonStr<'a>> {
+        self.body_member("position")?.as_str()
+    }
+
+    /// `body.subscription_id` (subscribe/ok, unsubscribe/ok, subscribe/error, …).
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/subscribe/ok","id":0,"body":{"subscription_id":"chan","position":"1:0"}}"#).unwrap();
+    /// assert!(p.subscription_id().is_some_and(|s| s == "chan"));
+    /// ```
+    pub fn subscription_id(&self) -> Option<JsonStr<'a>> {
+        self.body_member("subscription_id")?.as_str()
+    }
+
+    /// `body.message` of `rtm/read/ok` as raw JSON; `null` when the channel holds no value.
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/read/ok","id":1,"body":{"message":{"a":[1]}}}"#).unwrap();
+    /// assert_eq!(p.message().map(|m| m.as_raw()), Some(r#"{"a":[1]}"#));
+    /// ```
+    pub fn message(&self) -> Option<Value<'a>> {
+        self.body_member("message")
+    }
+
+    /// `body.data.nonce` of `auth/handshake/ok` (spec §4.1), still escaped as received:
+    /// the hash is computed over exactly these bytes when they contain no escapes, which is
+    /// what servers send (base64 text).
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"auth/handshake/ok","id":0,"body":{"data":{"nonce":"MTI0=="}}}"#).unwrap();
+    /// assert!(p.nonce().is_some_and(|n| n == "MTI0=="));
+    /// ```
+    pub fn nonce(&self) -> Option<JsonStr<'a>> {
+        self.body_member("data")?.get("nonce")?.as_str()
+    }
+
+    /// `body.error` and `body.reason` of an error reply (each `None` if absent or not a
+    /// string).
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action": "rtm/publish/error", "body": {"error": "authorization_denied", "reason": "Unauthorized"}, "id": 0}"#).unwrap();
+    /// let e = p.error();
+    /// assert!(e.error.is_some_and(|s| s == "authorization_denied") && e.reason.is_some_and(|s| s == "Unauthorized"));
+    /// ```
+    pub fn error(&self) -> ErrorBody<'a> {
+        let text = |key| self.body_member(key).and_then(|v| v.as_str());
+        ErrorBody {
+            error: text("error"),
+            reason: text("reason"),
+        }
+    }
+
+    /// `body.channels` of `rtm/search/data` and `rtm/search/ok` (spec §3.5): collect it
+    /// from every reply, the final `ok` included.
+    ///
+    /// ```
+    /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/search/data","id":9,"body":{"channels":["a","b"]}}"#).unwrap();
+    /// assert_eq!(p.channels().map(|c| c.elements().count()), Some(2));
+    /// ```
+    pub fn channels(&self) -> Option<Array<'a>> {
+        self.body_member("channels")?.as_array()
+    }
+}
+
+/// The action for a JSON string, matching known names after unescaping.
+fn action_from_json(name: JsonStr<'_>) -> Action<'_> {
+    match name.as_plain() {
+        Some(plain) => Action::from_name(plain),
+        None => KNOWN
+            .into_iter()
+            .find(|a| name == a.as_str())
+            .unwrap_or(Action::Other(name.as_raw())),
+    }
+}
+
+/// Byte offset of `part` (a slice of `text`) in `text`.
+fn offset(text: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize)
+}
+
+/// `error` and `reason` of an error body (spec §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ErrorBody<'a> {
+    /// The error code, e.g. `authorization_denied`.
+    pub error: Option<JsonStr<'a>>,
+    /// The human-readable reason, e.g. `Unauthorized`.
+    pub reason: Option<JsonStr<'a>>,
+}
+
+/// `rtm/subscription/data` (spec §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SubscriptionData<'a> {
+    /// Which subscription the messages belong to.
+    pub subscription_id: JsonStr<'a>,
+    /// The resume point just past the last message (spec §2.8). Its absence is a protocol
+    /// error for this subscription only (spec §10 item 2), hence no error here.
+    pub position: Option<JsonStr<'a>>,
+    /// The messages; hand each element's [`Value::as_raw`] text to the user.
+    pub messages: Array<'a>,
+}
+
+/// `rtm/subscription/error` (spec §3.2): the server has ended the subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ChannelError<'a> {
+    /// The ended subscription.
+    pub subscription_id: JsonStr<'a>,
+    /// The error code, e.g. `out_of_sync`, `expired_position`.
+    pub error: Option<JsonStr<'a>>,
+    /// The reason text.
+    pub reason: Option<JsonStr<'a>>,
+    /// The position at which it ended, if given.
+    pub position: Option<JsonStr<'a>>,
+}
+
+/// `rtm/subscription/info` (spec §3.2); only `info: "fast_forward"` is classified as
+/// [`Incoming::FastForward`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SubscriptionInfo<'a> {
+    /// The subscription concerned.
+    pub subscription_id: JsonStr<'a>,
+    /// What happened (`fast_forward`).
+    pub info: JsonStr<'a>,
+    /// The reason text.
+    pub reason: Option<JsonStr<'a>>,
+    /// The new position, if given.
+    pub position: Option<JsonStr<'a>>,
+}
+
+/// A received PDU sorted by what the client must do with it; see [`Pdu::classify`].
+///
+/// ```
+/// use benchlink_core::rtm::pdu::Incoming;
+/// let text = r#"{"action":"rtm/subscription/data","body":{"subscription_id":"chan","position":"1:3","messages":[{"k":1},"two"]}}"#;
+/// let Ok(Incoming::Data(data)) = Incoming::parse(text) else { panic!() };
+/// assert!(data.subscription_id == "chan");
+/// assert!(data.messages.elements().map(|m| m.as_raw()).eq([r#"{"k":1}"#, r#""two""#]));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Incoming<'a> {
+    /// A reply: route it by `id` to the pending request (and check that
+    /// `pdu.action.request()` is that request's action, spec §7.2). Unknown ids are
+    /// ignored (spec §2.5).
+    Reply {
+        /// The echoed id.
+        id: Id<'a>,
+        /// The reply itself.
+        pdu: Pdu<'a>,
+    },
+    /// Messages for a subscription. Data for an unknown subscription is ignored (§7.2).
+    Data(SubscriptionData<'a>),
+    /// The server ended a subscription.
+    ChannelError(ChannelError<'a>),
+    /// The server skipped a subscription forward to the oldest available message.
+    FastForward(SubscriptionInfo<'a>),
+    /// An unsolicited `/error`: the server reports a connection-level problem ("General
+    /// error", spec §3.2). The reference client drops the connection and reconnects.
+    GeneralError(ErrorBody<'a>),
+    /// An unsolicited PDU of an unknown kind (or `subscription/info` other than
+    /// `fast_forward`): log it and carry on (spec §10 item 9).
+    Ignored(Pdu<'a>),
+}
+
+impl<'a> Incoming<'a> {
+    /// [`Pdu::parse`] then [`Pdu::classify`]: one call per received text frame.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Incoming, PduError};
+    /// assert!(matches!(Incoming::parse(r#"{"action":"/error","body":{"error":"e","reason":"r"}}"#), Ok(Incoming::GeneralError(_))));
+    /// assert!(matches!(Incoming::parse(r#"{"action":"rtm/publish/ok"}"#), Err(PduError::MissingField { field: "id", .. })));
+    /// ```
+    pub fn parse(text: &'a str) -> Result<Incoming<'a>, PduError> {
+        Pdu::parse(text)?.classify()
+    }
+}

@@ -1,0 +1,305 @@
+//! RTM PDUs (spec §2.5–§3): the JSON envelope `{"action":…,"id":…,"body":{…}}`, every
+//! request of spec §3.1 as a typed [`Request`] written into a caller's buffer, and a
+//! zero-copy [`Pdu`] reader with typed views over reply and unsolicited bodies plus the
+//! [`Incoming`] classification a client needs (reply, subscription traffic, general error,
+//! ignorable, malformed).
+//!
+//! Encoding escapes every string it is given, channel names included (spec §10 item 1),
+//! and validates every pre-serialized value (messages, extra arguments), so an encoded PDU
+//! is always one valid JSON object. Positions are always written as strings (§2.8).
+//!
+//! ```
+//! use benchlink_core::http::Cursor;
+//! use benchlink_core::rtm::pdu::{Incoming, Request};
+//! let mut buf = [0u8; 128];
+//! let mut out = Cursor::new(&mut buf);
+//! Request::Publish { channel: "chan", message: r#"{"k": 1}"# }.encode(Some(7), &mut out).unwrap();
+//! assert_eq!(
+//!     out.written(),
+//!     br#"{"action":"rtm/publish","id":7,"body":{"channel":"chan","message":{"k": 1}}}"#
+//! );
+//! let reply = r#"{"action":"rtm/publish/ok","id":7,"body":{"position":"1479315802:0"}}"#;
+//! match Incoming::parse(reply).unwrap() {
+//!     Incoming::Reply { id, pdu } => {
+//!         assert_eq!(id.as_u64(), Some(7));
+//!         assert!(pdu.position().is_some_and(|p| p == "1479315802:0"));
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+mod decode;
+mod encode;
+#[cfg(test)]
+mod tests;
+
+pub use decode::{
+    ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
+};
+pub use encode::{write_envelope, History, Request, SubscribeRequest, Target};
+
+/// The suffix of a reply action: how the request ended, or that more replies follow.
+///
+/// ```
+/// use benchlink_core::rtm::pdu::{Action, Outcome};
+/// assert_eq!(Action::SearchData.outcome(), Some(Outcome::Data));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Outcome {
+    /// `…/ok`: the request succeeded; its last reply.
+    Ok,
+    /// `…/error`: the request failed; its last reply.
+    Error,
+    /// `…/data`: one of several replies; more follow with the same id (spec §2.5).
+    Data,
+}
+
+impl Outcome {
+    /// The suffix without its slash.
+    const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Data => "data",
+        }
+    }
+}
+
+/// The `action` of a PDU: every action of spec §3 by name, anything else as
+/// [`Action::Other`] (unknown actions are data, not errors: spec §10 item 9).
+///
+/// ```
+/// use benchlink_core::rtm::pdu::{Action, Outcome};
+/// let a = Action::from_name("rtm/subscribe/error");
+/// assert_eq!(a, Action::SubscribeError);
+/// assert_eq!((a.request(), a.outcome()), (Action::Subscribe, Some(Outcome::Error)));
+/// assert_eq!(Action::from_name("x/y/ok").request(), Action::Other("x/y"));
+/// assert_eq!(Action::GeneralError.as_str(), "/error");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Action<'a> {
+    /// `rtm/publish`
+    Publish,
+    /// `rtm/publish/ok`
+    PublishOk,
+    /// `rtm/publish/error`
+    PublishError,
+    /// `rtm/subscribe`
+    Subscribe,
+    /// `rtm/subscribe/ok`
+    SubscribeOk,
+    /// `rtm/subscribe/error`
+    SubscribeError,
+    /// `rtm/unsubscribe`
+    Unsubscribe,
+    /// `rtm/unsubscribe/ok`
+    UnsubscribeOk,
+    /// `rtm/unsubscribe/error`
+    UnsubscribeError,
+    /// `rtm/read`
+    Read,
+    /// `rtm/read/ok`
+    ReadOk,
+    /// `rtm/read/error`
+    ReadError,
+    /// `rtm/write`
+    Write,
+    /// `rtm/write/ok`
+    WriteOk,
+    /// `rtm/write/error`
+    WriteError,
+    /// `rtm/delete`
+    Delete,
+    /// `rtm/delete/ok`
+    DeleteOk,
+    /// `rtm/delete/error`
+    DeleteError,
+    /// `rtm/search` (legacy, spec §3.5)
+    Search,
+    /// `rtm/search/data`: more results follow.
+    SearchData,
+    /// `rtm/search/ok`
+    SearchOk,
+    /// `rtm/search/error`
+    SearchError,
+    /// `auth/handshake`
+    Handshake,
+    /// `auth/handshake/ok`
+    HandshakeOk,
+    /// `auth/handshake/error`
+    HandshakeError,
+    /// `auth/authenticate`
+    Authenticate,
+    /// `auth/authenticate/ok`
+    AuthenticateOk,
+    /// `auth/authenticate/error`
+    AuthenticateError,
+    /// `rtm/subscription/data` (unsolicited)
+    SubscriptionData,
+    /// `rtm/subscription/error` (unsolicited)
+    SubscriptionError,
+    /// `rtm/subscription/info` (unsolicited)
+    SubscriptionInfo,
+    /// `/error`: a general error not tied to a request.
+    GeneralError,
+    /// Any other action, as it appears in the JSON text (escapes, if any, unresolved).
+    Other(&'a str),
+}
+
+/// Every named action, for lookup by name (the names live in [`Action::as_str`] only).
+const KNOWN: [Action<'static>; 32] = {
+    use Action::*;
+    [
+        Publish,
+        PublishOk,
+        PublishError,
+        Subscribe,
+        SubscribeOk,
+        SubscribeError,
+        Unsubscribe,
+        UnsubscribeOk,
+        UnsubscribeError,
+        Read,
+        ReadOk,
+        ReadError,
+        Write,
+        WriteOk,
+        WriteError,
+        Delete,
+        DeleteOk,
+        DeleteError,
+        Search,
+        SearchData,
+        SearchOk,
+        SearchError,
+        Handshake,
+        HandshakeOk,
+        HandshakeError,
+        Authenticate,
+        AuthenticateOk,
+        AuthenticateError,
+        SubscriptionData,
+        SubscriptionError,
+        SubscriptionInfo,
+        GeneralError,
+    ]
+};
+
+impl<'a> Action<'a> {
+    /// The action for `name`: a named variant when known, [`Action::Other`] otherwise.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::Action;
+    /// assert_eq!(Action::from_name("auth/handshake/ok"), Action::HandshakeOk);
+    /// assert_eq!(Action::from_name("rtm/purge"), Action::Other("rtm/purge"));
+    /// ```
+    pub fn from_name(name: &'a str) -> Action<'a> {
+        KNOWN
+            .into_iter()
+            .find(|a| a.as_str() == name)
+            .unwrap_or(Action::Other(name))
+    }
+
+    /// The action's name as written on the wire.
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::rtm::pdu::Action::SubscriptionData.as_str(), "rtm/subscription/data");
+    /// ```
+    pub const fn as_str(&self) -> &'a str {
+        use Action::*;
+        match self {
+            Publish => "rtm/publish",
+            PublishOk => "rtm/publish/ok",
+            PublishError => "rtm/publish/error",
+            Subscribe => "rtm/subscribe",
+            SubscribeOk => "rtm/subscribe/ok",
+            SubscribeError => "rtm/subscribe/error",
+            Unsubscribe => "rtm/unsubscribe",
+            UnsubscribeOk => "rtm/unsubscribe/ok",
+            UnsubscribeError => "rtm/unsubscribe/error",
+            Read => "rtm/read",
+            ReadOk => "rtm/read/ok",
+            ReadError => "rtm/read/error",
+            Write => "rtm/write",
+            WriteOk => "rtm/write/ok",
+            WriteError => "rtm/write/error",
+            Delete => "rtm/delete",
+            DeleteOk => "rtm/delete/ok",
+            DeleteError => "rtm/delete/error",
+            Search => "rtm/search",
+            SearchData => "rtm/search/data",
+            SearchOk => "rtm/search/ok",
+            SearchError => "rtm/search/error",
+            Handshake => "auth/handshake",
+            HandshakeOk => "auth/handshake/ok",
+            HandshakeError => "auth/handshake/error",
+            Authenticate => "auth/authenticate",
+            AuthenticateOk => "auth/authenticate/ok",
+            AuthenticateError => "auth/authenticate/error",
+            SubscriptionData => "rtm/subscription/data",
+            SubscriptionError => "rtm/subscription/error",
+            SubscriptionInfo => "rtm/subscription/info",
+            GeneralError => "/error",
+            Other(name) => name,
+        }
+    }
+
+    /// The name split at its last `/ok`, `/error` or `/data`, if it ends in one.
+    fn split(&self) -> Option<(&'a str, Outcome)> {
+        let name = self.as_str();
+        [Outcome::Ok, Outcome::Error, Outcome::Data]
+            .into_iter()
+            .find_map(|outcome| {
+                let head = name.strip_suffix(outcome.as_str())?.strip_suffix('/')?;
+                Some((head, outcome))
+            })
+    }
+
+    /// The outcome suffix (`/ok`, `/error`, `/data`), if the name ends in one. Note that
+    /// the unsolicited `rtm/subscription/data` and `rtm/subscription/error` end in one too:
+    /// tell replies from unsolicited PDUs by their id ([`Incoming`]).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Action, Outcome};
+    /// assert_eq!(Action::PublishOk.outcome(), Some(Outcome::Ok));
+    /// assert_eq!(Action::Publish.outcome(), None);
+    /// assert_eq!(Action::GeneralError.outcome(), Some(Outcome::Error));
+    /// ```
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.split().map(|(_, outcome)| outcome)
+    }
+
+    /// The request this action answers: the name without its outcome suffix, or the action
+    /// itself when it has none. Compare it with the pending request's action to catch a
+    /// reply of the wrong type (spec §7.2). `/error` answers no request: `Other("")`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::Action;
+    /// assert_eq!(Action::HandshakeError.request(), Action::Handshake);
+    /// assert_eq!(Action::Write.request(), Action::Write);
+    /// assert_eq!(Action::GeneralError.request(), Action::Other(""));
+    /// ```
+    pub fn request(&self) -> Action<'a> {
+        match self.split() {
+            Some((head, _)) => Action::from_name(head),
+            None => *self,
+        }
+    }
+
+    /// True for the actions a server sends with an id only, in answer to a request of
+    /// spec §3.1 (`…/ok`, `…/error`, `…/data` of a known request). Used to tell a
+    /// malformed reply without id from an unknown unsolicited PDU.
+    fn is_known_reply(&self) -> bool {
+        !matches!(self, Action::Other(_))
+            && self.outcome().is_some()
+            && !matches!(self.request(), Action::Other(_))
+    }
+}
+
+impl core::fmt::Display for Action<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,1 @@
+//! PDU encode/decode tests.
