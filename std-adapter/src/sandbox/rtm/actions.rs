@@ -1,0 +1,600 @@
+//! The actions of spec §3.1, one function each.
+//!
+//! Replies go to the connection's outbox under the state lock, so a reply and the data
+//! it causes keep their order (`subscribe/ok` before the subscription's first data).
+//! Only requests with an `id` get a reply (spec §2.5); malformed frames get a general
+//! `/error` (see [`handle`]).
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
+use super::config::Op;
+use super::faults::Reply;
+use super::filter::Filter;
+use super::pdu::{envelope, error_body, invalid, object, quote, Malformed, Positions, Request};
+use super::state::{deliver, fast_forward_info, subscription_error, Channel, Shared, State, Sub};
+
+/// The channel the JS SDK publishes to as a heartbeat; always allowed.
+const HEARTBEAT: &str = "$heartbeat";
+
+/// Handles one text frame from connection `conn`.
+///
+/// Error replies of our own choosing (the spec records no text for them):
+/// - a frame that is not a JSON object: `{"action":"/error","body":{"error":"invalid_json",…}}`;
+/// - an object without a string `action`: `/error` with `invalid_format` (with the id, if
+///   any);
+/// - a request whose `body` is not an object: `<action>/error` `invalid_format`;
+/// - an unknown action: `<action>/error` `{"error":"invalid_operation","reason":"Unknown
+///   action '<action>'"}`.
+pub(crate) fn handle(shared: &Shared, conn: u64, text: &str) {
+    let parsed = Request::parse(text);
+    let (replacement, delay) = {
+        let mut st = shared.lock();
+        st.record_received(conn, shared.config.record_bytes, text);
+        match &parsed {
+            Ok(req) => (
+                st.faults.take_override(&req.action),
+                (req.action == "rtm/subscribe")
+                    .then_some(st.faults.subscribe_ok_delay)
+                    .flatten(),
+            ),
+            Err(_) => (None, None),
+        }
+    };
+    let req = match parsed {
+        Ok(req) => req,
+        Err(m) => return malformed(shared, conn, m),
+    };
+    if let Some(reply) = replacement {
+        if let Reply::Raw(text) = reply {
+            let text = text.replace("{id}", req.id.as_deref().unwrap_or("null"));
+            send(shared, conn, &text);
+        }
+        return;
+    }
+    if let Some(delay) = delay {
+        sleep_unless_shutdown(shared, delay);
+    }
+    let mut st = shared.lock();
+    if !st.conns.contains_key(&conn) {
+        return;
+    }
+    let mut ctx = Ctx {
+        shared,
+        st: &mut st,
+        conn,
+        action: &req.action,
+        id: req.id.as_deref(),
+    };
+    match req.action.as_str() {
+        "rtm/publish" => publish(&mut ctx, &req, Op::Publish),
+        "rtm/write" => publish(&mut ctx, &req, Op::Write),
+        "rtm/read" => read(&mut ctx, &req),
+        "rtm/delete" => delete(&mut ctx, &req),
+        "rtm/subscribe" => subscribe(&mut ctx, &req),
+        "rtm/unsubscribe" => unsubscribe(&mut ctx, &req),
+        "auth/handshake" => handshake(&mut ctx, &req),
+        "auth/authenticate" => authenticate(&mut ctx, &req),
+        "rtm/search" if shared.config.search => search(&mut ctx, &req),
+        other => {
+            let reason = format!("Unknown action '{other}'");
+            ctx.err("invalid_operation", &reason);
+        }
+    }
+}
+
+/// Sleeps `delay` in short steps, so that a shutdown is not held up.
+fn sleep_unless_shutdown(shared: &Shared, delay: Duration) {
+    let end = Instant::now() + delay;
+    while !shared.is_shutdown() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+fn send(shared: &Shared, conn: u64, text: &str) {
+    if let Some(c) = shared.lock().conns.get(&conn) {
+        c.send(text);
+    }
+}
+
+fn malformed(shared: &Shared, conn: u64, m: Malformed) {
+    let text = match m {
+        Malformed::NotJson(e) => envelope(
+            "/error",
+            None,
+            &error_body("invalid_json", &format!("Invalid JSON: {e}")),
+        ),
+        Malformed::NoAction { id } => envelope(
+            "/error",
+            id.as_deref(),
+            &error_body(
+                "invalid_format",
+                "Invalid PDU: 'action' was missing or invalid",
+            ),
+        ),
+        Malformed::BadBody { action, id } => match id {
+            Some(id) => envelope(
+                &format!("{action}/error"),
+                Some(&id),
+                &error_body(
+                    "invalid_format",
+                    "Invalid PDU: 'body' was missing or invalid",
+                ),
+            ),
+            None => return,
+        },
+    };
+    send(shared, conn, &text);
+}
+
+/// One request being handled, with the state locked.
+struct Ctx<'a> {
+    shared: &'a Shared,
+    st: &'a mut State,
+    conn: u64,
+    action: &'a str,
+    id: Option<&'a str>,
+}
+
+impl Ctx<'_> {
+    fn positions(&self) -> Positions {
+        self.shared.positions
+    }
+
+    fn send(&self, text: &str) {
+        if let Some(c) = self.st.conns.get(&self.conn) {
+            c.send(text);
+        }
+    }
+
+    fn reply(&self, outcome: &str, body: &str) {
+        if let Some(id) = self.id {
+            self.send(&envelope(
+                &format!("{}/{outcome}", self.action),
+                Some(id),
+                body,
+            ));
+        }
+    }
+
+    fn ok(&self, body: &str) {
+        self.reply("ok", body);
+    }
+
+    fn err(&self, error: &str, reason: &str) {
+        self.reply("error", &error_body(error, reason));
+    }
+
+    fn invalid(&self, name: &str) {
+        self.err("invalid_format", &invalid(name));
+    }
+
+    /// Checks the connection's permission, answering `authorization_denied` (spec §7.1)
+    /// when it is missing.
+    fn permitted(&self, op: Op, channel: &str) -> bool {
+        let ok = self.st.allows(&self.shared.config, self.conn, op, channel);
+        if !ok {
+            self.err("authorization_denied", "Unauthorized");
+        }
+        ok
+    }
+
+    fn conn_mut(&mut self) -> Option<&mut super::state::Conn> {
+        self.st.conns.get_mut(&self.conn)
+    }
+}
+
+/// `rtm/publish` and `rtm/write`: both store the message in the channel's history, make
+/// it the channel's value for `rtm/read`, and deliver it to subscribers.
+fn publish(ctx: &mut Ctx<'_>, req: &Request, op: Op) {
+    let Ok(channel) = req.string("channel") else {
+        return ctx.invalid("channel");
+    };
+    let Some(message) = req.raw("message") else {
+        return ctx.err("invalid_format", "Invalid PDU: 'message' was missing");
+    };
+    let allowed = (op == Op::Publish && channel == HEARTBEAT) || ctx.permitted(op, &channel);
+    if !allowed {
+        return;
+    }
+    let positions = ctx.positions();
+    match ctx
+        .st
+        .publish(&ctx.shared.config, positions, &channel, Arc::from(message))
+    {
+        Some(seq) => ctx.ok(&object(&[("position", &positions.json(seq))])),
+        None => ctx.err("limit_exceeded", "Too many channels"),
+    }
+}
+
+/// `rtm/read`: the channel's value (`null` if never written or deleted), or with a
+/// `position`, the first stored message at or after it (`null` if none).
+fn read(ctx: &mut Ctx<'_>, req: &Request) {
+    let Ok(channel) = req.string("channel") else {
+        return ctx.invalid("channel");
+    };
+    let position = match req.field::<String>("position") {
+        Ok(None) => None,
+        Ok(Some(p)) => match Positions::parse(&p) {
+            Some(n) => Some(n),
+            None => return ctx.invalid("position"),
+        },
+        Err(()) => return ctx.invalid("position"),
+    };
+    if !ctx.permitted(Op::Read, &channel) {
+        return;
+    }
+    let positions = ctx.positions();
+    let ttl = ctx.shared.config.message_ttl;
+    let found: (Option<Arc<str>>, u64) = match ctx.st.channels.get_mut(&channel) {
+        None => (None, 0),
+        Some(ch) => match position {
+            None => match &ch.value {
+                Some((seq, v)) => (Some(Arc::clone(v)), *seq),
+                None => (None, ch.next),
+            },
+            Some(p) => {
+                ch.expire(Instant::now(), ttl);
+                match ch.history.iter().find(|s| s.seq >= p) {
+                    Some(s) => (Some(Arc::clone(&s.message)), s.seq),
+                    None => (None, ch.next),
+                }
+            }
+        },
+    };
+    let message = found.0.as_deref().unwrap_or("null").to_owned();
+    ctx.ok(&object(&[
+        ("message", &message),
+        ("position", &positions.json(found.1)),
+    ]));
+}
+
+/// `rtm/delete`: clears the channel's value. Subscribers see nothing and the history
+/// stays; the position is where the next message will go.
+fn delete(ctx: &mut Ctx<'_>, req: &Request) {
+    let Ok(channel) = req.string("channel") else {
+        return ctx.invalid("channel");
+    };
+    if !ctx.permitted(Op::Delete, &channel) {
+        return;
+    }
+    let next = match ctx.st.channels.get_mut(&channel) {
+        Some(ch) => {
+            ch.value = None;
+            ch.next
+        }
+        None => 0,
+    };
+    let positions = ctx.positions();
+    ctx.ok(&object(&[("position", &positions.json(next))]));
+}
+
+/// The options of a subscribe, validated.
+struct SubscribeArgs {
+    sid: String,
+    channel: String,
+    filter: Option<Filter>,
+    position: Option<u64>,
+    count: Option<u64>,
+    age: Option<u64>,
+    fast_forward: bool,
+    force: bool,
+    value_changes: bool,
+}
+
+/// Validates a subscribe body; `Err` carries the `invalid_format` reason.
+fn subscribe_args(req: &Request) -> Result<SubscribeArgs, String> {
+    let filter_text = req
+        .field::<String>("filter")
+        .map_err(|()| invalid("filter"))?;
+    let (sid, channel, filter) = match filter_text.filter(|f| !f.is_empty()) {
+        Some(text) => {
+            let filter = Filter::parse(&text).ok_or_else(|| invalid("filter"))?;
+            let sid = req
+                .string("subscription_id")
+                .map_err(|()| invalid("subscription_id"))?;
+            (sid, filter.channel.clone(), Some(filter))
+        }
+        None => {
+            let channel = req.string("channel").map_err(|()| invalid("channel"))?;
+            let sid = match req.field::<String>("subscription_id") {
+                Ok(None) => channel.clone(),
+                Ok(Some(s)) if !s.is_empty() => s,
+                _ => return Err(invalid("subscription_id")),
+            };
+            (sid, channel, None)
+        }
+    };
+    let position = match req.field::<String>("position") {
+        Ok(None) => None,
+        Ok(Some(p)) => Some(Positions::parse(&p).ok_or_else(|| invalid("position"))?),
+        Err(()) => return Err(invalid("position")),
+    };
+    let (mut count, mut age) = (None, None);
+    match req
+        .field::<Value>("history")
+        .map_err(|()| invalid("history"))?
+    {
+        None => {}
+        Some(Value::Object(h)) => {
+            let number = |name: &str| match h.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| invalid(&format!("history.{name}"))),
+            };
+            count = number("count")?;
+            age = number("age")?;
+            if count.is_some() && age.is_some() {
+                return Err(
+                    "Invalid PDU: 'history.count' and 'history.age' cannot be combined".to_owned(),
+                );
+            }
+        }
+        Some(_) => return Err(invalid("history")),
+    }
+    let flag = |name: &str| {
+        req.field::<bool>(name)
+            .map(Option::unwrap_or_default)
+            .map_err(|()| invalid(name))
+    };
+    let fast_forward = flag("fast_forward")?;
+    let force = flag("force")?;
+    // Views may aggregate over `period` seconds (at most 60); this server accepts it and
+    // delivers every message at once.
+    match req.field::<u64>("period") {
+        Ok(None) => {}
+        Ok(Some(p)) if p <= 60 => {}
+        _ => return Err(invalid("period")),
+    }
+    let value_changes = match req.field::<String>("only") {
+        Ok(None) => false,
+        Ok(Some(o)) if o == "value_changes" => true,
+        _ => return Err(invalid("only")),
+    };
+    Ok(SubscribeArgs {
+        sid,
+        channel,
+        filter,
+        position,
+        count,
+        age,
+        fast_forward,
+        force,
+        value_changes,
+    })
+}
+
+/// `rtm/subscribe` with the position model of spec §2.8.
+fn subscribe(ctx: &mut Ctx<'_>, req: &Request) {
+    if ctx.st.faults.reject_subscribes {
+        return ctx.err("invalid_format", "Invalid PDU: rejected by fault injection");
+    }
+    let args = match subscribe_args(req) {
+        Ok(a) => a,
+        Err(reason) => return ctx.err("invalid_format", &reason),
+    };
+    if !ctx.permitted(Op::Subscribe, &args.channel) {
+        return;
+    }
+    let config = &ctx.shared.config;
+    let positions = ctx.positions();
+    let Some(conn) = ctx.st.conns.get(&ctx.conn) else {
+        return;
+    };
+    if conn.subs.contains_key(&args.sid) {
+        if !args.force {
+            let reason = format!("Already subscribed to '{}'", args.sid);
+            return ctx.err("already_subscribed", &reason);
+        }
+    } else if conn.subs.len() >= config.max_subscriptions {
+        return ctx.err("limit_exceeded", "Too many subscriptions");
+    }
+
+    let now = Instant::now();
+    let (requested, expired, start, first) = {
+        let empty = Channel::default();
+        let ch: &Channel = match ctx.st.channels.get_mut(&args.channel) {
+            Some(ch) => {
+                ch.expire(now, config.message_ttl);
+                ch
+            }
+            None => &empty,
+        };
+        let requested = args.position.map(|p| p.min(ch.next));
+        let expired = requested.is_some_and(|p| p < ch.expired_before);
+        let mut start = requested.unwrap_or(ch.next);
+        if let Some(k) = args.count {
+            start = start.saturating_sub(k);
+        }
+        if let Some(age) = args.age {
+            let window = Duration::from_secs(age);
+            if let Some(s) = ch
+                .history
+                .iter()
+                .find(|s| now.saturating_duration_since(s.at) <= window)
+            {
+                start = start.min(s.seq);
+            }
+        }
+        // History backs up as far as there is history; only a position can be expired.
+        let first = ch.first_available();
+        (requested, expired, start.max(first), first)
+    };
+    let ok_body = |at: u64| {
+        object(&[
+            ("position", &positions.json(at)),
+            ("subscription_id", &quote(&args.sid)),
+        ])
+    };
+    if expired && !args.fast_forward {
+        ctx.ok(&ok_body(requested.unwrap_or(start)));
+        let pdu = subscription_error(
+            positions,
+            &args.sid,
+            &config.expired_error,
+            "The position has expired",
+            first,
+        );
+        ctx.send(&pdu);
+        if let Some(conn) = ctx.conn_mut() {
+            conn.subs.remove(&args.sid);
+        }
+        return;
+    }
+    ctx.ok(&ok_body(start));
+    if expired {
+        ctx.send(&fast_forward_info(
+            positions,
+            &args.sid,
+            start,
+            "The position has expired; fast-forwarded to the oldest available message",
+        ));
+    }
+    let mut sub = Sub {
+        channel: args.channel.clone(),
+        filter: args.filter,
+        value_changes: args.value_changes,
+        last: None,
+        next: start,
+        fast_forward: args.fast_forward,
+        skipped: false,
+    };
+    let State {
+        channels, conns, ..
+    } = &mut *ctx.st;
+    let Some(conn) = conns.get_mut(&ctx.conn) else {
+        return;
+    };
+    let replay = channels
+        .get(&args.channel)
+        .map(|ch| ch.since(start))
+        .unwrap_or_default();
+    if deliver(&conn.outbox, positions, &args.sid, &mut sub, &replay) {
+        conn.subs.insert(args.sid, sub);
+    } else {
+        conn.subs.remove(&args.sid);
+    }
+}
+
+/// `rtm/unsubscribe` by `subscription_id` (or `channel`, for old clients).
+fn unsubscribe(ctx: &mut Ctx<'_>, req: &Request) {
+    let sid = match (req.string("subscription_id"), req.string("channel")) {
+        (Ok(s), _) | (Err(()), Ok(s)) => s,
+        _ => return ctx.invalid("subscription_id"),
+    };
+    let positions = ctx.positions();
+    let removed = ctx.conn_mut().and_then(|c| c.subs.remove(&sid));
+    match removed {
+        Some(sub) => ctx.ok(&object(&[
+            ("position", &positions.json(sub.next)),
+            ("subscription_id", &quote(&sid)),
+        ])),
+        None => {
+            let reason = format!("Not subscribed to '{sid}'");
+            ctx.err("not_subscribed", &reason);
+        }
+    }
+}
+
+/// `auth/handshake` (spec §4.1 steps 1–2): any role gets a nonce, so that an unknown role
+/// only shows at `auth/authenticate`, like a bad secret.
+fn handshake(ctx: &mut Ctx<'_>, req: &Request) {
+    if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
+        return ctx.err(
+            "invalid_format",
+            "Invalid PDU: 'method' must be 'role_secret'",
+        );
+    }
+    let role = match req.field::<Value>("data") {
+        Ok(Some(data)) => data.get("role").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    };
+    let Some(role) = role else {
+        return ctx.invalid("data.role");
+    };
+    let nonce = ctx
+        .shared
+        .config
+        .fixed_nonce
+        .clone()
+        .unwrap_or_else(fresh_nonce);
+    let body = format!(r#"{{"data":{{"nonce":{}}}}}"#, quote(&nonce));
+    if let Some(conn) = ctx.conn_mut() {
+        conn.pending_auth = Some((role, nonce));
+    }
+    ctx.ok(&body);
+}
+
+/// `auth/authenticate` (spec §4.1 steps 4–6): checks the hash against the nonce of the
+/// last handshake (each nonce serves one attempt).
+fn authenticate(ctx: &mut Ctx<'_>, req: &Request) {
+    if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
+        return ctx.err(
+            "invalid_format",
+            "Invalid PDU: 'method' must be 'role_secret'",
+        );
+    }
+    let hash = match req.field::<Value>("credentials") {
+        Ok(Some(c)) => c.get("hash").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    };
+    let Some(hash) = hash else {
+        return ctx.invalid("credentials.hash");
+    };
+    let reject = ctx.st.faults.reject_auth;
+    let config = &ctx.shared.config;
+    let pending = ctx.conn_mut().and_then(|c| c.pending_auth.take());
+    let role = pending.filter(|(role, nonce)| {
+        !reject
+            && config.roles.iter().any(|r| {
+                r.name == *role && hashes_equal(&role_secret_hash(&r.secret, nonce), &hash)
+            })
+    });
+    let Some((role, _)) = role else {
+        return ctx.err("authentication_failed", "Unauthenticated");
+    };
+    if let Some(conn) = ctx.conn_mut() {
+        conn.role = Some(role.clone());
+    }
+    if let Some(r) = ctx.st.records.get_mut(&ctx.conn) {
+        r.role = Some(role);
+    }
+    ctx.ok("{}");
+}
+
+/// Legacy `rtm/search` (spec §3.5): the channels whose names start with `prefix`, each
+/// once, in `rtm/search/data` replies of [`search_batch`] names, the last batch in
+/// `rtm/search/ok`.
+///
+/// [`search_batch`]: super::RtmServerConfig::search_batch
+fn search(ctx: &mut Ctx<'_>, req: &Request) {
+    let Ok(prefix) = req.field::<String>("prefix") else {
+        return ctx.invalid("prefix");
+    };
+    let prefix = prefix.unwrap_or_default();
+    let names: Vec<String> = ctx
+        .st
+        .channels
+        .keys()
+        .filter(|c| c.starts_with(&prefix))
+        .map(|c| quote(c))
+        .collect();
+    let mut batches: Vec<&[String]> = names
+        .chunks(ctx.shared.config.search_batch.max(1))
+        .collect();
+    let last = batches.pop().unwrap_or(&[]);
+    for batch in batches {
+        ctx.reply("data", &format!(r#"{{"channels":[{}]}}"#, batch.join(",")));
+    }
+    ctx.ok(&format!(r#"{{"channels":[{}]}}"#, last.join(",")));
+}

@@ -1,0 +1,258 @@
+//! Configuration of the local RTM server: accepted appkeys, roles and their channel
+//! permissions, history and expiry, and the limits that keep its memory bounded.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The appkey [`RtmServerConfig::default`] accepts.
+pub const DEFAULT_APPKEY: &str = "benchlink-test-appkey";
+
+/// The role [`RtmServerConfig::default`] knows: the one the reference SDK's tests use.
+pub const SUPERUSER_ROLE: &str = "superuser";
+
+/// The secret of [`SUPERUSER_ROLE`]: the dummy secret of the reference SDK's tests and of
+/// test vector 3 (spec §4.3).
+pub const SUPERUSER_SECRET: &str = "FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD";
+
+/// Channels whose names start with this are denied to unauthenticated clients by
+/// [`RtmServerConfig::default`] (the "restricted channel" of the reference SDK's tests).
+pub const RESTRICTED_PREFIX: &str = "restricted";
+
+/// What a connection may do, per operation, as lists of channel patterns.
+///
+/// A pattern is `*` (every channel), `prefix*` (every channel starting with `prefix`) or
+/// an exact channel name. An operation on a channel is allowed when one of the
+/// operation's patterns matches and no pattern in [`deny`](Permissions::deny) does.
+/// `rtm/publish` to `$heartbeat` is always allowed: the JS SDK's liveness check needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Permissions {
+    /// Channels `rtm/publish` may use.
+    pub publish: Vec<String>,
+    /// Channels `rtm/subscribe` may use (for a view, the channel of its `filter`).
+    pub subscribe: Vec<String>,
+    /// Channels `rtm/read` may use.
+    pub read: Vec<String>,
+    /// Channels `rtm/write` may use.
+    pub write: Vec<String>,
+    /// Channels `rtm/delete` may use.
+    pub delete: Vec<String>,
+    /// Channels no operation may use, whatever the lists above say.
+    pub deny: Vec<String>,
+}
+
+/// An operation that [`Permissions`] rules on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Publish,
+    Subscribe,
+    Read,
+    Write,
+    Delete,
+}
+
+impl Permissions {
+    /// Every operation on every channel.
+    #[must_use]
+    pub fn all() -> Permissions {
+        let every = vec!["*".to_owned()];
+        Permissions {
+            publish: every.clone(),
+            subscribe: every.clone(),
+            read: every.clone(),
+            write: every.clone(),
+            delete: every,
+            deny: Vec::new(),
+        }
+    }
+
+    /// Nothing at all.
+    #[must_use]
+    pub fn none() -> Permissions {
+        Permissions::default()
+    }
+
+    /// These permissions with `patterns` added to [`deny`](Permissions::deny).
+    #[must_use]
+    pub fn denying(mut self, patterns: &[&str]) -> Permissions {
+        self.deny.extend(patterns.iter().map(|p| (*p).to_owned()));
+        self
+    }
+
+    /// Whether `op` is allowed on `channel`.
+    pub(crate) fn allows(&self, op: Op, channel: &str) -> bool {
+        let list = match op {
+            Op::Publish => &self.publish,
+            Op::Subscribe => &self.subscribe,
+            Op::Read => &self.read,
+            Op::Write => &self.write,
+            Op::Delete => &self.delete,
+        };
+        list.iter().any(|p| pattern_matches(p, channel))
+            && !self.deny.iter().any(|p| pattern_matches(p, channel))
+    }
+}
+
+/// `*`, `prefix*` or an exact name (see [`Permissions`]).
+fn pattern_matches(pattern: &str, channel: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => channel.starts_with(prefix),
+        None => pattern == channel,
+    }
+}
+
+/// A role for role-secret authentication (spec §4): after a successful
+/// `auth/authenticate` the connection gets the role's permissions, for that connection
+/// only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Role {
+    /// The role name clients send in `auth/handshake`.
+    pub name: String,
+    /// The role secret: the HMAC-MD5 key. Never printed by `Debug`.
+    pub secret: String,
+    /// What an authenticated connection may do.
+    pub permissions: Permissions,
+}
+
+impl Role {
+    /// A role with the given name, secret and permissions.
+    #[must_use]
+    pub fn new(name: &str, secret: &str, permissions: Permissions) -> Role {
+        Role {
+            name: name.to_owned(),
+            secret: secret.to_owned(),
+            permissions,
+        }
+    }
+}
+
+// Secrets never appear in Debug output or logs (DESIGN.md, "Time, memory, errors").
+impl fmt::Debug for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Role")
+            .field("name", &self.name)
+            .field("secret", &"<redacted>")
+            .field("permissions", &self.permissions)
+            .finish()
+    }
+}
+
+/// Configuration of an [`RtmServer`](super::RtmServer).
+///
+/// Every limit has a default that is generous for tests and keeps the server's memory
+/// bounded when a client misbehaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtmServerConfig {
+    /// TCP port on `127.0.0.1`; 0 picks a free one.
+    pub port: u16,
+    /// Appkeys the upgrade accepts; any other appkey (or none) gets `400 Bad Request`.
+    pub appkeys: Vec<String>,
+    /// Roles for role-secret authentication.
+    pub roles: Vec<Role>,
+    /// Permissions of a connection that has not authenticated.
+    pub default_permissions: Permissions,
+    /// Messages kept per channel for `position` and `history` replays. Older ones are
+    /// discarded (and then count as expired). At least 1 is kept.
+    pub history_len: usize,
+    /// Age after which a stored message expires (`None`: only
+    /// [`history_len`](Self::history_len) discards messages). A subscribe from an expired
+    /// position fast-forwards or fails, see [`expired_error`](Self::expired_error).
+    pub message_ttl: Option<Duration>,
+    /// The `error` of the `rtm/subscription/error` sent when a subscribe without
+    /// `fast_forward` asks for an expired position: `out_of_sync` (the default; the
+    /// Python SDK's ADVANCED mode then fails instead of resubscribing in a loop) or
+    /// `expired_position` (what the JS SDK's documentation describes).
+    pub expired_error: String,
+    /// Whether the legacy `rtm/search` action is served (spec §3.5). When off, it is an
+    /// unknown action.
+    pub search: bool,
+    /// Channel names per `rtm/search/data` reply (at least 1).
+    pub search_batch: usize,
+    /// When set, every `auth/handshake` answers this nonce instead of a fresh random one,
+    /// so that tests can check a known hash (spec §4.3 vector 3). Never use it elsewhere.
+    pub fixed_nonce: Option<String>,
+    /// Largest WebSocket message (and frame) accepted from a client, in bytes. A larger
+    /// one closes the connection with code 1009.
+    pub max_message_size: usize,
+    /// Frames that may wait for a slow client. When a subscription's data would exceed
+    /// it, the subscription is fast-forwarded (with `fast_forward`) or ended with
+    /// `out_of_sync`; when replies exceed twice this, the connection is dropped.
+    pub max_queued_frames: usize,
+    /// Channels the server keeps; publishing to a new channel beyond this fails with
+    /// `limit_exceeded`.
+    pub max_channels: usize,
+    /// Subscriptions per connection; more fail with `limit_exceeded`.
+    pub max_subscriptions: usize,
+    /// Pause between the `101 Switching Protocols` response and the first frame, so
+    /// that no frame shares a TCP segment with the 101 (the C SDK corrupts such a frame,
+    /// spec §2.2). The 101 is written with `TCP_NODELAY` before the pause starts.
+    pub upgrade_pause: Duration,
+    /// Time a client has to send its upgrade request.
+    pub handshake_timeout: Duration,
+    /// Bytes of received PDUs recorded per connection for
+    /// [`RtmServer::connections`](super::RtmServer::connections); later PDUs are counted
+    /// but not kept.
+    pub record_bytes: usize,
+    /// Connection records and connection attempts kept (the oldest are forgotten).
+    pub max_records: usize,
+}
+
+impl Default for RtmServerConfig {
+    /// Any port; appkey [`DEFAULT_APPKEY`]; role [`SUPERUSER_ROLE`] with
+    /// [`SUPERUSER_SECRET`] and every permission; unauthenticated clients may do
+    /// everything except use channels starting with [`RESTRICTED_PREFIX`]; 1000 messages
+    /// per channel, no expiry by age; search on.
+    fn default() -> RtmServerConfig {
+        RtmServerConfig {
+            port: 0,
+            appkeys: vec![DEFAULT_APPKEY.to_owned()],
+            roles: vec![Role::new(
+                SUPERUSER_ROLE,
+                SUPERUSER_SECRET,
+                Permissions::all(),
+            )],
+            default_permissions: Permissions::all().denying(&[&format!("{RESTRICTED_PREFIX}*")]),
+            history_len: 1000,
+            message_ttl: None,
+            expired_error: "out_of_sync".to_owned(),
+            search: true,
+            search_batch: 10,
+            fixed_nonce: None,
+            max_message_size: 1 << 20,
+            max_queued_frames: 10_000,
+            max_channels: 10_000,
+            max_subscriptions: 20_000,
+            upgrade_pause: Duration::from_millis(10),
+            handshake_timeout: Duration::from_secs(10),
+            record_bytes: 1 << 20,
+            max_records: 10_000,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        let p = Permissions::all().denying(&["restricted*", "exact"]);
+        assert!(p.allows(Op::Publish, "chan"));
+        assert!(!p.allows(Op::Publish, "restricted_x"));
+        assert!(!p.allows(Op::Read, "exact"));
+        assert!(p.allows(Op::Read, "exactly"));
+        let q = Permissions {
+            subscribe: vec!["news.*".to_owned(), "one".to_owned()],
+            ..Permissions::none()
+        };
+        assert!(q.allows(Op::Subscribe, "news.a"));
+        assert!(q.allows(Op::Subscribe, "one"));
+        assert!(!q.allows(Op::Subscribe, "on"));
+        assert!(!q.allows(Op::Publish, "news.a"));
+    }
+
+    #[test]
+    fn role_debug_hides_secret() {
+        let r = Role::new("r", "s3cr3t", Permissions::none());
+        assert!(!format!("{r:?}").contains("s3cr3t"));
+    }
+}

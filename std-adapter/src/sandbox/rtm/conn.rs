@@ -1,0 +1,325 @@
+//! One client connection: the upgrade, the reader loop (this thread) and the writer
+//! thread that owns the socket's write side.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tungstenite::http::{HeaderValue, StatusCode};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Error as WsError, HandshakeError, Message};
+
+use super::actions;
+use super::faults::ConnectFault;
+use super::outbox::{close_frame, strip_pongs, Out, Outbox, Pushed};
+use super::records::AttemptOutcome;
+use super::state::{Conn, Record, Shared};
+
+/// The socket as tungstenite sees it: reads come from the TCP stream; writes (the 101
+/// response during the upgrade, then pongs and close replies) go straight to the socket
+/// until the outbox exists, and through the outbox afterwards, so that they stay in
+/// order with everything else the writer sends.
+struct WsIo {
+    tcp: TcpStream,
+    outbox: Option<Arc<Outbox>>,
+    shared: Arc<Shared>,
+}
+
+impl Read for WsIo {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.tcp.read(buf)
+    }
+}
+
+impl Write for WsIo {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let Some(outbox) = &self.outbox else {
+            return self.tcp.write(buf);
+        };
+        // tungstenite hands over its whole buffer of complete frames in one call, and we
+        // take all of it, so frames never split between queue items.
+        let bytes = if self.shared.mute_pongs.load(Ordering::SeqCst) {
+            strip_pongs(buf)
+        } else {
+            buf.to_vec()
+        };
+        if !bytes.is_empty() && outbox.push(bytes) == Pushed::Full {
+            return Err(io::Error::other("client does not read"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.outbox {
+            Some(_) => Ok(()),
+            None => self.tcp.flush(),
+        }
+    }
+}
+
+/// What the upgrade request said.
+#[derive(Default)]
+struct Upgrade {
+    path: String,
+    appkey: String,
+    rejected: Option<u16>,
+}
+
+/// The value of `name` in a query string, percent-decoded.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| percent_decode(v))
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn error_response(status: u16, text: &str) -> ErrorResponse {
+    let mut resp = ErrorResponse::new(Some(text.to_owned()));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    resp
+}
+
+/// Serves connection `id` (already recorded as an attempt) until it closes.
+pub(crate) fn serve(shared: &Arc<Shared>, id: u64, tcp: TcpStream, fault: Option<ConnectFault>) {
+    let outcome = run(shared, id, tcp, fault);
+    let mut st = shared.lock();
+    if let Some(outcome) = outcome {
+        st.set_outcome(id, outcome);
+    }
+    st.sockets.remove(&id);
+    if let Some(conn) = st.conns.remove(&id) {
+        conn.outbox.close();
+    }
+    if let Some(r) = st.records.get_mut(&id) {
+        r.open = false;
+    }
+}
+
+/// The connection's life; returns the attempt's outcome if the upgrade did not succeed.
+fn run(
+    shared: &Arc<Shared>,
+    id: u64,
+    tcp: TcpStream,
+    fault: Option<ConnectFault>,
+) -> Option<AttemptOutcome> {
+    let config = &shared.config;
+    // The 101 must leave as its own segment, before any frame (spec §2.2).
+    let _ = tcp.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(config.handshake_timeout.max(Duration::from_millis(1))));
+    let Ok(writer_tcp) = tcp.try_clone() else {
+        return Some(AttemptOutcome::HandshakeFailed);
+    };
+    let io = WsIo {
+        tcp,
+        outbox: None,
+        shared: Arc::clone(shared),
+    };
+    let mut upgrade = Upgrade::default();
+    // The signature is tungstenite's `Callback`; its error type is not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    let callback = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
+        let uri = req.uri();
+        upgrade.path = uri.path().to_owned();
+        let appkey = uri.query().and_then(|q| query_param(q, "appkey"));
+        upgrade.appkey = appkey.clone().unwrap_or_default();
+        let refusal = if let Some(ConnectFault::Status(status)) = fault {
+            Some((status, "Refused (fault injection)"))
+        } else if upgrade.path != "/v2" && !upgrade.path.ends_with("/v2") {
+            Some((404, "Not found: the path must end in /v2"))
+        } else if !appkey.is_some_and(|k| config.appkeys.contains(&k)) {
+            Some((400, "Invalid appkey"))
+        } else {
+            None
+        };
+        if let Some((status, text)) = refusal {
+            upgrade.rejected = Some(status);
+            return Err(error_response(status, text));
+        }
+        // JS clients offer `json` (or `cbor`) and fail when none is selected. CBOR is
+        // not implemented, so only `json` is ever selected.
+        let offers_json = req
+            .headers()
+            .get_all("Sec-WebSocket-Protocol")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|p| p.trim() == "json");
+        if offers_json {
+            resp.headers_mut()
+                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("json"));
+        }
+        Ok(resp)
+    };
+    let ws_config = WebSocketConfig::default()
+        .max_message_size(Some(config.max_message_size))
+        .max_frame_size(Some(config.max_message_size))
+        // JS over TLS sends unmasked frames (spec §2.4).
+        .accept_unmasked_frames(true);
+    let mut ws = match tungstenite::accept_hdr_with_config(io, callback, Some(ws_config)) {
+        Ok(ws) => ws,
+        Err(e) => {
+            let e = match e {
+                HandshakeError::Failure(e) => e.to_string(),
+                HandshakeError::Interrupted(_) => "timed out".to_owned(),
+            };
+            log::debug!("rtm server: connection {id}: upgrade failed: {e}");
+            let _ = writer_tcp.shutdown(Shutdown::Both);
+            return Some(match upgrade.rejected {
+                Some(status) => AttemptOutcome::Rejected(status),
+                None => AttemptOutcome::HandshakeFailed,
+            });
+        }
+    };
+    if fault == Some(ConnectFault::CloseAfterUpgrade) {
+        let _ = writer_tcp.shutdown(Shutdown::Both);
+        return Some(AttemptOutcome::ClosedAfterUpgrade);
+    }
+    let _ = ws.get_ref().tcp.set_read_timeout(None);
+    let outbox = Arc::new(Outbox::new(config.max_queued_frames));
+    {
+        let mut st = shared.lock();
+        if shared.is_shutdown() {
+            return Some(AttemptOutcome::HandshakeFailed);
+        }
+        let Ok(socket) = writer_tcp.try_clone() else {
+            return Some(AttemptOutcome::HandshakeFailed);
+        };
+        let (ob, pause) = (Arc::clone(&outbox), config.upgrade_pause);
+        let writer = thread::Builder::new()
+            .name(format!("rtm-write-{id}"))
+            .spawn(move || write_loop(writer_tcp, &ob, pause));
+        match writer {
+            Ok(handle) => shared.track(handle),
+            Err(e) => {
+                log::warn!("rtm server: cannot spawn a writer thread: {e}");
+                return Some(AttemptOutcome::HandshakeFailed);
+            }
+        }
+        st.set_outcome(id, AttemptOutcome::Upgraded);
+        st.conns.insert(
+            id,
+            Conn {
+                outbox: Arc::clone(&outbox),
+                socket,
+                role: None,
+                pending_auth: None,
+                subs: Default::default(),
+            },
+        );
+        let record = Record {
+            appkey: upgrade.appkey.clone(),
+            path: upgrade.path.clone(),
+            open: true,
+            ..Record::default()
+        };
+        st.add_record(config.max_records, id, record);
+    }
+    ws.get_mut().outbox = Some(Arc::clone(&outbox));
+    log::debug!(
+        "rtm server: connection {id} upgraded ({} appkey {})",
+        upgrade.path,
+        upgrade.appkey
+    );
+    loop {
+        let close = match ws.read() {
+            Ok(Message::Text(text)) => {
+                actions::handle(shared, id, text.as_str());
+                continue;
+            }
+            Ok(Message::Binary(bytes)) => {
+                // The C SDK parses binary frames as JSON text; do the same.
+                actions::handle(shared, id, &String::from_utf8_lossy(&bytes));
+                continue;
+            }
+            Ok(_) => continue,
+            Err(WsError::Capacity(e)) => {
+                log::debug!("rtm server: connection {id}: {e}");
+                Some(1009)
+            }
+            Err(WsError::Protocol(e)) => {
+                log::debug!("rtm server: connection {id}: {e}");
+                Some(1002)
+            }
+            Err(WsError::Utf8(e)) => {
+                log::debug!("rtm server: connection {id}: {e}");
+                Some(1007)
+            }
+            Err(e) => {
+                log::debug!("rtm server: connection {id} closed: {e}");
+                None
+            }
+        };
+        if let Some(code) = close {
+            let _ = outbox.push(close_frame(code));
+            outbox.push_shutdown();
+        }
+        return None;
+    }
+}
+
+/// Writes the outbox to the socket until it is closed, then closes the socket.
+fn write_loop(mut tcp: TcpStream, outbox: &Outbox, pause: Duration) {
+    // Nothing may follow the 101 in the same TCP segment (spec §2.2).
+    thread::sleep(pause);
+    while let Some(item) = outbox.next() {
+        match item {
+            Out::Frame(bytes) => {
+                if tcp.write_all(&bytes).is_err() {
+                    break;
+                }
+            }
+            Out::Shutdown => break,
+        }
+    }
+    outbox.abandon();
+    let _ = tcp.shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries() {
+        assert_eq!(query_param("appkey=K", "appkey").as_deref(), Some("K"));
+        assert_eq!(
+            query_param("x=1&appkey=a%2Fb+c", "appkey").as_deref(),
+            Some("a/b c")
+        );
+        assert_eq!(query_param("appkey", "appkey").as_deref(), Some(""));
+        assert_eq!(query_param("appkeys=1", "appkey"), None);
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+}

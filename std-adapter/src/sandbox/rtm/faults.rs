@@ -1,0 +1,277 @@
+//! Fault injection (spec §11 "Fault injection"): what the reference SDK's tests do to a
+//! live service, on demand.
+
+use std::net::Shutdown;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::outbox::{close_frame, text_frame};
+use super::state::{fast_forward_info, subscription_error, Shared};
+
+/// What to do to incoming connections (see [`Faults::refuse_connections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectFault {
+    /// Close the TCP connection right after accepting it, before reading the upgrade
+    /// request (the client sees the connection reset or closed during its upgrade).
+    CloseTcp,
+    /// Answer the upgrade with this HTTP status (e.g. 503) instead of 101.
+    Status(u16),
+    /// Complete the upgrade, then close the TCP connection at once, without a frame.
+    /// A client that resets its backoff on every successful upgrade then reconnects at a
+    /// steady rate (spec §5.4 "reconnect storm", §10 item 6).
+    CloseAfterUpgrade,
+}
+
+/// A replacement for the server's reply to some request (see [`Faults::override_replies`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Send this text frame instead, with every `{id}` replaced by the request's raw
+    /// JSON id (`null` when it had none). For malformed or mistyped replies, e.g.
+    /// `{"action":"rtm/publish/ok","id":{id},"body":{}}` to a subscribe.
+    Raw(String),
+    /// Send nothing (the client's request times out).
+    Silence,
+}
+
+#[derive(Clone, Debug)]
+struct Override {
+    action: String,
+    reply: Reply,
+    remaining: Option<usize>,
+}
+
+/// The fault switches, inside the state lock.
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    connect: Option<(ConnectFault, Option<usize>)>,
+    pub subscribe_ok_delay: Option<Duration>,
+    pub reject_subscribes: bool,
+    pub reject_auth: bool,
+    overrides: Vec<Override>,
+}
+
+impl FaultState {
+    /// The fault for the connection just accepted, counting it down.
+    pub(crate) fn take_connect(&mut self) -> Option<ConnectFault> {
+        let (fault, remaining) = self.connect.as_mut()?;
+        let fault = *fault;
+        if let Some(n) = remaining {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.connect = None;
+            }
+        }
+        Some(fault)
+    }
+
+    /// The replacement reply for a request with `action`, counting it down.
+    pub(crate) fn take_override(&mut self, action: &str) -> Option<Reply> {
+        let i = self.overrides.iter().position(|o| o.action == action)?;
+        let o = &mut self.overrides[i];
+        let reply = o.reply.clone();
+        if let Some(n) = &mut o.remaining {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.overrides.remove(i);
+            }
+        }
+        Some(reply)
+    }
+}
+
+/// A handle for injecting faults into a running [`RtmServer`](super::RtmServer); cheap to
+/// clone and usable from any thread. Faults on connections act at once; switches stay
+/// until changed or [`clear`](Faults::clear)ed.
+///
+/// # Example
+///
+/// ```
+/// use benchlink_std::sandbox::rtm::{ConnectFault, RtmServer, RtmServerConfig};
+///
+/// let server = RtmServer::start(RtmServerConfig::default())?;
+/// let faults = server.faults();
+/// // The next two upgrades get 503 Service Unavailable, later ones succeed.
+/// faults.refuse_connections(ConnectFault::Status(503), Some(2));
+/// assert_eq!(faults.drop_connections(), 0);
+/// faults.clear();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Faults {
+    /// Closes every client's TCP connection at once, without a close frame (like a
+    /// network failure or a killed server). Returns how many were dropped.
+    pub fn drop_connections(&self) -> usize {
+        let st = self.shared.lock();
+        for conn in st.conns.values() {
+            let _ = conn.socket.shutdown(Shutdown::Both);
+        }
+        st.conns.len()
+    }
+
+    /// Closes the TCP connection of every client subscribed to `channel` (directly or
+    /// through a view). Returns how many were dropped.
+    pub fn drop_subscribers(&self, channel: &str) -> usize {
+        let st = self.shared.lock();
+        let mut n = 0;
+        for conn in st.conns.values() {
+            if conn.subs.values().any(|s| s.channel == channel) {
+                let _ = conn.socket.shutdown(Shutdown::Both);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Sends a WebSocket close frame with `code` (e.g. 1001 "going away") to every client,
+    /// then closes its TCP connection. Returns how many were closed.
+    pub fn close_connections(&self, code: u16) -> usize {
+        let st = self.shared.lock();
+        for conn in st.conns.values() {
+            let _ = conn.outbox.push(close_frame(code));
+            conn.outbox.push_shutdown();
+        }
+        st.conns.len()
+    }
+
+    /// Whether WebSocket pings are answered (the default). When off, pongs are dropped
+    /// on their way out, so a client's dead-peer detection fires as long as nothing else
+    /// is sent to it.
+    pub fn answer_pings(&self, answer: bool) {
+        self.shared.mute_pongs.store(!answer, Ordering::SeqCst);
+    }
+
+    /// Ends subscription `subscription_id` on every connection that has it, sending
+    /// `rtm/subscription/error` with `error` (e.g. `out_of_sync`) and `reason`. Returns
+    /// how many subscriptions were ended.
+    pub fn inject_subscription_error(
+        &self,
+        subscription_id: &str,
+        error: &str,
+        reason: &str,
+    ) -> usize {
+        let positions = self.shared.positions;
+        let mut st = self.shared.lock();
+        let mut n = 0;
+        for conn in st.conns.values_mut() {
+            if let Some(sub) = conn.subs.remove(subscription_id) {
+                let pdu = subscription_error(positions, subscription_id, error, reason, sub.next);
+                conn.send(&pdu);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Sends `rtm/subscription/info` `fast_forward` for subscription `subscription_id`
+    /// on every connection that has it (the subscription goes on). Returns how many
+    /// were sent.
+    pub fn inject_fast_forward(&self, subscription_id: &str) -> usize {
+        let positions = self.shared.positions;
+        let st = self.shared.lock();
+        let mut n = 0;
+        for conn in st.conns.values() {
+            if let Some(sub) = conn.subs.get(subscription_id) {
+                let pdu = fast_forward_info(
+                    positions,
+                    subscription_id,
+                    sub.next,
+                    "Fast-forwarded (injected)",
+                );
+                conn.send(&pdu);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Sends `text` verbatim as a text frame to every client, e.g. non-JSON, a PDU
+    /// without `body` or `action`, a reply without or with an unknown id, an unsolicited
+    /// `/error`. Returns how many clients it was sent to.
+    pub fn send_raw(&self, text: &str) -> usize {
+        let st = self.shared.lock();
+        for conn in st.conns.values() {
+            let _ = conn.outbox.push(text_frame(text.as_bytes()));
+        }
+        st.conns.len()
+    }
+
+    /// Sends `text` verbatim as a text frame to connection `id`. False when it is not
+    /// open.
+    pub fn send_raw_to(&self, id: u64, text: &str) -> bool {
+        let st = self.shared.lock();
+        match st.conns.get(&id) {
+            Some(conn) => {
+                let _ = conn.outbox.push(text_frame(text.as_bytes()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Discards every stored message of `channel`, as if they had all expired: a later
+    /// subscribe from an older position fast-forwards (with `fast_forward`) or fails
+    /// with [`RtmServerConfig::expired_error`](super::RtmServerConfig::expired_error).
+    /// False when the channel does not exist.
+    pub fn expire_history(&self, channel: &str) -> bool {
+        let mut st = self.shared.lock();
+        match st.channels.get_mut(channel) {
+            Some(ch) => {
+                ch.expire_all();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delays the handling of every `rtm/subscribe` (hence its `subscribe/ok`) by
+    /// `delay`; `None` restores immediate handling. The delay runs on the connection's
+    /// reader thread, so later requests of that connection wait too, and messages
+    /// published meanwhile are not delivered unless the subscribe has a position.
+    pub fn delay_subscribe_ok(&self, delay: Option<Duration>) {
+        self.shared.lock().faults.subscribe_ok_delay = delay;
+    }
+
+    /// Whether every `rtm/subscribe` is rejected with `rtm/subscribe/error`
+    /// `{"error":"invalid_format","reason":"Invalid PDU: rejected by fault injection"}`.
+    pub fn reject_subscribes(&self, reject: bool) {
+        self.shared.lock().faults.reject_subscribes = reject;
+    }
+
+    /// Whether every `auth/authenticate` fails with `reason: "Unauthenticated"`, whatever
+    /// the hash (handshakes still succeed).
+    pub fn reject_auth(&self, reject: bool) {
+        self.shared.lock().faults.reject_auth = reject;
+    }
+
+    /// Replaces the reply to the next `times` requests with `action` (`None`: until
+    /// cleared). The request itself is not carried out. A later call for the same
+    /// action applies after this one is used up.
+    pub fn override_replies(&self, action: &str, reply: Reply, times: Option<usize>) {
+        if times == Some(0) {
+            return;
+        }
+        self.shared.lock().faults.overrides.push(Override {
+            action: action.to_owned(),
+            reply,
+            remaining: times,
+        });
+    }
+
+    /// Applies `fault` to the next `times` connection attempts (`None`: until cleared),
+    /// replacing any earlier connection fault.
+    pub fn refuse_connections(&self, fault: ConnectFault, times: Option<usize>) {
+        self.shared.lock().faults.connect = (times != Some(0)).then_some((fault, times));
+    }
+
+    /// Clears every switch: connections are accepted, pings answered, subscribes and
+    /// auth handled normally, no reply overrides.
+    pub fn clear(&self) {
+        self.shared.lock().faults = FaultState::default();
+        self.answer_pings(true);
+    }
+}

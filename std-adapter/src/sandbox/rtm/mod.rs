@@ -1,0 +1,261 @@
+//! A local RTM (Satori-compatible) publish/subscribe server for tests and demos, built
+//! from the project's specification of the real service (spec `rtm-protocol.md`,
+//! checklist §11).
+//!
+//! It serves `ws://127.0.0.1:PORT/<any prefix>/v2?appkey=K` with one reader thread and
+//! one writer thread per connection around a shared state (channels with a bounded
+//! history, subscriptions, key-value values). PDUs are JSON text frames; positions follow
+//! the "consistent model" of spec §2.8 (`"<epoch>:<n>"`, `publish/ok` = the message's
+//! own position, data = one past the last message, `subscribe/ok` = where the
+//! subscription starts). Role-secret auth, per-role channel permissions, views
+//! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
+//! and [`Faults`] for everything the reference SDK's tests do to a live service.
+//!
+//! Not implemented: CBOR (a client that offers only `cbor` gets JSON and no selected
+//! subprotocol), `where` clauses and aggregation in views (`period` is accepted and
+//! ignored), TLS (tests run over `ws://`).
+//!
+//! # Example
+//!
+//! ```
+//! use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+//! use tungstenite::Message;
+//!
+//! let server = RtmServer::start(RtmServerConfig::default())?;
+//! let url = format!("{}/v2?appkey={DEFAULT_APPKEY}", server.endpoint());
+//! let (mut ws, response) = tungstenite::connect(url).expect("upgrade");
+//! assert_eq!(response.status(), 101);
+//! ws.send(Message::text(r#"{"action":"rtm/publish","id":0,"body":{"channel":"c","message":42}}"#))
+//!     .expect("send");
+//! let reply = ws.read().expect("reply").into_text().expect("text");
+//! assert!(reply.starts_with(r#"{"action":"rtm/publish/ok","id":0,"body":{"position":""#));
+//! server.shutdown();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod actions;
+mod auth;
+mod config;
+mod conn;
+mod faults;
+mod filter;
+mod outbox;
+mod pdu;
+mod records;
+mod state;
+
+use std::io;
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+pub use config::{
+    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE,
+    SUPERUSER_SECRET,
+};
+pub use faults::{ConnectFault, Faults, Reply};
+pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
+
+use state::Shared;
+
+/// A running RTM server. It shuts down (threads joined, connections closed, port
+/// released) on [`RtmServer::shutdown`] or on drop.
+///
+/// # Example
+///
+/// ```
+/// use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig};
+///
+/// let server = RtmServer::start(RtmServerConfig::default())?;
+/// assert!(server.endpoint().starts_with("ws://127.0.0.1:"));
+/// let position = server.publish("news", r#"{"headline":"hello"}"#).expect("valid JSON");
+/// assert!(position.ends_with(":0"));
+/// server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RtmServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl RtmServer {
+    /// Binds `127.0.0.1:config.port` (0 = any free port) and starts serving.
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound or the accept thread cannot be spawned.
+    pub fn start(config: RtmServerConfig) -> io::Result<RtmServer> {
+        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, config.port))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        let s = Arc::clone(&shared);
+        let acceptor = thread::Builder::new()
+            .name("rtm-accept".to_owned())
+            .spawn(move || accept_loop(&s, &listener))?;
+        log::info!("rtm server: listening on {addr}");
+        Ok(RtmServer {
+            shared,
+            addr,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The bound address.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `ws://127.0.0.1:PORT`, the endpoint to give an RTM client (which appends
+    /// `/v2?appkey=…`).
+    #[must_use]
+    pub fn endpoint(&self) -> String {
+        format!("ws://{}", self.addr)
+    }
+
+    /// The fault-injection handle.
+    #[must_use]
+    pub fn faults(&self) -> Faults {
+        Faults {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Publishes `message` (JSON text) to `channel` as if a client had, bypassing
+    /// permissions; returns its position. `None` when `message` is not valid JSON or the
+    /// channel limit is reached.
+    pub fn publish(&self, channel: &str, message: &str) -> Option<String> {
+        serde_json::from_str::<serde::de::IgnoredAny>(message).ok()?;
+        let positions = self.shared.positions;
+        let seq = self.shared.lock().publish(
+            &self.shared.config,
+            positions,
+            channel,
+            Arc::from(message.trim()),
+        )?;
+        Some(format!("{}:{seq}", positions.epoch))
+    }
+
+    /// The TCP connections accepted so far (the newest
+    /// [`max_records`](RtmServerConfig::max_records)), oldest first: for checking
+    /// reconnect timing.
+    #[must_use]
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.shared.lock().attempts.iter().cloned().collect()
+    }
+
+    /// The upgraded connections so far (the newest
+    /// [`max_records`](RtmServerConfig::max_records)), oldest first, with the PDUs
+    /// each received.
+    #[must_use]
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.shared.lock().connection_info()
+    }
+
+    /// Waits until `pred` holds for [`connections`](Self::connections), up to `timeout`.
+    /// Returns whether it did.
+    pub fn wait_for_connections(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&[ConnectionInfo]) -> bool,
+    ) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            if pred(&self.connections()) {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Stops serving: closes every connection and joins every thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.shared.begin_shutdown();
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500));
+        let _ = acceptor.join();
+        {
+            let st = self.shared.lock();
+            for socket in st.sockets.values() {
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            for conn in st.conns.values() {
+                conn.outbox.abandon();
+            }
+        }
+        loop {
+            let handles = self.shared.take_threads();
+            if handles.is_empty() {
+                break;
+            }
+            for h in handles {
+                let _ = h.join();
+            }
+        }
+        log::info!("rtm server: {} shut down", self.addr);
+    }
+}
+
+impl Drop for RtmServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    for stream in listener.incoming() {
+        if shared.is_shutdown() {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("rtm server: accept failed: {e}");
+                // Out of file descriptors and the like: back off instead of spinning.
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let (id, fault) = {
+            let mut st = shared.lock();
+            let id = st.new_attempt(shared.config.max_records, Instant::now());
+            let fault = st.faults.take_connect();
+            if fault == Some(ConnectFault::CloseTcp) {
+                st.set_outcome(id, AttemptOutcome::Refused);
+            } else if let Ok(clone) = stream.try_clone() {
+                st.sockets.insert(id, clone);
+            }
+            (id, fault)
+        };
+        if fault == Some(ConnectFault::CloseTcp) {
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
+        let s = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name(format!("rtm-conn-{id}"))
+            .spawn(move || conn::serve(&s, id, stream, fault));
+        match spawned {
+            Ok(handle) => shared.track(handle),
+            Err(e) => {
+                log::warn!("rtm server: cannot spawn a connection thread: {e}");
+                let mut st = shared.lock();
+                st.sockets.remove(&id);
+                st.set_outcome(id, AttemptOutcome::HandshakeFailed);
+            }
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! The server's shared state: channels with their history, live connections with their
+//! subscriptions, records for tests, and the fault switches. One mutex guards it all;
+//! nothing blocks while holding it (frames only go into outboxes).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::config::{Op, Permissions, RtmServerConfig};
+use super::faults::FaultState;
+use super::filter::Filter;
+use super::outbox::{text_frame, Outbox, Pushed};
+use super::pdu::{envelope, object, quote, Positions};
+use super::records::{Attempt, AttemptOutcome, ConnectionInfo};
+
+/// Messages per `rtm/subscription/data` PDU when replaying history.
+const REPLAY_BATCH: usize = 100;
+/// Bytes of messages per replayed data PDU (a single larger message still goes alone).
+const REPLAY_BYTES: usize = 64 * 1024;
+
+/// Everything the threads share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: RtmServerConfig,
+    pub positions: Positions,
+    state: Mutex<State>,
+    /// Fault: pongs are not sent (read without the state lock by the reader threads).
+    pub mute_pongs: AtomicBool,
+    shutdown: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: RtmServerConfig) -> Shared {
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Shared {
+            config,
+            positions: Positions { epoch },
+            state: Mutex::new(State::default()),
+            mute_pongs: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// Keeps a thread's handle for the final join (and forgets finished ones, so a
+    /// long-lived server does not accumulate them).
+    pub(crate) fn track(&self, handle: JoinHandle<()>) {
+        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        threads.retain(|h| !h.is_finished());
+        threads.push(handle);
+    }
+
+    pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// One stored message.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub seq: u64,
+    pub at: Instant,
+    /// The raw JSON text, exactly as published.
+    pub message: Arc<str>,
+}
+
+/// A channel: its sequence numbers, history and key-value value.
+#[derive(Debug, Default)]
+pub(crate) struct Channel {
+    /// The sequence number the next message gets.
+    pub next: u64,
+    /// Every message with a smaller sequence number is gone (expired or discarded).
+    pub expired_before: u64,
+    pub history: VecDeque<Stored>,
+    /// The latest published or written message and its sequence number; `None` after a
+    /// delete. Kept even when the history expires (key-value semantics).
+    pub value: Option<(u64, Arc<str>)>,
+}
+
+impl Channel {
+    /// Drops the messages older than `ttl`.
+    pub(crate) fn expire(&mut self, now: Instant, ttl: Option<Duration>) {
+        let Some(ttl) = ttl else { return };
+        while let Some(front) = self.history.front() {
+            if now.saturating_duration_since(front.at) <= ttl {
+                break;
+            }
+            self.expired_before = front.seq + 1;
+            self.history.pop_front();
+        }
+    }
+
+    /// Discards the whole history (fault injection).
+    pub(crate) fn expire_all(&mut self) {
+        self.history.clear();
+        self.expired_before = self.next;
+    }
+
+    /// The oldest sequence number still available.
+    pub(crate) fn first_available(&self) -> u64 {
+        self.history.front().map_or(self.next, |s| s.seq)
+    }
+
+    /// Stored messages with sequence number ≥ `from`.
+    pub(crate) fn since(&self, from: u64) -> Vec<&Stored> {
+        self.history.iter().filter(|s| s.seq >= from).collect()
+    }
+}
+
+/// A subscription of one connection.
+#[derive(Debug)]
+pub(crate) struct Sub {
+    pub channel: String,
+    pub filter: Option<Filter>,
+    pub value_changes: bool,
+    /// The last delivered message (after projection), for `only: value_changes`.
+    pub last: Option<Value>,
+    /// The resume position: one past the last message delivered or skipped.
+    pub next: u64,
+    pub fast_forward: bool,
+    /// Data was dropped for a slow client; a `fast_forward` info goes before the next.
+    pub skipped: bool,
+}
+
+/// A connection that completed the upgrade.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub outbox: Arc<Outbox>,
+    pub socket: TcpStream,
+    /// The authenticated role, if any.
+    pub role: Option<String>,
+    /// `(role, nonce)` of the handshake awaiting `auth/authenticate`.
+    pub pending_auth: Option<(String, String)>,
+    pub subs: BTreeMap<String, Sub>,
+}
+
+impl Conn {
+    /// Queues `text` as a reply; a client that lets replies pile up is dropped.
+    pub(crate) fn send(&self, text: &str) {
+        if self.outbox.push(text_frame(text.as_bytes())) == Pushed::Full {
+            log::warn!("rtm server: a client does not read its replies; dropping it");
+            self.outbox.abandon();
+            let _ = self.socket.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// What tests can see of a connection after the fact.
+#[derive(Debug, Default)]
+pub(crate) struct Record {
+    pub appkey: String,
+    pub path: String,
+    pub open: bool,
+    pub role: Option<String>,
+    pub received: Vec<String>,
+    pub received_bytes: usize,
+    pub received_count: usize,
+}
+
+/// The state behind [`Shared::lock`].
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub channels: BTreeMap<String, Channel>,
+    /// Upgraded connections.
+    pub conns: BTreeMap<u64, Conn>,
+    /// Every open TCP connection, upgraded or not, so that shutdown can close them.
+    pub sockets: BTreeMap<u64, TcpStream>,
+    pub records: BTreeMap<u64, Record>,
+    pub attempts: VecDeque<Attempt>,
+    pub faults: FaultState,
+    pub next_id: u64,
+}
+
+impl State {
+    /// The permissions of connection `id`.
+    pub(crate) fn allows(&self, config: &RtmServerConfig, id: u64, op: Op, channel: &str) -> bool {
+        let role = self.conns.get(&id).and_then(|c| c.role.as_deref());
+        let perms: &Permissions = role
+            .and_then(|r| config.roles.iter().find(|x| x.name == r))
+            .map_or(&config.default_permissions, |r| &r.permissions);
+        perms.allows(op, channel)
+    }
+
+    /// Records a new TCP connection and returns its id.
+    pub(crate) fn new_attempt(&mut self, max: usize, at: Instant) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.attempts.push_back(Attempt {
+            id,
+            at,
+            outcome: AttemptOutcome::Pending,
+        });
+        while self.attempts.len() > max.max(1) {
+            self.attempts.pop_front();
+        }
+        id
+    }
+
+    pub(crate) fn set_outcome(&mut self, id: u64, outcome: AttemptOutcome) {
+        if let Some(a) = self.attempts.iter_mut().rev().find(|a| a.id == id) {
+            a.outcome = outcome;
+        }
+    }
+
+    pub(crate) fn add_record(&mut self, max: usize, id: u64, record: Record) {
+        self.records.insert(id, record);
+        while self.records.len() > max.max(1) {
+            self.records.pop_first();
+        }
+    }
+
+    /// Notes a PDU received on connection `id` (kept up to `limit` bytes).
+    pub(crate) fn record_received(&mut self, id: u64, limit: usize, text: &str) {
+        if let Some(r) = self.records.get_mut(&id) {
+            r.received_count += 1;
+            if r.received_bytes.saturating_add(text.len()) <= limit {
+                r.received_bytes += text.len();
+                r.received.push(text.to_owned());
+            }
+        }
+    }
+
+    pub(crate) fn connection_info(&self) -> Vec<ConnectionInfo> {
+        self.records
+            .iter()
+            .map(|(id, r)| ConnectionInfo {
+                id: *id,
+                appkey: r.appkey.clone(),
+                path: r.path.clone(),
+                open: r.open,
+                role: r.role.clone(),
+                subscriptions: self
+                    .conns
+                    .get(id)
+                    .map(|c| c.subs.keys().cloned().collect())
+                    .unwrap_or_default(),
+                received: r.received.clone(),
+                received_count: r.received_count,
+            })
+            .collect()
+    }
+
+    /// Stores a message and delivers it to every subscription of its channel. `None`
+    /// when the channel does not exist and the channel limit is reached.
+    pub(crate) fn publish(
+        &mut self,
+        config: &RtmServerConfig,
+        positions: Positions,
+        channel: &str,
+        message: Arc<str>,
+    ) -> Option<u64> {
+        if !self.channels.contains_key(channel) && self.channels.len() >= config.max_channels {
+            return None;
+        }
+        let now = Instant::now();
+        let ch = self.channels.entry(channel.to_owned()).or_default();
+        ch.expire(now, config.message_ttl);
+        let seq = ch.next;
+        ch.next += 1;
+        ch.history.push_back(Stored {
+            seq,
+            at: now,
+            message: Arc::clone(&message),
+        });
+        while ch.history.len() > config.history_len.max(1) {
+            if let Some(old) = ch.history.pop_front() {
+                ch.expired_before = old.seq + 1;
+            }
+        }
+        ch.value = Some((seq, message));
+        let Some(stored) = ch.history.back() else {
+            return Some(seq);
+        };
+        let batch = [stored];
+        for conn in self.conns.values_mut() {
+            let outbox = &conn.outbox;
+            conn.subs.retain(|sid, sub| {
+                sub.channel != channel || deliver(outbox, positions, sid, sub, &batch)
+            });
+        }
+        Some(seq)
+    }
+}
+
+/// Sends consecutive stored messages to one subscription, in data PDUs of at most
+/// [`REPLAY_BATCH`] messages. Returns false when the subscription has ended (the client
+/// was too slow and the subscription has no `fast_forward`).
+pub(crate) fn deliver(
+    outbox: &Outbox,
+    positions: Positions,
+    sid: &str,
+    sub: &mut Sub,
+    batch: &[&Stored],
+) -> bool {
+    let mut texts: Vec<(u64, String)> = Vec::new();
+    let mut bytes = 0usize;
+    for stored in batch {
+        let text = if sub.filter.is_none() && !sub.value_changes {
+            stored.message.to_string()
+        } else {
+            // Stored messages were validated when published.
+            let value: Value = serde_json::from_str(&stored.message).unwrap_or(Value::Null);
+            let value = match &sub.filter {
+                Some(f) => f.project(&value),
+                None => value,
+            };
+            if sub.value_changes {
+                if sub.last.as_ref() == Some(&value) {
+                    sub.next = stored.seq + 1;
+                    continue;
+                }
+                sub.last = Some(value.clone());
+            }
+            value.to_string()
+        };
+        if !texts.is_empty() && (texts.len() >= REPLAY_BATCH || bytes + text.len() > REPLAY_BYTES) {
+            if !send_data(outbox, positions, sid, sub, &texts) {
+                return false;
+            }
+            texts.clear();
+            bytes = 0;
+        }
+        bytes += text.len();
+        texts.push((stored.seq, text));
+    }
+    if texts.is_empty() {
+        return true;
+    }
+    send_data(outbox, positions, sid, sub, &texts)
+}
+
+/// One data PDU (preceded by a `fast_forward` info if data was skipped before).
+fn send_data(
+    outbox: &Outbox,
+    positions: Positions,
+    sid: &str,
+    sub: &mut Sub,
+    texts: &[(u64, String)],
+) -> bool {
+    let Some(&(last, _)) = texts.last() else {
+        return true;
+    };
+    let mut frames = Vec::new();
+    if sub.skipped {
+        let info = fast_forward_info(
+            positions,
+            sid,
+            texts.first().map_or(last, |t| t.0),
+            "Fast-forwarded: the client did not keep up",
+        );
+        frames.extend(text_frame(info.as_bytes()));
+    }
+    let mut messages = String::from("[");
+    for (i, (_, t)) in texts.iter().enumerate() {
+        if i > 0 {
+            messages.push(',');
+        }
+        messages.push_str(t);
+    }
+    messages.push(']');
+    let body = object(&[
+        ("subscription_id", &quote(sid)),
+        ("position", &positions.json(last + 1)),
+        ("messages", &messages),
+    ]);
+    frames.extend(text_frame(
+        envelope("rtm/subscription/data", None, &body).as_bytes(),
+    ));
+    match outbox.push_data(frames) {
+        Pushed::Ok => {
+            sub.skipped = false;
+            sub.next = last + 1;
+            true
+        }
+        Pushed::Full if sub.fast_forward => {
+            sub.skipped = true;
+            sub.next = last + 1;
+            true
+        }
+        Pushed::Full => {
+            let err = subscription_error(
+                positions,
+                sid,
+                "out_of_sync",
+                "The client did not keep up with the channel",
+                sub.next,
+            );
+            let _ = outbox.push(text_frame(err.as_bytes()));
+            false
+        }
+    }
+}
+
+/// `rtm/subscription/info` `fast_forward`.
+pub(crate) fn fast_forward_info(positions: Positions, sid: &str, at: u64, reason: &str) -> String {
+    let body = object(&[
+        ("subscription_id", &quote(sid)),
+        ("info", "\"fast_forward\""),
+        ("reason", &quote(reason)),
+        ("position", &positions.json(at)),
+    ]);
+    envelope("rtm/subscription/info", None, &body)
+}
+
+/// `rtm/subscription/error` (the subscription is over once this is sent).
+pub(crate) fn subscription_error(
+    positions: Positions,
+    sid: &str,
+    error: &str,
+    reason: &str,
+    at: u64,
+) -> String {
+    let body = object(&[
+        ("subscription_id", &quote(sid)),
+        ("error", &quote(error)),
+        ("reason", &quote(reason)),
+        ("position", &positions.json(at)),
+    ]);
+    envelope("rtm/subscription/error", None, &body)
+}
