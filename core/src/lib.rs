@@ -8,7 +8,7 @@
 //! - [`http`]: HTTP/1.1 client codec — request heads, query and multipart encoding, a
 //!   push-style response decoder (Content-Length, chunked, close-delimited) with
 //!   incremental `deflate`/`gzip` decoding into a caller-provided window.
-//! - [`bench`]: the benchmark-server (MZBench) API — one typed request per endpoint,
+//! - [`bench`](mod@bench): the benchmark-server (MZBench) API — one typed request per endpoint,
 //!   typed zero-copy replies, and streaming metric-line and log-line decoders.
 //! - [`json`]: a small zero-copy JSON reader that the typed replies are built on, and
 //!   the escaping writer the RTM PDUs are written with.

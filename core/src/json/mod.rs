@@ -1,5 +1,5 @@
 //! A small zero-copy JSON reader: validate once, then walk borrowed slices — and, in
-//! [`write`], the matching writer that escapes everything it is given.
+//! [`write`](mod@write), the matching writer that escapes everything it is given.
 //!
 //! Why not serde-json-core: it cannot hand out the raw text of a nested value (the
 //! real-time messaging PDUs must give users each message as a `&str` slice of JSON, to

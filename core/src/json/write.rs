@@ -27,7 +27,7 @@
 //! .unwrap();
 //! assert_eq!(
 //!     out.written(),
-//!     br#"{"channel":"a\"b","n":7,"msg":{"x": [1, 2]},"tags":["é\n",true,null]}"#
+//!     r#"{"channel":"a\"b","n":7,"msg":{"x": [1, 2]},"tags":["é\n",true,null]}"#.as_bytes()
 //! );
 //! ```
 
@@ -464,7 +464,7 @@ impl<'b> ObjectWriter<'_, 'b> {
     }
 }
 
-/// Writes the elements of one array; made by [`array`] and [`ObjectWriter::array`]. Every
+/// Writes the elements of one array; made by [`array`](fn@array) and [`ObjectWriter::array`]. Every
 /// method writes one element (with the comma before it when needed).
 #[derive(Debug)]
 pub struct ArrayWriter<'w, 'b> {
