@@ -122,12 +122,22 @@ struct Step {
 /// }
 /// assert_eq!(seen, ["Ping([])", "Text(\"Hello\")"]);
 /// ```
-#[derive(Debug)]
 pub struct Decoder<'b> {
     buf: &'b mut [u8],
     control: [u8; MAX_CONTROL_PAYLOAD],
     state: State,
     message: Option<Assembly>,
+}
+
+/// Sizes and state only: the buffers may hold a whole message.
+impl core::fmt::Debug for Decoder<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Decoder")
+            .field("max_message_len", &self.buf.len())
+            .field("state", &self.state)
+            .field("message", &self.message)
+            .finish()
+    }
 }
 
 impl<'b> Decoder<'b> {
@@ -425,6 +435,7 @@ fn check_whole(opcode: Opcode, payload: &[u8]) -> Result<Kind, Error> {
             core::str::from_utf8(payload).map_err(|_| Error::InvalidUtf8)?;
             Kind::Text
         }
+        // A continuation frame is never whole on its own; it only ends a stored message.
         Opcode::Binary | Opcode::Continuation => Kind::Binary,
         Opcode::Ping => Kind::Ping,
         Opcode::Pong => Kind::Pong,

@@ -60,7 +60,6 @@ pub enum CloseStatus {
 const OUTBOX: usize = 3 * MAX_CONTROL_FRAME;
 
 /// Control frames waiting to be written, `buf[start..end]`.
-#[derive(Debug)]
 struct Outbox {
     buf: [u8; OUTBOX],
     start: usize,
@@ -171,12 +170,23 @@ impl Outbox {
 /// let clean = CloseStatus::Clean { code: Some(CloseCode::NORMAL), by_peer: false };
 /// assert_eq!(session.state(), State::Closed(clean));
 /// ```
-#[derive(Debug)]
 pub struct Session<'b, M> {
     decoder: Decoder<'b>,
     masks: M,
     state: State,
     outbox: Outbox,
+}
+
+/// State and pending bytes; the mask source is left out (it may be an RNG or a closure).
+impl<M> core::fmt::Debug for Session<'_, M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Session")
+            .field("decoder", &self.decoder)
+            .field("state", &self.state)
+            .field("pending_transmit", &self.outbox.pending().len())
+            .field("close_queued", &self.outbox.close_queued)
+            .finish()
+    }
 }
 
 impl<'b, M: MaskSource> Session<'b, M> {

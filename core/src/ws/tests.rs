@@ -1305,6 +1305,12 @@ fn transport_end_and_reset() {
     session.reset();
     assert_eq!(session.state(), State::Open);
     assert_eq!(feed(&mut session, b"\x81\x01x"), [text("x")]);
+    // Debug shows sizes and state, not buffers, and needs no Debug mask source.
+    let debug = format!("{session:?}");
+    assert!(
+        debug.contains("max_message_len: 8") && debug.contains("state: Open"),
+        "{debug}"
+    );
     // Closing also ends abnormally if the transport goes first.
     session.close(CloseCode::NORMAL, "").unwrap();
     session.handle_eof();
