@@ -30,4 +30,5 @@ pub mod bench;
 pub mod http;
 pub mod json;
 pub mod rtm;
+pub mod time;
 pub mod ws;

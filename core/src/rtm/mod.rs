@@ -5,6 +5,24 @@
 //!   classification of received frames.
 //! - [`auth`]: role-secret authentication — the HMAC-MD5 hash and a step machine that
 //!   produces the two requests and consumes the two replies.
+//! - [`Client`]: the client state machine — reconnect with backoff, auth and subscription
+//!   restore, offline queue, request deadlines, subscription modes and positions — driven
+//!   by an adapter through `handle_*` inputs, [`Client::poll_transmit`] and
+//!   [`Client::poll_timeout`].
 
 pub mod auth;
 pub mod pdu;
+
+mod backoff;
+mod client;
+mod connection;
+mod events;
+mod queue;
+mod subscription;
+
+pub use client::{Client, Config, MAX_ROLE_LEN, MAX_SECRET_LEN};
+pub use events::{
+    Ack, AuthResult, ClientState, ConnectError, FailReason, Handler, InternalError, Mode,
+    NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
+};
+pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT};

@@ -1,0 +1,215 @@
+//! Reconnect backoff and fail counting (spec §5.4, with the §10.6/§10.14/§10.15 fixes).
+//!
+//! The delay before reconnect attempt *n+1* is measured from the **start** of attempt *n*:
+//!
+//! ```text
+//! base   = min(reconnect_interval · 2^fail_count, max_reconnect_interval)
+//! jitter = uniform in [0, base / 4]   (0 when jitter_seed == 0)
+//! next   = max(last_attempt_start + base − jitter, now)
+//! ```
+//!
+//! Jitter is *subtracted* so the cap stays a cap and clients that failed together spread
+//! out instead of hammering the server in lock-step. `fail_count` counts consecutive
+//! failed attempts (a refused connect, a failed auth restore, or a connection that closed
+//! before it proved stable); it goes back to zero only once a connection proved stable.
+
+use core::time::Duration;
+
+use crate::time::Instant;
+
+/// Fail counter, attempt budget and jitter source of one client.
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    /// Consecutive failed attempts; the exponent of the delay.
+    fail_count: u32,
+    /// Reconnect attempts still allowed before giving up (`None` = unlimited).
+    attempts_left: Option<u32>,
+    /// Start of the latest connect attempt, the reference point of the next delay.
+    last_attempt_start: Option<Instant>,
+    /// splitmix64 state; `None` disables jitter.
+    rng: Option<u64>,
+}
+
+impl Backoff {
+    pub(crate) fn new(jitter_seed: u64) -> Self {
+        Backoff {
+            fail_count: 0,
+            attempts_left: None,
+            last_attempt_start: None,
+            rng: (jitter_seed != 0).then_some(jitter_seed),
+        }
+    }
+
+    /// Forget all failures and allow `threshold` more reconnect attempts.
+    pub(crate) fn reset(&mut self, threshold: Option<u32>) {
+        self.fail_count = 0;
+        self.attempts_left = threshold;
+    }
+
+    /// Allow exactly `attempts` more reconnect attempts (keeps the fail count).
+    pub(crate) fn set_attempts(&mut self, attempts: Option<u32>) {
+        self.attempts_left = attempts;
+    }
+
+    /// One more failed attempt: the next delay doubles.
+    pub(crate) fn record_failure(&mut self) {
+        self.fail_count = self.fail_count.saturating_add(1);
+    }
+
+    /// Whether another reconnect attempt is allowed.
+    pub(crate) fn may_retry(&self) -> bool {
+        self.attempts_left != Some(0)
+    }
+
+    /// A connect attempt starts now; a scheduled reconnect (not a user `start`) uses up
+    /// one attempt of the budget.
+    pub(crate) fn attempt_started(&mut self, now: Instant, consumes_budget: bool) {
+        self.last_attempt_start = Some(now);
+        if consumes_budget {
+            self.attempts_left = self.attempts_left.map(|n| n.saturating_sub(1));
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn fail_count(&self) -> u32 {
+        self.fail_count
+    }
+
+    #[cfg(test)]
+    pub(crate) fn last_attempt_start(&self) -> Option<Instant> {
+        self.last_attempt_start
+    }
+
+    /// `min(interval · 2^fail_count, max)`, without overflow.
+    pub(crate) fn base_delay(&self, interval: Duration, max: Duration) -> Duration {
+        let mut delay = interval;
+        for _ in 0..self.fail_count {
+            if delay >= max {
+                break;
+            }
+            delay = delay.checked_mul(2).unwrap_or(max);
+        }
+        delay.min(max)
+    }
+
+    /// When the next attempt should start (see the module docs), advancing the jitter
+    /// generator.
+    pub(crate) fn next_attempt_at(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        max: Duration,
+    ) -> Instant {
+        let base = self.base_delay(interval, max);
+        let base_us = u64::try_from(base.as_micros()).unwrap_or(u64::MAX);
+        let jitter_us = match self.rng.as_mut() {
+            Some(state) => splitmix64(state) % (base_us / 4).saturating_add(1),
+            None => 0,
+        };
+        let delay = Duration::from_micros(base_us.saturating_sub(jitter_us));
+        let reference = self.last_attempt_start.unwrap_or(now);
+        reference.saturating_add(delay).max(now)
+    }
+}
+
+/// The splitmix64 generator: tiny, fast, and good enough to decorrelate reconnects.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn delay_doubles_then_caps() {
+        let mut b = Backoff::new(0);
+        let mut seen = [Duration::ZERO; 6];
+        for slot in seen.iter_mut() {
+            *slot = b.base_delay(ms(250), ms(3000));
+            b.record_failure();
+        }
+        assert_eq!(
+            seen,
+            [ms(250), ms(500), ms(1000), ms(2000), ms(3000), ms(3000)]
+        );
+        for _ in 0..1000 {
+            b.record_failure();
+        }
+        assert_eq!(b.base_delay(ms(250), ms(3000)), ms(3000));
+        let mut huge = Backoff::new(0);
+        for _ in 0..200 {
+            huge.record_failure();
+        }
+        assert_eq!(huge.base_delay(Duration::MAX, Duration::MAX), Duration::MAX);
+        assert_eq!(huge.base_delay(Duration::ZERO, ms(5)), Duration::ZERO);
+    }
+
+    #[test]
+    fn measured_from_attempt_start() {
+        let mut b = Backoff::new(0);
+        b.attempt_started(Instant::from_millis(1000), false);
+        b.record_failure();
+        // A slow failing attempt: only the rest of the delay remains.
+        assert_eq!(
+            b.next_attempt_at(Instant::from_millis(1200), ms(250), ms(3000)),
+            Instant::from_millis(1500)
+        );
+        // Already late: go now.
+        assert_eq!(
+            b.next_attempt_at(Instant::from_millis(9000), ms(250), ms(3000)),
+            Instant::from_millis(9000)
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_a_quarter_below_base() {
+        let mut b = Backoff::new(0xDEAD_BEEF);
+        b.attempt_started(Instant::ZERO, false);
+        for _ in 0..4 {
+            b.record_failure(); // base 16 s
+        }
+        let mut distinct = 0;
+        let mut last = Instant::ZERO;
+        for _ in 0..100 {
+            let at = b.next_attempt_at(
+                Instant::ZERO,
+                Duration::from_secs(1),
+                Duration::from_secs(300),
+            );
+            assert!(
+                at >= Instant::from_secs(12) && at <= Instant::from_secs(16),
+                "{at:?}"
+            );
+            if at != last {
+                distinct += 1;
+            }
+            last = at;
+        }
+        assert!(distinct > 50);
+    }
+
+    #[test]
+    fn attempt_budget() {
+        let mut b = Backoff::new(0);
+        b.reset(Some(1));
+        assert!(b.may_retry());
+        b.attempt_started(Instant::ZERO, true);
+        assert!(!b.may_retry());
+        b.attempt_started(Instant::ZERO, true);
+        assert!(!b.may_retry());
+        b.reset(None);
+        b.attempt_started(Instant::ZERO, true);
+        assert!(b.may_retry());
+        b.set_attempts(Some(0));
+        assert!(!b.may_retry());
+    }
+}

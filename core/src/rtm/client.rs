@@ -1,0 +1,1744 @@
+//! The RTM client, sans IO: reconnects with backoff, restores auth and subscriptions,
+//! queues requests while offline, and completes every acked request exactly once.
+//!
+//! # Shape
+//!
+//! The adapter owns the WebSocket and the clock. It feeds transport events in
+//! (`handle_connected`, `handle_connect_failed`, `handle_message`, `handle_closed`,
+//! `handle_timeout`), drains [`Client::poll_transmit`] after every call (`Connect`, `Send`
+//! one PDU as a text frame, `Close`), and sleeps until [`Client::poll_timeout`], a
+//! received frame or a user command. Events go to the [`Handler`] passed to each call,
+//! synchronously.
+//!
+//! ```
+//! use benchlink_core::rtm::{Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
+//! use benchlink_core::time::Instant;
+//!
+//! #[derive(Default)]
+//! struct App { acked: Vec<Ticket> }
+//! impl Handler for App {
+//!     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+//!         if let Outcome::Ok(_) = outcome { self.acked.push(ticket) }
+//!     }
+//! }
+//!
+//! let mut client: Client<4, 8, 1024, 1024> = Client::new(Config::default());
+//! let mut app = App::default();
+//! let t = Instant::ZERO;
+//! client.start(t, &mut app);
+//! assert_eq!(client.poll_transmit(), Some(Transmit::Connect)); // adapter: open the socket
+//! client.handle_connected(t, &mut app);
+//! assert_eq!(client.state(), ClientState::Connected);
+//!
+//! let ticket = client
+//!     .publish(t, "chan", r#"{"k":1}"#, Ack::Reply { deadline: None }, &mut app)
+//!     .unwrap()
+//!     .unwrap();
+//! assert_eq!(
+//!     client.poll_transmit(),
+//!     Some(Transmit::Send(r#"{"action":"rtm/publish","id":0,"body":{"channel":"chan","message":{"k":1}}}"#))
+//! );
+//! assert_eq!(client.poll_transmit(), None);
+//! client.handle_message(t, r#"{"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}"#, &mut app);
+//! assert_eq!(app.acked, [ticket]);
+//! ```
+//!
+//! # Semantics (spec §5 with the §10 differences)
+//!
+//! - **States** follow spec §5.3 row by row; every event is defined in every state.
+//!   Events the table ignores are ignored. `ChannelError` is applied to the subscription
+//!   in any state with an open connection (Connecting during auth restore, Connected,
+//!   Stopping).
+//! - **Backoff** ([`Config`] documents the formula): measured from the start of the
+//!   previous attempt, doubled per consecutive failure, capped, with jitter. The fail count
+//!   is reset only when a connection proved stable: it lasted `reconnect_interval` or got
+//!   a reply to one of our requests (§10.6). A connection that opens and closes at once
+//!   counts as a failed attempt, so an accept-then-close server sees a growing backoff.
+//! - **Attempt budget**: `fail_count_threshold = Some(n)` allows exactly `n` reconnect
+//!   attempts after a drop before the client stops (§10.14); `None` is unlimited. The
+//!   budget is refilled when a connection proves stable.
+//! - **First connect** after `start()`: retried per the budget only with
+//!   `retry_first_connect`; by default its failure stops the client (the reference
+//!   behaviour, now an explicit option, §10.15).
+//! - **Restore order** on every connect (§5.7): the remembered credentials are replayed
+//!   first (their failure counts as a failed attempt), then every subscription resubscribes
+//!   in insertion order, then the queued requests are sent, in order. Request ids restart
+//!   at 0 on every connection. The reference sends drained requests before a user
+//!   `authenticate` completes; here `authenticate` is a barrier: requests made after it
+//!   are sent once it completed (so they run with its permissions).
+//! - **Offline queue**: publish, read, write, delete, search and authenticate made while
+//!   not connected (or while the queue is non-empty, an auth is in progress, or the table
+//!   of requests in flight is full) wait in a `QUEUE`-byte buffer. A request that does not
+//!   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
+//!   silently (§10.4). `max_queue_size` counts exactly the user requests queued or in
+//!   flight (§10.14).
+//! - **Exactly once**: every acked request ends with one [`Outcome`] (or [`AuthResult`]):
+//!   the reply, `Timeout` at its deadline (a deadline of `now` times out at the next
+//!   `handle_timeout`), or `Disconnected` when the connection is lost or the client
+//!   stops/disposes while it is in flight (§10.5). Requests still queued survive `stop()`
+//!   (they are sent after the next `start()`) and end `Disconnected` on `dispose()`.
+//! - **Protocol errors** (§7.2): malformed frames, unsolicited `/error`, replies of the
+//!   wrong type drop the connection and reconnect; unknown unsolicited PDUs, other
+//!   `subscription/info`, replies with unknown ids and data for unknown subscriptions are
+//!   reported as non-fatal [`InternalError`]s (or ignored) and the connection stays
+//!   (§10.9).
+//!
+//! # Memory
+//!
+//! Everything lives in the struct: `QUEUE` + `OUT` bytes of buffers, `SUBS` subscription
+//! records of about 400 bytes ([`MAX_SUBSCRIPTION_TEXT`] + [`MAX_POSITION_LEN`] + state),
+//! `PENDING` entries of 24 bytes, and about 500 bytes of fixed state (two credential slots
+//! of [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]). `size_of::<Client<4, 8, 1024, 2048>>()` is
+//! about 5.5 KiB on 32-bit targets. A PDU must fit in `OUT`; a request waiting offline
+//! takes its body plus 18 bytes of `QUEUE`.
+
+use core::fmt;
+use core::time::Duration;
+
+use heapless::{String, Vec};
+
+use super::auth::{AuthState, AuthStep, RoleSecretAuth};
+use super::backoff::Backoff;
+use super::connection::{escaped_len, Meta, Pending, ReqKind, UserRequest, PDU_OVERHEAD};
+use super::events::{
+    Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
+    RequestError, SubState, Ticket, Transmit,
+};
+use super::pdu::{write_envelope, Action, Id, Incoming, Outcome as Suffix, Pdu};
+use super::queue::RecordFifo;
+use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
+use crate::http::Cursor;
+use crate::json::WriteError;
+use crate::time::Instant;
+
+/// The longest role name [`Client::authenticate`] accepts.
+pub const MAX_ROLE_LEN: usize = 64;
+
+/// The longest role secret [`Client::authenticate`] accepts (Satori secrets are 32
+/// characters).
+pub const MAX_SECRET_LEN: usize = 64;
+
+type Credentials = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
+
+/// Client settings; `Default` gives the reference SDK's defaults (spec §6.2) plus the
+/// explicit choices of §10.
+///
+/// Reconnect delay, measured from the start of the previous attempt:
+///
+/// ```text
+/// base  = min(reconnect_interval · 2^fail_count, max_reconnect_interval)
+/// delay = base − uniform[0, base/4]        (no jitter when jitter_seed == 0)
+/// ```
+///
+/// ```
+/// use benchlink_core::rtm::Config;
+/// use core::time::Duration;
+/// let config = Config { fail_count_threshold: Some(3), jitter_seed: 0x1234_5678, ..Config::default() };
+/// assert_eq!(config.reconnect_interval, Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Base reconnect delay (default 1 s).
+    pub reconnect_interval: Duration,
+    /// Cap of the reconnect delay (default 300 s).
+    pub max_reconnect_interval: Duration,
+    /// Reconnect attempts after a drop before giving up and entering `Stopped`; exactly
+    /// this many (`None`, the default: never give up).
+    pub fail_count_threshold: Option<u32>,
+    /// Replay the last successful `authenticate` on every new connection, before anything
+    /// else (default true).
+    pub restore_auth_on_reconnect: bool,
+    /// Most user requests (publish, read, write, delete, search, authenticate) queued or in
+    /// flight at once; one more is refused with [`RequestError::Full`] (default 20000).
+    /// The buffers (`QUEUE`, `PENDING`) may refuse earlier.
+    pub max_queue_size: usize,
+    /// Whether a failed *first* connect after `start()` is retried (per
+    /// `fail_count_threshold`) instead of stopping the client. Default false: the
+    /// reference SDK's behaviour, where a bad endpoint fails fast.
+    pub retry_first_connect: bool,
+    /// Seed of the jitter generator; give every client its own random seed. `0` disables
+    /// jitter (for tests). The default is a fixed non-zero seed.
+    pub jitter_seed: u64,
+    /// Time allowed for each step of the auth restore on reconnect (default 10 s).
+    pub auth_timeout: Duration,
+    /// Time allowed from `Connect` to `handle_connected` before the attempt counts as
+    /// failed with [`ConnectError::Timeout`] (default 30 s), a safety net for adapters
+    /// whose own timeout is longer or absent.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            reconnect_interval: Duration::from_secs(1),
+            max_reconnect_interval: Duration::from_secs(300),
+            fail_count_threshold: None,
+            restore_auth_on_reconnect: true,
+            max_queue_size: 20_000,
+            retry_first_connect: false,
+            jitter_seed: 0x0BE0_C41E_D5EE_D001,
+            auth_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Config {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Config {{ reconnect_interval_ms: {=u64}, max_reconnect_interval_ms: {=u64}, fail_count_threshold: {}, restore_auth_on_reconnect: {=bool}, max_queue_size: {=usize}, retry_first_connect: {=bool} }}",
+            u64::try_from(self.reconnect_interval.as_millis()).unwrap_or(u64::MAX),
+            u64::try_from(self.max_reconnect_interval.as_millis()).unwrap_or(u64::MAX),
+            self.fail_count_threshold,
+            self.restore_auth_on_reconnect,
+            self.max_queue_size,
+            self.retry_first_connect,
+        )
+    }
+}
+
+/// The user's `authenticate`: queued, then in progress.
+struct UserAuth {
+    ticket: Ticket,
+    deadline: Option<Instant>,
+    machine: Credentials,
+    /// The queue entry was reached and the exchange started on the current connection.
+    started: bool,
+}
+
+/// What to do with the socket and the unsent PDUs when leaving a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    /// The adapter reported the socket closed: nothing to close, nothing can be sent.
+    Gone,
+    /// Close it and drop unsent PDUs (protocol error, dispose, timeout).
+    Close,
+    /// The Close is already ordered behind the unsent PDUs (stop, then start again).
+    Flush,
+}
+
+/// The sans-IO RTM client; see the [module docs](self). `SUBS` subscriptions, `PENDING`
+/// acked requests in flight, `QUEUE` bytes of offline queue, `OUT` bytes of outbox (the
+/// largest PDU it can send).
+pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> {
+    config: Config,
+    state: ClientState,
+    backoff: Backoff,
+    /// Set by `start()` from Stopped until the first connection is established.
+    first_connect: bool,
+    reconnect_at: Option<Instant>,
+    connect_deadline: Option<Instant>,
+    last_error: Option<ConnectError>,
+
+    /// A `Connect` is ordered but not yet taken by the adapter.
+    connect_pending: bool,
+    /// The adapter took `Connect` and has not reported the result.
+    opening: bool,
+    /// The current socket is open (`handle_connected`) and not given up.
+    open: bool,
+    /// PDUs may be written for the current socket (open and no Close ordered).
+    writable: bool,
+    /// A `Close` is ordered behind the PDUs in the outbox.
+    close_pending: bool,
+    /// The front outbox record was handed out by `poll_transmit`; pop it on the next call.
+    front_taken: bool,
+    outbox: RecordFifo<OUT>,
+
+    connected_at: Option<Instant>,
+    got_reply: bool,
+    next_id: u32,
+    next_ticket: u32,
+    /// Auth restore in progress on the current connection, until this deadline.
+    restoring: Option<Instant>,
+    remembered: Option<Credentials>,
+    user_auth: Option<UserAuth>,
+    /// Subscriptions may send (they got `Connect` on the current connection).
+    subs_connected: bool,
+    subs: Vec<Subscription, SUBS>,
+    pending: Vec<Pending, PENDING>,
+    queue: RecordFifo<QUEUE>,
+    /// Live (not cancelled) user requests in `queue`.
+    queued: usize,
+    /// No queued deadline is earlier than this (may be stale-early: a spurious wakeup).
+    queue_deadline: Option<Instant>,
+}
+
+impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> fmt::Debug
+    for Client<SUBS, PENDING, QUEUE, OUT>
+{
+    /// State and counters only: never credentials or message contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("state", &self.state)
+            .field("subscriptions", &self.subs.len())
+            .field("in_flight", &self.pending.len())
+            .field("queued", &self.queued)
+            .field("outbox", &self.outbox)
+            .field("authenticated", &self.remembered.is_some())
+            .field("last_connecting_error", &self.last_error)
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> defmt::Format
+    for Client<SUBS, PENDING, QUEUE, OUT>
+{
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Client {{ state: {}, subscriptions: {=usize}, in_flight: {=usize}, queued: {=usize} }}",
+            self.state,
+            self.subs.len(),
+            self.pending.len(),
+            self.queued
+        )
+    }
+}
+
+/// Writes one record into `fifo` with `encode`, keeping the encoder's error.
+fn push_encoded<const N: usize>(
+    fifo: &mut RecordFifo<N>,
+    prefix: Option<&Meta>,
+    mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
+    let mut error = None;
+    let stored = fifo.push_with(|dst| {
+        let body_at = match prefix {
+            Some(meta) => {
+                meta.write(dst)?;
+                Meta::LEN
+            }
+            None => 0,
+        };
+        let mut out = Cursor::new(dst.get_mut(body_at..)?);
+        match encode(&mut out) {
+            Ok(()) => body_at.checked_add(out.len()),
+            Err(e) => {
+                error = Some(e);
+                None
+            }
+        }
+    });
+    match (stored, error) {
+        (true, _) => Ok(()),
+        (false, Some(e)) => Err(e),
+        (false, None) => Err(WriteError::Encode(
+            crate::http::EncodeError::BufferTooSmall { capacity: N },
+        )),
+    }
+}
+
+fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>
+    Client<SUBS, PENDING, QUEUE, OUT>
+{
+    /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config};
+    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert_eq!(client.state(), ClientState::Stopped);
+    /// assert_eq!(client.poll_timeout(), None);
+    /// ```
+    pub fn new(config: Config) -> Self {
+        let mut backoff = Backoff::new(config.jitter_seed);
+        backoff.reset(config.fail_count_threshold);
+        Client {
+            config,
+            state: ClientState::Stopped,
+            backoff,
+            first_connect: false,
+            reconnect_at: None,
+            connect_deadline: None,
+            last_error: None,
+            connect_pending: false,
+            opening: false,
+            open: false,
+            writable: false,
+            close_pending: false,
+            front_taken: false,
+            outbox: RecordFifo::new(),
+            connected_at: None,
+            got_reply: false,
+            next_id: 0,
+            next_ticket: 0,
+            restoring: None,
+            remembered: None,
+            user_auth: None,
+            subs_connected: false,
+            subs: Vec::new(),
+            pending: Vec::new(),
+            queue: RecordFifo::new(),
+            queued: 0,
+            queue_deadline: None,
+        }
+    }
+
+    /// The current state.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Connecting);
+    /// ```
+    pub fn state(&self) -> ClientState {
+        self.state
+    }
+
+    /// True in `Connected`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config};
+    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(!client.is_connected());
+    /// ```
+    pub fn is_connected(&self) -> bool {
+        self.state == ClientState::Connected
+    }
+
+    /// Why the latest connect attempt failed, if one did (kept until the next failure).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// client.handle_connect_failed(Instant::ZERO, ConnectError::Io { code: 111 }, &mut NoopHandler);
+    /// assert_eq!(client.last_connecting_error(), Some(ConnectError::Io { code: 111 }));
+    /// ```
+    pub fn last_connecting_error(&self) -> Option<ConnectError> {
+        self.last_error
+    }
+
+    /// The state of the subscription `key`, if there is one.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.subscribe(Instant::ZERO, "chan", Mode::Simple, SubscribeArgs::default(), &mut NoopHandler).unwrap();
+    /// assert_eq!(client.subscription_state("chan"), Some(SubState::Unsubscribed));
+    /// assert_eq!(client.subscription_state("other"), None);
+    /// ```
+    pub fn subscription_state(&self, key: &str) -> Option<SubState> {
+        self.find_sub(key)
+            .and_then(|i| self.subs.get(i))
+            .map(Subscription::state)
+    }
+
+    /// User requests waiting in the offline queue.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler).unwrap();
+    /// assert_eq!(client.queued_requests(), 1);
+    /// ```
+    pub fn queued_requests(&self) -> usize {
+        self.queued
+    }
+
+    /// Acked user requests sent and waiting for their reply (an `authenticate` in progress
+    /// counts as one).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config};
+    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert_eq!(client.requests_in_flight(), 0);
+    /// ```
+    pub fn requests_in_flight(&self) -> usize {
+        let auth = usize::from(self.user_auth.as_ref().is_some_and(|a| a.started));
+        self.pending.len().saturating_add(auth)
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Lifecycle commands
+    // ----------------------------------------------------------------------------------
+
+    /// Start connecting (Stopped → Connecting), or reconnect now (Awaiting → Connecting;
+    /// Stopping → Connecting after the old socket closes). No effect in other states.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// ```
+    pub fn start<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        match self.state {
+            ClientState::Stopped => {
+                self.first_connect = true;
+                let budget = if self.config.retry_first_connect {
+                    self.config.fail_count_threshold
+                } else {
+                    Some(0)
+                };
+                self.backoff.set_attempts(budget);
+                self.enter_connecting(now, false, h);
+            }
+            ClientState::Awaiting => self.enter_connecting(now, false, h),
+            ClientState::Stopping => {
+                self.set_state(ClientState::Connecting, h);
+                self.forget(Leave::Flush, h);
+                self.connecting_entry(now, false);
+            }
+            ClientState::Connecting | ClientState::Connected | ClientState::Disposed => {}
+        }
+    }
+
+    /// Stop: close the connection (Connected → Stopping → Stopped once closed) or give up
+    /// connecting (Connecting/Awaiting → Stopped). Acked requests in flight end
+    /// `Disconnected`; queued requests and subscriptions are kept for the next `start`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::ZERO;
+    /// client.start(t, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connected(t, &mut NoopHandler);
+    /// client.stop(t, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Stopping);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Close));
+    /// client.handle_closed(t, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Stopped);
+    /// ```
+    pub fn stop<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        let _ = now;
+        match self.state {
+            ClientState::Connected => {
+                self.set_state(ClientState::Stopping, h);
+                self.writable = false;
+                self.close_pending = true;
+            }
+            ClientState::Connecting | ClientState::Awaiting => {
+                self.enter_stopped(Leave::Close, h);
+            }
+            ClientState::Stopped | ClientState::Stopping | ClientState::Disposed => {}
+        }
+    }
+
+    /// Final: close any connection, end every acked request (`Disconnected`), delete every
+    /// subscription, refuse every later call.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, ClientState, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.dispose(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Disposed);
+    /// assert_eq!(client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler), Err(RequestError::Disposed));
+    /// ```
+    pub fn dispose<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        let _ = now;
+        if self.state == ClientState::Disposed {
+            return;
+        }
+        self.set_state(ClientState::Disposed, h);
+        self.forget(Leave::Close, h);
+        self.reconnect_at = None;
+        // Queued requests can never be sent now.
+        let (queue, user_auth, queued) = (&mut self.queue, &mut self.user_auth, &mut self.queued);
+        while let Some(record) = queue.front() {
+            if let Some((meta, _)) = Meta::read(record) {
+                if !meta.cancelled {
+                    Self::resolve_queued(meta, user_auth, h, Outcome::Disconnected);
+                }
+            }
+            queue.pop_front();
+        }
+        *queued = 0;
+        self.queue_deadline = None;
+        self.user_auth = None;
+        for sub in &self.subs {
+            h.subscription_deleted(sub.key());
+        }
+        self.subs.clear();
+    }
+
+    // ----------------------------------------------------------------------------------
+    // User requests
+    // ----------------------------------------------------------------------------------
+
+    /// Publish `message_json` (one JSON value, validated and captured now) to `channel`.
+    /// Returns the ticket when `ack` asked for a reply: its [`Outcome::Ok`] carries
+    /// `position`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::ZERO;
+    /// assert!(client.publish(t, "chan", "[1,2]", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
+    /// assert_eq!(client.publish(t, "chan", "{oops", Ack::None, &mut NoopHandler), Err(RequestError::InvalidJson));
+    /// ```
+    pub fn publish<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        message_json: &str,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        let req = UserRequest::Publish {
+            channel,
+            message: message_json,
+        };
+        self.submit(now, req, ack, h)
+    }
+
+    /// Read the value of `channel`; `args_json` is a JSON object of extra body members
+    /// (e.g. `{"position":"…"}`). The [`Outcome::Ok`] body has `message` (`null` when
+    /// never written) and `position`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(client.read(Instant::ZERO, "kv", None, None, &mut NoopHandler).is_ok());
+    /// assert_eq!(client.read(Instant::ZERO, "kv", Some("[1]"), None, &mut NoopHandler), Err(RequestError::InvalidJson));
+    /// ```
+    pub fn read<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        args_json: Option<&str>,
+        deadline: Option<Instant>,
+        h: &mut H,
+    ) -> Result<Ticket, RequestError> {
+        let req = UserRequest::Read {
+            channel,
+            args: args_json,
+        };
+        self.submit_acked(now, req, deadline, h)
+    }
+
+    /// Write `value_json` as the value of `channel`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert_eq!(client.write(Instant::ZERO, "kv", "42", Ack::None, &mut NoopHandler), Ok(None));
+    /// ```
+    pub fn write<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        value_json: &str,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        let req = UserRequest::Write {
+            channel,
+            value: value_json,
+        };
+        self.submit(now, req, ack, h)
+    }
+
+    /// Delete the value of `channel`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(client.delete(Instant::ZERO, "kv", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
+    /// ```
+    pub fn delete<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        self.submit(now, UserRequest::Delete { channel }, ack, h)
+    }
+
+    /// Search channels by name prefix (legacy, spec §3.5): zero or more
+    /// [`Outcome::Data`] replies, then [`Outcome::Ok`]; collect `channels` from all of them.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(client.search(Instant::ZERO, "ch", None, &mut NoopHandler).is_ok());
+    /// ```
+    pub fn search<H: Handler>(
+        &mut self,
+        now: Instant,
+        prefix: &str,
+        deadline: Option<Instant>,
+        h: &mut H,
+    ) -> Result<Ticket, RequestError> {
+        self.submit_acked(now, UserRequest::Search { prefix }, deadline, h)
+    }
+
+    /// Authenticate as `role` with its secret (spec §4). The result comes once in
+    /// [`Handler::auth`]; on success the credentials are remembered and replayed first on
+    /// every reconnect. Requests made after this one are sent after it completes. One at
+    /// a time ([`RequestError::AuthInProgress`]).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::ZERO;
+    /// assert!(client.authenticate(t, "superuser", b"secret", None, &mut NoopHandler).is_ok());
+    /// assert_eq!(client.authenticate(t, "other", b"x", None, &mut NoopHandler), Err(RequestError::AuthInProgress));
+    /// ```
+    pub fn authenticate<H: Handler>(
+        &mut self,
+        now: Instant,
+        role: &str,
+        secret: &[u8],
+        deadline: Option<Instant>,
+        h: &mut H,
+    ) -> Result<Ticket, RequestError> {
+        let _ = (now, h);
+        if self.state == ClientState::Disposed {
+            return Err(RequestError::Disposed);
+        }
+        if self.user_auth.is_some() {
+            return Err(RequestError::AuthInProgress);
+        }
+        let role_text = String::try_from(role).map_err(|()| RequestError::TooLarge)?;
+        let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
+        if escaped_len(role).saturating_add(PDU_OVERHEAD) > RecordFifo::<OUT>::max_record() {
+            return Err(RequestError::TooLarge);
+        }
+        self.check_room()?;
+        let ticket = Ticket::from_raw(self.next_ticket);
+        let meta = Meta {
+            kind: ReqKind::Auth,
+            acked: true,
+            cancelled: false,
+            ticket,
+            deadline,
+        };
+        if !self.queue.push_with(|dst| {
+            meta.write(dst)?;
+            Some(Meta::LEN)
+        }) {
+            return Err(self.queue_refusal());
+        }
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        self.queued = self.queued.saturating_add(1);
+        self.queue_deadline = min_deadline(self.queue_deadline, deadline);
+        self.user_auth = Some(UserAuth {
+            ticket,
+            deadline,
+            machine: RoleSecretAuth::new(role_text, secret_bytes),
+            started: false,
+        });
+        self.pump();
+        Ok(ticket)
+    }
+
+    /// Subscribe to `channel_or_id` (a channel, or with `args.filter` a view's
+    /// subscription id). The record is created at once ([`Handler::subscription_created`])
+    /// and subscribes whenever the client is connected. A live key is refused with
+    /// [`RequestError::AlreadySubscribed`] (the reference treats it as a no-op); a key
+    /// being unsubscribed takes the new arguments once the old subscription is gone; a
+    /// `Failed` key starts over with the new arguments.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::ZERO;
+    /// let view = SubscribeArgs { filter: Some("select * from chan"), ..SubscribeArgs::default() };
+    /// client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler).unwrap();
+    /// assert_eq!(
+    ///     client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler),
+    ///     Err(RequestError::AlreadySubscribed)
+    /// );
+    /// ```
+    pub fn subscribe<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel_or_id: &str,
+        mode: Mode,
+        args: SubscribeArgs<'_>,
+        h: &mut H,
+    ) -> Result<(), RequestError> {
+        let _ = now;
+        if self.state == ClientState::Disposed {
+            return Err(RequestError::Disposed);
+        }
+        let fresh = Subscription::new(channel_or_id, mode, &args)?;
+        if fresh.pdu_bound() > RecordFifo::<OUT>::max_record() {
+            return Err(RequestError::TooLarge);
+        }
+        let connected = self.subs_connected;
+        match self.find_sub(channel_or_id) {
+            Some(i) => {
+                let Some(sub) = self.subs.get_mut(i) else {
+                    return Err(RequestError::UnknownSubscription);
+                };
+                let event = match (sub.state(), sub.link) {
+                    (SubState::Failed, _) => SubEvent::UnsubscribeOk,
+                    (_, Link::Linked | Link::Cycle) => return Err(RequestError::AlreadySubscribed),
+                    (_, Link::Unlinked) => SubEvent::ModeChange,
+                };
+                sub.replace_args(fresh);
+                sub.link = Link::Cycle;
+                let fate = sub.handle(event, connected, h);
+                self.apply_fate(i, fate);
+            }
+            None => {
+                if self.subs.push(fresh).is_err() {
+                    return Err(RequestError::TooManySubscriptions);
+                }
+                let i = self.subs.len().saturating_sub(1);
+                if let Some(sub) = self.subs.get_mut(i) {
+                    h.subscription_created(sub.key());
+                    let fate = sub.handle(SubEvent::ModeChange, connected, h);
+                    self.apply_fate(i, fate);
+                }
+            }
+        }
+        self.pump();
+        Ok(())
+    }
+
+    /// Unsubscribe `channel_or_id`. Completion is [`Handler::subscription_deleted`]: at
+    /// once when not subscribed on a connection (disconnected, or `Failed`), otherwise
+    /// after `rtm/unsubscribe/ok` (an unsubscribe while `Subscribing` waits for the
+    /// subscribe reply first). Unsubscribing again retries after an `unsubscribe/error`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::ZERO;
+    /// client.subscribe(t, "chan", Mode::Reliable, SubscribeArgs::default(), &mut NoopHandler).unwrap();
+    /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Ok(())); // deleted at once: not connected
+    /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Err(RequestError::UnknownSubscription));
+    /// ```
+    pub fn unsubscribe<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel_or_id: &str,
+        h: &mut H,
+    ) -> Result<(), RequestError> {
+        let _ = now;
+        if self.state == ClientState::Disposed {
+            return Err(RequestError::Disposed);
+        }
+        let i = self
+            .find_sub(channel_or_id)
+            .ok_or(RequestError::UnknownSubscription)?;
+        let connected = self.subs_connected;
+        let Some(sub) = self.subs.get_mut(i) else {
+            return Err(RequestError::UnknownSubscription);
+        };
+        sub.link = Link::Unlinked;
+        let fate = match sub.state() {
+            SubState::Failed => sub.handle(SubEvent::UnsubscribeOk, connected, h),
+            SubState::Unsubscribed => {
+                h.subscription_deleted(sub.key());
+                Fate::Remove
+            }
+            _ => sub.handle(SubEvent::ModeChange, connected, h),
+        };
+        self.apply_fate(i, fate);
+        self.pump();
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Transport events
+    // ----------------------------------------------------------------------------------
+
+    /// The WebSocket ordered by the latest `Connect` is open. Starts the auth restore, or
+    /// connects the subscriptions and enters `Connected`. A socket nobody wants any more
+    /// (the client stopped meanwhile) is closed again.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Connected);
+    /// ```
+    pub fn handle_connected<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        match self.state {
+            ClientState::Connecting if !self.open && !self.connect_pending => {
+                self.opening = false;
+                self.open = true;
+                self.writable = true;
+                self.connect_deadline = None;
+                self.connected_at = Some(now);
+                self.got_reply = false;
+                self.next_id = 0;
+                match self.remembered.as_mut() {
+                    Some(creds) if self.config.restore_auth_on_reconnect => {
+                        creds.reset();
+                        self.restoring = Some(now.saturating_add(self.config.auth_timeout));
+                        self.pump();
+                    }
+                    _ => self.complete_connect(h),
+                }
+            }
+            ClientState::Connected | ClientState::Stopping => {}
+            ClientState::Connecting if self.open => {}
+            _ => self.close_pending = true,
+        }
+    }
+
+    /// The latest `Connect` failed. Backs off (Awaiting) or gives up (Stopped) per the
+    /// attempt budget; see [`last_connecting_error`](Self::last_connecting_error).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config { retry_first_connect: true, ..Config::default() });
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connect_failed(Instant::ZERO, ConnectError::Resolve, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Awaiting);
+    /// ```
+    pub fn handle_connect_failed<H: Handler>(
+        &mut self,
+        now: Instant,
+        error: ConnectError,
+        h: &mut H,
+    ) {
+        if self.state == ClientState::Connecting && !self.open && !self.connect_pending {
+            self.opening = false;
+            self.attempt_failed(now, Leave::Gone, Some(error), h);
+        }
+    }
+
+    /// One received text frame. Events borrow `text` (subscription messages are slices of
+    /// it).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    /// client.handle_message(Instant::ZERO, "not json", &mut NoopHandler); // protocol error: reconnect
+    /// assert_eq!(client.state(), ClientState::Awaiting);
+    /// ```
+    pub fn handle_message<H: Handler>(&mut self, now: Instant, text: &str, h: &mut H) {
+        if !self.open {
+            h.internal_error(InternalError::NotConnected);
+            return;
+        }
+        match Incoming::parse(text) {
+            Err(e) => self.fatal(now, InternalError::Malformed(e), h),
+            Ok(Incoming::Reply { id, pdu }) => self.on_reply(now, id, pdu, h),
+            Ok(Incoming::Data(data)) => {
+                if let Some(i) = self.find_sub_json(data.subscription_id) {
+                    if let Some(sub) = self.subs.get_mut(i) {
+                        sub.on_data(data, h);
+                    }
+                }
+            }
+            Ok(Incoming::ChannelError(e)) => {
+                if let Some(i) = self.find_sub_json(e.subscription_id) {
+                    let connected = self.subs_connected;
+                    if let Some(sub) = self.subs.get_mut(i) {
+                        if matches!(sub.state(), SubState::Subscribed | SubState::Unsubscribing) {
+                            let fate = sub.handle(SubEvent::ChannelError(e), connected, h);
+                            self.apply_fate(i, fate);
+                        } else {
+                            h.internal_error(InternalError::UnexpectedForSubscription {
+                                key: sub.key(),
+                            });
+                        }
+                    }
+                }
+            }
+            Ok(Incoming::FastForward(info)) => {
+                if let Some(i) = self.find_sub_json(info.subscription_id) {
+                    if let Some(sub) = self.subs.get_mut(i) {
+                        sub.on_fast_forward(info, h);
+                    }
+                }
+            }
+            Ok(Incoming::GeneralError(body)) => {
+                self.fatal(now, InternalError::GeneralError(body), h)
+            }
+            Ok(Incoming::Ignored(pdu)) => h.internal_error(InternalError::Ignored(pdu)),
+        }
+        self.pump();
+    }
+
+    /// The socket closed (the server closed it, it broke, or after a `Close`). From
+    /// Connected the client backs off and reconnects (or stops, per the attempt budget);
+    /// from Stopping it enters Stopped.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::from_secs(10);
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    /// client.handle_closed(t, &mut NoopHandler); // lived 10 s: stable, reconnect at once
+    /// assert_eq!(client.state(), ClientState::Awaiting);
+    /// assert_eq!(client.poll_timeout(), Some(t));
+    /// ```
+    pub fn handle_closed<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        match self.state {
+            ClientState::Connected => self.connection_lost(now, Leave::Gone, h),
+            ClientState::Stopping => self.enter_stopped(Leave::Gone, h),
+            ClientState::Connecting if self.open || (self.opening && !self.connect_pending) => {
+                self.opening = false;
+                self.attempt_failed(now, Leave::Gone, Some(ConnectError::Closed), h);
+            }
+            _ => {}
+        }
+    }
+
+    /// Time passed: call it at (or after) [`poll_timeout`](Self::poll_timeout). Ends
+    /// requests past their deadline (`Timeout`), fails a stuck connect or auth restore,
+    /// and fires the reconnect timer. The reconnect is started whenever its time has come,
+    /// without further checks (spec §10 item 7).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let config = Config { retry_first_connect: true, jitter_seed: 0, ..Config::default() };
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(config);
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connect_failed(Instant::ZERO, ConnectError::Tls, &mut NoopHandler);
+    /// let at = client.poll_timeout().unwrap();
+    /// assert_eq!(at, Instant::from_secs(2)); // 1 s · 2^1 after the attempt's start
+    /// client.handle_timeout(at, &mut NoopHandler);
+    /// assert_eq!(client.state(), ClientState::Connecting);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// ```
+    pub fn handle_timeout<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        if self.state == ClientState::Disposed {
+            return;
+        }
+        self.expire_queued(now, h);
+        let mut i = 0;
+        while let Some(p) = self.pending.get(i).copied() {
+            if p.deadline.is_some_and(|d| d <= now) {
+                self.pending.remove(i);
+                h.reply(p.ticket, Outcome::Timeout);
+            } else {
+                i = i.saturating_add(1);
+            }
+        }
+        if self
+            .user_auth
+            .as_ref()
+            .is_some_and(|a| a.started && a.deadline.is_some_and(|d| d <= now))
+        {
+            if let Some(auth) = self.user_auth.take() {
+                h.auth(auth.ticket, AuthResult::Timeout);
+            }
+        }
+        if self.state == ClientState::Connecting {
+            if self.restoring.is_some_and(|d| d <= now) {
+                h.internal_error(InternalError::AuthRestoreFailed);
+                self.attempt_failed(now, Leave::Close, Some(ConnectError::AuthRestore), h);
+            } else if self.connect_deadline.is_some_and(|d| d <= now) {
+                self.attempt_failed(now, Leave::Close, Some(ConnectError::Timeout), h);
+            }
+        }
+        if self.state == ClientState::Awaiting && self.reconnect_at.is_some_and(|t| t <= now) {
+            self.enter_connecting(now, true, h);
+        }
+        self.pump();
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Outputs
+    // ----------------------------------------------------------------------------------
+
+    /// The next thing for the adapter to do, in order; `None` when there is nothing.
+    /// Drain it after every call into the client. A returned `Send` is consumed by the
+    /// next `poll_transmit` call.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert_eq!(client.poll_transmit(), None);
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// assert_eq!(client.poll_transmit(), None);
+    /// ```
+    pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
+        if self.front_taken {
+            self.outbox.pop_front();
+            self.front_taken = false;
+        }
+        self.pump();
+        while let Some(front) = self.outbox.front() {
+            if core::str::from_utf8(front).is_ok() {
+                self.front_taken = true;
+                break;
+            }
+            // Never happens: the outbox only holds what the JSON writer produced.
+            self.outbox.pop_front();
+        }
+        if self.front_taken {
+            return self
+                .outbox
+                .front()
+                .and_then(|front| core::str::from_utf8(front).ok())
+                .map(Transmit::Send);
+        }
+        if self.close_pending {
+            self.close_pending = false;
+            return Some(Transmit::Close);
+        }
+        if self.connect_pending {
+            self.connect_pending = false;
+            self.opening = true;
+            return Some(Transmit::Connect);
+        }
+        None
+    }
+
+    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
+    /// the reconnect timer, a request deadline, the connect or auth-restore timeout.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let t = Instant::from_secs(5);
+    /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
+    /// assert_eq!(client.poll_timeout(), Some(t));
+    /// ```
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut at = self.queue_deadline;
+        for p in &self.pending {
+            at = min_deadline(at, p.deadline);
+        }
+        if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
+            at = min_deadline(at, auth.deadline);
+        }
+        match self.state {
+            ClientState::Awaiting => at = min_deadline(at, self.reconnect_at),
+            ClientState::Connecting => {
+                at = min_deadline(at, self.restoring);
+                at = min_deadline(at, self.connect_deadline);
+            }
+            ClientState::Disposed => return None,
+            _ => {}
+        }
+        at
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Internals: state transitions
+    // ----------------------------------------------------------------------------------
+
+    fn set_state<H: Handler>(&mut self, to: ClientState, h: &mut H) {
+        let from = self.state;
+        self.state = to;
+        h.client_state(from, to);
+    }
+
+    /// Awaiting or Stopped → Connecting (a new attempt).
+    fn enter_connecting<H: Handler>(&mut self, now: Instant, scheduled: bool, h: &mut H) {
+        self.set_state(ClientState::Connecting, h);
+        self.connecting_entry(now, scheduled);
+    }
+
+    fn connecting_entry(&mut self, now: Instant, scheduled: bool) {
+        self.reconnect_at = None;
+        self.backoff.attempt_started(now, scheduled);
+        self.connect_pending = true;
+        self.opening = false;
+        self.connect_deadline = Some(now.saturating_add(self.config.connect_timeout));
+    }
+
+    fn enter_stopped<H: Handler>(&mut self, leave: Leave, h: &mut H) {
+        self.set_state(ClientState::Stopped, h);
+        self.forget(leave, h);
+        self.backoff.reset(self.config.fail_count_threshold);
+        self.reconnect_at = None;
+        self.first_connect = false;
+    }
+
+    fn enter_awaiting<H: Handler>(&mut self, now: Instant, leave: Leave, h: &mut H) {
+        self.set_state(ClientState::Awaiting, h);
+        self.forget(leave, h);
+        self.reconnect_at = Some(self.backoff.next_attempt_at(
+            now,
+            self.config.reconnect_interval,
+            self.config.max_reconnect_interval,
+        ));
+    }
+
+    /// Auth restored (or none to restore): ConnectingComplete → Connected.
+    fn complete_connect<H: Handler>(&mut self, h: &mut H) {
+        self.restoring = None;
+        self.set_state(ClientState::Connected, h);
+        if self.first_connect {
+            self.first_connect = false;
+            self.backoff.set_attempts(self.config.fail_count_threshold);
+        }
+        self.subs_connected = true;
+        self.for_each_sub(SubEvent::Connect, h);
+        self.pump();
+    }
+
+    /// A connect attempt failed: back off, or stop when no attempt is left.
+    fn attempt_failed<H: Handler>(
+        &mut self,
+        now: Instant,
+        leave: Leave,
+        error: Option<ConnectError>,
+        h: &mut H,
+    ) {
+        if error.is_some() {
+            self.last_error = error;
+        }
+        self.backoff.record_failure();
+        if self.backoff.may_retry() {
+            self.enter_awaiting(now, leave, h);
+        } else {
+            self.enter_stopped(leave, h);
+        }
+    }
+
+    /// An established connection is gone.
+    fn connection_lost<H: Handler>(&mut self, now: Instant, leave: Leave, h: &mut H) {
+        let lived = self
+            .connected_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if self.got_reply || lived >= self.config.reconnect_interval {
+            self.backoff.reset(self.config.fail_count_threshold);
+        } else {
+            self.backoff.record_failure();
+        }
+        if self.backoff.may_retry() {
+            self.enter_awaiting(now, leave, h);
+        } else {
+            self.enter_stopped(leave, h);
+        }
+    }
+
+    /// A protocol error: report it, then drop the connection like the reference SDK.
+    fn fatal<H: Handler>(&mut self, now: Instant, error: InternalError<'_>, h: &mut H) {
+        h.internal_error(error);
+        match self.state {
+            ClientState::Connecting => self.attempt_failed(now, Leave::Close, None, h),
+            ClientState::Connected => self.connection_lost(now, Leave::Close, h),
+            ClientState::Stopping => self.enter_stopped(Leave::Close, h),
+            _ => {}
+        }
+    }
+
+    /// "Forget connection" (spec §5.2): give up the socket, end what was in flight on it,
+    /// disconnect the subscriptions.
+    fn forget<H: Handler>(&mut self, leave: Leave, h: &mut H) {
+        if leave != Leave::Flush {
+            self.outbox.clear();
+            self.front_taken = false;
+        }
+        if leave != Leave::Gone && (self.open || self.opening) {
+            self.close_pending = true;
+        }
+        self.connect_pending = false;
+        self.opening = false;
+        self.open = false;
+        self.writable = false;
+        self.restoring = None;
+        self.connect_deadline = None;
+        self.connected_at = None;
+        self.subs_connected = false;
+        for p in &self.pending {
+            h.reply(p.ticket, Outcome::Disconnected);
+        }
+        self.pending.clear();
+        if self.user_auth.as_ref().is_some_and(|a| a.started) {
+            if let Some(auth) = self.user_auth.take() {
+                h.auth(auth.ticket, AuthResult::Disconnected);
+            }
+        }
+        self.for_each_sub(SubEvent::Disconnect, h);
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Internals: subscriptions
+    // ----------------------------------------------------------------------------------
+
+    fn find_sub(&self, key: &str) -> Option<usize> {
+        self.subs.iter().position(|s| s.key() == key)
+    }
+
+    fn find_sub_json(&self, key: crate::json::JsonStr<'_>) -> Option<usize> {
+        self.subs.iter().position(|s| key == s.key())
+    }
+
+    fn apply_fate(&mut self, i: usize, fate: Fate) {
+        if fate == Fate::Remove && i < self.subs.len() {
+            self.subs.remove(i);
+        }
+    }
+
+    /// One event to every subscription, in insertion order.
+    fn for_each_sub<H: Handler>(&mut self, event: SubEvent<'_>, h: &mut H) {
+        let connected = self.subs_connected;
+        let mut i = 0;
+        while let Some(sub) = self.subs.get_mut(i) {
+            match sub.handle(event, connected, h) {
+                Fate::Keep => i = i.saturating_add(1),
+                Fate::Remove => {
+                    self.subs.remove(i);
+                }
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Internals: replies
+    // ----------------------------------------------------------------------------------
+
+    fn on_reply<H: Handler>(&mut self, now: Instant, id: Id<'_>, pdu: Pdu<'_>, h: &mut H) {
+        let Some(id) = id.as_u64().and_then(|n| u32::try_from(n).ok()) else {
+            h.internal_error(InternalError::UnknownReply(pdu));
+            return;
+        };
+        // Auth restore on this connection.
+        if self.restoring.is_some() {
+            if let Some(creds) = self.remembered.as_mut() {
+                match creds.handle_reply(&pdu) {
+                    AuthStep::NotForAuth => {}
+                    AuthStep::SendNext => {
+                        self.got_reply = true;
+                        return;
+                    }
+                    AuthStep::Done => {
+                        self.got_reply = true;
+                        self.complete_connect(h);
+                        return;
+                    }
+                    AuthStep::Failed { .. } => {
+                        h.internal_error(InternalError::AuthRestoreFailed);
+                        self.attempt_failed(now, Leave::Close, Some(ConnectError::AuthRestore), h);
+                        return;
+                    }
+                }
+            }
+        }
+        // The user's authenticate.
+        if let Some(auth) = self.user_auth.as_mut().filter(|a| a.started) {
+            let expected = match auth.machine.state() {
+                AuthState::AwaitingResult { .. } => Action::Authenticate,
+                _ => Action::Handshake,
+            };
+            match auth.machine.handle_reply(&pdu) {
+                AuthStep::NotForAuth => {}
+                AuthStep::SendNext => {
+                    self.got_reply = true;
+                    return;
+                }
+                AuthStep::Done => {
+                    self.got_reply = true;
+                    if let Some(auth) = self.user_auth.take() {
+                        let ticket = auth.ticket;
+                        self.remembered = Some(auth.machine);
+                        h.auth(ticket, AuthResult::Done);
+                    }
+                    return;
+                }
+                AuthStep::Failed { failure, error } => {
+                    self.got_reply = true;
+                    let wrong_type = failure == super::auth::AuthFailure::UnexpectedReply
+                        && pdu.action != Action::GeneralError;
+                    if wrong_type {
+                        // Ended `Disconnected` by the connection drop.
+                        self.fatal(
+                            now,
+                            InternalError::WrongReply {
+                                request: expected,
+                                reply: pdu.action,
+                            },
+                            h,
+                        );
+                    } else if let Some(auth) = self.user_auth.take() {
+                        h.auth(auth.ticket, AuthResult::Rejected { failure, error });
+                    }
+                    return;
+                }
+            }
+        }
+        // A user request in flight.
+        if let Some(at) = self.pending.iter().position(|p| p.id == id) {
+            let Some(p) = self.pending.get(at).copied() else {
+                return;
+            };
+            self.got_reply = true;
+            let answers = pdu.action.request() == p.kind.action();
+            match pdu.action.outcome() {
+                Some(Suffix::Ok) if answers => {
+                    self.pending.remove(at);
+                    h.reply(p.ticket, Outcome::Ok(pdu));
+                }
+                Some(Suffix::Error) if answers || pdu.action == Action::GeneralError => {
+                    self.pending.remove(at);
+                    h.reply(p.ticket, Outcome::Error(pdu));
+                }
+                Some(Suffix::Data) if answers && p.kind == ReqKind::Search => {
+                    h.reply(p.ticket, Outcome::Data(pdu));
+                }
+                _ => self.fatal(
+                    now,
+                    InternalError::WrongReply {
+                        request: p.kind.action(),
+                        reply: pdu.action,
+                    },
+                    h,
+                ),
+            }
+            return;
+        }
+        // A subscription's request.
+        let found = self
+            .subs
+            .iter()
+            .position(|s| s.in_flight.is_some_and(|(sid, _)| sid == id));
+        if let Some(i) = found {
+            self.got_reply = true;
+            let connected = self.subs_connected;
+            let Some(sub) = self.subs.get_mut(i) else {
+                return;
+            };
+            let kind = sub.in_flight.map(|(_, kind)| kind);
+            let event = match (kind, pdu.action) {
+                (Some(SubRequest::Subscribe), Action::SubscribeOk) => SubEvent::SubscribeOk(pdu),
+                (Some(SubRequest::Subscribe), Action::SubscribeError | Action::GeneralError) => {
+                    SubEvent::SubscribeError(pdu)
+                }
+                (Some(SubRequest::Unsubscribe), Action::UnsubscribeOk) => SubEvent::UnsubscribeOk,
+                (
+                    Some(SubRequest::Unsubscribe),
+                    Action::UnsubscribeError | Action::GeneralError,
+                ) => SubEvent::UnsubscribeError,
+                (kind, reply) => {
+                    let request = match kind {
+                        Some(SubRequest::Unsubscribe) => Action::Unsubscribe,
+                        _ => Action::Subscribe,
+                    };
+                    self.fatal(now, InternalError::WrongReply { request, reply }, h);
+                    return;
+                }
+            };
+            sub.in_flight = None;
+            let fate = sub.handle(event, connected, h);
+            self.apply_fate(i, fate);
+            return;
+        }
+        h.internal_error(InternalError::UnknownReply(pdu));
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Internals: requests, queue and outbox
+    // ----------------------------------------------------------------------------------
+
+    fn submit_acked<H: Handler>(
+        &mut self,
+        now: Instant,
+        req: UserRequest<'_>,
+        deadline: Option<Instant>,
+        h: &mut H,
+    ) -> Result<Ticket, RequestError> {
+        self.submit(now, req, Ack::Reply { deadline }, h)?
+            .ok_or(RequestError::Full)
+    }
+
+    /// Refuses a request when `max_queue_size` user requests are queued or in flight.
+    fn check_room(&self) -> Result<(), RequestError> {
+        let waiting = self.queued.saturating_add(self.requests_in_flight());
+        if waiting >= self.config.max_queue_size {
+            Err(RequestError::Full)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Why the queue refused a record.
+    fn queue_refusal(&self) -> RequestError {
+        if self.queue.is_empty() {
+            RequestError::QueueTooSmall
+        } else {
+            RequestError::Full
+        }
+    }
+
+    /// Nothing waits to be written before a new request: it may go straight out.
+    fn can_send_now(&self, acked: bool) -> bool {
+        self.state == ClientState::Connected
+            && self.writable
+            && self.queue.is_empty()
+            && self.user_auth.as_ref().is_none_or(|a| !a.started)
+            && self.subs.iter().all(|s| s.to_send.is_none())
+            && (!acked || !self.pending.is_full())
+    }
+
+    fn submit<H: Handler>(
+        &mut self,
+        now: Instant,
+        req: UserRequest<'_>,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        let _ = (now, h);
+        if self.state == ClientState::Disposed {
+            return Err(RequestError::Disposed);
+        }
+        self.check_room()?;
+        if req.pdu_bound() > RecordFifo::<OUT>::max_record() {
+            return Err(RequestError::TooLarge);
+        }
+        let (acked, deadline) = match ack {
+            Ack::None => (false, None),
+            Ack::Reply { deadline } => (true, deadline),
+        };
+        let ticket = Ticket::from_raw(self.next_ticket);
+        let pdu = req.to_pdu();
+        let mut sent = false;
+        if self.can_send_now(acked) {
+            let id = self.next_id;
+            match push_encoded(&mut self.outbox, None, |out| {
+                pdu.encode(acked.then_some(u64::from(id)), out)
+            }) {
+                Ok(()) => {
+                    sent = true;
+                    if acked {
+                        self.next_id = self.next_id.wrapping_add(1);
+                        let entry = Pending {
+                            id,
+                            ticket,
+                            kind: req.kind(),
+                            deadline,
+                        };
+                        // `can_send_now` checked there is room.
+                        let _ = self.pending.push(entry);
+                    }
+                }
+                Err(WriteError::Encode(_)) => {}
+                Err(_) => return Err(RequestError::InvalidJson),
+            }
+        }
+        if !sent {
+            let meta = Meta {
+                kind: req.kind(),
+                acked,
+                cancelled: false,
+                ticket,
+                deadline,
+            };
+            match push_encoded(&mut self.queue, Some(&meta), |out| pdu.encode_body(out)) {
+                Ok(()) => {
+                    self.queued = self.queued.saturating_add(1);
+                    self.queue_deadline = min_deadline(self.queue_deadline, deadline);
+                }
+                Err(WriteError::Encode(_)) if !req.json_is_valid() => {
+                    return Err(RequestError::InvalidJson)
+                }
+                Err(WriteError::Encode(_)) => return Err(self.queue_refusal()),
+                Err(_) => return Err(RequestError::InvalidJson),
+            }
+        }
+        if !acked {
+            return Ok(None);
+        }
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        self.pump();
+        Ok(Some(ticket))
+    }
+
+    /// Ends a queued request that can no longer be sent.
+    fn resolve_queued<H: Handler>(
+        meta: Meta,
+        user_auth: &mut Option<UserAuth>,
+        h: &mut H,
+        outcome: Outcome<'_>,
+    ) {
+        if meta.kind == ReqKind::Auth {
+            if user_auth.as_ref().is_some_and(|a| a.ticket == meta.ticket) {
+                *user_auth = None;
+            }
+            let result = match outcome {
+                Outcome::Timeout => AuthResult::Timeout,
+                _ => AuthResult::Disconnected,
+            };
+            h.auth(meta.ticket, result);
+        } else if meta.acked {
+            h.reply(meta.ticket, outcome);
+        }
+    }
+
+    /// Times out queued requests whose deadline passed.
+    fn expire_queued<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        if self.queue_deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        let mut next = None;
+        let (queue, user_auth, queued) = (&mut self.queue, &mut self.user_auth, &mut self.queued);
+        queue.for_each_mut(|record| {
+            let Some((meta, _)) = Meta::read(record) else {
+                return;
+            };
+            if meta.cancelled {
+                return;
+            }
+            match meta.deadline {
+                Some(d) if d <= now => {
+                    Meta::cancel(record);
+                    *queued = queued.saturating_sub(1);
+                    Self::resolve_queued(meta, user_auth, h, Outcome::Timeout);
+                }
+                d => next = min_deadline(next, d),
+            }
+        });
+        self.queue_deadline = next;
+    }
+
+    /// Writes everything that may be written now, in protocol order: auth restore, the
+    /// user's auth exchange, subscription requests, then queued requests. Stops at the
+    /// first thing that does not fit the outbox (order is never broken).
+    fn pump(&mut self) {
+        if !self.writable {
+            return;
+        }
+        if self.restoring.is_some() {
+            if let Some(creds) = self.remembered.as_mut() {
+                let id = self.next_id;
+                if let Ok(true) = Self::write_auth(&mut self.outbox, creds, id) {
+                    self.next_id = self.next_id.wrapping_add(1);
+                }
+            }
+            return;
+        }
+        if let Some(auth) = self.user_auth.as_mut().filter(|a| a.started) {
+            let id = self.next_id;
+            match Self::write_auth(&mut self.outbox, &mut auth.machine, id) {
+                Ok(true) => self.next_id = self.next_id.wrapping_add(1),
+                Ok(false) => {}
+                Err(_) => return,
+            }
+        }
+        if self.subs_connected {
+            for sub in self.subs.iter_mut() {
+                let Some(kind) = sub.to_send else {
+                    continue;
+                };
+                let id = self.next_id;
+                let request = sub.request(kind);
+                if push_encoded(&mut self.outbox, None, |out| {
+                    request.encode(Some(u64::from(id)), out)
+                })
+                .is_err()
+                {
+                    return;
+                }
+                sub.to_send = None;
+                sub.in_flight = Some((id, kind));
+                self.next_id = self.next_id.wrapping_add(1);
+            }
+        }
+        if self.state != ClientState::Connected {
+            return;
+        }
+        // Requests made after an authenticate wait for it.
+        while self.user_auth.as_ref().is_none_or(|a| !a.started) {
+            let Some(record) = self.queue.front() else {
+                break;
+            };
+            let Some((meta, body)) = Meta::read(record) else {
+                self.queue.pop_front();
+                continue;
+            };
+            if meta.cancelled {
+                self.queue.pop_front();
+                continue;
+            }
+            if meta.kind == ReqKind::Auth {
+                self.queue.pop_front();
+                self.queued = self.queued.saturating_sub(1);
+                match self.user_auth.as_mut() {
+                    Some(auth) if auth.ticket == meta.ticket => {
+                        auth.started = true;
+                        auth.machine.reset();
+                        let id = self.next_id;
+                        if let Ok(true) = Self::write_auth(&mut self.outbox, &mut auth.machine, id)
+                        {
+                            self.next_id = self.next_id.wrapping_add(1);
+                        }
+                    }
+                    // Its slot was already resolved; nothing to run.
+                    _ => continue,
+                }
+                break;
+            }
+            if meta.acked && self.pending.is_full() {
+                break;
+            }
+            let id = self.next_id;
+            let action = meta.kind.action().as_str();
+            let body = core::str::from_utf8(body).unwrap_or("");
+            let written = push_encoded(&mut self.outbox, None, |out| {
+                write_envelope(action, meta.acked.then_some(u64::from(id)), body, out)
+            });
+            if written.is_err() {
+                break;
+            }
+            if meta.acked {
+                self.next_id = self.next_id.wrapping_add(1);
+                let _ = self.pending.push(Pending {
+                    id,
+                    ticket: meta.ticket,
+                    kind: meta.kind,
+                    deadline: meta.deadline,
+                });
+            }
+            self.queue.pop_front();
+            self.queued = self.queued.saturating_sub(1);
+        }
+    }
+
+    /// Writes the auth request due now, if any; `Ok(false)` when none is due.
+    fn write_auth(
+        outbox: &mut RecordFifo<OUT>,
+        machine: &mut Credentials,
+        id: u32,
+    ) -> Result<bool, WriteError> {
+        if machine.next_request().is_none() {
+            return Ok(false);
+        }
+        push_encoded(outbox, None, |out| {
+            machine.write_request(u64::from(id), out).map(|_| ())
+        })?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

@@ -1,0 +1,269 @@
+//! Per-request bookkeeping of the client: the user requests it can send, the table of
+//! requests in flight (id → ticket, deadline), and the fixed header of an offline-queue
+//! record.
+
+use super::events::Ticket;
+use super::pdu::{Action, Request};
+use crate::json;
+use crate::time::Instant;
+
+/// Upper bound of the envelope and fixed members around the variable parts of a PDU:
+/// `{"action":"rtm/subscribe","id":4294967295,"body":{…}}` plus member names, commas and
+/// the largest fixed members (`"history":{"count":<20 digits>}`, `"period":<10 digits>`,
+/// `"fast_forward":true`, `"force":true`, `"only":"value_changes"`, `"method":"role_secret"`).
+pub(crate) const PDU_OVERHEAD: usize = 256;
+
+/// The length of `s` once written as a JSON string by the escaping writer (without the
+/// quotes): control characters take 6 bytes (`\u00XX`) or 2, `"` and `\` take 2.
+pub(crate) fn escaped_len(s: &str) -> usize {
+    s.bytes().fold(0usize, |n, b| {
+        let w = match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0C => 2,
+            0..=0x1F => 6,
+            _ => 1,
+        };
+        n.saturating_add(w)
+    })
+}
+
+/// The kinds of user request that carry a ticket or wait in the offline queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReqKind {
+    Publish,
+    Read,
+    Write,
+    Delete,
+    Search,
+    /// A queued `authenticate`: the credentials wait in the client's single auth slot.
+    Auth,
+}
+
+impl ReqKind {
+    /// The request action, which the reply's action must answer.
+    pub(crate) fn action(self) -> Action<'static> {
+        match self {
+            ReqKind::Publish => Action::Publish,
+            ReqKind::Read => Action::Read,
+            ReqKind::Write => Action::Write,
+            ReqKind::Delete => Action::Delete,
+            ReqKind::Search => Action::Search,
+            ReqKind::Auth => Action::Handshake,
+        }
+    }
+
+    fn to_byte(self) -> u8 {
+        match self {
+            ReqKind::Publish => 0,
+            ReqKind::Read => 1,
+            ReqKind::Write => 2,
+            ReqKind::Delete => 3,
+            ReqKind::Search => 4,
+            ReqKind::Auth => 5,
+        }
+    }
+
+    fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => ReqKind::Publish,
+            1 => ReqKind::Read,
+            2 => ReqKind::Write,
+            3 => ReqKind::Delete,
+            4 => ReqKind::Search,
+            5 => ReqKind::Auth,
+            _ => return None,
+        })
+    }
+}
+
+/// A user request as given to the client, before it becomes a PDU.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum UserRequest<'a> {
+    Publish {
+        channel: &'a str,
+        message: &'a str,
+    },
+    Read {
+        channel: &'a str,
+        args: Option<&'a str>,
+    },
+    Write {
+        channel: &'a str,
+        value: &'a str,
+    },
+    Delete {
+        channel: &'a str,
+    },
+    Search {
+        prefix: &'a str,
+    },
+}
+
+impl<'a> UserRequest<'a> {
+    pub(crate) fn kind(&self) -> ReqKind {
+        match self {
+            UserRequest::Publish { .. } => ReqKind::Publish,
+            UserRequest::Read { .. } => ReqKind::Read,
+            UserRequest::Write { .. } => ReqKind::Write,
+            UserRequest::Delete { .. } => ReqKind::Delete,
+            UserRequest::Search { .. } => ReqKind::Search,
+        }
+    }
+
+    pub(crate) fn to_pdu(self) -> Request<'a> {
+        match self {
+            UserRequest::Publish { channel, message } => Request::Publish { channel, message },
+            UserRequest::Read { channel, args } => Request::Read {
+                channel,
+                position: None,
+                extras: args,
+            },
+            UserRequest::Write { channel, value } => Request::Write {
+                channel,
+                message: value,
+            },
+            UserRequest::Delete { channel } => Request::Delete { channel },
+            UserRequest::Search { prefix } => Request::Search { prefix },
+        }
+    }
+
+    /// An upper bound of the encoded PDU's length (pre-serialized JSON is copied verbatim,
+    /// at most its own length).
+    pub(crate) fn pdu_bound(&self) -> usize {
+        let (text, raw) = match *self {
+            UserRequest::Publish { channel, message } => (channel, message.len()),
+            UserRequest::Read { channel, args } => (channel, args.map_or(0, str::len)),
+            UserRequest::Write { channel, value } => (channel, value.len()),
+            UserRequest::Delete { channel } => (channel, 0),
+            UserRequest::Search { prefix } => (prefix, 0),
+        };
+        escaped_len(text)
+            .saturating_add(raw)
+            .saturating_add(PDU_OVERHEAD)
+    }
+
+    /// Whether the pre-serialized parts are valid JSON (used to tell `InvalidJson` from
+    /// `Full` when encoding failed for lack of space, before validation could run).
+    pub(crate) fn json_is_valid(&self) -> bool {
+        match *self {
+            UserRequest::Publish { message: v, .. } | UserRequest::Write { value: v, .. } => {
+                json::parse(v, json::MAX_DEPTH).is_ok()
+            }
+            UserRequest::Read {
+                args: Some(args), ..
+            } => json::write::parse_object(args).is_ok(),
+            _ => true,
+        }
+    }
+}
+
+/// One acked user request in flight on the current connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) id: u32,
+    pub(crate) ticket: Ticket,
+    pub(crate) kind: ReqKind,
+    pub(crate) deadline: Option<Instant>,
+}
+
+/// The fixed header of an offline-queue record, followed by the request body (empty for
+/// [`ReqKind::Auth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) kind: ReqKind,
+    pub(crate) acked: bool,
+    /// Resolved already (timed out) but not yet at the front: skipped by the drain.
+    pub(crate) cancelled: bool,
+    pub(crate) ticket: Ticket,
+    pub(crate) deadline: Option<Instant>,
+}
+
+const ACKED: u8 = 1;
+const CANCELLED: u8 = 2;
+
+impl Meta {
+    /// kind (1) + flags (1) + ticket (4) + deadline (8, `u64::MAX` = none).
+    pub(crate) const LEN: usize = 14;
+
+    pub(crate) fn write(&self, dst: &mut [u8]) -> Option<()> {
+        let dst = dst.get_mut(..Self::LEN)?;
+        let mut flags = 0;
+        if self.acked {
+            flags |= ACKED;
+        }
+        if self.cancelled {
+            flags |= CANCELLED;
+        }
+        let deadline = self.deadline.map_or(u64::MAX, Instant::as_micros);
+        let (head, rest) = dst.split_at_mut(2);
+        head.copy_from_slice(&[self.kind.to_byte(), flags]);
+        let (ticket, deadline_bytes) = rest.split_at_mut(4);
+        ticket.copy_from_slice(&self.ticket.get().to_le_bytes());
+        deadline_bytes.copy_from_slice(&deadline.to_le_bytes());
+        Some(())
+    }
+
+    pub(crate) fn read(record: &[u8]) -> Option<(Meta, &[u8])> {
+        let (head, body) = (record.get(..Self::LEN)?, record.get(Self::LEN..)?);
+        let kind = ReqKind::from_byte(*head.first()?)?;
+        let flags = *head.get(1)?;
+        let ticket = u32::from_le_bytes(head.get(2..6)?.try_into().ok()?);
+        let deadline = u64::from_le_bytes(head.get(6..14)?.try_into().ok()?);
+        let meta = Meta {
+            kind,
+            acked: flags & ACKED != 0,
+            cancelled: flags & CANCELLED != 0,
+            ticket: Ticket::from_raw(ticket),
+            deadline: (deadline != u64::MAX).then_some(Instant::from_micros(deadline)),
+        };
+        Some((meta, body))
+    }
+
+    /// Marks the record in place as resolved.
+    pub(crate) fn cancel(record: &mut [u8]) {
+        if let Some(flags) = record.get_mut(1) {
+            *flags |= CANCELLED;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trip() {
+        let meta = Meta {
+            kind: ReqKind::Search,
+            acked: true,
+            cancelled: false,
+            ticket: Ticket::from_raw(0xDEAD_BEEF),
+            deadline: Some(Instant::from_micros(42)),
+        };
+        let mut rec = [0u8; Meta::LEN + 3];
+        assert!(meta.write(&mut rec).is_some());
+        rec[Meta::LEN..].copy_from_slice(b"{x}");
+        assert_eq!(Meta::read(&rec), Some((meta, &b"{x}"[..])));
+        Meta::cancel(&mut rec);
+        assert!(Meta::read(&rec).is_some_and(|(m, _)| m.cancelled));
+        let none = Meta {
+            deadline: None,
+            acked: false,
+            ..meta
+        };
+        assert!(none.write(&mut rec).is_some());
+        assert_eq!(Meta::read(&rec).map(|(m, _)| m), Some(none));
+        assert!(Meta::read(&rec[..5]).is_none());
+        rec[0] = 99;
+        assert!(Meta::read(&rec).is_none());
+        assert!(meta.write(&mut [0u8; 3]).is_none());
+    }
+
+    #[test]
+    fn escaped_length_matches_the_writer() {
+        let s = "a\"b\\c\n\u{1}é";
+        let mut buf = [0u8; 64];
+        let mut out = crate::http::Cursor::new(&mut buf);
+        json::write::string(&mut out, s).unwrap();
+        assert_eq!(escaped_len(s) + 2, out.len());
+    }
+}

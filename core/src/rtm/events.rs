@@ -1,0 +1,571 @@
+//! What goes in and out of the RTM [`Client`](super::Client) besides text: user-facing
+//! enums, the [`Handler`] trait that receives events, and the [`Transmit`] orders for the
+//! adapter.
+
+use core::fmt;
+
+use super::pdu::{self, Action, ErrorBody, Pdu, PduError};
+use crate::time::Instant;
+
+/// The client's state (spec §5.2).
+///
+/// ```
+/// use benchlink_core::rtm::ClientState;
+/// assert_ne!(ClientState::Stopped, ClientState::Connected);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ClientState {
+    /// Not connected and not trying to; the initial state.
+    Stopped,
+    /// A connect attempt is in progress: WebSocket opening, then auth restore.
+    Connecting,
+    /// Connected: requests are sent as they are made, subscriptions are live.
+    Connected,
+    /// `stop()` was called while connected; waiting for the socket to close.
+    Stopping,
+    /// Connection lost; waiting for the reconnect timer (backoff).
+    Awaiting,
+    /// `dispose()` was called: final, every call is refused.
+    Disposed,
+}
+
+/// A subscription's state (spec §5.12).
+///
+/// ```
+/// use benchlink_core::rtm::SubState;
+/// assert_ne!(SubState::Subscribing, SubState::Subscribed);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SubState {
+    /// Not subscribed on the current connection (or no connection).
+    Unsubscribed,
+    /// `rtm/subscribe` sent (or about to be); waiting for the reply.
+    Subscribing,
+    /// Live: messages arrive.
+    Subscribed,
+    /// `rtm/unsubscribe` sent (or about to be); waiting for the reply.
+    Unsubscribing,
+    /// The server refused or ended the subscription for good; it stays failed until the
+    /// application unsubscribes or subscribes again (spec §10 item 11).
+    Failed,
+}
+
+/// The delivery mode of a subscription (spec §5.10).
+///
+/// ```
+/// use benchlink_core::rtm::Mode;
+/// assert_eq!(Mode::default(), Mode::Reliable);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Mode {
+    /// `fast_forward`, no position tracking: after a reconnect the subscription resumes
+    /// from "now". A user position or history applies to the first subscribe only.
+    Simple,
+    /// `fast_forward` plus position tracking: resumes where it left off when the server
+    /// still has the messages, fast-forwards otherwise; `out_of_sync` resubscribes
+    /// without a position.
+    #[default]
+    Reliable,
+    /// Position tracking without `fast_forward`: never skips silently; `out_of_sync` (or
+    /// `expired_position`) makes the subscription [`SubState::Failed`].
+    Advanced,
+}
+
+/// A user request's handle: every request that asked for a reply gets one, and
+/// [`Handler::reply`] (or [`Handler::auth`] for [`authenticate`](super::Client::authenticate))
+/// reports its outcome exactly once.
+///
+/// ```
+/// use benchlink_core::rtm::Ticket;
+/// assert_eq!(Ticket::from_raw(3).get(), 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Ticket(u32);
+
+impl Ticket {
+    /// The ticket's number (tickets count up from 0 per client and wrap after 2³²).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Ticket;
+    /// assert_eq!(Ticket::from_raw(7).get(), 7);
+    /// ```
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// A ticket from its number, for tests and tables keyed by ticket.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Ticket;
+    /// assert_eq!(Ticket::from_raw(1), Ticket::from_raw(1));
+    /// ```
+    pub const fn from_raw(n: u32) -> Self {
+        Ticket(n)
+    }
+}
+
+/// Whether a publish, write or delete wants a reply (spec §2.5: without an id the server
+/// sends none, not even an error).
+///
+/// ```
+/// use benchlink_core::rtm::Ack;
+/// use benchlink_core::time::Instant;
+/// let _fire_and_forget = Ack::None;
+/// let _within_a_minute = Ack::Reply { deadline: Some(Instant::from_secs(60)) };
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Ack {
+    /// No id, no reply, no ticket.
+    None,
+    /// An id and a [`Ticket`]; the outcome is [`Outcome::Timeout`] if no reply arrived by
+    /// `deadline` (`None`: wait for as long as the connection lasts).
+    Reply {
+        /// When to give up waiting.
+        deadline: Option<Instant>,
+    },
+}
+
+/// Why a request was refused at the call; nothing was queued or sent.
+///
+/// ```
+/// use benchlink_core::rtm::RequestError;
+/// assert_eq!(RequestError::Full.to_string(), "too many requests waiting (max_queue_size or buffer space)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RequestError {
+    /// `max_queue_size` user requests are already queued or in flight, or the offline
+    /// queue (or the table of requests in flight) has no room right now: retry later.
+    Full,
+    /// A message, value, argument or extras text is not valid JSON (or not an object where
+    /// an object is required).
+    InvalidJson,
+    /// The request can never be sent: its PDU is larger than the outbox (`OUT`), a
+    /// subscription's texts exceed [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT),
+    /// a user position exceeds [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or
+    /// secret exceeds [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) / [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
+    TooLarge,
+    /// The request must wait (not connected, or behind other requests) and it is larger
+    /// than the whole offline queue (`QUEUE`).
+    QueueTooSmall,
+    /// `subscribe` on a key that already has a live subscription: nothing changed.
+    AlreadySubscribed,
+    /// `unsubscribe` of a key with no subscription.
+    UnknownSubscription,
+    /// The subscription table (`SUBS`) is full.
+    TooManySubscriptions,
+    /// Another `authenticate` is still queued or in progress.
+    AuthInProgress,
+    /// The client was disposed.
+    Disposed,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RequestError::Full => "too many requests waiting (max_queue_size or buffer space)",
+            RequestError::InvalidJson => "invalid JSON",
+            RequestError::TooLarge => "request too large for the configured buffers",
+            RequestError::QueueTooSmall => "request larger than the offline queue",
+            RequestError::AlreadySubscribed => "already subscribed",
+            RequestError::UnknownSubscription => "no such subscription",
+            RequestError::TooManySubscriptions => "subscription table full",
+            RequestError::AuthInProgress => "authentication already in progress",
+            RequestError::Disposed => "client disposed",
+        })
+    }
+}
+
+impl core::error::Error for RequestError {}
+
+/// Why the adapter could not open the WebSocket (or why the core gave up on an attempt).
+///
+/// ```
+/// use benchlink_core::rtm::ConnectError;
+/// let e = ConnectError::Rejected { status: 401 };
+/// assert_eq!(e.to_string(), "WebSocket upgrade rejected with HTTP status 401");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConnectError {
+    /// The host name did not resolve.
+    Resolve,
+    /// A socket error; `code` is the OS error number when known, else 0.
+    Io {
+        /// OS error number (errno), 0 when unknown.
+        code: i32,
+    },
+    /// TLS failed (certificate, handshake).
+    Tls,
+    /// The HTTPS proxy refused the `CONNECT` (spec §2.3).
+    Proxy {
+        /// The proxy's HTTP status.
+        status: u16,
+    },
+    /// The server answered the upgrade with another status than 101 (an invalid appkey,
+    /// spec §2.2).
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The upgrade response was not a valid WebSocket accept.
+    Protocol,
+    /// The attempt took longer than the adapter's or the client's `connect_timeout`.
+    Timeout,
+    /// The socket opened but closed before the client was ready (during auth restore).
+    Closed,
+    /// Auth restore failed on the new connection (spec §4.4): rejected, timed out or
+    /// malformed.
+    AuthRestore,
+    /// Anything else; `code` is adapter-defined.
+    Other {
+        /// Adapter-defined detail.
+        code: i32,
+    },
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Resolve => f.write_str("host name did not resolve"),
+            ConnectError::Io { code } => write!(f, "socket error (os error {code})"),
+            ConnectError::Tls => f.write_str("TLS failed"),
+            ConnectError::Proxy { status } => {
+                write!(f, "proxy refused CONNECT with HTTP status {status}")
+            }
+            ConnectError::Rejected { status } => {
+                write!(f, "WebSocket upgrade rejected with HTTP status {status}")
+            }
+            ConnectError::Protocol => f.write_str("invalid WebSocket upgrade response"),
+            ConnectError::Timeout => f.write_str("connect timed out"),
+            ConnectError::Closed => f.write_str("connection closed before it was ready"),
+            ConnectError::AuthRestore => f.write_str("auth restore failed"),
+            ConnectError::Other { code } => write!(f, "connect failed ({code})"),
+        }
+    }
+}
+
+impl core::error::Error for ConnectError {}
+
+/// What the adapter must do next, from [`Client::poll_transmit`](super::Client::poll_transmit).
+/// Act on them in order.
+///
+/// ```
+/// use benchlink_core::rtm::Transmit;
+/// assert_eq!(Transmit::Send("{}"), Transmit::Send("{}"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Transmit<'a> {
+    /// Drop any previous socket and open the WebSocket; report the result with
+    /// `handle_connected` or `handle_connect_failed`.
+    Connect,
+    /// Send this PDU as one text frame on the current socket.
+    Send(&'a str),
+    /// Close the current socket (a close frame, then the TCP close) and report
+    /// `handle_closed` when it is closed; a no-op when there is no socket.
+    Close,
+}
+
+/// How an acked request ended (or progressed), in [`Handler::reply`].
+///
+/// ```
+/// use benchlink_core::rtm::Outcome;
+/// assert!(Outcome::Timeout.is_final());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Outcome<'a> {
+    /// `…/ok`: success; the reply PDU (its body: position, message, channels…).
+    Ok(Pdu<'a>),
+    /// `…/error` (or `/error` with the request's id): the reply PDU with `error`/`reason`.
+    Error(Pdu<'a>),
+    /// `rtm/search/data`: one intermediate reply of a search; more follow, then `Ok`.
+    Data(Pdu<'a>),
+    /// No reply by the request's deadline. A late reply is reported as
+    /// [`InternalError::UnknownReply`] and otherwise ignored.
+    Timeout,
+    /// The connection was lost (or the client stopped or disposed) before the reply
+    /// arrived. Whether the server processed the request is unknown.
+    Disconnected,
+}
+
+impl Outcome<'_> {
+    /// True for every outcome but [`Outcome::Data`]: the ticket is done.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Outcome;
+    /// assert!(Outcome::Disconnected.is_final());
+    /// ```
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Outcome::Data(_))
+    }
+}
+
+/// How an [`authenticate`](super::Client::authenticate) ended, in [`Handler::auth`].
+///
+/// ```
+/// use benchlink_core::rtm::AuthResult;
+/// assert!(AuthResult::Done.is_done());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AuthResult<'a> {
+    /// Authenticated; the credentials are remembered and replayed on every reconnect
+    /// (when `restore_auth_on_reconnect`).
+    Done,
+    /// The server refused (`auth/handshake/error` or `auth/authenticate/error`, reason
+    /// `Unauthenticated`) or its handshake reply carried no nonce.
+    Rejected {
+        /// Which step failed.
+        failure: super::auth::AuthFailure,
+        /// The server's `error`/`reason`, when it sent an error reply.
+        error: ErrorBody<'a>,
+    },
+    /// No verdict by the deadline.
+    Timeout,
+    /// The connection was lost (or the client stopped or disposed) first.
+    Disconnected,
+}
+
+impl AuthResult<'_> {
+    /// True only for [`AuthResult::Done`] (the reference SDK's `Done` check).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::AuthResult;
+    /// assert!(!AuthResult::Timeout.is_done());
+    /// ```
+    pub fn is_done(&self) -> bool {
+        matches!(self, AuthResult::Done)
+    }
+}
+
+/// Why a subscription entered [`SubState::Failed`], in [`Handler::subscription_failed`].
+///
+/// ```
+/// use benchlink_core::rtm::FailReason;
+/// use benchlink_core::rtm::pdu::Pdu;
+/// let pdu = Pdu::parse(r#"{"action":"rtm/subscribe/error","id":0,"body":{}}"#).unwrap();
+/// assert_eq!(FailReason::SubscribeError(pdu).reason(), "Unknown error");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FailReason<'a> {
+    /// The server answered the subscribe with an error (e.g. `invalid_format`, "Invalid
+    /// PDU: 'position' was invalid").
+    SubscribeError(Pdu<'a>),
+    /// The server ended an ADVANCED subscription with `out_of_sync` or `expired_position`.
+    ChannelError(pdu::ChannelError<'a>),
+}
+
+impl<'a> FailReason<'a> {
+    /// The reference SDK's failure text: `reason`, else `error`, else `"Unknown error"`
+    /// (raw JSON string content, escapes not resolved).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::FailReason;
+    /// use benchlink_core::rtm::pdu::Pdu;
+    /// let pdu = Pdu::parse(r#"{"action":"rtm/subscribe/error","id":0,"body":{"error":"invalid_format"}}"#).unwrap();
+    /// assert_eq!(FailReason::SubscribeError(pdu).reason(), "invalid_format");
+    /// ```
+    pub fn reason(&self) -> &'a str {
+        let (error, reason) = match self {
+            FailReason::SubscribeError(pdu) => {
+                let e = pdu.error();
+                (e.error, e.reason)
+            }
+            FailReason::ChannelError(e) => (e.error, e.reason),
+        };
+        reason
+            .or(error)
+            .map(|s| s.as_raw())
+            .unwrap_or("Unknown error")
+    }
+
+    /// The error code (`out_of_sync`, `invalid_format`, …), if any.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::FailReason;
+    /// use benchlink_core::rtm::pdu::Pdu;
+    /// let pdu = Pdu::parse(r#"{"action":"rtm/subscribe/error","id":0,"body":{"error":"invalid_format"}}"#).unwrap();
+    /// assert_eq!(FailReason::SubscribeError(pdu).error(), Some("invalid_format"));
+    /// ```
+    pub fn error(&self) -> Option<&'a str> {
+        match self {
+            FailReason::SubscribeError(pdu) => pdu.error().error,
+            FailReason::ChannelError(e) => e.error,
+        }
+        .map(|s| s.as_raw())
+    }
+}
+
+/// Something wrong with what the server sent (spec §7.2), or worth logging. The
+/// [fatal](InternalError::is_fatal) ones make the client drop the connection and
+/// reconnect, like the reference SDK; the others are reported and otherwise ignored
+/// (spec §10 item 9).
+///
+/// ```
+/// use benchlink_core::rtm::InternalError;
+/// use benchlink_core::rtm::pdu::{Pdu, PduError};
+/// assert!(InternalError::Malformed(PduError::NotAnObject { offset: 0 }).is_fatal());
+/// let odd = Pdu::parse(r#"{"action":"rtm/new_thing","body":{}}"#).unwrap();
+/// assert!(!InternalError::Ignored(odd).is_fatal());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InternalError<'a> {
+    /// Fatal: not JSON, not an object, no `action`, no `body` where one is required, a
+    /// known reply action without `id`, or an unsolicited body missing required members.
+    Malformed(PduError),
+    /// Fatal: an unsolicited `/error` ("General error").
+    GeneralError(ErrorBody<'a>),
+    /// Fatal: a reply whose action does not answer the request with that id (e.g. a
+    /// `rtm/publish/ok` for a subscribe).
+    WrongReply {
+        /// The request that id belongs to.
+        request: Action<'static>,
+        /// The reply received.
+        reply: Action<'a>,
+    },
+    /// Fatal for the connection attempt: restoring the remembered credentials failed
+    /// (spec §4.4); the client backs off and retries.
+    AuthRestoreFailed,
+    /// Not fatal: an unsolicited PDU of an unknown kind, or `rtm/subscription/info` other
+    /// than `fast_forward`.
+    Ignored(Pdu<'a>),
+    /// Not fatal: a reply whose id matches no request (a reply after its request timed
+    /// out, or a string id). The reference SDK ignores these silently.
+    UnknownReply(Pdu<'a>),
+    /// Not fatal: `rtm/subscription/data` without `position`: the messages were delivered,
+    /// the tracked position was not updated (spec §10 item 2).
+    DataWithoutPosition {
+        /// The subscription.
+        key: &'a str,
+    },
+    /// Not fatal: a position longer than [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN)
+    /// or containing JSON escapes; the previous position is kept.
+    PositionNotTracked {
+        /// The subscription.
+        key: &'a str,
+    },
+    /// Not fatal: data or an error for a subscription that is not subscribed (unsubscribed
+    /// or failed); it was not delivered.
+    UnexpectedForSubscription {
+        /// The subscription.
+        key: &'a str,
+    },
+    /// Not fatal: a frame arrived while the client had no open connection (a late frame
+    /// from a socket it already gave up); it was not processed.
+    NotConnected,
+}
+
+impl InternalError<'_> {
+    /// Whether the client dropped the connection because of it.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::InternalError;
+    /// assert!(!InternalError::NotConnected.is_fatal());
+    /// ```
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            InternalError::Malformed(_)
+                | InternalError::GeneralError(_)
+                | InternalError::WrongReply { .. }
+                | InternalError::AuthRestoreFailed
+        )
+    }
+}
+
+/// Receives the client's events. Every call into the [`Client`](super::Client) that
+/// causes events delivers them synchronously to the handler passed to that call, before
+/// it returns. All methods have empty defaults: implement what you need.
+///
+/// A handler cannot call back into the client (the client is mutably borrowed); record
+/// what to do and do it after the call returns.
+///
+/// ```
+/// use benchlink_core::rtm::{ClientState, Handler};
+/// #[derive(Default)]
+/// struct Log { connected: bool }
+/// impl Handler for Log {
+///     fn client_state(&mut self, _leave: ClientState, enter: ClientState) {
+///         self.connected = enter == ClientState::Connected;
+///     }
+/// }
+/// let mut log = Log::default();
+/// log.client_state(ClientState::Connecting, ClientState::Connected);
+/// assert!(log.connected);
+/// ```
+pub trait Handler {
+    /// The client left `leave` and entered `enter`.
+    fn client_state(&mut self, leave: ClientState, enter: ClientState) {
+        let _ = (leave, enter);
+    }
+
+    /// An acked request's outcome: exactly one final outcome per [`Ticket`], possibly
+    /// preceded by [`Outcome::Data`] replies (search).
+    fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+        let _ = (ticket, outcome);
+    }
+
+    /// The subscription `key` left `leave` and entered `enter` (`leave == enter` when a
+    /// subscribe is re-sent from Subscribing after a cycle).
+    fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
+        let _ = (key, leave, enter);
+    }
+
+    /// The subscription `key` just entered [`SubState::Failed`], and why.
+    fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
+        let _ = (key, reason);
+    }
+
+    /// A subscription record was created (by `subscribe`, or when an unsubscribe +
+    /// subscribe cycle resolved).
+    fn subscription_created(&mut self, key: &str) {
+        let _ = key;
+    }
+
+    /// A subscription record was removed; no more events for it (until created again).
+    fn subscription_deleted(&mut self, key: &str) {
+        let _ = key;
+    }
+
+    /// Messages for subscription `key`: each element of `data.messages` is raw JSON text
+    /// borrowed from the received frame.
+    fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
+        let _ = (key, data);
+    }
+
+    /// The server skipped subscription `key` ahead (`rtm/subscription/info` with
+    /// `fast_forward`): messages were lost.
+    fn fast_forward(&mut self, key: &str, info: pdu::SubscriptionInfo<'_>) {
+        let _ = (key, info);
+    }
+
+    /// A protocol problem (see [`InternalError::is_fatal`]).
+    fn internal_error(&mut self, error: InternalError<'_>) {
+        let _ = error;
+    }
+
+    /// How an `authenticate` ended: exactly once per its [`Ticket`].
+    fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
+        let _ = (ticket, result);
+    }
+}
+
+/// A handler that ignores everything.
+///
+/// ```
+/// use benchlink_core::rtm::{Handler, NoopHandler, ClientState};
+/// NoopHandler.client_state(ClientState::Stopped, ClientState::Connecting);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopHandler;
+
+impl Handler for NoopHandler {}

@@ -1,0 +1,440 @@
+//! One subscription record and its state machine (spec §5.10–§5.15, with the §10
+//! differences).
+//!
+//! The machine is total: [`Subscription::handle`] accepts every [`SubEvent`] in every
+//! [`SubState`]; events without a row in the table leave the state alone. Differences
+//! from the reference table, all from spec §10:
+//!
+//! - `Failed` + `Disconnect` and `Failed` + `ChannelError` stay `Failed` (item 11: a
+//!   failed subscription is not retried on every reconnect, and the server cannot end a
+//!   subscription that is not live); only the application's `unsubscribe` or `subscribe`
+//!   leaves `Failed`.
+//! - Reaching `Unsubscribed` while unlinked removes the record and reports it deleted,
+//!   wherever it happens (item 12: no leak when unsubscribing while disconnected or from
+//!   `Failed`).
+//! - `out_of_sync` (and `expired_position`, which would otherwise fail again on every
+//!   resubscribe) drops the tracked position: RELIABLE and SIMPLE resubscribe **without**
+//!   a `position` key (item 10), ADVANCED fails.
+//! - A channel error on a subscription that is no longer wanted (unlinked, or cycling to
+//!   new arguments) ends it instead of resubscribing first.
+//! - SIMPLE sends a user `position` and every mode sends `history` only until the first
+//!   `subscribe/ok` (item 10: no replays on reconnect).
+//! - Data arriving while `Subscribing` is **reported** to the application at once (item
+//!   13) and advances the tracked position; a later `subscribe/ok` position, which is
+//!   older, is then not applied.
+//! - `rtm/subscription/info` `fast_forward` with a `position` updates the tracked position
+//!   (the JS SDK's behaviour), so a resubscribe does not ask for the expired one again.
+
+use heapless::String;
+
+use super::connection::{escaped_len, PDU_OVERHEAD};
+use super::events::{FailReason, Handler, InternalError, Mode, RequestError, SubState};
+use super::pdu::{self, History, Pdu, Request, SubscribeRequest, Target};
+use crate::json::JsonStr;
+
+/// Bytes available per subscription for its key (channel name or subscription id), its
+/// `filter` and its `extras` together.
+pub const MAX_SUBSCRIPTION_TEXT: usize = 256;
+
+/// The longest position a subscription tracks; positions look like `1479315802:6`.
+pub const MAX_POSITION_LEN: usize = 64;
+
+/// Options of a [`subscribe`](super::Client::subscribe) (spec §3.1, §3.3). All optional;
+/// `Default` is a plain subscription.
+///
+/// ```
+/// use benchlink_core::rtm::SubscribeArgs;
+/// use benchlink_core::rtm::pdu::History;
+/// let args = SubscribeArgs { history: Some(History::Count(10)), ..SubscribeArgs::default() };
+/// assert!(args.filter.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SubscribeArgs<'a> {
+    /// Start at this position (from a `publish/ok`, `subscribe/ok` or data PDU). In SIMPLE
+    /// mode it applies to the first subscribe only; in RELIABLE and ADVANCED mode it is
+    /// replaced by the tracked position as messages arrive.
+    pub position: Option<&'a str>,
+    /// Replay history first; sent until the subscription is first established.
+    pub history: Option<History>,
+    /// A view: an SQL-like `select … from channel`. The subscription is then keyed by the
+    /// `channel_or_id` given to `subscribe` as its `subscription_id`.
+    pub filter: Option<&'a str>,
+    /// Aggregation period of a view, in seconds (at most 60).
+    pub period: Option<u32>,
+    /// `"only": "value_changes"`: consecutive identical messages arrive once.
+    pub only_value_changes: bool,
+    /// `"force": true`: replace a subscription with the same id on the server.
+    pub force: bool,
+    /// More members for the subscribe body, as a JSON object text; they override the
+    /// members above with the same name and are sent with every subscribe.
+    pub extras: Option<&'a str>,
+}
+
+/// Whether the application still wants the subscription (spec §5.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// Wanted, with the current arguments.
+    Linked,
+    /// `unsubscribe` was called: delete it once `Unsubscribed`.
+    Unlinked,
+    /// `unsubscribe` then `subscribe` again: once `Unsubscribed`, start over with the new
+    /// arguments (already stored).
+    Cycle,
+}
+
+/// Which request a subscription has to send or has in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SubRequest {
+    Subscribe,
+    Unsubscribe,
+}
+
+/// Events of the subscription machine (spec §5.12).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SubEvent<'a> {
+    /// The client connected (after auth restore).
+    Connect,
+    /// The connection is gone.
+    Disconnect,
+    /// The link mode changed (subscribe/unsubscribe by the application).
+    ModeChange,
+    SubscribeOk(Pdu<'a>),
+    SubscribeError(Pdu<'a>),
+    /// A real `unsubscribe/ok`, or the local one of unsubscribing from `Failed`.
+    UnsubscribeOk,
+    UnsubscribeError,
+    ChannelError(pdu::ChannelError<'a>),
+}
+
+/// What the client must do with the record after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Fate {
+    Keep,
+    /// Deleted: remove it from the table (the `deleted` event was already reported).
+    Remove,
+}
+
+/// One subscription: its arguments, tracked position, states and pending request.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscription {
+    /// key, then filter, then extras.
+    text: String<MAX_SUBSCRIPTION_TEXT>,
+    key_len: usize,
+    filter_len: Option<usize>,
+    extras_len: Option<usize>,
+    position: Option<String<MAX_POSITION_LEN>>,
+    mode: Mode,
+    history: Option<History>,
+    period: Option<u32>,
+    only_value_changes: bool,
+    force: bool,
+    /// A `subscribe/ok` arrived for the current arguments: first-time options are spent.
+    established: bool,
+    /// Data arrived since the last subscribe was sent.
+    data_since_subscribe: bool,
+    state: SubState,
+    pub(crate) link: Link,
+    /// A request to write as soon as the outbox has room.
+    pub(crate) to_send: Option<SubRequest>,
+    /// The request in flight on the current connection: `(id, kind)`.
+    pub(crate) in_flight: Option<(u32, SubRequest)>,
+}
+
+impl Subscription {
+    /// A new linked record in `Unsubscribed`, or why the arguments are unusable.
+    pub(crate) fn new(
+        key: &str,
+        mode: Mode,
+        args: &SubscribeArgs<'_>,
+    ) -> Result<Self, RequestError> {
+        let extras = match args.extras {
+            Some(extras) => Some(
+                crate::json::write::parse_object(extras)
+                    .map_err(|_| RequestError::InvalidJson)?
+                    .as_raw(),
+            ),
+            None => None,
+        };
+        let mut text = String::new();
+        let mut push = |s: &str| text.push_str(s).map_err(|()| RequestError::TooLarge);
+        push(key)?;
+        if let Some(filter) = args.filter {
+            push(filter)?;
+        }
+        if let Some(extras) = extras {
+            push(extras)?;
+        }
+        let position = match args.position {
+            Some(p) => Some(String::try_from(p).map_err(|()| RequestError::TooLarge)?),
+            None => None,
+        };
+        Ok(Subscription {
+            text,
+            key_len: key.len(),
+            filter_len: args.filter.map(str::len),
+            extras_len: extras.map(str::len),
+            position,
+            mode,
+            history: args.history,
+            period: args.period,
+            only_value_changes: args.only_value_changes,
+            force: args.force,
+            established: false,
+            data_since_subscribe: false,
+            state: SubState::Unsubscribed,
+            link: Link::Linked,
+            to_send: None,
+            in_flight: None,
+        })
+    }
+
+    /// Takes the arguments of `fresh` (a cycle, or a restart from `Failed`), keeping the
+    /// state, the link and the requests of `self`.
+    pub(crate) fn replace_args(&mut self, fresh: Subscription) {
+        let (state, link, to_send, in_flight) =
+            (self.state, self.link, self.to_send, self.in_flight);
+        *self = Subscription {
+            state,
+            link,
+            to_send,
+            in_flight,
+            ..fresh
+        };
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        self.text.get(..self.key_len).unwrap_or_default()
+    }
+
+    fn filter(&self) -> Option<&str> {
+        let len = self.filter_len?;
+        self.text.get(self.key_len..self.key_len.checked_add(len)?)
+    }
+
+    fn extras(&self) -> Option<&str> {
+        let len = self.extras_len?;
+        let start = self.key_len.checked_add(self.filter_len.unwrap_or(0))?;
+        self.text.get(start..start.checked_add(len)?)
+    }
+
+    pub(crate) fn state(&self) -> SubState {
+        self.state
+    }
+
+    fn tracks_position(&self) -> bool {
+        self.mode != Mode::Simple
+    }
+
+    /// An upper bound of the subscribe PDU's length (the largest request it sends).
+    pub(crate) fn pdu_bound(&self) -> usize {
+        escaped_len(self.key())
+            .saturating_add(self.filter().map_or(0, escaped_len))
+            .saturating_add(self.extras_len.unwrap_or(0))
+            .saturating_add(MAX_POSITION_LEN)
+            .saturating_add(PDU_OVERHEAD)
+    }
+
+    /// The request `kind` as it must be sent now.
+    pub(crate) fn request(&self, kind: SubRequest) -> Request<'_> {
+        match kind {
+            SubRequest::Unsubscribe => Request::Unsubscribe {
+                subscription_id: self.key(),
+            },
+            SubRequest::Subscribe => {
+                let target = match self.filter() {
+                    Some(filter) => Target::View {
+                        subscription_id: self.key(),
+                        filter,
+                    },
+                    None => Target::Channel(self.key()),
+                };
+                let position = match self.mode {
+                    Mode::Simple if self.established => None,
+                    _ => self.position.as_deref(),
+                };
+                Request::Subscribe(SubscribeRequest {
+                    position,
+                    history: if self.established { None } else { self.history },
+                    fast_forward: self.mode != Mode::Advanced,
+                    period: self.period,
+                    force: self.force,
+                    only_value_changes: self.only_value_changes,
+                    extras: self.extras(),
+                    target,
+                })
+            }
+        }
+    }
+
+    /// Stores a tracked position; false when it cannot be tracked.
+    fn track(&mut self, position: JsonStr<'_>) -> bool {
+        match position.as_plain().map(String::try_from) {
+            Some(Ok(p)) => {
+                self.position = Some(p);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The state machine: one event, with `connected` telling whether subscribe requests
+    /// may be sent on the current connection.
+    pub(crate) fn handle<H: Handler>(
+        &mut self,
+        event: SubEvent<'_>,
+        connected: bool,
+        h: &mut H,
+    ) -> Fate {
+        use SubEvent as E;
+        use SubState as S;
+        match (self.state, event) {
+            (S::Unsubscribed, E::Connect) if self.link != Link::Unlinked => {
+                self.go(S::Subscribing, connected, h)
+            }
+            (S::Unsubscribed, E::ModeChange) if self.link != Link::Unlinked && connected => {
+                self.go(S::Subscribing, connected, h)
+            }
+            (S::Subscribing, E::SubscribeOk(pdu)) => {
+                if self.link == Link::Linked {
+                    self.established_by(&pdu, h);
+                    self.go(S::Subscribed, connected, h)
+                } else {
+                    self.go(S::Unsubscribing, connected, h)
+                }
+            }
+            (S::Subscribing, E::SubscribeError(pdu)) => match self.link {
+                Link::Linked => self.fail(FailReason::SubscribeError(pdu), connected, h),
+                Link::Unlinked => self.go(S::Unsubscribed, connected, h),
+                Link::Cycle => {
+                    self.resolve_cycle(h);
+                    self.go(S::Subscribing, connected, h)
+                }
+            },
+            (S::Subscribing | S::Subscribed | S::Unsubscribing, E::Disconnect) => {
+                self.go(S::Unsubscribed, connected, h)
+            }
+            (S::Subscribed, E::ModeChange) if self.link != Link::Linked => {
+                self.go(S::Unsubscribing, connected, h)
+            }
+            (S::Subscribed, E::ChannelError(e)) => {
+                let lost_position = e
+                    .error
+                    .is_some_and(|code| code == "out_of_sync" || code == "expired_position");
+                if self.link != Link::Linked {
+                    self.go(S::Unsubscribed, connected, h)
+                } else if lost_position && self.mode == Mode::Advanced {
+                    self.fail(FailReason::ChannelError(e), connected, h)
+                } else {
+                    if lost_position {
+                        self.position = None;
+                    }
+                    self.go(S::Subscribing, connected, h)
+                }
+            }
+            (S::Unsubscribing, E::UnsubscribeOk | E::ChannelError(_)) => {
+                self.go(S::Unsubscribed, connected, h)
+            }
+            (S::Unsubscribing, E::UnsubscribeError) => self.go(S::Subscribed, connected, h),
+            (S::Failed, E::UnsubscribeOk) => self.go(S::Unsubscribed, connected, h),
+            _ => Fate::Keep,
+        }
+    }
+
+    /// `subscribe/ok` for the current arguments.
+    fn established_by<H: Handler>(&mut self, pdu: &Pdu<'_>, h: &mut H) {
+        self.established = true;
+        self.history = None;
+        if !self.tracks_position() {
+            self.position = None;
+        } else if !self.data_since_subscribe {
+            if let Some(p) = pdu.position() {
+                if !self.track(p) {
+                    h.internal_error(InternalError::PositionNotTracked { key: self.key() });
+                }
+            }
+        }
+    }
+
+    /// Leave for `to`, report it, run `to`'s entry actions.
+    fn go<H: Handler>(&mut self, to: SubState, connected: bool, h: &mut H) -> Fate {
+        let from = self.state;
+        self.state = to;
+        self.to_send = None;
+        self.in_flight = None;
+        h.subscription_state(self.key(), from, to);
+        match to {
+            SubState::Subscribing => {
+                self.to_send = Some(SubRequest::Subscribe);
+                self.data_since_subscribe = false;
+                Fate::Keep
+            }
+            SubState::Unsubscribing => {
+                self.to_send = Some(SubRequest::Unsubscribe);
+                Fate::Keep
+            }
+            SubState::Unsubscribed => match self.link {
+                Link::Linked => Fate::Keep,
+                Link::Unlinked => {
+                    h.subscription_deleted(self.key());
+                    Fate::Remove
+                }
+                Link::Cycle => {
+                    self.resolve_cycle(h);
+                    self.handle(SubEvent::ModeChange, connected, h)
+                }
+            },
+            SubState::Subscribed | SubState::Failed => Fate::Keep,
+        }
+    }
+
+    fn fail<H: Handler>(&mut self, reason: FailReason<'_>, connected: bool, h: &mut H) -> Fate {
+        let fate = self.go(SubState::Failed, connected, h);
+        h.subscription_failed(self.key(), reason);
+        fate
+    }
+
+    /// The old subscription is gone; the new arguments take over (spec §5.11).
+    fn resolve_cycle<H: Handler>(&mut self, h: &mut H) {
+        self.link = Link::Linked;
+        h.subscription_deleted(self.key());
+        h.subscription_created(self.key());
+    }
+
+    /// `rtm/subscription/data` for this key.
+    pub(crate) fn on_data<H: Handler>(&mut self, data: pdu::SubscriptionData<'_>, h: &mut H) {
+        if !matches!(
+            self.state,
+            SubState::Subscribing | SubState::Subscribed | SubState::Unsubscribing
+        ) {
+            h.internal_error(InternalError::UnexpectedForSubscription { key: self.key() });
+            return;
+        }
+        self.data_since_subscribe = true;
+        h.subscription_data(self.key(), data);
+        match data.position {
+            None => h.internal_error(InternalError::DataWithoutPosition { key: self.key() }),
+            Some(p) if self.tracks_position() && self.link == Link::Linked => {
+                if !self.track(p) {
+                    h.internal_error(InternalError::PositionNotTracked { key: self.key() });
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// `rtm/subscription/info` `fast_forward` for this key.
+    pub(crate) fn on_fast_forward<H: Handler>(
+        &mut self,
+        info: pdu::SubscriptionInfo<'_>,
+        h: &mut H,
+    ) {
+        h.fast_forward(self.key(), info);
+        if let Some(p) = info.position {
+            if self.tracks_position() && self.link == Link::Linked && !self.track(p) {
+                h.internal_error(InternalError::PositionNotTracked { key: self.key() });
+            }
+        }
+    }
+}
