@@ -1244,3 +1244,63 @@ fn shutdown_closes_everything_and_frees_the_port() {
     c.closed();
     TcpListener::bind(addr).expect("the port is free again");
 }
+
+#[test]
+fn mutated_pdus_get_answers_or_nothing_never_a_crash() {
+    let server = start(RtmServerConfig::default());
+    let mut c = connect(&server);
+    let seeds = [
+        r#"{"action":"rtm/publish","id":0,"body":{"channel":"m","message":{"a":[1,2]}}}"#,
+        r#"{"action":"rtm/subscribe","id":1,"body":{"channel":"m","position":"1:0","history":{"count":2},"fast_forward":true}}"#,
+        r#"{"action":"rtm/subscribe","id":2,"body":{"subscription_id":"v","filter":"select a from m","only":"value_changes"}}"#,
+        r#"{"action":"rtm/unsubscribe","id":3,"body":{"subscription_id":"m"}}"#,
+        r#"{"action":"rtm/read","id":4,"body":{"channel":"m","position":"1:0"}}"#,
+        r#"{"action":"auth/handshake","id":5,"body":{"method":"role_secret","data":{"role":"superuser"}}}"#,
+        r#"{"action":"auth/authenticate","id":6,"body":{"method":"role_secret","credentials":{"hash":"x"}}}"#,
+        r#"{"action":"rtm/search","id":7,"body":{"prefix":"m"}}"#,
+    ];
+    let alphabet = br#"{}[]":,01-9.aez\ nulltrue"#;
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for i in 0..2000 {
+        let mut bytes = seeds[i % seeds.len()].as_bytes().to_vec();
+        for _ in 0..=(next() % 4) {
+            if bytes.is_empty() {
+                break;
+            }
+            let at = (next() as usize) % bytes.len();
+            match next() % 3 {
+                0 => bytes[at] = alphabet[(next() as usize) % alphabet.len()],
+                1 => {
+                    bytes.remove(at);
+                }
+                _ => bytes.truncate(at),
+            }
+        }
+        if bytes.is_empty() {
+            continue;
+        }
+        c.ws.write(Message::text(String::from_utf8(bytes).unwrap()))
+            .unwrap();
+        if i % 100 == 0 {
+            c.ws.flush().unwrap();
+        }
+    }
+    c.ws.flush().unwrap();
+    // Drain the answers, then the connection (and the server) still work.
+    c.send_text(r#"{"action":"rtm/publish","id":"end","body":{"channel":"fin","message":1}}"#);
+    loop {
+        let pdu = c.recv();
+        assert!(pdu["action"].is_string(), "{pdu}");
+        if pdu["id"] == "end" {
+            assert_eq!(pdu["action"], "rtm/publish/ok");
+            break;
+        }
+    }
+    connect(&server).publish("fin", json!(2));
+}

@@ -89,9 +89,9 @@ pub(crate) fn handle(shared: &Shared, conn: u64, text: &str) {
 
 /// Sleeps `delay` in short steps, so that a shutdown is not held up.
 fn sleep_unless_shutdown(shared: &Shared, delay: Duration) {
-    let end = Instant::now() + delay;
+    let start = Instant::now();
     while !shared.is_shutdown() {
-        let left = end.saturating_duration_since(Instant::now());
+        let left = delay.saturating_sub(start.elapsed());
         if left.is_zero() {
             break;
         }

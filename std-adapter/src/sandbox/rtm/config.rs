@@ -223,8 +223,8 @@ impl Default for RtmServerConfig {
             max_subscriptions: 20_000,
             upgrade_pause: Duration::from_millis(10),
             handshake_timeout: Duration::from_secs(10),
-            record_bytes: 1 << 20,
-            max_records: 10_000,
+            record_bytes: 256 * 1024,
+            max_records: 1000,
         }
     }
 }

@@ -163,10 +163,20 @@ fn run(
         } else {
             None
         };
+        // Outcomes are recorded before the response goes out, so that a test that has
+        // seen the response also sees the outcome.
         if let Some((status, text)) = refusal {
             upgrade.rejected = Some(status);
+            shared
+                .lock()
+                .set_outcome(id, AttemptOutcome::Rejected(status));
             return Err(error_response(status, text));
         }
+        let outcome = match fault {
+            Some(ConnectFault::CloseAfterUpgrade) => AttemptOutcome::ClosedAfterUpgrade,
+            _ => AttemptOutcome::Upgraded,
+        };
+        shared.lock().set_outcome(id, outcome);
         // JS clients offer `json` (or `cbor`) and fail when none is selected. CBOR is
         // not implemented, so only `json` is ever selected.
         let offers_json = req
@@ -227,7 +237,6 @@ fn run(
                 return Some(AttemptOutcome::HandshakeFailed);
             }
         }
-        st.set_outcome(id, AttemptOutcome::Upgraded);
         st.conns.insert(
             id,
             Conn {

@@ -11,6 +11,25 @@
 //! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
 //! and [`Faults`] for everything the reference SDK's tests do to a live service.
 //!
+//! Choices where the spec records no behaviour of the real service:
+//! - positions are `"<server start, unix seconds>:<n>"`; only `n` is read back, so any
+//!   `<digits>:<digits>` is accepted and a position past the end means "from now";
+//! - `subscribe/ok` carries where the subscription starts (the next sequence number for
+//!   a live subscribe); an expired position without `fast_forward` still gets the
+//!   `subscribe/ok`, then `rtm/subscription/error` ([`RtmServerConfig::expired_error`]),
+//!   and the subscription is gone;
+//! - `rtm/write` is `rtm/publish` under the `write` permission; `rtm/read` returns the
+//!   channel's latest message (kept even when the history expires); `rtm/delete` clears
+//!   it without telling subscribers;
+//! - the data for a client's own subscription may arrive before its `publish/ok`;
+//! - error codes: unknown action `invalid_operation`, non-JSON frame `/error`
+//!   `invalid_json` (no id), subscription id in use `already_subscribed` (unless
+//!   `force`), unknown subscription `not_subscribed`, auth failure
+//!   `authentication_failed` (reason `Unauthenticated`), limits `limit_exceeded`, bad
+//!   fields `invalid_format` with `Invalid PDU: '<field>' was invalid`;
+//! - the handshake gives any role a nonce; an unknown role fails at `auth/authenticate`,
+//!   like a bad secret, and each nonce serves one attempt.
+//!
 //! Not implemented: CBOR (a client that offers only `cbor` gets JSON and no selected
 //! subprotocol), `where` clauses and aggregation in views (`period` is accepted and
 //! ignored), TLS (tests run over `ws://`).
@@ -162,12 +181,12 @@ impl RtmServer {
         timeout: Duration,
         mut pred: impl FnMut(&[ConnectionInfo]) -> bool,
     ) -> bool {
-        let end = Instant::now() + timeout;
+        let start = Instant::now();
         loop {
             if pred(&self.connections()) {
                 return true;
             }
-            if Instant::now() >= end {
+            if start.elapsed() >= timeout {
                 return false;
             }
             thread::sleep(Duration::from_millis(5));
