@@ -1,0 +1,215 @@
+//! Chunked bodies: a syntactically valid chunked encoding of the payload decodes to exactly
+//! the payload under any split; raw bytes after a chunked head never panic and decode the
+//! same under any split.
+//!
+//! Input: `[flags][seed: 4 bytes][payload…]`
+//! - flags bits 0-1: largest chunk 1024 / 16 / 3 / 4096 bytes; bit 2: chunk extensions and
+//!   whitespace after the size; bit 3: trailer fields; bit 4: bare LF line ends now and
+//!   then; bit 5: leading zeros and upper-case hex in sizes; bit 6: a body limit below the
+//!   payload size; bit 7: `finish` after the garbage stream.
+//! - seed: chunk sizes, framing details and split points.
+//!
+//! Properties (structured body, followed by a pipelined `204` response): events are
+//! exactly `Head(200, chunked)`, `Data(payload)`, `End` right after the last-chunk and
+//! trailer section, then the `204`'s `Head` and `End` — whole, in random pieces and byte
+//! at a time; with a body limit, exactly `max` payload bytes and then `BodyTooLarge`.
+//! Garbage after a chunked head (identity and `deflate`): same events for every split.
+#![no_main]
+
+use benchlink_core::http::{
+    ContentEncoding, DecodeError, DecompressorOxide, Framing, InflateMemory, Limits, Method,
+};
+use benchlink_core_fuzz::{byte_pieces, random_pieces, run, whole, Ev, Rng, Setup};
+use libfuzzer_sys::fuzz_target;
+
+const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+const NEXT: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+
+fuzz_target!(|input: &[u8]| {
+    let [flags, s0, s1, s2, s3, payload @ ..] = input else {
+        return;
+    };
+    let mut rng = Rng::from_bytes(&[*flags, *s0, *s1, *s2, *s3]);
+    let body = encode(payload, *flags, &mut rng);
+    structured(payload, &body, *flags, &mut rng);
+    garbage(payload, *flags, &mut rng);
+});
+
+fn printable(rng: &mut Rng, max: usize) -> Vec<u8> {
+    (0..rng.below(max + 1))
+        .map(|_| match rng.below(20) {
+            0 => b'\t',
+            _ => 0x20 + rng.below(0x5F) as u8,
+        })
+        .collect()
+}
+
+/// A chunked encoding of `payload` with the framing variations `flags` allow.
+fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
+    let max_chunk = [1024, 16, 3, 4096][usize::from(flags & 3)];
+    let (ext, trailers, bare_lf, odd_hex) = (
+        flags & 4 != 0,
+        flags & 8 != 0,
+        flags & 16 != 0,
+        flags & 32 != 0,
+    );
+    let eol = |rng: &mut Rng| -> &'static [u8] {
+        if bare_lf && rng.chance(2) {
+            b"\n"
+        } else {
+            b"\r\n"
+        }
+    };
+    let size_line = |out: &mut Vec<u8>, n: usize, rng: &mut Rng| {
+        if odd_hex {
+            out.extend(std::iter::repeat_n(b'0', rng.below(4)));
+        }
+        let hex = if odd_hex && rng.chance(2) {
+            format!("{n:X}")
+        } else {
+            format!("{n:x}")
+        };
+        out.extend_from_slice(hex.as_bytes());
+        if ext {
+            if rng.chance(3) {
+                out.extend(std::iter::repeat_n(b' ', rng.below(3)));
+                out.extend(std::iter::repeat_n(b'\t', rng.below(2)));
+            }
+            for _ in 0..rng.below(3) {
+                out.push(b';');
+                out.extend(printable(rng, 24));
+            }
+        }
+        out.extend_from_slice(eol(rng));
+    };
+    let mut out = Vec::new();
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let n = (1 + rng.below(max_chunk)).min(rest.len());
+        size_line(&mut out, n, rng);
+        out.extend_from_slice(&rest[..n]);
+        out.extend_from_slice(eol(rng));
+        rest = &rest[n..];
+    }
+    size_line(&mut out, 0, rng);
+    if trailers {
+        for i in 0..rng.below(4) {
+            out.extend_from_slice(format!("X-Trailer-{i}:").as_bytes());
+            out.extend(printable(rng, 40));
+            out.extend_from_slice(eol(rng));
+        }
+    }
+    out.extend_from_slice(eol(rng));
+    out
+}
+
+fn splits(len: usize, rng: &mut Rng) -> Vec<Vec<usize>> {
+    let mut splits = vec![
+        whole(len),
+        random_pieces(len, rng, 16),
+        random_pieces(len, rng, 1500),
+    ];
+    if len <= 4096 {
+        splits.push(byte_pieces(len));
+    }
+    splits
+}
+
+fn structured(payload: &[u8], body: &[u8], flags: u8, rng: &mut Rng) {
+    let wire = [HEAD, body, NEXT].concat();
+    let limit = (flags & 64 != 0 && !payload.is_empty()).then(|| rng.below(payload.len()));
+    let setup = Setup {
+        head_buf: 256,
+        method: Method::Get,
+        limits: Limits {
+            max_body_bytes: limit.map_or(u64::MAX, |l| l as u64),
+            ..Limits::DEFAULT
+        },
+        eof: false,
+        max_responses: 2,
+    };
+    for lens in splits(wire.len(), rng) {
+        let events = run::<8>(&wire, &lens, &setup, None);
+        let mut it = events.iter();
+        assert!(
+            matches!(
+                it.next(),
+                Some(Ev::Head { at, status: 200, framing: Framing::Chunked, encoding: ContentEncoding::Identity, keep_alive: true, .. })
+                    if *at == HEAD.len()
+            ),
+            "{events:?}"
+        );
+        let data: Vec<u8> = match events.get(1) {
+            Some(Ev::Data(d)) => {
+                it.next();
+                d.clone()
+            }
+            _ => Vec::new(),
+        };
+        if let Some(limit) = limit {
+            assert_eq!(data, &payload[..limit], "not exactly the limit's bytes");
+            assert_eq!(
+                it.next(),
+                Some(&Ev::Error(DecodeError::BodyTooLarge { max: limit as u64 }))
+            );
+            continue;
+        }
+        assert!(
+            data == payload,
+            "decoded data differs from the chunk payloads: {events:?}"
+        );
+        assert_eq!(
+            it.next(),
+            Some(&Ev::End {
+                at: HEAD.len() + body.len(),
+                keep_alive: true,
+                coding_complete: true
+            }),
+            "{events:?}"
+        );
+        assert!(
+            matches!(it.next(), Some(Ev::Head { status: 204, framing: Framing::None, at, .. }) if *at == wire.len()),
+            "{events:?}"
+        );
+        assert!(matches!(it.next(), Some(Ev::End { at, .. }) if *at == wire.len()));
+        assert_eq!(it.next(), None);
+    }
+}
+
+fn garbage(payload: &[u8], flags: u8, rng: &mut Rng) {
+    let setup = Setup {
+        head_buf: 256,
+        method: Method::Get,
+        limits: Limits::DEFAULT,
+        eof: flags & 128 != 0,
+        max_responses: 3,
+    };
+    let identity = [HEAD, payload].concat();
+    let reference = run::<8>(&identity, &whole(identity.len()), &setup, None);
+    for lens in splits(identity.len(), rng).iter().skip(1) {
+        assert_eq!(
+            reference,
+            run::<8>(&identity, lens, &setup, None),
+            "split {lens:?}"
+        );
+    }
+    let deflate = [
+        &b"HTTP/1.1 200 OK\r\nContent-Encoding: deflate\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        payload,
+    ]
+    .concat();
+    let mut state = Box::new(DecompressorOxide::new());
+    let mut window = vec![0u8; 32768];
+    let memory = InflateMemory::new(&mut state, &mut window).expect("valid window");
+    let reference = run::<8>(&deflate, &whole(deflate.len()), &setup, Some(memory));
+    let mut state2 = Box::new(DecompressorOxide::new());
+    let mut window2 = vec![0u8; 32768];
+    for lens in splits(deflate.len(), rng).iter().skip(1) {
+        let memory = InflateMemory::new(&mut state2, &mut window2).expect("valid window");
+        assert_eq!(
+            reference,
+            run::<8>(&deflate, lens, &setup, Some(memory)),
+            "split {lens:?}"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! `ResponseDecoder` on arbitrary response streams: any split gives the same events.
+//!
+//! Input: `[flags][seed: 4 bytes][stream…]`
+//! - flags bits 0-1: head buffer 4096 / 512 / 128 / 48 bytes; bits 2-3: first request
+//!   method GET / GET / HEAD / CONNECT; bits 4-5: `max_body_bytes` unlimited / unlimited /
+//!   0 / 100; bit 6: call `finish` at the end (peer closed); bit 7: 4 header slots
+//!   instead of 32.
+//! - seed: picks the split points.
+//! - stream: up to 4 pipelined responses (the decoder is `reset` after each `End`).
+//!
+//! Properties: the events (heads with status, framing, coding, keep-alive and headers;
+//! concatenated data; end position, keep-alive and coding completeness; or the error) are
+//! identical whole, in random pieces, and byte at a time; with and without reused dirty
+//! inflate memory; without inflate memory they agree up to the first compressed body,
+//! whose bytes never leak out as data; identity `Content-Length` and close-delimited bodies
+//! are exactly the stream's bytes after the head; plus the contract checks of
+//! `benchlink_core_fuzz::run` (NeedMore only when consumed, body limit, sticky errors…).
+#![no_main]
+
+use benchlink_core::http::{
+    ContentEncoding, DecompressorOxide, Framing, InflateBuffers, InflateMemory, Limits, Method,
+};
+use benchlink_core_fuzz::{byte_pieces, random_pieces, run, whole, Ev, Rng, Setup};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: &[u8]| {
+    let [flags, s0, s1, s2, s3, stream @ ..] = input else {
+        return;
+    };
+    let setup = Setup {
+        head_buf: [4096, 512, 128, 48][usize::from(flags & 3)],
+        method: [Method::Get, Method::Get, Method::Head, Method::Connect]
+            [usize::from((flags >> 2) & 3)],
+        limits: Limits {
+            max_body_bytes: [u64::MAX, u64::MAX, 0, 100][usize::from((flags >> 4) & 3)],
+            ..Limits::DEFAULT
+        },
+        eof: flags & 0x40 != 0,
+        max_responses: 4,
+    };
+    let seed = [*s0, *s1, *s2, *s3];
+    if flags & 0x80 != 0 {
+        check::<4>(stream, &setup, &seed);
+    } else {
+        check::<32>(stream, &setup, &seed);
+    }
+});
+
+fn check<const H: usize>(stream: &[u8], setup: &Setup, seed: &[u8]) {
+    let len = stream.len();
+    let mut buffers = Box::new(InflateBuffers::<32768>::new());
+    let reference = run::<H>(stream, &whole(len), setup, Some(buffers.memory()));
+
+    // The same decoding with memory left dirty by the previous runs.
+    let mut state = Box::new(DecompressorOxide::new());
+    let mut window = vec![0xA5u8; 32768];
+    let mut rng = Rng::from_bytes(seed);
+    let mut splits = vec![
+        random_pieces(len, &mut rng, 64),
+        random_pieces(len, &mut rng, len / 3 + 1),
+    ];
+    if len <= 4096 {
+        splits.push(byte_pieces(len));
+    }
+    for lens in &splits {
+        let memory = InflateMemory::new(&mut state, &mut window).expect("valid window");
+        let got = run::<H>(stream, lens, setup, Some(memory));
+        assert_eq!(reference, got, "split into {lens:?}");
+    }
+
+    // Without inflate memory.
+    let plain = run::<H>(stream, &whole(len), setup, None);
+    let plain_split = run::<H>(stream, &splits[0], setup, None);
+    assert_eq!(plain, plain_split, "split without inflate memory");
+    let compressed = reference.iter().position(|e| {
+        matches!(
+            e,
+            Ev::Head {
+                encoding: ContentEncoding::Deflate | ContentEncoding::Gzip,
+                ..
+            }
+        )
+    });
+    match compressed {
+        None => assert_eq!(
+            plain, reference,
+            "identity stream decoded differently without memory"
+        ),
+        Some(i) => {
+            assert_eq!(plain[..=i], reference[..=i]);
+            assert!(
+                !plain.get(i + 1).is_some_and(Ev::is_data),
+                "compressed bytes delivered without inflate memory"
+            );
+        }
+    }
+
+    check_identity_bodies(stream, &reference);
+}
+
+/// An identity body framed by `Content-Length` or by the connection's close is exactly
+/// the stream's bytes after the head (a prefix of them if the response failed).
+fn check_identity_bodies(stream: &[u8], events: &[Ev]) {
+    let mut i = 0;
+    while i < events.len() {
+        let Ev::Head {
+            at,
+            framing,
+            encoding: ContentEncoding::Identity,
+            ..
+        } = events[i]
+        else {
+            i += 1;
+            continue;
+        };
+        let (mut body, mut end) = (Vec::new(), None);
+        i += 1;
+        while i < events.len() {
+            match &events[i] {
+                Ev::Data(d) => body.extend_from_slice(d),
+                Ev::End { at, .. } => {
+                    end = Some(*at);
+                    break;
+                }
+                Ev::Error(_) => break,
+                Ev::Head { .. } => unreachable!("Head inside a response"),
+            }
+            i += 1;
+        }
+        let expected: &[u8] = match framing {
+            Framing::None => &[],
+            Framing::Length(n) => {
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                &stream[at..at.saturating_add(n).min(stream.len())]
+            }
+            Framing::Close => &stream[at..],
+            Framing::Chunked => continue,
+        };
+        assert!(
+            expected.starts_with(&body),
+            "identity body is not the stream's bytes"
+        );
+        if let Some(end) = end {
+            assert_eq!(body, expected, "identity body ended early");
+            assert_eq!(end, at + expected.len(), "End not right after the body");
+        }
+    }
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Writes the committed seed inputs in seeds/<target>/ (run from anywhere: python3 make_seeds.py).
+
+Each target reads a few parameter bytes before its payload (see the target's header
+comment); the seeds here use realistic payloads from the benchmark-server spec: a chunked
+zlib /log response, JSON replies with Content-Length, a /data chunk stream, the /results
+and /clusters_info examples.
+"""
+import gzip
+import os
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LOG = (
+    b"13:39:20.114 [info] [ API ] <0.1127.0> Starting benchmark 12\n"
+    b"13:39:21.002 [info] [ API ] <0.1127.0> Stage 'pipeline - checking_script': started\n"
+    b"14:02:47.080 [info] <0.237.0> Dummy print: \"FOO\"\n"
+    b"14:02:48.080 [info] <0.237.0> Dummy print: \"FOO\"\r\n"
+    b"14:02:49.080 [error] <0.238.0> worker crashed: {badarg,[{erlang,list_to_integer,[\"x\"]}]}\n"
+)
+DATA = (
+    b"1439245024\tworkers.pool1.started\t3\n"
+    b"1439245024\tworkers.pool1.started.rps\t0.3\n"
+    b"1439245034\tprint\t30\n"
+    b"1439245034\tprint.rps\t2.9975917348002614\n"
+    b"1439245034\tlatency.95\t1.0e-5\n"
+    b"1439245044\tsystemload.la1.mzb_director49_0\t1.0e20\n"
+)
+STATUS = b'{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}'
+NOT_FOUND = b'{"reason":"Benchmark 12 is not found","reason_code":"not_found"}'
+RESULTS = (
+    b'{"print":{"rps":{"50":2.99,"90":2.99,"95":2.99,"max":3.05,"min":2.99},"type":"counter","value":900},'
+    b'"systemload.la1.mzb_director49_0":{"percentiles":{"50":0.1,"90":0.2,"95":0.2,"max":0.3,"min":0.0},"type":"gauge","value":0.1}}'
+)
+CLUSTERS = b'[{"bench_id":24,"hosts":["127.0.0.1"],"id":1,"n":2,"provider":"mzb_dummycloud_plugin","state":"allocated","timestamp":1479139259}]'
+STARTED = b'{"id":12,"status":"pending"}'
+SEED = b"\x01\x02\x03\x04"
+
+
+def zlib_log(data, cut=False):
+    """One zlib stream with a sync flush mid-way, like the server's log writer."""
+    c = zlib.compressobj(6, zlib.DEFLATED, 15)
+    half = len(data) // 2
+    out = c.compress(data[:half]) + c.flush(zlib.Z_SYNC_FLUSH)
+    out += c.compress(data[half:])
+    out += c.flush(zlib.Z_SYNC_FLUSH) if cut else c.flush(zlib.Z_FINISH)
+    return out
+
+
+def chunked(body, size=1024):
+    out = b""
+    for i in range(0, len(body), size):
+        piece = body[i : i + size]
+        out += b"%x\r\n" % len(piece) + piece + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def head(status, headers, version=b"HTTP/1.1"):
+    reason = {200: b"OK", 404: b"Not Found", 100: b"Continue"}[status]
+    lines = [version + b" %d " % status + reason]
+    lines += [k + b": " + v for k, v in headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def json_reply(status, body):
+    return head(
+        status,
+        [
+            (b"content-length", b"%d" % len(body)),
+            (b"content-type", b"application/json"),
+            (b"date", b"Tue, 03 Nov 2015 13:39:20 GMT"),
+            (b"server", b"Cowboy"),
+            (b"connection", b"keep-alive"),
+        ],
+    ) + body
+
+
+def log_response(cut=False):
+    body = zlib_log(LOG, cut)
+    return head(
+        200,
+        [
+            (b"transfer-encoding", b"chunked"),
+            (b"content-encoding", b"deflate"),
+            (b"content-type", b"text/plain"),
+            (b"server", b"Cowboy"),
+        ],
+    ) + chunked(body, 40)
+
+
+def data_response():
+    body = b"".join(b"%x\r\n" % len(line) + line + b"\r\n" for line in DATA.splitlines(True))
+    return head(
+        200,
+        [
+            (b"transfer-encoding", b"chunked"),
+            (b"content-encoding", b"identity"),
+            (b"content-type", b"text/plain"),
+        ],
+    ) + body + b"0\r\n\r\n"
+
+
+SEEDS = {
+    "http_response": {
+        "log_chunked_zlib": b"\x00" + SEED + log_response(),
+        "log_chunked_zlib_cut": b"\x00" + SEED + log_response(cut=True),
+        "status_then_404": b"\x00" + SEED + json_reply(200, STATUS) + json_reply(404, NOT_FOUND),
+        "data_chunks": b"\x00" + SEED + data_response(),
+        "gzip_after_100_continue": b"\x00" + SEED + head(100, []) + head(
+            200, [(b"Content-Encoding", b"gzip"), (b"Content-Length", b"%d" % len(gzip.compress(LOG, mtime=0)))]
+        ) + gzip.compress(LOG, mtime=0),
+        "close_delimited_eof": b"\x40" + SEED + head(200, [(b"Content-Type", b"text/plain")], b"HTTP/1.0") + LOG,
+        "head_request": b"\x08" + SEED + json_reply(200, STATUS)[: -len(STATUS)],
+    },
+    "http_chunked": {
+        "log": b"\x00" + SEED + LOG,
+        "data_small_chunks_ext_trailers": b"\x3D" + SEED + DATA,
+        "results_limited": b"\x42" + SEED + RESULTS,
+        "zlib_garbage": b"\x80" + SEED + zlib_log(LOG),
+    },
+    "inflate": {
+        # f1: format | framing << 2 | level << 4; f2: strategy | cut 8 | spelling 16 |
+        # small window 32 | raw bytes 64 | limit 128; f3: 2 or 3 repeat the data to 34/50 KB
+        "zlib_chunked_log": bytes([0x64, 0x00, 0x00]) + SEED + LOG,
+        "zlib_chunked_log_cut": bytes([0x64, 0x08, 0x00]) + SEED + LOG,
+        "raw_close_data": bytes([0x69, 0x10, 0x00]) + SEED + DATA,
+        "gzip_length_results": bytes([0x92, 0x00, 0x00]) + SEED + RESULTS,
+        "gzip2_small_window": bytes([0x6F, 0x20, 0x00]) + SEED + LOG * 4,
+        "zlib_length_wrapping_window": bytes([0x60, 0x00, 0x03]) + SEED + LOG,
+        "gzip_cut_chunked_wrapping_window": bytes([0x56, 0x08, 0x02]) + SEED + DATA,
+        "raw_bytes_zlib_stream": bytes([0x04, 0x40, 0x00]) + SEED + zlib_log(LOG),
+        "raw_bytes_gzip_limited": bytes([0x02, 0xC0, 0x00]) + SEED + gzip.compress(LOG * 20, mtime=0),
+    },
+    "metric_lines": {
+        "data": b"\xff" + SEED + DATA,
+        "log_crlf_limit_48": b"\x30" + SEED + LOG + b"\xff\xfe not utf-8\rlast",
+        "data_bad_lines": b"\x40" + SEED + b"1439245024\tprint\n\n14x\tprint\t3\n1\tp\t1,5\n1\t\t2\n1\tok\t-0\r\n2\tok\t1e400",
+    },
+    "reply_json": {
+        # [depth][status selector: < 128 is 200, 128 + i is STATUSES[i]][body]
+        "results": b"\x20\x00" + RESULTS,
+        "clusters": b"\x20\x00" + CLUSTERS,
+        "status": b"\x20\x00" + STATUS,
+        "started": b"\x20\x00" + STARTED,
+        "not_found_404": b"\x20\x80" + NOT_FOUND,
+        "escapes_and_numbers": b'\x08\x00 {"s":"a\\u00e9\\ud83d\\ude00\\n\\"","n":[-0,1.5e-3,18446744073709551615,1e400],"z":null,"b":[true,false,{}]} ',
+    },
+}
+
+for target, seeds in SEEDS.items():
+    folder = os.path.join(HERE, "seeds", target)
+    os.makedirs(folder, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)

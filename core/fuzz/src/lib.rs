@@ -1,0 +1,485 @@
+//! Shared machinery of the benchlink-core fuzz targets: a small deterministic PRNG for
+//! splits, the recording HTTP driver that turns a [`ResponseDecoder`] run into comparable
+//! owned events (checking the decoder's calling contract on the way), and compressors that
+//! build zlib / raw deflate / gzip bodies with sync flushes.
+//!
+//! Every target takes a few leading bytes of the fuzz input as parameters (documented in
+//! the target) and the rest as payload, so seeds are easy to write by hand.
+
+use benchlink_core::http::{
+    ContentEncoding, DecodeError, Event, Framing, InflateMemory, Limits, Method, ResponseDecoder,
+    Version,
+};
+
+/// xorshift64*: deterministic, good enough to pick split points and framing details.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded from up to 8 bytes (never the all-zero state).
+    pub fn from_bytes(seed: &[u8]) -> Self {
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        for &b in seed.iter().take(8) {
+            s = (s ^ u64::from(b)).wrapping_mul(0x100_0000_01B3);
+        }
+        Rng(s | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform-ish in `0..n` (`0` when `n == 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    pub fn chance(&mut self, one_in: usize) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+/// Splits `len` bytes into pieces of 1..=`max_piece` bytes (random), biased towards a mix
+/// of tiny and large pieces; returns the piece lengths (summing to `len`).
+pub fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
+    let mut lens = Vec::new();
+    let mut left = len;
+    let max_piece = max_piece.max(1);
+    while left > 0 {
+        let cap = if rng.chance(3) { 3 } else { max_piece };
+        let n = (1 + rng.below(cap)).min(left);
+        lens.push(n);
+        left -= n;
+    }
+    lens
+}
+
+/// One byte per piece.
+pub fn byte_pieces(len: usize) -> Vec<usize> {
+    vec![1; len]
+}
+
+/// The whole input as one piece (no piece at all for an empty input).
+pub fn whole(len: usize) -> Vec<usize> {
+    if len == 0 {
+        Vec::new()
+    } else {
+        vec![len]
+    }
+}
+
+/// One decoder event, owned, so runs over different splits can be compared. Consecutive
+/// `Data` are merged: their granularity legitimately depends on the split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ev {
+    Head {
+        /// Absolute stream offset just after the head.
+        at: usize,
+        status: u16,
+        reason: String,
+        version: Version,
+        framing: Framing,
+        encoding: ContentEncoding,
+        keep_alive: bool,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    Data(Vec<u8>),
+    End {
+        /// Absolute stream offset where the response ended (the next one starts).
+        at: usize,
+        keep_alive: bool,
+        coding_complete: bool,
+    },
+    Error(DecodeError),
+}
+
+impl Ev {
+    pub fn is_data(&self) -> bool {
+        matches!(self, Ev::Data(_))
+    }
+}
+
+/// How the driver feeds one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// Size of the head buffer (the header-bytes limit).
+    pub head_buf: usize,
+    /// Method of the first request (reset goes back to GET).
+    pub method: Method,
+    pub limits: Limits,
+    /// Call `finish` after the last piece (the peer closed the connection).
+    pub eof: bool,
+    /// How many responses to read, resetting after each `End`.
+    pub max_responses: usize,
+}
+
+fn push(events: &mut Vec<Ev>, ev: Ev) {
+    if let (Some(Ev::Data(prev)), Ev::Data(more)) = (events.last_mut(), &ev) {
+        prev.extend_from_slice(more);
+    } else {
+        events.push(ev);
+    }
+}
+
+/// Per-response bookkeeping for the contract checks.
+#[derive(Default)]
+struct Response {
+    head: Option<(u16, bool)>,
+    delivered: u64,
+}
+
+impl Response {
+    fn data(&mut self, d: &[u8], limits: &Limits) {
+        assert!(self.head.is_some(), "Data before Head");
+        assert!(!d.is_empty(), "Data is never empty");
+        self.delivered += d.len() as u64;
+        assert!(
+            self.delivered <= limits.max_body_bytes,
+            "delivered {} bytes past max_body_bytes {}",
+            self.delivered,
+            limits.max_body_bytes
+        );
+    }
+
+    fn error(&self, e: DecodeError) {
+        if let DecodeError::BodyTooLarge { max } = e {
+            assert_eq!(
+                self.delivered, max,
+                "BodyTooLarge after other than exactly max bytes"
+            );
+        }
+    }
+}
+
+fn head_event(at: usize, h: &benchlink_core::http::Head<'_>) -> Ev {
+    let headers: Vec<(String, Vec<u8>)> = h
+        .headers()
+        .map(|(n, v)| (n.to_owned(), v.to_vec()))
+        .collect();
+    // Lookup agrees with iteration: the first header of that name, case-insensitively.
+    for (name, value) in &headers {
+        let first = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice());
+        assert_eq!(h.header(name), first);
+        assert!(value.first() != Some(&b' ') && value.last() != Some(&b' '));
+    }
+    let _ = h.content_type();
+    Ev::Head {
+        at,
+        status: h.status,
+        reason: h.reason.to_owned(),
+        version: h.version,
+        framing: h.framing,
+        encoding: h.encoding,
+        keep_alive: h.keep_alive,
+        headers,
+    }
+}
+
+/// Feeds `stream` in pieces of `lens` bytes to a fresh decoder as a socket reader would,
+/// reading up to `setup.max_responses` pipelined responses, and records the events.
+///
+/// Checks the calling contract on the way: `NeedMore` only once the input is consumed,
+/// `used` within the input, one `Head` before any `Data`/`End`, `Data` never empty, the
+/// body limit held (exactly `max` bytes before `BodyTooLarge`), `End` agreeing with the
+/// head's keep-alive, errors sticky until `reset`, `finish` never asking for more.
+pub fn run<const H: usize>(
+    stream: &[u8],
+    lens: &[usize],
+    setup: &Setup,
+    memory: Option<InflateMemory<'_>>,
+) -> Vec<Ev> {
+    debug_assert_eq!(lens.iter().sum::<usize>(), stream.len());
+    let mut head_buf = vec![0u8; setup.head_buf];
+    let mut dec: ResponseDecoder<'_, H> = ResponseDecoder::new(&mut head_buf, memory, setup.limits);
+    dec.set_request_method(setup.method);
+    let mut events = Vec::new();
+    let mut responses = 0;
+    let mut resp = Response::default();
+    let mut offset = 0;
+    let mut stalled = 0u32;
+    for &len in lens {
+        let piece = &stream[offset..offset + len];
+        let mut pos = 0;
+        loop {
+            let rest = &piece[pos..];
+            let (used, event) = match dec.decode(rest) {
+                Ok(ok) => ok,
+                Err(e) => {
+                    resp.error(e);
+                    events.push(Ev::Error(e));
+                    assert_eq!(dec.decode(b"x").err(), Some(e), "errors are sticky");
+                    assert_eq!(dec.finish().err(), Some(e), "errors are sticky");
+                    return events;
+                }
+            };
+            assert!(used <= rest.len(), "used {used} of {} bytes", rest.len());
+            pos += used;
+            stalled = if used == 0 { stalled + 1 } else { 0 };
+            assert!(stalled < 1_000_000, "decoder makes no progress");
+            match event {
+                Event::NeedMore => {
+                    assert_eq!(used, rest.len(), "NeedMore before all input was consumed");
+                    break;
+                }
+                Event::Head(h) => {
+                    assert!(resp.head.is_none(), "second Head in one response");
+                    resp.head = Some((h.status, h.keep_alive));
+                    let ev = head_event(offset + pos, &h);
+                    events.push(ev);
+                }
+                Event::Data(d) => {
+                    resp.data(d, &setup.limits);
+                    push(&mut events, Ev::Data(d.to_vec()));
+                }
+                Event::End {
+                    keep_alive,
+                    coding_complete,
+                } => {
+                    let (status, head_keep_alive) = resp.head.expect("End before Head");
+                    assert_eq!(keep_alive, head_keep_alive, "End disagrees with the head");
+                    assert_eq!(dec.head().map(|h| h.status), Some(status));
+                    events.push(Ev::End {
+                        at: offset + pos,
+                        keep_alive,
+                        coding_complete,
+                    });
+                    responses += 1;
+                    if responses >= setup.max_responses {
+                        return events;
+                    }
+                    dec.reset();
+                    assert!(dec.head().is_none());
+                    resp = Response::default();
+                }
+            }
+        }
+        offset += len;
+    }
+    if setup.eof {
+        for _ in 0..10_000_000u32 {
+            match dec.finish() {
+                Err(e) => {
+                    resp.error(e);
+                    events.push(Ev::Error(e));
+                    assert_eq!(dec.finish().err(), Some(e), "errors are sticky");
+                    return events;
+                }
+                Ok(Event::Data(d)) => {
+                    resp.data(d, &setup.limits);
+                    push(&mut events, Ev::Data(d.to_vec()));
+                }
+                Ok(Event::End {
+                    keep_alive,
+                    coding_complete,
+                }) => {
+                    let (_, head_keep_alive) = resp.head.expect("End before Head");
+                    assert_eq!(keep_alive, head_keep_alive, "End disagrees with the head");
+                    events.push(Ev::End {
+                        at: stream.len(),
+                        keep_alive,
+                        coding_complete,
+                    });
+                    return events;
+                }
+                Ok(other) => panic!("finish returned {other:?}"),
+            }
+        }
+        panic!("finish never ends");
+    }
+    events
+}
+
+/// The concatenated data of the `n`-th response (0-based) of an event list.
+pub fn body_of(events: &[Ev], n: usize) -> Vec<u8> {
+    let mut response = 0;
+    let mut body = Vec::new();
+    for ev in events {
+        match ev {
+            Ev::Data(d) if response == n => body.extend_from_slice(d),
+            Ev::End { .. } => response += 1,
+            _ => {}
+        }
+    }
+    body
+}
+
+/// Content formats the compressor can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Zlib,
+    RawDeflate,
+}
+
+/// Where to flush while compressing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    Sync,
+    Full,
+}
+
+/// Compresses `data` with miniz_oxide at `level` (0..=10) and `strategy` (0..=4),
+/// flushing at the given `(offset, kind)` points (sorted), then finishing the stream
+/// (`finish`) or only sync-flushing its end, as a live log that is cut off would be.
+pub fn compress(
+    data: &[u8],
+    format: Format,
+    level: u8,
+    strategy: u8,
+    flushes: &[(usize, Flush)],
+    finish: bool,
+) -> Vec<u8> {
+    use miniz_oxide::deflate::core::{
+        compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush,
+        TDEFLStatus,
+    };
+    let window_bits = match format {
+        Format::Zlib => 15,
+        Format::RawDeflate => -15,
+    };
+    let flags = create_comp_flags_from_zip_params(
+        i32::from(level.min(10)),
+        window_bits,
+        i32::from(strategy.min(4)),
+    );
+    let mut c = Box::new(CompressorOxide::new(flags));
+    let mut out = Vec::new();
+    let mut start = 0;
+    let last = (data.len(), if finish { None } else { Some(Flush::Sync) });
+    for &(end, flush) in flushes
+        .iter()
+        .map(|&(at, f)| (at.min(data.len()), Some(f)))
+        .collect::<Vec<_>>()
+        .iter()
+        .chain([last].iter())
+    {
+        let end = end.max(start);
+        let mode = match flush {
+            None => TDEFLFlush::Finish,
+            Some(Flush::Sync) => TDEFLFlush::Sync,
+            Some(Flush::Full) => TDEFLFlush::Full,
+        };
+        let (status, used) = compress_to_output(&mut c, &data[start..end], mode, |bytes| {
+            out.extend_from_slice(bytes);
+            true
+        });
+        assert!(
+            matches!(status, TDEFLStatus::Okay | TDEFLStatus::Done),
+            "compressor failed: {status:?}"
+        );
+        assert_eq!(used, end - start);
+        start = end;
+    }
+    out
+}
+
+/// CRC-32 (IEEE), bitwise: for gzip trailers and header CRCs built here.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// Optional fields of a gzip member header.
+#[derive(Debug, Clone, Default)]
+pub struct GzipOptions {
+    pub text: bool,
+    pub extra: Option<Vec<u8>>,
+    pub name: Option<Vec<u8>>,
+    pub comment: Option<Vec<u8>>,
+    pub header_crc: bool,
+    pub mtime: u32,
+    pub os: u8,
+}
+
+/// One gzip member: header (with the chosen optional fields), the raw deflate stream
+/// `deflate` of `data`, and the trailer when `trailer`.
+pub fn gzip_member(data: &[u8], deflate: &[u8], opts: &GzipOptions, trailer: bool) -> Vec<u8> {
+    let mut flags = 0u8;
+    if opts.text {
+        flags |= 0x01;
+    }
+    if opts.header_crc {
+        flags |= 0x02;
+    }
+    if opts.extra.is_some() {
+        flags |= 0x04;
+    }
+    if opts.name.is_some() {
+        flags |= 0x08;
+    }
+    if opts.comment.is_some() {
+        flags |= 0x10;
+    }
+    let mut out = vec![0x1F, 0x8B, 8, flags];
+    out.extend_from_slice(&opts.mtime.to_le_bytes());
+    out.extend_from_slice(&[0, opts.os]);
+    if let Some(extra) = &opts.extra {
+        let extra = &extra[..extra.len().min(u16::MAX as usize)];
+        out.extend_from_slice(&(extra.len() as u16).to_le_bytes());
+        out.extend_from_slice(extra);
+    }
+    for text in [&opts.name, &opts.comment].into_iter().flatten() {
+        out.extend(text.iter().copied().filter(|&b| b != 0));
+        out.push(0);
+    }
+    if opts.header_crc {
+        let crc = crc32(&out) as u16;
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+    out.extend_from_slice(deflate);
+    if trailer {
+        out.extend_from_slice(&crc32(data).to_le_bytes());
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    }
+    out
+}
+
+/// RFC 1950 header check, as the decoder sniffs `deflate` bodies (zlib vs. raw).
+pub fn looks_like_zlib(body: &[u8]) -> bool {
+    match body {
+        [cmf, flg, ..] => {
+            cmf & 0x0F == 8
+                && cmf >> 4 <= 7
+                && flg & 0x20 == 0
+                && (u16::from(*cmf) * 256 + u16::from(*flg)) % 31 == 0
+        }
+        _ => false,
+    }
+}
+
+/// Wraps `body` in chunked framing with chunks of the given sizes (the rest in chunks of
+/// at most 1024 bytes, like the benchmark server), plus the last chunk.
+pub fn chunk(body: &[u8], rng: &mut Rng, max_chunk: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let n = (1 + rng.below(max_chunk.max(1))).min(rest.len());
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&rest[..n]);
+        out.extend_from_slice(b"\r\n");
+        rest = &rest[n..];
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
