@@ -535,6 +535,25 @@ fn expired_positions_fast_forward_or_fail() {
     assert_eq!(c.messages("e", 3), [json!(2), json!(3), json!(4)]);
     c.ok("rtm/unsubscribe", json!({"subscription_id": "e"}));
 
+    // A byte budget discards old messages too (the newest always stays).
+    let config = RtmServerConfig {
+        history_bytes: 10,
+        ..RtmServerConfig::default()
+    };
+    let bytes = start(config);
+    let mut b = connect(&bytes);
+    for m in ["\"aaaa\"", "\"bbbb\"", "\"cccccccccccccccc\""] {
+        b.send_text(&format!(
+            r#"{{"action":"rtm/publish","body":{{"channel":"b","message":{m}}}}}"#
+        ));
+    }
+    b.ok(
+        "rtm/subscribe",
+        json!({"channel": "b", "position": "0:0", "fast_forward": true}),
+    );
+    assert_eq!(b.recv()["body"]["info"], "fast_forward");
+    assert_eq!(b.messages("b", 1), [json!("cccccccccccccccc")]);
+
     // Expiry by age, and the expired_position variant.
     let config = RtmServerConfig {
         message_ttl: Some(Duration::from_millis(100)),

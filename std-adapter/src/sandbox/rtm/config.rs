@@ -153,6 +153,9 @@ pub struct RtmServerConfig {
     /// Messages kept per channel for `position` and `history` replays. Older ones are
     /// discarded (and then count as expired). At least 1 is kept.
     pub history_len: usize,
+    /// Bytes of messages kept per channel, on top of [`history_len`](Self::history_len):
+    /// the oldest go first (the newest message is always kept).
+    pub history_bytes: usize,
     /// Age after which a stored message expires (`None`: only
     /// [`history_len`](Self::history_len) discards messages). A subscribe from an expired
     /// position fast-forwards or fails, see [`expired_error`](Self::expired_error).
@@ -200,7 +203,7 @@ impl Default for RtmServerConfig {
     /// Any port; appkey [`DEFAULT_APPKEY`]; role [`SUPERUSER_ROLE`] with
     /// [`SUPERUSER_SECRET`] and every permission; unauthenticated clients may do
     /// everything except use channels starting with [`RESTRICTED_PREFIX`]; 1000 messages
-    /// per channel, no expiry by age; search on.
+    /// (up to 64 MiB) per channel, no expiry by age; search on.
     fn default() -> RtmServerConfig {
         RtmServerConfig {
             port: 0,
@@ -212,6 +215,7 @@ impl Default for RtmServerConfig {
             )],
             default_permissions: Permissions::all().denying(&[&format!("{RESTRICTED_PREFIX}*")]),
             history_len: 1000,
+            history_bytes: 64 << 20,
             message_ttl: None,
             expired_error: "out_of_sync".to_owned(),
             search: true,

@@ -92,6 +92,8 @@ pub(crate) struct Channel {
     /// Every message with a smaller sequence number is gone (expired or discarded).
     pub expired_before: u64,
     pub history: VecDeque<Stored>,
+    /// Total length of the messages in `history`.
+    pub history_bytes: usize,
     /// The latest published or written message and its sequence number; `None` after a
     /// delete. Kept even when the history expires (key-value semantics).
     pub value: Option<(u64, Arc<str>)>,
@@ -105,14 +107,22 @@ impl Channel {
             if now.saturating_duration_since(front.at) <= ttl {
                 break;
             }
-            self.expired_before = front.seq + 1;
-            self.history.pop_front();
+            self.pop_oldest();
+        }
+    }
+
+    /// Drops the oldest stored message.
+    fn pop_oldest(&mut self) {
+        if let Some(old) = self.history.pop_front() {
+            self.expired_before = old.seq + 1;
+            self.history_bytes = self.history_bytes.saturating_sub(old.message.len());
         }
     }
 
     /// Discards the whole history (fault injection).
     pub(crate) fn expire_all(&mut self) {
         self.history.clear();
+        self.history_bytes = 0;
         self.expired_before = self.next;
     }
 
@@ -277,15 +287,16 @@ impl State {
         ch.expire(now, config.message_ttl);
         let seq = ch.next;
         ch.next += 1;
+        ch.history_bytes += message.len();
         ch.history.push_back(Stored {
             seq,
             at: now,
             message: Arc::clone(&message),
         });
-        while ch.history.len() > config.history_len.max(1) {
-            if let Some(old) = ch.history.pop_front() {
-                ch.expired_before = old.seq + 1;
-            }
+        while ch.history.len() > 1
+            && (ch.history.len() > config.history_len || ch.history_bytes > config.history_bytes)
+        {
+            ch.pop_oldest();
         }
         ch.value = Some((seq, message));
         let Some(stored) = ch.history.back() else {
