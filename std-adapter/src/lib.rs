@@ -11,4 +11,5 @@ pub mod bench;
 pub mod cli;
 mod http;
 pub mod net;
+pub mod rtm;
 pub mod sandbox;

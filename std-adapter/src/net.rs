@@ -103,17 +103,25 @@ impl Stream {
         tls: Option<&Tls>,
         timeout: Duration,
     ) -> io::Result<Stream> {
-        let tcp = connect_tcp(host, port, timeout)?;
+        Stream::over(connect_tcp(host, port, timeout)?, host, tls)
+    }
+
+    /// Uses an already connected socket (for example a tunnel through an HTTPS proxy),
+    /// wrapping it in TLS for `host` when `tls` is given.
+    ///
+    /// ```no_run
+    /// let tcp = std::net::TcpStream::connect("localhost:4800")?;
+    /// let s = benchlink_std::net::Stream::over(tcp, "localhost", None)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn over(tcp: TcpStream, host: &str, tls: Option<&Tls>) -> io::Result<Stream> {
         tcp.set_nodelay(true)?;
         match tls {
             None => Ok(Stream::Plain(tcp)),
             Some(tls) => {
-                let name = ServerName::try_from(
-                    host.trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .to_owned(),
-                )
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let bare = host.trim_start_matches('[').trim_end_matches(']');
+                let name = ServerName::try_from(bare.to_owned())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 let conn =
                     ClientConnection::new(tls.config.clone(), name).map_err(io::Error::other)?;
                 Ok(Stream::Tls(Box::new(StreamOwned::new(conn, tcp))))
@@ -135,7 +143,8 @@ impl Stream {
     }
 }
 
-fn connect_tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+/// Connects a plain TCP socket to `host:port`, trying every resolved address in turn.
+pub fn connect_tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
     let mut last = io::Error::new(
         io::ErrorKind::NotFound,
         format!("{host}:{port} did not resolve"),

@@ -313,7 +313,9 @@ impl BenchClient {
         command: &str,
     ) -> Result<(), Error> {
         let percent = u8::try_from(percent)
-            .map_err(|_| Error::Reply(format!("percent {percent} is not 1..100")))?;
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .ok_or_else(|| Error::Reply(format!("percent {percent} is not 1..100")))?;
         self.call(
             &request::RunCommand {
                 id,

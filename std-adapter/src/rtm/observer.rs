@@ -1,0 +1,169 @@
+//! Observers: the callbacks of the client and of each subscription. Every method has a
+//! default that does nothing, so an observer implements only what it needs. All
+//! callbacks run on the client's one I/O thread, in order; they may call the client
+//! (even `stop()` from `on_enter_connected`, or `start()` from `on_enter_stopped`). A
+//! callback that panics stops the client cleanly.
+
+use benchlink_core::json::{self, JsonStr};
+use benchlink_core::rtm::pdu::Pdu;
+
+/// Client state callbacks (spec §5.9).
+#[allow(unused_variables)]
+pub trait ClientObserver: Send {
+    /// Entered Stopped.
+    fn on_enter_stopped(&mut self) {}
+    /// Left Stopped.
+    fn on_leave_stopped(&mut self) {}
+    /// Entered Connecting.
+    fn on_enter_connecting(&mut self) {}
+    /// Left Connecting.
+    fn on_leave_connecting(&mut self) {}
+    /// Entered Connected.
+    fn on_enter_connected(&mut self) {}
+    /// Left Connected.
+    fn on_leave_connected(&mut self) {}
+    /// Entered Stopping.
+    fn on_enter_stopping(&mut self) {}
+    /// Left Stopping.
+    fn on_leave_stopping(&mut self) {}
+    /// Entered Awaiting (a reconnect is scheduled).
+    fn on_enter_awaiting(&mut self) {}
+    /// Left Awaiting.
+    fn on_leave_awaiting(&mut self) {}
+    /// Entered Disposed: the client is finished.
+    fn on_enter_disposed(&mut self) {}
+    /// A protocol problem; fatal ones also make the client reconnect.
+    fn on_internal_error(&mut self, error: &str) {}
+    /// The server skipped `channel` ahead: some messages were lost.
+    fn on_fast_forward(&mut self, channel: &str) {}
+}
+
+/// Subscription callbacks (spec §5.15).
+#[allow(unused_variables)]
+pub trait SubscriptionObserver: Send {
+    /// The subscription record was created.
+    fn on_created(&mut self) {}
+    /// The subscription record was removed (after an unsubscribe completed).
+    fn on_deleted(&mut self) {}
+    /// Entered Unsubscribed.
+    fn on_enter_unsubscribed(&mut self) {}
+    /// Left Unsubscribed.
+    fn on_leave_unsubscribed(&mut self) {}
+    /// Entered Subscribing.
+    fn on_enter_subscribing(&mut self) {}
+    /// Left Subscribing.
+    fn on_leave_subscribing(&mut self) {}
+    /// Entered Subscribed.
+    fn on_enter_subscribed(&mut self) {}
+    /// Left Subscribed (how an unsubscribe's completion shows).
+    fn on_leave_subscribed(&mut self) {}
+    /// Entered Unsubscribing.
+    fn on_enter_unsubscribing(&mut self) {}
+    /// Left Unsubscribing.
+    fn on_leave_unsubscribing(&mut self) {}
+    /// Entered Failed: `reason` is the server's reason (subscribe error) or the channel
+    /// error's body.
+    fn on_enter_failed(&mut self, reason: &str) {}
+    /// Left Failed.
+    fn on_leave_failed(&mut self) {}
+    /// Messages arrived.
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {}
+}
+
+/// A received `rtm/subscription/data` body: its messages are raw JSON texts, parsed
+/// only if and how the observer wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionData {
+    pdu: String,
+}
+
+impl SubscriptionData {
+    pub(crate) fn new(pdu: String) -> SubscriptionData {
+        SubscriptionData { pdu }
+    }
+
+    fn view(&self) -> Option<benchlink_core::rtm::pdu::SubscriptionData<'_>> {
+        match benchlink_core::rtm::pdu::Incoming::parse(&self.pdu) {
+            Ok(benchlink_core::rtm::pdu::Incoming::Data(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The subscription id (the channel, or the view's id).
+    pub fn subscription_id(&self) -> String {
+        self.view()
+            .map(|d| text(d.subscription_id))
+            .unwrap_or_default()
+    }
+
+    /// Where to resume after these messages.
+    pub fn position(&self) -> Option<String> {
+        self.view().and_then(|d| d.position).map(text)
+    }
+
+    /// Each message as its raw JSON text.
+    ///
+    /// ```
+    /// # use benchlink_std::rtm::SubscriptionData;
+    /// # fn show(data: &SubscriptionData) {
+    /// for m in data.messages() { println!("{m}"); }
+    /// # }
+    /// ```
+    pub fn messages(&self) -> Vec<&str> {
+        self.view()
+            .map(|d| d.messages.elements().map(|m| m.as_raw()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Each message deserialized as `T`.
+    pub fn messages_as<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<T>, serde_json::Error> {
+        self.messages()
+            .into_iter()
+            .map(serde_json::from_str)
+            .collect()
+    }
+}
+
+/// A reply PDU, owned: what request callbacks receive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// e.g. `rtm/publish/ok`, `rtm/read/error`, `rtm/search/data`.
+    pub action: String,
+    /// The body as raw JSON text (`{}` when the server sent none).
+    pub body: String,
+}
+
+impl Reply {
+    pub(crate) fn from_pdu(pdu: &Pdu<'_>) -> Reply {
+        Reply {
+            action: pdu.action.as_str().to_owned(),
+            body: pdu
+                .body
+                .map(|b| b.as_raw().to_owned())
+                .unwrap_or_else(|| "{}".to_owned()),
+        }
+    }
+
+    /// True for `…/ok` (and `…/data`) replies.
+    pub fn is_ok(&self) -> bool {
+        self.action.ends_with("/ok") || self.action.ends_with("/data")
+    }
+
+    /// The body as a `serde_json::Value`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A string member of the body (e.g. `position`, `error`, `reason`).
+    pub fn field(&self, name: &str) -> Option<String> {
+        json::parse(&self.body, json::DEFAULT_MAX_DEPTH)
+            .ok()?
+            .get(name)?
+            .as_str()
+            .map(text)
+    }
+}
+
+pub(crate) fn text(s: JsonStr<'_>) -> String {
+    s.chars().collect()
+}

@@ -1,0 +1,255 @@
+//! Opening an RTM WebSocket: TCP (through an HTTPS proxy's `CONNECT` tunnel when one is
+//! configured), TLS for `wss://`, then the upgrade. The core writes the upgrade request
+//! and checks the `101` (one URL rule and one accept check for std and embassy alike);
+//! tungstenite takes over the framing, starting with any bytes that arrived together with
+//! the `101` (the reference C SDK lost those).
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+use benchlink_core::http::{
+    ConnectHead, DecodeError, Event, Head, Limits, Method, ResponseDecoder,
+};
+use benchlink_core::ws::{check_response, Endpoint, HandshakeError, Key, UpgradeRequest, UrlError};
+use tungstenite::protocol::{Role, WebSocketConfig};
+use tungstenite::WebSocket;
+
+use crate::http::encode_to_vec;
+use crate::net::{connect_tcp, Stream, Tls, TlsOptions};
+
+/// How to reach the service.
+#[derive(Debug, Clone)]
+pub struct TransportOptions {
+    /// `ws://host[:port][/path]` or `wss://…`.
+    pub endpoint: String,
+    /// The application key (percent-encoded into the URL by the core).
+    pub appkey: String,
+    /// An HTTPS proxy `(host, port)` to tunnel through with `CONNECT` (no proxy
+    /// authentication, as in the reference SDK).
+    pub https_proxy: Option<(String, u16)>,
+    /// TLS options for `wss://` (verification on by default).
+    pub tls: TlsOptions,
+    /// Limit for DNS + TCP + TLS + upgrade.
+    pub connect_timeout: Duration,
+    /// `TCP_NODELAY` (on by default: PDUs are small and latency matters; the reference
+    /// SDK leaves Nagle on).
+    pub nodelay: bool,
+    /// The largest message accepted from the server.
+    pub max_message_size: usize,
+}
+
+impl TransportOptions {
+    /// Options with the defaults: no proxy, verified TLS, 10 s connect timeout,
+    /// `TCP_NODELAY`, 16 MiB messages.
+    ///
+    /// ```
+    /// let o = benchlink_std::rtm::TransportOptions::new("ws://127.0.0.1:8080", "key");
+    /// assert!(o.https_proxy.is_none());
+    /// ```
+    pub fn new(endpoint: impl Into<String>, appkey: impl Into<String>) -> TransportOptions {
+        TransportOptions {
+            endpoint: endpoint.into(),
+            appkey: appkey.into(),
+            https_proxy: None,
+            tls: TlsOptions::default(),
+            connect_timeout: Duration::from_secs(10),
+            nodelay: true,
+            max_message_size: 16 << 20,
+        }
+    }
+}
+
+/// Why a connection attempt failed (kept as the client's `last_connecting_error`).
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The endpoint URL is not `ws://` / `wss://` or is malformed.
+    Url(UrlError),
+    /// DNS, TCP, TLS (certificate verification included) or a socket error.
+    Io(io::Error),
+    /// The proxy did not answer `CONNECT` with 200.
+    Proxy {
+        /// The proxy's status code.
+        status: u16,
+    },
+    /// The response to the upgrade or the `CONNECT` was not valid HTTP.
+    Http(DecodeError),
+    /// The server refused the upgrade (a bad appkey gives a non-101 status) or
+    /// answered it wrongly.
+    Handshake(HandshakeError),
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Url(e) => write!(f, "bad endpoint: {e}"),
+            ConnectError::Io(e) => write!(f, "connection failed: {e}"),
+            ConnectError::Proxy { status } => write!(f, "proxy answered CONNECT with {status}"),
+            ConnectError::Http(e) => write!(f, "bad HTTP response: {e}"),
+            ConnectError::Handshake(e) => write!(f, "WebSocket upgrade refused: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Url(e) => Some(e),
+            ConnectError::Io(e) => Some(e),
+            ConnectError::Http(e) => Some(e),
+            ConnectError::Handshake(e) => Some(e),
+            ConnectError::Proxy { .. } => None,
+        }
+    }
+}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> ConnectError {
+        ConnectError::Io(e)
+    }
+}
+
+/// An open WebSocket to the service.
+pub type Socket = WebSocket<Stream>;
+
+/// Connects, blocking for at most about `connect_timeout` per step.
+///
+/// ```no_run
+/// use benchlink_std::rtm::{connect, TransportOptions};
+/// let ws = connect(&TransportOptions::new("ws://127.0.0.1:8080", "key"))?;
+/// # Ok::<(), benchlink_std::rtm::ConnectError>(())
+/// ```
+pub fn connect(options: &TransportOptions) -> Result<Socket, ConnectError> {
+    let endpoint = Endpoint::parse(&options.endpoint).map_err(ConnectError::Url)?;
+    let host = if endpoint.host.contains(':') {
+        format!("[{}]", endpoint.host)
+    } else {
+        endpoint.host.to_owned()
+    };
+    let timeout = options.connect_timeout;
+    let tcp = match &options.https_proxy {
+        None => connect_tcp(&host, endpoint.port, timeout)?,
+        Some((proxy_host, proxy_port)) => tunnel(
+            proxy_host,
+            *proxy_port,
+            endpoint.host,
+            endpoint.port,
+            timeout,
+        )?,
+    };
+    tcp.set_read_timeout(Some(timeout))?;
+    tcp.set_write_timeout(Some(timeout))?;
+    let tls = if endpoint.tls {
+        Some(Tls::new(&options.tls)?)
+    } else {
+        None
+    };
+    let mut stream = Stream::over(tcp, endpoint.host, tls.as_ref())?;
+    stream.tcp().set_nodelay(options.nodelay)?;
+
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
+    let key = Key::new(nonce);
+    let user_agent = concat!("benchlink/", env!("CARGO_PKG_VERSION"));
+    let request = UpgradeRequest {
+        endpoint,
+        appkey: &options.appkey,
+        key: &key,
+        origin: None,
+        protocol: None,
+        user_agent: Some(user_agent),
+    };
+    let bytes = encode_to_vec(|c| request.encode(c))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    stream.write_all(&bytes)?;
+    stream.flush()?;
+    let leftover = read_head(&mut stream, Method::Get, |head| {
+        check_response(head, &key, None)
+            .map(|_| ())
+            .map_err(ConnectError::Handshake)
+    })?;
+
+    // From here on the socket is driven without blocking reads.
+    stream.tcp().set_read_timeout(None)?;
+    stream.tcp().set_write_timeout(None)?;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(options.max_message_size))
+        .max_frame_size(Some(options.max_message_size));
+    Ok(WebSocket::from_partially_read(
+        stream,
+        leftover,
+        Role::Client,
+        Some(config),
+    ))
+}
+
+/// Opens a `CONNECT` tunnel to `host:port` through the proxy.
+fn tunnel(
+    proxy_host: &str,
+    proxy_port: u16,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<std::net::TcpStream, ConnectError> {
+    let mut tcp = connect_tcp(proxy_host, proxy_port, timeout)?;
+    tcp.set_read_timeout(Some(timeout))?;
+    let head = ConnectHead {
+        host,
+        port,
+        proxy_authorization: None,
+    };
+    let bytes = encode_to_vec(|c| head.encode(c))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    tcp.write_all(&bytes)?;
+    let leftover = read_head(&mut tcp, Method::Connect, |head| match head.status {
+        200..=299 => Ok(()),
+        status => Err(ConnectError::Proxy { status }),
+    })?;
+    if !leftover.is_empty() {
+        // A proxy must not speak for the server before the tunnel is used.
+        return Err(ConnectError::Http(DecodeError::TrailingData));
+    }
+    Ok(tcp)
+}
+
+/// Reads one response head through the core decoder, lets `check` judge it, and
+/// returns the bytes that came after it.
+fn read_head(
+    stream: &mut impl Read,
+    method: Method,
+    check: impl FnOnce(&Head<'_>) -> Result<(), ConnectError>,
+) -> Result<Vec<u8>, ConnectError> {
+    let mut head_buf = [0u8; 8192];
+    let mut decoder: ResponseDecoder = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+    decoder.set_request_method(method);
+    let mut buf = [0u8; 4096];
+    let mut check = Some(check);
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Err(ConnectError::Http(decoder.finish().err().unwrap_or(
+                DecodeError::UnexpectedEof {
+                    section: benchlink_core::http::Section::Head,
+                },
+            )));
+        }
+        let input = buf.get(..n).unwrap_or_default();
+        let mut pos = 0;
+        while pos < n {
+            let (used, event) = decoder
+                .decode(input.get(pos..).unwrap_or_default())
+                .map_err(ConnectError::Http)?;
+            pos += used;
+            match event {
+                Event::Head(head) => {
+                    if let Some(check) = check.take() {
+                        check(&head)?;
+                    }
+                    return Ok(input.get(pos..).unwrap_or_default().to_vec());
+                }
+                Event::NeedMore => break,
+                Event::Data(_) | Event::End { .. } => {}
+            }
+        }
+    }
+}
