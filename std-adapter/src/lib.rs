@@ -4,12 +4,15 @@
 //!   rustls), built on `benchlink-core`'s codecs.
 //! - [`sandbox`]: local servers that behave like the real ones, for tests and demos.
 //! - [`cli`]: the `benchlink` command line.
+//! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
 //! - [`net`]: plain and TLS byte streams shared by the clients.
+//! - [`logging`]: `DEBUG_BENCHLINK_SDK=debug` turns on verbose logs to stderr.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;
 pub mod cli;
 mod http;
+pub mod logging;
 pub mod net;
 pub mod rtm;
 pub mod sandbox;

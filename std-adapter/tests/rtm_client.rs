@@ -56,3 +56,76 @@ fn publish_subscribe_read_write() {
         .unwrap();
     c.dispose().unwrap();
 }
+
+#[test]
+fn low_level_connection_sync_calls_and_single_use() {
+    use benchlink_std::rtm::{Connection, ConnectionDelegate};
+    struct Closed(mpsc::Sender<&'static str>);
+    impl ConnectionDelegate for Closed {
+        fn on_connection_closed(&mut self) {
+            let _ = self.0.send("closed");
+        }
+        fn on_subscription_data(&mut self, data: &SubscriptionData) {
+            for m in data.messages() {
+                let _ = self.0.send(if m == "\"hi\"" { "data" } else { "other" });
+            }
+        }
+    }
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let conn = Connection::new(
+        &server.endpoint(),
+        DEFAULT_APPKEY,
+        Some(Box::new(Closed(tx))),
+        None,
+    )
+    .unwrap();
+    assert!(
+        conn.publish_sync("c", &1, WAIT).is_err(),
+        "calls before start fail"
+    );
+    conn.start().unwrap();
+    assert!(conn.start().is_err(), "a second start fails");
+    conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
+        .unwrap();
+    conn.publish_sync("c", &"hi", WAIT).unwrap();
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "data");
+    conn.unsubscribe_sync("c", WAIT).unwrap();
+    assert!(
+        conn.read_sync("missing", Duration::ZERO).is_err(),
+        "timeout 0 fails at once"
+    );
+    server.faults().drop_connections();
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "closed");
+    assert!(
+        conn.publish_sync("c", &1, WAIT).is_err(),
+        "a closed connection is finished"
+    );
+    conn.stop().unwrap();
+}
+
+#[test]
+fn make_client_connects_authenticates_and_cleans_up() {
+    use benchlink_std::rtm::make_client;
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    let position = make_client(
+        options.clone(),
+        Some((SUPERUSER_ROLE, SUPERUSER_SECRET)),
+        |c| c.publish_sync("restricted-ops", &"x", WAIT),
+    )
+    .unwrap()
+    .unwrap();
+    assert!(position.contains(':'));
+    let bad = make_client(options, Some((SUPERUSER_ROLE, "wrong")), |_| ());
+    assert!(bad.is_err(), "a bad secret fails make_client");
+    let refused = make_client(
+        ClientOptions::new(server.endpoint(), "no-such-appkey"),
+        None,
+        |_| (),
+    );
+    assert!(
+        matches!(refused, Err(benchlink_std::rtm::Error::Connect(_))),
+        "{refused:?}"
+    );
+}

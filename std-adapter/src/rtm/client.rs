@@ -96,6 +96,10 @@ pub enum Error {
     Reply(Reply),
     /// Authentication failed.
     Auth(String),
+    /// A `Connection` call before `start()` or after the connection closed.
+    NotOpen(&'static str),
+    /// `make_client` (or `Connection::start`) could not connect: the last connect error.
+    Connect(String),
     /// The client was disposed.
     Disposed,
 }
@@ -109,6 +113,8 @@ impl fmt::Display for Error {
             Error::Disconnected => f.write_str("connection lost before the reply"),
             Error::Reply(r) => write!(f, "{}: {}", r.action, r.body),
             Error::Auth(why) => write!(f, "authentication failed: {why}"),
+            Error::NotOpen(why) => f.write_str(why),
+            Error::Connect(why) => write!(f, "client connection error: {why}"),
             Error::Disposed => f.write_str("client disposed"),
         }
     }
@@ -178,6 +184,7 @@ pub struct Client {
 }
 
 struct Shared {
+    watch: Arc<StateWatch>,
     tx: Sender<Msg>,
     waker: Arc<Waker>,
     thread: ThreadId,
@@ -190,7 +197,10 @@ impl fmt::Debug for Client {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut Inner, &mut Vec<Ev>) + Send>;
+/// An API call run on the I/O thread; it returns the completion that hands the result to
+/// the caller, run only after the call's events were dispatched (so a caller that then
+/// waits for a state sees every state change the call caused).
+type Job = Box<dyn FnOnce(&mut Inner, &mut Vec<Ev>) -> Box<dyn FnOnce()> + Send>;
 
 enum Msg {
     Job(Job),
@@ -274,8 +284,16 @@ impl Handler for Collect<'_> {
     }
 }
 
+/// The client state as last reported, for callers that wait for a state.
+#[derive(Debug)]
+struct StateWatch {
+    state: std::sync::Mutex<ClientState>,
+    changed: std::sync::Condvar,
+}
+
 /// What lives on the I/O thread.
 struct Inner {
+    watch: Arc<StateWatch>,
     core: Box<Core>,
     epoch: StdInstant,
     transport: TransportOptions,
@@ -294,6 +312,11 @@ struct Inner {
     waker: Arc<Waker>,
 }
 
+/// What an `authenticate` caller is told.
+type AuthDone = Box<dyn FnOnce(Result<(), String>) + Send>;
+/// The I/O thread's state and observers, reachable from callbacks on that thread.
+type LoopState = (Rc<RefCell<Inner>>, Rc<RefCell<Observers>>);
+
 /// Observers and callbacks, kept apart from `Inner` so that an observer can call the
 /// client (which borrows `Inner`) while it runs.
 #[derive(Default)]
@@ -303,11 +326,11 @@ struct Observers {
     /// Observers of subscriptions being re-created before the old record is deleted.
     next: HashMap<String, Box<dyn SubscriptionObserver>>,
     callbacks: HashMap<u32, Callback>,
-    auth: HashMap<u32, Box<dyn FnOnce(Result<(), String>) + Send>>,
+    auth: HashMap<u32, AuthDone>,
 }
 
 thread_local! {
-    static LOOP: RefCell<Option<(Rc<RefCell<Inner>>, Rc<RefCell<Observers>>)>> = const { RefCell::new(None) };
+    static LOOP: RefCell<Option<LoopState>> = const { RefCell::new(None) };
 }
 
 impl Inner {
@@ -332,6 +355,12 @@ impl Client {
         let (tx, rx) = mpsc::channel();
         let thread_waker = waker.clone();
         let thread_tx = tx.clone();
+        let watch = Arc::new(StateWatch {
+            state: std::sync::Mutex::new(ClientState::Stopped),
+            changed: std::sync::Condvar::new(),
+        });
+        let thread_watch = watch.clone();
+        crate::logging::init_from_env();
         let config = core_rtm::Config {
             reconnect_interval: options.reconnect_interval,
             max_reconnect_interval: options.max_reconnect_interval,
@@ -349,6 +378,7 @@ impl Client {
             .stack_size(16 << 20)
             .spawn(move || {
                 let inner = Inner {
+                    watch: thread_watch,
                     core: Box::new(Core::new(config)),
                     epoch: StdInstant::now(),
                     transport: options.transport,
@@ -376,6 +406,7 @@ impl Client {
         let thread = join.thread().id();
         Ok(Client {
             shared: Arc::new(Shared {
+                watch,
                 tx,
                 waker,
                 thread,
@@ -409,7 +440,10 @@ impl Client {
         }
         let (rtx, rrx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |inner, events| {
-            let _ = rtx.send(f(inner, events));
+            let r = f(inner, events);
+            Box::new(move || {
+                let _ = rtx.send(r);
+            })
         });
         self.shared
             .tx
@@ -472,6 +506,41 @@ impl Client {
             }
         }
         r
+    }
+
+    /// Blocks until the client's state satisfies `wanted` (as observers saw it) or
+    /// `timeout` passes; returns the state reached. Not for use inside callbacks.
+    ///
+    /// ```no_run
+    /// # use benchlink_std::rtm::{Client, ClientOptions, ClientState};
+    /// # let client = Client::new(ClientOptions::new("ws://127.0.0.1:8080", "k"))?;
+    /// client.start()?;
+    /// let s = client.wait_for_state(|s| matches!(s, ClientState::Connected | ClientState::Stopped), std::time::Duration::from_secs(10));
+    /// # Ok::<(), benchlink_std::rtm::Error>(())
+    /// ```
+    pub fn wait_for_state(
+        &self,
+        wanted: impl Fn(ClientState) -> bool,
+        timeout: Duration,
+    ) -> ClientState {
+        let deadline = StdInstant::now() + timeout;
+        let mut state = self
+            .shared
+            .watch
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !wanted(*state) {
+            let left = deadline.saturating_duration_since(StdInstant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = match self.shared.watch.changed.wait_timeout(state, left) {
+                Ok((s, _)) => s,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        *state
     }
 
     /// True while connected.
@@ -803,6 +872,31 @@ impl Client {
         result.map_err(Error::Request)
     }
 
+    /// Replaces the observer of an existing subscription (its state is unchanged).
+    pub fn replace_observer(
+        &self,
+        channel_or_id: &str,
+        observer: impl SubscriptionObserver + 'static,
+    ) -> Result<(), Error> {
+        let key = channel_or_id.to_owned();
+        let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
+        self.exec(move |_, _| {
+            LOOP.with(|l| match l.borrow().as_ref() {
+                Some((_, observers)) => {
+                    let mut o = observers.borrow_mut();
+                    match o.subs.get_mut(&key) {
+                        Some(slot) => {
+                            *slot = observer;
+                            Ok(())
+                        }
+                        None => Err(Error::Request(RequestError::UnknownSubscription)),
+                    }
+                }
+                None => Err(Error::Disposed),
+            })
+        })?
+    }
+
     /// Unsubscribes; completion shows as the observer's `on_leave_subscribed` and then
     /// `on_deleted`.
     pub fn unsubscribe(&self, channel_or_id: &str) -> Result<(), Error> {
@@ -1041,14 +1135,16 @@ fn run_loop(mut poll: Poll, rx: Receiver<Msg>, inner: Inner, observers: Observer
         while let Ok(msg) = rx.try_recv() {
             match msg {
                 Msg::Job(job) => {
-                    {
+                    let complete = {
                         let Ok(mut i) = inner.try_borrow_mut() else {
                             break;
                         };
-                        job(&mut i, &mut evs);
+                        let complete = job(&mut i, &mut evs);
                         i.flush(&mut evs);
-                    }
+                        complete
+                    };
                     dispatch(&inner, &observers, std::mem::take(&mut evs));
+                    complete();
                 }
                 Msg::Connected(generation, ws) => {
                     let Ok(mut i) = inner.try_borrow_mut() else {
@@ -1125,6 +1221,13 @@ fn core_error(e: &ConnectError) -> core_rtm::ConnectError {
 /// the client (and is reported), instead of killing the I/O thread.
 fn dispatch(inner: &Rc<RefCell<Inner>>, observers: &Rc<RefCell<Observers>>, events: Vec<Ev>) {
     for ev in events {
+        if let (Ev::State(_, enter), Ok(i)) = (&ev, inner.try_borrow()) {
+            *i.watch
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = *enter;
+            i.watch.changed.notify_all();
+        }
         let ok = catch_unwind(AssertUnwindSafe(|| deliver(observers, ev))).is_ok();
         if !ok {
             log::error!("rtm: a callback panicked: stopping the client");

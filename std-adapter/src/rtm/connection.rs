@@ -1,0 +1,384 @@
+//! The low-level API: one WebSocket connection, no reconnect. `start()` blocks until the
+//! connection is open (or failed); after the connection closes the object is finished
+//! (the delegate hears `on_connection_closed`) and a new `Connection` must be made, as
+//! in the reference SDK. It is the [`Client`] with reconnection, auth restore and
+//! resubscription switched off, so both share every line of protocol code.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::client::{Callback, Client, ClientOptions, Error, Response, SubscribeOptions};
+use super::observer::{ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
+use super::{ClientState, Mode, TransportOptions};
+
+/// What a connection tells its owner. Every method has a default that does nothing.
+#[allow(unused_variables)]
+pub trait ConnectionDelegate: Send {
+    /// The connection closed (by `stop()`, the server, or the network). Called once.
+    fn on_connection_closed(&mut self) {}
+    /// A protocol problem.
+    fn on_internal_error(&mut self, error: &str) {}
+    /// Messages for a subscription.
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {}
+    /// The server ended a subscription with an error (or it failed to start).
+    fn on_subscription_error(&mut self, subscription_id: &str, reason: &str) {}
+    /// The server skipped a subscription ahead.
+    fn on_fast_forward(&mut self, subscription_id: &str) {}
+}
+
+type SharedDelegate = Arc<Mutex<Option<Box<dyn ConnectionDelegate>>>>;
+
+fn with_delegate(d: &SharedDelegate, f: impl FnOnce(&mut dyn ConnectionDelegate)) {
+    if let Some(d) = d.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+        f(d.as_mut());
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    New,
+    Open,
+    Closed,
+}
+
+struct Watch {
+    delegate: SharedDelegate,
+    phase: Arc<Mutex<Phase>>,
+}
+
+impl ClientObserver for Watch {
+    fn on_enter_connected(&mut self) {
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Open;
+    }
+    fn on_leave_connected(&mut self) {
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
+        with_delegate(&self.delegate, |d| d.on_connection_closed());
+    }
+    fn on_internal_error(&mut self, error: &str) {
+        with_delegate(&self.delegate, |d| d.on_internal_error(error));
+    }
+    fn on_fast_forward(&mut self, channel: &str) {
+        with_delegate(&self.delegate, |d| d.on_fast_forward(channel));
+    }
+}
+
+/// Forwards one subscription's events to the delegate and completes its callbacks.
+struct SubForward {
+    key: String,
+    delegate: SharedDelegate,
+    subscribed: Option<Callback>,
+    unsubscribed: Option<Callback>,
+}
+
+impl SubscriptionObserver for SubForward {
+    fn on_enter_subscribed(&mut self) {
+        if let Some(mut cb) = self.subscribed.take() {
+            cb(Response::Reply(ok("rtm/subscribe/ok", &self.key)));
+        }
+    }
+    fn on_enter_failed(&mut self, reason: &str) {
+        if let Some(mut cb) = self.subscribed.take() {
+            let body =
+                serde_json::json!({ "subscription_id": self.key, "reason": reason }).to_string();
+            cb(Response::Reply(Reply {
+                action: "rtm/subscribe/error".into(),
+                body,
+            }));
+        }
+        with_delegate(&self.delegate, |d| {
+            d.on_subscription_error(&self.key, reason)
+        });
+    }
+    fn on_deleted(&mut self) {
+        if let Some(mut cb) = self.unsubscribed.take() {
+            cb(Response::Reply(ok("rtm/unsubscribe/ok", &self.key)));
+        }
+    }
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {
+        with_delegate(&self.delegate, |d| d.on_subscription_data(data));
+    }
+}
+
+fn ok(action: &str, key: &str) -> Reply {
+    Reply {
+        action: action.into(),
+        body: serde_json::json!({ "subscription_id": key }).to_string(),
+    }
+}
+
+/// One connection to the service.
+///
+/// ```no_run
+/// use benchlink_std::rtm::Connection;
+/// let conn = Connection::new("ws://127.0.0.1:8080", "appkey", None, None)?;
+/// conn.start()?;
+/// let position = conn.publish_sync("animals", &"zebra", std::time::Duration::from_secs(60))?;
+/// conn.stop()?;
+/// # Ok::<(), benchlink_std::rtm::Error>(())
+/// ```
+pub struct Connection {
+    client: Client,
+    delegate: SharedDelegate,
+    phase: Arc<Mutex<Phase>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("phase", &self.phase())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// A connection to `endpoint` (`ws://` or `wss://`) with `appkey`, optionally
+    /// through an HTTPS proxy `(host, port)`.
+    pub fn new(
+        endpoint: &str,
+        appkey: &str,
+        delegate: Option<Box<dyn ConnectionDelegate>>,
+        https_proxy: Option<(String, u16)>,
+    ) -> Result<Connection, Error> {
+        let mut transport = TransportOptions::new(endpoint, appkey);
+        transport.https_proxy = https_proxy;
+        Connection::with_transport(transport, delegate)
+    }
+
+    /// A connection with full transport options (TLS roots, timeouts, …).
+    pub fn with_transport(
+        transport: TransportOptions,
+        delegate: Option<Box<dyn ConnectionDelegate>>,
+    ) -> Result<Connection, Error> {
+        let mut options = ClientOptions::new(String::new(), String::new());
+        options.transport = transport;
+        options.fail_count_threshold = Some(0);
+        options.restore_auth_on_reconnect = false;
+        options.retry_first_connect = false;
+        let delegate: SharedDelegate = Arc::new(Mutex::new(delegate));
+        let phase = Arc::new(Mutex::new(Phase::New));
+        let watch = Watch {
+            delegate: delegate.clone(),
+            phase: phase.clone(),
+        };
+        let client = Client::with_observer(options, Some(Box::new(watch)))?;
+        Ok(Connection {
+            client,
+            delegate,
+            phase,
+        })
+    }
+
+    fn phase(&self) -> Phase {
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn open(&self) -> Result<(), Error> {
+        match self.phase() {
+            Phase::Open => Ok(()),
+            Phase::New => Err(Error::NotOpen("connection is not open yet")),
+            Phase::Closed => Err(Error::NotOpen("connection is closed")),
+        }
+    }
+
+    /// Replaces the delegate.
+    pub fn set_delegate(&self, delegate: Option<Box<dyn ConnectionDelegate>>) {
+        *self.delegate.lock().unwrap_or_else(PoisonError::into_inner) = delegate;
+    }
+
+    /// Opens the connection, blocking until it is open or failed (a second call fails).
+    pub fn start(&self) -> Result<(), Error> {
+        if self.phase() != Phase::New {
+            return Err(Error::NotOpen("connection is already open"));
+        }
+        self.client.start()?;
+        let state = self.client.wait_for_state(
+            |s| {
+                matches!(
+                    s,
+                    ClientState::Connected | ClientState::Stopped | ClientState::Disposed
+                )
+            },
+            Duration::from_secs(300),
+        );
+        if state == ClientState::Connected {
+            *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Open;
+            Ok(())
+        } else {
+            *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
+            Err(Error::Connect(
+                self.client
+                    .last_connecting_error()
+                    .unwrap_or_else(|| "not connected".into()),
+            ))
+        }
+    }
+
+    /// Closes the connection (close code 1000). Safe before `start()` and twice.
+    pub fn stop(&self) -> Result<(), Error> {
+        if self.phase() == Phase::New {
+            *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
+            return self.client.dispose();
+        }
+        let _ = self.client.stop();
+        self.client.wait_for_state(
+            |s| matches!(s, ClientState::Stopped | ClientState::Disposed),
+            Duration::from_secs(10),
+        );
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
+        self.client.dispose()
+    }
+
+    /// Publishes (asynchronous; with a callback, the reply is delivered to it).
+    pub fn publish(
+        &self,
+        channel: &str,
+        message: &impl serde::Serialize,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.publish(channel, message, callback)
+    }
+
+    /// Publishes and waits for the reply; returns the position.
+    pub fn publish_sync(
+        &self,
+        channel: &str,
+        message: &impl serde::Serialize,
+        timeout: Duration,
+    ) -> Result<String, Error> {
+        self.open()?;
+        self.client.publish_sync(channel, message, timeout)
+    }
+
+    /// Reads a channel's value (the callback receives `rtm/read/ok` or an error).
+    pub fn read(
+        &self,
+        channel: &str,
+        args: Option<serde_json::Value>,
+        callback: Callback,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.read(channel, args, callback)
+    }
+
+    /// Reads and waits; returns the value (`null` if none).
+    pub fn read_sync(&self, channel: &str, timeout: Duration) -> Result<serde_json::Value, Error> {
+        self.open()?;
+        self.client.read_sync(channel, timeout)
+    }
+
+    /// Writes a channel's value.
+    pub fn write(
+        &self,
+        channel: &str,
+        value: &impl serde::Serialize,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.write(channel, value, callback)
+    }
+
+    /// Deletes a channel's value; without a callback no reply is asked for.
+    pub fn delete(&self, channel: &str, callback: Option<Callback>) -> Result<(), Error> {
+        self.open()?;
+        self.client.delete(channel, callback)
+    }
+
+    /// Searches channel names by prefix (legacy); the callback runs for every reply.
+    pub fn search(&self, prefix: &str, callback: Callback) -> Result<(), Error> {
+        self.open()?;
+        self.client.search(prefix, callback)
+    }
+
+    /// Subscribes; `options` are sent as given (no fast-forward is added). Data goes to
+    /// the delegate's `on_subscription_data`; the callback receives the outcome.
+    pub fn subscribe(
+        &self,
+        channel_or_id: &str,
+        options: SubscribeOptions,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.open()?;
+        let forward = SubForward {
+            key: channel_or_id.to_owned(),
+            delegate: self.delegate.clone(),
+            subscribed: callback,
+            unsubscribed: None,
+        };
+        self.client
+            .subscribe(channel_or_id, Mode::Advanced, forward, options)
+    }
+
+    /// Subscribes and waits for the outcome.
+    pub fn subscribe_sync(
+        &self,
+        channel_or_id: &str,
+        options: SubscribeOptions,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.subscribe(
+            channel_or_id,
+            options,
+            Some(Box::new(move |r| {
+                let _ = tx.send(r);
+            })),
+        )?;
+        wait_ok(&rx, timeout)
+    }
+
+    /// Unsubscribes; the callback runs when the server confirmed.
+    pub fn unsubscribe(
+        &self,
+        channel_or_id: &str,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.open()?;
+        if let Some(cb) = callback {
+            // Re-register the forwarder with the completion callback.
+            let forward = SubForward {
+                key: channel_or_id.to_owned(),
+                delegate: self.delegate.clone(),
+                subscribed: None,
+                unsubscribed: Some(cb),
+            };
+            self.client.replace_observer(channel_or_id, forward)?;
+        }
+        self.client.unsubscribe(channel_or_id)
+    }
+
+    /// Unsubscribes and waits.
+    pub fn unsubscribe_sync(&self, channel_or_id: &str, timeout: Duration) -> Result<(), Error> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.unsubscribe(
+            channel_or_id,
+            Some(Box::new(move |r| {
+                let _ = tx.send(r);
+            })),
+        )?;
+        wait_ok(&rx, timeout)
+    }
+
+    /// Authenticates with a role and its secret; `done` receives the outcome.
+    pub fn authenticate(
+        &self,
+        role: &str,
+        secret: &str,
+        done: impl FnOnce(Result<(), String>) + Send + 'static,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.authenticate(role, secret, done)
+    }
+}
+
+fn wait_ok(rx: &std::sync::mpsc::Receiver<Response>, timeout: Duration) -> Result<(), Error> {
+    match rx.recv_timeout(timeout) {
+        Ok(Response::Reply(r)) if r.is_ok() => Ok(()),
+        Ok(Response::Reply(r)) => Err(Error::Reply(r)),
+        Ok(Response::Timeout) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            Err(Error::Timeout)
+        }
+        Ok(Response::Disconnected) => Err(Error::Disconnected),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::Disposed),
+    }
+}
