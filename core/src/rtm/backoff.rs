@@ -75,11 +75,6 @@ impl Backoff {
         self.fail_count
     }
 
-    #[cfg(test)]
-    pub(crate) fn last_attempt_start(&self) -> Option<Instant> {
-        self.last_attempt_start
-    }
-
     /// `min(interval · 2^fail_count, max)`, without overflow.
     pub(crate) fn base_delay(&self, interval: Duration, max: Duration) -> Duration {
         let mut delay = interval;

@@ -1,96 +1,4 @@
-//! The RTM client, sans IO: reconnects with backoff, restores auth and subscriptions,
-//! queues requests while offline, and completes every acked request exactly once.
-//!
-//! # Shape
-//!
-//! The adapter owns the WebSocket and the clock. It feeds transport events in
-//! (`handle_connected`, `handle_connect_failed`, `handle_message`, `handle_closed`,
-//! `handle_timeout`), drains [`Client::poll_transmit`] after every call (`Connect`, `Send`
-//! one PDU as a text frame, `Close`), and sleeps until [`Client::poll_timeout`], a
-//! received frame or a user command. Events go to the [`Handler`] passed to each call,
-//! synchronously.
-//!
-//! ```
-//! use benchlink_core::rtm::{Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
-//! use benchlink_core::time::Instant;
-//!
-//! #[derive(Default)]
-//! struct App { acked: Vec<Ticket> }
-//! impl Handler for App {
-//!     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-//!         if let Outcome::Ok(_) = outcome { self.acked.push(ticket) }
-//!     }
-//! }
-//!
-//! let mut client: Client<4, 8, 1024, 1024> = Client::new(Config::default());
-//! let mut app = App::default();
-//! let t = Instant::ZERO;
-//! client.start(t, &mut app);
-//! assert_eq!(client.poll_transmit(), Some(Transmit::Connect)); // adapter: open the socket
-//! client.handle_connected(t, &mut app);
-//! assert_eq!(client.state(), ClientState::Connected);
-//!
-//! let ticket = client
-//!     .publish(t, "chan", r#"{"k":1}"#, Ack::Reply { deadline: None }, &mut app)
-//!     .unwrap()
-//!     .unwrap();
-//! assert_eq!(
-//!     client.poll_transmit(),
-//!     Some(Transmit::Send(r#"{"action":"rtm/publish","id":0,"body":{"channel":"chan","message":{"k":1}}}"#))
-//! );
-//! assert_eq!(client.poll_transmit(), None);
-//! client.handle_message(t, r#"{"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}"#, &mut app);
-//! assert_eq!(app.acked, [ticket]);
-//! ```
-//!
-//! # Semantics (spec §5 with the §10 differences)
-//!
-//! - **States** follow spec §5.3 row by row; every event is defined in every state.
-//!   Events the table ignores are ignored. `ChannelError` is applied to the subscription
-//!   in any state with an open connection (Connecting during auth restore, Connected,
-//!   Stopping).
-//! - **Backoff** ([`Config`] documents the formula): measured from the start of the
-//!   previous attempt, doubled per consecutive failure, capped, with jitter. The fail count
-//!   is reset only when a connection proved stable: it lasted `reconnect_interval` or got
-//!   a reply to one of our requests (§10.6). A connection that opens and closes at once
-//!   counts as a failed attempt, so an accept-then-close server sees a growing backoff.
-//! - **Attempt budget**: `fail_count_threshold = Some(n)` allows exactly `n` reconnect
-//!   attempts after a drop before the client stops (§10.14); `None` is unlimited. The
-//!   budget is refilled when a connection proves stable.
-//! - **First connect** after `start()`: retried per the budget only with
-//!   `retry_first_connect`; by default its failure stops the client (the reference
-//!   behaviour, now an explicit option, §10.15).
-//! - **Restore order** on every connect (§5.7): the remembered credentials are replayed
-//!   first (their failure counts as a failed attempt), then every subscription resubscribes
-//!   in insertion order, then the queued requests are sent, in order. Request ids restart
-//!   at 0 on every connection. The reference sends drained requests before a user
-//!   `authenticate` completes; here `authenticate` is a barrier: requests made after it
-//!   are sent once it completed (so they run with its permissions).
-//! - **Offline queue**: publish, read, write, delete, search and authenticate made while
-//!   not connected (or while the queue is non-empty, an auth is in progress, or the table
-//!   of requests in flight is full) wait in a `QUEUE`-byte buffer. A request that does not
-//!   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
-//!   silently (§10.4). `max_queue_size` counts exactly the user requests queued or in
-//!   flight (§10.14).
-//! - **Exactly once**: every acked request ends with one [`Outcome`] (or [`AuthResult`]):
-//!   the reply, `Timeout` at its deadline (a deadline of `now` times out at the next
-//!   `handle_timeout`), or `Disconnected` when the connection is lost or the client
-//!   stops/disposes while it is in flight (§10.5). Requests still queued survive `stop()`
-//!   (they are sent after the next `start()`) and end `Disconnected` on `dispose()`.
-//! - **Protocol errors** (§7.2): malformed frames, unsolicited `/error`, replies of the
-//!   wrong type drop the connection and reconnect; unknown unsolicited PDUs, other
-//!   `subscription/info`, replies with unknown ids and data for unknown subscriptions are
-//!   reported as non-fatal [`InternalError`]s (or ignored) and the connection stays
-//!   (§10.9).
-//!
-//! # Memory
-//!
-//! Everything lives in the struct: `QUEUE` + `OUT` bytes of buffers, `SUBS` subscription
-//! records of about 400 bytes ([`MAX_SUBSCRIPTION_TEXT`] + [`MAX_POSITION_LEN`] + state),
-//! `PENDING` entries of 24 bytes, and about 500 bytes of fixed state (two credential slots
-//! of [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]). `size_of::<Client<4, 8, 1024, 2048>>()` is
-//! about 5.5 KiB on 32-bit targets. A PDU must fit in `OUT`; a request waiting offline
-//! takes its body plus 18 bytes of `QUEUE`.
+//! The RTM client, sans IO: see [`Client`].
 
 use core::fmt;
 use core::time::Duration;
@@ -99,7 +7,7 @@ use heapless::{String, Vec};
 
 use super::auth::{AuthState, AuthStep, RoleSecretAuth};
 use super::backoff::Backoff;
-use super::connection::{escaped_len, Meta, Pending, ReqKind, UserRequest, PDU_OVERHEAD};
+use super::connection::{escaped_len, Meta, Pending, ReqKind, UserRequest, AUTH_OVERHEAD};
 use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
@@ -219,9 +127,147 @@ enum Leave {
     Flush,
 }
 
-/// The sans-IO RTM client; see the [module docs](self). `SUBS` subscriptions, `PENDING`
-/// acked requests in flight, `QUEUE` bytes of offline queue, `OUT` bytes of outbox (the
-/// largest PDU it can send).
+/// The sans-IO RTM client: reconnects with backoff, restores auth and subscriptions,
+/// queues requests while offline, and completes every acked request exactly once.
+/// `SUBS` subscriptions, `PENDING` acked requests in flight, `QUEUE` bytes of offline
+/// queue, `OUT` bytes of outbox (the largest PDU it can send).
+///
+/// # Shape
+///
+/// The adapter owns the WebSocket and the clock. It feeds transport events in
+/// (`handle_connected`, `handle_connect_failed`, `handle_message`, `handle_closed`,
+/// `handle_timeout`), drains [`Client::poll_transmit`] after every call (`Connect`, `Send`
+/// one PDU as a text frame, `Close`), and sleeps until [`Client::poll_timeout`], a
+/// received frame or a user command. Events go to the [`Handler`] passed to each call,
+/// synchronously.
+///
+/// ```
+/// use benchlink_core::rtm::{Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
+/// use benchlink_core::time::Instant;
+///
+/// #[derive(Default)]
+/// struct App { acked: Vec<Ticket> }
+/// impl Handler for App {
+///     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+///         if let Outcome::Ok(_) = outcome { self.acked.push(ticket) }
+///     }
+/// }
+///
+/// let mut client: Client<4, 8, 1024, 1024> = Client::new(Config::default());
+/// let mut app = App::default();
+/// let t = Instant::ZERO;
+/// client.start(t, &mut app);
+/// assert_eq!(client.poll_transmit(), Some(Transmit::Connect)); // adapter: open the socket
+/// client.handle_connected(t, &mut app);
+/// assert_eq!(client.state(), ClientState::Connected);
+///
+/// let ticket = client
+///     .publish(t, "chan", r#"{"k":1}"#, Ack::Reply { deadline: None }, &mut app)
+///     .unwrap()
+///     .unwrap();
+/// assert_eq!(
+///     client.poll_transmit(),
+///     Some(Transmit::Send(r#"{"action":"rtm/publish","id":0,"body":{"channel":"chan","message":{"k":1}}}"#))
+/// );
+/// assert_eq!(client.poll_transmit(), None);
+/// client.handle_message(t, r#"{"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}"#, &mut app);
+/// assert_eq!(app.acked, [ticket]);
+/// ```
+///
+/// # Semantics (spec §5 with the §10 differences)
+///
+/// - **States** follow spec §5.3 row by row; every event is defined in every state.
+///   Events the table ignores are ignored. `ChannelError` is applied to the subscription
+///   in any state with an open connection (Connecting during auth restore, Connected,
+///   Stopping).
+/// - **Backoff** ([`Config`] documents the formula): measured from the start of the
+///   previous attempt, doubled per consecutive failure, capped, with jitter. The fail count
+///   is reset only when a connection proved stable: it lasted `reconnect_interval` or got
+///   a reply to one of our requests (§10.6). A connection that opens and closes at once
+///   counts as a failed attempt, so an accept-then-close server sees a growing backoff.
+/// - **Attempt budget**: `fail_count_threshold = Some(n)` allows exactly `n` reconnect
+///   attempts after a drop before the client stops (§10.14); `None` is unlimited. The
+///   budget is refilled when a connection proves stable.
+/// - **First connect** after `start()`: retried per the budget only with
+///   `retry_first_connect`; by default its failure stops the client (the reference
+///   behaviour, now an explicit option, §10.15).
+/// - **Restore order** on every connect (§5.7): the remembered credentials are replayed
+///   first (their failure counts as a failed attempt), then every subscription resubscribes
+///   in insertion order, then the queued requests are sent, in order. Request ids restart
+///   at 0 on every connection. The reference sends drained requests before a user
+///   `authenticate` completes; here `authenticate` is a barrier: requests made after it
+///   are sent once it completed (so they run with its permissions).
+/// - **Offline queue**: publish, read, write, delete, search and authenticate made while
+///   not connected (or while the queue is non-empty, an auth is in progress, or the table
+///   of requests in flight is full) wait in a `QUEUE`-byte buffer. A request that does not
+///   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
+///   silently (§10.4). `max_queue_size` counts exactly the user requests queued or in
+///   flight (§10.14).
+/// - **Exactly once**: every acked request ends with one [`Outcome`] (or [`AuthResult`]):
+///   the reply, `Timeout` at its deadline (a deadline of `now` times out at the next
+///   `handle_timeout`), or `Disconnected` when the connection is lost or the client
+///   stops/disposes while it is in flight (§10.5). Requests still queued survive `stop()`
+///   (they are sent after the next `start()`) and end `Disconnected` on `dispose()`.
+/// - **Protocol errors** (§7.2): malformed frames, unsolicited `/error`, replies of the
+///   wrong type drop the connection and reconnect; unknown unsolicited PDUs, other
+///   `subscription/info`, replies with unknown ids and data for unknown subscriptions are
+///   reported as non-fatal [`InternalError`]s (or ignored) and the connection stays
+///   (§10.9).
+///
+/// # Memory
+///
+/// Everything lives in the struct, no heap: `QUEUE` + `OUT` bytes of buffers, `SUBS`
+/// subscription records ([`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT) +
+/// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state),
+/// `PENDING` entries of 24 bytes, and fixed state including two credential slots of
+/// [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]. Measured:
+///
+/// | | thumbv7em (32-bit) | x86_64 |
+/// |---|---|---|
+/// | fixed (`Client<0, 0, 0, 0>`) | 664 B | 720 B |
+/// | per subscription (`SUBS`) | 392 B | 424 B |
+/// | per request in flight (`PENDING`) | 24 B | 24 B |
+/// | per byte of `QUEUE` / `OUT` | 1 B | 1 B |
+/// | `Client<4, 8, 1024, 2048>` | 5496 B | 5680 B |
+///
+/// A PDU must fit in `OUT` (minus 4 bytes of record header); a request waiting offline
+/// takes its body plus 18 bytes of `QUEUE`. The client is one value: on std, large
+/// capacities belong on the heap (`Box`) or in a thread with a big enough stack.
+///
+/// # Subscriptions (spec §5.10–§5.15 with the §10 differences)
+///
+/// - Every event is defined in every subscription state. A `Failed` subscription is not
+///   retried on reconnect: it stays `Failed` until the application unsubscribes (deleted
+///   at once, nothing sent) or subscribes again (starts over with the new arguments).
+/// - Unsubscribing while disconnected, or from `Failed`, removes the record and reports
+///   [`Handler::subscription_deleted`] at once: no leaks.
+/// - `out_of_sync` (and `expired_position`): RELIABLE and SIMPLE resubscribe **without**
+///   a `position` key (never `null`); ADVANCED enters `Failed`. Other channel errors
+///   resubscribe (from the tracked position in RELIABLE/ADVANCED).
+/// - SIMPLE sends a user `position` only on its first subscribe, and every mode sends
+///   `history` only until the first `subscribe/ok`, so reconnects replay nothing twice.
+/// - Data arriving while `Subscribing` is **reported** at once (never dropped) and
+///   advances the tracked position; the older `subscribe/ok` position is then ignored.
+///   Data without `position` is delivered and reported as
+///   [`InternalError::DataWithoutPosition`]; the client stays connected.
+/// - A `fast_forward` info with a `position` updates the tracked position (JS behaviour),
+///   so a resubscribe does not ask for the expired one again.
+/// - Subscribing a live key is refused with [`RequestError::AlreadySubscribed`] (the
+///   reference ignores it silently); unsubscribing an unknown key is
+///   [`RequestError::UnknownSubscription`].
+/// - A channel error for a subscription the application no longer wants (unsubscribed,
+///   or cycling to new arguments) ends it instead of resubscribing first.
+///
+/// # Adapter contract
+///
+/// Act on [`Transmit`]s in order. After `Close`, close the socket and call
+/// [`handle_closed`](Self::handle_closed) once it is closed (a close report that arrives
+/// before the next `Connect` is taken is ignored). After `Connect`, report exactly one of
+/// [`handle_connected`](Self::handle_connected) or
+/// [`handle_connect_failed`](Self::handle_connect_failed) (or `handle_closed`, which counts
+/// as a failure). Call [`handle_timeout`](Self::handle_timeout) when
+/// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
+/// cannot re-enter the client: act on events after the call returns.
 pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> {
     config: Config,
     state: ClientState,
@@ -718,7 +764,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
         let role_text = String::try_from(role).map_err(|()| RequestError::TooLarge)?;
         let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
-        if escaped_len(role).saturating_add(PDU_OVERHEAD) > RecordFifo::<OUT>::max_record() {
+        if escaped_len(role).saturating_add(AUTH_OVERHEAD) > RecordFifo::<OUT>::max_record() {
             return Err(RequestError::TooLarge);
         }
         self.check_room()?;
@@ -1039,7 +1085,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.expire_queued(now, h);
         let mut i = 0;
         while let Some(p) = self.pending.get(i).copied() {
-            if p.deadline.is_some_and(|d| d <= now) {
+            if p.deadline().is_some_and(|d| d <= now) {
                 self.pending.remove(i);
                 h.reply(p.ticket, Outcome::Timeout);
             } else {
@@ -1133,7 +1179,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut at = self.queue_deadline;
         for p in &self.pending {
-            at = min_deadline(at, p.deadline);
+            at = min_deadline(at, p.deadline());
         }
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
             at = min_deadline(at, auth.deadline);
@@ -1531,12 +1577,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     sent = true;
                     if acked {
                         self.next_id = self.next_id.wrapping_add(1);
-                        let entry = Pending {
-                            id,
-                            ticket,
-                            kind: req.kind(),
-                            deadline,
-                        };
+                        let entry = Pending::new(id, ticket, req.kind(), deadline);
                         // `can_send_now` checked there is room.
                         let _ = self.pending.push(entry);
                     }
@@ -1711,12 +1752,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             }
             if meta.acked {
                 self.next_id = self.next_id.wrapping_add(1);
-                let _ = self.pending.push(Pending {
-                    id,
-                    ticket: meta.ticket,
-                    kind: meta.kind,
-                    deadline: meta.deadline,
-                });
+                let _ = self
+                    .pending
+                    .push(Pending::new(id, meta.ticket, meta.kind, meta.deadline));
             }
             self.queue.pop_front();
             self.queued = self.queued.saturating_sub(1);

@@ -7,11 +7,19 @@ use super::pdu::{Action, Request};
 use crate::json;
 use crate::time::Instant;
 
-/// Upper bound of the envelope and fixed members around the variable parts of a PDU:
-/// `{"action":"rtm/subscribe","id":4294967295,"body":{…}}` plus member names, commas and
-/// the largest fixed members (`"history":{"count":<20 digits>}`, `"period":<10 digits>`,
-/// `"fast_forward":true`, `"force":true`, `"only":"value_changes"`, `"method":"role_secret"`).
-pub(crate) const PDU_OVERHEAD: usize = 256;
+/// Upper bound of the envelope around a request body with the largest id:
+/// `{"action":"rtm/subscribe","id":4294967295,"body":` … `}` (51 bytes with the longest
+/// action name).
+pub(crate) const ENVELOPE: usize = 52;
+
+/// Upper bound of the fixed members of a publish, read, write, delete or search body:
+/// `{"channel":"","message":}` (25 bytes; the others are shorter).
+const REQUEST_MEMBERS: usize = 26;
+
+/// Upper bound of an `auth/handshake` or `auth/authenticate` PDU besides the role:
+/// `{"method":"role_secret","data":{"role":""}}` in the envelope (or the 24-byte hash in
+/// `{"method":"role_secret","credentials":{"hash":""}}`).
+pub(crate) const AUTH_OVERHEAD: usize = ENVELOPE + 80;
 
 /// The length of `s` once written as a JSON string by the escaping writer (without the
 /// quotes): control characters take 6 bytes (`\u00XX`) or 2, `"` and `\` take 2.
@@ -138,7 +146,7 @@ impl<'a> UserRequest<'a> {
         };
         escaped_len(text)
             .saturating_add(raw)
-            .saturating_add(PDU_OVERHEAD)
+            .saturating_add(ENVELOPE + REQUEST_MEMBERS)
     }
 
     /// Whether the pre-serialized parts are valid JSON (used to tell `InvalidJson` from
@@ -156,13 +164,29 @@ impl<'a> UserRequest<'a> {
     }
 }
 
-/// One acked user request in flight on the current connection.
+/// One acked user request in flight on the current connection (24 bytes).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pending {
     pub(crate) id: u32,
     pub(crate) ticket: Ticket,
     pub(crate) kind: ReqKind,
-    pub(crate) deadline: Option<Instant>,
+    /// Microseconds; `u64::MAX` = no deadline (an `Option<Instant>` would take 16 bytes).
+    deadline: u64,
+}
+
+impl Pending {
+    pub(crate) fn new(id: u32, ticket: Ticket, kind: ReqKind, deadline: Option<Instant>) -> Self {
+        Pending {
+            id,
+            ticket,
+            kind,
+            deadline: deadline.map_or(u64::MAX, Instant::as_micros),
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        (self.deadline != u64::MAX).then_some(Instant::from_micros(self.deadline))
+    }
 }
 
 /// The fixed header of an offline-queue record, followed by the request body (empty for
@@ -256,6 +280,52 @@ mod tests {
         rec[0] = 99;
         assert!(Meta::read(&rec).is_none());
         assert!(meta.write(&mut [0u8; 3]).is_none());
+    }
+
+    #[test]
+    fn bounds_hold_for_the_longest_fields() {
+        let channel = "c\"\u{1}";
+        let message = r#"{"k": [1, 2]}"#;
+        let mut buf = [0u8; 256];
+        for req in [
+            UserRequest::Publish { channel, message },
+            UserRequest::Write {
+                channel,
+                value: message,
+            },
+            UserRequest::Read {
+                channel,
+                args: Some(r#"{"position":"1:2"}"#),
+            },
+            UserRequest::Delete { channel },
+            UserRequest::Search { prefix: channel },
+        ] {
+            let mut out = crate::http::Cursor::new(&mut buf);
+            req.to_pdu()
+                .encode(Some(u64::from(u32::MAX)), &mut out)
+                .unwrap();
+            assert!(
+                out.len() <= req.pdu_bound(),
+                "{req:?}: {} > {}",
+                out.len(),
+                req.pdu_bound()
+            );
+            assert!(
+                req.pdu_bound() - out.len() <= 20,
+                "{req:?}: bound too loose"
+            );
+        }
+        let mut out = crate::http::Cursor::new(&mut buf);
+        Request::Handshake { role: channel }
+            .encode(Some(u64::from(u32::MAX)), &mut out)
+            .unwrap();
+        assert!(out.len() <= escaped_len(channel) + AUTH_OVERHEAD);
+        let mut out = crate::http::Cursor::new(&mut buf);
+        let hash = "P6COJ5aXJvIRoJO1PaYREw==";
+        Request::Authenticate { hash }
+            .encode(Some(u64::from(u32::MAX)), &mut out)
+            .unwrap();
+        assert!(out.len() <= AUTH_OVERHEAD);
     }
 
     #[test]

@@ -428,7 +428,7 @@ pub enum InternalError<'a> {
     /// `rtm/publish/ok` for a subscribe).
     WrongReply {
         /// The request that id belongs to.
-        request: Action<'static>,
+        request: Action<'a>,
         /// The reply received.
         reply: Action<'a>,
     },

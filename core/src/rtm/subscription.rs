@@ -27,7 +27,7 @@
 
 use heapless::String;
 
-use super::connection::{escaped_len, PDU_OVERHEAD};
+use super::connection::{escaped_len, ENVELOPE};
 use super::events::{FailReason, Handler, InternalError, Mode, RequestError, SubState};
 use super::pdu::{self, History, Pdu, Request, SubscribeRequest, Target};
 use crate::json::JsonStr;
@@ -227,13 +227,29 @@ impl Subscription {
         self.mode != Mode::Simple
     }
 
-    /// An upper bound of the subscribe PDU's length (the largest request it sends).
+    /// An upper bound of the subscribe PDU's length (the largest request it sends), with
+    /// room for the longest position it may track.
     pub(crate) fn pdu_bound(&self) -> usize {
-        escaped_len(self.key())
-            .saturating_add(self.filter().map_or(0, escaped_len))
-            .saturating_add(self.extras_len.unwrap_or(0))
-            .saturating_add(MAX_POSITION_LEN)
-            .saturating_add(PDU_OVERHEAD)
+        // Member by member, as `SubscribeRequest` writes them (`,"name":` included).
+        let target = match self.filter() {
+            Some(filter) => escaped_len(filter).saturating_add(20 + 12), // "subscription_id":"…" ,"filter":"…"
+            None => 12,                                                  // "channel":"…"
+        };
+        let optional = [
+            (self.mode != Mode::Advanced, 20), // ,"fast_forward":true
+            (self.history.is_some(), 41),      // ,"history":{"count":<u64>}
+            (self.period.is_some(), 20),       // ,"period":<u32>
+            (self.force, 13),                  // ,"force":true
+            (self.only_value_changes, 23),     // ,"only":"value_changes"
+        ];
+        let optional: usize = optional.iter().filter(|(on, _)| *on).map(|(_, n)| n).sum();
+        ENVELOPE
+            .saturating_add(2) // {}
+            .saturating_add(target)
+            .saturating_add(escaped_len(self.key()))
+            .saturating_add(14 + MAX_POSITION_LEN) // ,"position":"…"
+            .saturating_add(optional)
+            .saturating_add(self.extras_len.map_or(0, |n| n.saturating_add(1)))
     }
 
     /// The request `kind` as it must be sent now.
