@@ -1,1 +1,478 @@
-//! Shared helpers for the cross-crate tests.
+//! Shared helpers for the cross-crate tests: local benchmark servers with test timings,
+//! clients that cannot hang a test, bounded waits, a connection-counting TCP proxy and a
+//! TLS-terminating proxy with a throw-away certificate for `localhost`.
+//!
+//! Everything here panics with a message that says what did not happen: these are test
+//! helpers, and a panic is how a test fails.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use benchlink_std::bench::{BenchClient, Scenario, ServerAddress, StatusInfo};
+use benchlink_std::sandbox::bench::{BenchServer, BenchServerConfig, Speed};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{ServerConfig, ServerConnection};
+
+/// How long any single wait in these tests may take before the test fails.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The workspace root (where `examples/` lives).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// `examples/scenarios/<name>`.
+pub fn scenario_path(name: &str) -> PathBuf {
+    repo_root().join("examples/scenarios").join(name)
+}
+
+/// `examples/scenarios/<name>` read with its includes.
+pub fn scenario(name: &str) -> Scenario {
+    let path = scenario_path(name);
+    Scenario::from_file(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// `hello.bdl`: two workers printing the included `data.txt` for 10 scenario seconds.
+pub fn hello() -> Scenario {
+    scenario("hello.bdl")
+}
+
+/// Timings under which a `hello.bdl` benchmark runs for about 1.2 s, so that streams
+/// are observably live, while every other phase stays quick.
+pub fn live_speed() -> Speed {
+    Speed {
+        stage: Duration::from_millis(10),
+        scenario_second: Duration::from_millis(120),
+        default_running: Duration::from_millis(1200),
+        max_running: Duration::from_secs(3),
+        metric_interval: Duration::from_millis(100),
+        log_flush_interval: Duration::from_millis(50),
+        poll: Duration::from_millis(20),
+        finalize: Duration::from_millis(60),
+    }
+}
+
+/// A local server with [`BenchServerConfig::fast`] adjusted by `adjust`.
+pub fn server_with(adjust: impl FnOnce(&mut BenchServerConfig)) -> BenchServer {
+    let mut config = BenchServerConfig::fast();
+    adjust(&mut config);
+    BenchServer::start(config).unwrap_or_else(|e| panic!("starting the bench server: {e}"))
+}
+
+/// A local server with the fast test timings.
+pub fn fast_server() -> BenchServer {
+    server_with(|_| {})
+}
+
+/// A local server with [`live_speed`].
+pub fn live_server() -> BenchServer {
+    server_with(|c| c.speed = live_speed())
+}
+
+/// A client of `host` (no token file is read) whose every read times out, so that a
+/// broken client or server fails the test instead of hanging it.
+pub fn client(host: &str) -> BenchClient {
+    let address = ServerAddress::parse(host).unwrap_or_else(|e| panic!("address {host}: {e}"));
+    BenchClient::new(address)
+        .unwrap_or_else(|e| panic!("client of {host}: {e}"))
+        .with_reply_timeout(Some(PATIENCE))
+        .with_stream_idle_timeout(Some(PATIENCE))
+}
+
+/// Polls `/status` until `pred` holds; fails the test after [`PATIENCE`].
+pub fn wait_status(
+    client: &mut BenchClient,
+    id: u64,
+    what: &str,
+    pred: impl Fn(&StatusInfo) -> bool,
+) -> StatusInfo {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let s = client
+            .status(id)
+            .unwrap_or_else(|e| panic!("status of benchmark {id} while waiting for {what}: {e}"));
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "benchmark {id} never became {what}; last status {s:?}"
+        );
+        thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Waits until benchmark `id` has a final status.
+pub fn wait_final(client: &mut BenchClient, id: u64) -> StatusInfo {
+    wait_status(client, id, "final", |s| s.status().is_final())
+}
+
+/// Waits until benchmark `id` is `running`.
+pub fn wait_running(client: &mut BenchClient, id: u64) -> StatusInfo {
+    wait_status(client, id, "running", |s| s.status_text == "running")
+}
+
+/// Waits until the server-side process of benchmark `id` is gone (finalize over, logs
+/// closed, streams ended).
+pub fn wait_process_gone(server: &BenchServer, id: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    while server
+        .benchmark(id)
+        .unwrap_or_else(|| panic!("benchmark {id} is unknown to the server"))
+        .process_alive
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the process of benchmark {id} never ended"
+        );
+        thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Runs `f` on a thread of its own and returns its result, failing the test (with
+/// `what` in the message) if it takes longer than `limit`: the watchdog for calls that
+/// would hang forever if the code under test were broken. A panic inside `f` is
+/// re-raised here.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    let spawned = thread::Builder::new()
+        .name(format!("within: {what}"))
+        .spawn(move || {
+            let _ = tx.send(panic::catch_unwind(AssertUnwindSafe(f)));
+        });
+    if let Err(e) = spawned {
+        panic!("{what}: cannot spawn the watched thread: {e}");
+    }
+    match rx.recv_timeout(limit) {
+        Ok(Ok(value)) => value,
+        Ok(Err(payload)) => panic::resume_unwind(payload),
+        Err(_) => panic!("{what}: still not done after {limit:?} (hung?)"),
+    }
+}
+
+/// Sockets of a proxy's connections, so that they can be closed from the test.
+type Sockets = Arc<Mutex<Vec<TcpStream>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A listener on `127.0.0.1:0` whose accept loop hands every connection to `serve`
+/// on a thread of its own, counting them; stops on drop.
+struct Acceptor {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    sockets: Sockets,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Acceptor {
+    fn start(serve: impl Fn(TcpStream, &Sockets) + Send + Sync + 'static) -> Acceptor {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("binding a proxy listener: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("proxy address: {e}"));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let sockets: Sockets = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let serve = Arc::new(serve);
+        let (a, s, st) = (
+            Arc::clone(&accepted),
+            Arc::clone(&sockets),
+            Arc::clone(&stop),
+        );
+        let thread = thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                a.fetch_add(1, Ordering::SeqCst);
+                if let Ok(clone) = conn.try_clone() {
+                    lock(&s).push(clone);
+                }
+                let (serve, s) = (Arc::clone(&serve), Arc::clone(&s));
+                thread::spawn(move || serve(conn, &s));
+            }
+        });
+        Acceptor {
+            addr,
+            accepted,
+            sockets,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn close_all(&self) {
+        for s in lock(&self.sockets).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.close_all();
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, then half-closes `to`; on an error both
+/// sides are shut down.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => {
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(n) => {
+                if to.write_all(buf.get(..n).unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// A plain TCP proxy in front of `upstream` that counts the connections clients open
+/// (so a test can prove keep-alive) and can cut them all (so a test can make a kept-alive
+/// connection stale).
+pub struct CountingProxy {
+    acceptor: Acceptor,
+}
+
+impl CountingProxy {
+    /// Starts forwarding from a fresh `127.0.0.1` port to `upstream`.
+    pub fn start(upstream: SocketAddr) -> CountingProxy {
+        let acceptor = Acceptor::start(move |client, sockets| {
+            let Ok(server) = TcpStream::connect(upstream) else {
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            };
+            if let Ok(clone) = server.try_clone() {
+                lock(sockets).push(clone);
+            }
+            let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                return;
+            };
+            thread::spawn(move || pump(s2, c2));
+            pump(client, server);
+        });
+        CountingProxy { acceptor }
+    }
+
+    /// `127.0.0.1:PORT` of the proxy.
+    pub fn host(&self) -> String {
+        self.acceptor.addr.to_string()
+    }
+
+    /// How many connections clients have opened so far.
+    pub fn accepted(&self) -> usize {
+        self.acceptor.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection, both towards the clients and towards the server.
+    pub fn close_all(&self) {
+        self.acceptor.close_all();
+    }
+}
+
+/// A throw-away self-signed certificate for `localhost` and its key.
+pub fn localhost_certificate() -> (CertificateDer<'static>, PrivateKeyDer<'static>, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .unwrap_or_else(|e| panic!("generating a certificate: {e}"));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+    (certified.cert.der().clone(), key, certified.cert.pem())
+}
+
+/// A TLS-terminating proxy (rustls server, certificate for `localhost`) in front of a
+/// plain HTTP `upstream`: what an https benchmark server behind a load balancer looks
+/// like to a client.
+pub struct TlsProxy {
+    acceptor: Acceptor,
+    cert: CertificateDer<'static>,
+    cert_pem: String,
+    close_notify: Arc<AtomicBool>,
+}
+
+impl TlsProxy {
+    /// Starts serving TLS on a fresh `127.0.0.1` port.
+    pub fn start(upstream: SocketAddr) -> TlsProxy {
+        let (cert, key, cert_pem) = localhost_certificate();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| {
+                b.with_no_client_auth()
+                    .with_single_cert(vec![cert.clone()], key)
+            })
+            .unwrap_or_else(|e| panic!("TLS server configuration: {e}"));
+        let config = Arc::new(config);
+        let close_notify = Arc::new(AtomicBool::new(true));
+        let notify = Arc::clone(&close_notify);
+        let acceptor = Acceptor::start(move |client, sockets| {
+            serve_tls(
+                client,
+                upstream,
+                Arc::clone(&config),
+                Arc::clone(&notify),
+                sockets,
+            );
+        });
+        TlsProxy {
+            acceptor,
+            cert,
+            cert_pem,
+            close_notify,
+        }
+    }
+
+    /// The proxy's port (connect as `https://localhost:PORT`).
+    pub fn port(&self) -> u16 {
+        self.acceptor.addr.port()
+    }
+
+    /// The proxy's self-signed certificate, to trust as a root.
+    pub fn cert(&self) -> CertificateDer<'static> {
+        self.cert.clone()
+    }
+
+    /// The certificate in PEM (for `--cacert`).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// How many TCP connections clients have opened so far.
+    pub fn accepted(&self) -> usize {
+        self.acceptor.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Whether the proxy sends a TLS `close_notify` before closing a connection whose
+    /// upstream side closed (default true); false closes the TCP connection bare, as
+    /// some load balancers do.
+    pub fn set_close_notify(&self, on: bool) {
+        self.close_notify.store(on, Ordering::SeqCst);
+    }
+}
+
+/// Writes whatever TLS records `tls` has pending to `sock`.
+fn flush_tls(tls: &mut ServerConnection, sock: &mut TcpStream) -> io::Result<()> {
+    while tls.wants_write() {
+        tls.write_tls(sock)?;
+    }
+    Ok(())
+}
+
+/// One TLS connection: client records are decrypted by this thread and forwarded to a
+/// fresh upstream connection; a second thread encrypts the upstream's replies.
+fn serve_tls(
+    client: TcpStream,
+    upstream: SocketAddr,
+    config: Arc<ServerConfig>,
+    close_notify: Arc<AtomicBool>,
+    sockets: &Sockets,
+) {
+    let Ok(server) = TcpStream::connect(upstream) else {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    };
+    if let Ok(clone) = server.try_clone() {
+        lock(sockets).push(clone);
+    }
+    let Ok(tls) = ServerConnection::new(config) else {
+        return;
+    };
+    let tls = Arc::new(Mutex::new(tls));
+    let (Ok(mut client_out), Ok(mut server_in)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    // Upstream → client.
+    let t = Arc::clone(&tls);
+    let client_ctl = client.try_clone();
+    thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = match server_in.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut tls = lock(&t);
+            let data = buf.get(..n).unwrap_or_default();
+            if tls.writer().write_all(data).is_err()
+                || flush_tls(&mut tls, &mut client_out).is_err()
+            {
+                break;
+            }
+        }
+        if close_notify.load(Ordering::SeqCst) {
+            let mut tls = lock(&t);
+            tls.send_close_notify();
+            let _ = flush_tls(&mut tls, &mut client_out);
+        }
+        if let Ok(c) = client_ctl {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    });
+    // Client → upstream (this thread also writes the handshake records).
+    let (mut client_in, mut server_out) = (client, server);
+    let Ok(mut handshake_out) = client_in.try_clone() else {
+        return;
+    };
+    let mut buf = [0u8; 16 * 1024];
+    'conn: loop {
+        let n = match client_in.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut input = buf.get(..n).unwrap_or_default();
+        let mut plain = Vec::new();
+        {
+            let mut guard = lock(&tls);
+            while !input.is_empty() {
+                if guard.read_tls(&mut input).is_err() {
+                    break 'conn;
+                }
+                let processed = guard.process_new_packets();
+                let mut chunk = [0u8; 16 * 1024];
+                // Ok(0) is the client's close_notify; WouldBlock means "no more for now".
+                while let Ok(m @ 1..) = guard.reader().read(&mut chunk) {
+                    plain.extend_from_slice(chunk.get(..m).unwrap_or_default());
+                }
+                let _ = flush_tls(&mut guard, &mut handshake_out);
+                if processed.is_err() {
+                    break 'conn;
+                }
+            }
+        }
+        if server_out.write_all(&plain).is_err() {
+            break;
+        }
+    }
+    let _ = server_out.shutdown(Shutdown::Write);
+}

@@ -1,0 +1,581 @@
+//! The `benchlink` binary as a user runs it: `benchlink bench …` against a local server
+//! started by the test (and, without `--host`, against the in-process one), checking
+//! stdout, stderr and the exit codes of the official CLI (0 ok, 1 error, 2 missing
+//! script, 3 failed benchmark under `--wait`, 4 invalid value).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use benchlink_std::bench::StartOptions;
+use benchlink_std::sandbox::bench::Speed;
+use benchlink_tests::{
+    client, fast_server, hello, live_server, live_speed, repo_root, server_with, wait_final,
+    wait_process_gone, wait_running, TlsProxy,
+};
+
+/// How long one run of the binary may take (a `run` polls every 3 s).
+const CLI_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The `benchlink` binary, built once per test process with the cargo that builds the
+/// tests, into the same target directory.
+fn bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        // <target>/<profile>/deps/cli-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .to_path_buf();
+        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .args(["build", "-q", "-p", "benchlink-std", "--bin", "benchlink"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(repo_root());
+        // What cargo set for this test run describes the tests package; passed on, it
+        // would change the fingerprints of build scripts (ring's) and make this build
+        // and the next `cargo test` rebuild half the dependencies.
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_MANIFEST_")
+                || [
+                    "CARGO_CRATE_NAME",
+                    "CARGO_BIN_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "OUT_DIR",
+                ]
+                .contains(&k.as_ref())
+            {
+                build.env_remove(&key);
+            }
+        }
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("running cargo build");
+        assert!(
+            status.success(),
+            "cargo build of the benchlink binary failed"
+        );
+        let path = profile_dir.join(format!("benchlink{}", std::env::consts::EXE_SUFFIX));
+        assert!(path.exists(), "no binary at {}", path.display());
+        path
+    })
+}
+
+/// What one run printed and how it exited.
+#[derive(Debug)]
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+
+    #[track_caller]
+    fn expect_code(self, code: i32) -> Out {
+        assert_eq!(self.code, code, "exit code of {self:#?}");
+        self
+    }
+}
+
+/// Runs the binary in the repository root with a clean environment (no host, no token,
+/// no token file), `adjust`ed; kills it and fails after [`CLI_PATIENCE`].
+fn benchlink_with(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Out {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .current_dir(repo_root())
+        .env_remove("MZBENCH_API_HOST")
+        .env_remove("BENCHLINK_TOKEN")
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    adjust(&mut cmd);
+    let mut child = cmd.spawn().expect("spawning benchlink");
+    let pipe = |r: Option<Box<dyn Read + Send>>| {
+        let mut r = r.expect("piped");
+        thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = pipe(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stderr = pipe(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + CLI_PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for benchlink") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("benchlink {args:?} still running after {CLI_PATIENCE:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    Out {
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// `benchlink bench --host <host> <args…>`.
+fn bench(host: &str, args: &[&str]) -> Out {
+    let mut all = vec!["bench", "--host", host];
+    all.extend_from_slice(args);
+    benchlink_with(&all, |_| {})
+}
+
+#[test]
+fn run_hello_completes() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
+    let status = out.json();
+    assert_eq!(status["status"], "complete", "{out:?}");
+    for time in ["create_time", "start_time", "finish_time"] {
+        assert!(
+            status[time].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{time} in {status}"
+        );
+    }
+    assert!(
+        out.stderr
+            .contains(&format!("started benchmark 0 on http://{}", server.host())),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("status: "), "progress: {}", out.stderr);
+    let info = server.benchmark(0).expect("benchmark 0");
+    assert_eq!(info.includes.len(), 1, "data.txt uploaded");
+}
+
+#[test]
+fn run_of_a_failing_benchmark_exits_3() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let h = host.clone();
+    let crash = thread::spawn(move || {
+        bench(
+            &h,
+            &[
+                "run",
+                "--env",
+                "emulate_bench_crash=true",
+                "examples/scenarios/hello.bdl",
+            ],
+        )
+    });
+    let broken = bench(&host, &["run", "examples/scenarios/broken.bdl"]).expect_code(3);
+    assert_eq!(broken.json()["status"], "failed");
+    let crash = crash.join().expect("crash run").expect_code(3);
+    assert_eq!(crash.json()["status"], "failed");
+    // `status --wait` of a failed benchmark exits 3 too; without --wait it is 0.
+    bench(&host, &["status", "--wait", "0"]).expect_code(3);
+    let plain = bench(&host, &["status", "0"]).expect_code(0);
+    assert_eq!(plain.json()["status"], "failed");
+}
+
+#[test]
+fn errors_exit_1_with_the_servers_reason() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let out = bench(&host, &["status", "999"]).expect_code(1);
+    assert!(
+        out.stderr.contains("Benchmark 999 is not found"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let out = bench(&host, &["log", "999"]).expect_code(1);
+    assert!(out.stderr.contains("not_found"), "{}", out.stderr);
+    let out = bench(&host, &["typecheck", "examples/scenarios/broken.bdl"]).expect_code(1);
+    assert!(out.stderr.contains("error"), "{}", out.stderr);
+    let out = bench(&host, &["deallocate-cluster", "5"]).expect_code(1);
+    assert!(out.stderr.contains("Cluster not found"), "{}", out.stderr);
+    let out = bench(&host, &["server-logs", "--severity", "loud"]).expect_code(1);
+    assert!(out.stderr.contains("Invalid severity"), "{}", out.stderr);
+    // Nobody listening.
+    let unused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").to_string()
+    };
+    let out = bench(&unused, &["status", "0"]).expect_code(1);
+    assert!(out.stderr.contains("connection failed"), "{}", out.stderr);
+}
+
+#[test]
+fn missing_script_exits_2() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let out = bench(&server.host(), &["start", "examples/scenarios/nope.bdl"]).expect_code(2);
+    assert!(out.stderr.contains("nope.bdl"), "{}", out.stderr);
+    // A missing include is a missing script too.
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("needs.bdl");
+    std::fs::write(
+        &script,
+        "#!benchDL\ninclude_resource(r, \"absent.txt\", text)\npool(size = 1, worker_type = dummy_worker):\n    print(resource(r))\n",
+    )
+    .expect("write scenario");
+    let out = bench(
+        &server.host(),
+        &["start", script.to_str().expect("utf-8 path")],
+    )
+    .expect_code(2);
+    assert!(out.stderr.contains("absent.txt"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(server.benchmark(0).is_none(), "nothing was started");
+}
+
+#[test]
+fn invalid_values_exit_4() {
+    bin(); // built before any timing starts
+    let server = live_server();
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c
+        .start(&hello(), &StartOptions::default())
+        .expect("start")
+        .to_string();
+    let out = bench(&host, &["change-env", &id]).expect_code(4);
+    assert!(out.stderr.contains("K=V"), "{}", out.stderr);
+    // The official CLI: `invalid value for --percent: 200`, exit 4.
+    let out = bench(
+        &host,
+        &["run-command", "--percent", "200", &id, "print(\"x\")"],
+    );
+    assert_eq!(out.code, 4, "--percent 200: {out:#?}");
+    let out = bench(&host, &["run-command", "--pool", "0", &id, "print(\"x\")"]);
+    assert_eq!(out.code, 4, "--pool 0: {out:#?}");
+    let out = bench(
+        &host,
+        &[
+            "start",
+            "--deallocate_after_bench=maybe",
+            "examples/scenarios/hello.bdl",
+        ],
+    );
+    assert_eq!(out.code, 4, "--deallocate_after_bench=maybe: {out:#?}");
+    assert!(server.benchmark(1).is_none(), "nothing else was started");
+    c.stop(id.parse().expect("id")).expect("stop");
+}
+
+#[test]
+fn start_passes_every_option() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let out = bench(
+        &server.host(),
+        &[
+            "start",
+            "--name",
+            "named by cli",
+            "--tags",
+            "a,b c",
+            "--env",
+            "greeting=hi=there",
+            "--env",
+            "rate=2",
+            "--email",
+            "x@example.com",
+            "--nodes",
+            "2",
+            "--deallocate_after_bench",
+            "false",
+            "--provision-nodes",
+            "false",
+            "--exclusive",
+            "lab",
+            "--node_commit",
+            "abc",
+            "--cloud",
+            "local",
+            "examples/scenarios/hello.bdl",
+        ],
+    )
+    .expect_code(0);
+    let reply = out.json();
+    assert_eq!(reply["status"], "pending");
+    let id = reply["id"].as_u64().expect("an id");
+    let info = server.benchmark(id).expect("started");
+    assert_eq!(info.name, "named by cli");
+    assert_eq!(info.tags, ["a", "b", "c"]);
+    assert!(info.env.contains(&("greeting".into(), "hi=there".into())));
+    assert!(info.env.contains(&("rate".into(), "2".into())));
+    assert_eq!(info.emails, ["x@example.com"]);
+    assert_eq!(info.exclusive, ["lab"]);
+    assert_eq!(info.includes.len(), 1);
+    let mut c = client(&server.host());
+    assert_eq!(wait_final(&mut c, id).status_text, "complete");
+    wait_process_gone(&server, id);
+
+    // The cluster it kept, through the CLI.
+    let clusters = bench(&server.host(), &["clusters-info"])
+        .expect_code(0)
+        .json();
+    let list = clusters.as_array().expect("a JSON array");
+    assert_eq!(list.len(), 1, "{clusters}");
+    assert_eq!(list[0]["bench_id"], id);
+    assert_eq!(list[0]["n"], 3);
+    assert_eq!(list[0]["state"], "allocated");
+    let cluster = list[0]["id"].as_u64().expect("cluster id").to_string();
+    let out = bench(&server.host(), &["clusters_info"]).expect_code(0);
+    assert_eq!(out.json(), clusters, "underscore alias");
+    bench(&server.host(), &["deallocate_cluster", &cluster]).expect_code(0);
+    let after = bench(&server.host(), &["clusters-info"])
+        .expect_code(0)
+        .json();
+    assert_eq!(after, serde_json::json!([]));
+    bench(&server.host(), &["remove_cluster_info", &cluster]).expect_code(0);
+}
+
+#[test]
+fn data_log_results_of_a_finished_benchmark() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c.start(&hello(), &StartOptions::default()).expect("start");
+    wait_final(&mut c, id);
+    wait_process_gone(&server, id);
+    let id_s = id.to_string();
+
+    // csv: name,timestamp,value
+    let csv = bench(&host, &["data", "--format", "csv", &id_s]).expect_code(0);
+    let rows: Vec<Vec<&str>> = csv.stdout.lines().map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() > 10, "{}", csv.stdout);
+    for row in &rows {
+        assert_eq!(row.len(), 3, "{row:?}");
+        assert!(row[1].parse::<u64>().is_ok(), "timestamp in {row:?}");
+        assert!(row[2].parse::<f64>().is_ok(), "value in {row:?}");
+    }
+    assert!(rows.iter().any(|r| r[0] == "print"));
+    assert!(rows.iter().any(|r| r[0] == "print.rps"));
+    // tsv: the server's own line format.
+    let tsv = bench(&host, &["data", "--format", "tsv", &id_s]).expect_code(0);
+    assert_eq!(tsv.stdout.lines().count(), rows.len());
+    assert!(tsv
+        .stdout
+        .lines()
+        .all(|l| l.split('\t').count() == 3 && l.split('\t').nth(1).is_some()));
+    // json (default), filtered to one target.
+    let json = bench(&host, &["data", "--target", "print", &id_s])
+        .expect_code(0)
+        .json();
+    let series = json.as_array().expect("array");
+    assert_eq!(series.len(), 1, "{json}");
+    assert_eq!(series[0]["target"], "print");
+    let points = series[0]["datapoints"].as_array().expect("datapoints");
+    assert_eq!(
+        points.len(),
+        rows.iter().filter(|r| r[0] == "print").count()
+    );
+    assert!(points
+        .iter()
+        .all(|p| p[0].is_number() && p[1].as_u64().is_some()));
+
+    // log: framed by the official CLI's lines, the server's lines in between.
+    let log = bench(&host, &["log", &id_s]).expect_code(0);
+    let lines: Vec<&str> = log.stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(format!("Start of log for bench {id}").as_str())
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some(format!("End of log for bench {id}").as_str())
+    );
+    let direct = c
+        .log(id)
+        .expect("log")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("lines");
+    assert_eq!(lines[1..lines.len() - 1], direct[..]);
+    let userlog = bench(&host, &["userlog", &id_s]).expect_code(0);
+    assert!(userlog
+        .stdout
+        .starts_with(&format!("Start of user log for bench {id}\n")));
+    assert!(userlog
+        .stdout
+        .ends_with(&format!("End of user log for bench {id}\n")));
+    assert!(userlog.stdout.contains("Dummy print:"));
+
+    // results: the server's metric shapes.
+    let results = bench(&host, &["results", &id_s]).expect_code(0).json();
+    assert_eq!(results["print"]["type"], "counter", "{results}");
+    assert!(results["print"]["value"].is_number());
+    assert!(results["print"]["rps"]["max"].is_number());
+    assert_eq!(results["dummy"]["type"], "histogram");
+    assert!(results["dummy"]["percentiles"]["95"].is_number());
+    let waited = bench(&host, &["results", "--wait", &id_s])
+        .expect_code(0)
+        .json();
+    assert_eq!(waited, results);
+
+    // email-report, restart, stop (a no-op on a finished one), typecheck.
+    bench(&host, &["email-report", &id_s, "a@example.com"]).expect_code(0);
+    assert_eq!(server.email_reports().len(), 1);
+    let restarted = bench(&host, &["restart", &id_s]).expect_code(0).json();
+    let clone = restarted["id"].as_u64().expect("new id");
+    assert_ne!(clone, id);
+    assert_eq!(restarted["status"], "pending");
+    let stopped = bench(&host, &["stop", &clone.to_string()]).expect_code(0);
+    assert_eq!(stopped.json(), serde_json::json!({ "status": "stopped" }));
+    let tc = bench(&host, &["typecheck", "examples/scenarios/hello.bdl"]).expect_code(0);
+    assert_eq!(tc.json(), serde_json::json!({ "result": "ok" }));
+}
+
+#[test]
+fn commands_on_a_running_benchmark_with_underscore_aliases() {
+    bin(); // built before any timing starts
+           // Ten seconds of running: time enough for a dozen runs of the binary; stopped below.
+    let server = server_with(|c| {
+        c.speed = Speed {
+            scenario_second: Duration::from_secs(1),
+            max_running: Duration::from_secs(30),
+            ..live_speed()
+        }
+    });
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c.start(&hello(), &StartOptions::default()).expect("start");
+    wait_running(&mut c, id);
+    let id_s = id.to_string();
+    let out = bench(&host, &["change_env", &id_s, "rate=3", "mode=fast"]).expect_code(0);
+    assert_eq!(out.json(), serde_json::json!({ "status": "set" }));
+    let out = bench(&host, &["change-env", "--env", "extra=1", &id_s]).expect_code(0);
+    assert_eq!(out.json()["status"], "set");
+    let env = server.benchmark(id).expect("bench").env;
+    for pair in [("rate", "3"), ("mode", "fast"), ("extra", "1")] {
+        assert!(
+            env.contains(&(pair.0.into(), pair.1.into())),
+            "{pair:?} in {env:?}"
+        );
+    }
+    bench(&host, &["add_tags", &id_s, "x,y"]).expect_code(0);
+    bench(&host, &["add-tags", &id_s, "z"]).expect_code(0);
+    bench(&host, &["remove_tags", &id_s, "y"]).expect_code(0);
+    assert_eq!(server.benchmark(id).expect("bench").tags, ["x", "z"]);
+    let out = bench(
+        &host,
+        &[
+            "run_command",
+            "--pool",
+            "1",
+            "--percent",
+            "50",
+            &id_s,
+            "print(\"cli\")",
+        ],
+    )
+    .expect_code(0);
+    assert_eq!(out.json(), serde_json::json!({ "status": "ok" }));
+    assert_eq!(
+        server.benchmark(id).expect("bench").commands,
+        ["print(\"cli\")"]
+    );
+    // email-report while running: the server's 400.
+    let out = bench(&host, &["email_report", &id_s, "a@example.com"]).expect_code(1);
+    assert!(out.stderr.contains("not ended"), "{}", out.stderr);
+    bench(&host, &["stop", &id_s]).expect_code(0);
+    assert_eq!(c.status(id).expect("status").status_text, "stopped");
+}
+
+#[test]
+fn tokens_and_https() {
+    bin(); // built before any timing starts
+    let server = server_with(|c| c.tokens = Some(vec!["cli-token".into()]));
+    let host = server.host();
+    let out = bench(&host, &["clusters-info"]).expect_code(1);
+    assert!(out.stderr.contains("forbidden"), "{}", out.stderr);
+    let out = benchlink_with(&["bench", "--host", &host, "clusters-info"], |c| {
+        c.env("BENCHLINK_TOKEN", "cli-token");
+    })
+    .expect_code(0);
+    assert_eq!(out.json(), serde_json::json!([]));
+    // The official token file, for this host.
+    let file = std::env::temp_dir().join(format!("benchlink-cli-token-{}", std::process::id()));
+    std::fs::write(&file, format!("other:1 nope\n{host} cli-token\n")).expect("token file");
+    let out = benchlink_with(&["bench", "--host", &host, "clusters-info"], |c| {
+        c.env("MZBENCHTOKEN", &file);
+    });
+    let _ = std::fs::remove_file(&file);
+    out.expect_code(0);
+
+    // https through a TLS proxy: refused without the CA, fine with --cacert or
+    // --no-cert-check.
+    let proxy = TlsProxy::start(server.addr());
+    let url = format!("https://localhost:{}", proxy.port());
+    let out = bench(&url, &["--token", "cli-token", "clusters-info"]).expect_code(1);
+    assert!(out.stderr.contains("certificate"), "{}", out.stderr);
+    let pem = std::env::temp_dir().join(format!("benchlink-cli-ca-{}.pem", std::process::id()));
+    std::fs::write(&pem, proxy.cert_pem()).expect("pem");
+    let out = bench(
+        &url,
+        &[
+            "--token",
+            "cli-token",
+            "--cacert",
+            pem.to_str().expect("utf-8"),
+            "clusters-info",
+        ],
+    );
+    let _ = std::fs::remove_file(&pem);
+    assert_eq!(out.expect_code(0).json(), serde_json::json!([]));
+    bench(
+        &url,
+        &["--token", "cli-token", "--no-cert-check", "clusters-info"],
+    )
+    .expect_code(0);
+    bench(
+        &url,
+        &["--token", "cli-token", "--no_cert_check", "clusters-info"],
+    )
+    .expect_code(0);
+}
+
+/// The slowest test (demo timings, 3 s polls): its name sorts first so that it starts
+/// first and runs alongside the others.
+#[test]
+fn a_run_without_host_uses_the_in_process_server() {
+    bin(); // built before any timing starts
+    let out =
+        benchlink_with(&["bench", "run", "examples/scenarios/hello.bdl"], |_| {}).expect_code(0);
+    assert!(
+        out.stderr.contains("local benchmark server"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+}
