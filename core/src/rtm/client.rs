@@ -569,7 +569,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         match self.state {
             ClientState::Connected => {
                 self.set_state(ClientState::Stopping, h);
+                // Nothing more is written on a closing socket; replies still arrive.
                 self.writable = false;
+                self.subs_connected = false;
                 self.close_pending = true;
             }
             ClientState::Connecting | ClientState::Awaiting => {

@@ -1640,6 +1640,11 @@ fn subscribe_argument_errors() {
         ..SubscribeArgs::default()
     };
     assert_eq!(e(&mut t, "k", args), Err(RequestError::TooLarge));
+    let args = SubscribeArgs {
+        position: Some("1:\"2"),
+        ..SubscribeArgs::default()
+    };
+    assert_eq!(e(&mut t, "k", args), Err(RequestError::InvalidPosition));
     for n in 0..8 {
         assert_eq!(
             e(&mut t, &format!("k{n}"), SubscribeArgs::default()),
@@ -2635,6 +2640,7 @@ impl Rng {
 #[test]
 fn random_event_sequences_keep_the_invariants() {
     let keys = ["a", "b", "c"];
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for seed in 1..=300u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let config = Config {
@@ -2763,6 +2769,21 @@ fn random_event_sequences_keep_the_invariants() {
                 "seed {seed}: a ticket resolved twice"
             );
             assert_eq!(c.is_connected(), c.state() == ClientState::Connected);
+            if !c.subs_connected && c.state() != ClientState::Stopping {
+                assert!(
+                    c.subs
+                        .iter()
+                        .all(|s| matches!(s.state(), SubState::Unsubscribed | SubState::Failed)),
+                    "seed {seed}: a subscription is live without a connection"
+                );
+            }
+            assert!(c
+                .subs
+                .iter()
+                .all(|s| s.link != Link::Unlinked || s.state() != SubState::Unsubscribed));
+            if c.state() == ClientState::Connected {
+                assert!(c.open && c.writable && c.subs_connected && c.restoring.is_none());
+            }
             if matches!(c.state(), ClientState::Stopped | ClientState::Awaiting) {
                 assert_eq!(c.requests_in_flight(), 0, "seed {seed}");
             }
@@ -2777,6 +2798,95 @@ fn random_event_sequences_keep_the_invariants() {
                 r.finals.get(t),
                 Some(&1),
                 "seed {seed}: ticket {t} not resolved exactly once"
+            );
+        }
+        for line in &r.log {
+            let words: Vec<&str> = line.split(' ').collect();
+            let kind = match words.as_slice() {
+                [w, outcome, ..] if w.starts_with("reply#") || w.starts_with("auth#") => {
+                    format!("outcome {outcome}")
+                }
+                ["sub" | "data" | "failed", ..] => words[0].to_string(),
+                [a, b, ..] => format!("{a} {b}"),
+                _ => line.clone(),
+            };
+            *seen.entry(kind).or_default() += 1;
+        }
+    }
+    // The sequences reach every kind of outcome and transition.
+    for kind in [
+        "outcome ok",
+        "outcome error",
+        "outcome data",
+        "outcome timeout",
+        "outcome disconnected",
+        "outcome done",
+        "outcome rejected",
+        "data",
+        "failed",
+        "sub",
+        "client Connecting->Connected",
+        "client Connected->Awaiting",
+        "client Connected->Stopping",
+        "client Stopping->Stopped",
+        "client Awaiting->Connecting",
+        "client Connecting->Awaiting",
+        "internal Malformed",
+        "internal WrongReply",
+        "internal GeneralError",
+        "internal Ignored",
+    ] {
+        assert!(
+            seen.get(kind).is_some_and(|&n| n > 0),
+            "never saw {kind}: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn subscribe_size_bound_holds() {
+    let position = "7".repeat(MAX_POSITION_LEN);
+    let key = "k\"\u{1}";
+    for (filter, extras) in [
+        (None, None),
+        (
+            Some("select \"x\" from c"),
+            Some(r#"{"a": [1, 2], "b": null}"#),
+        ),
+    ] {
+        for mode in [Mode::Simple, Mode::Reliable, Mode::Advanced] {
+            let args = SubscribeArgs {
+                position: Some(&position),
+                history: Some(History::Count(u64::MAX)),
+                filter,
+                period: Some(u32::MAX),
+                only_value_changes: true,
+                force: true,
+                extras,
+            };
+            let sub = Subscription::new(key, mode, &args).unwrap();
+            let mut buf = [0u8; 1024];
+            for kind in [SubRequest::Subscribe, SubRequest::Unsubscribe] {
+                let mut out = Cursor::new(&mut buf);
+                sub.request(kind)
+                    .encode(Some(u64::from(u32::MAX)), &mut out)
+                    .unwrap();
+                assert!(
+                    out.len() <= sub.pdu_bound(),
+                    "{} > {}",
+                    out.len(),
+                    sub.pdu_bound()
+                );
+            }
+            let mut out = Cursor::new(&mut buf);
+            sub.request(SubRequest::Subscribe)
+                .encode(Some(u64::from(u32::MAX)), &mut out)
+                .unwrap();
+            assert!(
+                sub.pdu_bound() - out.len() <= 16,
+                "bound too loose: {} vs {}",
+                sub.pdu_bound(),
+                out.len()
             );
         }
     }

@@ -153,6 +153,9 @@ pub enum RequestError {
     /// The request must wait (not connected, or behind other requests) and it is larger
     /// than the whole offline queue (`QUEUE`).
     QueueTooSmall,
+    /// A subscribe `position` containing characters that need JSON escapes (quotes,
+    /// backslashes, control characters): positions are opaque server strings.
+    InvalidPosition,
     /// `subscribe` on a key that already has a live subscription: nothing changed.
     AlreadySubscribed,
     /// `unsubscribe` of a key with no subscription.
@@ -172,6 +175,7 @@ impl fmt::Display for RequestError {
             RequestError::InvalidJson => "invalid JSON",
             RequestError::TooLarge => "request too large for the configured buffers",
             RequestError::QueueTooSmall => "request larger than the offline queue",
+            RequestError::InvalidPosition => "invalid position",
             RequestError::AlreadySubscribed => "already subscribed",
             RequestError::UnknownSubscription => "no such subscription",
             RequestError::TooManySubscriptions => "subscription table full",

@@ -167,6 +167,9 @@ impl Subscription {
             push(extras)?;
         }
         let position = match args.position {
+            // Positions are opaque server strings like `1479315802:6`; one that needs JSON
+            // escapes did not come from a server.
+            Some(p) if escaped_len(p) != p.len() => return Err(RequestError::InvalidPosition),
             Some(p) => Some(String::try_from(p).map_err(|()| RequestError::TooLarge)?),
             None => None,
         };
