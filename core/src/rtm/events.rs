@@ -490,6 +490,8 @@ impl InternalError<'_> {
 /// causes events delivers them synchronously to the handler passed to that call, before
 /// it returns. All methods have empty defaults: implement what you need.
 ///
+/// Order: a state change is reported first ([`Handler::client_state`]), then what entering
+/// the state caused (`Disconnected` outcomes, subscription transitions), in table order.
 /// A handler cannot call back into the client (the client is mutably borrowed); record
 /// what to do and do it after the call returns.
 ///
