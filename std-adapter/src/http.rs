@@ -12,6 +12,9 @@ use benchlink_core::http::{
 
 use crate::net::{Stream, Tls};
 
+/// Longest idle time after which a connection is still used for a non-idempotent
+/// request (servers close idle keep-alive connections after a few seconds: Cowboy 5 s).
+const MAX_IDLE_FOR_UNSAFE: Duration = Duration::from_secs(1);
 /// The size of the buffer socket reads go into.
 const READ_BUF: usize = 16 * 1024;
 /// The longest response head accepted.
@@ -87,6 +90,8 @@ pub(crate) struct Connection {
     end: usize,
     /// Completed at least one exchange: the server may have closed it since.
     reused: bool,
+    /// When the last exchange on it ended.
+    idle_since: std::time::Instant,
 }
 
 /// Where to connect and how.
@@ -112,6 +117,7 @@ impl Endpoint {
             start: 0,
             end: 0,
             reused: false,
+            idle_since: std::time::Instant::now(),
         })
     }
 }
@@ -156,7 +162,19 @@ pub(crate) fn exchange<'c>(
     let mut decoder =
         ResponseDecoder::new(&mut bufs.head, Some(bufs.inflate.memory()), Limits::DEFAULT);
     decoder.set_request_method(out.method);
-    for attempt in 0.. {
+    // A request that is not safe to repeat never goes out on a connection that idled
+    // long enough for the server to be closing it: a retry could do it twice.
+    let idempotent = matches!(out.method, Method::Get | Method::Head);
+    if !idempotent
+        && conn
+            .as_ref()
+            .is_some_and(|c| c.idle_since.elapsed() > MAX_IDLE_FOR_UNSAFE)
+    {
+        *conn = None;
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         if conn.is_none() {
             *conn = Some(endpoint.connect()?);
         }
@@ -176,7 +194,8 @@ pub(crate) fn exchange<'c>(
                 ))
             }
             Err(e) => {
-                let retry = attempt == 0
+                let retry = attempt == 1
+                    && idempotent
                     && conn.as_ref().is_some_and(|c| c.reused)
                     && e.is_stale_connection();
                 *conn = None;
@@ -187,7 +206,6 @@ pub(crate) fn exchange<'c>(
             }
         }
     }
-    unreachable!("the loop returns on its second attempt at the latest")
 }
 
 fn encode_head(out: &Outgoing<'_>) -> Result<Vec<u8>, EncodeError> {
@@ -307,6 +325,7 @@ impl Exchange<'_> {
                     // one: such a connection is not reused.
                     if keep_alive && c.start == c.end {
                         c.reused = true;
+                        c.idle_since = std::time::Instant::now();
                     } else {
                         *self.conn = None;
                     }

@@ -386,12 +386,24 @@ impl BenchClient {
 
     /// The benchmark's metric samples as they are reported, until its process ends.
     ///
-    /// The real server never answers `/data` for a `failed` benchmark (it polls for a
-    /// status it will never see), so the status is checked first and a failed
-    /// benchmark gives an empty stream instead of a hang.
+    /// The real server answers `/data` only once the benchmark is `running` (or ended),
+    /// and never for a `failed` one (it polls for a status it will never see). So this
+    /// first waits, polling `/status` with a growing interval (20 ms up to 1 s), until the
+    /// benchmark runs or ended; a failed benchmark then gives an empty stream instead of
+    /// a hang.
     pub fn data(&mut self, id: u64) -> Result<LineStream<'_, MetricLine>, Error> {
-        if self.status(id)?.status() == Status::Failed {
-            return Ok(LineStream::empty(&mut self.line_buf));
+        let mut poll = Duration::from_millis(20);
+        loop {
+            match self.status(id)?.status() {
+                Status::Failed => return Ok(LineStream::empty(&mut self.line_buf)),
+                Status::Running | Status::Other(_) => break,
+                s if s.is_final() => break,
+                // A stage before `running`, or `post_hooks` (which may still fail).
+                _ => {
+                    std::thread::sleep(poll);
+                    poll = (poll * 2).min(Duration::from_secs(1));
+                }
+            }
         }
         self.stream(&request::Data { id })
     }

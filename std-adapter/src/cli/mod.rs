@@ -1,10 +1,14 @@
 //! The `benchlink` command line: `benchlink bench …` speaks the benchmark-server API with
-//! the commands of the official `mzbench` CLI; `benchlink sandbox` runs the local servers.
+//! the commands of the official `mzbench` CLI; `benchlink rtm …` publishes, subscribes,
+//! reads, writes, records and replays on the messaging service; `benchlink sandbox` runs
+//! the local servers.
 //!
 //! With no `--host` and no `MZBENCH_API_HOST`, `bench` commands talk to a local server
-//! started in-process, so a newcomer's first `benchlink bench run` works anywhere.
+//! started in-process, so a newcomer's first `benchlink bench run` works anywhere; `rtm`
+//! commands likewise without `--endpoint` and `BENCHLINK_RTM_ENDPOINT`.
 
 mod bench;
+mod rtm;
 mod sandbox;
 
 use std::process::ExitCode;
@@ -27,20 +31,43 @@ pub struct Cli {
 enum Command {
     /// Drive a benchmark server (MZBench HTTP API).
     Bench(Box<bench::BenchArgs>),
-    /// Run the local benchmark server in the foreground.
+    /// Use a real-time messaging service (Satori RTM protocol).
+    Rtm(Box<rtm::RtmArgs>),
+    /// Run the local benchmark and RTM servers in the foreground.
     Sandbox(sandbox::SandboxArgs),
 }
 
 /// Runs the command line with the process arguments; the exit code follows the official
-/// CLI (1 error, 2 missing script, 3 failed benchmark after `--wait`, 4 invalid value).
+/// CLI (1 error, 2 missing script or bad usage, 3 failed benchmark after `--wait`,
+/// 4 invalid value).
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     benchlink_std::cli::main()
+/// }
+/// ```
 pub fn main() -> ExitCode {
-    run(Cli::parse())
+    match Cli::try_parse() {
+        Ok(cli) => run(cli),
+        Err(e) => {
+            // clap exits 2 for every usage error; the official CLI's 2 means "script
+            // missing" and 4 "invalid value", so map them.
+            let code = match e.kind() {
+                clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation => 4,
+                _ if e.exit_code() == 0 => 0, // --help, --version
+                _ => 1,
+            };
+            let _ = e.print();
+            ExitCode::from(code)
+        }
+    }
 }
 
 /// Runs parsed arguments (the entry point tests use).
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(args) => bench::run(*args),
+        Command::Rtm(args) => rtm::run(*args),
         Command::Sandbox(args) => sandbox::run(args),
     }
 }
