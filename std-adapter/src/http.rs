@@ -12,9 +12,6 @@ use benchlink_core::http::{
 
 use crate::net::{Stream, Tls};
 
-/// Longest idle time after which a connection is still used for a non-idempotent
-/// request (servers close idle keep-alive connections after a few seconds: Cowboy 5 s).
-const MAX_IDLE_FOR_UNSAFE: Duration = Duration::from_secs(1);
 /// The size of the buffer socket reads go into.
 const READ_BUF: usize = 16 * 1024;
 /// The longest response head accepted.
@@ -90,8 +87,24 @@ pub(crate) struct Connection {
     end: usize,
     /// Completed at least one exchange: the server may have closed it since.
     reused: bool,
-    /// When the last exchange on it ended.
-    idle_since: std::time::Instant,
+}
+
+impl Connection {
+    /// True when the peer closed its side or sent bytes nobody asked for (a TLS alert,
+    /// say): either way the connection must not carry another request. A non-blocking
+    /// peek, so a live idle connection costs one syscall.
+    fn closed_by_peer(&self) -> bool {
+        let tcp = self.stream.tcp();
+        if tcp.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut byte = [0u8; 1];
+        let verdict = match tcp.peek(&mut byte) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+            _ => true,
+        };
+        tcp.set_nonblocking(false).is_err() || verdict
+    }
 }
 
 /// Where to connect and how.
@@ -117,7 +130,6 @@ impl Endpoint {
             start: 0,
             end: 0,
             reused: false,
-            idle_since: std::time::Instant::now(),
         })
     }
 }
@@ -162,16 +174,12 @@ pub(crate) fn exchange<'c>(
     let mut decoder =
         ResponseDecoder::new(&mut bufs.head, Some(bufs.inflate.memory()), Limits::DEFAULT);
     decoder.set_request_method(out.method);
-    // A request that is not safe to repeat never goes out on a connection that idled
-    // long enough for the server to be closing it: a retry could do it twice.
-    let idempotent = matches!(out.method, Method::Get | Method::Head);
-    if !idempotent
-        && conn
-            .as_ref()
-            .is_some_and(|c| c.idle_since.elapsed() > MAX_IDLE_FOR_UNSAFE)
-    {
+    // A kept-alive connection the server has closed (or is closing) is replaced before
+    // anything is sent on it, so a request that is not safe to repeat is sent once.
+    if conn.as_ref().is_some_and(Connection::closed_by_peer) {
         *conn = None;
     }
+    let idempotent = matches!(out.method, Method::Get | Method::Head);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -325,7 +333,6 @@ impl Exchange<'_> {
                     // one: such a connection is not reused.
                     if keep_alive && c.start == c.end {
                         c.reused = true;
-                        c.idle_since = std::time::Instant::now();
                     } else {
                         *self.conn = None;
                     }
