@@ -99,10 +99,8 @@ impl Connection {
             return true;
         }
         let mut byte = [0u8; 1];
-        let verdict = match tcp.peek(&mut byte) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-            _ => true,
-        };
+        let verdict =
+            !matches!(tcp.peek(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
         tcp.set_nonblocking(false).is_err() || verdict
     }
 }
