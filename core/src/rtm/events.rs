@@ -575,3 +575,78 @@ pub trait Handler {
 pub struct NoopHandler;
 
 impl Handler for NoopHandler {}
+
+/// Writes `: <reason>` (else `: <error>`) of an error body, unescaped, if it has one.
+fn write_error_body(f: &mut fmt::Formatter<'_>, body: &ErrorBody<'_>) -> fmt::Result {
+    match body.reason.or(body.error) {
+        Some(text) => write!(f, ": {text}"),
+        None => Ok(()),
+    }
+}
+
+impl fmt::Display for AuthResult<'_> {
+    /// ```
+    /// use benchlink_core::rtm::AuthResult;
+    /// assert_eq!(AuthResult::Timeout.to_string(), "authentication timed out");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthResult::Done => f.write_str("authenticated"),
+            AuthResult::Rejected { failure, error } => {
+                f.write_str(match failure {
+                    super::auth::AuthFailure::HandshakeRejected => "handshake rejected",
+                    super::auth::AuthFailure::AuthenticateRejected => "authentication rejected",
+                    super::auth::AuthFailure::MissingNonce => "handshake reply without a nonce",
+                    super::auth::AuthFailure::UnexpectedReply => {
+                        "unexpected reply to an auth request"
+                    }
+                })?;
+                write_error_body(f, error)
+            }
+            AuthResult::Timeout => f.write_str("authentication timed out"),
+            AuthResult::Disconnected => f.write_str("disconnected during authentication"),
+        }
+    }
+}
+
+impl fmt::Display for InternalError<'_> {
+    /// ```
+    /// use benchlink_core::rtm::InternalError;
+    /// assert_eq!(InternalError::NotConnected.to_string(), "frame received without an open connection (ignored)");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InternalError::Malformed(e) => write!(f, "malformed PDU: {e}"),
+            InternalError::GeneralError(body) => {
+                f.write_str("general error from the server")?;
+                write_error_body(f, body)
+            }
+            InternalError::WrongReply { request, reply } => {
+                write!(f, "reply {reply} does not answer the request {request}")
+            }
+            InternalError::AuthRestoreFailed => f.write_str("restoring authentication failed"),
+            InternalError::Ignored(pdu) => write!(f, "unexpected PDU {} (ignored)", pdu.action),
+            InternalError::UnknownReply(pdu) => {
+                write!(f, "reply {} for no pending request (ignored)", pdu.action)
+            }
+            InternalError::DataWithoutPosition { key } => {
+                write!(
+                    f,
+                    "data for {key} without a position (position not tracked)"
+                )
+            }
+            InternalError::PositionNotTracked { key } => {
+                write!(f, "position for {key} too long or escaped (not tracked)")
+            }
+            InternalError::UnexpectedForSubscription { key } => {
+                write!(
+                    f,
+                    "data or error for {key}, which is not subscribed (ignored)"
+                )
+            }
+            InternalError::NotConnected => {
+                f.write_str("frame received without an open connection (ignored)")
+            }
+        }
+    }
+}

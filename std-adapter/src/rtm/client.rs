@@ -3,11 +3,11 @@
 //! observers and request callbacks run on that thread.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -271,8 +271,8 @@ impl Handler for Collect<'_> {
         self.0.push(Ev::FastForward(key.to_owned()));
     }
     fn internal_error(&mut self, error: InternalError<'_>) {
-        log::warn!("rtm: {error:?}");
-        self.0.push(Ev::Internal(format!("{error:?}")));
+        log::warn!("rtm: {error}");
+        self.0.push(Ev::Internal(error.to_string()));
     }
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         let r = if result.is_done() {
@@ -322,11 +322,18 @@ type LoopState = (Rc<RefCell<Inner>>, Rc<RefCell<Observers>>);
 #[derive(Default)]
 struct Observers {
     client: Option<Box<dyn ClientObserver>>,
-    subs: HashMap<String, Box<dyn SubscriptionObserver>>,
-    /// Observers of subscriptions being re-created before the old record is deleted.
-    next: HashMap<String, Box<dyn SubscriptionObserver>>,
+    /// The observers registered per subscription key, oldest first. The front one gets
+    /// the key's events until its `on_deleted`; one registered by a `subscribe` while the
+    /// old record still exists (or its deletion is not delivered yet) waits behind it. A
+    /// slot is empty while its observer runs.
+    subs: HashMap<String, VecDeque<Option<Box<dyn SubscriptionObserver>>>>,
     callbacks: HashMap<u32, Callback>,
     auth: HashMap<u32, AuthDone>,
+    /// Events not delivered yet, in the order the core emitted them. Events of calls made
+    /// from a callback wait here until the running callback returned.
+    queue: VecDeque<Ev>,
+    /// `dispatch` is delivering `queue` (callbacks never run nested).
+    delivering: bool,
 }
 
 thread_local! {
@@ -849,11 +856,10 @@ impl Client {
                 LOOP.with(|l| {
                     if let Some((_, observers)) = l.borrow().as_ref() {
                         let mut o = observers.borrow_mut();
-                        if o.subs.contains_key(&key) {
-                            o.next.insert(key.clone(), observer);
-                        } else {
-                            o.subs.insert(key.clone(), observer);
-                        }
+                        o.subs
+                            .entry(key.clone())
+                            .or_default()
+                            .push_back(Some(observer));
                     }
                 });
                 inner
@@ -863,8 +869,11 @@ impl Client {
             move |r, observers| {
                 if r.is_err() {
                     // Refused: forget the observer registered for it.
-                    if observers.next.remove(&attach_key).is_none() {
-                        observers.subs.remove(&attach_key);
+                    if let Some(slots) = observers.subs.get_mut(&attach_key) {
+                        slots.pop_back();
+                        if slots.is_empty() {
+                            observers.subs.remove(&attach_key);
+                        }
                     }
                 }
             },
@@ -884,9 +893,10 @@ impl Client {
             LOOP.with(|l| match l.borrow().as_ref() {
                 Some((_, observers)) => {
                     let mut o = observers.borrow_mut();
-                    match o.subs.get_mut(&key) {
+                    // The newest registration: the one that lives on.
+                    match o.subs.get_mut(&key).and_then(VecDeque::back_mut) {
                         Some(slot) => {
-                            *slot = observer;
+                            *slot = Some(observer);
                             Ok(())
                         }
                         None => Err(Error::Request(RequestError::UnknownSubscription)),
@@ -1096,12 +1106,14 @@ fn run_loop(mut poll: Poll, rx: Receiver<Msg>, inner: Inner, observers: Observer
                     i.registered = true;
                 }
             }
+            // Liveness and flush may lose the connection (→ Awaiting): ask the core for
+            // its deadline after them, or the reconnect timer would be missed.
+            let live = i.liveness(&mut evs);
+            i.flush(&mut evs);
             let core_timeout = i
                 .core
                 .poll_timeout()
                 .map(|t| Duration::from_micros(t.as_micros().saturating_sub(i.now().as_micros())));
-            let live = i.liveness(&mut evs);
-            i.flush(&mut evs);
             [core_timeout, live].into_iter().flatten().min()
         };
         dispatch(&inner, &observers, std::mem::take(&mut evs));
@@ -1217,10 +1229,26 @@ fn core_error(e: &ConnectError) -> core_rtm::ConnectError {
     }
 }
 
-/// Runs the observers and callbacks for `events`, in order. A panicking callback stops
-/// the client (and is reported), instead of killing the I/O thread.
+/// Runs the observers and callbacks for `events`, in order, one at a time. Called from a
+/// callback (the callback called the client), it only queues them: they run after the
+/// events already queued, once the running callback returned, so that observers see
+/// every transition in order and never run nested. A panicking callback stops the client
+/// (and is reported), instead of killing the I/O thread.
 fn dispatch(inner: &Rc<RefCell<Inner>>, observers: &Rc<RefCell<Observers>>, events: Vec<Ev>) {
-    for ev in events {
+    {
+        let mut o = observers.borrow_mut();
+        o.queue.extend(events);
+        if o.delivering {
+            // A callback called the client: its events follow, after that callback.
+            return;
+        }
+        o.delivering = true;
+    }
+    loop {
+        let next = observers.borrow_mut().queue.pop_front();
+        let Some(ev) = next else {
+            break;
+        };
         if let (Ev::State(_, enter), Ok(i)) = (&ev, inner.try_borrow()) {
             *i.watch
                 .state
@@ -1236,20 +1264,18 @@ fn dispatch(inner: &Rc<RefCell<Inner>>, observers: &Rc<RefCell<Observers>>, even
                 let mut more = Vec::new();
                 i.flush(&mut more);
                 drop(i);
-                dispatch(inner, observers, more);
+                observers.borrow_mut().queue.extend(more);
             }
         }
     }
+    observers.borrow_mut().delivering = false;
 }
 
 /// Calls one observer method. The observer is taken out of the table while it runs, so
 /// it may call the client freely.
 fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
     match ev {
-        Ev::State(leave, enter) => {
-            let Some(mut o) = observers.borrow_mut().client.take() else {
-                return;
-            };
+        Ev::State(leave, enter) => with_client(observers, |o| {
             match leave {
                 ClientState::Stopped => o.on_leave_stopped(),
                 ClientState::Connecting => o.on_leave_connecting(),
@@ -1266,8 +1292,7 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
                 ClientState::Awaiting => o.on_enter_awaiting(),
                 ClientState::Disposed => o.on_enter_disposed(),
             }
-            observers.borrow_mut().client.get_or_insert(o);
-        }
+        }),
         Ev::Internal(e) => with_client(observers, |o| o.on_internal_error(&e)),
         Ev::FastForward(key) => with_client(observers, |o| o.on_fast_forward(&key)),
         Ev::Reply(ticket, response, last) => {
@@ -1289,23 +1314,19 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
                 done(result);
             }
         }
-        Ev::SubCreated(key) => {
-            // A re-created subscription gets the observer waiting for it.
-            let mut obs = observers.borrow_mut();
-            if let Some(next) = obs.next.remove(&key) {
-                obs.subs.insert(key.clone(), next);
-            }
-            drop(obs);
-            with_sub(observers, &key, |o| o.on_created());
-        }
+        Ev::SubCreated(key) => with_sub(observers, &key, |o| o.on_created()),
         Ev::SubDeleted(key) => {
-            let taken = observers.borrow_mut().subs.remove(&key);
+            // The front observer is done; the next registration (if any) takes over.
+            let taken = {
+                let mut obs = observers.borrow_mut();
+                let front = obs.subs.get_mut(&key).and_then(VecDeque::pop_front);
+                if obs.subs.get(&key).is_some_and(VecDeque::is_empty) {
+                    obs.subs.remove(&key);
+                }
+                front.flatten()
+            };
             if let Some(mut o) = taken {
                 o.on_deleted();
-            }
-            let mut obs = observers.borrow_mut();
-            if let Some(next) = obs.next.remove(&key) {
-                obs.subs.insert(key, next);
             }
         }
         Ev::Sub(key, leave, enter) => with_sub(observers, &key, |o| {
@@ -1332,27 +1353,46 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
     }
 }
 
+/// Runs `f` with the client observer, taken out of the table meanwhile. The observer is
+/// kept even when `f` panics (the panic goes on, to stop the client).
 fn with_client(observers: &Rc<RefCell<Observers>>, f: impl FnOnce(&mut dyn ClientObserver)) {
     let taken = observers.borrow_mut().client.take();
     if let Some(mut o) = taken {
-        f(o.as_mut());
+        let r = catch_unwind(AssertUnwindSafe(|| f(o.as_mut())));
         observers.borrow_mut().client.get_or_insert(o);
+        if let Err(panic) = r {
+            resume_unwind(panic);
+        }
     }
 }
 
+/// Runs `f` with the observer that gets `key`'s events (the front one), taken out of the
+/// table meanwhile. The observer is kept even when `f` panics (the panic goes on, to stop
+/// the client), unless the callback replaced it.
 fn with_sub(
     observers: &Rc<RefCell<Observers>>,
     key: &str,
     f: impl FnOnce(&mut dyn SubscriptionObserver),
 ) {
-    let taken = observers.borrow_mut().subs.remove(key);
+    let taken = observers
+        .borrow_mut()
+        .subs
+        .get_mut(key)
+        .and_then(VecDeque::front_mut)
+        .and_then(Option::take);
     if let Some(mut o) = taken {
-        f(o.as_mut());
-        // Unless the callback replaced it (unsubscribe + subscribe), put it back.
-        observers
+        let r = catch_unwind(AssertUnwindSafe(|| f(o.as_mut())));
+        // Nothing is delivered while a callback runs, so the front is still its slot.
+        if let Some(slot) = observers
             .borrow_mut()
             .subs
-            .entry(key.to_owned())
-            .or_insert(o);
+            .get_mut(key)
+            .and_then(VecDeque::front_mut)
+        {
+            slot.get_or_insert(o);
+        }
+        if let Err(panic) = r {
+            resume_unwind(panic);
+        }
     }
 }
