@@ -278,7 +278,7 @@ impl Handler for Collect<'_> {
         let r = if result.is_done() {
             Ok(())
         } else {
-            Err(format!("{result:?}"))
+            Err(result.to_string())
         };
         self.0.push(Ev::Auth(ticket, r));
     }
