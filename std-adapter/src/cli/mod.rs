@@ -38,7 +38,7 @@ enum Command {
 }
 
 /// Runs the command line with the process arguments; the exit code follows the official
-/// CLI (1 error, 2 missing script or bad usage, 3 failed benchmark after `--wait`,
+/// CLI (1 error or bad usage, 2 missing script, 3 failed benchmark after `--wait`,
 /// 4 invalid value).
 ///
 /// ```no_run

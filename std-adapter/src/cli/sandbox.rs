@@ -1,11 +1,15 @@
-//! `benchlink sandbox`: the local servers in the foreground, for demos and for pointing
-//! other clients (the official `mzbench` CLI included) at.
+//! `benchlink sandbox`: the local servers in the foreground — the benchmark server and the
+//! RTM server — for demos and for pointing other clients (the official `mzbench` CLI, an
+//! RTM SDK, other `benchlink` processes) at.
 
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
 use crate::sandbox::bench::{BenchServer, BenchServerConfig};
+use crate::sandbox::rtm::{
+    RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Pace {
@@ -26,6 +30,9 @@ pub(super) struct SandboxArgs {
     /// Require `Authorization: Bearer <token>` with this token (repeatable).
     #[arg(long)]
     token: Vec<String>,
+    /// Port of the RTM (messaging) server (0 picks any free port).
+    #[arg(long, default_value_t = 8080)]
+    rtm_port: u16,
 }
 
 pub(super) fn run(args: SandboxArgs) -> ExitCode {
@@ -37,23 +44,44 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     if !args.token.is_empty() {
         config.tokens = Some(args.token);
     }
-    match BenchServer::start(config) {
-        Ok(server) => {
-            println!("benchmark server listening on http://{}", server.host());
-            println!(
-                "try: MZBENCH_API_HOST={} benchlink bench run examples/scenarios/hello.bdl",
-                server.host()
-            );
-            loop {
-                std::thread::park();
-            }
-        }
+    let bench = match BenchServer::start(config) {
+        Ok(server) => server,
         Err(e) => {
             eprintln!(
                 "error: could not start the benchmark server on port {}: {e}",
                 args.port
             );
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
+    };
+    let rtm = match RtmServer::start(RtmServerConfig {
+        port: args.rtm_port,
+        ..RtmServerConfig::default()
+    }) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!(
+                "error: could not start the RTM server on port {}: {e}",
+                args.rtm_port
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("benchmark server listening on http://{}", bench.host());
+    println!(
+        "try: MZBENCH_API_HOST={} benchlink bench run examples/scenarios/hello.bdl",
+        bench.host()
+    );
+    println!("RTM server listening on {}", rtm.endpoint());
+    println!("  appkey: {DEFAULT_APPKEY}");
+    println!("  role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})");
+    println!(
+        "try: BENCHLINK_RTM_ENDPOINT={} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals",
+        rtm.endpoint()
+    );
+    // The servers run on their own threads until the process is killed.
+    let _servers = (bench, rtm);
+    loop {
+        std::thread::park();
     }
 }
