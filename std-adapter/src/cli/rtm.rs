@@ -508,7 +508,13 @@ impl Session {
             session
                 .client
                 .authenticate_sync(role, secret, args.reply_timeout)
-                .map_err(|e| Fail(1, format!("authentication as role {role:?} failed: {e}")))?;
+                .map_err(|e| {
+                    let why = match e {
+                        Error::Auth(why) => why,
+                        other => other.to_string(),
+                    };
+                    Fail(1, format!("authentication as role {role:?} failed: {why}"))
+                })?;
         }
         Ok(session)
     }

@@ -1,0 +1,454 @@
+//! The benchmark agent: runs a benchmark on a benchmark server and streams its metric
+//! samples through a messaging service, checking on the way that they arrive.
+//!
+//! It uses both protocols at once:
+//!
+//! 1. starts the scenario on the benchmark server ([`BenchClient::start`]);
+//! 2. follows its status on a second connection, printing every stage change;
+//! 3. reads its live `/data` samples and publishes each one to the channel
+//!    `benchmarks.<id>.metrics` as `{"ts":…,"metric":…,"value":…}`, with an RTM client;
+//! 4. a second RTM client in the same process, subscribed to that channel before the
+//!    first sample, counts what comes back;
+//! 5. prints the final results and the summary line
+//!    `published N samples, subscriber received N`.
+//!
+//! With no servers given, both run in-process: a [`BenchServer`] at its demo pace (a
+//! benchmark of a few seconds whose stages can be watched) and a default [`RtmServer`].
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use benchlink_core::bench::Status;
+use benchlink_std::bench::{
+    BenchClient, Results, Scenario, ServerAddress, StartOptions, StatusInfo,
+};
+use benchlink_std::rtm::{
+    Client, ClientObserver, ClientOptions, Mode, Response, SubscribeOptions, SubscriptionData,
+    SubscriptionObserver,
+};
+use benchlink_std::sandbox::bench::{BenchServer, BenchServerConfig};
+use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+
+/// How long to wait for an RTM connection, a subscription, or acknowledgements.
+const RTM_PATIENCE: Duration = Duration::from_secs(10);
+/// How long the subscriber may lag behind the last acknowledged publish.
+const SUBSCRIBER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The scenario run when none is given: `examples/scenarios/hello.bdl`.
+///
+/// ```
+/// assert!(benchlink_examples::agent::default_scenario().ends_with("hello.bdl"));
+/// ```
+pub fn default_scenario() -> PathBuf {
+    let relative = PathBuf::from("examples/scenarios/hello.bdl");
+    if relative.is_file() {
+        relative
+    } else {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/hello.bdl"))
+    }
+}
+
+/// A messaging service to publish to.
+#[derive(Clone)]
+pub struct RtmTarget {
+    /// `ws://…` or `wss://…`.
+    pub endpoint: String,
+    /// The application key.
+    pub appkey: String,
+    /// A role and its secret to authenticate with (both clients).
+    pub role: Option<(String, String)>,
+}
+
+impl fmt::Debug for RtmTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RtmTarget")
+            .field("endpoint", &self.endpoint)
+            .field("appkey", &self.appkey)
+            .field("role", &self.role.as_ref().map(|(r, _)| r))
+            .finish()
+    }
+}
+
+/// What the agent runs, and where.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// The scenario file (its `include_resource` files are read relative to it).
+    pub scenario: PathBuf,
+    /// The benchmark server (`host:port` or a URL); `None` starts a local one.
+    pub host: Option<String>,
+    /// Bearer token for the benchmark server (else the official token file's).
+    pub token: Option<String>,
+    /// The messaging service; `None` starts a local one.
+    pub rtm: Option<RtmTarget>,
+    /// Scenario environment variables.
+    pub env: Vec<(String, String)>,
+    /// How often to poll the benchmark's status.
+    pub status_poll: Duration,
+}
+
+impl AgentOptions {
+    /// The default scenario on local servers.
+    ///
+    /// ```
+    /// let o = benchlink_examples::agent::AgentOptions::local();
+    /// assert!(o.host.is_none() && o.rtm.is_none());
+    /// ```
+    pub fn local() -> AgentOptions {
+        AgentOptions {
+            scenario: default_scenario(),
+            host: None,
+            token: None,
+            rtm: None,
+            env: Vec::new(),
+            status_poll: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Why the agent could not finish.
+#[derive(Debug)]
+pub struct AgentError(String);
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AgentError {}
+
+/// Adds what the agent was doing to an error.
+fn ctx<E: fmt::Display>(what: &str) -> impl FnOnce(E) -> AgentError + '_ {
+    move |e| AgentError(format!("{what}: {e}"))
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The benchmark's id.
+    pub id: u64,
+    /// The channel the samples went to.
+    pub channel: String,
+    /// Its final status.
+    pub status: StatusInfo,
+    /// Its final results.
+    pub results: Results,
+    /// Samples read from `/data`.
+    pub samples: u64,
+    /// Samples the messaging service acknowledged.
+    pub published: u64,
+    /// Samples the subscriber received.
+    pub received: u64,
+}
+
+impl Summary {
+    /// `published N samples, subscriber received M`.
+    ///
+    /// ```
+    /// # use benchlink_examples::agent::Summary;
+    /// # use benchlink_std::bench::{Results, StatusInfo};
+    /// let s = Summary {
+    ///     id: 1, channel: "benchmarks.1.metrics".into(), results: Results::default(),
+    ///     status: StatusInfo { status_text: "complete".into(), create_time: None, start_time: None, finish_time: None, reason: None },
+    ///     samples: 12, published: 12, received: 12,
+    /// };
+    /// assert_eq!(s.line(), "published 12 samples, subscriber received 12");
+    /// assert_eq!(s.exit_code(), 0);
+    /// ```
+    pub fn line(&self) -> String {
+        format!(
+            "published {} samples, subscriber received {}",
+            self.published, self.received
+        )
+    }
+
+    /// 0 when the benchmark completed and every sample read was published and
+    /// received; 3 when the benchmark did not complete (as `benchlink bench run`); 1
+    /// when samples were lost.
+    pub fn exit_code(&self) -> u8 {
+        if self.status.status() != Status::Complete {
+            3
+        } else if self.published != self.samples || self.received != self.published {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Runs the agent, writing its progress (server addresses, stage changes) to `out`.
+///
+/// ```no_run
+/// use benchlink_examples::agent::{run, AgentOptions};
+///
+/// let summary = run(&AgentOptions::local(), &mut std::io::stdout())?;
+/// println!("{}", summary.line());
+/// std::process::exit(summary.exit_code().into());
+/// # Ok::<(), benchlink_examples::agent::AgentError>(())
+/// ```
+pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, AgentError> {
+    let scenario = Scenario::from_file(&options.scenario)
+        .map_err(ctx(&options.scenario.display().to_string()))?;
+
+    // The servers: given, or local for the length of the run.
+    let (host, _local_bench) = match &options.host {
+        Some(h) => (h.clone(), None),
+        None => {
+            let server = BenchServer::start(BenchServerConfig::default())
+                .map_err(ctx("starting the local benchmark server"))?;
+            let _ = writeln!(out, "local benchmark server at http://{}", server.host());
+            (server.host(), Some(server))
+        }
+    };
+    let (target, _local_rtm) = match &options.rtm {
+        Some(t) => (t.clone(), None),
+        None => {
+            let server = RtmServer::start(RtmServerConfig::default())
+                .map_err(ctx("starting the local RTM server"))?;
+            let _ = writeln!(out, "local RTM server at {}", server.endpoint());
+            let target = RtmTarget {
+                endpoint: server.endpoint(),
+                appkey: DEFAULT_APPKEY.to_owned(),
+                role: None,
+            };
+            (target, Some(server))
+        }
+    };
+
+    let mut bench = bench_client(&host, options.token.as_deref())?;
+    let start = StartOptions {
+        env: options.env.clone(),
+        ..StartOptions::default()
+    };
+    let id = bench
+        .start(&scenario, &start)
+        .map_err(ctx("starting the benchmark"))?;
+    let channel = format!("benchmarks.{id}.metrics");
+    let _ = writeln!(
+        out,
+        "started benchmark {id} ({}) on {host}; publishing its metrics to {channel}",
+        scenario.name
+    );
+
+    // The messaging side: the subscriber is listening before the first sample goes out.
+    let publisher = Rtm::connect(&target)?;
+    let subscriber = Rtm::connect(&target)?;
+    let (sub_tx, sub_rx) = mpsc::channel();
+    subscriber
+        .client
+        .subscribe(
+            &channel,
+            Mode::Reliable,
+            Counter(sub_tx),
+            SubscribeOptions::default(),
+        )
+        .map_err(ctx("subscribing"))?;
+    match sub_rx.recv_timeout(RTM_PATIENCE) {
+        Ok(Counted::Subscribed) => {}
+        Ok(Counted::Failed(why)) => return Err(AgentError(format!("subscribing: {why}"))),
+        _ => return Err(AgentError("subscribing: no answer in time".into())),
+    }
+
+    // The samples, on a connection of their own: read live and published as they come
+    // (acknowledged in the background).
+    // A stream silent for a minute is dead (the real server reports every 10 s).
+    let mut data_client = bench_client(&host, options.token.as_deref())?
+        .with_stream_idle_timeout(Some(Duration::from_secs(60)));
+    let publishing = publisher.client.clone();
+    let data_channel = channel.clone();
+    let (ack_tx, ack_rx) = mpsc::channel::<bool>();
+    let data_thread = thread::Builder::new()
+        .name("agent-data".into())
+        .spawn(move || -> Result<u64, AgentError> {
+            let mut samples = 0u64;
+            for sample in data_client.data(id).map_err(ctx("reading /data"))? {
+                let sample = sample.map_err(ctx("reading /data"))?;
+                let message = serde_json::json!({
+                    "ts": sample.timestamp,
+                    "metric": sample.name,
+                    "value": sample.value_json(),
+                });
+                let tx = ack_tx.clone();
+                publishing
+                    .publish(
+                        &data_channel,
+                        &message,
+                        Some(Box::new(move |r| {
+                            let ok = matches!(&r, Response::Reply(reply) if reply.is_ok());
+                            let _ = tx.send(ok);
+                        })),
+                    )
+                    .map_err(ctx("publishing"))?;
+                samples += 1;
+            }
+            Ok(samples)
+        })
+        .map_err(ctx("spawning the data thread"))?;
+
+    // The status, followed here until it is final.
+    let began = Instant::now();
+    let mut last = String::new();
+    let status = bench
+        .wait(id, options.status_poll, |s| {
+            if s.status_text != last {
+                last.clone_from(&s.status_text);
+                let _ = writeln!(
+                    out,
+                    "status: {last:<24} {:>5.1} s",
+                    began.elapsed().as_secs_f64()
+                );
+            }
+        })
+        .map_err(ctx("following the status"))?;
+    let samples = data_thread
+        .join()
+        .map_err(|_| AgentError("the data thread panicked".into()))??;
+
+    let mut published = 0u64;
+    let deadline = Instant::now() + RTM_PATIENCE;
+    for _ in 0..samples {
+        match ack_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(true) => published += 1,
+            Ok(false) => {}
+            Err(_) => break,
+        }
+    }
+
+    let mut received = 0u64;
+    let mut last_progress = Instant::now();
+    while received < published && last_progress.elapsed() < SUBSCRIBER_PATIENCE {
+        match sub_rx.recv_timeout(SUBSCRIBER_PATIENCE.saturating_sub(last_progress.elapsed())) {
+            Ok(Counted::Messages { valid, invalid }) => {
+                received += valid;
+                if invalid > 0 {
+                    let _ = writeln!(out, "warning: {invalid} messages of another shape");
+                }
+                last_progress = Instant::now();
+            }
+            Ok(Counted::Failed(why)) => {
+                return Err(AgentError(format!("the subscription failed: {why}")))
+            }
+            Ok(Counted::Subscribed) => {}
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // Anything that arrived beyond the count (duplicates) counts too.
+    for c in sub_rx.try_iter() {
+        if let Counted::Messages { valid, .. } = c {
+            received += valid;
+        }
+    }
+
+    let results = bench.results(id).map_err(ctx("reading the results"))?;
+    drop(publisher);
+    drop(subscriber);
+    Ok(Summary {
+        id,
+        channel,
+        status,
+        results,
+        samples,
+        published,
+        received,
+    })
+}
+
+fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentError> {
+    let address = ServerAddress::parse(host).map_err(ctx("benchmark server address"))?;
+    let client = BenchClient::new(address).map_err(ctx("benchmark client"))?;
+    Ok(match token {
+        Some(t) => client.with_token(t),
+        None => client.with_token_file(),
+    })
+}
+
+/// A connected (and authenticated) RTM client, disposed on drop.
+struct Rtm {
+    client: Client,
+}
+
+impl Drop for Rtm {
+    fn drop(&mut self) {
+        let _ = self.client.dispose();
+    }
+}
+
+struct Connected(Sender<bool>);
+
+impl ClientObserver for Connected {
+    fn on_enter_connected(&mut self) {
+        let _ = self.0.send(true);
+    }
+    fn on_enter_stopped(&mut self) {
+        let _ = self.0.send(false);
+    }
+}
+
+impl Rtm {
+    fn connect(target: &RtmTarget) -> Result<Rtm, AgentError> {
+        let (tx, rx) = mpsc::channel();
+        let options = ClientOptions::new(target.endpoint.clone(), target.appkey.clone());
+        let client = Client::with_observer(options, Some(Box::new(Connected(tx))))
+            .map_err(ctx("RTM client"))?;
+        let rtm = Rtm { client };
+        rtm.client.start().map_err(ctx("RTM client"))?;
+        if rx.recv_timeout(RTM_PATIENCE) != Ok(true) {
+            let why = rtm
+                .client
+                .last_connecting_error()
+                .unwrap_or_else(|| "no connection in time".into());
+            return Err(AgentError(format!(
+                "connecting to {}: {why}",
+                target.endpoint
+            )));
+        }
+        if let Some((role, secret)) = &target.role {
+            rtm.client
+                .authenticate_sync(role, secret, RTM_PATIENCE)
+                .map_err(ctx(&format!("authenticating as {role}")))?;
+        }
+        Ok(rtm)
+    }
+}
+
+/// What the subscriber tells the agent.
+enum Counted {
+    Subscribed,
+    Failed(String),
+    Messages { valid: u64, invalid: u64 },
+}
+
+/// The shape of a published sample.
+#[derive(serde::Deserialize)]
+#[allow(dead_code)] // Only checked, never read.
+struct Metric {
+    ts: u64,
+    metric: String,
+    value: serde_json::Value,
+}
+
+struct Counter(Sender<Counted>);
+
+impl SubscriptionObserver for Counter {
+    fn on_enter_subscribed(&mut self) {
+        let _ = self.0.send(Counted::Subscribed);
+    }
+    fn on_enter_failed(&mut self, reason: &str) {
+        let _ = self.0.send(Counted::Failed(reason.to_owned()));
+    }
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {
+        let (mut valid, mut invalid) = (0, 0);
+        for m in data.messages() {
+            if serde_json::from_str::<Metric>(m).is_ok() {
+                valid += 1;
+            } else {
+                invalid += 1;
+            }
+        }
+        let _ = self.0.send(Counted::Messages { valid, invalid });
+    }
+}

@@ -1,0 +1,112 @@
+//! The benchmark agent: runs a scenario on a benchmark server, publishes its live metric
+//! samples to the messaging channel `benchmarks.<id>.metrics`, reads them back with a
+//! second client, and prints the results and `published N samples, subscriber received N`.
+//!
+//! ```text
+//! cargo run                                    # hello.bdl on local in-process servers
+//! cargo run -- path/to/scenario.bdl --host mzbench:4800 \
+//!     --endpoint wss://rtm.example --appkey K [--role R --role-secret S]
+//! ```
+//!
+//! Exit code: 0 when the benchmark completed and every sample made the round trip, 3 when
+//! the benchmark did not complete, 1 on errors or lost samples.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use benchlink_examples::agent::{self, AgentOptions, RtmTarget};
+use clap::Parser;
+
+/// Runs a benchmark and streams its metrics through a messaging service.
+#[derive(Parser)]
+#[command(name = "agent", version)]
+struct Args {
+    /// The scenario (default: examples/scenarios/hello.bdl).
+    scenario: Option<PathBuf>,
+    /// Benchmark server, `host:port` or `http(s)://…`; without it (and without
+    /// MZBENCH_API_HOST) a local server runs in-process.
+    #[arg(long, env = "MZBENCH_API_HOST")]
+    host: Option<String>,
+    /// Bearer token of the benchmark server (else the official token file's).
+    #[arg(long, env = "BENCHLINK_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Messaging endpoint, `ws(s)://…`; without it (and without BENCHLINK_RTM_ENDPOINT)
+    /// a local server runs in-process.
+    #[arg(long, env = "BENCHLINK_RTM_ENDPOINT")]
+    endpoint: Option<String>,
+    /// Application key (required with --endpoint).
+    #[arg(long, env = "BENCHLINK_RTM_APPKEY")]
+    appkey: Option<String>,
+    /// Authenticate as this role (needs --role-secret).
+    #[arg(long, env = "BENCHLINK_RTM_ROLE", requires = "role_secret")]
+    role: Option<String>,
+    /// The role's secret.
+    #[arg(
+        long,
+        env = "BENCHLINK_RTM_ROLE_SECRET",
+        hide_env_values = true,
+        requires = "role"
+    )]
+    role_secret: Option<String>,
+    /// Scenario environment variable K=V (repeatable).
+    #[arg(long = "env", value_parser = parse_pair)]
+    env: Vec<(String, String)>,
+    /// Status poll interval, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    poll_ms: u64,
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected K=V, got {s:?}"))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let rtm = match (args.endpoint, args.appkey) {
+        (Some(endpoint), Some(appkey)) => Some(RtmTarget {
+            endpoint,
+            appkey,
+            role: args.role.zip(args.role_secret),
+        }),
+        (Some(_), None) => {
+            eprintln!(
+                "agent: error: --appkey (or BENCHLINK_RTM_APPKEY) is required with --endpoint"
+            );
+            return ExitCode::from(4);
+        }
+        (None, _) => None,
+    };
+    let options = AgentOptions {
+        scenario: args.scenario.unwrap_or_else(agent::default_scenario),
+        host: args.host,
+        token: args.token,
+        rtm,
+        env: args.env,
+        status_poll: Duration::from_millis(args.poll_ms.max(10)),
+    };
+    let mut out = std::io::stdout();
+    match agent::run(&options, &mut out) {
+        Ok(summary) => {
+            let results = serde_json::to_string_pretty(&summary.results)
+                .unwrap_or_else(|e| format!("\"unprintable: {e}\""));
+            println!("final status: {}", summary.status.status_text);
+            println!("results: {results}");
+            if summary.samples != summary.published {
+                eprintln!(
+                    "agent: {} of {} samples were not acknowledged",
+                    summary.samples - summary.published.min(summary.samples),
+                    summary.samples
+                );
+            }
+            println!("{}", summary.line());
+            ExitCode::from(summary.exit_code())
+        }
+        Err(e) => {
+            eprintln!("agent: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The agent binary end to end on its local in-process servers: a benchmark runs, its
+//! samples make the round trip through the messaging server, and the exit code says how
+//! it went.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A run takes about 7 s at the demo pace.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs the agent with `args` from the workspace root, without any server settings
+/// from the environment; kills it after [`PATIENCE`].
+fn agent(args: &[&str]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(args)
+        .current_dir(root)
+        .env_remove("MZBENCH_API_HOST")
+        .env_remove("BENCHLINK_TOKEN")
+        .env_remove("BENCHLINK_RTM_ENDPOINT")
+        .env_remove("BENCHLINK_RTM_APPKEY")
+        .env_remove("BENCHLINK_RTM_ROLE")
+        .env_remove("BENCHLINK_RTM_ROLE_SECRET")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent binary");
+    // Drain the pipes on threads so a chatty child never blocks on a full pipe.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the agent ran for more than {PATIENCE:?}");
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// `published N samples, subscriber received M` → (N, M).
+fn summary(stdout: &str) -> (u64, u64) {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("published "))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
+    let numbers: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    assert_eq!(numbers.len(), 2, "{line}");
+    assert_eq!(
+        line,
+        format!(
+            "published {} samples, subscriber received {}",
+            numbers[0], numbers[1]
+        )
+    );
+    (numbers[0], numbers[1])
+}
+
+#[test]
+fn hello_round_trips_every_sample() {
+    let started = Instant::now();
+    let output = agent(&[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let (published, received) = summary(&stdout);
+    assert!(published > 0, "{stdout}");
+    assert_eq!(published, received, "{stdout}");
+    for stage in [
+        "status: running",
+        "status: complete",
+        "final status: complete",
+    ] {
+        assert!(stdout.contains(stage), "no {stage:?} in:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("publishing its metrics to benchmarks."),
+        "{stdout}"
+    );
+    // The results of hello.bdl: its `print` counter counted 2 workers × 10 prints.
+    assert!(stdout.contains("\"print\""), "{stdout}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_failing_benchmark_exits_3() {
+    let output = agent(&["examples/scenarios/broken.bdl"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("final status: failed"), "{stdout}");
+    assert_eq!(summary(&stdout), (0, 0));
+}
+
+#[test]
+fn a_missing_scenario_is_an_error() {
+    let output = agent(&["no/such/scenario.bdl"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no/such/scenario.bdl"), "{stderr}");
+}
+
+#[test]
+fn an_unreachable_messaging_service_is_an_error() {
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let endpoint = format!("ws://127.0.0.1:{port}");
+    let output = agent(&["--endpoint", &endpoint, "--appkey", "k"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&endpoint), "{stderr}");
+}
