@@ -736,6 +736,43 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.submit_acked(now, UserRequest::Search { prefix }, deadline, h)
     }
 
+    /// Send any request PDU `{"action": action, "body": body_json}` — for actions this
+    /// client has no method for (the reference `Connection.action`). It is queued while
+    /// disconnected like a publish; with an ack, every reply to its id is its outcome
+    /// (`…/data` replies keep it pending, `…/ok` and `…/error` end it). Subscriptions made
+    /// this way are not tracked: their data is reported as unexpected, not delivered.
+    /// An action name must be non-empty and without control characters
+    /// ([`RequestError::InvalidJson`] otherwise), the body a JSON object.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let ack = Ack::Reply { deadline: None };
+    /// assert!(client.action(Instant::ZERO, "rtm/new_thing", r#"{"x":1}"#, ack, &mut NoopHandler).unwrap().is_some());
+    /// assert_eq!(client.action(Instant::ZERO, "rtm/x", "[1]", ack, &mut NoopHandler), Err(RequestError::InvalidJson));
+    /// ```
+    pub fn action<H: Handler>(
+        &mut self,
+        now: Instant,
+        action: &str,
+        body_json: &str,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        if action.is_empty() || action.chars().any(char::is_control) {
+            return Err(RequestError::InvalidJson);
+        }
+        let req = UserRequest::Other {
+            action,
+            body: body_json,
+        };
+        if !req.json_is_valid() {
+            return Err(RequestError::InvalidJson);
+        }
+        self.submit(now, req, ack, h)
+    }
+
     /// Authenticate as `role` with its secret (spec §4). The result comes once in
     /// [`Handler::auth`]; on success the credentials are remembered and replayed first on
     /// every reconnect. Requests made after this one are sent after it completes. One at
@@ -1441,7 +1478,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 return;
             };
             self.got_reply = true;
-            let answers = pdu.action.request() == p.kind.action();
+            // A raw action takes whatever outcome its id gets.
+            let answers = p.kind == ReqKind::Other || pdu.action.request() == p.kind.action();
             match pdu.action.outcome() {
                 Some(Suffix::Ok) if answers => {
                     self.pending.remove(at);
@@ -1451,7 +1489,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     self.pending.remove(at);
                     h.reply(p.ticket, Outcome::Error(pdu));
                 }
-                Some(Suffix::Data) if answers && p.kind == ReqKind::Search => {
+                Some(Suffix::Data)
+                    if answers && matches!(p.kind, ReqKind::Search | ReqKind::Other) =>
+                {
                     h.reply(p.ticket, Outcome::Data(pdu));
                 }
                 _ => self.fatal(
@@ -1596,7 +1636,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 ticket,
                 deadline,
             };
-            match push_encoded(&mut self.queue, Some(&meta), |out| pdu.encode_body(out)) {
+            let write_body = |out: &mut Cursor<'_>| {
+                if let UserRequest::Other { action, .. } = req {
+                    out.push_str(action)?;
+                    out.push(b"\n")?;
+                }
+                pdu.encode_body(out)
+            };
+            match push_encoded(&mut self.queue, Some(&meta), write_body) {
                 Ok(()) => {
                     self.queued = self.queued.saturating_add(1);
                     self.queue_deadline = min_deadline(self.queue_deadline, deadline);
@@ -1744,8 +1791,11 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 break;
             }
             let id = self.next_id;
-            let action = meta.kind.action().as_str();
             let body = core::str::from_utf8(body).unwrap_or("");
+            let (action, body) = match meta.kind {
+                ReqKind::Other => body.split_once('\n').unwrap_or(("", body)),
+                kind => (kind.action().as_str(), body),
+            };
             let written = push_encoded(&mut self.outbox, None, |out| {
                 write_envelope(action, meta.acked.then_some(u64::from(id)), body, out)
             });

@@ -2891,3 +2891,76 @@ fn subscribe_size_bound_holds() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Raw actions (`Client::action`, the reference `Connection.action`).
+
+#[test]
+fn raw_action_sent_when_connected_and_any_outcome_of_its_id_resolves_it() {
+    let mut t = T::new(quiet());
+    t.connect();
+    let ack = Ack::Reply { deadline: None };
+    let ticket =
+        t.c.action(t.now, "rtm/new_thing", r#"{"x":"a\"b"}"#, ack, &mut t.r)
+            .unwrap()
+            .unwrap();
+    assert_eq!(
+        t.out(),
+        [r#"{"action":"rtm/new_thing","id":0,"body":{"x":"a\"b"}}"#]
+    );
+    t.log();
+    // `/data` keeps it pending; the final `/ok` ends it, whatever the action name.
+    t.recv(r#"{"action":"rtm/new_thing/data","id":0,"body":{"n":1}}"#);
+    t.recv(r#"{"action":"rtm/new_thing/ok","id":0,"body":{"n":2}}"#);
+    assert_eq!(
+        t.log(),
+        [
+            format!("reply#{} data {{\"n\":1}}", ticket.get()),
+            format!("reply#{} ok {{\"n\":2}}", ticket.get()),
+        ]
+    );
+    assert_eq!(t.state(), ClientState::Connected);
+    // Without an ack it carries no id.
+    assert_eq!(
+        t.c.action(t.now, "rtm/x", "{}", Ack::None, &mut t.r),
+        Ok(None)
+    );
+    assert_eq!(t.out(), [r#"{"action":"rtm/x","body":{}}"#]);
+}
+
+#[test]
+fn raw_action_made_offline_is_queued_with_its_name_and_sent_on_connect() {
+    let mut t = T::new(quiet());
+    let ack = Ack::Reply { deadline: None };
+    let ticket =
+        t.c.action(t.now, "rtm/later", r#"{"k":[1,2]}"#, ack, &mut t.r)
+            .unwrap()
+            .unwrap();
+    assert_eq!(t.c.queued_requests(), 1);
+    assert_eq!(
+        t.connect(),
+        [r#"{"action":"rtm/later","id":0,"body":{"k":[1,2]}}"#]
+    );
+    t.log();
+    t.recv(r#"{"action":"rtm/later/error","id":0,"body":{"error":"e","reason":"r"}}"#);
+    assert_eq!(
+        t.log(),
+        [format!(
+            "reply#{} error {{\"error\":\"e\",\"reason\":\"r\"}}",
+            ticket.get()
+        )]
+    );
+}
+
+#[test]
+fn raw_action_rejects_bad_names_and_bodies() {
+    let mut t = T::new(quiet());
+    for (name, body) in [("", "{}"), ("a\nb", "{}"), ("rtm/x", "[1]"), ("rtm/x", "{")] {
+        assert_eq!(
+            t.c.action(t.now, name, body, Ack::None, &mut t.r),
+            Err(RequestError::InvalidJson),
+            "{name:?} {body:?}"
+        );
+    }
+    assert_eq!(t.c.queued_requests(), 0);
+}

@@ -44,6 +44,9 @@ pub(crate) enum ReqKind {
     Search,
     /// A queued `authenticate`: the credentials wait in the client's single auth slot.
     Auth,
+    /// A raw action ([`Client::action`](super::Client::action)); its queue record holds
+    /// the action name, a newline, then the body.
+    Other,
 }
 
 impl ReqKind {
@@ -56,6 +59,8 @@ impl ReqKind {
             ReqKind::Delete => Action::Delete,
             ReqKind::Search => Action::Search,
             ReqKind::Auth => Action::Handshake,
+            // Not used to match replies: a raw action accepts any outcome of its id.
+            ReqKind::Other => Action::Other(""),
         }
     }
 
@@ -67,6 +72,7 @@ impl ReqKind {
             ReqKind::Delete => 3,
             ReqKind::Search => 4,
             ReqKind::Auth => 5,
+            ReqKind::Other => 6,
         }
     }
 
@@ -78,6 +84,7 @@ impl ReqKind {
             3 => ReqKind::Delete,
             4 => ReqKind::Search,
             5 => ReqKind::Auth,
+            6 => ReqKind::Other,
             _ => return None,
         })
     }
@@ -104,6 +111,10 @@ pub(crate) enum UserRequest<'a> {
     Search {
         prefix: &'a str,
     },
+    Other {
+        action: &'a str,
+        body: &'a str,
+    },
 }
 
 impl<'a> UserRequest<'a> {
@@ -114,6 +125,7 @@ impl<'a> UserRequest<'a> {
             UserRequest::Write { .. } => ReqKind::Write,
             UserRequest::Delete { .. } => ReqKind::Delete,
             UserRequest::Search { .. } => ReqKind::Search,
+            UserRequest::Other { .. } => ReqKind::Other,
         }
     }
 
@@ -131,6 +143,7 @@ impl<'a> UserRequest<'a> {
             },
             UserRequest::Delete { channel } => Request::Delete { channel },
             UserRequest::Search { prefix } => Request::Search { prefix },
+            UserRequest::Other { action, body } => Request::Other { action, body },
         }
     }
 
@@ -143,6 +156,7 @@ impl<'a> UserRequest<'a> {
             UserRequest::Write { channel, value } => (channel, value.len()),
             UserRequest::Delete { channel } => (channel, 0),
             UserRequest::Search { prefix } => (prefix, 0),
+            UserRequest::Other { action, body } => (action, body.len()),
         };
         escaped_len(text)
             .saturating_add(raw)
@@ -159,6 +173,7 @@ impl<'a> UserRequest<'a> {
             UserRequest::Read {
                 args: Some(args), ..
             } => json::write::parse_object(args).is_ok(),
+            UserRequest::Other { body, .. } => json::write::parse_object(body).is_ok(),
             _ => true,
         }
     }
