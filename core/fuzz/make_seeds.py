@@ -148,6 +148,55 @@ SEEDS = {
     },
 }
 
+# RTM frames (spec §3) for the messaging targets.
+RTM_DATA = b'{"action":"rtm/subscription/data","body":{"subscription_id":"chan","position":"1479315802:6","messages":[{"k":1},"two",null]}}'
+RTM_FRAMES = {
+    "data": RTM_DATA,
+    "publish_ok": b'{"action":"rtm/publish/ok","id":7,"body":{"position":"1479315802:0"}}',
+    "read_ok_escapes": b' {"action": "rtm/read/ok", "id": 0, "body": {"message": {"a":"\\u00e9\\ud83d\\ude00"}, "position": "1:2"}} ',
+    "handshake_ok": b'{"action":"auth/handshake/ok","id":0,"body":{"data":{"nonce":"MTI0=="}}}',
+    "sub_error": b'{"action":"rtm/subscription/error","body":{"subscription_id":"c","error":"out_of_sync","reason":"r","position":null}}',
+    "fast_forward": b'{"action":"rtm/subscription/info","body":{"info":"fast_forward","subscription_id":"c","position":"5:1"}}',
+    "general_error": b'{"action":"/error","body":{"error":"e","reason":"r"}}',
+    "search_data_string_id": b'{"action":"rtm/search/data","id":"9","body":{"channels":["a","b"]}}',
+    "missing_id": b'{"action":"rtm/subscribe/ok","body":{}}',
+    "escaped_action": b'{"action":"rtm\\/publish\\/ok","id":1}',
+}
+
+
+def noise(seed, n):
+    """Deterministic pseudo-random bytes (structured targets decode them into events)."""
+    state = seed
+    out = bytearray()
+    for _ in range(n):
+        state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+        out.append(state >> 56)
+    return bytes(out)
+
+
+# ws_frames: [flags][seed][bytes]; flags bit 0 = built mode, bits 1-3 = buffer size.
+SEEDS["ws_frames"] = {
+    "rfc_fragments_ping_close": b"\x0c" + SEED + b"\x01\x03Hel\x89\x00\x80\x02lo\x89\x05Hello"
+    + b"\x81" + bytes([len(RTM_DATA)]) + RTM_DATA + b"\x8a\x00\x88\x05\x03\xe8bye",
+    "masked_error": b"\x0c" + SEED + b"\x81\x02{}\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58",
+    "too_large_16bit": b"\x06" + SEED + b"\x82\x7e\x00\x80" + b"x" * 128,
+    "built": b"\x01" + SEED + noise(1, 300),
+    "built_slack": b"\x31" + SEED + bytes(range(256)),
+}
+# rtm_pdu: [mode][rest]; 0 = received frame, 1 = requests to encode, 2 = string, 3 = all.
+SEEDS["rtm_pdu"] = {"frame_" + k: b"\x00" + v for k, v in RTM_FRAMES.items()}
+SEEDS["rtm_pdu"].update({
+    "requests": b"\x01" + bytes(range(256)) + noise(2, 300),
+    "requests2": b"\x01" + noise(3, 600),
+    "string": b"\x02" + 'a"b\\c\x00\x1f\n\t\x7f é€😀'.encode(),
+    "all": b"\x03" + RTM_DATA,
+})
+# rtm_client: [capacities/options][event bytes]
+SEEDS["rtm_client"] = {
+    "events_%d" % i: bytes([opts]) + noise(10 + i, 900)
+    for i, opts in enumerate([0x00, 0x05, 0x0E, 0x13, 0x1C])
+}
+
 for target, seeds in SEEDS.items():
     folder = os.path.join(HERE, "seeds", target)
     os.makedirs(folder, exist_ok=True)

@@ -1,0 +1,667 @@
+//! `ws::{Decoder, Session}` on server byte streams: arbitrary bytes, and frames built here.
+//!
+//! Input: `[flags][seed: 4 bytes][payload…]`
+//! - flags bit 0: 0 = the payload is the server's byte stream as is; 1 = the payload
+//!   describes messages (kinds, contents, fragmentation, interleaved control frames) that
+//!   are framed here as a server frames them (unmasked, minimal lengths).
+//! - flags bits 1-3 (raw mode): receive buffer 0 / 1 / 7 / 64 / 125 / 126 / 1024 / 65536
+//!   bytes. In built mode the buffer is the largest message plus `flags >> 4` bytes.
+//! - seed: split points, the outbox writes and when `close()` is called.
+//!
+//! Properties:
+//! - the decoder gives the same messages (owned) and the same error, whole, in random
+//!   pieces and byte at a time, also after `reset` of a dirty decoder; they equal an
+//!   independent whole-input model of RFC 6455 §5 (header checks in the order the decoder
+//!   documents, minimal lengths, fragment sequencing, size limit decided from headers,
+//!   per-fragment UTF-8, close bodies); message sizes are within the buffer (control
+//!   payloads ≤ 125, close reasons ≤ 123); errors are sticky; `None` only once the input
+//!   is used;
+//! - built frames decode to exactly the messages they were built from, under any split;
+//! - a `Session` fed the same bytes in pieces (with a `close()` at a random point) never
+//!   panics and delivers the decoder's messages up to the first close; everything it
+//!   puts in its outbox, written out in random partial amounts, is a sequence of whole,
+//!   masked, minimal-length client frames — pongs and one final close with a valid body;
+//!   a ping received while Open is answered by a pong with its payload as the latest
+//!   frame; a peer close is echoed (code only), a protocol error queues a close with
+//!   `Error::close_code`, both only while Open; states follow the documented diagram;
+//!   `send_text` works exactly while Open; EOF ends an unfinished session `Abnormal`
+//!   with an empty outbox.
+#![no_main]
+
+use benchlink_core::http::Cursor;
+use benchlink_core::ws::{
+    CloseCode, CloseStatus, Decoder, Error, Message, Session, State, MAX_CLOSE_REASON,
+    MAX_CONTROL_PAYLOAD,
+};
+use benchlink_core_fuzz::{byte_pieces, random_pieces, whole, Rng};
+use libfuzzer_sys::arbitrary::Unstructured;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: &[u8]| {
+    let [flags, s0, s1, s2, s3, payload @ ..] = input else {
+        return;
+    };
+    let seed = [*s0, *s1, *s2, *s3];
+    if flags & 1 == 0 {
+        let buf_len = [0, 1, 7, 64, 125, 126, 1024, 65536][usize::from((flags >> 1) & 7)];
+        let reference = check_decoder(payload, buf_len, &seed);
+        let expected = model(payload, buf_len);
+        assert_eq!(reference, expected, "decoder disagrees with the RFC 6455 model");
+        check_session(payload, buf_len, &seed, &reference);
+    } else {
+        let (stream, messages, max) = build(payload);
+        let buf_len = max + usize::from(flags >> 4);
+        let expected = Run {
+            messages,
+            error: None,
+        };
+        let reference = check_decoder(&stream, buf_len, &seed);
+        assert_eq!(reference, expected, "built frames did not decode to their messages");
+        check_session(&stream, buf_len, &seed, &reference);
+    }
+});
+
+/// A message, owned, so runs can be compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Msg {
+    Text(String),
+    Binary(Vec<u8>),
+    Ping(Vec<u8>),
+    Pong(Vec<u8>),
+    Close(Option<(u16, String)>),
+}
+
+fn own(m: &Message<'_>, max: usize) -> Msg {
+    let control = |p: &[u8]| {
+        assert!(p.len() <= MAX_CONTROL_PAYLOAD, "control payload of {}", p.len());
+        p.to_vec()
+    };
+    match *m {
+        Message::Text(t) => {
+            assert!(t.len() <= max, "text of {} bytes, buffer {max}", t.len());
+            Msg::Text(t.to_owned())
+        }
+        Message::Binary(b) => {
+            assert!(b.len() <= max, "binary of {} bytes, buffer {max}", b.len());
+            Msg::Binary(b.to_vec())
+        }
+        Message::Ping(p) => Msg::Ping(control(p)),
+        Message::Pong(p) => Msg::Pong(control(p)),
+        Message::Close(c) => Msg::Close(c.map(|c| {
+            assert!(c.code.is_sendable(), "close code {} delivered", c.code.0);
+            assert!(c.reason.len() <= MAX_CLOSE_REASON);
+            (c.code.0, c.reason.to_owned())
+        })),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Run {
+    messages: Vec<Msg>,
+    error: Option<Error>,
+}
+
+/// Feeds `stream` in pieces of `lens` bytes to `dec` as a socket reader would.
+fn decode_with(dec: &mut Decoder<'_>, stream: &[u8], lens: &[usize]) -> Run {
+    let max = dec.max_message_len();
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    let mut stalled = 0u32;
+    for &len in lens {
+        let piece = &stream[offset..offset + len];
+        offset += len;
+        let mut pos = 0;
+        loop {
+            let rest = &piece[pos..];
+            match dec.decode(rest) {
+                Err(e) => {
+                    assert_eq!(dec.decode(b"\x81\x00").err(), Some(e), "errors are sticky");
+                    assert_eq!(dec.decode(&[]).err(), Some(e), "errors are sticky");
+                    return Run {
+                        messages,
+                        error: Some(e),
+                    };
+                }
+                Ok((used, None)) => {
+                    assert_eq!(used, rest.len(), "None before the input was used");
+                    break;
+                }
+                Ok((used, Some(m))) => {
+                    assert!(used <= rest.len(), "used {used} of {}", rest.len());
+                    messages.push(own(&m, max));
+                    pos += used;
+                    stalled = if used == 0 { stalled + 1 } else { 0 };
+                    assert!(stalled < 3, "messages without consuming input");
+                }
+            }
+        }
+    }
+    Run {
+        messages,
+        error: None,
+    }
+}
+
+fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8]) -> Run {
+    let len = stream.len();
+    let mut buf = vec![0u8; buf_len];
+    let mut dec = Decoder::new(&mut buf);
+    assert_eq!(dec.max_message_len(), buf_len);
+    let reference = decode_with(&mut dec, stream, &whole(len));
+    // The same decoder, dirty (mid-frame or failed), after reset.
+    dec.reset();
+    assert_eq!(reference, decode_with(&mut dec, stream, &whole(len)), "after reset");
+
+    let mut rng = Rng::from_bytes(seed);
+    let mut splits = vec![
+        random_pieces(len, &mut rng, 16),
+        random_pieces(len, &mut rng, len / 3 + 1),
+    ];
+    if len <= 70_000 {
+        splits.push(byte_pieces(len));
+    }
+    for lens in &splits {
+        dec.reset();
+        let got = decode_with(&mut dec, stream, lens);
+        assert_eq!(reference, got, "split into {:?}", &lens[..lens.len().min(64)]);
+    }
+    reference
+}
+
+/// RFC 6455 §5 on a whole input, written independently of the decoder: the messages up
+/// to the first violation, and the violation.
+fn model(s: &[u8], max: usize) -> Run {
+    let mut messages = Vec::new();
+    let mut assembling: Option<(bool, Vec<u8>)> = None;
+    let mut pos = 0usize;
+    let done = |messages: Vec<Msg>, error| Run { messages, error };
+    loop {
+        let rest = &s[pos..];
+        if rest.len() < 2 {
+            return done(messages, None);
+        }
+        let (b0, b1) = (rest[0], rest[1]);
+        let fin = b0 & 0x80 != 0;
+        let rsv = (b0 >> 4) & 7;
+        let op = b0 & 0x0F;
+        if rsv != 0 {
+            return done(messages, Some(Error::ReservedBits { bits: rsv }));
+        }
+        if !matches!(op, 0 | 1 | 2 | 8 | 9 | 10) {
+            return done(messages, Some(Error::UnknownOpcode { opcode: op }));
+        }
+        if b1 & 0x80 != 0 {
+            return done(messages, Some(Error::MaskedServerFrame));
+        }
+        let control = op >= 8;
+        if control && !fin {
+            return done(messages, Some(Error::FragmentedControl));
+        }
+        if op == 0 && assembling.is_none() {
+            return done(messages, Some(Error::UnexpectedContinuation));
+        }
+        if (op == 1 || op == 2) && assembling.is_some() {
+            return done(messages, Some(Error::ExpectedContinuation));
+        }
+        let (len, header) = match b1 & 0x7F {
+            126 => {
+                if rest.len() < 4 {
+                    return done(messages, None);
+                }
+                let len = u64::from(u16::from_be_bytes([rest[2], rest[3]]));
+                if len < 126 {
+                    return done(messages, Some(Error::NonMinimalLength { len }));
+                }
+                (len, 4)
+            }
+            127 => {
+                if rest.len() < 10 {
+                    return done(messages, None);
+                }
+                let len = u64::from_be_bytes(rest[2..10].try_into().unwrap());
+                if len <= 0xFFFF {
+                    return done(messages, Some(Error::NonMinimalLength { len }));
+                }
+                (len, 10)
+            }
+            n => (u64::from(n), 2),
+        };
+        if control && len > 125 {
+            return done(messages, Some(Error::ControlTooLong { len }));
+        }
+        if !control {
+            let so_far = assembling.as_ref().map_or(0, |(_, d)| d.len()) as u64;
+            let total = so_far.saturating_add(len);
+            if total > max as u64 {
+                return done(
+                    messages,
+                    Some(Error::MessageTooLarge { len: total, max }),
+                );
+            }
+        }
+        if ((rest.len() - header) as u64) < len {
+            return done(messages, None);
+        }
+        let payload = &rest[header..header + len as usize];
+        pos += header + len as usize;
+        match op {
+            9 => messages.push(Msg::Ping(payload.to_vec())),
+            10 => messages.push(Msg::Pong(payload.to_vec())),
+            8 => match payload {
+                [] => messages.push(Msg::Close(None)),
+                [_] => return done(messages, Some(Error::TruncatedCloseCode)),
+                [hi, lo, reason @ ..] => {
+                    let code = u16::from_be_bytes([*hi, *lo]);
+                    if !matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999) {
+                        return done(messages, Some(Error::InvalidCloseCode { code }));
+                    }
+                    let Ok(reason) = std::str::from_utf8(reason) else {
+                        return done(messages, Some(Error::InvalidUtf8));
+                    };
+                    messages.push(Msg::Close(Some((code, reason.to_owned()))));
+                }
+            },
+            _ => {
+                if op != 0 {
+                    assembling = Some((op == 1, Vec::new()));
+                }
+                let (text, data) = assembling.as_mut().unwrap();
+                data.extend_from_slice(payload);
+                if *text {
+                    match std::str::from_utf8(data) {
+                        Ok(_) => {}
+                        Err(e) if e.error_len().is_none() && !fin => {}
+                        Err(_) => return done(messages, Some(Error::InvalidUtf8)),
+                    }
+                }
+                if fin {
+                    let (text, data) = assembling.take().unwrap();
+                    messages.push(if text {
+                        Msg::Text(String::from_utf8(data).unwrap())
+                    } else {
+                        Msg::Binary(data)
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A client frame read back from the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClientFrame {
+    opcode: u8,
+    payload: Vec<u8>,
+}
+
+/// Parses whole masked client frames (§5.2): FIN, mask bit, minimal lengths, control
+/// payload ≤ 125. Panics on anything else, including a partial frame at the end.
+fn client_frames(mut s: &[u8]) -> Vec<ClientFrame> {
+    let mut frames = Vec::new();
+    while !s.is_empty() {
+        assert!(s.len() >= 2, "partial frame header {s:02x?}");
+        let (b0, b1) = (s[0], s[1]);
+        assert_eq!(b0 & 0xF0, 0x80, "client frame not FIN or with RSV bits: {b0:#04x}");
+        assert!(b1 & 0x80 != 0, "client frame not masked");
+        let (len, header) = match b1 & 0x7F {
+            126 => {
+                let len = u16::from_be_bytes([s[2], s[3]]) as usize;
+                assert!(len >= 126, "non-minimal 16-bit length {len}");
+                (len, 4)
+            }
+            127 => {
+                let len = u64::from_be_bytes(s[2..10].try_into().unwrap());
+                assert!(len > 0xFFFF, "non-minimal 64-bit length {len}");
+                (len as usize, 10)
+            }
+            n => (usize::from(n), 2),
+        };
+        assert!(s.len() >= header + 4 + len, "partial frame");
+        let mask: [u8; 4] = s[header..header + 4].try_into().unwrap();
+        let payload: Vec<u8> = s[header + 4..header + 4 + len]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ mask[i % 4])
+            .collect();
+        frames.push(ClientFrame {
+            opcode: b0 & 0x0F,
+            payload,
+        });
+        s = &s[header + 4 + len..];
+    }
+    frames
+}
+
+/// The session's own frames: pongs and at most one close, last, with a valid body.
+fn check_outbox_frames(frames: &[ClientFrame]) {
+    for (i, f) in frames.iter().enumerate() {
+        assert!(f.payload.len() <= MAX_CONTROL_PAYLOAD);
+        match f.opcode {
+            0xA => {}
+            0x8 => {
+                assert_eq!(i + 1, frames.len(), "a frame after the close frame");
+                match f.payload.as_slice() {
+                    [] => {}
+                    [hi, lo, reason @ ..] => {
+                        assert!(CloseCode(u16::from_be_bytes([*hi, *lo])).is_sendable());
+                        assert!(std::str::from_utf8(reason).is_ok());
+                        assert!(reason.len() <= MAX_CLOSE_REASON);
+                    }
+                    [_] => panic!("close body of 1 byte"),
+                }
+            }
+            op => panic!("session queued opcode {op:#x}"),
+        }
+    }
+}
+
+fn close_frame(code: u16, reason: &[u8]) -> ClientFrame {
+    let mut payload = code.to_be_bytes().to_vec();
+    payload.extend_from_slice(reason);
+    ClientFrame {
+        opcode: 0x8,
+        payload,
+    }
+}
+
+/// Runs a session over `stream` in random pieces and checks it against the decoder's
+/// `reference` run.
+fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
+    let mut rng = Rng::from_bytes(&[seed, b"session"].concat());
+    let lens = random_pieces(stream.len(), &mut rng, 24.max(stream.len() / 64));
+    let close_before = if rng.chance(3) {
+        Some(rng.below(lens.len() + 1))
+    } else {
+        None
+    };
+    let mut mask_state = u32::from_le_bytes(seed.try_into().unwrap());
+    let masks = move || {
+        mask_state = mask_state.wrapping_mul(0x9E37_79B9).wrapping_add(0x7F4A_7C15);
+        mask_state.to_be_bytes()
+    };
+    let mut buf = vec![0u8; buf_len];
+    let mut session = Session::new(&mut buf, masks);
+    assert_eq!(session.state(), State::Open);
+
+    // Bytes written out so far; `sent ++ pending` is the whole outgoing stream.
+    let mut sent: Vec<u8> = Vec::new();
+    let mut messages: Vec<Msg> = Vec::new();
+    let mut error = None;
+    let mut offset = 0;
+
+    let outgoing = |session: &Session<'_, _>, sent: &[u8]| {
+        let mut all = sent.to_vec();
+        if let Some(p) = session.poll_transmit() {
+            assert!(!p.is_empty(), "poll_transmit offers an empty slice");
+            all.extend_from_slice(p);
+        }
+        let frames = client_frames(&all);
+        check_outbox_frames(&frames);
+        frames
+    };
+
+    for (piece_index, &len) in lens.iter().enumerate().chain([(lens.len(), &0)]) {
+        if close_before == Some(piece_index) {
+            let before = session.state();
+            let frames_before = outgoing(&session, &sent);
+            session.close(CloseCode::NORMAL, "bye").unwrap();
+            let frames = outgoing(&session, &sent);
+            if before == State::Open {
+                assert_eq!(session.state(), State::Closing);
+                assert_eq!(frames.last(), Some(&close_frame(1000, b"bye")));
+            } else {
+                assert_eq!(session.state(), before);
+                assert_eq!(frames, frames_before, "close() queued a frame when not Open");
+            }
+        }
+        let piece = &stream[offset..offset + len];
+        offset += len;
+        let mut pos = 0;
+        while pos < piece.len() {
+            let rest = &piece[pos..];
+            let before = session.state();
+            let frames_before = outgoing(&session, &sent);
+            let result = session.handle(rest).map(|(used, m)| (used, m.map(|m| own(&m, buf_len))));
+            let after = session.state();
+            let frames = outgoing(&session, &sent);
+            match result {
+                Err(e) => {
+                    assert_eq!(after, State::Closed(CloseStatus::Failed(e)));
+                    if let State::Closed(CloseStatus::Failed(old)) = before {
+                        assert_eq!(old, e, "a failed session returns its error");
+                        assert_eq!(frames, frames_before);
+                    } else {
+                        error.get_or_insert(e);
+                        if before == State::Open {
+                            assert_eq!(frames.last(), Some(&close_frame(e.close_code().0, b"")));
+                        } else {
+                            assert_eq!(frames, frames_before, "a second close frame");
+                        }
+                    }
+                    pos = piece.len();
+                }
+                Ok((used, None)) => {
+                    assert_eq!(used, rest.len());
+                    assert_eq!(after, before);
+                    assert_eq!(frames, frames_before);
+                    pos = piece.len();
+                }
+                Ok((used, Some(m))) => {
+                    assert!(used <= rest.len());
+                    assert!(matches!(before, State::Open | State::Closing));
+                    pos += used;
+                    match &m {
+                        Msg::Ping(p) if before == State::Open => {
+                            assert_eq!(after, State::Open);
+                            let pong = ClientFrame {
+                                opcode: 0xA,
+                                payload: p.clone(),
+                            };
+                            assert_eq!(frames.last(), Some(&pong), "ping not answered");
+                        }
+                        Msg::Close(c) => {
+                            let code = c.as_ref().map(|(code, _)| CloseCode(*code));
+                            let by_peer = before == State::Open;
+                            assert_eq!(after, State::Closed(CloseStatus::Clean { code, by_peer }));
+                            if by_peer {
+                                let echo = match c {
+                                    Some((code, _)) => close_frame(*code, b""),
+                                    None => ClientFrame {
+                                        opcode: 0x8,
+                                        payload: Vec::new(),
+                                    },
+                                };
+                                assert_eq!(frames.last(), Some(&echo), "close not echoed");
+                            } else {
+                                assert_eq!(frames, frames_before);
+                            }
+                        }
+                        _ => {
+                            assert_eq!(after, before);
+                            assert_eq!(frames, frames_before, "a data message changed the outbox");
+                        }
+                    }
+                    messages.push(m);
+                }
+            }
+            // The adapter writes some of what is pending.
+            if let Some(p) = session.poll_transmit() {
+                let n = rng.below(p.len() + 1);
+                sent.extend_from_slice(&p[..n]);
+                session.advance_transmit(n);
+            }
+            // Sending works exactly while Open.
+            let mut out = [0u8; 16];
+            let mut out = Cursor::new(&mut out);
+            let sent_text = session.send_text("x", &mut out);
+            assert_eq!(sent_text.is_ok(), session.state() == State::Open, "{sent_text:?}");
+            if sent_text.is_ok() {
+                let frames = client_frames(out.written());
+                assert_eq!(
+                    frames,
+                    [ClientFrame {
+                        opcode: 0x1,
+                        payload: b"x".to_vec()
+                    }]
+                );
+            }
+        }
+    }
+
+    // The session's messages are the decoder's, up to the first close.
+    let cut = reference
+        .messages
+        .iter()
+        .position(|m| matches!(m, Msg::Close(_)))
+        .map_or(reference.messages.len(), |i| i + 1);
+    let expected_error = if cut < reference.messages.len()
+        || reference.messages.last().is_some_and(|m| matches!(m, Msg::Close(_)))
+    {
+        None
+    } else {
+        reference.error
+    };
+    assert_eq!(messages, reference.messages[..cut], "session messages");
+    assert_eq!(error, expected_error, "session error");
+
+    // Drain the rest of the outbox, then the transport ends.
+    while let Some(p) = session.poll_transmit() {
+        let n = 1 + rng.below(p.len());
+        sent.extend_from_slice(&p[..n]);
+        session.advance_transmit(n);
+    }
+    check_outbox_frames(&client_frames(&sent));
+    let before = session.state();
+    session.handle_eof();
+    match before {
+        State::Open | State::Closing => {
+            assert_eq!(session.state(), State::Closed(CloseStatus::Abnormal))
+        }
+        closed => assert_eq!(session.state(), closed),
+    }
+    assert_eq!(session.poll_transmit(), None);
+}
+
+/// Builds unmasked server frames from a description; returns the stream, the messages it
+/// must decode to, and the largest data message.
+fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
+    let mut u = Unstructured::new(data);
+    let mut stream = Vec::new();
+    let mut expected = Vec::new();
+    let mut max = 0usize;
+    let mut big = 0;
+    let count = u.int_in_range(0..=10u8).unwrap_or(0);
+    for _ in 0..count {
+        let kind = u.int_in_range(0..=5u8).unwrap_or(0);
+        match kind {
+            0..=2 => {
+                let text = kind != 2;
+                let payload: Vec<u8> = if u.ratio(1, 6).unwrap_or(false) && big < 2 {
+                    big += 1;
+                    let len = *u
+                        .choose(&[125usize, 126, 127, 65535, 65536, 70000])
+                        .unwrap_or(&126);
+                    let unit: &[u8] = if text { "é€x".as_bytes() } else { &[0, 0xFF, 7] };
+                    unit.iter().copied().cycle().take(len).collect()
+                } else if text {
+                    let s: String = u.arbitrary().unwrap_or_default();
+                    s.into_bytes()
+                } else {
+                    u.arbitrary().unwrap_or_default()
+                };
+                let mut payload = payload;
+                if text {
+                    // Whole characters only: cut back to a char boundary.
+                    while std::str::from_utf8(&payload).is_err() {
+                        payload.pop();
+                    }
+                }
+                max = max.max(payload.len());
+                let fragments = u.int_in_range(1..=4usize).unwrap_or(1);
+                let mut cuts: Vec<usize> = (1..fragments)
+                    .map(|_| u.int_in_range(0..=payload.len()).unwrap_or(0))
+                    .collect();
+                cuts.sort_unstable();
+                cuts.push(payload.len());
+                let mut start = 0;
+                for (i, &end) in cuts.iter().enumerate() {
+                    let fin = i + 1 == cuts.len();
+                    let op = if i > 0 {
+                        0
+                    } else if text {
+                        1
+                    } else {
+                        2
+                    };
+                    frame(&mut stream, fin, op, &payload[start..end]);
+                    start = end;
+                    if !fin && u.ratio(1, 3).unwrap_or(false) {
+                        control(&mut u, &mut stream, &mut expected, false);
+                    }
+                }
+                expected.push(if text {
+                    Msg::Text(String::from_utf8(payload).unwrap())
+                } else {
+                    Msg::Binary(payload)
+                });
+            }
+            3 | 4 => control(&mut u, &mut stream, &mut expected, false),
+            _ => control(&mut u, &mut stream, &mut expected, true),
+        }
+    }
+    (stream, expected, max)
+}
+
+/// A ping or pong (or a close when `close`) with arbitrary contents.
+fn control(u: &mut Unstructured<'_>, stream: &mut Vec<u8>, expected: &mut Vec<Msg>, close: bool) {
+    if close {
+        let body = if u.ratio(1, 4).unwrap_or(false) {
+            None
+        } else {
+            let codes = [1000u16, 1001, 1002, 1003, 1007, 1011, 1014, 3000, 4999];
+            let code = if u.ratio(1, 2).unwrap_or(false) {
+                *u.choose(&codes).unwrap_or(&1000)
+            } else {
+                u.int_in_range(3000..=4999u16).unwrap_or(3000)
+            };
+            let mut reason: String = u.arbitrary().unwrap_or_default();
+            while reason.len() > MAX_CLOSE_REASON {
+                reason.pop();
+            }
+            Some((code, reason))
+        };
+        let payload = match &body {
+            None => Vec::new(),
+            Some((code, reason)) => [&code.to_be_bytes()[..], reason.as_bytes()].concat(),
+        };
+        frame(stream, true, 8, &payload);
+        expected.push(Msg::Close(body));
+        return;
+    }
+    let len = u.int_in_range(0..=125usize).unwrap_or(0);
+    let payload = u.bytes(len.min(u.len())).unwrap_or_default().to_vec();
+    let ping = u.arbitrary::<bool>().unwrap_or(true);
+    frame(stream, true, if ping { 9 } else { 10 }, &payload);
+    expected.push(if ping {
+        Msg::Ping(payload)
+    } else {
+        Msg::Pong(payload)
+    });
+}
+
+/// An unmasked server frame with the minimal length encoding.
+fn frame(stream: &mut Vec<u8>, fin: bool, op: u8, payload: &[u8]) {
+    stream.push(if fin { 0x80 } else { 0 } | op);
+    match payload.len() {
+        n @ 0..=125 => stream.push(n as u8),
+        n @ 126..=0xFFFF => {
+            stream.push(126);
+            stream.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            stream.push(127);
+            stream.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    stream.extend_from_slice(payload);
+}
