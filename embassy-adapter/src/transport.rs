@@ -1,0 +1,175 @@
+//! The byte pipe both clients run over: any `embedded_io_async::Read + Write` that can
+//! (re)connect to a host and port, and its embassy-net implementation, [`TcpTransport`].
+//!
+//! The clients own one transport each and reconnect it in place (keep-alive reuse for the
+//! benchmark server, reconnect with backoff for messaging), so the trait is "a connection
+//! slot" rather than "a connector that returns connections": that is what lets a
+//! `TcpSocket` and its buffers live in one static and be reused forever.
+
+use embassy_net::dns::DnsQueryType;
+use embassy_net::tcp::{self, TcpSocket};
+use embassy_net::{IpAddress, IpEndpoint, Stack};
+use embassy_time::{with_timeout, Duration};
+use embedded_io_async::{ErrorType, Read, Write};
+
+/// Why a connection could not be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConnectError {
+    /// The host name did not resolve (no DNS server, no answer, or no IPv4 address).
+    Dns,
+    /// The peer refused the connection (RST).
+    Refused,
+    /// No answer in time.
+    TimedOut,
+    /// The stack has no route to the host (no address or gateway configured yet).
+    NoRoute,
+    /// The socket could not be reset for a new connection.
+    InvalidState,
+    /// The endpoint asks for TLS (`https://`, `wss://`), which this crate does not do.
+    TlsUnsupported,
+}
+
+impl core::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConnectError::Dns => "host name did not resolve",
+            ConnectError::Refused => "connection refused",
+            ConnectError::TimedOut => "connect timed out",
+            ConnectError::NoRoute => "no route to host",
+            ConnectError::InvalidState => "socket not reusable",
+            ConnectError::TlsUnsupported => "TLS endpoints are not supported",
+        })
+    }
+}
+
+impl core::error::Error for ConnectError {}
+
+/// A reconnectable byte stream: what [`BenchClient`](crate::bench::BenchClient) and
+/// [`Messaging::run`](crate::rtm::Messaging::run) drive.
+///
+/// `read` must be cancel-safe (dropping a pending read loses no bytes): the messaging
+/// runner races it against timers and commands. embassy-net's `TcpSocket` is.
+///
+/// `async fn` in a public trait has no `Send` bound on its futures; that is deliberate:
+/// embassy executors run tasks on one core and never move them between threads.
+#[allow(async_fn_in_trait)]
+pub trait Transport: Read + Write {
+    /// Opens a connection to `host:port` (a name is resolved first), dropping any previous
+    /// one.
+    async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError>;
+
+    /// Closes the connection (gracefully when the peer cooperates) and leaves the
+    /// transport ready for the next [`connect`](Transport::connect).
+    async fn close(&mut self);
+
+    /// True when a kept-alive connection cannot carry another request: the peer closed
+    /// it or sent bytes nobody asked for. Checked before reusing a connection, so that a
+    /// `POST` is never sent on a connection the server already gave up. The default
+    /// (`false`) makes the clients find out when they use it.
+    fn peer_closed(&self) -> bool {
+        false
+    }
+}
+
+/// How long [`TcpTransport::close`] waits for the FIN exchange before resetting.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+
+/// [`Transport`] over an embassy-net TCP socket, with names resolved by the stack's DNS
+/// client (`stack.dns_query`; an IP literal skips the query).
+pub struct TcpTransport<'a> {
+    stack: Stack<'a>,
+    socket: TcpSocket<'a>,
+}
+
+impl core::fmt::Debug for TcpTransport<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TcpTransport")
+            .field("state", &self.socket.state())
+            .finish()
+    }
+}
+
+impl<'a> TcpTransport<'a> {
+    /// A transport on `stack` whose socket uses `rx_buffer` and `tx_buffer` (the TCP
+    /// windows: 1–4 KiB each is plenty for both protocols).
+    pub fn new(stack: Stack<'a>, rx_buffer: &'a mut [u8], tx_buffer: &'a mut [u8]) -> Self {
+        TcpTransport {
+            stack,
+            socket: TcpSocket::new(stack, rx_buffer, tx_buffer),
+        }
+    }
+
+    /// The socket, to tune it (`set_keep_alive`, `set_timeout`, `set_nagle_enabled`).
+    pub fn socket_mut(&mut self) -> &mut TcpSocket<'a> {
+        &mut self.socket
+    }
+
+    async fn resolve(&self, host: &str) -> Result<IpAddress, ConnectError> {
+        let addrs = self
+            .stack
+            .dns_query(host, DnsQueryType::A)
+            .await
+            .map_err(|_| ConnectError::Dns)?;
+        addrs.first().copied().ok_or(ConnectError::Dns)
+    }
+
+    /// Resets the socket to `Closed` so that `connect` accepts it again.
+    async fn reset(&mut self) {
+        if self.socket.state() != tcp::State::Closed {
+            self.socket.abort();
+            let _ = with_timeout(CLOSE_GRACE, self.socket.flush()).await;
+        }
+    }
+}
+
+impl ErrorType for TcpTransport<'_> {
+    type Error = tcp::Error;
+}
+
+impl Read for TcpTransport<'_> {
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        self.socket.read(buf).await
+    }
+}
+
+impl Write for TcpTransport<'_> {
+    async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
+        self.socket.write(buf).await
+    }
+
+    async fn flush(&mut self) -> Result<(), Self::Error> {
+        self.socket.flush().await
+    }
+}
+
+impl Transport for TcpTransport<'_> {
+    async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
+        self.reset().await;
+        let addr = self.resolve(host).await?;
+        self.socket
+            .connect(IpEndpoint::new(addr, port))
+            .await
+            .map_err(|e| match e {
+                tcp::ConnectError::InvalidState => ConnectError::InvalidState,
+                tcp::ConnectError::ConnectionReset => ConnectError::Refused,
+                tcp::ConnectError::TimedOut => ConnectError::TimedOut,
+                tcp::ConnectError::NoRoute => ConnectError::NoRoute,
+            })
+    }
+
+    async fn close(&mut self) {
+        if self.socket.state() == tcp::State::Closed {
+            return;
+        }
+        // FIN after the queued data; then a reset, so the socket is reusable at once
+        // whatever the peer does (the clients never read after closing).
+        self.socket.close();
+        let _ = with_timeout(CLOSE_GRACE, self.socket.flush()).await;
+        self.reset().await;
+    }
+
+    fn peer_closed(&self) -> bool {
+        !self.socket.may_recv() || self.socket.can_recv()
+    }
+}
