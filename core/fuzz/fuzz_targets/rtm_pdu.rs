@@ -241,12 +241,6 @@ fn check_error_offset(text: &str, e: PduError) {
             assert!(offset < text.len());
             assert_ne!(text.as_bytes()[offset], b'{');
         }
-        // KNOWN ISSUE (reported, core/src/rtm/pdu/decode.rs `classify`): a missing `body`
-        // or `id` found by `classify` is reported at offset 0 (`self.missing(.., self.text)`)
-        // rather than at the envelope's `{` when the frame starts with whitespace. Tolerated
-        // here so the smoke run stays green; tighten once fixed.
-        PduError::MissingField { offset: 0, field: "body" | "id" }
-            if text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') => {}
         PduError::MissingField { offset, field } => {
             assert_eq!(
                 text.as_bytes().get(offset),

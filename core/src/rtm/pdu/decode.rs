@@ -224,13 +224,15 @@ impl<'a> Pdu<'a> {
     /// use benchlink_core::rtm::pdu::{Incoming, Pdu, PduError};
     /// let ok = Pdu::parse(r#"{"action":"rtm/subscribe/ok","body":{}}"#).unwrap();
     /// assert_eq!(ok.classify(), Err(PduError::MissingField { field: "id", offset: 0 }));
+    /// let padded = Pdu::parse(" \n{\"action\":\"rtm/subscription/data\"}").unwrap();
+    /// assert_eq!(padded.classify(), Err(PduError::MissingField { field: "body", offset: 2 }));
     /// let info = Pdu::parse(r#"{"action":"rtm/subscription/info","body":{"info":"new_thing"}}"#).unwrap();
     /// assert!(matches!(info.classify(), Ok(Incoming::Ignored(_))));
     /// ```
     pub fn classify(&self) -> Result<Incoming<'a>, PduError> {
         if let Some(id) = self.id {
             if self.body.is_none() && !matches!(self.action, Action::PublishOk | Action::DeleteOk) {
-                return Err(self.missing("body", self.text));
+                return Err(self.missing("body", self.envelope()));
             }
             return Ok(Incoming::Reply { id, pdu: *self });
         }
@@ -266,7 +268,7 @@ impl<'a> Pdu<'a> {
                 }))
             }
             Action::GeneralError => Ok(Incoming::GeneralError(self.error())),
-            action if action.is_known_reply() => Err(self.missing("id", self.text)),
+            action if action.is_known_reply() => Err(self.missing("id", self.envelope())),
             _ => Ok(Incoming::Ignored(*self)),
         }
     }
@@ -279,7 +281,13 @@ impl<'a> Pdu<'a> {
     }
 
     fn required_body(&self) -> Result<Object<'a>, PduError> {
-        self.body.ok_or(self.missing("body", self.text))
+        self.body.ok_or(self.missing("body", self.envelope()))
+    }
+
+    /// The envelope object's text: the frame without the whitespace around it, so a
+    /// missing member is reported at the object's `{`.
+    fn envelope(&self) -> &'a str {
+        self.text.trim_start_matches([' ', '\t', '\n', '\r'])
     }
 
     fn required(&self, body: Object<'a>, field: &'static str) -> Result<Value<'a>, PduError> {
