@@ -1,0 +1,700 @@
+//! The firmware benchmark agent, as a device would link it: both protocols' client logic
+//! (benchmark-server requests and replies; the RTM client over a WebSocket session) with
+//! no TLS and no network driver. The network is an in-memory loopback to two scripted
+//! servers, so the image's flash and RAM are the protocol stack's, and running it in QEMU
+//! measures its stack.
+//!
+//! The flow is the std agent's (`examples/src/bin/agent.rs`): subscribe to
+//! `benchmarks.<id>.metrics`, read the benchmark's `/status`, stream `/data` and publish
+//! every sample to the channel as `{"ts":…,"metric":…,"value":…}` (the value's text is
+//! forwarded as received: no float is parsed into a float formatter), read `/results`,
+//! stream the zlib-compressed `/log` (with the `deflate` feature), and wait until every
+//! publish was acknowledged and came back on the subscription. Exit code 0 when it all
+//! did; the only output is one summary line (semihosting, no `core::fmt`).
+#![no_std]
+#![no_main]
+
+use benchlink_core::bench::{request, JsonRequest, LineSplitter, Request, Sample, Status};
+use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDecoder};
+use benchlink_core::json::write;
+use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+use benchlink_core::rtm::{
+    Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
+    Transmit,
+};
+use benchlink_core::time::Instant;
+use benchlink_core::ws::{
+    check_response, Endpoint, Key, MaskSource, Message, Session, UpgradeRequest,
+};
+use benchlink_firmware::{exit, stack, Host};
+use cortex_m_rt::entry;
+
+type Result<T = ()> = core::result::Result<T, &'static str>;
+
+const BENCH_ID: u64 = 7;
+const CHANNEL: &str = "benchmarks.7.metrics";
+const HOST: &str = "mzbench.local:4800";
+/// The RTM client's capacities: one subscription, 4 requests in flight, 512 bytes of
+/// offline queue and of outbox (the largest PDU).
+type RtmClient = Client<1, 4, 512, 512>;
+/// One response decoder type for every response (one copy of its code): 12 headers.
+type Decoder<'b> = ResponseDecoder<'b, 12>;
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    let outcome = run();
+    let peak = stack::peak();
+    let mut host = Host::open();
+    match outcome {
+        Ok(report) => {
+            host.str("agent: published ")
+                .u64(report.published.into())
+                .str(", acked ")
+                .u64(report.acked.into())
+                .str(", received ")
+                .u64(report.received.into())
+                .str(", log lines ")
+                .u64(report.log_lines.into())
+                .str("; peak stack ")
+                .u64(peak as u64)
+                .str(" bytes\n");
+            exit(true)
+        }
+        Err(why) => {
+            host.str("agent FAILED: ").str(why).str("\n");
+            exit(false)
+        }
+    }
+}
+
+struct Report {
+    published: u32,
+    acked: u32,
+    received: u32,
+    log_lines: u32,
+}
+
+fn run() -> Result<Report> {
+    let mut rx_message = [0u8; 1024];
+    let mut rtm = Rtm::new(&mut rx_message);
+    let mut bench = Bench::new();
+
+    // Messaging first: connected and subscribed before the samples flow.
+    rtm.client
+        .subscribe(
+            rtm.now,
+            CHANNEL,
+            Mode::Reliable,
+            SubscribeArgs::default(),
+            &mut rtm.app,
+        )
+        .map_err(|_| "subscribe refused")?;
+    rtm.client.start(rtm.now, &mut rtm.app);
+    rtm.settle()?;
+    if rtm.client.state() != ClientState::Connected
+        || rtm.client.subscription_state(CHANNEL) != Some(SubState::Subscribed)
+    {
+        return Err("not connected and subscribed");
+    }
+
+    // Where is the benchmark?
+    let mut body = [0u8; 256];
+    let (code, len) = bench.collect(&request::Status { id: BENCH_ID }, &mut body)?;
+    let status = request::Status::read_reply(code, &body[..len]).map_err(|_| "/status reply")?;
+    if !matches!(status.status, Status::Running) && !status.status.is_final() {
+        return Err("benchmark not running");
+    }
+
+    // Its metric samples, each published as it arrives.
+    let mut line_buf = [0u8; 96];
+    let mut lines = LineSplitter::new(&mut line_buf);
+    let mut published = 0u32;
+    bench.stream(&request::Data { id: BENCH_ID }, false, |data| {
+        let mut input = data;
+        while let Some(line) = lines.next(&mut input) {
+            let line = line.map_err(|_| "metric line too long")?;
+            rtm.publish_sample(line)?;
+            published += 1;
+        }
+        Ok(())
+    })?;
+
+    // Final results.
+    let mut body = [0u8; 512];
+    let (code, len) = bench.collect(&request::Results { id: BENCH_ID }, &mut body)?;
+    let results = request::Results::read_reply(code, &body[..len]).map_err(|_| "/results")?;
+    if results.get("print").is_none() {
+        return Err("no print results");
+    }
+
+    // The system log, a zlib stream.
+    #[allow(unused_mut)]
+    let mut log_lines = 0u32;
+    #[cfg(feature = "deflate")]
+    {
+        let mut line_buf = [0u8; 128];
+        let mut log = LineSplitter::new(&mut line_buf);
+        bench.stream(&request::Log { id: BENCH_ID }, true, |data| {
+            let mut input = data;
+            while let Some(line) = log.next(&mut input) {
+                line.map_err(|_| "log line too long")?;
+                log_lines += 1;
+            }
+            Ok(())
+        })?;
+    }
+
+    rtm.settle()?;
+    let report = Report {
+        published,
+        acked: rtm.app.acked,
+        received: rtm.app.received,
+        log_lines,
+    };
+    if report.published == 0
+        || report.acked != report.published
+        || report.received != report.published
+        || rtm.app.failed
+    {
+        return Err("a sample did not make the round trip");
+    }
+    Ok(report)
+}
+
+// ---------------------------------------------------------------------------------------
+// Benchmark server: one keep-alive connection, one request at a time
+// ---------------------------------------------------------------------------------------
+
+struct Bench {
+    net: loopback::HttpServer,
+    head_buf: [u8; 512],
+    rx: [u8; loopback::MSS],
+}
+
+impl Bench {
+    fn new() -> Self {
+        Bench {
+            net: loopback::HttpServer::new(),
+            head_buf: [0; 512],
+            rx: [0; loopback::MSS],
+        }
+    }
+
+    /// Sends `req` and hands every decoded body slice of a 200 reply to `body`.
+    fn stream<R: Request>(
+        &mut self,
+        req: &R,
+        inflate: bool,
+        mut body: impl FnMut(&[u8]) -> Result,
+    ) -> Result<u16> {
+        let mut tx = [0u8; 256];
+        let mut out = Cursor::new(&mut tx);
+        RequestHead {
+            method: R::METHOD,
+            path: R::PATH,
+            host: HOST,
+            user_agent: "benchlink-firmware/0.1",
+            bearer: None,
+            body: http::Body::Empty,
+            keep_alive: true,
+        }
+        .encode(req, &mut out)
+        .map_err(|_| "request head")?;
+        self.net.send(out.written())?;
+
+        let memory = if inflate { inflate_memory() } else { None };
+        let mut decoder: Decoder<'_> =
+            ResponseDecoder::new(&mut self.head_buf, memory, Limits::DEFAULT);
+        let mut status = 0;
+        loop {
+            let n = self.net.recv(&mut self.rx);
+            if n == 0 {
+                return Err("connection closed mid-response");
+            }
+            let mut input = &self.rx[..n];
+            loop {
+                let (used, event) = decoder.decode(input).map_err(|_| "HTTP response")?;
+                input = &input[used..];
+                match event {
+                    Event::Head(head) => status = head.status,
+                    Event::Data(data) if status == 200 => body(data)?,
+                    Event::Data(_) => {}
+                    Event::End { .. } => return Ok(status),
+                    Event::NeedMore => break,
+                }
+            }
+        }
+    }
+
+    /// A small JSON reply, whole, into `buf`: (status, length).
+    fn collect<R: Request>(&mut self, req: &R, buf: &mut [u8]) -> Result<(u16, usize)> {
+        let mut len = 0;
+        let code = self.stream(req, false, |data| {
+            buf.get_mut(len..len + data.len())
+                .ok_or("reply too large")?
+                .copy_from_slice(data);
+            len += data.len();
+            Ok(())
+        })?;
+        Ok((code, len))
+    }
+}
+
+/// The inflate state and the 32 KiB window the server's `78 9C` streams need, as statics.
+#[cfg(feature = "deflate")]
+fn inflate_memory() -> Option<http::InflateMemory<'static>> {
+    use core::mem::MaybeUninit;
+    use core::ptr::addr_of_mut;
+    use core::sync::atomic::{AtomicBool, Ordering};
+    static mut STATE: MaybeUninit<http::DecompressorOxide> = MaybeUninit::uninit();
+    static mut WINDOW: [u8; 32 * 1024] = [0; 32 * 1024];
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    if TAKEN.swap(true, Ordering::Relaxed) {
+        return None; // one compressed stream at a time in this agent
+    }
+    // SAFETY: TAKEN hands the statics out once; STATE is written before it is borrowed.
+    let (state, window) = unsafe {
+        let state = &mut *addr_of_mut!(STATE);
+        state.write(http::DecompressorOxide::new());
+        (state.assume_init_mut(), &mut *addr_of_mut!(WINDOW))
+    };
+    http::InflateMemory::new(state, window).ok()
+}
+
+#[cfg(not(feature = "deflate"))]
+fn inflate_memory() -> Option<http::InflateMemory<'static>> {
+    None
+}
+
+// ---------------------------------------------------------------------------------------
+// Messaging: the sans-IO client over a WebSocket session
+// ---------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct App {
+    acked: u32,
+    received: u32,
+    failed: bool,
+}
+
+impl Handler for App {
+    fn reply(&mut self, _ticket: Ticket, outcome: Outcome<'_>) {
+        match outcome {
+            Outcome::Ok(_) => self.acked += 1,
+            _ => self.failed = true,
+        }
+    }
+    fn subscription_data(
+        &mut self,
+        _key: &str,
+        data: benchlink_core::rtm::pdu::SubscriptionData<'_>,
+    ) {
+        self.received += data.messages.elements().count() as u32;
+    }
+}
+
+/// xorshift32: WebSocket masks and the handshake nonce. A board seeds it from its RNG.
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.0 = x;
+        x
+    }
+}
+
+impl MaskSource for Rng {
+    fn next_mask(&mut self) -> [u8; 4] {
+        self.next().to_be_bytes()
+    }
+}
+
+struct Rtm<'b> {
+    client: RtmClient,
+    app: App,
+    net: loopback::RtmServer,
+    /// The WebSocket connection; its buffer is the largest message it accepts.
+    session: Session<'b, Rng>,
+    now: Instant,
+    /// Source of the handshake nonces.
+    rng: Rng,
+}
+
+enum Step {
+    Connect,
+    Close,
+    Sent,
+    Idle,
+}
+
+impl<'b> Rtm<'b> {
+    fn new(rx_message: &'b mut [u8]) -> Self {
+        Rtm {
+            client: Client::new(Config {
+                jitter_seed: 0x5EED_1234,
+                ..Config::default()
+            }),
+            app: App::default(),
+            net: loopback::RtmServer::new(),
+            session: Session::new(rx_message, Rng(0x9E37_79B9)),
+            now: Instant::ZERO,
+            rng: Rng(0x1234_5678),
+        }
+    }
+
+    /// Encodes one `/data` line as the sample message and publishes it.
+    fn publish_sample(&mut self, line: &[u8]) -> Result {
+        let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
+        // The value exactly as the server wrote it (a valid JSON number, checked by
+        // `Sample::parse`): no float formatting needed to forward it.
+        let value = line.rsplit(|&b| b == b'\t').next().unwrap_or_default();
+        let value = core::str::from_utf8(value).map_err(|_| "value")?;
+        let mut buf = [0u8; 160];
+        let mut out = Cursor::new(&mut buf);
+        write::object(&mut out, |o| {
+            o.u64("ts", sample.timestamp)?
+                .string("metric", sample.name)?
+                .raw("value", value)?;
+            Ok(())
+        })
+        .map_err(|_| "sample message")?;
+        let message = core::str::from_utf8(out.written()).map_err(|_| "utf8")?;
+        self.client
+            .publish(
+                self.now,
+                CHANNEL,
+                message,
+                Ack::Reply { deadline: None },
+                &mut self.app,
+            )
+            .map_err(|_| "publish refused")?;
+        self.settle()
+    }
+
+    /// Runs the client and the socket until nothing moves: every transmit done, every
+    /// received frame handled.
+    fn settle(&mut self) -> Result {
+        for _ in 0..10_000 {
+            self.now += core::time::Duration::from_millis(1);
+            let mut moved = false;
+            loop {
+                let step = match self.client.poll_transmit() {
+                    Some(Transmit::Connect) => Step::Connect,
+                    Some(Transmit::Close) => Step::Close,
+                    Some(Transmit::Send(text)) => {
+                        let mut frame = [0u8; 520];
+                        let mut out = Cursor::new(&mut frame);
+                        self.session
+                            .send_text(text, &mut out)
+                            .map_err(|_| "ws send")?;
+                        self.net.send(out.written())?;
+                        Step::Sent
+                    }
+                    None => Step::Idle,
+                };
+                match step {
+                    Step::Connect => {
+                        self.open()?;
+                        self.session.reset();
+                        self.client.handle_connected(self.now, &mut self.app);
+                    }
+                    Step::Close => {
+                        self.net.close();
+                        self.client.handle_closed(self.now, &mut self.app);
+                    }
+                    Step::Sent => {}
+                    Step::Idle => break,
+                }
+                moved = true;
+            }
+            moved |= self.receive()?;
+            if self.client.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.client.handle_timeout(self.now, &mut self.app);
+                moved = true;
+            }
+            if !moved {
+                return Ok(());
+            }
+        }
+        Err("messaging did not settle")
+    }
+
+    /// Feeds whatever the server sent to the session, and each text message to the client.
+    fn receive(&mut self) -> Result<bool> {
+        let mut rx = [0u8; loopback::MSS];
+        let n = self.net.recv(&mut rx);
+        if n == 0 {
+            return Ok(false);
+        }
+        let mut input = &rx[..n];
+        while !input.is_empty() {
+            let (used, message) = self.session.handle(input).map_err(|_| "ws frame")?;
+            input = &input[used..];
+            match message {
+                Some(Message::Text(text)) => {
+                    self.client.handle_message(self.now, text, &mut self.app)
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        // Pongs and close replies the session queued.
+        while let Some(frame) = self.session.poll_transmit() {
+            let n = frame.len();
+            self.net.send(frame)?;
+            self.session.advance_transmit(n);
+        }
+        Ok(true)
+    }
+
+    /// TCP connect (loopback), then the WebSocket upgrade.
+    fn open(&mut self) -> Result {
+        let mut nonce = [0u8; 16];
+        for chunk in nonce.chunks_mut(4) {
+            chunk.copy_from_slice(&self.rng.next().to_be_bytes());
+        }
+        let key = Key::new(nonce);
+        self.net.connect(&key);
+        let endpoint = Endpoint::parse("ws://rtm.local:8080").map_err(|_| "endpoint")?;
+        let mut tx = [0u8; 320];
+        let mut out = Cursor::new(&mut tx);
+        UpgradeRequest {
+            endpoint,
+            appkey: "benchlink-firmware",
+            key: &key,
+            origin: None,
+            protocol: None,
+            user_agent: None,
+        }
+        .encode(&mut out)
+        .map_err(|_| "upgrade request")?;
+        self.net.send(out.written())?;
+
+        let mut head_buf = [0u8; 256];
+        let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+        let mut rx = [0u8; loopback::MSS];
+        let n = self.net.recv(&mut rx);
+        let (used, event) = decoder.decode(&rx[..n]).map_err(|_| "upgrade response")?;
+        let Event::Head(head) = event else {
+            return Err("upgrade response incomplete");
+        };
+        check_response(&head, &key, None).map_err(|_| "upgrade refused")?;
+        if used != n {
+            return Err("bytes after the upgrade response");
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The loopback: two scripted servers in memory instead of a network driver
+// ---------------------------------------------------------------------------------------
+
+mod loopback {
+    use super::*;
+
+    /// Bytes per `recv`, like one TCP segment.
+    pub const MSS: usize = 536;
+
+    /// Answers each request with the recorded reply for its path.
+    pub struct HttpServer {
+        reply: &'static [u8],
+    }
+
+    impl HttpServer {
+        pub fn new() -> Self {
+            HttpServer { reply: &[] }
+        }
+
+        pub fn send(&mut self, request: &[u8]) -> Result {
+            let path = request.split(|&b| b == b' ').nth(1).ok_or("request line")?;
+            let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+            self.reply = match path {
+                b"/status" => include_bytes!("../../fixtures/status.http"),
+                b"/data" => include_bytes!("../../fixtures/data.http"),
+                b"/results" => include_bytes!("../../fixtures/results.http"),
+                #[cfg(feature = "deflate")]
+                b"/log" => include_bytes!("../../fixtures/log.deflate.http"),
+                _ => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            };
+            Ok(())
+        }
+
+        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+            let n = self.reply.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.reply[..n]);
+            self.reply = &self.reply[n..];
+            n
+        }
+    }
+
+    /// A one-connection RTM server: the upgrade, then subscribe/ok, publish/ok and each
+    /// published message echoed as subscription data.
+    pub struct RtmServer {
+        accept: [u8; 28],
+        upgraded: bool,
+        subscribed: bool,
+        next_position: u64,
+        out: [u8; 1024],
+        out_len: usize,
+    }
+
+    impl RtmServer {
+        pub fn new() -> Self {
+            RtmServer {
+                accept: [0; 28],
+                upgraded: false,
+                subscribed: false,
+                next_position: 0,
+                out: [0; 1024],
+                out_len: 0,
+            }
+        }
+
+        /// A new connection from a client that will send `key`.
+        pub fn connect(&mut self, key: &Key) {
+            self.accept
+                .copy_from_slice(key.accept().as_str().as_bytes());
+            self.upgraded = false;
+            self.subscribed = false;
+            self.out_len = 0;
+        }
+
+        pub fn close(&mut self) {
+            self.upgraded = false;
+            self.out_len = 0;
+        }
+
+        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+            let n = self.out_len.min(buf.len());
+            buf[..n].copy_from_slice(&self.out[..n]);
+            self.out.copy_within(n..self.out_len, 0);
+            self.out_len -= n;
+            n
+        }
+
+        fn push(&mut self, bytes: &[u8]) -> Result {
+            let dst = self
+                .out
+                .get_mut(self.out_len..self.out_len + bytes.len())
+                .ok_or("server buffer full")?;
+            dst.copy_from_slice(bytes);
+            self.out_len += bytes.len();
+            Ok(())
+        }
+
+        /// One unmasked server text frame.
+        fn push_text(&mut self, text: &[u8]) -> Result {
+            let len = text.len();
+            if len < 126 {
+                self.push(&[0x81, len as u8])?;
+            } else {
+                self.push(&[0x81, 126, (len >> 8) as u8, len as u8])?;
+            }
+            self.push(text)
+        }
+
+        pub fn send(&mut self, bytes: &[u8]) -> Result {
+            if !self.upgraded {
+                if !bytes.starts_with(b"GET /v2?appkey=") || !bytes.ends_with(b"\r\n\r\n") {
+                    return Err("bad upgrade request");
+                }
+                self.upgraded = true;
+                let accept = self.accept;
+                self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
+                self.push(&accept)?;
+                return self.push(b"\r\n\r\n");
+            }
+            // One masked client frame per send.
+            let [b0, b1, rest @ ..] = bytes else {
+                return Err("short frame");
+            };
+            if b1 & 0x80 == 0 {
+                return Err("unmasked client frame");
+            }
+            let (len, rest) = match b1 & 0x7F {
+                126 => match rest {
+                    [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
+                    _ => return Err("short frame"),
+                },
+                127 => return Err("frame too large"),
+                n => (usize::from(n), rest),
+            };
+            let [m0, m1, m2, m3, payload @ ..] = rest else {
+                return Err("short frame");
+            };
+            if *b0 != 0x81 || payload.len() != len {
+                return Ok(()); // close and control frames: nothing to answer
+            }
+            let mut text = [0u8; 512];
+            let text = text.get_mut(..len).ok_or("frame too large")?;
+            let mask = [*m0, *m1, *m2, *m3];
+            for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
+                *t = p ^ mask[i % 4];
+            }
+            let text = core::str::from_utf8(text).map_err(|_| "frame not UTF-8")?;
+            self.handle_pdu(text)
+        }
+
+        fn handle_pdu(&mut self, text: &str) -> Result {
+            let pdu = Pdu::parse(text).map_err(|_| "bad PDU")?;
+            let Some(Id::Int(id)) = pdu.id else {
+                return Err("PDU without id");
+            };
+            let mut buf = [0u8; 384];
+            let mut out = Cursor::new(&mut buf);
+            let position = self.next_position;
+            let reply = |out: &mut Cursor<'_>, action: &str, sub: bool| {
+                out.push(b"{\"action\":\"")?;
+                out.push_str(action)?;
+                out.push(b"\",\"id\":")?;
+                out.push_u64(id)?;
+                out.push(b",\"body\":{")?;
+                if sub {
+                    out.push(b"\"subscription_id\":\"")?;
+                    out.push_str(CHANNEL)?;
+                    out.push(b"\",")?;
+                }
+                out.push(b"\"position\":\"1479315802:")?;
+                out.push_u64(position)?;
+                out.push(b"\"}}")
+            };
+            match pdu.action {
+                Action::Subscribe => {
+                    reply(&mut out, "rtm/subscribe/ok", true).map_err(|_| "reply")?;
+                    self.subscribed = true;
+                    self.push_text(out.written())
+                }
+                Action::Publish => {
+                    reply(&mut out, "rtm/publish/ok", false).map_err(|_| "reply")?;
+                    self.next_position += 1;
+                    self.push_text(out.written())?;
+                    if !self.subscribed {
+                        return Ok(());
+                    }
+                    let message = pdu.message().ok_or("publish without message")?;
+                    let mut out = Cursor::new(&mut buf);
+                    (|| {
+                        out.push(
+                            br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#,
+                        )?;
+                        out.push_str(CHANNEL)?;
+                        out.push(br#"","position":"1479315802:"#)?;
+                        out.push_u64(position)?;
+                        out.push(br#"","messages":["#)?;
+                        out.push_str(message.as_raw())?;
+                        out.push(b"]}}")
+                    })()
+                    .map_err(|_| "data PDU")?;
+                    self.push_text(out.written())
+                }
+                _ => Err("unexpected request"),
+            }
+        }
+    }
+}
