@@ -1,0 +1,148 @@
+//! The async BenchClient over a real embassy-net stack, against the local benchmark
+//! server: start → status → /data stream → results → compressed /log, on a clean wire and
+//! on one that drops 10% of the frames.
+
+mod common;
+
+use std::ops::ControlFlow;
+use std::time::Duration as StdDuration;
+
+use benchlink_core::bench::request::{self, File};
+use benchlink_core::bench::Status;
+use benchlink_core::http::DecompressorOxide;
+use benchlink_embassy::bench::{BenchClient, Buffers, Error, Server, Timeouts};
+use benchlink_embassy::transport::TcpTransport;
+use benchlink_std::sandbox::{BenchServer, BenchServerConfig};
+use common::{bridge, buf, network, run_test};
+use embassy_time::{Duration, Timer};
+
+const SCRIPT: &[u8] = include_bytes!("../../examples/scenarios/hello.bdl");
+const DATA: &[u8] = include_bytes!("../../examples/scenarios/data.txt");
+
+/// What one run of the flow saw.
+#[derive(Debug, Default)]
+struct Seen {
+    samples: usize,
+    log_lines: usize,
+    final_status: String,
+    print_metric: bool,
+}
+
+fn bench_flow(drop_percent: u32) -> (Seen, u64) {
+    let server = BenchServer::start(BenchServerConfig::fast()).expect("bench server");
+    let addr = server.addr();
+    let (tx, rx) = std::sync::mpsc::channel();
+    run_test(StdDuration::from_secs(45), move |spawner| async move {
+        let net = network(spawner);
+        net.wire
+            .drop_percent
+            .store(drop_percent, std::sync::atomic::Ordering::Relaxed);
+        bridge(spawner, net.gateway, 4800, addr, 2);
+        let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
+        let buffers = Buffers {
+            rx: buf(1024),
+            tx: buf(512),
+            head: buf(1024),
+            body: buf(8192),
+            line: buf(512),
+        };
+        let state = Box::leak(Box::new(DecompressorOxide::new()));
+        let mut client = BenchClient::new(transport, Server::new("10.0.0.1", 4800), buffers)
+            .unwrap()
+            .with_inflate(state, buf(32 * 1024))
+            .unwrap()
+            .with_timeouts(Timeouts {
+                stream_idle: Some(Duration::from_secs(20)),
+                ..Timeouts::default()
+            });
+        let mut seen = Seen::default();
+
+        let includes = [File {
+            name: "data.txt",
+            content: DATA,
+        }];
+        let start = request::Start {
+            includes: &includes,
+            ..request::Start::new(File {
+                name: "hello.bdl",
+                content: SCRIPT,
+            })
+        };
+        let id = client.call(&start).await.expect("start").id;
+
+        // /data answers once the benchmark runs.
+        loop {
+            let status = client.call(&request::Status { id }).await.expect("status");
+            if status.status == Status::Running || status.status.is_final() {
+                break;
+            }
+            Timer::after_millis(10).await;
+        }
+        client
+            .stream(&request::Data { id }, |sample| {
+                if let Ok(sample) = sample {
+                    assert!(!sample.name.is_empty());
+                    seen.samples += 1;
+                }
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("data stream");
+
+        let final_status = loop {
+            let status = client.call(&request::Status { id }).await.expect("status");
+            if status.status.is_final() {
+                break status.status.as_str().to_owned();
+            }
+            Timer::after_millis(10).await;
+        };
+        seen.final_status = final_status;
+        let results = client
+            .call(&request::Results { id })
+            .await
+            .expect("results");
+        seen.print_metric = results.get("print").is_some();
+
+        // zlib-compressed on the server: inflated into the 32 KiB window.
+        client
+            .stream(&request::Log { id }, |line| {
+                if line.is_ok() {
+                    seen.log_lines += 1;
+                }
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("log stream");
+
+        // The server's typed error, through the same path.
+        let missing = client.call(&request::Status { id: 999_999 }).await;
+        assert!(
+            matches!(missing, Err(Error::Server(_)))
+                && missing.unwrap_err().http_status() == Some(404),
+        );
+        let dropped = net.wire.dropped.load(std::sync::atomic::Ordering::Relaxed);
+        tx.send((seen, dropped)).unwrap();
+    });
+    let result = rx.recv().unwrap();
+    drop(server);
+    result
+}
+
+#[test]
+fn bench_flow_over_embassy_net() {
+    let (seen, _) = bench_flow(0);
+    assert_eq!(seen.final_status, "complete", "{seen:?}");
+    assert!(seen.samples > 0, "{seen:?}");
+    assert!(seen.log_lines > 0, "{seen:?}");
+    assert!(seen.print_metric, "{seen:?}");
+}
+
+#[test]
+fn bench_flow_survives_a_lossy_wire() {
+    let (seen, dropped) = bench_flow(10);
+    assert!(dropped > 0, "the wire dropped nothing");
+    eprintln!("lossy wire: {dropped} frames dropped, {seen:?}");
+    assert_eq!(seen.final_status, "complete", "{seen:?}");
+    assert!(seen.samples > 0, "{seen:?}");
+    assert!(seen.log_lines > 0, "{seen:?}");
+}
