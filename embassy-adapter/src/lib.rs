@@ -31,12 +31,13 @@
 //! use benchlink_embassy::transport::TcpTransport;
 //! use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 //! use embassy_time::{Duration, Timer};
+//! # type BoardRng = rand_core::UnwrapErr<rand_core::OsRng>; // the board's RNG peripheral
 //!
 //! // 4 subscriptions, 8 requests in flight, 1 KiB offline queue and PDUs, 8 events of 256 B.
 //! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 1024, 1024, 8, 256>;
 //!
 //! #[embassy_executor::task]
-//! async fn rtm_runner(rtm: &'static Rtm, socket: TcpTransport<'static>, rng: rand_core::OsRng) -> ! {
+//! async fn rtm_runner(rtm: &'static Rtm, socket: TcpTransport<'static>, rng: BoardRng) -> ! {
 //!     let (mut rx, mut tx, mut head, mut message) = ([0; 1024], [0; 1100], [0; 512], [0; 1024]);
 //!     let buffers = RunnerBuffers { rx: &mut rx, tx: &mut tx, head: &mut head, message: &mut message };
 //!     rtm.run(socket, rng, LinkConfig::new("ws://10.0.0.1:8080", "APPKEY"), buffers).await
@@ -55,8 +56,9 @@
 //! # fn main() {}
 //! ```
 //!
-//! (`rand_core::OsRng` stands in for the board's RNG here; any `rand_core::RngCore`
-//! works.) The benchmark client is a plain value owned by one task; see
+//! (`BoardRng` is any `rand_core::RngCore`: the MCU's RNG peripheral, or a seeded PRNG.
+//! The runner's buffers live in its task's future, so they count towards the task's
+//! static size.) The benchmark client is a plain value owned by one task; see
 //! [`bench::BenchClient`].
 #![no_std]
 #![cfg_attr(
