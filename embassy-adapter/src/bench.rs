@@ -622,7 +622,14 @@ impl<T: Transport> Conn<'_, T> {
             }
             let reused = self.reused;
             let mut got_response = false;
-            let result = match self.send(req, head_len, boundary.as_ref()).await {
+            // A TCP flush waits for the peer's acknowledgement: bound it like a reply.
+            let sent = match self.timeouts.reply {
+                Some(t) => with_timeout(t, self.send(req, head_len, boundary.as_ref()))
+                    .await
+                    .unwrap_or(Err(Error::Timeout)),
+                None => self.send(req, head_len, boundary.as_ref()).await,
+            };
+            let result = match sent {
                 Ok(()) => {
                     self.receive(R::METHOD, stream, sink, &mut got_response)
                         .await

@@ -779,11 +779,16 @@ fn connect_error(e: TransportError) -> rtm::ConnectError {
     }
 }
 
-async fn write_frame<T: Transport>(transport: &mut T, bytes: &[u8]) -> bool {
-    embedded_io_async::Write::write_all(transport, bytes)
-        .await
-        .is_ok()
-        && embedded_io_async::Write::flush(transport).await.is_ok()
+/// Writes and flushes one frame. A flush on TCP waits for the peer's acknowledgement, so
+/// it is bounded: a peer that does not take a frame within `limit` is dead.
+async fn write_frame<T: Transport>(transport: &mut T, bytes: &[u8], limit: Duration) -> bool {
+    let write = async {
+        embedded_io_async::Write::write_all(transport, bytes)
+            .await
+            .is_ok()
+            && embedded_io_async::Write::flush(transport).await.is_ok()
+    };
+    with_timeout(limit, write).await.unwrap_or(false)
 }
 
 /// TCP, the upgrade request, and its 101; bytes read past the head stay in
@@ -824,7 +829,7 @@ async fn open<T: Transport, R: RngCore>(
     request
         .encode(&mut out)
         .map_err(|_| rtm::ConnectError::Other { code: 4 })?;
-    if !write_frame(transport, out.written()).await {
+    if !write_frame(transport, out.written(), config.connect_timeout).await {
         return Err(rtm::ConnectError::Closed);
     }
     let mut decoder: ResponseDecoder<'_, 16> = ResponseDecoder::new(head, None, Limits::DEFAULT);
@@ -920,7 +925,7 @@ impl<
                     Action::Write(0) => {}
                     Action::Write(n) => {
                         let frame = tx.get(..n).unwrap_or_default();
-                        if !write_frame(&mut transport, frame).await {
+                        if !write_frame(&mut transport, frame, config.dead_peer_timeout).await {
                             self.lose(&mut transport, &mut session, &mut link).await;
                         }
                     }
@@ -928,7 +933,9 @@ impl<
                         if link.open {
                             let _ = session.close(CloseCode::NORMAL, "");
                             if let Some(bytes) = session.poll_transmit() {
-                                let _ = write_frame(&mut transport, bytes).await;
+                                let _ =
+                                    write_frame(&mut transport, bytes, config.dead_peer_timeout)
+                                        .await;
                             }
                         }
                         self.lose(&mut transport, &mut session, &mut link).await;
@@ -966,7 +973,7 @@ impl<
                 // 2. Pongs and close replies the session queued.
                 if let Some(bytes) = session.poll_transmit() {
                     let n = bytes.len();
-                    if write_frame(&mut transport, bytes).await {
+                    if write_frame(&mut transport, bytes, config.dead_peer_timeout).await {
                         session.advance_transmit(n);
                     } else {
                         self.lose(&mut transport, &mut session, &mut link).await;
@@ -1042,7 +1049,9 @@ impl<
                             if session.send_ping(b"", &mut out).is_ok() {
                                 let n = out.len();
                                 let frame = tx.get(..n).unwrap_or_default();
-                                if !write_frame(&mut transport, frame).await {
+                                if !write_frame(&mut transport, frame, config.dead_peer_timeout)
+                                    .await
+                                {
                                     self.lose(&mut transport, &mut session, &mut link).await;
                                 }
                             }

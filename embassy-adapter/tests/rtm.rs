@@ -24,6 +24,14 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// The messaging client on the device stack, its runner spawned, started.
 fn client(spawner: Spawner, net: &Net) -> &'static Rtm {
+    client_with(
+        spawner,
+        net,
+        LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY),
+    )
+}
+
+fn client_with(spawner: Spawner, net: &Net, link: LinkConfig<'static>) -> &'static Rtm {
     let config = rtm::Config {
         reconnect_interval: core::time::Duration::from_millis(100),
         jitter_seed: 0,
@@ -38,7 +46,6 @@ fn client(spawner: Spawner, net: &Net) -> &'static Rtm {
             head: buf(512),
             message: buf(4096),
         };
-        let link = LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY);
         rtm.run(transport, TestRng(0x9e37_79b9_7f4a_7c15), link, buffers)
             .await;
     });
@@ -201,5 +208,43 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
             "{}",
             server.connections().len()
         );
+    });
+}
+
+#[test]
+fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
+    let server = RtmServer::start(RtmServerConfig::default()).expect("rtm server");
+    let addr = server.addr();
+    run_test(StdDuration::from_secs(40), move |spawner| async move {
+        let net = network(spawner);
+        bridge(spawner, net.gateway, 8080, addr, 3);
+        let link = LinkConfig {
+            ping_interval: Duration::from_millis(200),
+            dead_peer_timeout: Duration::from_millis(700),
+            connect_timeout: Duration::from_millis(500),
+            ..LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY)
+        };
+        let rtm = client_with(spawner, &net, link);
+        rtm.subscribe("beats", Mode::Simple, SubscribeArgs::default())
+            .unwrap();
+        expect_event(rtm, "subscribed", |e| is_subscribed(e, "beats")).await;
+        // Idle for several ping intervals: the server answers the pings, nothing drops.
+        embassy_time::Timer::after_millis(900).await;
+        assert_eq!(rtm.state(), ClientState::Connected);
+        assert_eq!(server.connections().len(), 1);
+
+        // A silent peer: the wire goes dark without any FIN or RST.
+        net.wire.cut.store(true, Ordering::Relaxed);
+        expect_event(rtm, "awaiting", |e| {
+            matches!(e, Event::State(ClientState::Awaiting))
+        })
+        .await;
+        net.wire.cut.store(false, Ordering::Relaxed);
+        expect_event(rtm, "resubscribed", |e| is_subscribed(e, "beats")).await;
+        server.publish("beats", "1");
+        expect_event(rtm, "message after the outage", |e| {
+            is_data(e, "beats", "1")
+        })
+        .await;
     });
 }
