@@ -4,6 +4,42 @@
 //! runs every observer and callback on one I/O thread. The protocol logic — PDUs,
 //! role-secret auth, the client and subscription state machines, backoff, queues — is
 //! `benchlink_core::rtm`; this module moves bytes and calls observers.
+//!
+//! ```no_run
+//! use benchlink_std::rtm::{Client, ClientOptions, Mode, SubscribeOptions, SubscriptionData, SubscriptionObserver};
+//! struct Print;
+//! impl SubscriptionObserver for Print {
+//!     fn on_subscription_data(&mut self, data: &SubscriptionData) {
+//!         for m in data.messages() { println!("{m}"); } // raw JSON text
+//!     }
+//! }
+//! let client = Client::new(ClientOptions::new("ws://127.0.0.1:8080", "appkey"))?;
+//! client.start()?;
+//! client.subscribe("animals", Mode::Reliable, Print, SubscribeOptions::default())?;
+//! client.publish_sync("animals", &serde_json::json!({"who": "zebra"}), std::time::Duration::from_secs(5))?;
+//! # Ok::<(), benchlink_std::rtm::Error>(())
+//! ```
+//!
+//! # Observers
+//! A [`ClientObserver`] hears the client's states (Stopped, Connecting, Connected,
+//! Stopping, Awaiting, Disposed: `on_enter_…`/`on_leave_…`), internal errors and
+//! fast-forwards; a [`SubscriptionObserver`] hears one subscription's states
+//! (Unsubscribed, Subscribing, Subscribed, Unsubscribing, Failed), `on_created`,
+//! `on_deleted` and its data. Every method defaults to doing nothing. Callbacks run on the
+//! client's I/O thread, in order, may call the client again, and a panicking callback
+//! stops the client cleanly. Request callbacks receive exactly one final [`Response`]:
+//! the reply, `Timeout`, or `Disconnected`.
+//!
+//! # Modes
+//! - [`Mode::Simple`]: after a reconnect, resume from "now"; messages published while
+//!   disconnected are skipped.
+//! - [`Mode::Reliable`]: resume from the last position seen; if it expired
+//!   (`out_of_sync`), resubscribe from "now".
+//! - [`Mode::Advanced`]: resume from the last position; if it expired, the subscription
+//!   fails instead of skipping.
+//!
+//! [`Connection`] is the low-level API (one connection, no reconnect); [`make_client`]
+//! scopes a connected, optionally authenticated client to a closure.
 
 mod client;
 mod connection;
