@@ -243,12 +243,12 @@ impl<'b, F: LineFormat> LineDecoder<'b, F> {
     /// The next decoded line from `input`; see [`LineSplitter::next`].
     ///
     /// ```
-    /// use benchlink_core::bench::{MetricDecoder, Number};
+    /// use benchlink_core::bench::MetricDecoder;
     /// let mut buf = [0u8; 64];
     /// let mut metrics = MetricDecoder::new(&mut buf);
     /// let mut input = &b"1439245024\tprint\t30\n"[..];
     /// let sample = metrics.next(&mut input).unwrap().unwrap();
-    /// assert_eq!((sample.timestamp, sample.name, sample.value), (1439245024, "print", Number::Int(30)));
+    /// assert_eq!((sample.timestamp, sample.name, sample.value.as_i64()), (1439245024, "print", Some(30)));
     /// ```
     pub fn next<'s, 'i: 's>(
         &'s mut self,

@@ -15,7 +15,7 @@
 //! decoded body bytes.
 //!
 //! ```
-//! use benchlink_core::bench::{request, JsonRequest, MetricDecoder, Number, Status};
+//! use benchlink_core::bench::{request, JsonRequest, MetricDecoder, Status};
 //!
 //! // A /status reply.
 //! let reply = request::Status::read_reply(200, br#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#).unwrap();

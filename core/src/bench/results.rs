@@ -11,12 +11,12 @@ use crate::json::{JsonStr, Members, Number, Object, Value};
 /// Every metric is checked when the reply is read, so iterating cannot fail later.
 ///
 /// ```
-/// use benchlink_core::bench::{read_reply, MetricKind, Number, Results, StatKey};
+/// use benchlink_core::bench::{read_reply, MetricKind, Results, StatKey};
 /// let body = br#"{"print":{"rps":{"50":2.99,"max":3.05,"min":2.99},"type":"counter","value":900}}"#;
 /// let results: Results = read_reply(200, body).unwrap();
 /// let print = results.get("print").unwrap();
-/// assert_eq!((print.kind, print.value), (MetricKind::Counter, Some(Number::Int(900))));
-/// assert_eq!(print.stat(StatKey::Percentile("50")), Some(Number::Float(2.99)));
+/// assert_eq!((print.kind, print.value.and_then(|v| v.as_i64())), (MetricKind::Counter, Some(900)));
+/// assert_eq!(print.stat(StatKey::Percentile("50")).map(|n| n.as_f64()), Some(2.99));
 /// for (name, metric) in &results {
 ///     assert!(name == "print" && metric.stats().count() == 3);
 /// }
@@ -116,20 +116,21 @@ text_enum! {
 /// One metric's results.
 ///
 /// ```
-/// use benchlink_core::bench::{read_reply, MetricKind, Number, Results, StatKey};
+/// use benchlink_core::bench::{read_reply, MetricKind, Results, StatKey};
 /// let r: Results = read_reply(200, br#"{"la":{"percentiles":{"50":0.1,"min":0.0},"type":"gauge","value":0.1}}"#).unwrap();
 /// let la = r.get("la").unwrap();
 /// assert_eq!(la.kind, MetricKind::Gauge);
-/// assert_eq!(la.stat(StatKey::Min), Some(Number::Float(0.0)));
+/// // Numbers are the server's text: compare the text, or convert.
+/// assert!(la.stat(StatKey::Min).is_some_and(|n| n == "0.0" && n.as_f64() == 0.0));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Metric<'a> {
     /// The metric's `type`.
     pub kind: MetricKind<'a>,
     /// The last value (counters and gauges); absent when there was no data and for
     /// histograms.
-    pub value: Option<Number>,
+    pub value: Option<Number<'a>>,
     /// `rps` for counters, `percentiles` for the other kinds.
     stats: Option<Object<'a>>,
 }
@@ -162,10 +163,10 @@ impl<'a> Metric<'a> {
     /// not a [`StatKey`] or whose value is not a number are skipped.
     ///
     /// ```
-    /// use benchlink_core::bench::{read_reply, Number, Results, StatKey};
+    /// use benchlink_core::bench::{read_reply, Results, StatKey};
     /// let r: Results = read_reply(200, br#"{"h":{"percentiles":{"99.9":7.5,"max":9},"type":"histogram"}}"#).unwrap();
-    /// let stats: Vec<_> = r.get("h").unwrap().stats().collect();
-    /// assert_eq!(stats, [(StatKey::Percentile("99.9"), Number::Float(7.5)), (StatKey::Max, Number::Int(9))]);
+    /// let stats: Vec<_> = r.get("h").unwrap().stats().map(|(k, n)| (k, n.as_str())).collect();
+    /// assert_eq!(stats, [(StatKey::Percentile("99.9"), "7.5"), (StatKey::Max, "9")]);
     /// ```
     pub fn stats(&self) -> Stats<'a> {
         Stats {
@@ -176,12 +177,13 @@ impl<'a> Metric<'a> {
     /// One statistic. Percentiles are compared as text: `"95"` is not `"95.0"`.
     ///
     /// ```
-    /// use benchlink_core::bench::{read_reply, Number, Results, StatKey};
+    /// use benchlink_core::bench::{read_reply, Results, StatKey};
     /// let r: Results = read_reply(200, br#"{"print":{"rps":{"95":3},"type":"counter"}}"#).unwrap();
-    /// assert_eq!(r.get("print").unwrap().stat(StatKey::Percentile("95")), Some(Number::Int(3)));
+    /// let p95 = r.get("print").unwrap().stat(StatKey::Percentile("95"));
+    /// assert_eq!(p95.and_then(|n| n.as_i64()), Some(3));
     /// assert_eq!(r.get("print").unwrap().value, None);
     /// ```
-    pub fn stat(&self, key: StatKey<'_>) -> Option<Number> {
+    pub fn stat(&self, key: StatKey<'_>) -> Option<Number<'a>> {
         self.stats().find(|(k, _)| *k == key).map(|(_, n)| n)
     }
 }
@@ -241,7 +243,7 @@ pub struct Stats<'a> {
 }
 
 impl<'a> Iterator for Stats<'a> {
-    type Item = (StatKey<'a>, Number);
+    type Item = (StatKey<'a>, Number<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
         // Stat keys are plain ASCII; an escaped key is not one the server writes.

@@ -1,7 +1,8 @@
 //! The `/data` metric stream: one `<unix seconds>\t<metric name>\t<value>` line per
 //! sample, metrics interleaved (spec §4.9.1). Values are Erlang numbers: integers
 //! (`3`, `2000`) or floats (`0.3`, `2.0`, `2.9975917348002614`, `1.0e-5`, `1.0e20`), all
-//! of which are JSON numbers, so the JSON number grammar checks them.
+//! of which are JSON numbers, so the JSON number grammar checks them. The value stays
+//! text (a [`Number`]): forwarding a sample parses no float.
 
 use core::fmt;
 
@@ -11,19 +12,20 @@ use crate::json::Number;
 /// One metric sample.
 ///
 /// ```
-/// use benchlink_core::bench::{Number, Sample};
+/// use benchlink_core::bench::Sample;
 /// let s = Sample::parse(b"1439245024\tworkers.pool1.started.rps\t0.3").unwrap();
-/// assert_eq!(s, Sample { timestamp: 1439245024, name: "workers.pool1.started.rps", value: Number::Float(0.3) });
+/// assert_eq!((s.timestamp, s.name), (1439245024, "workers.pool1.started.rps"));
+/// assert_eq!((s.value.as_str(), s.value.as_f64()), ("0.3", 0.3));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Sample<'a> {
     /// When the director node reported it, in Unix seconds.
     pub timestamp: u64,
     /// The metric name as expanded by the node (`print`, `print.rps`, `latency.95`, …).
     pub name: &'a str,
-    /// The value.
-    pub value: Number,
+    /// The value, as the server wrote it (converted only on request).
+    pub value: Number<'a>,
 }
 
 impl<'a> Sample<'a> {

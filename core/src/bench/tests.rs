@@ -5,6 +5,12 @@ use super::request::{self, File, Nodes};
 use super::*;
 use crate::http::{Cursor, Method};
 use crate::json::testing::Buf;
+use crate::json::Number;
+
+/// A number as the server writes it (numbers compare as text).
+fn num(text: &str) -> Number<'_> {
+    Number::parse(text).unwrap()
+}
 
 fn target<R: Request>(r: &R) -> Buf<512> {
     let mut bytes = [0u8; 512];
@@ -380,25 +386,25 @@ fn results_example_of_the_spec() {
     let print = results.get("print").unwrap();
     assert_eq!(
         (print.kind, print.value),
-        (MetricKind::Counter, Some(Number::Int(900)))
+        (MetricKind::Counter, Some(num("900")))
     );
     assert!(print.stats().eq([
-        (StatKey::Percentile("50"), Number::Float(2.99)),
-        (StatKey::Percentile("90"), Number::Float(2.99)),
-        (StatKey::Percentile("95"), Number::Float(2.99)),
-        (StatKey::Max, Number::Float(3.05)),
-        (StatKey::Min, Number::Float(2.99)),
+        (StatKey::Percentile("50"), num("2.99")),
+        (StatKey::Percentile("90"), num("2.99")),
+        (StatKey::Percentile("95"), num("2.99")),
+        (StatKey::Max, num("3.05")),
+        (StatKey::Min, num("2.99")),
     ]));
-    assert_eq!(print.stat(StatKey::Max), Some(Number::Float(3.05)));
+    assert_eq!(print.stat(StatKey::Max), Some(num("3.05")));
     assert_eq!(print.stat(StatKey::Mean), None);
 
     let la = results.get("systemload.la1.mzb_director49_0").unwrap();
     assert_eq!(
         (la.kind, la.value),
-        (MetricKind::Gauge, Some(Number::Float(0.1)))
+        (MetricKind::Gauge, Some(num("0.1")))
     );
-    assert_eq!(la.stat(StatKey::Min), Some(Number::Float(0.0)));
-    assert_eq!(la.stat(StatKey::Percentile("90")), Some(Number::Float(0.2)));
+    assert_eq!(la.stat(StatKey::Min), Some(num("0.0")));
+    assert_eq!(la.stat(StatKey::Percentile("90")), Some(num("0.2")));
     assert_eq!(results.get("missing"), None);
 }
 
@@ -412,13 +418,13 @@ fn results_shapes() {
     let results = request::Results::read_reply(200, body).unwrap();
     let dummy = results.get("dummy").unwrap();
     assert_eq!((dummy.kind, dummy.value), (MetricKind::Histogram, None));
-    assert_eq!(dummy.stat(StatKey::Max), Some(Number::Int(12)));
-    assert_eq!(dummy.stat(StatKey::Min), Some(Number::Int(1)));
-    assert_eq!(dummy.stat(StatKey::Mean), Some(Number::Float(5.5)));
-    assert_eq!(dummy.stat(StatKey::Median), Some(Number::Float(5.0)));
+    assert_eq!(dummy.stat(StatKey::Max), Some(num("12")));
+    assert_eq!(dummy.stat(StatKey::Min), Some(num("1")));
+    assert_eq!(dummy.stat(StatKey::Mean), Some(num("5.5")));
+    assert_eq!(dummy.stat(StatKey::Median), Some(num("5.0")));
     assert_eq!(
         dummy.stat(StatKey::Percentile("99.9")),
-        Some(Number::Float(9.5))
+        Some(num("9.5"))
     );
     assert_eq!(dummy.stats().count(), 6);
     for name in ["empty_gauge", "empty_counter"] {
@@ -428,7 +434,7 @@ fn results_shapes() {
     let legacy = results.get("legacy").unwrap();
     assert_eq!(
         (legacy.kind, legacy.value),
-        (MetricKind::Other("undefined"), Some(Number::Int(3)))
+        (MetricKind::Other("undefined"), Some(num("3")))
     );
     assert_eq!(legacy.stats().next(), None);
     // Unknown stat keys and non-numeric stat values are skipped, not fatal.
@@ -436,7 +442,7 @@ fn results_shapes() {
         .get("odd")
         .unwrap()
         .stats()
-        .eq([(StatKey::Min, Number::Int(2))]));
+        .eq([(StatKey::Min, num("2"))]));
     assert_eq!(results.iter().count(), 5);
 
     let empty = request::Results::read_reply(200, b"{}").unwrap();
@@ -746,47 +752,47 @@ oops\n\
         Ok(Sample {
             timestamp: 1_439_245_024,
             name: "workers.pool1.started",
-            value: Number::Int(3),
+            value: num("3"),
         }),
         Ok(Sample {
             timestamp: 1_439_245_024,
             name: "workers.pool1.started.rps",
-            value: Number::Float(0.3),
+            value: num("0.3"),
         }),
         Ok(Sample {
             timestamp: 1_439_245_034,
             name: "print",
-            value: Number::Int(30),
+            value: num("30"),
         }),
         Err(SampleError::FieldCount { found: 1 }),
         Ok(Sample {
             timestamp: 1_439_245_034,
             name: "print.rps",
-            value: Number::Float(2.9975917348002614),
+            value: num("2.9975917348002614"),
         }),
         Err(SampleError::InvalidValue),
         Ok(Sample {
             timestamp: 1_439_245_044,
             name: "latency.999",
-            value: Number::Float(1.0e-5),
+            value: num("1.0e-5"),
         }),
         Err(SampleError::InvalidName),
         Err(SampleError::InvalidTimestamp),
         Ok(Sample {
             timestamp: 1_439_245_044,
             name: "big",
-            value: Number::Float(1.0e20),
+            value: num("1.0e20"),
         }),
         Ok(Sample {
             timestamp: 1_439_245_044,
             name: "neg",
-            value: Number::Int(-2000),
+            value: num("-2000"),
         }),
         Err(SampleError::FieldCount { found: 4 }),
         Ok(Sample {
             timestamp: 1_439_245_054,
             name: "last.line",
-            value: Number::Float(2.0),
+            value: num("2.0"),
         }),
     ];
     let check = |cuts: &[usize]| {
@@ -825,7 +831,7 @@ oops\n\
         Some(Ok(Sample {
             timestamp: 1,
             name: "p",
-            value: Number::Int(1)
+            value: num("1")
         }))
     );
     assert_eq!(

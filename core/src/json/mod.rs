@@ -270,14 +270,16 @@ impl<'a> Value<'a> {
         self.raw == "null"
     }
 
-    /// The value as a number, if it is one: see [`Number`] for integer vs. float.
+    /// The value as a number, if it is one: its text, converted only on request (see
+    /// [`Number`]).
     ///
     /// ```
-    /// use benchlink_core::json::{parse, Number};
-    /// assert_eq!(parse("1.0e-5", 0).unwrap().as_number(), Some(Number::Float(1.0e-5)));
+    /// use benchlink_core::json::parse;
+    /// let n = parse("1.0e-5", 0).unwrap().as_number().unwrap();
+    /// assert_eq!((n.as_str(), n.as_f64()), ("1.0e-5", 1.0e-5));
     /// ```
-    pub fn as_number(&self) -> Option<Number> {
-        (self.kind() == Kind::Number).then(|| Number::from_valid(self.raw))
+    pub fn as_number(&self) -> Option<Number<'a>> {
+        (self.kind() == Kind::Number).then_some(Number { text: self.raw })
     }
 
     /// The value as an `i64`, if it is an integer in range (no fraction, no exponent).
@@ -287,7 +289,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(benchlink_core::json::parse("7.0", 0).unwrap().as_i64(), None);
     /// ```
     pub fn as_i64(&self) -> Option<i64> {
-        self.integer()
+        self.as_number()?.as_i64()
     }
 
     /// The value as a `u64`, if it is a non-negative integer in range (ids, counts,
@@ -298,16 +300,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(benchlink_core::json::parse("-1", 0).unwrap().as_u64(), None);
     /// ```
     pub fn as_u64(&self) -> Option<u64> {
-        self.integer()
-    }
-
-    /// An integer written without fraction or exponent, parsed without touching float
-    /// code (which costs flash on a microcontroller).
-    fn integer<T: core::str::FromStr>(&self) -> Option<T> {
-        match self.kind() {
-            Kind::Number if is_integer_text(self.raw) => self.raw.parse().ok(),
-            _ => None,
-        }
+        self.as_number()?.as_u64()
     }
 
     /// The value as an `f64`, if it is a number (integers convert, possibly rounding).
@@ -316,7 +309,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(benchlink_core::json::parse("3", 0).unwrap().as_f64(), Some(3.0));
     /// ```
     pub fn as_f64(&self) -> Option<f64> {
-        self.as_number().map(Number::as_f64)
+        self.as_number().map(|n| n.as_f64())
     }
 
     /// Shorthand for `as_object()` then [`Object::get`].
@@ -748,76 +741,164 @@ impl Iterator for Chars<'_> {
     }
 }
 
-/// A JSON number as the protocols use it: integers stay exact, anything with a fraction
-/// or exponent (Erlang prints floats as `0.3`, `2.0`, `1.0e-5`, `1.0e20`) is an `f64`.
-/// An integer too large for `i64` also becomes a `Float` rather than an error.
+/// A JSON number, kept as its validated text: reading one parses nothing.
+///
+/// The protocols' numbers are Erlang's: integers (`3`, `2000`) and floats, always with a
+/// fraction or exponent (`0.3`, `2.0`, `2.9975917348002614`, `1.0e-5`, `1.0e20`). A number
+/// converts only when asked — [`as_i64`](Number::as_i64)/[`as_u64`](Number::as_u64) with
+/// the integer parser, [`as_f64`](Number::as_f64) with the float parser — so code that
+/// only forwards or compares numbers (an agent republishing samples) links no float
+/// parsing (on a Cortex-M that is about 17 KiB of flash) and no float formatting:
+/// [`as_str`](Number::as_str) and `Display` give the text exactly as the server wrote it.
+///
+/// Equality (`==`, `Eq`, `Hash`) compares the **text**: `1.0` is not `1`, and `1e2` is
+/// not `100.0`. Compare values with [`as_i64`](Number::as_i64) or
+/// [`as_f64`](Number::as_f64). A `Number` also compares with a `&str`.
 ///
 /// ```
 /// use benchlink_core::json::Number;
-/// assert_eq!(Number::parse("2000"), Ok(Number::Int(2000)));
-/// assert_eq!(Number::parse("2.0"), Ok(Number::Float(2.0)));
-/// assert_eq!(Number::parse("1.0e20"), Ok(Number::Float(1.0e20)));
+/// let n = Number::parse("2000").unwrap();
+/// assert_eq!((n.as_i64(), n.is_integer(), n.as_str()), (Some(2000), true, "2000"));
+/// let f = Number::parse("1.0e-5").unwrap();
+/// assert_eq!((f.as_i64(), f.is_integer(), f.as_f64()), (None, false, 1.0e-5));
+/// assert_eq!(f.to_string(), "1.0e-5"); // as written, not `0.00001`
+/// assert!(f == "1.0e-5" && Number::parse("2.0").unwrap() != Number::parse("2").unwrap());
 /// assert!(Number::parse("1.").is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Number {
-    /// An integer (no `.`, no exponent) that fits an `i64`.
-    Int(i64),
-    /// Any other number.
-    Float(f64),
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Number<'a> {
+    /// Always one complete JSON number.
+    text: &'a str,
 }
 
-impl Number {
-    /// Parses `text`, which must be exactly one JSON number (no sign `+`, no whitespace,
-    /// no `inf`/`NaN`: the grammar check runs before the float parser).
+impl<'a> Number<'a> {
+    /// Checks that `text` is exactly one JSON number (no sign `+`, no leading zeros, no
+    /// whitespace, no `inf`/`NaN`) and keeps it. Nothing is converted.
     ///
     /// ```
     /// use benchlink_core::json::{Number, ErrorKind};
-    /// assert_eq!(Number::parse("-0.5"), Ok(Number::Float(-0.5)));
+    /// assert_eq!(Number::parse("-0.5").map(|n| n.as_f64()), Ok(-0.5));
     /// assert_eq!(Number::parse("NaN").map_err(|e| e.kind), Err(ErrorKind::InvalidNumber));
+    /// assert_eq!(Number::parse("01").map_err(|e| e.offset), Err(1));
     /// ```
-    pub fn parse(text: &str) -> Result<Number, Error> {
+    pub fn parse(text: &'a str) -> Result<Number<'a>, Error> {
         let mut s = Scanner::new(text, 0);
         s.number()?;
         if s.pos < text.len() {
             return Err(s.error(ErrorKind::InvalidNumber));
         }
-        Ok(Number::from_valid(text))
+        Ok(Number { text })
     }
 
-    /// `text` is known to be a JSON number.
-    fn from_valid(text: &str) -> Number {
-        if is_integer_text(text) {
-            if let Ok(i) = text.parse() {
-                return Number::Int(i);
-            }
-        }
-        // The float parser accepts every JSON number (overflow gives infinity).
-        Number::Float(text.parse().unwrap_or(f64::NAN))
-    }
-
-    /// The value as an `f64` (large integers round).
+    /// The number's text, exactly as it appeared in the input (a valid JSON number,
+    /// ready to be written into another JSON document as is).
     ///
     /// ```
-    /// assert_eq!(benchlink_core::json::Number::Int(3).as_f64(), 3.0);
+    /// let v = benchlink_core::json::parse("[1.0e20]", 1).unwrap();
+    /// let n = v.as_array().and_then(|a| a.get(0)).and_then(|n| n.as_number());
+    /// assert_eq!(n.map(|n| n.as_str()), Some("1.0e20"));
     /// ```
-    pub fn as_f64(self) -> f64 {
-        match self {
-            Number::Int(i) => i as f64,
-            Number::Float(f) => f,
+    pub const fn as_str(&self) -> &'a str {
+        self.text
+    }
+
+    /// True when the number is written without fraction or exponent (`2000`, `-3`), as
+    /// Erlang writes integers; `2.0` and `1e3` are not. Says nothing about range: see
+    /// [`as_i64`](Number::as_i64).
+    ///
+    /// ```
+    /// use benchlink_core::json::Number;
+    /// assert!(Number::parse("-3").unwrap().is_integer());
+    /// assert!(!Number::parse("3.0").unwrap().is_integer());
+    /// ```
+    pub fn is_integer(&self) -> bool {
+        is_integer_text(self.text)
+    }
+
+    /// The number as an `i64`, if it is an integer ([`is_integer`](Number::is_integer))
+    /// in range. Uses only the integer parser.
+    ///
+    /// ```
+    /// use benchlink_core::json::Number;
+    /// assert_eq!(Number::parse("-9223372036854775808").unwrap().as_i64(), Some(i64::MIN));
+    /// assert_eq!(Number::parse("9223372036854775808").unwrap().as_i64(), None);
+    /// assert_eq!(Number::parse("7.0").unwrap().as_i64(), None);
+    /// ```
+    pub fn as_i64(&self) -> Option<i64> {
+        self.integer()
+    }
+
+    /// The number as a `u64`, if it is a non-negative integer in range (ids, counts,
+    /// Unix seconds). Uses only the integer parser.
+    ///
+    /// ```
+    /// use benchlink_core::json::Number;
+    /// assert_eq!(Number::parse("18446744073709551615").unwrap().as_u64(), Some(u64::MAX));
+    /// assert_eq!(Number::parse("-1").unwrap().as_u64(), None);
+    /// ```
+    pub fn as_u64(&self) -> Option<u64> {
+        self.integer()
+    }
+
+    fn integer<T: core::str::FromStr>(&self) -> Option<T> {
+        if self.is_integer() {
+            self.text.parse().ok()
+        } else {
+            None
         }
+    }
+
+    /// The number as an `f64`: the nearest one, so large integers and long fractions
+    /// round, and magnitudes beyond `f64` become infinite (`1e400`). Runs the float
+    /// parser on each call; it is linked only into programs that call this.
+    ///
+    /// ```
+    /// use benchlink_core::json::Number;
+    /// assert_eq!(Number::parse("2.9975917348002614").unwrap().as_f64(), 2.9975917348002614);
+    /// assert_eq!(Number::parse("3").unwrap().as_f64(), 3.0);
+    /// assert_eq!(Number::parse("-1e400").unwrap().as_f64(), f64::NEG_INFINITY);
+    /// ```
+    pub fn as_f64(&self) -> f64 {
+        // The float parser accepts every JSON number (overflow gives infinity), so the
+        // fallback is unreachable.
+        self.text.parse().unwrap_or(f64::NAN)
     }
 }
 
-/// Integers print as integers; floats print in Rust's shortest round-trip form with a
-/// `.0` kept (`2.0`, `1e20`), so the kind stays visible.
-impl fmt::Display for Number {
+/// Prints the text as written: `2.0` stays `2.0`, `1.0e-5` stays `1.0e-5`. No number
+/// formatting code is involved.
+impl fmt::Display for Number<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Number::Int(i) => write!(f, "{i}"),
-            Number::Float(x) => write!(f, "{x:?}"),
-        }
+        f.write_str(self.text)
+    }
+}
+
+/// `Number(2.0)`: the text, unquoted.
+impl fmt::Debug for Number<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Number(")?;
+        f.write_str(self.text)?;
+        f.write_str(")")
+    }
+}
+
+/// Text equality, as for two numbers: `n == "2.0"`.
+impl PartialEq<str> for Number<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for Number<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Number<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.text)
     }
 }
 
@@ -1347,23 +1428,28 @@ mod tests {
 
     #[test]
     fn numbers() {
-        use Number::*;
-        for (text, n) in [
-            ("3", Int(3)),
-            ("-0", Int(0)),
-            ("9223372036854775807", Int(i64::MAX)),
-            ("-9223372036854775808", Int(i64::MIN)),
-            ("9223372036854775808", Float(9.223372036854776e18)),
-            ("0.3", Float(0.3)),
-            ("2.0", Float(2.0)),
-            ("2.9975917348002614", Float(2.9975917348002614)),
-            ("1.0e-5", Float(1.0e-5)),
-            ("1.0e20", Float(1.0e20)),
-            ("1E+2", Float(100.0)),
-            ("1e400", Float(f64::INFINITY)),
+        // (text, as_i64, as_f64)
+        for (text, int, float) in [
+            ("3", Some(3), 3.0),
+            ("-0", Some(0), -0.0),
+            ("9223372036854775807", Some(i64::MAX), 9.223372036854776e18),
+            ("-9223372036854775808", Some(i64::MIN), -9.223372036854776e18),
+            ("9223372036854775808", None, 9.223372036854776e18),
+            ("0.3", None, 0.3),
+            ("2.0", None, 2.0),
+            ("2.9975917348002614", None, 2.9975917348002614),
+            ("1.0e-5", None, 1.0e-5),
+            ("1.0e20", None, 1.0e20),
+            ("1E+2", None, 100.0),
+            ("1e400", None, f64::INFINITY),
         ] {
-            assert_eq!(Number::parse(text), Ok(n), "{text}");
+            let n = Number::parse(text).unwrap();
             assert_eq!(parse(text, 0).unwrap().as_number(), Some(n), "{text}");
+            assert_eq!((n.as_str(), n.as_i64()), (text, int), "{text}");
+            assert_eq!(n.as_f64().to_bits(), float.to_bits(), "{text}");
+            assert_eq!(n.is_integer(), !text.contains(['.', 'e', 'E']), "{text}");
+            assert_eq!(Text::display(n), text);
+            assert!(n == text);
         }
         for text in [
             "", "+1", "01", "1.", ".1", "1e", "inf", "NaN", " 1", "1 ", "0x10", "--1", "1.0.0",
@@ -1373,9 +1459,10 @@ mod tests {
         assert_eq!(parse("1.5", 0).unwrap().as_u64(), None);
         assert_eq!(parse("18446744073709551616", 0).unwrap().as_u64(), None);
         assert_eq!(parse("\"1\"", 0).unwrap().as_u64(), None);
-        assert_eq!(Text::display(Int(2000)), "2000");
-        assert_eq!(Text::display(Float(2.0)), "2.0");
-        assert_eq!(Text::display(Float(0.3)), "0.3");
+        assert_eq!(parse("\"1\"", 0).unwrap().as_number(), None);
+        // Equality is textual.
+        assert_ne!(Number::parse("2.0"), Number::parse("2"));
+        assert_ne!(Number::parse("1e2"), Number::parse("100"));
     }
 
     #[test]

@@ -67,30 +67,92 @@ fn iso<S: Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
-/// A number as the server wrote it: integer or float.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Value(pub Number);
+/// A number as the server wrote it: the JSON text, owned (the core's [`Number`], copied
+/// out of the response).
+///
+/// `Display` prints the text as written — integers as integers, floats in the server's
+/// Erlang forms (`2.0`, `2.9975917348002614`, `1.0e-5`) — and serialization writes it
+/// as the same JSON number (integers through the serializer's integer methods, other
+/// numbers as serde_json raw JSON, so serde_json output keeps the server's text). The
+/// accessors convert on request. Equality compares the text, like [`Number`]'s.
+///
+/// ```
+/// use benchlink_std::bench::Value;
+/// let v: Value = "1.0e-5".parse().unwrap();
+/// assert_eq!((v.to_string(), v.as_f64(), v.as_i64()), ("1.0e-5".to_owned(), 1.0e-5, None));
+/// assert_eq!(serde_json::to_string(&v).unwrap(), "1.0e-5");
+/// let n: Value = "900".parse().unwrap();
+/// assert_eq!((n.as_i64(), n.is_integer()), (Some(900), true));
+/// assert!("1.".parse::<Value>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Value(Box<str>);
 
-impl Serialize for Value {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Number::Int(i) => s.serialize_i64(i),
-            Number::Float(f) => s.serialize_f64(f),
-        }
+impl Value {
+    /// The core view of the text (always `Some`: the text came from a [`Number`]).
+    fn number(&self) -> Option<Number<'_>> {
+        Number::parse(&self.0).ok()
+    }
+
+    /// The text, exactly as the server wrote it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// True when written without fraction or exponent (see [`Number::is_integer`]).
+    pub fn is_integer(&self) -> bool {
+        self.number().is_some_and(|n| n.is_integer())
+    }
+
+    /// The number as an `i64`, if it is an integer in range.
+    pub fn as_i64(&self) -> Option<i64> {
+        self.number()?.as_i64()
+    }
+
+    /// The number as a `u64`, if it is a non-negative integer in range.
+    pub fn as_u64(&self) -> Option<u64> {
+        self.number()?.as_u64()
+    }
+
+    /// The nearest `f64` (see [`Number::as_f64`]).
+    pub fn as_f64(&self) -> f64 {
+        self.number().map_or(f64::NAN, |n| n.as_f64())
     }
 }
 
-impl fmt::Display for Value {
-    /// Integers as integers, floats always with a fraction (`2.0`, not `2`), as the
-    /// server and the official CLI print them.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Number::Int(i) => write!(f, "{i}"),
-            Number::Float(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 => {
-                write!(f, "{x:.1}")
-            }
-            Number::Float(x) => write!(f, "{x}"),
+impl From<Number<'_>> for Value {
+    fn from(n: Number<'_>) -> Value {
+        Value(n.as_str().into())
+    }
+}
+
+impl std::str::FromStr for Value {
+    type Err = benchlink_core::json::Error;
+
+    /// Accepts exactly one JSON number.
+    fn from_str(s: &str) -> Result<Value, Self::Err> {
+        Number::parse(s).map(Value::from)
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Some(i) = self.as_i64() {
+            return s.serialize_i64(i);
         }
+        if let Some(u) = self.as_u64() {
+            return s.serialize_u64(u);
+        }
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+/// The text as the server wrote it.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -156,14 +218,14 @@ impl From<core_bench::Results<'_>> for Results {
                                 StatKey::Median => "median",
                                 StatKey::Percentile(p) => p,
                             };
-                            (key.to_owned(), Value(v))
+                            (key.to_owned(), Value::from(v))
                         })
                         .collect();
                     (
                         text(name),
                         MetricResult {
                             kind: m.kind.as_str().to_owned(),
-                            value: m.value.map(Value),
+                            value: m.value.map(Value::from),
                             stats,
                         },
                     )
@@ -235,11 +297,13 @@ impl Sample {
     ///
     /// ```
     /// use benchlink_std::bench::{Sample, Value};
-    /// let s = Sample { timestamp: 1, name: "x".into(), value: Value(benchlink_core::json::Number::Int(3)) };
+    /// let s = Sample { timestamp: 1, name: "x".into(), value: "3".parse().unwrap() };
     /// assert_eq!(s.value_json(), serde_json::json!(3));
+    /// let s = Sample { value: "1.0e-5".parse().unwrap(), ..s };
+    /// assert_eq!(s.value_json(), serde_json::json!(1.0e-5));
     /// ```
     pub fn value_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.value).unwrap_or(serde_json::Value::Null)
+        serde_json::to_value(&self.value).unwrap_or(serde_json::Value::Null)
     }
 }
 
@@ -248,7 +312,7 @@ impl From<core_bench::Sample<'_>> for Sample {
         Sample {
             timestamp: s.timestamp,
             name: s.name.to_owned(),
-            value: Value(s.value),
+            value: Value::from(s.value),
         }
     }
 }

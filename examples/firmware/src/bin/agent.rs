@@ -7,7 +7,7 @@
 //! The flow is the std agent's (`examples/src/bin/agent.rs`): subscribe to
 //! `benchmarks.<id>.metrics`, read the benchmark's `/status`, stream `/data` and publish
 //! every sample to the channel as `{"ts":…,"metric":…,"value":…}` (the value's text is
-//! forwarded as received: no float is parsed into a float formatter), read `/results`,
+//! forwarded as received: no float is parsed or formatted), read `/results`,
 //! stream the zlib-compressed `/log` (with the `deflate` feature), and wait until every
 //! publish was acknowledged and came back on the subscription. Exit code 0 when it all
 //! did; the only output is one summary line (semihosting, no `core::fmt`).
@@ -350,10 +350,9 @@ impl<'b> Rtm<'b> {
     /// Encodes one `/data` line as the sample message and publishes it.
     fn publish_sample(&mut self, line: &[u8]) -> Result {
         let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
-        // The value exactly as the server wrote it (a valid JSON number, checked by
-        // `Sample::parse`): no float formatting needed to forward it.
-        let value = line.rsplit(|&b| b == b'\t').next().unwrap_or_default();
-        let value = core::str::from_utf8(value).map_err(|_| "value")?;
+        // The value exactly as the server wrote it (a JSON number, checked but not
+        // converted by `Sample::parse`): no float parsing or formatting to forward it.
+        let value = sample.value.as_str();
         let mut buf = [0u8; 160];
         let mut out = Cursor::new(&mut buf);
         write::object(&mut out, |o| {
