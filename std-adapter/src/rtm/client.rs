@@ -162,7 +162,9 @@ pub struct SubscribeOptions {
 }
 
 /// A messaging client that reconnects by itself and restores its authentication and
-/// subscriptions. Cheap to clone; all clones drive the same connection.
+/// subscriptions. Cheap to clone; all clones drive the same connection. Dropping the last
+/// clone disposes the client (a clone held by one of its own observers keeps it alive
+/// until [`Client::dispose`]).
 ///
 /// ```no_run
 /// use benchlink_std::rtm::{Client, ClientOptions, Mode, SubscribeOptions, SubscriptionData, SubscriptionObserver};
@@ -189,6 +191,22 @@ struct Shared {
     waker: Arc<Waker>,
     thread: ThreadId,
     join: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Shared {
+    /// The last handle is gone and nobody can stop the client any more: dispose it, so
+    /// that its thread closes the connection and ends instead of reconnecting forever.
+    fn drop(&mut self) {
+        let job: Job = Box::new(|inner, events| {
+            let now = inner.now();
+            inner.core.dispose(now, &mut Collect(events));
+            Box::new(|| {})
+        });
+        // Fails when the thread already ended (disposed).
+        if self.tx.send(Msg::Job(job)).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
 }
 
 impl fmt::Debug for Client {
@@ -221,6 +239,10 @@ enum Ev {
     FastForward(String),
     Internal(String),
     Auth(Ticket, Result<(), String>),
+    /// An accepted `subscribe` registers its observer, in event order (see `Observers`).
+    Register(String, Box<dyn SubscriptionObserver>),
+    /// `replace_observer`.
+    Replace(String, Box<dyn SubscriptionObserver>),
 }
 
 struct Collect<'e>(&'e mut Vec<Ev>);
@@ -322,10 +344,12 @@ type LoopState = (Rc<RefCell<Inner>>, Rc<RefCell<Observers>>);
 #[derive(Default)]
 struct Observers {
     client: Option<Box<dyn ClientObserver>>,
-    /// The observers registered per subscription key, oldest first. The front one gets
-    /// the key's events until its `on_deleted`; one registered by a `subscribe` while the
-    /// old record still exists (or its deletion is not delivered yet) waits behind it. A
-    /// slot is empty while its observer runs.
+    /// The observers registered per subscription key (by `Ev::Register`, so in the order
+    /// of the core's events), oldest first. The front one gets the key's events until
+    /// its `on_deleted`. A `subscribe` while the old record still exists (a cycle) waits
+    /// behind it; a `created` leaves only the newest registration, the one the core
+    /// created the record for (registrations superseded before that get `on_deleted`).
+    /// A slot is empty while its observer runs.
     subs: HashMap<String, VecDeque<Option<Box<dyn SubscriptionObserver>>>>,
     callbacks: HashMap<u32, Callback>,
     auth: HashMap<u32, AuthDone>,
@@ -833,51 +857,33 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        let attach_key = key.clone();
-        let result = self.exec_with_observers(
-            move |inner, ev| {
-                let extras = options.extra.as_ref().map(|v| v.to_string());
-                let history = match (options.history_count, options.history_age) {
-                    (Some(n), _) => Some(core_rtm::pdu::History::Count(n)),
-                    (None, Some(s)) => Some(core_rtm::pdu::History::Age(s)),
-                    (None, None) => None,
-                };
-                let args = SubscribeArgs {
-                    position: options.position.as_deref(),
-                    history,
-                    filter: options.filter.as_deref(),
-                    period: options.period,
-                    only_value_changes: options.only_value_changes,
-                    force: false,
-                    extras: extras.as_deref(),
-                };
-                let now = inner.now();
-                // Register the observer before the core emits `created`.
-                LOOP.with(|l| {
-                    if let Some((_, observers)) = l.borrow().as_ref() {
-                        let mut o = observers.borrow_mut();
-                        o.subs
-                            .entry(key.clone())
-                            .or_default()
-                            .push_back(Some(observer));
-                    }
-                });
-                inner
-                    .core
-                    .subscribe(now, &key, mode, args, &mut Collect(ev))
-            },
-            move |r, observers| {
-                if r.is_err() {
-                    // Refused: forget the observer registered for it.
-                    if let Some(slots) = observers.subs.get_mut(&attach_key) {
-                        slots.pop_back();
-                        if slots.is_empty() {
-                            observers.subs.remove(&attach_key);
-                        }
-                    }
-                }
-            },
-        )?;
+        let result = self.exec(move |inner, ev| {
+            let extras = options.extra.as_ref().map(|v| v.to_string());
+            let history = match (options.history_count, options.history_age) {
+                (Some(n), _) => Some(core_rtm::pdu::History::Count(n)),
+                (None, Some(s)) => Some(core_rtm::pdu::History::Age(s)),
+                (None, None) => None,
+            };
+            let args = SubscribeArgs {
+                position: options.position.as_deref(),
+                history,
+                filter: options.filter.as_deref(),
+                period: options.period,
+                only_value_changes: options.only_value_changes,
+                force: false,
+                extras: extras.as_deref(),
+            };
+            let now = inner.now();
+            let at = ev.len();
+            let r = inner
+                .core
+                .subscribe(now, &key, mode, args, &mut Collect(ev));
+            if r.is_ok() {
+                // Registered before the events of this call (`created` among them).
+                ev.insert(at, Ev::Register(key, observer));
+            }
+            r
+        })?;
         result.map_err(Error::Request)
     }
 
@@ -889,21 +895,12 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        self.exec(move |_, _| {
-            LOOP.with(|l| match l.borrow().as_ref() {
-                Some((_, observers)) => {
-                    let mut o = observers.borrow_mut();
-                    // The newest registration: the one that lives on.
-                    match o.subs.get_mut(&key).and_then(VecDeque::back_mut) {
-                        Some(slot) => {
-                            *slot = Some(observer);
-                            Ok(())
-                        }
-                        None => Err(Error::Request(RequestError::UnknownSubscription)),
-                    }
-                }
-                None => Err(Error::Disposed),
-            })
+        self.exec(move |inner, ev| {
+            if inner.core.subscription_state(&key).is_none() {
+                return Err(Error::Request(RequestError::UnknownSubscription));
+            }
+            ev.push(Ev::Replace(key, observer));
+            Ok(())
         })?
     }
 
@@ -1314,7 +1311,44 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
                 done(result);
             }
         }
-        Ev::SubCreated(key) => with_sub(observers, &key, |o| o.on_created()),
+        Ev::Register(key, observer) => {
+            observers
+                .borrow_mut()
+                .subs
+                .entry(key)
+                .or_default()
+                .push_back(Some(observer));
+        }
+        Ev::Replace(key, observer) => {
+            if let Some(slot) = observers
+                .borrow_mut()
+                .subs
+                .get_mut(&key)
+                .and_then(VecDeque::back_mut)
+            {
+                *slot = Some(observer);
+            }
+        }
+        Ev::SubCreated(key) => {
+            // The record is created for the newest registration; older ones left behind
+            // (superseded by an unsubscribe and a new subscribe before the old record
+            // was gone) never got a record: they only see `on_deleted`.
+            loop {
+                let stale = {
+                    let mut obs = observers.borrow_mut();
+                    match obs.subs.get_mut(&key) {
+                        Some(slots) if slots.len() > 1 => slots.pop_front(),
+                        _ => None,
+                    }
+                };
+                match stale {
+                    Some(Some(mut o)) => o.on_deleted(),
+                    Some(None) => {}
+                    None => break,
+                }
+            }
+            with_sub(observers, &key, |o| o.on_created());
+        }
         Ev::SubDeleted(key) => {
             // The front observer is done; the next registration (if any) takes over.
             let taken = {
