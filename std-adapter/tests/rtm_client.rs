@@ -129,3 +129,41 @@ fn make_client_connects_authenticates_and_cleans_up() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn raw_actions_and_send() {
+    use benchlink_std::rtm::{Connection, Response};
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let conn = Connection::new(&server.endpoint(), DEFAULT_APPKEY, None, None).unwrap();
+    conn.start().unwrap();
+    // A write through the raw action API, its reply through the callback.
+    let (tx, rx) = mpsc::channel();
+    let body = serde_json::json!({"channel": "raw", "message": {"v": 7}});
+    conn.action(
+        "rtm/write",
+        &body,
+        Some(Box::new(move |r| tx.send(r).unwrap())),
+    )
+    .unwrap();
+    match rx.recv_timeout(WAIT).unwrap() {
+        Response::Reply(r) => assert_eq!(r.action, "rtm/write/ok"),
+        other => panic!("{other:?}"),
+    }
+    // An id-less PDU serialized by the caller.
+    conn.send(r#"{"action":"rtm/write","body":{"channel":"raw","message":8}}"#)
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while conn.read_sync("raw", WAIT).unwrap() != serde_json::json!(8) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sent write never landed"
+        );
+    }
+    assert!(
+        conn.send(r#"{"action":"rtm/write","id":5,"body":{}}"#)
+            .is_err(),
+        "ids belong to action()"
+    );
+    assert!(conn.send("not json").is_err());
+    conn.stop().unwrap();
+}

@@ -676,6 +676,23 @@ impl Client {
         })
     }
 
+    /// Sends any request PDU `{"action": name, "body": body}` (for actions without a
+    /// method here); with a callback, every reply to it is delivered (`…/data` parts,
+    /// then the final `…/ok` or `…/error`).
+    pub fn action(
+        &self,
+        name: &str,
+        body: &serde_json::Value,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        let name = name.to_owned();
+        let body = body.to_string();
+        self.request(callback, move |inner, ev, ack| {
+            let now = inner.now();
+            inner.core.action(now, &name, &body, ack, &mut Collect(ev))
+        })
+    }
+
     fn request(
         &self,
         callback: Option<Callback>,
@@ -1127,6 +1144,10 @@ fn run_loop(mut poll: Poll, rx: Receiver<Msg>, inner: Inner, observers: Observer
             let Ok(mut i) = inner.try_borrow_mut() else {
                 break;
             };
+            // Deadlines first: a request whose time is up (a timeout of 0 included) fails
+            // even if its reply is already waiting in the socket.
+            let now = i.now();
+            i.core.handle_timeout(now, &mut Collect(&mut evs));
             for event in events.iter() {
                 if event.token() == SOCKET {
                     i.read(&mut evs);
@@ -1135,8 +1156,6 @@ fn run_loop(mut poll: Poll, rx: Receiver<Msg>, inner: Inner, observers: Observer
                     }
                 }
             }
-            let now = i.now();
-            i.core.handle_timeout(now, &mut Collect(&mut evs));
             i.flush(&mut evs);
         }
         dispatch(&inner, &observers, std::mem::take(&mut evs));

@@ -290,6 +290,35 @@ impl Connection {
         self.client.search(prefix, callback)
     }
 
+    /// Sends any request PDU built from an action name and a body; the callback, if any,
+    /// receives its replies.
+    pub fn action(
+        &self,
+        name: &str,
+        body: &serde_json::Value,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.action(name, body, callback)
+    }
+
+    /// Sends a PDU the caller serialized: `{"action": …, "body": {…}}` without an `id`
+    /// (a request with an id would need its reply correlated: use [`Connection::action`]
+    /// with a callback for that).
+    pub fn send(&self, payload: &str) -> Result<(), Error> {
+        let pdu: serde_json::Value = serde_json::from_str(payload).map_err(Error::Json)?;
+        let (Some(name), Some(body), None) = (
+            pdu.get("action").and_then(|a| a.as_str()),
+            pdu.get("body"),
+            pdu.get("id"),
+        ) else {
+            return Err(Error::Request(
+                benchlink_core::rtm::RequestError::InvalidJson,
+            ));
+        };
+        self.action(name, body, None)
+    }
+
     /// Subscribes; `options` are sent as given (no fast-forward is added). Data goes to
     /// the delegate's `on_subscription_data`; the callback receives the outcome.
     pub fn subscribe(
