@@ -61,8 +61,9 @@ pub trait SubscriptionObserver: Send {
     fn on_enter_unsubscribing(&mut self) {}
     /// Left Unsubscribing.
     fn on_leave_unsubscribing(&mut self) {}
-    /// Entered Failed: `reason` is the server's reason (subscribe error) or the channel
-    /// error's body.
+    /// Entered Failed: `reason` is the `reason` of the server's subscribe error (or of
+    /// the channel error that ended an ADVANCED subscription), else its `error` code,
+    /// else `"Unknown error"`.
     fn on_enter_failed(&mut self, reason: &str) {}
     /// Left Failed.
     fn on_leave_failed(&mut self) {}
