@@ -700,24 +700,30 @@ impl Client {
             + Send
             + 'static,
     ) -> Result<(), Error> {
-        let ack = if callback.is_some() {
-            Ack::Reply { deadline: None }
-        } else {
-            Ack::None
-        };
-        self.request_with(ack, callback, f)
+        self.request_with(None, callback, f)
     }
 
+    /// Sends a request built by `f`; with a callback it is acked, with a deadline of
+    /// `timeout` from now (measured on the I/O thread's clock) when one is given.
     fn request_with(
         &self,
-        ack: Ack,
+        timeout: Option<Duration>,
         callback: Option<Callback>,
         f: impl FnOnce(&mut Inner, &mut Vec<Ev>, Ack) -> Result<Option<Ticket>, RequestError>
             + Send
             + 'static,
     ) -> Result<(), Error> {
+        let acked = callback.is_some();
         let result = self.exec_with_observers(
-            move |inner, ev| f(inner, ev, ack),
+            move |inner, ev| {
+                let ack = match (acked, timeout) {
+                    (false, _) => Ack::None,
+                    (true, t) => Ack::Reply {
+                        deadline: t.map(|t| inner.now().saturating_add(t)),
+                    },
+                };
+                f(inner, ev, ack)
+            },
             move |r, observers| {
                 if let (Ok(Some(ticket)), Some(cb)) = (r, callback) {
                     observers.callbacks.insert(ticket.get(), cb);
@@ -779,7 +785,7 @@ impl Client {
         let callback: Callback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        self.request_with_deadline(timeout, callback, f)?;
+        self.request_with(Some(timeout), Some(callback), f)?;
         match rx.recv() {
             Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
             Ok(Response::Reply(r)) => Err(Error::Reply(r)),
@@ -787,34 +793,6 @@ impl Client {
             Ok(Response::Disconnected) => Err(Error::Disconnected),
             Err(_) => Err(Error::Disposed),
         }
-    }
-
-    fn request_with_deadline(
-        &self,
-        timeout: Duration,
-        callback: Callback,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>, Ack) -> Result<Option<Ticket>, RequestError>
-            + Send
-            + 'static,
-    ) -> Result<(), Error> {
-        let result = self.exec_with_observers(
-            move |inner, ev| {
-                let deadline = inner.now().saturating_add(timeout);
-                f(
-                    inner,
-                    ev,
-                    Ack::Reply {
-                        deadline: Some(deadline),
-                    },
-                )
-            },
-            move |r, observers| {
-                if let Ok(Some(ticket)) = r {
-                    observers.callbacks.insert(ticket.get(), callback);
-                }
-            },
-        )?;
-        result.map(|_| ()).map_err(Error::Request)
     }
 
     /// Authenticates with a role and its secret (HMAC-MD5 role-secret auth); `done`
