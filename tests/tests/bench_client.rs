@@ -301,7 +301,11 @@ fn results_shapes_after_completion() {
     let results = c.results(id).expect("results");
     let print = results.get("print").expect("a print counter");
     assert_eq!(print.kind, "counter");
-    let value = print.value.as_ref().expect("a counter has a value").to_string();
+    let value = print
+        .value
+        .as_ref()
+        .expect("a counter has a value")
+        .to_string();
     assert!(
         value.parse::<f64>().is_ok_and(|v| v > 0.0),
         "print counted something: {value}"

@@ -248,7 +248,14 @@ fn check_sample(line: &[u8]) {
     assert_eq!(Number::parse(text), Ok(value));
     let integer = !text.contains(['.', 'e', 'E']);
     assert_eq!(value.is_integer(), integer);
-    assert_eq!(value.as_i64(), if integer { text.parse::<i64>().ok() } else { None });
+    assert_eq!(
+        value.as_i64(),
+        if integer {
+            text.parse::<i64>().ok()
+        } else {
+            None
+        }
+    );
     let parsed: f64 = text.parse().expect("a JSON number parses as f64");
     assert_eq!(value.as_f64().to_bits(), parsed.to_bits());
 }

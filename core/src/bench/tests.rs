@@ -399,10 +399,7 @@ fn results_example_of_the_spec() {
     assert_eq!(print.stat(StatKey::Mean), None);
 
     let la = results.get("systemload.la1.mzb_director49_0").unwrap();
-    assert_eq!(
-        (la.kind, la.value),
-        (MetricKind::Gauge, Some(num("0.1")))
-    );
+    assert_eq!((la.kind, la.value), (MetricKind::Gauge, Some(num("0.1"))));
     assert_eq!(la.stat(StatKey::Min), Some(num("0.0")));
     assert_eq!(la.stat(StatKey::Percentile("90")), Some(num("0.2")));
     assert_eq!(results.get("missing"), None);
@@ -422,10 +419,7 @@ fn results_shapes() {
     assert_eq!(dummy.stat(StatKey::Min), Some(num("1")));
     assert_eq!(dummy.stat(StatKey::Mean), Some(num("5.5")));
     assert_eq!(dummy.stat(StatKey::Median), Some(num("5.0")));
-    assert_eq!(
-        dummy.stat(StatKey::Percentile("99.9")),
-        Some(num("9.5"))
-    );
+    assert_eq!(dummy.stat(StatKey::Percentile("99.9")), Some(num("9.5")));
     assert_eq!(dummy.stats().count(), 6);
     for name in ["empty_gauge", "empty_counter"] {
         let m = results.get(name).unwrap();
