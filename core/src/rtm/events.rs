@@ -378,6 +378,22 @@ impl<'a> FailReason<'a> {
     /// assert_eq!(FailReason::SubscribeError(pdu).reason(), "invalid_format");
     /// ```
     pub fn reason(&self) -> &'a str {
+        self.reason_text()
+            .map(|s| s.as_raw())
+            .unwrap_or("Unknown error")
+    }
+
+    /// `reason`, else `error`, as a JSON string whose escapes can be decoded
+    /// (`chars()`, `Display`); `None` means the reference text `"Unknown error"`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::FailReason;
+    /// use benchlink_core::rtm::pdu::Pdu;
+    /// let pdu = Pdu::parse(r#"{"action":"rtm/subscribe/error","id":0,"body":{"reason":"caf\u00e9 \"x\""}}"#).unwrap();
+    /// let text: String = FailReason::SubscribeError(pdu).reason_text().unwrap().chars().collect();
+    /// assert_eq!(text, "café \"x\"");
+    /// ```
+    pub fn reason_text(&self) -> Option<crate::json::JsonStr<'a>> {
         let (error, reason) = match self {
             FailReason::SubscribeError(pdu) => {
                 let e = pdu.error();
@@ -385,10 +401,7 @@ impl<'a> FailReason<'a> {
             }
             FailReason::ChannelError(e) => (e.error, e.reason),
         };
-        reason
-            .or(error)
-            .map(|s| s.as_raw())
-            .unwrap_or("Unknown error")
+        reason.or(error)
     }
 
     /// The error code (`out_of_sync`, `invalid_format`, …), if any.

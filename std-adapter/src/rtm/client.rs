@@ -266,8 +266,12 @@ impl Handler for Collect<'_> {
         self.0.push(Ev::Sub(key.to_owned(), leave, enter));
     }
     fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
-        self.0
-            .push(Ev::SubFailed(key.to_owned(), reason.reason().to_owned()));
+        self.0.push(Ev::SubFailed(
+            key.to_owned(),
+            reason
+                .reason_text()
+                .map_or_else(|| "Unknown error".to_owned(), text),
+        ));
     }
     fn subscription_created(&mut self, key: &str) {
         self.0.push(Ev::SubCreated(key.to_owned()));
