@@ -11,9 +11,11 @@ use core::ops::ControlFlow;
 use benchlink_core::bench::{
     self, Body as BenchBody, JsonRequest, LineDecoder, LineFormat, Request, StreamRequest,
 };
+#[cfg(feature = "deflate")]
+use benchlink_core::http::DecompressorOxide;
 use benchlink_core::http::{
-    Body, Boundary, Cursor, DecodeError, DecompressorOxide, EncodeError, Event, InflateMemory,
-    Limits, Method, Part, RequestHead, ResponseDecoder, Section, BOUNDARY_LEN,
+    Body, Boundary, Cursor, DecodeError, EncodeError, Event, InflateMemory, Limits, Method, Part,
+    RequestHead, ResponseDecoder, Section, BOUNDARY_LEN,
 };
 use embassy_time::{with_timeout, Duration};
 use embedded_io_async::ErrorKind;
@@ -241,7 +243,9 @@ struct Conn<'b, T> {
     end: usize,
     tx: &'b mut [u8],
     head: &'b mut [u8],
-    inflate: Option<(&'b mut DecompressorOxide, &'b mut [u8])>,
+    /// Validated once (`with_inflate`), re-borrowed for each response. Without the
+    /// `deflate` feature this is always `None` (the type has no values).
+    inflate: Option<InflateMemory<'b>>,
     open: bool,
     /// The open connection completed an exchange: the server may have closed it since.
     reused: bool,
@@ -281,14 +285,16 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// zlib-compressed whatever the client asks) into `window`, a power of two of at
     /// least 256 bytes; the server's zlib streams need 32 KiB. Without a window a
     /// compressed body fails with [`DecodeError::CompressedBodyUnsupported`].
+    ///
+    /// Only with the `deflate` feature (default): without it no inflate code is linked.
+    #[cfg(feature = "deflate")]
     pub fn with_inflate(
         mut self,
         state: &'b mut DecompressorOxide,
         window: &'b mut [u8],
     ) -> Result<Self, Error<'b>> {
         // Validated once here; each response re-borrows the same memory.
-        InflateMemory::new(state, window)?;
-        self.conn.inflate = Some((state, window));
+        self.conn.inflate = Some(InflateMemory::new(state, window)?);
         Ok(self)
     }
 
@@ -680,10 +686,7 @@ impl<T: Transport> Conn<'_, T> {
             timeouts,
             ..
         } = self;
-        let inflate = match inflate {
-            Some((state, window)) => InflateMemory::new(state, window).ok(),
-            None => None,
-        };
+        let inflate = inflate.as_mut().map(InflateMemory::reborrow);
         let mut decoder: ResponseDecoder<'_, MAX_HEADERS> =
             ResponseDecoder::new(head, inflate, Limits::DEFAULT);
         decoder.set_request_method(method);

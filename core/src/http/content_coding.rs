@@ -17,14 +17,22 @@
 //!   the HTTP body itself ends cleanly is tolerated, as zlib's `decompressobj` and urllib3
 //!   tolerate it: the real server's live log streams can end that way. The `End` event says
 //!   so with `coding_complete: false`. A body cut short at the HTTP level is still an error.
+//!
+//! Without the `deflate` feature none of the inflate code (nor miniz_oxide) is built:
+//! [`InflateMemory`] has no values, so decoders always run without inflate memory, and a
+//! compressed body is [`DecodeError::CompressedBodyUnsupported`].
 
+#[cfg(feature = "deflate")]
 use miniz_oxide::inflate::core::inflate_flags::{
     TINFL_FLAG_HAS_MORE_INPUT, TINFL_FLAG_PARSE_ZLIB_HEADER,
 };
+#[cfg(feature = "deflate")]
 use miniz_oxide::inflate::core::{decompress, DecompressorOxide};
+#[cfg(feature = "deflate")]
 use miniz_oxide::inflate::TINFLStatus;
 
 use super::decode_error::DecodeError;
+#[cfg(feature = "deflate")]
 use super::gzip::{Crc32, GzipHeader, GzipTrailer};
 
 /// The content coding a response announces in `Content-Encoding`.
@@ -80,7 +88,7 @@ impl ContentEncoding {
     }
 }
 
-/// Borrowed memory for inflating: the decompressor state (about 11 KB) and the output
+/// Borrowed memory for inflating (with the `deflate` feature): the decompressor state (about 11 KB) and the output
 /// window. On a microcontroller they are statics (or one [`InflateBuffers`] in a static
 /// cell), on std a `Box`. Decoded data is handed out as slices of the window, so the
 /// window is also the only output buffer.
@@ -98,11 +106,49 @@ impl ContentEncoding {
 /// assert_eq!(memory.window_len(), 32768);
 /// assert!(InflateMemory::new(&mut state, &mut [0u8; 1000]).is_err());
 /// ```
+#[cfg(feature = "deflate")]
 pub struct InflateMemory<'m> {
     state: &'m mut DecompressorOxide,
     window: &'m mut [u8],
 }
 
+/// Inflate memory, which cannot exist without the `deflate` feature: this type has no
+/// values, so the only argument [`ResponseDecoder::new`](super::ResponseDecoder::new)
+/// takes for it is `None`, and a compressed body is
+/// [`DecodeError::CompressedBodyUnsupported`]. Enable the feature to inflate `deflate`
+/// and `gzip` bodies.
+#[cfg(not(feature = "deflate"))]
+pub struct InflateMemory<'m> {
+    never: core::convert::Infallible,
+    _memory: core::marker::PhantomData<&'m mut [u8]>,
+}
+
+#[cfg(not(feature = "deflate"))]
+impl InflateMemory<'_> {
+    /// Proof that a value does not exist.
+    pub(crate) fn unreachable(&self) -> ! {
+        match self.never {}
+    }
+
+    /// See the `deflate` build; never called here (there is no value to call it on).
+    pub fn reborrow(&mut self) -> InflateMemory<'_> {
+        self.unreachable()
+    }
+
+    /// See the `deflate` build; never called here (there is no value to call it on).
+    pub fn window_len(&self) -> usize {
+        self.unreachable()
+    }
+}
+
+#[cfg(not(feature = "deflate"))]
+impl core::fmt::Debug for InflateMemory<'_> {
+    fn fmt(&self, _: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.unreachable()
+    }
+}
+
+#[cfg(feature = "deflate")]
 impl core::fmt::Debug for InflateMemory<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("InflateMemory")
@@ -111,6 +157,7 @@ impl core::fmt::Debug for InflateMemory<'_> {
     }
 }
 
+#[cfg(feature = "deflate")]
 impl<'m> InflateMemory<'m> {
     /// Checks that `window` is a power of two of at least 256 bytes and pairs it with a
     /// decompressor state (whose previous content does not matter).
@@ -143,8 +190,32 @@ impl<'m> InflateMemory<'m> {
     pub fn window_len(&self) -> usize {
         self.window.len()
     }
+
+    /// The same memory, borrowed again for one more decoder: keep one `InflateMemory`
+    /// (validated once) and give each response `Some(memory.reborrow())`. Each stream
+    /// resets the state and zeroes the window before use, so nothing leaks from one
+    /// response into the next.
+    ///
+    /// ```
+    /// use benchlink_core::http::{DecompressorOxide, InflateMemory, Limits, ResponseDecoder};
+    /// let (mut state, mut window) = (Box::new(DecompressorOxide::new()), vec![0u8; 32768]);
+    /// let mut memory = InflateMemory::new(&mut state, &mut window).unwrap();
+    /// let mut head_buf = [0u8; 512];
+    /// for _response in 0..2 {
+    ///     let dec: ResponseDecoder = ResponseDecoder::new(&mut head_buf, Some(memory.reborrow()), Limits::DEFAULT);
+    ///     # drop(dec);
+    /// }
+    /// assert_eq!(memory.window_len(), 32768);
+    /// ```
+    pub fn reborrow(&mut self) -> InflateMemory<'_> {
+        InflateMemory {
+            state: &mut *self.state,
+            window: &mut *self.window,
+        }
+    }
 }
 
+#[cfg(feature = "deflate")]
 const MIN_WINDOW: usize = 256;
 
 /// Decompressor state and window in one value, for callers that keep them together:
@@ -157,11 +228,13 @@ const MIN_WINDOW: usize = 256;
 /// let memory = buffers.memory();
 /// assert_eq!(memory.window_len(), 32768);
 /// ```
+#[cfg(feature = "deflate")]
 pub struct InflateBuffers<const WINDOW: usize> {
     state: DecompressorOxide,
     window: [u8; WINDOW],
 }
 
+#[cfg(feature = "deflate")]
 impl<const WINDOW: usize> core::fmt::Debug for InflateBuffers<WINDOW> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("InflateBuffers")
@@ -170,12 +243,14 @@ impl<const WINDOW: usize> core::fmt::Debug for InflateBuffers<WINDOW> {
     }
 }
 
+#[cfg(feature = "deflate")]
 impl<const WINDOW: usize> Default for InflateBuffers<WINDOW> {
     fn default() -> Self {
         Self::new()
     }
 }
 
+#[cfg(feature = "deflate")]
 impl<const WINDOW: usize> InflateBuffers<WINDOW> {
     const VALID: () = assert!(
         WINDOW.is_power_of_two() && WINDOW >= MIN_WINDOW,
@@ -221,6 +296,7 @@ pub(crate) enum Output {
     /// The first `len` bytes of the input (identity: zero copy).
     Input { len: usize },
     /// `window[start..start + len]`.
+    #[cfg(feature = "deflate")]
     Window { start: usize, len: usize },
 }
 
@@ -228,7 +304,9 @@ impl Output {
     pub(crate) fn len(self) -> usize {
         match self {
             Output::None => 0,
-            Output::Input { len } | Output::Window { len, .. } => len,
+            Output::Input { len } => len,
+            #[cfg(feature = "deflate")]
+            Output::Window { len, .. } => len,
         }
     }
 
@@ -237,6 +315,7 @@ impl Output {
         match self {
             Output::None => Output::None,
             Output::Input { len } => Output::Input { len: len.min(max) },
+            #[cfg(feature = "deflate")]
             Output::Window { start, len } => Output::Window {
                 start,
                 len: len.min(max),
@@ -246,6 +325,7 @@ impl Output {
 }
 
 /// Where a compressed stream is.
+#[cfg(feature = "deflate")]
 #[derive(Debug, Clone, Copy)]
 enum Phase {
     /// `identity`: bytes pass through.
@@ -265,6 +345,7 @@ enum Phase {
 }
 
 /// The content-decoding half of a response body: small, the big memory is borrowed.
+#[cfg(feature = "deflate")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ContentDecoder {
     encoding: ContentEncoding,
@@ -281,6 +362,7 @@ pub(crate) struct ContentDecoder {
     failed: Option<DecodeError>,
 }
 
+#[cfg(feature = "deflate")]
 impl ContentDecoder {
     pub(crate) fn new(encoding: ContentEncoding) -> Self {
         let phase = match encoding {
@@ -520,8 +602,59 @@ impl ContentDecoder {
     }
 }
 
+/// Without the `deflate` feature: identity bodies pass through, compressed ones are
+/// refused as soon as they have a byte.
+#[cfg(not(feature = "deflate"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ContentDecoder {
+    encoding: ContentEncoding,
+}
+
+#[cfg(not(feature = "deflate"))]
+impl ContentDecoder {
+    pub(crate) fn new(encoding: ContentEncoding) -> Self {
+        ContentDecoder { encoding }
+    }
+
+    pub(crate) fn has_pending(&self) -> bool {
+        false
+    }
+
+    pub(crate) fn is_complete(&self) -> bool {
+        true
+    }
+
+    pub(crate) fn step(
+        &mut self,
+        memory: Option<&mut InflateMemory<'_>>,
+        input: &[u8],
+    ) -> Result<(usize, Output), DecodeError> {
+        if let Some(m) = memory {
+            m.unreachable();
+        }
+        match self.encoding {
+            _ if input.is_empty() => Ok((0, Output::None)),
+            ContentEncoding::Identity => Ok((input.len(), Output::Input { len: input.len() })),
+            ContentEncoding::Other => Err(DecodeError::UnsupportedContentEncoding),
+            encoding => Err(DecodeError::CompressedBodyUnsupported { encoding }),
+        }
+    }
+
+    pub(crate) fn output<'a>(
+        _memory: Option<&'a InflateMemory<'_>>,
+        input: &'a [u8],
+        out: Output,
+    ) -> &'a [u8] {
+        match out {
+            Output::Input { len } => input.get(..len).unwrap_or_default(),
+            Output::None => &[],
+        }
+    }
+}
+
 /// RFC 1950 header check, as zlib and urllib3 decide "is this zlib?": method 8, window
 /// at most 32 KiB, no preset dictionary, and the check bits.
+#[cfg(feature = "deflate")]
 fn is_zlib_header(cmf: u8, flg: u8) -> bool {
     cmf & 0x0F == 8
         && cmf >> 4 <= 7
@@ -529,7 +662,7 @@ fn is_zlib_header(cmf: u8, flg: u8) -> bool {
         && (u16::from(cmf) << 8 | u16::from(flg)) % 31 == 0
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "deflate"))]
 mod tests {
     use super::*;
 

@@ -3,7 +3,6 @@
 //! misbehaving server from a too-small buffer.
 
 use super::content_coding::ContentEncoding;
-use super::gzip::GzipError;
 
 /// The part of a response where the connection ended too early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +70,8 @@ pub enum DecodeError {
         /// `Limits::max_body_bytes`.
         max: u64,
     },
-    /// The body is compressed but the decoder was built without inflate memory.
+    /// The body is compressed but the decoder was built without inflate memory (always
+    /// so when `benchlink-core` is built without its `deflate` feature).
     CompressedBodyUnsupported {
         /// The body's content coding.
         encoding: ContentEncoding,
@@ -159,5 +159,34 @@ impl core::error::Error for DecodeError {}
 impl From<GzipError> for DecodeError {
     fn from(e: GzipError) -> Self {
         DecodeError::Gzip(e)
+    }
+}
+
+/// Why a gzip wrapper was rejected. (Only produced with the `deflate` feature; the type
+/// exists either way so that matching on [`DecodeError`] does not depend on features.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GzipError {
+    /// The member does not start with `1F 8B 08` (magic and the deflate method).
+    BadMagic,
+    /// Reserved flag bits are set, which RFC 1952 says must be rejected.
+    ReservedFlags,
+    /// The optional header CRC (FHCRC) does not match the header.
+    HeaderCrc,
+    /// The trailer's CRC-32 does not match the decompressed data.
+    Crc,
+    /// The trailer's ISIZE does not match the decompressed length modulo 2^32.
+    Size,
+}
+
+impl core::fmt::Display for GzipError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            GzipError::BadMagic => "not a gzip member (bad magic or method)",
+            GzipError::ReservedFlags => "gzip header has reserved flags set",
+            GzipError::HeaderCrc => "gzip header CRC mismatch",
+            GzipError::Crc => "gzip trailer CRC-32 mismatch",
+            GzipError::Size => "gzip trailer ISIZE mismatch",
+        })
     }
 }

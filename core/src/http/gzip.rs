@@ -3,33 +3,7 @@
 //! and raw deflate, so the wrapper is parsed here, one byte at a time, which makes any split
 //! of the input trivially give the same result.
 
-/// Why a gzip wrapper was rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum GzipError {
-    /// The member does not start with `1F 8B 08` (magic and the deflate method).
-    BadMagic,
-    /// Reserved flag bits are set, which RFC 1952 says must be rejected.
-    ReservedFlags,
-    /// The optional header CRC (FHCRC) does not match the header.
-    HeaderCrc,
-    /// The trailer's CRC-32 does not match the decompressed data.
-    Crc,
-    /// The trailer's ISIZE does not match the decompressed length modulo 2^32.
-    Size,
-}
-
-impl core::fmt::Display for GzipError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            GzipError::BadMagic => "not a gzip member (bad magic or method)",
-            GzipError::ReservedFlags => "gzip header has reserved flags set",
-            GzipError::HeaderCrc => "gzip header CRC mismatch",
-            GzipError::Crc => "gzip trailer CRC-32 mismatch",
-            GzipError::Size => "gzip trailer ISIZE mismatch",
-        })
-    }
-}
+use super::decode_error::GzipError;
 
 const FHCRC: u8 = 0x02;
 const FEXTRA: u8 = 0x04;

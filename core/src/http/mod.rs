@@ -9,22 +9,27 @@
 //! - Responses: [`ResponseDecoder`] turns received bytes into [`Event`]s — the [`Head`],
 //!   decoded body slices, the end — for `Content-Length`, chunked and close-delimited
 //!   bodies, inflating `deflate` (zlib or raw) and `gzip` into an [`InflateMemory`] window
-//!   when the caller provides one. Failures are [`DecodeError`]s.
+//!   when the caller provides one (with the `deflate` feature, on by default; without it
+//!   no inflate code is built and a compressed body is
+//!   [`DecodeError::CompressedBodyUnsupported`]). Failures are [`DecodeError`]s.
 
 mod chunked;
 mod content_coding;
 mod decode_error;
+#[cfg(feature = "deflate")]
 mod gzip;
 mod multipart;
 pub mod query;
 mod request;
 mod response;
 
-pub use content_coding::{ContentEncoding, InflateBuffers, InflateMemory};
-pub use decode_error::{DecodeError, Section};
-pub use gzip::GzipError;
+#[cfg(feature = "deflate")]
+pub use content_coding::InflateBuffers;
+pub use content_coding::{ContentEncoding, InflateMemory};
+pub use decode_error::{DecodeError, GzipError, Section};
 /// The low-level inflate state of miniz_oxide, re-exported so callers can allocate it
 /// (about 11 KB) for [`InflateMemory`] without depending on miniz_oxide themselves.
+#[cfg(feature = "deflate")]
 pub use miniz_oxide::inflate::core::DecompressorOxide;
 pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};

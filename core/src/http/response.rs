@@ -331,9 +331,10 @@ enum Step {
 /// of stack each while the head is parsed. The head buffer's size bounds the head's bytes.
 /// Inflate memory is optional: without it a compressed body is a typed error.
 ///
-/// A std caller reading from a socket:
+/// A std caller reading from a socket (inflating, so with the `deflate` feature):
 ///
 /// ```
+/// # #[cfg(feature = "deflate")] {
 /// use benchlink_core::http::{Event, InflateBuffers, Limits, ResponseDecoder};
 /// use std::io::Read;
 ///
@@ -372,6 +373,7 @@ enum Step {
 /// let mut body = Vec::new();
 /// assert!(get_body(wire, &mut body).unwrap());
 /// assert_eq!(body, b"hello\n");
+/// # }
 /// ```
 pub struct ResponseDecoder<'b, const MAX_HEADERS: usize = 32> {
     head_buf: &'b mut [u8],
@@ -398,15 +400,31 @@ impl<const MAX_HEADERS: usize> core::fmt::Debug for ResponseDecoder<'_, MAX_HEAD
 impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// A decoder for a response to a `GET` (see [`ResponseDecoder::set_request_method`]).
     ///
+    /// Without inflate memory (always, without the `deflate` feature) a compressed body
+    /// is a typed error:
+    ///
     /// ```
+    /// use benchlink_core::http::{ContentEncoding, DecodeError, Event, Limits, ResponseDecoder};
+    /// let mut head_buf = [0u8; 1024];
+    /// let mut plain: ResponseDecoder<'_, 16> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+    /// let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Encoding: gzip\r\n\r\n\x1f\x8b";
+    /// let (used, head) = plain.decode(wire).unwrap();
+    /// assert!(matches!(head, Event::Head(_)));
+    /// let unsupported = DecodeError::CompressedBodyUnsupported { encoding: ContentEncoding::Gzip };
+    /// assert_eq!(plain.decode(&wire[used..]).err(), Some(unsupported));
+    /// ```
+    ///
+    /// With the feature, give it the memory to inflate into:
+    ///
+    /// ```
+    /// # #[cfg(feature = "deflate")] {
     /// use benchlink_core::http::{DecompressorOxide, InflateMemory, Limits, ResponseDecoder};
     /// let mut head_buf = [0u8; 1024];
-    /// let plain: ResponseDecoder<'_, 16> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-    /// # drop(plain);
     /// let (mut state, mut window) = (Box::new(DecompressorOxide::new()), vec![0u8; 32768]);
     /// let memory = InflateMemory::new(&mut state, &mut window).unwrap();
     /// let inflating: ResponseDecoder = ResponseDecoder::new(&mut head_buf, Some(memory), Limits::DEFAULT);
     /// # drop(inflating);
+    /// # }
     /// ```
     pub fn new(head_buf: &'b mut [u8], inflate: Option<InflateMemory<'b>>, limits: Limits) -> Self {
         ResponseDecoder {
@@ -842,12 +860,15 @@ pub(crate) fn trim(s: &[u8]) -> &[u8] {
     s.get(start..end).unwrap_or_default()
 }
 
-#[cfg(test)]
+// The decoder's tests build inflate memory throughout, so they run with the `deflate`
+// feature (the default); the no-deflate path is checked by the firmware images (QEMU).
+#[cfg(all(test, feature = "deflate"))]
 mod tests {
     extern crate std;
 
     use super::super::content_coding::InflateMemory;
-    use super::super::gzip::{Crc32, GzipError};
+    use super::super::decode_error::GzipError;
+    use super::super::gzip::Crc32;
     use super::super::DecompressorOxide;
     use super::*;
     use std::boxed::Box;

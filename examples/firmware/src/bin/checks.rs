@@ -60,6 +60,11 @@ fn main() -> ! {
             "http: /log stream (chunked, zlib, 32 KiB window)",
             log_deflate,
         ),
+        #[cfg(not(feature = "deflate"))]
+        (
+            "http: /log stream (zlib) without deflate support is a typed error",
+            log_deflate_unsupported,
+        ),
         ("rtm: subscription data PDU", pdu_subscription_data),
         ("rtm: publish/ok PDU", pdu_publish_ok),
         ("rtm: role-secret auth, spec 4.3 vectors 1-7", auth_vectors),
@@ -80,8 +85,6 @@ fn main() -> ! {
             }
         };
     }
-    #[cfg(not(feature = "deflate"))]
-    host.str("check http: /log stream (zlib) ... skipped (built without the deflate feature)\n");
     let passed = checks.len() as u64 - failed;
     host.str("peak stack: ")
         .u64(stack::peak() as u64)
@@ -188,7 +191,9 @@ fn results_reply() -> Check {
         "print value is not 900",
     )?;
     ensure(
-        print.stat(StatKey::Percentile("50")).is_some_and(|n| n == "2.99"),
+        print
+            .stat(StatKey::Percentile("50"))
+            .is_some_and(|n| n == "2.99"),
         "print rps p50 is not 2.99",
     )?;
     ensure(
@@ -236,11 +241,17 @@ fn data_lines() -> Check {
                             floats += 1;
                         }
                         ("latency.99", None) => {
-                            ensure(value.as_f64() == 1.0e-5 && value == "1.0e-5", "1.0e-5 value")?;
+                            ensure(
+                                value.as_f64() == 1.0e-5 && value == "1.0e-5",
+                                "1.0e-5 value",
+                            )?;
                             floats += 1;
                         }
                         ("metric_merging_time", None) => {
-                            ensure(value.as_f64() == 1.0e20 && value == "1.0e20", "1.0e20 value")?;
+                            ensure(
+                                value.as_f64() == 1.0e20 && value == "1.0e20",
+                                "1.0e20 value",
+                            )?;
                             floats += 1;
                         }
                         _ => {}
@@ -326,6 +337,31 @@ fn log_deflate() -> Check {
         include_bytes!("../../fixtures/log.deflate.http"),
         &[13, 64, 5],
     )
+}
+
+/// Built without core's `deflate` feature there is no inflate code and no inflate
+/// memory: the compressed body must fail with the typed error, not decode as garbage.
+#[cfg(not(feature = "deflate"))]
+fn log_deflate_unsupported() -> Check {
+    use benchlink_core::http::{ContentEncoding, DecodeError};
+    let mut head_buf = [0u8; 256];
+    let mut decoder: ResponseDecoder<'_, 8> =
+        ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+    let mut input = &include_bytes!("../../fixtures/log.deflate.http")[..];
+    loop {
+        match decoder.decode(input) {
+            Ok((used, Event::Head(_))) => input = &input[used..],
+            Ok(_) => return Err("the compressed body was not refused"),
+            Err(e) => {
+                return ensure(
+                    e == DecodeError::CompressedBodyUnsupported {
+                        encoding: ContentEncoding::Deflate,
+                    },
+                    "not CompressedBodyUnsupported",
+                )
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
