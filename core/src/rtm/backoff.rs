@@ -31,17 +31,21 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub(crate) fn new(jitter_seed: u64) -> Self {
+    pub(crate) const fn new(jitter_seed: u64) -> Self {
         Backoff {
             fail_count: 0,
             attempts_left: None,
             last_attempt_start: None,
-            rng: (jitter_seed != 0).then_some(jitter_seed),
+            rng: if jitter_seed != 0 {
+                Some(jitter_seed)
+            } else {
+                None
+            },
         }
     }
 
     /// Forget all failures and allow `threshold` more reconnect attempts.
-    pub(crate) fn reset(&mut self, threshold: Option<u32>) {
+    pub(crate) const fn reset(&mut self, threshold: Option<u32>) {
         self.fail_count = 0;
         self.attempts_left = threshold;
     }

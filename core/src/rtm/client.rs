@@ -75,19 +75,30 @@ pub struct Config {
     pub connect_timeout: Duration,
 }
 
+impl Config {
+    /// The defaults, as a constant: `Config { jitter_seed, ..Config::DEFAULT }` works in a
+    /// `const` or `static` initializer (see [`Client::new`]).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Config;
+    /// assert_eq!(Config::DEFAULT, Config::default());
+    /// ```
+    pub const DEFAULT: Config = Config {
+        reconnect_interval: Duration::from_secs(1),
+        max_reconnect_interval: Duration::from_secs(300),
+        fail_count_threshold: None,
+        restore_auth_on_reconnect: true,
+        max_queue_size: 20_000,
+        retry_first_connect: false,
+        jitter_seed: 0x0BE0_C41E_D5EE_D001,
+        auth_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(30),
+    };
+}
+
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            reconnect_interval: Duration::from_secs(1),
-            max_reconnect_interval: Duration::from_secs(300),
-            fail_count_threshold: None,
-            restore_auth_on_reconnect: true,
-            max_queue_size: 20_000,
-            retry_first_connect: false,
-            jitter_seed: 0x0BE0_C41E_D5EE_D001,
-            auth_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(30),
-        }
+        Config::DEFAULT
     }
 }
 
@@ -389,13 +400,21 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 {
     /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
     ///
+    /// A `const fn`, so firmware can place the client in a `static` (e.g. a
+    /// `static_cell::ConstStaticCell` or a `Mutex<RefCell<_>>`) instead of on a stack.
+    ///
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config};
     /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
     /// assert_eq!(client.state(), ClientState::Stopped);
     /// assert_eq!(client.poll_timeout(), None);
+    ///
+    /// // Built at compile time:
+    /// const INITIAL: Client<1, 4, 512, 512> =
+    ///     Client::new(Config { jitter_seed: 0x5EED, ..Config::DEFAULT });
+    /// assert_eq!(INITIAL.state(), ClientState::Stopped);
     /// ```
-    pub fn new(config: Config) -> Self {
+    pub const fn new(config: Config) -> Self {
         let mut backoff = Backoff::new(config.jitter_seed);
         backoff.reset(config.fail_count_threshold);
         Client {
