@@ -21,11 +21,9 @@
 use core::ops::ControlFlow;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use benchlink_core::bench::{
-    request::{self, File},
-    LineFormat, Request, Sample, SampleError, Status, StreamRequest,
-};
-use benchlink_core::http::{Cursor, EncodeError, EncodeQuery, Method, QueryWriter};
+use benchlink_core::bench::request::{self, File};
+use benchlink_core::bench::{Sample, Status};
+use benchlink_core::http::Cursor;
 use benchlink_core::json::write;
 use benchlink_core::rtm::{ClientState, Config as RtmConfig, Mode, SubState, SubscribeArgs};
 use benchlink_embassy::bench::{BenchClient, Buffers, Server, Timeouts};
@@ -334,7 +332,7 @@ async fn main(spawner: Spawner) {
     let (mut published, mut refused) = (0u32, 0u32);
     if running {
         let streamed = bench
-            .stream(&DataRaw { id }, |line| {
+            .stream(&request::Data { id }, |line| {
                 let Ok(sample) = line else {
                     warn!("skipping a bad /data line");
                     return ControlFlow::Continue(());
@@ -449,13 +447,14 @@ fn metrics_channel(id: u64, buf: &mut [u8]) -> Option<&str> {
     core::str::from_utf8(buf.get(..len)?).ok()
 }
 
-/// `{"ts":…,"metric":…,"value":…}`, the value as the server wrote it.
-fn sample_message<'b>(sample: &RawSample<'_>, buf: &'b mut [u8]) -> Option<&'b str> {
+/// `{"ts":…,"metric":…,"value":…}`, the value's text as the server wrote it (a checked
+/// JSON number: no float is parsed or formatted).
+fn sample_message<'b>(sample: &Sample<'_>, buf: &'b mut [u8]) -> Option<&'b str> {
     let mut out = Cursor::new(&mut *buf);
     write::object(&mut out, |o| {
         o.u64("ts", sample.timestamp)?
             .string("metric", sample.name)?
-            .raw("value", sample.value)?;
+            .raw("value", sample.value.as_str())?;
         Ok(())
     })
     .ok()?;
@@ -479,52 +478,5 @@ impl Stage {
         let n = status.len().min(self.text.len());
         self.text[..n].copy_from_slice(&status.as_bytes()[..n]);
         self.len = n;
-    }
-}
-
-/// `GET /data` like [`request::Data`], with each sample's value kept as the server's text
-/// ([`RawMetricLine`]), so it is forwarded without a float parser or formatter round trip.
-struct DataRaw {
-    id: u64,
-}
-
-impl EncodeQuery for DataRaw {
-    fn encode_query(&self, q: &mut QueryWriter<'_, '_>) -> Result<(), EncodeError> {
-        q.pair_u64("id", self.id)
-    }
-}
-
-impl Request for DataRaw {
-    const METHOD: Method = Method::Get;
-    const PATH: &'static str = "/data";
-}
-
-impl StreamRequest for DataRaw {
-    type Format = RawMetricLine;
-}
-
-/// A `/data` line checked by [`Sample::parse`], with its value's text.
-struct RawSample<'l> {
-    timestamp: u64,
-    name: &'l str,
-    /// A JSON number, exactly as the server wrote it.
-    value: &'l str,
-}
-
-struct RawMetricLine;
-
-impl LineFormat for RawMetricLine {
-    type Item<'l> = RawSample<'l>;
-    type Error<'l> = SampleError;
-
-    fn parse(line: &[u8]) -> Result<RawSample<'_>, SampleError> {
-        let sample = Sample::parse(line)?;
-        let value = line.rsplit(|&b| b == b'\t').next().unwrap_or_default();
-        let value = core::str::from_utf8(value).map_err(|_| SampleError::InvalidValue)?;
-        Ok(RawSample {
-            timestamp: sample.timestamp,
-            name: sample.name,
-            value,
-        })
     }
 }
