@@ -267,11 +267,19 @@ impl Rig {
         rig
     }
 
-    /// Starts the client and waits for the next `on_enter_connected`.
+    /// Starts the client and waits for the next `on_enter_connected` and for the server
+    /// to list the new connection (it does so only after its post-upgrade pause, so a
+    /// fault injected right after the client connected could otherwise reach nobody).
     fn start(&self) {
         let mark = self.log.len();
+        let known = self.server.connections().len();
         self.client.start().unwrap();
         self.log.wait_since(mark, "on_enter_connected");
+        assert!(
+            self.server
+                .wait_for_connections(WAIT, |c| c.len() > known && c.iter().any(|c| c.open)),
+            "the server never listed the client's connection"
+        );
     }
 
     /// Subscribes with a logging observer; waits until subscribed when connected.
@@ -289,8 +297,15 @@ impl Rig {
     /// Drops the client's connection and waits until it is connected again.
     fn drop_and_reconnect(&self) -> Vec<String> {
         let mark = self.log.len();
+        let known = self.server.connections().len();
         assert!(self.server.faults().drop_connections() >= 1);
         self.log.wait_since(mark, "on_enter_connected");
+        // As in `start`: wait until the server lists the new connection too.
+        assert!(
+            self.server
+                .wait_for_connections(WAIT, |c| c.len() > known && c.iter().any(|c| c.open)),
+            "the server never listed the reconnected client"
+        );
         self.log.since(mark)
     }
 
