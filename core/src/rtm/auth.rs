@@ -44,6 +44,65 @@ pub const HASH_LEN: usize = 24;
 
 type HmacMd5 = Hmac<Md5>;
 
+/// A role-secret test vector: `role_secret_hash(secret, nonce) == hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vector {
+    /// The role secret (UTF-8 bytes).
+    pub secret: &'static [u8],
+    /// The nonce exactly as the server sent it.
+    pub nonce: &'static [u8],
+    /// The expected base64 hash.
+    pub hash: &'static [u8; HASH_LEN],
+}
+
+const K65: [u8; 65] = [b'K'; 65];
+
+/// The protocol spec's seven vectors (§4.3): the reference SDKs' own unit-test vectors,
+/// an empty nonce, UTF-8 on both sides, and keys of exactly one block and one byte more
+/// (hashed first). The same table checks the host build and the firmware on the target.
+///
+/// ```
+/// use benchlink_core::rtm::auth::{role_secret_hash, SPEC_VECTORS};
+/// assert!(SPEC_VECTORS.iter().all(|v| &role_secret_hash(v.secret, v.nonce) == v.hash));
+/// ```
+pub const SPEC_VECTORS: [Vector; 7] = [
+    Vector {
+        secret: b"B37Ab888CAB4343434bAE98AAAAAABC1",
+        nonce: b"nonce",
+        hash: b"B510MG+AsMpvUDlm7oFsRg==",
+    },
+    Vector {
+        secret: b"world",
+        nonce: b"hello",
+        hash: b"GnXQHVYdUXdr82yZa4Jtaw==",
+    },
+    Vector {
+        secret: b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
+        nonce: b"MTI0Njg4NTAyMjYxMzgxMzgzMg==",
+        hash: b"P6COJ5aXJvIRoJO1PaYREw==",
+    },
+    Vector {
+        secret: b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
+        nonce: b"",
+        hash: b"9K3wAsoK5WeBhqbOPf+JAQ==",
+    },
+    Vector {
+        secret: "sécrèt".as_bytes(),
+        nonce: "nönce-привет".as_bytes(),
+        hash: b"5mcSwDGRqAh/+YlT79Ymrw==",
+    },
+    Vector {
+        secret: K65.split_at(64).0,
+        nonce: b"abc",
+        hash: b"G8vE3Kp3T8NXAX/4NlH6Tg==",
+    },
+    Vector {
+        secret: &K65,
+        nonce: b"abc",
+        hash: b"kxVHVjo/zsPgoctQWkxt8Q==",
+    },
+];
+
 /// `base64(HMAC-MD5(key = secret, message = nonce))` with the standard alphabet and
 /// padding (spec §4.1 step 3). The nonce is used exactly as received, not base64-decoded.
 ///
@@ -341,35 +400,8 @@ mod tests {
     /// Spec §4.3, all seven vectors.
     #[test]
     fn spec_vectors() {
-        let k64 = [b'K'; 64];
-        let k65 = [b'K'; 65];
-        let vectors: [(&[u8], &[u8], &[u8; 24]); 7] = [
-            (
-                b"B37Ab888CAB4343434bAE98AAAAAABC1",
-                b"nonce",
-                b"B510MG+AsMpvUDlm7oFsRg==",
-            ),
-            (b"world", b"hello", b"GnXQHVYdUXdr82yZa4Jtaw=="),
-            (
-                b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
-                b"MTI0Njg4NTAyMjYxMzgxMzgzMg==",
-                b"P6COJ5aXJvIRoJO1PaYREw==",
-            ),
-            (
-                b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
-                b"",
-                b"9K3wAsoK5WeBhqbOPf+JAQ==",
-            ),
-            (
-                "sécrèt".as_bytes(),
-                "nönce-привет".as_bytes(),
-                b"5mcSwDGRqAh/+YlT79Ymrw==",
-            ),
-            (&k64, b"abc", b"G8vE3Kp3T8NXAX/4NlH6Tg=="),
-            (&k65, b"abc", b"kxVHVjo/zsPgoctQWkxt8Q=="),
-        ];
-        for (secret, nonce, hash) in vectors {
-            assert_eq!(&role_secret_hash(secret, nonce), hash);
+        for v in SPEC_VECTORS {
+            assert_eq!(&role_secret_hash(v.secret, v.nonce), v.hash);
         }
     }
 

@@ -14,7 +14,7 @@ use benchlink_core::bench::{
     request, JsonRequest, LogDecoder, MetricDecoder, MetricKind, StatKey, Status,
 };
 use benchlink_core::http::{Cursor, Event, Limits, ResponseDecoder};
-use benchlink_core::rtm::auth::role_secret_hash;
+use benchlink_core::rtm::auth::{role_secret_hash, SPEC_VECTORS};
 use benchlink_core::rtm::pdu::{Id, Incoming};
 use benchlink_core::rtm::{
     Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
@@ -421,37 +421,11 @@ fn pdu_publish_ok() -> Check {
 }
 
 fn auth_vectors() -> Check {
-    let k64 = [b'K'; 65];
-    let vectors: [(&[u8], &[u8], &[u8; 24]); 7] = [
-        (
-            b"B37Ab888CAB4343434bAE98AAAAAABC1",
-            b"nonce",
-            b"B510MG+AsMpvUDlm7oFsRg==",
-        ),
-        (b"world", b"hello", b"GnXQHVYdUXdr82yZa4Jtaw=="),
-        (
-            b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
-            b"MTI0Njg4NTAyMjYxMzgxMzgzMg==",
-            b"P6COJ5aXJvIRoJO1PaYREw==",
-        ),
-        (
-            b"FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD",
-            b"",
-            b"9K3wAsoK5WeBhqbOPf+JAQ==",
-        ),
-        (
-            "sécrèt".as_bytes(),
-            "nönce-привет".as_bytes(),
-            b"5mcSwDGRqAh/+YlT79Ymrw==",
-        ),
-        (&k64[..64], b"abc", b"G8vE3Kp3T8NXAX/4NlH6Tg=="),
-        (&k64, b"abc", b"kxVHVjo/zsPgoctQWkxt8Q=="),
-    ];
     const WHICH: [&str; 7] = [
         "vector 1", "vector 2", "vector 3", "vector 4", "vector 5", "vector 6", "vector 7",
     ];
-    for (i, (secret, nonce, hash)) in vectors.iter().enumerate() {
-        ensure(&role_secret_hash(secret, nonce) == *hash, WHICH[i])?;
+    for (v, which) in SPEC_VECTORS.iter().zip(WHICH) {
+        ensure(&role_secret_hash(v.secret, v.nonce) == v.hash, which)?;
     }
     Ok(())
 }
