@@ -659,7 +659,7 @@ fn check_request(u: &mut Unstructured<'_>) {
         .bytes()
         .any(|b| b < 0x20 || b == b'"' || b == b'\\');
     if plain {
-        assert_eq!(pdu.action, Action::from_name(action_name));
+        assert_eq!(pdu.action, Action::parse(action_name));
     } else {
         assert!(matches!(pdu.action, Action::Other(_)));
         assert!(pdu_action_decodes_to(&pdu, action_name));

@@ -86,7 +86,7 @@ impl<'a> Iterator for ClustersIter<'a> {
 text_enum! {
     /// A cluster record's `state`. Successfully deallocated clusters are deleted, so
     /// there is no "deallocated" state.
-    ClusterState (example "allocated" => Allocated) {
+    ClusterState in "bench" (example "allocated" => Allocated) {
         /// Allocation in progress; no `hosts` yet.
         Registered = "registered",
         /// Hosts available in `hosts`.

@@ -20,7 +20,7 @@ text_enum! {
     /// The server's `reason_code`. There is no `bad_request`: bad or missing parameters
     /// give `internal_error` (500) on a modern server, `badarg` (400) only for checked
     /// values (spec §9.1, §4.3).
-    ReasonCode (example "not_found" => NotFound) {
+    ReasonCode in "bench" (example "not_found" => NotFound) {
         /// 404: unknown benchmark or cluster, or wrong method/path.
         NotFound = "not_found",
         /// 400: a parameter value was rejected, or the benchmark is in the wrong state.

@@ -36,9 +36,6 @@
 //! assert_eq!(total, 30.0 + 2.9975917348002614);
 //! ```
 
-#[macro_use]
-mod text_enum;
-
 mod clusters;
 mod error;
 mod lines;

@@ -103,7 +103,7 @@ impl<'a> Iterator for ResultsIter<'a> {
 text_enum! {
     /// A metric's `type`. Derived metrics are reported as `gauge`; very old saved
     /// benchmarks have `undefined` (kept as `Other`).
-    MetricKind (example "counter" => Counter) {
+    MetricKind in "bench" (example "counter" => Counter) {
         /// A count: `value` is the last total, stats are over its rate (`rps`).
         Counter = "counter",
         /// A sampled value (also derived metrics): stats in `percentiles`.

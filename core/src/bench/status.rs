@@ -8,7 +8,7 @@ use crate::json::{JsonStr, Value};
 text_enum! {
     /// A benchmark's status: a pipeline stage while it runs, then a final status.
     /// The upstream documentation lists only five values; the server reports every stage.
-    Status (example "running" => Running) {
+    Status in "bench" (example "running" => Running) {
         /// Only in the replies of `/start` and `/restart`, never from `/status`.
         Pending = "pending",
         /// Pipeline stage.

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use super::{Action, KNOWN};
+use super::Action;
 use crate::json::{self, Array, JsonStr, Object, Value};
 
 /// Why a text frame is not an acceptable PDU, and where (byte offsets into the frame).
@@ -188,7 +188,7 @@ impl<'a> Pdu<'a> {
         })?;
         let action = action
             .as_str()
-            .map(action_from_json)
+            .map(Action::from_json)
             .ok_or(invalid("action", &action))?;
         let id = match envelope.get("id") {
             None => None,
@@ -395,17 +395,6 @@ impl<'a> Pdu<'a> {
     /// ```
     pub fn channels(&self) -> Option<Array<'a>> {
         self.body_member("channels")?.as_array()
-    }
-}
-
-/// The action for a JSON string, matching known names after unescaping.
-fn action_from_json(name: JsonStr<'_>) -> Action<'_> {
-    match name.as_plain() {
-        Some(plain) => Action::from_name(plain),
-        None => KNOWN
-            .into_iter()
-            .find(|a| name == a.as_str())
-            .unwrap_or(Action::Other(name.as_raw())),
     }
 }
 

@@ -261,7 +261,7 @@ impl<'a> Request<'a> {
             Request::Handshake { .. } => Action::Handshake,
             Request::Authenticate { .. } => Action::Authenticate,
             Request::Search { .. } => Action::Search,
-            Request::Other { action, .. } => Action::from_name(action),
+            Request::Other { action, .. } => Action::parse(action),
         }
     }
 

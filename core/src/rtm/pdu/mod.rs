@@ -66,186 +66,61 @@ impl Outcome {
     }
 }
 
-/// The `action` of a PDU: every action of spec §3 by name, anything else as
-/// [`Action::Other`] (unknown actions are data, not errors: spec §10 item 9).
-///
-/// ```
-/// use benchlink_core::rtm::pdu::{Action, Outcome};
-/// let a = Action::from_name("rtm/subscribe/error");
-/// assert_eq!(a, Action::SubscribeError);
-/// assert_eq!((a.request(), a.outcome()), (Action::Subscribe, Some(Outcome::Error)));
-/// assert_eq!(Action::from_name("x/y/ok").request(), Action::Other("x/y"));
-/// assert_eq!(Action::GeneralError.as_str(), "/error");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Action<'a> {
-    /// `rtm/publish`
-    Publish,
-    /// `rtm/publish/ok`
-    PublishOk,
-    /// `rtm/publish/error`
-    PublishError,
-    /// `rtm/subscribe`
-    Subscribe,
-    /// `rtm/subscribe/ok`
-    SubscribeOk,
-    /// `rtm/subscribe/error`
-    SubscribeError,
-    /// `rtm/unsubscribe`
-    Unsubscribe,
-    /// `rtm/unsubscribe/ok`
-    UnsubscribeOk,
-    /// `rtm/unsubscribe/error`
-    UnsubscribeError,
-    /// `rtm/read`
-    Read,
-    /// `rtm/read/ok`
-    ReadOk,
-    /// `rtm/read/error`
-    ReadError,
-    /// `rtm/write`
-    Write,
-    /// `rtm/write/ok`
-    WriteOk,
-    /// `rtm/write/error`
-    WriteError,
-    /// `rtm/delete`
-    Delete,
-    /// `rtm/delete/ok`
-    DeleteOk,
-    /// `rtm/delete/error`
-    DeleteError,
-    /// `rtm/search` (legacy, spec §3.5)
-    Search,
-    /// `rtm/search/data`: more results follow.
-    SearchData,
-    /// `rtm/search/ok`
-    SearchOk,
-    /// `rtm/search/error`
-    SearchError,
-    /// `auth/handshake`
-    Handshake,
-    /// `auth/handshake/ok`
-    HandshakeOk,
-    /// `auth/handshake/error`
-    HandshakeError,
-    /// `auth/authenticate`
-    Authenticate,
-    /// `auth/authenticate/ok`
-    AuthenticateOk,
-    /// `auth/authenticate/error`
-    AuthenticateError,
-    /// `rtm/subscription/data` (unsolicited)
-    SubscriptionData,
-    /// `rtm/subscription/error` (unsolicited)
-    SubscriptionError,
-    /// `rtm/subscription/info` (unsolicited)
-    SubscriptionInfo,
-    /// `/error`: a general error not tied to a request.
-    GeneralError,
-    /// Any other action, as it appears in the JSON text (escapes, if any, unresolved).
-    Other(&'a str),
+text_enum! {
+    /// The `action` of a PDU: every action of spec §3 by name, anything else as
+    /// [`Action::Other`] (unknown actions are data, not errors: spec §10 item 9).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Action, Outcome};
+    /// let a = Action::parse("rtm/subscribe/error");
+    /// assert_eq!(a, Action::SubscribeError);
+    /// assert_eq!((a.request(), a.outcome()), (Action::Subscribe, Some(Outcome::Error)));
+    /// assert_eq!(Action::parse("x/y/ok").request(), Action::Other("x/y"));
+    /// assert_eq!(Action::GeneralError.as_str(), "/error");
+    /// ```
+    Action in "rtm::pdu" (example "auth/handshake/ok" => HandshakeOk) {
+        Publish = "rtm/publish",
+        PublishOk = "rtm/publish/ok",
+        PublishError = "rtm/publish/error",
+        Subscribe = "rtm/subscribe",
+        SubscribeOk = "rtm/subscribe/ok",
+        SubscribeError = "rtm/subscribe/error",
+        Unsubscribe = "rtm/unsubscribe",
+        UnsubscribeOk = "rtm/unsubscribe/ok",
+        UnsubscribeError = "rtm/unsubscribe/error",
+        Read = "rtm/read",
+        ReadOk = "rtm/read/ok",
+        ReadError = "rtm/read/error",
+        Write = "rtm/write",
+        WriteOk = "rtm/write/ok",
+        WriteError = "rtm/write/error",
+        Delete = "rtm/delete",
+        DeleteOk = "rtm/delete/ok",
+        DeleteError = "rtm/delete/error",
+        /// Legacy search (spec §3.5).
+        Search = "rtm/search",
+        /// More search results follow.
+        SearchData = "rtm/search/data",
+        SearchOk = "rtm/search/ok",
+        SearchError = "rtm/search/error",
+        Handshake = "auth/handshake",
+        HandshakeOk = "auth/handshake/ok",
+        HandshakeError = "auth/handshake/error",
+        Authenticate = "auth/authenticate",
+        AuthenticateOk = "auth/authenticate/ok",
+        AuthenticateError = "auth/authenticate/error",
+        /// Unsolicited.
+        SubscriptionData = "rtm/subscription/data",
+        /// Unsolicited.
+        SubscriptionError = "rtm/subscription/error",
+        /// Unsolicited.
+        SubscriptionInfo = "rtm/subscription/info",
+        /// A general error not tied to a request.
+        GeneralError = "/error",
+    }
 }
 
-/// Every named action, for lookup by name (the names live in [`Action::as_str`] only).
-const KNOWN: [Action<'static>; 32] = {
-    use Action::*;
-    [
-        Publish,
-        PublishOk,
-        PublishError,
-        Subscribe,
-        SubscribeOk,
-        SubscribeError,
-        Unsubscribe,
-        UnsubscribeOk,
-        UnsubscribeError,
-        Read,
-        ReadOk,
-        ReadError,
-        Write,
-        WriteOk,
-        WriteError,
-        Delete,
-        DeleteOk,
-        DeleteError,
-        Search,
-        SearchData,
-        SearchOk,
-        SearchError,
-        Handshake,
-        HandshakeOk,
-        HandshakeError,
-        Authenticate,
-        AuthenticateOk,
-        AuthenticateError,
-        SubscriptionData,
-        SubscriptionError,
-        SubscriptionInfo,
-        GeneralError,
-    ]
-};
-
 impl<'a> Action<'a> {
-    /// The action for `name`: a named variant when known, [`Action::Other`] otherwise.
-    ///
-    /// ```
-    /// use benchlink_core::rtm::pdu::Action;
-    /// assert_eq!(Action::from_name("auth/handshake/ok"), Action::HandshakeOk);
-    /// assert_eq!(Action::from_name("rtm/purge"), Action::Other("rtm/purge"));
-    /// ```
-    pub fn from_name(name: &'a str) -> Action<'a> {
-        KNOWN
-            .into_iter()
-            .find(|a| a.as_str() == name)
-            .unwrap_or(Action::Other(name))
-    }
-
-    /// The action's name as written on the wire.
-    ///
-    /// ```
-    /// assert_eq!(benchlink_core::rtm::pdu::Action::SubscriptionData.as_str(), "rtm/subscription/data");
-    /// ```
-    pub const fn as_str(&self) -> &'a str {
-        use Action::*;
-        match self {
-            Publish => "rtm/publish",
-            PublishOk => "rtm/publish/ok",
-            PublishError => "rtm/publish/error",
-            Subscribe => "rtm/subscribe",
-            SubscribeOk => "rtm/subscribe/ok",
-            SubscribeError => "rtm/subscribe/error",
-            Unsubscribe => "rtm/unsubscribe",
-            UnsubscribeOk => "rtm/unsubscribe/ok",
-            UnsubscribeError => "rtm/unsubscribe/error",
-            Read => "rtm/read",
-            ReadOk => "rtm/read/ok",
-            ReadError => "rtm/read/error",
-            Write => "rtm/write",
-            WriteOk => "rtm/write/ok",
-            WriteError => "rtm/write/error",
-            Delete => "rtm/delete",
-            DeleteOk => "rtm/delete/ok",
-            DeleteError => "rtm/delete/error",
-            Search => "rtm/search",
-            SearchData => "rtm/search/data",
-            SearchOk => "rtm/search/ok",
-            SearchError => "rtm/search/error",
-            Handshake => "auth/handshake",
-            HandshakeOk => "auth/handshake/ok",
-            HandshakeError => "auth/handshake/error",
-            Authenticate => "auth/authenticate",
-            AuthenticateOk => "auth/authenticate/ok",
-            AuthenticateError => "auth/authenticate/error",
-            SubscriptionData => "rtm/subscription/data",
-            SubscriptionError => "rtm/subscription/error",
-            SubscriptionInfo => "rtm/subscription/info",
-            GeneralError => "/error",
-            Other(name) => name,
-        }
-    }
-
     /// The name split at its last `/ok`, `/error` or `/data`, if it ends in one.
     fn split(&self) -> Option<(&'a str, Outcome)> {
         let name = self.as_str();
@@ -283,7 +158,7 @@ impl<'a> Action<'a> {
     /// ```
     pub fn request(&self) -> Action<'a> {
         match self.split() {
-            Some((head, _)) => Action::from_name(head),
+            Some((head, _)) => Action::parse(head),
             None => *self,
         }
     }
@@ -295,11 +170,5 @@ impl<'a> Action<'a> {
         !matches!(self, Action::Other(_))
             && self.outcome().is_some()
             && !matches!(self.request(), Action::Other(_))
-    }
-}
-
-impl core::fmt::Display for Action<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.as_str())
     }
 }

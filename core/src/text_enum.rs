@@ -1,13 +1,14 @@
-//! One definition for every enum the server sends as a string (`status`, `state`,
-//! `type`, `reason_code`): the known names map to variants, anything else is kept as
-//! `Other(raw text)` so a newer server never breaks an older client.
+//! One definition for every enum a peer sends as a string (the benchmark server's
+//! `status`, `state`, `type`, `reason_code`; the RTM `action`): the known names map to
+//! variants, anything else is kept as `Other(raw text)` so a newer peer never breaks an
+//! older client.
 
 /// Defines `pub enum $name<'a> { $variants…, Other(&'a str) }` with `parse`, `as_str`,
 /// a crate-internal `from_json` and `Display`, all from one table of names.
 macro_rules! text_enum {
     (
         $(#[$meta:meta])*
-        $name:ident (example $ex_text:literal => $ex_variant:ident) {
+        $name:ident in $module:literal (example $ex_text:literal => $ex_variant:ident) {
             $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )*
         }
     ) => {
@@ -21,6 +22,11 @@ macro_rules! text_enum {
         }
 
         impl<'a> $name<'a> {
+            /// Every named variant, for tests that walk the whole table.
+            #[cfg(test)]
+            #[allow(dead_code)]
+            pub(crate) const ALL: &'static [$name<'static>] = &[$($name::$variant),*];
+
             fn find(is: impl Fn(&str) -> bool) -> Option<Self> {
                 $( if is($text) { return Some(Self::$variant); } )*
                 None
@@ -28,7 +34,7 @@ macro_rules! text_enum {
 
             #[doc = concat!(
                 "The variant for the server's text; text it does not know becomes `Other`.\n\n",
-                "```\nuse benchlink_core::bench::", stringify!($name), ";\n",
+                "```\nuse benchlink_core::", $module, "::", stringify!($name), ";\n",
                 "assert_eq!(", stringify!($name), "::parse(", stringify!($ex_text), "), ",
                 stringify!($name), "::", stringify!($ex_variant), ");\n",
                 "assert_eq!(", stringify!($name), "::parse(\"from_the_future\"), ",
@@ -45,11 +51,11 @@ macro_rules! text_enum {
 
             #[doc = concat!(
                 "The text the server writes for this value (what an emulator should send).\n\n",
-                "```\nuse benchlink_core::bench::", stringify!($name), ";\n",
+                "```\nuse benchlink_core::", $module, "::", stringify!($name), ";\n",
                 "assert_eq!(", stringify!($name), "::", stringify!($ex_variant), ".as_str(), ",
                 stringify!($ex_text), ");\n```"
             )]
-            pub fn as_str(&self) -> &'a str {
+            pub const fn as_str(&self) -> &'a str {
                 match self {
                     $( Self::$variant => $text, )*
                     Self::Other(text) => text,
