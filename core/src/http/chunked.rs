@@ -206,7 +206,6 @@ impl Chunked {
 
 #[cfg(test)]
 mod tests {
-    extern crate std;
     use super::*;
     use std::vec::Vec;
 

@@ -864,7 +864,6 @@ pub(crate) fn trim(s: &[u8]) -> &[u8] {
 // feature (the default); the no-deflate path is checked by the firmware images (QEMU).
 #[cfg(all(test, feature = "deflate"))]
 mod tests {
-    extern crate std;
 
     use super::super::content_coding::InflateMemory;
     use super::super::decode_error::GzipError;

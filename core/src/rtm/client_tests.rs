@@ -6,8 +6,6 @@
 //! (§10.5); protocol errors (§7.2, §10.9); subscriptions (§5.10–§5.14, §10.10–§10.13);
 //! auth (§4.4); the reference test suite's cases (§8.6); a randomized event-sequence test.
 
-extern crate std;
-
 use std::collections::BTreeMap;
 use std::format;
 use std::string::{String, ToString};

@@ -1,8 +1,6 @@
 //! Tests of the WebSocket codec: every input split for the decoder, RFC 6455 examples,
 //! length boundaries, every error, the session's replies and the handshake bytes.
 
-extern crate std;
-
 use super::*;
 use crate::http::{Cursor, EncodeError, Event, Limits, ResponseDecoder};
 use std::string::{String, ToString};
