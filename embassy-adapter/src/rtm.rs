@@ -1068,7 +1068,7 @@ impl<
     async fn lose<T: Transport, S: MaskSource>(
         &self,
         transport: &mut T,
-        session: &mut Session<'_, S>,
+        session: &mut Session<&mut [u8], S>,
         link: &mut Link,
     ) {
         session.handle_eof();

@@ -148,6 +148,21 @@ impl<'s> Head<'s> {
         }
     }
 
+    /// Parses `raw`, a complete head up to and including its blank line, as the answer to
+    /// a `GET` (at most 32 header lines). For callers that find the end of the head
+    /// themselves, such as the WebSocket upgrade, where nothing but the head is HTTP.
+    ///
+    /// ```
+    /// use benchlink_core::http::Head;
+    /// let head = Head::parse(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n").unwrap();
+    /// assert_eq!((head.status, head.header("upgrade")), (101, Some(&b"websocket"[..])));
+    /// assert!(Head::parse(b"HTTP/1.1 101 Switching").is_err());
+    /// ```
+    pub fn parse(raw: &'s [u8]) -> Result<Head<'s>, DecodeError> {
+        let info = parse_head::<32>(raw, Method::Get)?;
+        Ok(Head::new(&info, raw))
+    }
+
     /// The value of the first header called `name` (case-insensitive), trimmed.
     ///
     /// ```

@@ -4,6 +4,7 @@
 
 use core::fmt;
 
+use super::link::Disconnect;
 use super::pdu::{self, Action, ErrorBody, Pdu, PduError};
 use crate::time::Instant;
 
@@ -575,6 +576,12 @@ pub trait Handler {
     /// How an `authenticate` ended: exactly once per its [`Ticket`].
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         let _ = (ticket, result);
+    }
+
+    /// Why the open connection ended, from a [`Link`](super::Link): once per connection,
+    /// before the client's own state change.
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        let _ = why;
     }
 }
 

@@ -122,28 +122,29 @@ struct Step {
 /// }
 /// assert_eq!(seen, ["Ping([])", "Text(\"Hello\")"]);
 /// ```
-pub struct Decoder<'b> {
-    buf: &'b mut [u8],
+pub struct Decoder<B> {
+    buf: B,
     control: [u8; MAX_CONTROL_PAYLOAD],
     state: State,
     message: Option<Assembly>,
 }
 
 /// Sizes and state only: the buffers may hold a whole message.
-impl core::fmt::Debug for Decoder<'_> {
+impl<B: AsRef<[u8]>> core::fmt::Debug for Decoder<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Decoder")
-            .field("max_message_len", &self.buf.len())
+            .field("max_message_len", &self.buf.as_ref().len())
             .field("state", &self.state)
             .field("message", &self.message)
             .finish()
     }
 }
 
-impl<'b> Decoder<'b> {
-    /// A decoder that accepts messages up to `buf.len()` bytes. A text message is checked
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
+    /// A decoder that accepts messages up to `buf.len()` bytes; `buf` is any byte storage
+    /// (`&mut [u8]`, an array, a `Box<[u8]>`), so the decoder can borrow or own it. A text message is checked
     /// as UTF-8 fragment by fragment, so an invalid one fails before it is complete.
-    pub fn new(buf: &'b mut [u8]) -> Self {
+    pub fn new(buf: B) -> Self {
         Decoder {
             buf,
             control: [0; MAX_CONTROL_PAYLOAD],
@@ -160,7 +161,7 @@ impl<'b> Decoder<'b> {
     /// assert_eq!(Decoder::new(&mut buf).max_message_len(), 100);
     /// ```
     pub fn max_message_len(&self) -> usize {
-        self.buf.len()
+        self.buf.as_ref().len()
     }
 
     /// Readies the decoder for a new connection, dropping any partial frame, partial
@@ -210,7 +211,7 @@ impl<'b> Decoder<'b> {
     fn message<'s>(&'s self, input: &'s [u8], step: Step) -> Message<'s> {
         let bytes = match step.source {
             Source::Input { start, len } => input.get(start..start.saturating_add(len)),
-            Source::Buffer { len } => self.buf.get(..len),
+            Source::Buffer { len } => self.buf.as_ref().get(..len),
             Source::Control { len } => self.control.get(..len),
         }
         .unwrap_or_default();
@@ -288,7 +289,7 @@ impl<'b> Decoder<'b> {
                         if let Some(m) = message {
                             m.len = m.len.saturating_add(n);
                         }
-                        self.buf.get_mut(at..at.saturating_add(n))
+                        self.buf.as_mut().get_mut(at..at.saturating_add(n))
                     };
                     // The size checks on the header guarantee room; never fails.
                     if let Some(dst) = dst {
@@ -307,7 +308,7 @@ impl<'b> Decoder<'b> {
         }
         let so_far = self.message.map_or(0, |m| m.len) as u64;
         let len = so_far.saturating_add(frame.len);
-        let max = self.buf.len();
+        let max = self.buf.as_ref().len();
         if len > max as u64 {
             return Err(Error::MessageTooLarge { len, max });
         }
@@ -328,7 +329,7 @@ impl<'b> Decoder<'b> {
             return Ok(None);
         };
         if message.text {
-            let pending = self.buf.get(message.checked..message.len);
+            let pending = self.buf.as_ref().get(message.checked..message.len);
             match core::str::from_utf8(pending.unwrap_or_default()) {
                 Ok(_) => message.checked = message.len,
                 Err(e) if e.error_len().is_none() && !frame.fin => {

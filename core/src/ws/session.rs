@@ -170,15 +170,15 @@ impl Outbox {
 /// let clean = CloseStatus::Clean { code: Some(CloseCode::NORMAL), by_peer: false };
 /// assert_eq!(session.state(), State::Closed(clean));
 /// ```
-pub struct Session<'b, M> {
-    decoder: Decoder<'b>,
+pub struct Session<B, M> {
+    decoder: Decoder<B>,
     masks: M,
     state: State,
     outbox: Outbox,
 }
 
 /// State and pending bytes; the mask source is left out (it may be an RNG or a closure).
-impl<M> core::fmt::Debug for Session<'_, M> {
+impl<B: AsRef<[u8]>, M> core::fmt::Debug for Session<B, M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Session")
             .field("decoder", &self.decoder)
@@ -189,10 +189,10 @@ impl<M> core::fmt::Debug for Session<'_, M> {
     }
 }
 
-impl<'b, M: MaskSource> Session<'b, M> {
+impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
     /// An open session that accepts messages up to `buf.len()` bytes and masks every frame
     /// it writes with a fresh key from `masks`.
-    pub fn new(buf: &'b mut [u8], masks: M) -> Self {
+    pub fn new(buf: B, masks: M) -> Self {
         Session {
             decoder: Decoder::new(buf),
             masks,
@@ -216,6 +216,11 @@ impl<'b, M: MaskSource> Session<'b, M> {
         self.decoder.reset();
         self.state = State::Open;
         self.outbox = Outbox::EMPTY;
+    }
+
+    /// The mask source, for a caller that draws handshake nonces from the same generator.
+    pub(crate) fn masks_mut(&mut self) -> &mut M {
+        &mut self.masks
     }
 
     /// The current state.

@@ -1009,7 +1009,9 @@ fn counter() -> impl FnMut() -> [u8; 4] {
 }
 
 /// Drains the outbox into client frames: (opcode, payload, mask).
-fn drain<M: MaskSource>(session: &mut Session<'_, M>) -> Vec<(u8, Vec<u8>, [u8; 4])> {
+fn drain<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource>(
+    session: &mut Session<B, M>,
+) -> Vec<(u8, Vec<u8>, [u8; 4])> {
     let mut bytes = Vec::new();
     while let Some(pending) = session.poll_transmit() {
         bytes.extend_from_slice(pending);
@@ -1031,7 +1033,10 @@ fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>, [u8; 4])> {
 }
 
 /// Feeds `input` whole and returns the messages.
-fn feed<M: MaskSource>(session: &mut Session<'_, M>, mut input: &[u8]) -> Vec<Ev> {
+fn feed<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource>(
+    session: &mut Session<B, M>,
+    mut input: &[u8],
+) -> Vec<Ev> {
     let mut seen = Vec::new();
     loop {
         match session.handle(input) {

@@ -319,7 +319,7 @@ struct Rtm<'b> {
     app: App,
     net: loopback::RtmServer,
     /// The WebSocket connection; its buffer is the largest message it accepts.
-    session: Session<'b, Rng>,
+    session: Session<&'b mut [u8], Rng>,
     now: Instant,
     /// Source of the handshake nonces.
     rng: Rng,

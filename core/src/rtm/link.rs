@@ -1,0 +1,905 @@
+//! The whole messaging link as one sans-IO machine: see [`Link`].
+
+use core::fmt;
+use core::time::Duration;
+
+use heapless::String;
+
+use super::backoff::splitmix64;
+use super::client::{Client, Config};
+use super::events::{ClientState, ConnectError, Handler, Transmit};
+use crate::http::{Cursor, Head};
+use crate::time::Instant;
+use crate::ws::{
+    check_response, CloseCode, Endpoint, Error as WsError, HandshakeError, Key, MaskSource,
+    Message, Session, State as WsState, UpgradeRequest, UrlError, MAX_HEADER_LEN,
+};
+
+/// The longest endpoint URL a [`Link`] keeps.
+pub const MAX_ENDPOINT_LEN: usize = 256;
+
+/// The longest application key a [`Link`] keeps.
+pub const MAX_APPKEY_LEN: usize = 128;
+
+/// The smallest transmit buffer a [`Link`] accepts on top of the client's `OUT`: room for
+/// the upgrade request and the `101` head that follows it, which share that buffer before
+/// the first frame.
+pub const MIN_TX_EXTRA: usize = 1024;
+
+/// Liveness and framing settings of a [`Link`]; the client's own settings (backoff,
+/// restore, connect timeout) are its [`Config`].
+///
+/// ```
+/// use benchlink_core::rtm::LinkConfig;
+/// use core::time::Duration;
+/// let config = LinkConfig { seed: 0x1234_5678, ..LinkConfig::DEFAULT };
+/// assert_eq!(config.ping_interval, Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkConfig {
+    /// Send a WebSocket ping after this much silence from the server (default 30 s).
+    pub ping_interval: Duration,
+    /// Declare the server dead after this much silence, or when bytes waiting to be sent
+    /// have not moved for this long, and reconnect (default 60 s).
+    pub dead_peer_timeout: Duration,
+    /// After the client closes (stop, or a protocol error it reported), how long to wait
+    /// for the server's close frame before closing the transport anyway (default 1 s).
+    pub close_timeout: Duration,
+    /// A `User-Agent` for the upgrade request.
+    pub user_agent: Option<&'static str>,
+    /// Seed of the generator of WebSocket masks and handshake keys. Give every link its
+    /// own random seed (masks keep proxies from mistaking frames for requests; they are
+    /// no secret from the server).
+    pub seed: u64,
+}
+
+impl LinkConfig {
+    /// The defaults, usable in `const` context.
+    pub const DEFAULT: LinkConfig = LinkConfig {
+        ping_interval: Duration::from_secs(30),
+        dead_peer_timeout: Duration::from_secs(60),
+        close_timeout: Duration::from_secs(1),
+        user_agent: Some(concat!("benchlink/", env!("CARGO_PKG_VERSION"))),
+        seed: 0x5DEE_CE66_D1CE_5EED,
+    };
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig::DEFAULT
+    }
+}
+
+/// Why [`Link::new`] refused its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LinkError {
+    /// The endpoint is not a valid `ws://` or `wss://` URL.
+    Url(UrlError),
+    /// The endpoint URL is longer than [`MAX_ENDPOINT_LEN`].
+    EndpointTooLong,
+    /// The appkey is longer than [`MAX_APPKEY_LEN`].
+    AppkeyTooLong,
+    /// The transmit buffer is smaller than `OUT` + [`MIN_TX_EXTRA`] bytes.
+    TxTooSmall {
+        /// The smallest size accepted.
+        min: usize,
+    },
+}
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkError::Url(e) => write!(f, "invalid endpoint: {e}"),
+            LinkError::EndpointTooLong => {
+                write!(f, "endpoint longer than {MAX_ENDPOINT_LEN} bytes")
+            }
+            LinkError::AppkeyTooLong => write!(f, "appkey longer than {MAX_APPKEY_LEN} bytes"),
+            LinkError::TxTooSmall { min } => {
+                write!(f, "transmit buffer too small (at least {min} bytes)")
+            }
+        }
+    }
+}
+
+impl core::error::Error for LinkError {}
+
+/// Why an open connection ended, reported once per connection through
+/// [`Handler::link_closed`] before the client's own state change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disconnect<'a> {
+    /// The server sent a close frame.
+    PeerClosed {
+        /// Its status code (`None` when the frame had no body).
+        code: Option<CloseCode>,
+        /// Its reason text (possibly empty).
+        reason: &'a str,
+    },
+    /// The server broke the WebSocket protocol; a close frame with the matching code was
+    /// sent (e.g. 1009 for a message larger than the receive buffer).
+    Protocol(WsError),
+    /// Nothing arrived for [`LinkConfig::dead_peer_timeout`], an unanswered ping included.
+    DeadPeer {
+        /// How long the server had been silent.
+        silent: Duration,
+    },
+    /// Bytes waiting to be sent did not move for [`LinkConfig::dead_peer_timeout`]: the
+    /// server stopped reading.
+    WriteStalled,
+    /// The transport ended (EOF, reset, TLS error) without a close handshake.
+    TransportClosed,
+    /// The client closed the connection (stop, dispose, or a protocol error it reported
+    /// as an internal error).
+    ClientClosed,
+}
+
+impl fmt::Display for Disconnect<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Disconnect::PeerClosed { code: None, .. } => {
+                write!(f, "the server closed the connection")
+            }
+            Disconnect::PeerClosed {
+                code: Some(code),
+                reason,
+            } => {
+                write!(f, "the server closed the connection with code {code}")?;
+                if !reason.is_empty() {
+                    write!(f, ": {}", reason.escape_debug())?;
+                }
+                Ok(())
+            }
+            Disconnect::Protocol(e) => write!(f, "WebSocket protocol violation by the server: {e}"),
+            Disconnect::DeadPeer { silent } => write!(
+                f,
+                "no data from the server for {} ms (dead peer)",
+                silent.as_millis()
+            ),
+            Disconnect::WriteStalled => write!(f, "the server stopped reading (write stalled)"),
+            Disconnect::TransportClosed => {
+                write!(f, "the connection was closed without a close frame")
+            }
+            Disconnect::ClientClosed => write!(f, "closed by the client"),
+        }
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Disconnect<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        match self {
+            Disconnect::PeerClosed { code, reason } => defmt::write!(
+                f,
+                "PeerClosed {{ code: {=?}, reason: {=str} }}",
+                code.map(|c| c.0),
+                reason
+            ),
+            Disconnect::Protocol(e) => defmt::write!(f, "Protocol({})", e),
+            Disconnect::DeadPeer { silent } => defmt::write!(
+                f,
+                "DeadPeer {{ silent_ms: {=u64} }}",
+                u64::try_from(silent.as_millis()).unwrap_or(u64::MAX)
+            ),
+            Disconnect::WriteStalled => defmt::write!(f, "WriteStalled"),
+            Disconnect::TransportClosed => defmt::write!(f, "TransportClosed"),
+            Disconnect::ClientClosed => defmt::write!(f, "ClientClosed"),
+        }
+    }
+}
+
+/// What the adapter must do next; see [`Link::poll_output`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Output<'a> {
+    /// Open a transport to `host:port` (with TLS when `tls`), then report
+    /// [`Link::handle_connected`] or [`Link::handle_connect_failed`]. The link writes the
+    /// upgrade itself.
+    Connect {
+        /// Host name or IP address (IPv6 without brackets).
+        host: &'a str,
+        /// TCP port.
+        port: u16,
+        /// `wss://`: wrap the socket in TLS for `host`.
+        tls: bool,
+    },
+    /// Write these bytes (everything ready, coalesced), then report how many went out with
+    /// [`Link::transmitted`]; a partial write is fine.
+    Transmit(&'a [u8]),
+    /// Close the transport, then report [`Link::handle_closed`].
+    Close,
+}
+
+/// The WebSocket masks and handshake nonces, from a seeded splitmix64 (the backoff's
+/// jitter generator).
+#[derive(Debug, Clone)]
+struct Entropy(u64);
+
+impl MaskSource for Entropy {
+    fn next_mask(&mut self) -> [u8; 4] {
+        let [a, b, c, d, ..] = splitmix64(&mut self.0).to_le_bytes();
+        [a, b, c, d]
+    }
+}
+
+impl Entropy {
+    fn nonce(&mut self) -> [u8; 16] {
+        let mut nonce = [0u8; 16];
+        let (lo, hi) = nonce.split_at_mut(8);
+        lo.copy_from_slice(&splitmix64(&mut self.0).to_le_bytes());
+        hi.copy_from_slice(&splitmix64(&mut self.0).to_le_bytes());
+        nonce
+    }
+}
+
+/// Where the transport stands.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// No transport.
+    Idle,
+    /// `Connect` was handed out; waiting for the adapter's report.
+    Opening,
+    /// The upgrade request is `tx[..request]`; the response head gathers after it, in
+    /// `tx[request..request + head]`.
+    Upgrading {
+        key: Key,
+        request: usize,
+        head: usize,
+    },
+    /// WebSocket frames flow.
+    Open,
+    /// Flushing the last frames (and, when `wait_peer`, waiting for the server's close
+    /// frame) before closing the transport, at `deadline` at the latest.
+    Closing { wait_peer: bool, deadline: Instant },
+    /// `Close` was handed out; waiting for [`Link::handle_closed`].
+    Closed,
+}
+
+/// The messaging link, sans IO: the [`Client`] (reconnect, restore, queues, deadlines)
+/// joined to the WebSocket upgrade, framing, pings and dead-peer detection, with one set
+/// of timers and one set of limits for every target.
+///
+/// `B` is the byte storage of the two buffers (`&mut [u8]`, an array, a `Box<[u8]>`):
+/// `rx` holds the largest message accepted (a fragmented one is reassembled there; an
+/// unfragmented frame is read straight from the input), `tx` the bytes waiting to be
+/// written: at least `OUT` + [`MIN_TX_EXTRA`] bytes; a bigger `tx` lets more PDUs go out
+/// in one write. The other capacities are the [`Client`]'s.
+///
+/// # Driving it
+///
+/// ```text
+///  adapter loop:  drain poll_output():  Connect{host,port,tls} → open the transport → handle_connected / handle_connect_failed
+///                                       Transmit(bytes)        → write               → transmitted(n)
+///                                       Close                  → close               → handle_closed
+///                 then wait for: socket readable → handle_input(bytes)
+///                                poll_timeout()  → handle_timeout
+///                                a user call     → client_mut().publish(…) etc.
+/// ```
+///
+/// Events go to the [`Handler`] passed to each call, synchronously, and borrow the input
+/// (or `rx`) until the handler returns, so the memory in use is what the caller sized:
+/// an adapter that reads a bounded chunk, feeds it, and only then reads again keeps a
+/// flooding server in check through TCP flow control, and its deadlines keep firing.
+///
+/// ```
+/// use benchlink_core::rtm::{Ack, Config, Link, LinkConfig, NoopHandler, Output};
+/// use benchlink_core::time::Instant;
+///
+/// let mut link: Link<Vec<u8>, 2, 4, 512, 512> = Link::new(
+///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
+///     "ws://127.0.0.1:8080", "KEY", vec![0; 4096], vec![0; 4096],
+/// ).unwrap();
+/// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+/// link.client_mut().start(t, h);
+/// assert_eq!(link.poll_output(t), Some(Output::Connect { host: "127.0.0.1", port: 8080, tls: false }));
+/// link.handle_connected(t, h); // the TCP socket is open
+/// let Some(Output::Transmit(request)) = link.poll_output(t) else { panic!() };
+/// assert!(request.starts_with(b"GET /v2?appkey=KEY HTTP/1.1\r\n"));
+/// let n = request.len();
+/// link.transmitted(t, n);
+/// // The server's 101 (its accept value is checked against the key) opens the link;
+/// // publishes are queued until then.
+/// link.client_mut().publish(t, "chan", "1", Ack::None, h).unwrap();
+/// assert_eq!(link.poll_output(t), None);
+/// ```
+pub struct Link<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> {
+    client: Client<SUBS, PENDING, QUEUE, OUT>,
+    config: LinkConfig,
+    endpoint: String<MAX_ENDPOINT_LEN>,
+    appkey: String<MAX_APPKEY_LEN>,
+    session: Session<B, Entropy>,
+    tx: B,
+    /// Unsent bytes: `tx[tx_start..tx_end]`.
+    tx_start: usize,
+    tx_end: usize,
+    /// When the unsent bytes last moved (or appeared); `None` when there are none.
+    tx_since: Option<Instant>,
+    phase: Phase,
+    /// The client was told `handle_connected` for the current transport and not yet
+    /// `handle_closed`.
+    attached: bool,
+    /// When bytes last arrived on the open connection.
+    last_rx: Instant,
+    ping_sent: bool,
+    ping_due: bool,
+}
+
+impl<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> fmt::Debug
+    for Link<B, SUBS, PENDING, QUEUE, OUT>
+{
+    /// State and sizes only: never credentials, the appkey or message contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("client", &self.client)
+            .field("phase", &self.phase)
+            .field("unsent", &self.tx_end.saturating_sub(self.tx_start))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<
+        B: AsRef<[u8]> + AsMut<[u8]>,
+        const SUBS: usize,
+        const PENDING: usize,
+        const QUEUE: usize,
+        const OUT: usize,
+    > Link<B, SUBS, PENDING, QUEUE, OUT>
+{
+    /// A stopped link to `endpoint` (`ws://host[:port][/path]` or `wss://…`) for `appkey`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Config, Link, LinkConfig, LinkError};
+    /// use benchlink_core::ws::UrlError;
+    /// let new = |url, tx: usize| Link::<Vec<u8>, 1, 1, 64, 256>::new(
+    ///     Config::default(), LinkConfig::DEFAULT, url, "k", vec![0; 64], vec![0; tx]).map(|_| ());
+    /// assert_eq!(new("ws://h", 2048), Ok(()));
+    /// assert_eq!(new("http://h", 2048), Err(LinkError::Url(UrlError::UnsupportedScheme)));
+    /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 256 + 1024 }));
+    /// ```
+    pub fn new(
+        client: Config,
+        config: LinkConfig,
+        endpoint: &str,
+        appkey: &str,
+        rx: B,
+        tx: B,
+    ) -> Result<Self, LinkError> {
+        Endpoint::parse(endpoint).map_err(LinkError::Url)?;
+        let endpoint = String::try_from(endpoint).map_err(|()| LinkError::EndpointTooLong)?;
+        let appkey = String::try_from(appkey).map_err(|()| LinkError::AppkeyTooLong)?;
+        let min = OUT.saturating_add(MIN_TX_EXTRA);
+        if tx.as_ref().len() < min {
+            return Err(LinkError::TxTooSmall { min });
+        }
+        Ok(Link {
+            client: Client::new(client),
+            config,
+            endpoint,
+            appkey,
+            session: Session::new(rx, Entropy(config.seed)),
+            tx,
+            tx_start: 0,
+            tx_end: 0,
+            tx_since: None,
+            phase: Phase::Idle,
+            attached: false,
+            last_rx: Instant::ZERO,
+            ping_sent: false,
+            ping_due: false,
+        })
+    }
+
+    /// The client: its state, and every user call (`start`, `stop`, `publish`,
+    /// `subscribe`, …). What those calls send goes out through the next
+    /// [`poll_output`](Self::poll_output).
+    pub fn client(&self) -> &Client<SUBS, PENDING, QUEUE, OUT> {
+        &self.client
+    }
+
+    /// The client, for user calls; see [`client`](Self::client).
+    pub fn client_mut(&mut self) -> &mut Client<SUBS, PENDING, QUEUE, OUT> {
+        &mut self.client
+    }
+
+    /// The link's settings.
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+
+    /// True while WebSocket frames flow (the upgrade is done and no close has begun).
+    pub fn is_open(&self) -> bool {
+        matches!(self.phase, Phase::Open)
+    }
+
+    /// The next thing for the adapter to do, `None` when there is nothing now (then wait
+    /// for input, [`poll_timeout`](Self::poll_timeout) or a user call). Call it until it
+    /// returns `None` after every input.
+    pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
+        match self.phase {
+            Phase::Idle => match self.client.poll_transmit() {
+                Some(Transmit::Connect) => {
+                    self.phase = Phase::Opening;
+                    let endpoint = Endpoint::parse(&self.endpoint).ok()?;
+                    Some(Output::Connect {
+                        host: endpoint.host,
+                        port: endpoint.port,
+                        tls: endpoint.tls,
+                    })
+                }
+                // Nothing is open: the close is done at once (the client expects the
+                // report), and a PDU for no connection is dropped (the client re-sends
+                // what matters after the next connect).
+                Some(Transmit::Close) => {
+                    self.client.handle_closed(now, &mut super::NoopHandler);
+                    None
+                }
+                Some(Transmit::Send(_)) | None => None,
+            },
+            Phase::Opening | Phase::Upgrading { .. } => {
+                // The only thing the client can ask before it was told `connected`: give
+                // up the attempt (its connect timeout).
+                if let Some(Transmit::Close) = self.client.poll_transmit() {
+                    self.phase = Phase::Closed;
+                    return Some(Output::Close);
+                }
+                self.pending_tx()
+            }
+            Phase::Open => {
+                self.fill_tx(now);
+                self.pending_tx()
+            }
+            Phase::Closing {
+                wait_peer,
+                deadline,
+            } => {
+                self.copy_control();
+                let peer_done = !wait_peer || matches!(self.session.state(), WsState::Closed(_));
+                let flushed = self.tx_start == self.tx_end;
+                if now >= deadline || (flushed && peer_done) {
+                    self.phase = Phase::Closed;
+                    return Some(Output::Close);
+                }
+                self.pending_tx()
+            }
+            Phase::Closed => None,
+        }
+    }
+
+    /// `n` bytes of the last [`Output::Transmit`] were written.
+    pub fn transmitted(&mut self, now: Instant, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.tx_start = self.tx_start.saturating_add(n).min(self.tx_end);
+        self.tx_since = Some(now);
+        let upgrading = matches!(self.phase, Phase::Upgrading { .. });
+        if self.tx_start == self.tx_end {
+            self.tx_since = None;
+            // While upgrading, the request stays put: the head gathers behind it.
+            if !upgrading {
+                self.tx_start = 0;
+                self.tx_end = 0;
+            }
+        }
+    }
+
+    /// The transport asked for by [`Output::Connect`] is open: the link writes the
+    /// WebSocket upgrade next.
+    pub fn handle_connected<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        if !matches!(self.phase, Phase::Opening) {
+            return;
+        }
+        let key = Key::new(self.session_entropy().nonce());
+        let written = {
+            let Ok(endpoint) = Endpoint::parse(&self.endpoint) else {
+                return self.fail_upgrade(now, ConnectError::Protocol, h);
+            };
+            let request = UpgradeRequest {
+                endpoint,
+                appkey: &self.appkey,
+                key: &key,
+                origin: None,
+                protocol: None,
+                user_agent: self.config.user_agent,
+            };
+            let mut out = Cursor::new(self.tx.as_mut());
+            request.encode(&mut out).map(|()| out.len())
+        };
+        match written {
+            Ok(request) => {
+                self.tx_start = 0;
+                self.tx_end = request;
+                self.tx_since = Some(now);
+                self.phase = Phase::Upgrading {
+                    key,
+                    request,
+                    head: 0,
+                };
+            }
+            // Only an endpoint the URL parser let through but the request writer refuses
+            // (a control byte in the path, say) can get here.
+            Err(_) => self.fail_upgrade(now, ConnectError::Protocol, h),
+        }
+    }
+
+    /// The transport asked for by [`Output::Connect`] could not be opened.
+    pub fn handle_connect_failed<H: Handler>(
+        &mut self,
+        now: Instant,
+        error: ConnectError,
+        h: &mut H,
+    ) {
+        if matches!(self.phase, Phase::Opening) {
+            self.reset_transport();
+            self.client.handle_connect_failed(now, error, h);
+        }
+    }
+
+    /// Bytes read from the transport; all of them are consumed. Events (replies,
+    /// subscription data borrowing `input`, state changes) reach `h` before this returns.
+    pub fn handle_input<H: Handler>(&mut self, now: Instant, input: &[u8], h: &mut H) {
+        let mut input = input;
+        if let Phase::Upgrading { .. } = self.phase {
+            match self.upgrade_input(now, input, h) {
+                Some(rest) => input = rest,
+                None => return,
+            }
+        }
+        let deliver = match self.phase {
+            Phase::Open => true,
+            // A stopping client still takes the replies to what it sent; one that closed
+            // because of a protocol error has moved on.
+            Phase::Closing {
+                wait_peer: true, ..
+            } => self.attached && self.client.state() == ClientState::Stopping,
+            _ => return,
+        };
+        if !input.is_empty() {
+            self.last_rx = now;
+            self.ping_sent = false;
+        }
+        while !input.is_empty() {
+            let outcome = match self.session.handle(input) {
+                Ok((used, message)) => {
+                    input = input.get(used..).unwrap_or_default();
+                    match message {
+                        Some(Message::Text(text)) if deliver => {
+                            self.client.handle_message(now, text, h);
+                            None
+                        }
+                        Some(Message::Close(frame)) => Some(Disconnect::PeerClosed {
+                            code: frame.map(|f| f.code),
+                            reason: frame.map_or("", |f| f.reason),
+                        }),
+                        // Pings are answered by the session; pongs and binary frames
+                        // (this link speaks JSON) only prove the server is alive.
+                        Some(_) => None,
+                        None => break,
+                    }
+                }
+                Err(e) => Some(Disconnect::Protocol(e)),
+            };
+            if let Some(why) = outcome {
+                if let Phase::Closing { .. } = self.phase {
+                    // The answer to our close: done.
+                    return;
+                }
+                h.link_closed(why);
+                self.end(now, End::Flush, h);
+                return;
+            }
+        }
+    }
+
+    /// The transport is closed: after [`Output::Close`], or because it ended by itself.
+    pub fn handle_closed<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        match self.phase {
+            Phase::Idle => {}
+            Phase::Opening | Phase::Upgrading { .. } => {
+                self.reset_transport();
+                self.client
+                    .handle_connect_failed(now, ConnectError::Closed, h);
+            }
+            Phase::Open => {
+                self.session.handle_eof();
+                h.link_closed(Disconnect::TransportClosed);
+                self.end(now, End::Gone, h);
+            }
+            Phase::Closing { .. } | Phase::Closed => {
+                self.reset_transport();
+                // Still attached only when the client itself asked for the close.
+                if self.attached {
+                    h.link_closed(Disconnect::ClientClosed);
+                }
+                self.detach(now, h);
+            }
+        }
+    }
+
+    /// Time passed: call at (or after) [`poll_timeout`](Self::poll_timeout). Runs the
+    /// client's deadlines, sends a ping after silence, gives up on a dead or stalled
+    /// server.
+    pub fn handle_timeout<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        self.client.handle_timeout(now, h);
+        if let Phase::Open = self.phase {
+            let silent = now.saturating_duration_since(self.last_rx);
+            let stalled = self.tx_since.is_some_and(|since| {
+                now.saturating_duration_since(since) >= self.config.dead_peer_timeout
+            });
+            if silent >= self.config.dead_peer_timeout {
+                h.link_closed(Disconnect::DeadPeer { silent });
+                self.end(now, End::Abandon, h);
+            } else if stalled {
+                h.link_closed(Disconnect::WriteStalled);
+                self.end(now, End::Abandon, h);
+            } else if silent >= self.config.ping_interval && !self.ping_sent {
+                self.ping_due = true;
+                self.ping_sent = true;
+            }
+        }
+    }
+
+    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
+    /// the client's timers, the next ping, the dead-peer and stalled-write limits, the end
+    /// of a close handshake.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let client = self.client.poll_timeout();
+        let link = match self.phase {
+            Phase::Open => {
+                let dead = self.last_rx.saturating_add(self.config.dead_peer_timeout);
+                let ping = (!self.ping_sent)
+                    .then(|| self.last_rx.saturating_add(self.config.ping_interval));
+                let stall = self
+                    .tx_since
+                    .map(|since| since.saturating_add(self.config.dead_peer_timeout));
+                Some(min(Some(dead), min(ping, stall)).unwrap_or(dead))
+            }
+            Phase::Closing { deadline, .. } => Some(deadline),
+            _ => None,
+        };
+        min(client, link)
+    }
+
+    // ----------------------------------------------------------------------------------
+
+    fn session_entropy(&mut self) -> &mut Entropy {
+        self.session.masks_mut()
+    }
+
+    fn pending_tx(&self) -> Option<Output<'_>> {
+        let bytes = self.tx.as_ref().get(self.tx_start..self.tx_end)?;
+        (!bytes.is_empty()).then_some(Output::Transmit(bytes))
+    }
+
+    /// Makes room at the end of `tx` by moving the unsent bytes to the front.
+    fn compact_tx(&mut self) {
+        if self.tx_start > 0 {
+            let (start, end) = (self.tx_start, self.tx_end);
+            self.tx.as_mut().copy_within(start..end, 0);
+            self.tx_end = end.saturating_sub(start);
+            self.tx_start = 0;
+        }
+    }
+
+    fn mark_tx(&mut self, now: Instant, was_empty: bool) {
+        if was_empty && self.tx_end > self.tx_start {
+            self.tx_since = Some(now);
+        }
+    }
+
+    /// Copies the session's own frames (pongs, close frames) into `tx`.
+    fn copy_control(&mut self) {
+        while let Some(frame) = self.session.poll_transmit() {
+            let n = frame.len();
+            let at = self.tx_end;
+            let Some(dst) = self.tx.as_mut().get_mut(at..at.saturating_add(n)) else {
+                self.compact_tx();
+                if self.tx.as_ref().len().saturating_sub(self.tx_end) < n {
+                    return; // full: offered again once the bytes before it went out
+                }
+                continue;
+            };
+            dst.copy_from_slice(frame);
+            self.tx_end = at.saturating_add(n);
+            self.session.advance_transmit(n);
+        }
+    }
+
+    /// Frames everything ready into `tx`: control frames, a due ping, then the client's
+    /// PDUs while a whole one is sure to fit (the client keeps the rest).
+    fn fill_tx(&mut self, now: Instant) {
+        let was_empty = self.tx_start == self.tx_end;
+        self.copy_control();
+        let room_for_pdu = OUT.saturating_add(MAX_HEADER_LEN);
+        if self.tx.as_ref().len().saturating_sub(self.tx_end) < room_for_pdu {
+            self.compact_tx();
+        }
+        if self.ping_due {
+            let at = self.tx_end;
+            let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
+            if self.session.send_ping(b"", &mut out).is_ok() {
+                self.tx_end = at.saturating_add(out.len());
+                self.ping_due = false;
+            }
+        }
+        while self.tx.as_ref().len().saturating_sub(self.tx_end) >= room_for_pdu {
+            match self.client.poll_transmit() {
+                Some(Transmit::Send(pdu)) => {
+                    let at = self.tx_end;
+                    let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
+                    if self.session.send_text(pdu, &mut out).is_ok() {
+                        self.tx_end = at.saturating_add(out.len());
+                    }
+                }
+                Some(Transmit::Close) => {
+                    // Replies to what was sent still arrive while the server answers our
+                    // close; a client that is not stopping no longer wants them.
+                    let _ = self.session.close(CloseCode::NORMAL, "");
+                    self.copy_control();
+                    self.phase = Phase::Closing {
+                        wait_peer: true,
+                        deadline: now.saturating_add(self.config.close_timeout),
+                    };
+                    break;
+                }
+                // Never while open: the client orders a connect only once it considers
+                // this connection gone, after a `Close`.
+                Some(Transmit::Connect) | None => break,
+            }
+        }
+        self.mark_tx(now, was_empty);
+    }
+
+    /// Gathers the `101` head behind the upgrade request; returns the input after the
+    /// head once the link is open, `None` while the head is incomplete or after a failure.
+    fn upgrade_input<'i, H: Handler>(
+        &mut self,
+        now: Instant,
+        input: &'i [u8],
+        h: &mut H,
+    ) -> Option<&'i [u8]> {
+        let Phase::Upgrading { key, request, head } = self.phase else {
+            return None;
+        };
+        if self.tx_start < request {
+            // An answer before the whole request went out cannot be an honest one.
+            self.fail_upgrade(now, ConnectError::Protocol, h);
+            return None;
+        }
+        let room = self
+            .tx
+            .as_ref()
+            .len()
+            .saturating_sub(request.saturating_add(head));
+        let take = input.len().min(room);
+        let at = request.saturating_add(head);
+        if let (Some(dst), Some(src)) = (
+            self.tx.as_mut().get_mut(at..at.saturating_add(take)),
+            input.get(..take),
+        ) {
+            dst.copy_from_slice(src);
+        }
+        let gathered = self
+            .tx
+            .as_ref()
+            .get(request..at.saturating_add(take))
+            .unwrap_or_default();
+        // Search from just before the new bytes: the blank line may straddle two reads.
+        let from = head.saturating_sub(3);
+        let end = gathered
+            .get(from..)
+            .and_then(|tail| tail.windows(4).position(|w| w == b"\r\n\r\n"))
+            .map(|i| from.saturating_add(i).saturating_add(4));
+        let Some(end) = end else {
+            if take < input.len() {
+                // The head does not fit in what is left of `tx`.
+                self.fail_upgrade(now, ConnectError::Protocol, h);
+            } else {
+                self.phase = Phase::Upgrading {
+                    key,
+                    request,
+                    head: head.saturating_add(take),
+                };
+            }
+            return None;
+        };
+        let checked = match Head::parse(gathered.get(..end).unwrap_or_default()) {
+            Ok(parsed) => match check_response(&parsed, &key, None) {
+                Ok(_) => Ok(()),
+                Err(HandshakeError::Status { status }) => Err(ConnectError::Rejected { status }),
+                Err(_) => Err(ConnectError::Protocol),
+            },
+            Err(_) => Err(ConnectError::Protocol),
+        };
+        if let Err(e) = checked {
+            self.fail_upgrade(now, e, h);
+            return None;
+        }
+        // Bytes after the head are already WebSocket frames.
+        let used = end.saturating_sub(head);
+        self.tx_start = 0;
+        self.tx_end = 0;
+        self.tx_since = None;
+        self.session.reset();
+        self.phase = Phase::Open;
+        self.last_rx = now;
+        self.ping_sent = false;
+        self.ping_due = false;
+        self.attached = true;
+        self.client.handle_connected(now, h);
+        Some(input.get(used..).unwrap_or_default())
+    }
+
+    /// The upgrade failed: the client hears why, the transport is closed.
+    fn fail_upgrade<H: Handler>(&mut self, now: Instant, error: ConnectError, h: &mut H) {
+        self.tx_start = 0;
+        self.tx_end = 0;
+        self.tx_since = None;
+        self.phase = Phase::Closing {
+            wait_peer: false,
+            deadline: now,
+        };
+        self.client.handle_connect_failed(now, error, h);
+    }
+
+    /// The open connection is over (the handler was told why): tell the client, then
+    /// close the transport.
+    fn end<H: Handler>(&mut self, now: Instant, how: End, h: &mut H) {
+        if how == End::Gone {
+            self.reset_transport();
+        } else {
+            // Whatever was waiting is dropped, except the session's close frame (an echo,
+            // or the code of the protocol error) which goes out first.
+            self.tx_start = 0;
+            self.tx_end = 0;
+            self.tx_since = None;
+            if how == End::Abandon {
+                self.session.handle_eof();
+            }
+            self.copy_control();
+            self.mark_tx(now, true);
+            self.phase = Phase::Closing {
+                wait_peer: false,
+                deadline: now.saturating_add(self.config.close_timeout),
+            };
+        }
+        self.detach(now, h);
+    }
+
+    fn detach<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        if self.attached {
+            self.attached = false;
+            self.client.handle_closed(now, h);
+        }
+    }
+
+    fn reset_transport(&mut self) {
+        self.phase = Phase::Idle;
+        self.tx_start = 0;
+        self.tx_end = 0;
+        self.tx_since = None;
+        self.ping_sent = false;
+        self.ping_due = false;
+    }
+}
+
+/// How [`Link::end`] leaves a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The transport is already closed.
+    Gone,
+    /// Send the session's close frame, then close the transport.
+    Flush,
+    /// The server is dead or not reading: close the transport without a frame.
+    Abandon,
+}
+
+fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

@@ -1,0 +1,532 @@
+//! The link driven byte by byte against a scripted server: upgrade, coalesced frames,
+//! pings, dead peers, close handshakes, hostile input.
+
+use core::time::Duration;
+use std::string::{String, ToString};
+use std::vec::Vec;
+use std::{format, vec};
+
+use base64::Engine;
+
+use super::*;
+use crate::rtm::{
+    pdu, Ack, ClientState, Config, ConnectError, Handler, Mode, Outcome, SubscribeArgs, Ticket,
+};
+
+type TestLink = Link<Vec<u8>, 4, 128, 16384, 1024>;
+
+#[derive(Default, Debug)]
+struct Log {
+    states: Vec<ClientState>,
+    replies: Vec<(Ticket, String)>,
+    data: Vec<String>,
+    closed: Vec<String>,
+}
+
+impl Handler for Log {
+    fn client_state(&mut self, _leave: ClientState, enter: ClientState) {
+        self.states.push(enter);
+    }
+    fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+        let text = match outcome {
+            Outcome::Ok(p) => format!("ok {}", p.body.map_or("", |b| b.as_raw())),
+            Outcome::Error(_) => "error".to_string(),
+            Outcome::Data(_) => "data".to_string(),
+            Outcome::Timeout => "timeout".to_string(),
+            Outcome::Disconnected => "disconnected".to_string(),
+        };
+        self.replies.push((ticket, text));
+    }
+    fn subscription_data(&mut self, _key: &str, data: pdu::SubscriptionData<'_>) {
+        for m in data.messages.elements() {
+            self.data.push(m.as_raw().to_string());
+        }
+    }
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        self.closed.push(why.to_string());
+    }
+}
+
+fn config() -> LinkConfig {
+    LinkConfig {
+        ping_interval: Duration::from_secs(3),
+        dead_peer_timeout: Duration::from_secs(10),
+        seed: 42,
+        ..LinkConfig::DEFAULT
+    }
+}
+
+fn client_config() -> Config {
+    Config {
+        jitter_seed: 0,
+        retry_first_connect: true,
+        ..Config::DEFAULT
+    }
+}
+
+fn new_link(rx: usize) -> TestLink {
+    Link::new(
+        client_config(),
+        config(),
+        "ws://example.test:8080/rtm",
+        "K",
+        vec![0; rx],
+        vec![0; 16 * 1024],
+    )
+    .unwrap()
+}
+
+fn secs(s: u64) -> Instant {
+    Instant::from_secs(s)
+}
+
+/// A server frame (unmasked).
+fn frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
+    match payload.len() {
+        n if n < 126 => out.push(n as u8),
+        n if n < 65536 => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+fn text(payload: &str) -> Vec<u8> {
+    frame(0x1, true, payload.as_bytes())
+}
+
+/// Client frames (masked) decoded: (opcode, payload).
+fn client_frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut frames = Vec::new();
+    while !bytes.is_empty() {
+        let opcode = bytes[0] & 0x0F;
+        assert_eq!(bytes[1] & 0x80, 0x80, "client frames are masked");
+        let (len, at) = match bytes[1] & 0x7F {
+            126 => (u16::from_be_bytes([bytes[2], bytes[3]]) as usize, 4),
+            127 => (
+                u64::from_be_bytes(bytes[2..10].try_into().unwrap()) as usize,
+                10,
+            ),
+            n => (n as usize, 2),
+        };
+        let mask = &bytes[at..at + 4];
+        let payload = bytes[at + 4..at + 4 + len]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ mask[i % 4])
+            .collect();
+        frames.push((opcode, payload));
+        bytes = &bytes[at + 4 + len..];
+    }
+    frames
+}
+
+/// Everything the link wants written now, reported as written; `closed` is set when the
+/// link then asked for the transport to be closed.
+fn drain_and_close(link: &mut TestLink, now: Instant) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    loop {
+        match link.poll_output(now) {
+            Some(Output::Transmit(bytes)) => {
+                out.extend_from_slice(bytes);
+                let n = bytes.len();
+                link.transmitted(now, n);
+            }
+            Some(Output::Close) => return (out, true),
+            Some(other) => panic!("unexpected {other:?}"),
+            None => return (out, false),
+        }
+    }
+}
+
+/// Everything the link wants written now (the link must not ask to close).
+fn drain(link: &mut TestLink, now: Instant) -> Vec<u8> {
+    let (out, closed) = drain_and_close(link, now);
+    assert!(!closed);
+    out
+}
+
+/// The server's answer to an upgrade request.
+fn answer(request: &[u8]) -> Vec<u8> {
+    let request = std::str::from_utf8(request).unwrap();
+    let key = request
+        .lines()
+        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+        .unwrap();
+    let mut nonce = [0u8; 16];
+    let n = base64::engine::general_purpose::STANDARD
+        .decode_slice(key, &mut nonce)
+        .unwrap();
+    assert_eq!(n, 16);
+    let accept = crate::ws::Key::new(nonce).accept();
+    format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        accept.as_str()
+    )
+    .into_bytes()
+}
+
+/// Start, connect, upgrade: the link is open at `t`.
+fn open(link: &mut TestLink, log: &mut Log, t: Instant) {
+    link.client_mut().start(t, log);
+    assert_eq!(
+        link.poll_output(t),
+        Some(Output::Connect {
+            host: "example.test",
+            port: 8080,
+            tls: false
+        })
+    );
+    link.handle_connected(t, log);
+    let request = drain(link, t);
+    assert!(request.starts_with(b"GET /rtm/v2?appkey=K HTTP/1.1\r\nHost: example.test:8080\r\n"));
+    link.handle_input(t, &answer(&request), log);
+    assert_eq!(link.client().state(), ClientState::Connected);
+    assert!(link.is_open());
+}
+
+#[test]
+fn upgrade_then_frames_in_the_same_read_and_coalesced_publishes() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    let t = secs(1);
+    link.client_mut().start(t, &mut log);
+    assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+    // Publishes made before the connection exist wait in the client's queue.
+    let mut tickets = Vec::new();
+    for i in 0..100 {
+        let ack = Ack::Reply { deadline: None };
+        let msg = format!("{i}");
+        tickets.push(
+            link.client_mut()
+                .publish(t, "c", &msg, ack, &mut log)
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    link.handle_connected(t, &mut log);
+    let request = drain(&mut link, t);
+    // The 101 and a first reply arrive in one read, split at every byte.
+    let mut wire = answer(&request);
+    wire.extend(text(
+        r#"{"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}"#,
+    ));
+    for byte in wire.chunks(1) {
+        link.handle_input(t, byte, &mut log);
+    }
+    assert_eq!(link.client().state(), ClientState::Connected);
+    // Every queued publish goes out in one coalesced write.
+    let first = match link.poll_output(t) {
+        Some(Output::Transmit(bytes)) => bytes.to_vec(),
+        other => panic!("{other:?}"),
+    };
+    let frames = client_frames(&first);
+    assert_eq!(frames.len(), 100);
+    assert_eq!(
+        std::str::from_utf8(&frames[99].1).unwrap(),
+        r#"{"action":"rtm/publish","id":99,"body":{"channel":"c","message":99}}"#
+    );
+    link.transmitted(t, first.len());
+    assert_eq!(link.poll_output(t), None);
+    // The reply that came with the 101 answered id 0 before the publish was even sent:
+    // the server's reply resolves the request with that id all the same.
+    assert_eq!(
+        log.replies,
+        [(tickets[0], r#"ok {"position":"1:0"}"#.to_string())]
+    );
+}
+
+#[test]
+fn subscription_data_and_server_pings() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    let t = secs(1);
+    open(&mut link, &mut log, t);
+    let args = SubscribeArgs::default();
+    link.client_mut()
+        .subscribe(t, "ch", Mode::Simple, args, &mut log)
+        .unwrap();
+    let sent = client_frames(&drain(&mut link, t));
+    assert_eq!(sent.len(), 1);
+    let mut wire = text(
+        r#"{"action":"rtm/subscribe/ok","id":0,"body":{"position":"1:0","subscription_id":"ch"}}"#,
+    );
+    wire.extend(frame(0x9, true, b"hi"));
+    wire.extend(text(r#"{"action":"rtm/subscription/data","body":{"subscription_id":"ch","position":"1:1","messages":[{"a":1},"x"]}}"#));
+    link.handle_input(t, &wire, &mut log);
+    assert_eq!(log.data, [r#"{"a":1}"#, r#""x""#]);
+    // The ping is answered with a pong carrying its payload.
+    assert_eq!(client_frames(&drain(&mut link, t)), [(0xA, b"hi".to_vec())]);
+}
+
+#[test]
+fn ping_after_silence_then_dead_peer() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    assert_eq!(link.poll_timeout(), Some(secs(3)));
+    link.handle_timeout(secs(3), &mut log);
+    assert_eq!(client_frames(&drain(&mut link, secs(3))), [(0x9, vec![])]);
+    assert_eq!(link.poll_timeout(), Some(secs(10)));
+    // A pong (any bytes) counts as life.
+    link.handle_input(secs(5), &frame(0xA, true, b""), &mut log);
+    assert_eq!(link.poll_timeout(), Some(secs(8)));
+    link.handle_timeout(secs(8), &mut log);
+    assert_eq!(client_frames(&drain(&mut link, secs(8))), [(0x9, vec![])]);
+    link.handle_timeout(secs(15), &mut log);
+    assert_eq!(
+        log.closed,
+        ["no data from the server for 10000 ms (dead peer)"]
+    );
+    assert_eq!(link.client().state(), ClientState::Awaiting);
+    // No close frame to a dead server: the transport is closed at once.
+    assert_eq!(link.poll_output(secs(15)), Some(Output::Close));
+    link.handle_closed(secs(15), &mut log);
+    // The client reconnects after its backoff; the link hands out the connect.
+    let at = link.poll_timeout().unwrap();
+    link.handle_timeout(at, &mut log);
+    assert!(matches!(link.poll_output(at), Some(Output::Connect { .. })));
+}
+
+#[test]
+fn write_stall_is_detected() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.client_mut()
+        .publish(secs(0), "c", "1", Ack::None, &mut log)
+        .unwrap();
+    assert!(matches!(
+        link.poll_output(secs(0)),
+        Some(Output::Transmit(_))
+    ));
+    // The server keeps sending but never reads: the bytes do not move.
+    for s in 1..10 {
+        link.handle_input(secs(s), &frame(0xA, true, b""), &mut log);
+        link.handle_timeout(secs(s), &mut log);
+    }
+    assert!(log.closed.is_empty());
+    link.handle_timeout(secs(10), &mut log);
+    assert_eq!(log.closed, ["the server stopped reading (write stalled)"]);
+    assert_eq!(link.poll_output(secs(10)), Some(Output::Close));
+}
+
+#[test]
+fn server_close_frame_is_echoed_and_reported() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let mut close = 1001u16.to_be_bytes().to_vec();
+    close.extend_from_slice(b"maintenance\x1b[2J");
+    link.handle_input(secs(1), &frame(0x8, true, &close), &mut log);
+    assert_eq!(
+        log.closed,
+        [r"the server closed the connection with code 1001: maintenance\u{1b}[2J"]
+    );
+    assert_eq!(link.client().state(), ClientState::Awaiting);
+    let (sent, closed) = drain_and_close(&mut link, secs(1));
+    assert_eq!(
+        client_frames(&sent),
+        [(0x8, 1001u16.to_be_bytes().to_vec())]
+    );
+    assert!(closed);
+}
+
+#[test]
+fn endless_fragmented_message_is_refused_with_1009() {
+    let mut link = new_link(1024);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let mut wire = frame(0x1, false, &[b'a'; 500]);
+    for _ in 0..10 {
+        wire.extend(frame(0x0, false, &[b'a'; 500]));
+    }
+    link.handle_input(secs(1), &wire, &mut log);
+    assert_eq!(log.closed.len(), 1, "{:?}", log.closed);
+    assert!(log.closed[0].starts_with("WebSocket protocol violation"));
+    let (sent, closed) = drain_and_close(&mut link, secs(1));
+    assert_eq!(
+        client_frames(&sent),
+        [(0x8, 1009u16.to_be_bytes().to_vec())]
+    );
+    assert!(closed);
+    // Later input on the dying connection is ignored.
+    link.handle_input(secs(1), &wire, &mut log);
+    assert_eq!(log.closed.len(), 1);
+}
+
+#[test]
+fn stop_waits_for_replies_and_the_close_handshake() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let ack = Ack::Reply { deadline: None };
+    let ticket = link
+        .client_mut()
+        .publish(secs(0), "c", "1", ack, &mut log)
+        .unwrap()
+        .unwrap();
+    drain(&mut link, secs(0));
+    link.client_mut().stop(secs(0), &mut log);
+    assert_eq!(
+        client_frames(&drain(&mut link, secs(0))),
+        [(0x8, 1000u16.to_be_bytes().to_vec())]
+    );
+    assert_eq!(
+        link.poll_output(secs(0)),
+        None,
+        "waits for the server's close"
+    );
+    let mut wire = text(r#"{"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}"#);
+    wire.extend(frame(0x8, true, &1000u16.to_be_bytes()));
+    link.handle_input(secs(0), &wire, &mut log);
+    assert_eq!(
+        log.replies,
+        [(ticket, r#"ok {"position":"1:0"}"#.to_string())]
+    );
+    assert_eq!(link.poll_output(secs(0)), Some(Output::Close));
+    link.handle_closed(secs(0), &mut log);
+    assert_eq!(log.closed, ["closed by the client"]);
+    assert_eq!(link.client().state(), ClientState::Stopped);
+}
+
+#[test]
+fn stop_gives_up_on_a_silent_server_after_the_close_timeout() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.client_mut().stop(secs(0), &mut log);
+    drain(&mut link, secs(0));
+    assert_eq!(link.poll_output(secs(0)), None);
+    assert_eq!(link.poll_timeout(), Some(secs(1)));
+    assert_eq!(link.poll_output(secs(1)), Some(Output::Close));
+}
+
+#[test]
+fn upgrade_refusals() {
+    // A non-101 status, a wrong accept value, a head too large for the buffer.
+    let cases: [(Vec<u8>, ConnectError); 3] = [
+        (b"HTTP/1.1 503 Busy\r\n\r\n".to_vec(), ConnectError::Rejected { status: 503 }),
+        (
+            b"HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n".to_vec(),
+            ConnectError::Protocol,
+        ),
+        ([b"HTTP/1.1 101 OK\r\n".as_slice(), &[b'x'; 20_000]].concat(), ConnectError::Protocol),
+    ];
+    for (reply, error) in cases {
+        let mut link = new_link(4096);
+        let mut log = Log::default();
+        let t = secs(0);
+        link.client_mut().start(t, &mut log);
+        link.poll_output(t);
+        link.handle_connected(t, &mut log);
+        drain(&mut link, t);
+        link.handle_input(t, &reply, &mut log);
+        assert_eq!(link.client().last_connecting_error(), Some(error));
+        assert_eq!(link.client().state(), ClientState::Awaiting);
+        assert_eq!(link.poll_output(t), Some(Output::Close));
+        link.handle_closed(t, &mut log);
+        assert!(log.closed.is_empty(), "never open: no disconnect to report");
+    }
+}
+
+#[test]
+fn connect_timeout_abandons_the_attempt() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    link.client_mut().start(secs(0), &mut log);
+    link.poll_output(secs(0));
+    link.handle_connected(secs(0), &mut log);
+    drain(&mut link, secs(0));
+    // The server accepted TCP but never answers the upgrade.
+    let at = link.poll_timeout().unwrap();
+    assert_eq!(at, secs(30));
+    link.handle_timeout(at, &mut log);
+    assert_eq!(
+        link.client().last_connecting_error(),
+        Some(ConnectError::Timeout)
+    );
+    assert_eq!(link.poll_output(at), Some(Output::Close));
+    link.handle_closed(at, &mut log);
+    // The next attempt was due 2 s after the first one started: it begins at once.
+    assert_eq!(link.client().state(), ClientState::Connecting);
+    assert!(matches!(link.poll_output(at), Some(Output::Connect { .. })));
+}
+
+#[test]
+fn transport_eof_reports_and_reconnects() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let ack = Ack::Reply { deadline: None };
+    let ticket = link
+        .client_mut()
+        .publish(secs(0), "c", "1", ack, &mut log)
+        .unwrap()
+        .unwrap();
+    drain(&mut link, secs(0));
+    link.handle_closed(secs(20), &mut log);
+    assert_eq!(
+        log.closed,
+        ["the connection was closed without a close frame"]
+    );
+    assert_eq!(log.replies, [(ticket, "disconnected".to_string())]);
+    assert_eq!(link.client().state(), ClientState::Awaiting);
+    assert_eq!(link.poll_output(secs(20)), None);
+    link.handle_timeout(secs(20), &mut log);
+    assert!(matches!(
+        link.poll_output(secs(20)),
+        Some(Output::Connect { .. })
+    ));
+}
+
+#[test]
+fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
+    // 2 KiB + 1 KiB of tx: a few frames per write; nothing is lost, order is kept.
+    let mut link: Link<Vec<u8>, 1, 4, 65536, 1024> = Link::new(
+        client_config(),
+        config(),
+        "ws://h",
+        "K",
+        vec![0; 1024],
+        vec![0; 2048],
+    )
+    .unwrap();
+    let mut log = Log::default();
+    let t = secs(0);
+    link.client_mut().start(t, &mut log);
+    link.poll_output(t);
+    link.handle_connected(t, &mut log);
+    let mut request = Vec::new();
+    while let Some(Output::Transmit(b)) = link.poll_output(t) {
+        request.extend_from_slice(b);
+        let n = b.len();
+        link.transmitted(t, n);
+    }
+    link.handle_input(t, &answer(&request), &mut log);
+    let body = "x".repeat(300);
+    for _ in 0..20 {
+        let msg = format!("\"{body}\"");
+        link.client_mut()
+            .publish(t, "c", &msg, Ack::None, &mut log)
+            .unwrap();
+    }
+    let mut writes = 0;
+    let mut frames = Vec::new();
+    while let Some(Output::Transmit(bytes)) = link.poll_output(t) {
+        assert!(bytes.len() <= 2048);
+        frames.extend(client_frames(bytes));
+        let n = bytes.len();
+        link.transmitted(t, n);
+        writes += 1;
+    }
+    assert_eq!(frames.len(), 20);
+    assert!(writes > 1);
+}
