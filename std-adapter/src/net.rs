@@ -129,6 +129,17 @@ impl Stream {
         }
     }
 
+    /// Runs the TLS handshake to its end now (a no-op for plain TCP), so that a socket
+    /// switched to non-blocking mode afterwards only ever carries application data.
+    pub fn complete_handshake(&mut self) -> io::Result<()> {
+        if let Stream::Tls(s) = self {
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The underlying socket, e.g. for timeouts or shutdown.
     pub fn tcp(&self) -> &TcpStream {
         match self {

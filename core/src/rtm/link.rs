@@ -159,7 +159,10 @@ impl fmt::Display for Disconnect<'_> {
             Disconnect::TransportClosed => {
                 write!(f, "the connection was closed without a close frame")
             }
-            Disconnect::ClientClosed => write!(f, "closed by the client"),
+            Disconnect::ClientClosed => write!(
+                f,
+                "closed by the client (stopped, or after a protocol error it reported)"
+            ),
         }
     }
 }

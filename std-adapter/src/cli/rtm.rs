@@ -412,17 +412,34 @@ enum Conn {
     Stopped,
 }
 
-struct Watch(Sender<Conn>);
+/// Tells the command about connection changes; says on stderr why a connection dropped.
+struct Watch {
+    states: Sender<Conn>,
+    /// Why the last connection ended, until the reconnect is announced.
+    why: Option<String>,
+}
+
+impl Watch {
+    fn new(states: Sender<Conn>) -> Watch {
+        Watch { states, why: None }
+    }
+}
 
 impl ClientObserver for Watch {
     fn on_enter_connected(&mut self) {
-        let _ = self.0.send(Conn::Connected);
+        let _ = self.states.send(Conn::Connected);
+    }
+    fn on_link_closed(&mut self, why: &str) {
+        self.why = Some(why.to_owned());
     }
     fn on_enter_awaiting(&mut self) {
-        eprintln!("warning: connection lost; reconnecting");
+        match self.why.take() {
+            Some(why) => eprintln!("warning: connection lost ({why}); reconnecting"),
+            None => eprintln!("warning: connection lost; reconnecting"),
+        }
     }
     fn on_enter_stopped(&mut self) {
-        let _ = self.0.send(Conn::Stopped);
+        let _ = self.states.send(Conn::Stopped);
     }
     fn on_fast_forward(&mut self, channel: &str) {
         eprintln!("warning: the server skipped messages of {channel} (fast-forward)");
@@ -482,7 +499,7 @@ impl Session {
         };
         let (tx, rx) = mpsc::channel();
         let options = ClientOptions::new(endpoint.clone(), appkey);
-        let client = Client::with_observer(options, Some(Box::new(Watch(tx))))?;
+        let client = Client::with_observer(options, Some(Box::new(Watch::new(tx))))?;
         let session = Session {
             client,
             _local: local,

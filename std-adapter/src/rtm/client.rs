@@ -1,36 +1,45 @@
-//! The std messaging client: the core's sans-IO client driven by one I/O thread per
-//! client (mio: socket readiness, a waker for API calls, the core's next deadline), with
-//! observers and request callbacks run on that thread.
+//! The std messaging client: the core's sans-IO [`Link`](core_rtm::Link) (the whole link:
+//! upgrade, frames, pings, reconnects, restore, queues, deadlines) driven by one I/O thread
+//! per client that only moves bytes. User calls lock the link and queue their request in
+//! it directly, waking the thread only when it was idle; observers and request callbacks
+//! run on the I/O thread.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant as StdInstant};
 
 use benchlink_core::rtm::{
-    self as core_rtm, Ack, AuthResult, ClientState, FailReason, Handler, InternalError, Mode,
-    Outcome, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
+    self as core_rtm, Ack, AuthResult, ClientState, Disconnect, FailReason, Handler, InternalError,
+    Mode, Outcome, Output, RequestError, SubState, SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use tungstenite::Message;
+
+use crate::net::Stream;
 
 use super::observer::{text, ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
-use super::transport::{connect, ConnectError, Socket, TransportOptions};
+use super::transport::{open, ConnectError, TransportOptions};
 
 const SUBS: usize = 512;
-const PENDING: usize = 2048;
+const PENDING: usize = 4096;
 const QUEUE: usize = 512 << 10;
 const OUT: usize = 512 << 10;
-type Core = core_rtm::Client<SUBS, PENDING, QUEUE, OUT>;
+/// Outgoing bytes: one largest PDU plus as much again, so PDUs go out in big batches.
+const TX: usize = 2 * OUT + core_rtm::MIN_TX_EXTRA;
+/// One socket read; the link is fed this much at a time, so a flooding server costs at
+/// most this (plus the events of one chunk) before timers and user calls run again.
+const READ_CHUNK: usize = 64 << 10;
+type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, PENDING, QUEUE, OUT>;
+type CoreClient = core_rtm::Client<SUBS, PENDING, QUEUE, OUT>;
 
 const WAKER: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -185,26 +194,28 @@ pub struct Client {
     shared: Arc<Shared>,
 }
 
+/// What the handles own; its drop (the last handle gone) disposes the client.
 struct Shared {
+    engine: Arc<Engine>,
     watch: Arc<StateWatch>,
     tx: Sender<Msg>,
-    waker: Arc<Waker>,
     thread: ThreadId,
-    join: std::sync::Mutex<Option<JoinHandle<()>>>,
+    join: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for Shared {
     /// The last handle is gone and nobody can stop the client any more: dispose it, so
     /// that its thread closes the connection and ends instead of reconnecting forever.
     fn drop(&mut self) {
-        let job: Job = Box::new(|inner, events| {
-            let now = inner.now();
-            inner.core.dispose(now, &mut Collect(events));
+        let job: Job = Box::new(|core| {
+            let now = core.now();
+            let (link, events) = core.parts();
+            link.client_mut().dispose(now, &mut Collect(events));
             Box::new(|| {})
         });
         // Fails when the thread already ended (disposed).
         if self.tx.send(Msg::Job(job)).is_ok() {
-            let _ = self.waker.wake();
+            self.engine.wake();
         }
     }
 }
@@ -215,19 +226,70 @@ impl fmt::Debug for Client {
     }
 }
 
-/// An API call run on the I/O thread; it returns the completion that hands the result to
-/// the caller, run only after the call's events were dispatched (so a caller that then
-/// waits for a state sees every state change the call caused).
-type Job = Box<dyn FnOnce(&mut Inner, &mut Vec<Ev>) -> Box<dyn FnOnce()> + Send>;
+/// The link and the events it produced, shared by the I/O thread and the callers.
+struct Engine {
+    core: Mutex<Core>,
+    /// A wake-up is on its way (or the thread is busy and will look at the link before
+    /// it sleeps): callers skip the syscall.
+    wake_pending: AtomicBool,
+    waker: Waker,
+    thread: ThreadId,
+}
+
+impl Engine {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the I/O thread look at the link: a syscall only when it may be asleep.
+    fn wake(&self) {
+        if thread::current().id() != self.thread && !self.wake_pending.swap(true, Ordering::AcqRel)
+        {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// The sans-IO link and what it reported, not yet delivered.
+struct Core {
+    link: Box<CoreLink>,
+    events: Vec<Ev>,
+    epoch: StdInstant,
+    /// The transport error behind the client's latest connect failure, in words.
+    transport_error: Option<(core_rtm::ConnectError, String)>,
+}
+
+impl Core {
+    fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    fn parts(&mut self) -> (&mut CoreLink, &mut Vec<Ev>) {
+        (&mut self.link, &mut self.events)
+    }
+
+    fn last_error(&self) -> Option<String> {
+        let error = self.link.client().last_connecting_error()?;
+        Some(match &self.transport_error {
+            Some((code, words)) if *code == error => words.clone(),
+            _ => error.to_string(),
+        })
+    }
+}
+
+/// An API call run on the I/O thread with the link locked; it returns the completion that
+/// hands the result to the caller, run only after the call's events were dispatched (so a
+/// caller that then waits for a state sees every state change the call caused).
+type Job = Box<dyn FnOnce(&mut Core) -> Box<dyn FnOnce()> + Send>;
 
 enum Msg {
     Job(Job),
-    Connected(u64, Box<Socket>),
+    Connected(u64, Stream),
     ConnectFailed(u64, ConnectError),
 }
 
-/// Owned copies of the core's events, dispatched to observers after the core call
-/// returned, so observers may call the client again.
+/// Owned copies of the core's events, delivered to observers after the core call
+/// returned and the link was unlocked, so observers may call the client again.
 enum Ev {
     State(ClientState, ClientState),
     Reply(Ticket, Response, bool),
@@ -238,7 +300,12 @@ enum Ev {
     SubData(String, String),
     FastForward(String),
     Internal(String),
+    LinkClosed(String),
     Auth(Ticket, Result<(), String>),
+    /// A request's callback, registered in event order (before its replies).
+    Callback(Ticket, Callback),
+    /// An `authenticate`'s completion, likewise.
+    AuthDone(Ticket, AuthDone),
     /// An accepted `subscribe` registers its observer, in event order (see `Observers`).
     Register(String, Box<dyn SubscriptionObserver>),
     /// `replace_observer`.
@@ -308,43 +375,23 @@ impl Handler for Collect<'_> {
         };
         self.0.push(Ev::Auth(ticket, r));
     }
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        log::info!("rtm: connection ended: {why}");
+        self.0.push(Ev::LinkClosed(why.to_string()));
+    }
 }
 
 /// The client state as last reported, for callers that wait for a state.
 #[derive(Debug)]
 struct StateWatch {
-    state: std::sync::Mutex<ClientState>,
+    state: Mutex<ClientState>,
     changed: std::sync::Condvar,
-}
-
-/// What lives on the I/O thread.
-struct Inner {
-    watch: Arc<StateWatch>,
-    core: Box<Core>,
-    epoch: StdInstant,
-    transport: TransportOptions,
-    socket: Option<Box<Socket>>,
-    registered: bool,
-    want_write: bool,
-    generation: u64,
-    connecting: bool,
-    last_rx: StdInstant,
-    ping_sent: bool,
-    ping_interval: Duration,
-    dead_peer_timeout: Duration,
-    last_error: Option<String>,
-    stop_requested: bool,
-    tx: Sender<Msg>,
-    waker: Arc<Waker>,
 }
 
 /// What an `authenticate` caller is told.
 type AuthDone = Box<dyn FnOnce(Result<(), String>) + Send>;
-/// The I/O thread's state and observers, reachable from callbacks on that thread.
-type LoopState = (Rc<RefCell<Inner>>, Rc<RefCell<Observers>>);
 
-/// Observers and callbacks, kept apart from `Inner` so that an observer can call the
-/// client (which borrows `Inner`) while it runs.
+/// Observers and callbacks, on the I/O thread only.
 #[derive(Default)]
 struct Observers {
     client: Option<Box<dyn ClientObserver>>,
@@ -357,21 +404,24 @@ struct Observers {
     subs: HashMap<String, VecDeque<Option<Box<dyn SubscriptionObserver>>>>,
     callbacks: HashMap<u32, Callback>,
     auth: HashMap<u32, AuthDone>,
-    /// Events not delivered yet, in the order the core emitted them. Events of calls made
-    /// from a callback wait here until the running callback returned.
-    queue: VecDeque<Ev>,
-    /// `dispatch` is delivering `queue` (callbacks never run nested).
-    delivering: bool,
 }
 
-thread_local! {
-    static LOOP: RefCell<Option<LoopState>> = const { RefCell::new(None) };
-}
-
-impl Inner {
-    fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
-    }
+/// The socket side of the I/O thread.
+struct Io {
+    poll: Poll,
+    transport: TransportOptions,
+    socket: Option<Stream>,
+    registered: bool,
+    /// The socket may have more to read (mio reports edges: read until `WouldBlock`).
+    readable: bool,
+    /// A write hit `WouldBlock`: wait for the socket to become writable.
+    blocked: bool,
+    /// Bumped for every connect handed out, so a late result of an abandoned one is
+    /// recognised (and its socket dropped).
+    generation: u64,
+    connecting: bool,
+    tx: Sender<Msg>,
+    engine: Arc<Engine>,
 }
 
 impl Client {
@@ -386,12 +436,11 @@ impl Client {
         observer: Option<Box<dyn ClientObserver>>,
     ) -> Result<Client, Error> {
         let poll = Poll::new().map_err(|_| Error::Disposed)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|_| Error::Disposed)?);
+        let waker = Waker::new(poll.registry(), WAKER).map_err(|_| Error::Disposed)?;
         let (tx, rx) = mpsc::channel();
-        let thread_waker = waker.clone();
         let thread_tx = tx.clone();
         let watch = Arc::new(StateWatch {
-            state: std::sync::Mutex::new(ClientState::Stopped),
+            state: Mutex::new(ClientState::Stopped),
             changed: std::sync::Condvar::new(),
         });
         let thread_watch = watch.clone();
@@ -404,78 +453,105 @@ impl Client {
             max_queue_size: options.max_queue_size,
             retry_first_connect: options.retry_first_connect,
             jitter_seed: seed(),
-            connect_timeout: options.transport.connect_timeout.saturating_mul(4),
+            connect_timeout: options.transport.connect_timeout,
             ..core_rtm::Config::default()
         };
+        let link_config = core_rtm::LinkConfig {
+            ping_interval: options.ping_interval,
+            dead_peer_timeout: options.dead_peer_timeout,
+            user_agent: Some(concat!("benchlink/", env!("CARGO_PKG_VERSION"))),
+            seed: seed(),
+            ..core_rtm::LinkConfig::DEFAULT
+        };
+        // The link is built on the I/O thread, whose stack is large enough for the
+        // client's tables on their way into the box, and handed back.
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let join = thread::Builder::new()
             .name("benchlink-rtm".into())
-            // The core client's tables are built in place before boxing.
             .stack_size(16 << 20)
             .spawn(move || {
-                let inner = Inner {
-                    watch: thread_watch,
-                    core: Box::new(Core::new(config)),
-                    epoch: StdInstant::now(),
+                let rx_buf = vec![0u8; options.transport.max_message_size.max(1024)];
+                let link = CoreLink::new(
+                    config,
+                    link_config,
+                    &options.transport.endpoint,
+                    &options.transport.appkey,
+                    rx_buf.into_boxed_slice(),
+                    vec![0u8; TX].into_boxed_slice(),
+                );
+                let link = match link {
+                    Ok(link) => Box::new(link),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let engine = Arc::new(Engine {
+                    core: Mutex::new(Core {
+                        link,
+                        events: Vec::new(),
+                        epoch: StdInstant::now(),
+                        transport_error: None,
+                    }),
+                    wake_pending: AtomicBool::new(false),
+                    waker,
+                    thread: thread::current().id(),
+                });
+                if ready_tx.send(Ok(engine.clone())).is_err() {
+                    return;
+                }
+                let io = Io {
+                    poll,
                     transport: options.transport,
                     socket: None,
                     registered: false,
-                    want_write: false,
+                    readable: false,
+                    blocked: false,
                     generation: 0,
                     connecting: false,
-                    last_rx: StdInstant::now(),
-                    ping_sent: false,
-                    ping_interval: options.ping_interval,
-                    dead_peer_timeout: options.dead_peer_timeout,
-                    last_error: None,
-                    stop_requested: false,
                     tx: thread_tx,
-                    waker: thread_waker,
+                    engine,
                 };
                 let observers = Observers {
                     client: observer,
                     ..Observers::default()
                 };
-                run_loop(poll, rx, inner, observers);
+                run_loop(io, rx, thread_watch, observers);
             })
             .map_err(|_| Error::Disposed)?;
         let thread = join.thread().id();
+        let engine = match ready_rx.recv() {
+            Ok(Ok(engine)) => engine,
+            Ok(Err(e)) => {
+                let _ = join.join();
+                return Err(Error::Connect(e.to_string()));
+            }
+            Err(_) => return Err(Error::Disposed),
+        };
         Ok(Client {
             shared: Arc::new(Shared {
+                engine,
                 watch,
                 tx,
-                waker,
                 thread,
-                join: std::sync::Mutex::new(Some(join)),
+                join: Mutex::new(Some(join)),
             }),
         })
     }
 
-    /// Runs `f` on the I/O thread and returns its result: directly when called from a
-    /// callback (already on that thread), else through the queue.
+    /// Runs `f` on the I/O thread with the link locked, and returns its result once the
+    /// events it caused were dispatched; directly when called from a callback (already on
+    /// that thread: its events follow the running callback's).
     fn exec<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>) -> R + Send + 'static,
+        f: impl FnOnce(&mut Core) -> R + Send + 'static,
     ) -> Result<R, Error> {
         if thread::current().id() == self.shared.thread {
-            let state = LOOP.with(|l| l.borrow().clone());
-            let Some((inner, observers)) = state else {
-                return Err(Error::Disposed);
-            };
-            let mut events = Vec::new();
-            let r = {
-                let Ok(mut inner) = inner.try_borrow_mut() else {
-                    return Err(Error::Disposed);
-                };
-                let r = f(&mut inner, &mut events);
-                inner.flush(&mut events);
-                r
-            };
-            dispatch(&inner, &observers, events);
-            return Ok(r);
+            return Ok(f(&mut self.shared.engine.lock()));
         }
         let (rtx, rrx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |inner, events| {
-            let r = f(inner, events);
+        let job: Job = Box::new(move |core| {
+            let r = f(core);
             Box::new(move || {
                 let _ = rtx.send(r);
             })
@@ -484,57 +560,42 @@ impl Client {
             .tx
             .send(Msg::Job(job))
             .map_err(|_| Error::Disposed)?;
-        self.shared.waker.wake().map_err(|_| Error::Disposed)?;
+        self.shared.engine.wake();
         rrx.recv().map_err(|_| Error::Disposed)
-    }
-
-    /// Registers `observers` changes and runs `f` with the core; used by the calls that
-    /// attach callbacks.
-    fn exec_with_observers<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>) -> R + Send + 'static,
-        attach: impl FnOnce(&R, &mut Observers) + Send + 'static,
-    ) -> Result<R, Error> {
-        self.exec(move |inner, events| {
-            let r = f(inner, events);
-            LOOP.with(|l| {
-                if let Some((_, observers)) = l.borrow().as_ref() {
-                    attach(&r, &mut observers.borrow_mut());
-                }
-            });
-            r
-        })
     }
 
     /// Connects (in the background) and keeps the connection up until [`Client::stop`].
     pub fn start(&self) -> Result<(), Error> {
-        self.exec(|inner, ev| {
-            let now = inner.now();
-            inner.core.start(now, &mut Collect(ev));
+        self.exec(|core| {
+            let now = core.now();
+            let (link, ev) = core.parts();
+            link.client_mut().start(now, &mut Collect(ev));
         })
     }
 
     /// Closes the connection; requests made while stopped are queued until the next start.
     pub fn stop(&self) -> Result<(), Error> {
-        self.exec(|inner, ev| {
-            let now = inner.now();
-            inner.core.stop(now, &mut Collect(ev));
+        self.exec(|core| {
+            let now = core.now();
+            let (link, ev) = core.parts();
+            link.client_mut().stop(now, &mut Collect(ev));
         })
     }
 
     /// Finishes all work, closes the connection and ends the I/O thread; the client is
     /// unusable afterwards (calls return [`Error::Disposed`]).
     pub fn dispose(&self) -> Result<(), Error> {
-        let r = self.exec(|inner, ev| {
-            let now = inner.now();
-            inner.core.dispose(now, &mut Collect(ev));
+        let r = self.exec(|core| {
+            let now = core.now();
+            let (link, ev) = core.parts();
+            link.client_mut().dispose(now, &mut Collect(ev));
         });
         if thread::current().id() != self.shared.thread {
             if let Some(join) = self
                 .shared
                 .join
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(PoisonError::into_inner)
                 .take()
             {
                 let _ = join.join();
@@ -564,7 +625,7 @@ impl Client {
             .watch
             .state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         while !wanted(*state) {
             let left = deadline.saturating_duration_since(StdInstant::now());
             if left.is_zero() {
@@ -580,15 +641,12 @@ impl Client {
 
     /// True while connected.
     pub fn is_connected(&self) -> bool {
-        self.exec(|inner, _| inner.core.is_connected())
-            .unwrap_or(false)
+        self.shared.engine.lock().link.client().is_connected()
     }
 
     /// Why the last connection attempt failed, if it did.
     pub fn last_connecting_error(&self) -> Option<String> {
-        self.exec(|inner, _| inner.last_error.clone())
-            .ok()
-            .flatten()
+        self.shared.engine.lock().last_error()
     }
 
     /// Publishes `message` (serialized now, so later changes to it are not sent).
@@ -610,12 +668,8 @@ impl Client {
         json: String,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        let channel = channel.to_owned();
-        self.request(callback, move |inner, ev, ack| {
-            let now = inner.now();
-            inner
-                .core
-                .publish(now, &channel, &json, ack, &mut Collect(ev))
+        self.request(None, callback, |client, now, ev, ack| {
+            client.publish(now, channel, &json, ack, &mut Collect(ev))
         })
     }
 
@@ -626,17 +680,16 @@ impl Client {
         args: Option<serde_json::Value>,
         callback: Callback,
     ) -> Result<(), Error> {
-        let channel = channel.to_owned();
         let args = args.map(|a| a.to_string());
-        self.request(Some(callback), move |inner, ev, ack| {
-            let now = inner.now();
-            let deadline = match ack {
-                Ack::Reply { deadline } => deadline,
-                Ack::None => None,
-            };
-            inner
-                .core
-                .read(now, &channel, args.as_deref(), deadline, &mut Collect(ev))
+        self.request(None, Some(callback), |client, now, ev, ack| {
+            client
+                .read(
+                    now,
+                    channel,
+                    args.as_deref(),
+                    deadline(ack),
+                    &mut Collect(ev),
+                )
                 .map(Some)
         })
     }
@@ -648,35 +701,24 @@ impl Client {
         value: &impl serde::Serialize,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        let channel = channel.to_owned();
         let json = serde_json::to_string(value).map_err(Error::Json)?;
-        self.request(callback, move |inner, ev, ack| {
-            let now = inner.now();
-            inner
-                .core
-                .write(now, &channel, &json, ack, &mut Collect(ev))
+        self.request(None, callback, |client, now, ev, ack| {
+            client.write(now, channel, &json, ack, &mut Collect(ev))
         })
     }
 
     /// Deletes the channel's value.
     pub fn delete(&self, channel: &str, callback: Option<Callback>) -> Result<(), Error> {
-        let channel = channel.to_owned();
-        self.request(callback, move |inner, ev, ack| {
-            let now = inner.now();
-            inner.core.delete(now, &channel, ack, &mut Collect(ev))
+        self.request(None, callback, |client, now, ev, ack| {
+            client.delete(now, channel, ack, &mut Collect(ev))
         })
     }
 
     /// Searches channels by prefix (legacy): the callback runs for every reply
     /// (`rtm/search/data`…, then `rtm/search/ok`), each with a `channels` list.
     pub fn search(&self, prefix: &str, callback: Callback) -> Result<(), Error> {
-        let prefix = prefix.to_owned();
-        self.request(Some(callback), move |inner, ev, _| {
-            let now = inner.now();
-            inner
-                .core
-                .search(now, &prefix, None, &mut Collect(ev))
-                .map(Some)
+        self.request(None, Some(callback), |client, now, ev, _| {
+            client.search(now, prefix, None, &mut Collect(ev)).map(Some)
         })
     }
 
@@ -689,52 +731,51 @@ impl Client {
         body: &serde_json::Value,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        let name = name.to_owned();
         let body = body.to_string();
-        self.request(callback, move |inner, ev, ack| {
-            let now = inner.now();
-            inner.core.action(now, &name, &body, ack, &mut Collect(ev))
+        self.request(None, callback, |client, now, ev, ack| {
+            client.action(now, name, &body, ack, &mut Collect(ev))
         })
     }
 
+    /// Queues a request built by `f` straight into the link, from any thread: no round
+    /// trip to the I/O thread, and a wake-up only when it may be asleep. With a callback
+    /// the request is acked, with a deadline of `timeout` from now when one is given; the
+    /// callback is registered among the events, before any reply to it.
     fn request(
-        &self,
-        callback: Option<Callback>,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>, Ack) -> Result<Option<Ticket>, RequestError>
-            + Send
-            + 'static,
-    ) -> Result<(), Error> {
-        self.request_with(None, callback, f)
-    }
-
-    /// Sends a request built by `f`; with a callback it is acked, with a deadline of
-    /// `timeout` from now (measured on the I/O thread's clock) when one is given.
-    fn request_with(
         &self,
         timeout: Option<Duration>,
         callback: Option<Callback>,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>, Ack) -> Result<Option<Ticket>, RequestError>
-            + Send
-            + 'static,
+        f: impl FnOnce(
+            &mut CoreClient,
+            Instant,
+            &mut Vec<Ev>,
+            Ack,
+        ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<(), Error> {
-        let acked = callback.is_some();
-        let result = self.exec_with_observers(
-            move |inner, ev| {
-                let ack = match (acked, timeout) {
-                    (false, _) => Ack::None,
-                    (true, t) => Ack::Reply {
-                        deadline: t.map(|t| inner.now().saturating_add(t)),
-                    },
-                };
-                f(inner, ev, ack)
-            },
-            move |r, observers| {
-                if let (Ok(Some(ticket)), Some(cb)) = (r, callback) {
-                    observers.callbacks.insert(ticket.get(), cb);
-                }
-            },
-        )?;
-        result.map(|_| ()).map_err(Error::Request)
+        let engine = &self.shared.engine;
+        let result = {
+            let mut core = engine.lock();
+            let now = core.now();
+            let ack = match (&callback, timeout) {
+                (None, _) => Ack::None,
+                (Some(_), t) => Ack::Reply {
+                    deadline: t.map(|t| now.saturating_add(t)),
+                },
+            };
+            let (link, events) = core.parts();
+            let at = events.len();
+            let r = f(link.client_mut(), now, events, ack);
+            if let (Ok(Some(ticket)), Some(cb)) = (&r, callback) {
+                events.insert(at, Ev::Callback(*ticket, cb));
+            }
+            r
+        };
+        engine.wake();
+        match result {
+            Ok(_) => Ok(()),
+            Err(RequestError::Disposed) => Err(Error::Disposed),
+            Err(e) => Err(Error::Request(e)),
+        }
     }
 
     /// Publishes and waits for the reply; returns the message's position.
@@ -744,29 +785,18 @@ impl Client {
         message: &impl serde::Serialize,
         timeout: Duration,
     ) -> Result<String, Error> {
-        let channel = channel.to_owned();
         let json = serde_json::to_string(message).map_err(Error::Json)?;
-        let reply = self.sync(timeout, move |inner, ev, ack| {
-            let now = inner.now();
-            inner
-                .core
-                .publish(now, &channel, &json, ack, &mut Collect(ev))
+        let reply = self.sync(timeout, |client, now, ev, ack| {
+            client.publish(now, channel, &json, ack, &mut Collect(ev))
         })?;
         Ok(reply.field("position").unwrap_or_default())
     }
 
     /// Reads and waits; returns the value as JSON (`null` when never written).
     pub fn read_sync(&self, channel: &str, timeout: Duration) -> Result<serde_json::Value, Error> {
-        let channel = channel.to_owned();
-        let reply = self.sync(timeout, move |inner, ev, ack| {
-            let now = inner.now();
-            let deadline = match ack {
-                Ack::Reply { deadline } => deadline,
-                Ack::None => None,
-            };
-            inner
-                .core
-                .read(now, &channel, None, deadline, &mut Collect(ev))
+        let reply = self.sync(timeout, |client, now, ev, ack| {
+            client
+                .read(now, channel, None, deadline(ack), &mut Collect(ev))
                 .map(Some)
         })?;
         Ok(reply
@@ -781,15 +811,18 @@ impl Client {
     fn sync(
         &self,
         timeout: Duration,
-        f: impl FnOnce(&mut Inner, &mut Vec<Ev>, Ack) -> Result<Option<Ticket>, RequestError>
-            + Send
-            + 'static,
+        f: impl FnOnce(
+            &mut CoreClient,
+            Instant,
+            &mut Vec<Ev>,
+            Ack,
+        ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<Reply, Error> {
         let (tx, rx) = mpsc::channel();
         let callback: Callback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        self.request_with(Some(timeout), Some(callback), f)?;
+        self.request(Some(timeout), Some(callback), f)?;
         match rx.recv() {
             Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
             Ok(Response::Reply(r)) => Err(Error::Reply(r)),
@@ -809,19 +842,22 @@ impl Client {
     ) -> Result<(), Error> {
         let role = role.to_owned();
         let secret = secret.to_owned();
-        let result = self.exec_with_observers(
-            move |inner, ev| {
-                let now = inner.now();
-                inner
-                    .core
-                    .authenticate(now, &role, secret.as_bytes(), None, &mut Collect(ev))
-            },
-            move |r, observers| {
-                if let Ok(ticket) = r {
-                    observers.auth.insert(ticket.get(), Box::new(done));
-                }
-            },
-        )?;
+        let result = self.exec(move |core| {
+            let now = core.now();
+            let (link, ev) = core.parts();
+            let at = ev.len();
+            let r = link.client_mut().authenticate(
+                now,
+                &role,
+                secret.as_bytes(),
+                None,
+                &mut Collect(ev),
+            );
+            if let Ok(ticket) = r {
+                ev.insert(at, Ev::AuthDone(ticket, Box::new(done)));
+            }
+            r
+        })?;
         result.map(|_| ()).map_err(Error::Request)
     }
 
@@ -856,7 +892,7 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        let result = self.exec(move |inner, ev| {
+        let result = self.exec(move |core| {
             let extras = options.extra.as_ref().map(|v| v.to_string());
             let history = match (options.history_count, options.history_age) {
                 (Some(n), _) => Some(core_rtm::pdu::History::Count(n)),
@@ -872,10 +908,11 @@ impl Client {
                 force: false,
                 extras: extras.as_deref(),
             };
-            let now = inner.now();
+            let now = core.now();
+            let (link, ev) = core.parts();
             let at = ev.len();
-            let r = inner
-                .core
+            let r = link
+                .client_mut()
                 .subscribe(now, &key, mode, args, &mut Collect(ev));
             if r.is_ok() {
                 // Registered before the events of this call (`created` among them).
@@ -894,11 +931,11 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        self.exec(move |inner, ev| {
-            if inner.core.subscription_state(&key).is_none() {
+        self.exec(move |core| {
+            if core.link.client().subscription_state(&key).is_none() {
                 return Err(Error::Request(RequestError::UnknownSubscription));
             }
-            ev.push(Ev::Replace(key, observer));
+            core.events.push(Ev::Replace(key, observer));
             Ok(())
         })?
     }
@@ -907,11 +944,19 @@ impl Client {
     /// `on_deleted`.
     pub fn unsubscribe(&self, channel_or_id: &str) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
-        self.exec(move |inner, ev| {
-            let now = inner.now();
-            inner.core.unsubscribe(now, &key, &mut Collect(ev))
+        self.exec(move |core| {
+            let now = core.now();
+            let (link, ev) = core.parts();
+            link.client_mut().unsubscribe(now, &key, &mut Collect(ev))
         })?
         .map_err(Error::Request)
+    }
+}
+
+fn deadline(ack: Ack) -> Option<Instant> {
+    match ack {
+        Ack::Reply { deadline } => deadline,
+        Ack::None => None,
     }
 }
 
@@ -921,292 +966,189 @@ fn seed() -> u64 {
     u64::from_le_bytes(b) | 1
 }
 
-impl Inner {
-    /// Carries out what the core asked for: connect, send, close.
-    fn flush(&mut self, events: &mut Vec<Ev>) {
-        if self.stop_requested {
-            self.stop_requested = false;
-            let now = self.now();
-            self.core.stop(now, &mut Collect(events));
-        }
-        while let Some(t) = self.core.poll_transmit() {
-            match t {
-                Transmit::Connect => {
-                    self.generation += 1;
-                    self.connecting = true;
-                    let generation = self.generation;
-                    let transport = self.transport.clone();
-                    let tx = self.tx.clone();
-                    let waker = self.waker.clone();
-                    let spawned = thread::Builder::new()
-                        .name("benchlink-rtm-connect".into())
-                        .spawn(move || {
-                            let msg = match connect(&transport) {
-                                Ok(ws) => Msg::Connected(generation, Box::new(ws)),
-                                Err(e) => Msg::ConnectFailed(generation, e),
-                            };
-                            if tx.send(msg).is_ok() {
-                                let _ = waker.wake();
-                            }
-                        });
-                    if spawned.is_err() {
-                        let now = self.now();
-                        self.core.handle_connect_failed(
-                            now,
-                            core_rtm::ConnectError::Other { code: 0 },
-                            &mut Collect(events),
-                        );
+impl Io {
+    /// Carries out what the link asks for: connect, write, close. Returns with the link
+    /// idle, or blocked on a full socket.
+    fn flush(&mut self, core: &mut Core) {
+        let now = core.now();
+        // TLS keeps records it could not send yet: they go first.
+        if !self.blocked {
+            if let Some(socket) = self.socket.as_mut() {
+                match socket.flush() {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.blocked = true,
+                    Err(e) => {
+                        log::debug!("rtm: write failed: {e}");
+                        self.drop_socket();
+                        let (link, events) = core.parts();
+                        link.handle_closed(now, &mut Collect(events));
                     }
-                }
-                Transmit::Send(pdu) => {
-                    if let Some(ws) = self.socket.as_mut() {
-                        log::debug!("rtm > {pdu}");
-                        if let Err(e) = ws.write(Message::text(pdu)) {
-                            log::debug!("rtm: write failed: {e}");
-                        }
-                        self.want_write = true;
-                    }
-                }
-                Transmit::Close => {
-                    if let Some(ws) = self.socket.as_mut() {
-                        let _ = ws.close(None);
-                        let _ = ws.flush();
-                    }
-                    self.drop_socket();
-                    let now = self.now();
-                    self.core.handle_closed(now, &mut Collect(events));
                 }
             }
         }
-        if self.want_write {
-            if let Some(ws) = self.socket.as_mut() {
-                match ws.flush() {
-                    Ok(()) => self.want_write = false,
-                    Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        log::debug!("rtm: flush failed: {e}");
-                        self.lost(events);
+        loop {
+            let (link, events) = core.parts();
+            match link.poll_output(now) {
+                None => return,
+                Some(Output::Connect { host, port, tls }) => {
+                    self.generation += 1;
+                    self.connecting = true;
+                    let generation = self.generation;
+                    let (host, transport) = (host.to_owned(), self.transport.clone());
+                    let (tx, engine) = (self.tx.clone(), self.engine.clone());
+                    let spawned = thread::Builder::new()
+                        .name("benchlink-rtm-connect".into())
+                        .spawn(move || {
+                            let msg = match open(&host, port, tls, &transport) {
+                                Ok(stream) => Msg::Connected(generation, stream),
+                                Err(e) => Msg::ConnectFailed(generation, e),
+                            };
+                            if tx.send(msg).is_ok() {
+                                engine.wake_pending.store(true, Ordering::Release);
+                                let _ = engine.waker.wake();
+                            }
+                        });
+                    if spawned.is_err() {
+                        self.connecting = false;
+                        let code = core_rtm::ConnectError::Other { code: 0 };
+                        link.handle_connect_failed(now, code, &mut Collect(events));
                     }
+                }
+                Some(Output::Transmit(bytes)) => {
+                    if self.blocked {
+                        return;
+                    }
+                    let Some(socket) = self.socket.as_mut() else {
+                        // Never: the link transmits only on a transport it was told is open.
+                        link.handle_closed(now, &mut Collect(events));
+                        continue;
+                    };
+                    match socket.write(bytes) {
+                        Ok(n) => {
+                            log::trace!("rtm: wrote {n} bytes");
+                            link.transmitted(now, n);
+                            match socket.flush() {
+                                Ok(()) => {}
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                    self.blocked = true;
+                                    return;
+                                }
+                                Err(e) => {
+                                    log::debug!("rtm: write failed: {e}");
+                                    self.drop_socket();
+                                    link.handle_closed(now, &mut Collect(events));
+                                }
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.blocked = true;
+                            return;
+                        }
+                        Err(e) => {
+                            log::debug!("rtm: write failed: {e}");
+                            self.drop_socket();
+                            link.handle_closed(now, &mut Collect(events));
+                        }
+                    }
+                }
+                Some(Output::Close) => {
+                    self.drop_socket();
+                    self.connecting = false;
+                    link.handle_closed(now, &mut Collect(events));
                 }
             }
         }
     }
 
     fn drop_socket(&mut self) {
-        self.socket = None;
+        if let Some(socket) = self.socket.take() {
+            if self.registered {
+                let fd = socket.tcp().as_raw_fd();
+                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            }
+        }
         self.registered = false;
-        self.want_write = false;
+        self.readable = false;
+        self.blocked = false;
     }
 
-    /// The connection broke under us.
-    fn lost(&mut self, events: &mut Vec<Ev>) {
-        if self.socket.is_some() {
-            self.drop_socket();
-            let now = self.now();
-            self.core.handle_closed(now, &mut Collect(events));
+    /// Reads one chunk, if the socket may have one, and feeds it to the link.
+    fn read(&mut self, core: &mut Core, buf: &mut [u8]) {
+        if !self.readable {
+            return;
+        }
+        let Some(socket) = self.socket.as_mut() else {
+            self.readable = false;
+            return;
+        };
+        let now = core.now();
+        let (link, events) = core.parts();
+        match socket.read(buf) {
+            Ok(0) => {
+                log::debug!("rtm: the server closed the connection");
+                self.drop_socket();
+                link.handle_closed(now, &mut Collect(events));
+            }
+            Ok(n) => link.handle_input(now, buf.get(..n).unwrap_or_default(), &mut Collect(events)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                log::debug!("rtm: read failed: {e}");
+                self.drop_socket();
+                link.handle_closed(now, &mut Collect(events));
+            }
         }
     }
 
-    /// Reads every frame available.
-    fn read(&mut self, events: &mut Vec<Ev>) {
-        loop {
-            let Some(ws) = self.socket.as_mut() else {
-                return;
-            };
-            match ws.read() {
-                Ok(msg) => {
-                    self.last_rx = StdInstant::now();
-                    self.ping_sent = false;
-                    match msg {
-                        Message::Text(t) => {
-                            log::debug!("rtm < {}", t.as_str());
-                            let now = self.now();
-                            self.core
-                                .handle_message(now, t.as_str(), &mut Collect(events));
-                        }
-                        Message::Binary(_) => {
-                            log::warn!("rtm: binary frame ignored (JSON protocol)");
-                        }
-                        Message::Close(_) => {}
-                        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
-                    }
-                    // tungstenite queues pongs and close replies: send them.
-                    self.want_write = true;
+    /// A connect thread finished.
+    fn connected(&mut self, core: &mut Core, msg: Msg) {
+        let now = core.now();
+        let (link, events) = core.parts();
+        match msg {
+            Msg::Connected(generation, stream) => {
+                if generation != self.generation || !self.connecting {
+                    return; // stale: dropping the stream closes it
                 }
-                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    log::debug!("rtm: connection ended: {e}");
-                    self.lost(events);
+                self.connecting = false;
+                let fd = stream.tcp().as_raw_fd();
+                let registered = stream.tcp().set_nonblocking(true).is_ok()
+                    && self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut SourceFd(&fd),
+                            SOCKET,
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_ok();
+                if !registered {
+                    let code = core_rtm::ConnectError::Other { code: 0 };
+                    link.handle_connect_failed(now, code, &mut Collect(events));
                     return;
                 }
+                self.socket = Some(stream);
+                self.registered = true;
+                // TLS may hold bytes already decrypted: look before waiting for an edge.
+                self.readable = true;
+                self.blocked = false;
+                core.transport_error = None;
+                let (link, events) = core.parts();
+                link.handle_connected(now, &mut Collect(events));
             }
+            Msg::ConnectFailed(generation, e) => {
+                if generation != self.generation || !self.connecting {
+                    return;
+                }
+                self.connecting = false;
+                log::info!("rtm: connect failed: {e}");
+                let code = core_error(&e);
+                core.transport_error = Some((code, e.to_string()));
+                let (link, events) = core.parts();
+                link.handle_connect_failed(now, code, &mut Collect(events));
+            }
+            Msg::Job(_) => {}
         }
     }
-
-    /// Liveness: ping after `ping_interval` of silence, give up after `dead_peer_timeout`.
-    fn liveness(&mut self, events: &mut Vec<Ev>) -> Option<Duration> {
-        self.socket.as_ref()?;
-        let quiet = self.last_rx.elapsed();
-        if quiet >= self.dead_peer_timeout {
-            log::info!("rtm: no data from the server for {quiet:?}: reconnecting");
-            self.lost(events);
-            return None;
-        }
-        if quiet >= self.ping_interval && !self.ping_sent {
-            if let Some(ws) = self.socket.as_mut() {
-                let _ = ws.write(Message::Ping(Vec::new().into()));
-                self.want_write = true;
-                self.ping_sent = true;
-            }
-        }
-        let next_ping = if self.ping_sent {
-            self.dead_peer_timeout
-        } else {
-            self.ping_interval
-        };
-        Some(
-            next_ping
-                .saturating_sub(quiet)
-                .min(self.dead_peer_timeout.saturating_sub(quiet)),
-        )
-    }
-}
-
-fn run_loop(mut poll: Poll, rx: Receiver<Msg>, inner: Inner, observers: Observers) {
-    let inner = Rc::new(RefCell::new(inner));
-    let observers = Rc::new(RefCell::new(observers));
-    LOOP.with(|l| *l.borrow_mut() = Some((inner.clone(), observers.clone())));
-    let mut events = Events::with_capacity(16);
-    loop {
-        let mut evs = Vec::new();
-        let timeout = {
-            let Ok(mut i) = inner.try_borrow_mut() else {
-                break;
-            };
-            // Register a new socket, or update its interest.
-            if let Some(ws) = i.socket.as_ref() {
-                let fd = ws.get_ref().tcp().as_raw_fd();
-                let interest = if i.want_write {
-                    Interest::READABLE | Interest::WRITABLE
-                } else {
-                    Interest::READABLE
-                };
-                let r = if i.registered {
-                    poll.registry()
-                        .reregister(&mut SourceFd(&fd), SOCKET, interest)
-                } else {
-                    poll.registry()
-                        .register(&mut SourceFd(&fd), SOCKET, interest)
-                };
-                if r.is_ok() {
-                    i.registered = true;
-                }
-            }
-            // Liveness and flush may lose the connection (→ Awaiting): ask the core for
-            // its deadline after them, or the reconnect timer would be missed.
-            let live = i.liveness(&mut evs);
-            i.flush(&mut evs);
-            let core_timeout = i
-                .core
-                .poll_timeout()
-                .map(|t| Duration::from_micros(t.as_micros().saturating_sub(i.now().as_micros())));
-            [core_timeout, live].into_iter().flatten().min()
-        };
-        dispatch(&inner, &observers, std::mem::take(&mut evs));
-        if inner.borrow().core.state() == ClientState::Disposed {
-            break;
-        }
-        if let Err(e) = poll.poll(&mut events, timeout) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                log::error!("rtm: poll failed: {e}");
-                break;
-            }
-        }
-        {
-            let Ok(mut i) = inner.try_borrow_mut() else {
-                break;
-            };
-            // Deadlines first: a request whose time is up (a timeout of 0 included) fails
-            // even if its reply is already waiting in the socket.
-            let now = i.now();
-            i.core.handle_timeout(now, &mut Collect(&mut evs));
-            for event in events.iter() {
-                if event.token() == SOCKET {
-                    i.read(&mut evs);
-                    if event.is_writable() {
-                        i.want_write = true;
-                    }
-                }
-            }
-            i.flush(&mut evs);
-        }
-        dispatch(&inner, &observers, std::mem::take(&mut evs));
-        // API calls and connect results.
-        while let Ok(msg) = rx.try_recv() {
-            match msg {
-                Msg::Job(job) => {
-                    let complete = {
-                        let Ok(mut i) = inner.try_borrow_mut() else {
-                            break;
-                        };
-                        let complete = job(&mut i, &mut evs);
-                        i.flush(&mut evs);
-                        complete
-                    };
-                    dispatch(&inner, &observers, std::mem::take(&mut evs));
-                    complete();
-                }
-                Msg::Connected(generation, ws) => {
-                    let Ok(mut i) = inner.try_borrow_mut() else {
-                        break;
-                    };
-                    if generation != i.generation || !i.connecting {
-                        continue; // stale: dropping the socket closes it
-                    }
-                    i.connecting = false;
-                    if ws.get_ref().tcp().set_nonblocking(true).is_err() {
-                        let now = i.now();
-                        i.core.handle_connect_failed(
-                            now,
-                            core_rtm::ConnectError::Other { code: 0 },
-                            &mut Collect(&mut evs),
-                        );
-                    } else {
-                        i.socket = Some(ws);
-                        i.registered = false;
-                        i.last_rx = StdInstant::now();
-                        i.ping_sent = false;
-                        i.last_error = None;
-                        let now = i.now();
-                        i.core.handle_connected(now, &mut Collect(&mut evs));
-                        // Frames may have arrived with the 101 already.
-                        i.read(&mut evs);
-                    }
-                    i.flush(&mut evs);
-                }
-                Msg::ConnectFailed(generation, e) => {
-                    let Ok(mut i) = inner.try_borrow_mut() else {
-                        break;
-                    };
-                    if generation != i.generation || !i.connecting {
-                        continue;
-                    }
-                    i.connecting = false;
-                    log::info!("rtm: connect failed: {e}");
-                    let code = core_error(&e);
-                    i.last_error = Some(e.to_string());
-                    let now = i.now();
-                    i.core
-                        .handle_connect_failed(now, code, &mut Collect(&mut evs));
-                    i.flush(&mut evs);
-                }
-            }
-            dispatch(&inner, &observers, std::mem::take(&mut evs));
-        }
-    }
-    // Fail whatever still waits, so no caller blocks forever.
-    observers.borrow_mut().callbacks.clear();
-    LOOP.with(|l| *l.borrow_mut() = None);
 }
 
 fn core_error(e: &ConnectError) -> core_rtm::ConnectError {
@@ -1220,58 +1162,116 @@ fn core_error(e: &ConnectError) -> core_rtm::ConnectError {
         },
         ConnectError::Proxy { status } => core_rtm::ConnectError::Proxy { status: *status },
         ConnectError::Http(_) => core_rtm::ConnectError::Protocol,
-        ConnectError::Handshake(benchlink_core::ws::HandshakeError::Status { status }) => {
-            core_rtm::ConnectError::Rejected { status: *status }
-        }
-        ConnectError::Handshake(_) => core_rtm::ConnectError::Protocol,
     }
 }
 
-/// Runs the observers and callbacks for `events`, in order, one at a time. Called from a
-/// callback (the callback called the client), it only queues them: they run after the
-/// events already queued, once the running callback returned, so that observers see
-/// every transition in order and never run nested. A panicking callback stops the client
-/// (and is reported), instead of killing the I/O thread.
-fn dispatch(inner: &Rc<RefCell<Inner>>, observers: &Rc<RefCell<Observers>>, events: Vec<Ev>) {
-    {
-        let mut o = observers.borrow_mut();
-        o.queue.extend(events);
-        if o.delivering {
-            // A callback called the client: its events follow, after that callback.
-            return;
-        }
-        o.delivering = true;
-    }
+/// The I/O thread: API calls and connect results, the link's deadlines, one chunk of
+/// input, the link's output, then observers; it sleeps only when there is nothing to read
+/// and nothing due.
+fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Observers) {
+    let engine = io.engine.clone();
+    let observers = RefCell::new(observers);
+    let mut ready = Events::with_capacity(16);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut completions: Vec<Box<dyn FnOnce()>> = Vec::new();
     loop {
-        let next = observers.borrow_mut().queue.pop_front();
-        let Some(ev) = next else {
-            break;
+        // From here on, a caller that queues work must wake the thread again.
+        engine.wake_pending.store(false, Ordering::Release);
+        let timeout = {
+            let mut core = engine.lock();
+            while let Ok(msg) = rx.try_recv() {
+                match msg {
+                    Msg::Job(job) => completions.push(job(&mut core)),
+                    connect => io.connected(&mut core, connect),
+                }
+            }
+            // Deadlines first: a request whose time is up (a timeout of 0 included) fails
+            // even if its reply is already waiting in the socket.
+            let now = core.now();
+            if core.link.poll_timeout().is_some_and(|t| t <= now) {
+                let (link, events) = core.parts();
+                link.handle_timeout(now, &mut Collect(events));
+            }
+            io.read(&mut core, &mut buf);
+            io.flush(&mut core);
+            let wait = core
+                .link
+                .poll_timeout()
+                .map(|t| Duration::from_micros(t.as_micros().saturating_sub(now.as_micros())));
+            if io.readable {
+                Some(Duration::ZERO)
+            } else {
+                wait
+            }
         };
-        if let (Ev::State(_, enter), Ok(i)) = (&ev, inner.try_borrow()) {
-            *i.watch
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = *enter;
-            i.watch.changed.notify_all();
+        // Observers may call the client: what they queue goes out before the next sleep.
+        while dispatch(&engine, &watch, &observers) {
+            io.flush(&mut engine.lock());
         }
-        let ok = catch_unwind(AssertUnwindSafe(|| deliver(observers, ev))).is_ok();
-        if !ok {
-            log::error!("rtm: a callback panicked: stopping the client");
-            if let Ok(mut i) = inner.try_borrow_mut() {
-                i.stop_requested = true;
-                let mut more = Vec::new();
-                i.flush(&mut more);
-                drop(i);
-                observers.borrow_mut().queue.extend(more);
+        for complete in completions.drain(..) {
+            complete();
+        }
+        if engine.lock().link.client().state() == ClientState::Disposed {
+            break;
+        }
+        let timeout = if engine.wake_pending.load(Ordering::Acquire) {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
+        if let Err(e) = io.poll.poll(&mut ready, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                log::error!("rtm: poll failed: {e}");
+                break;
+            }
+        }
+        for event in ready.iter() {
+            if event.token() == SOCKET {
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    io.readable = true;
+                }
+                if event.is_writable() {
+                    io.blocked = false;
+                }
             }
         }
     }
-    observers.borrow_mut().delivering = false;
+    // Fail whatever still waits, so no caller blocks forever.
+    observers.borrow_mut().callbacks.clear();
+}
+
+/// Delivers the events queued in the link's core, in order, one at a time, with the
+/// link unlocked (so callbacks may call the client). A panicking callback stops the
+/// client (and is reported), instead of killing the I/O thread. Returns whether anything
+/// was delivered.
+fn dispatch(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>) -> bool {
+    let mut delivered = false;
+    loop {
+        let events = std::mem::take(&mut engine.lock().events);
+        if events.is_empty() {
+            return delivered;
+        }
+        delivered = true;
+        for ev in events {
+            if let Ev::State(_, enter) = &ev {
+                *watch.state.lock().unwrap_or_else(PoisonError::into_inner) = *enter;
+                watch.changed.notify_all();
+            }
+            let ok = catch_unwind(AssertUnwindSafe(|| deliver(observers, ev))).is_ok();
+            if !ok {
+                log::error!("rtm: a callback panicked: stopping the client");
+                let mut core = engine.lock();
+                let now = core.now();
+                let (link, events) = core.parts();
+                link.client_mut().stop(now, &mut Collect(events));
+            }
+        }
+    }
 }
 
 /// Calls one observer method. The observer is taken out of the table while it runs, so
 /// it may call the client freely.
-fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
+fn deliver(observers: &RefCell<Observers>, ev: Ev) {
     match ev {
         Ev::State(leave, enter) => with_client(observers, |o| {
             match leave {
@@ -1292,7 +1292,14 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
             }
         }),
         Ev::Internal(e) => with_client(observers, |o| o.on_internal_error(&e)),
+        Ev::LinkClosed(why) => with_client(observers, |o| o.on_link_closed(&why)),
         Ev::FastForward(key) => with_client(observers, |o| o.on_fast_forward(&key)),
+        Ev::Callback(ticket, cb) => {
+            observers.borrow_mut().callbacks.insert(ticket.get(), cb);
+        }
+        Ev::AuthDone(ticket, done) => {
+            observers.borrow_mut().auth.insert(ticket.get(), done);
+        }
         Ev::Reply(ticket, response, last) => {
             let cb = observers.borrow_mut().callbacks.remove(&ticket.get());
             if let Some(mut cb) = cb {
@@ -1390,7 +1397,7 @@ fn deliver(observers: &Rc<RefCell<Observers>>, ev: Ev) {
 
 /// Runs `f` with the client observer, taken out of the table meanwhile. The observer is
 /// kept even when `f` panics (the panic goes on, to stop the client).
-fn with_client(observers: &Rc<RefCell<Observers>>, f: impl FnOnce(&mut dyn ClientObserver)) {
+fn with_client(observers: &RefCell<Observers>, f: impl FnOnce(&mut dyn ClientObserver)) {
     let taken = observers.borrow_mut().client.take();
     if let Some(mut o) = taken {
         let r = catch_unwind(AssertUnwindSafe(|| f(o.as_mut())));
@@ -1405,7 +1412,7 @@ fn with_client(observers: &Rc<RefCell<Observers>>, f: impl FnOnce(&mut dyn Clien
 /// table meanwhile. The observer is kept even when `f` panics (the panic goes on, to stop
 /// the client), unless the callback replaced it.
 fn with_sub(
-    observers: &Rc<RefCell<Observers>>,
+    observers: &RefCell<Observers>,
     key: &str,
     f: impl FnOnce(&mut dyn SubscriptionObserver),
 ) {

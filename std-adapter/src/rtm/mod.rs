@@ -52,4 +52,4 @@ pub use client::{Callback, Client, ClientOptions, Error, Response, SubscribeOpti
 pub use connection::{Connection, ConnectionDelegate};
 pub use observer::{ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
 pub use scoped::{make_client, AUTH_WAIT, CONNECT_WAIT};
-pub use transport::{connect, ConnectError, Socket, TransportOptions};
+pub use transport::{open, ConnectError, TransportOptions};

@@ -36,6 +36,10 @@ pub trait ClientObserver: Send {
     fn on_internal_error(&mut self, error: &str) {}
     /// The server skipped `channel` ahead: some messages were lost.
     fn on_fast_forward(&mut self, channel: &str) {}
+    /// The open connection ended, and why (the server's close code and reason, a
+    /// protocol violation, a dead or stalled server, the transport closing, or the client
+    /// itself); the state change follows.
+    fn on_link_closed(&mut self, why: &str) {}
 }
 
 /// Subscription callbacks (spec §5.15).

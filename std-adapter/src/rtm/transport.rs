@@ -1,8 +1,6 @@
-//! Opening an RTM WebSocket: TCP (through an HTTPS proxy's `CONNECT` tunnel when one is
-//! configured), TLS for `wss://`, then the upgrade. The core writes the upgrade request
-//! and checks the `101` (one URL rule and one accept check for std and embassy alike);
-//! tungstenite takes over the framing, starting with any bytes that arrived together with
-//! the `101` (the reference C SDK lost those).
+//! Opening the transport of an RTM connection: TCP (through an HTTPS proxy's `CONNECT`
+//! tunnel when one is configured), and TLS for `wss://`. Everything above the bytes (the
+//! upgrade, frames, pings, close) is the core's link, the same for std and embassy.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -11,9 +9,7 @@ use std::time::Duration;
 use benchlink_core::http::{
     ConnectHead, DecodeError, Event, Head, Limits, Method, ResponseDecoder,
 };
-use benchlink_core::ws::{check_response, Endpoint, HandshakeError, Key, UpgradeRequest, UrlError};
-use tungstenite::protocol::{Role, WebSocketConfig};
-use tungstenite::WebSocket;
+use benchlink_core::ws::UrlError;
 
 use crate::http::encode_to_vec;
 use crate::net::{connect_tcp, Stream, Tls, TlsOptions};
@@ -74,9 +70,6 @@ pub enum ConnectError {
     },
     /// The response to the upgrade or the `CONNECT` was not valid HTTP.
     Http(DecodeError),
-    /// The server refused the upgrade (a bad appkey gives a non-101 status) or
-    /// answered it wrongly.
-    Handshake(HandshakeError),
 }
 
 impl fmt::Display for ConnectError {
@@ -86,7 +79,6 @@ impl fmt::Display for ConnectError {
             ConnectError::Io(e) => write!(f, "connection failed: {e}"),
             ConnectError::Proxy { status } => write!(f, "proxy answered CONNECT with {status}"),
             ConnectError::Http(e) => write!(f, "bad HTTP response: {e}"),
-            ConnectError::Handshake(e) => write!(f, "WebSocket upgrade refused: {e}"),
         }
     }
 }
@@ -97,7 +89,6 @@ impl std::error::Error for ConnectError {
             ConnectError::Url(e) => Some(e),
             ConnectError::Io(e) => Some(e),
             ConnectError::Http(e) => Some(e),
-            ConnectError::Handshake(e) => Some(e),
             ConnectError::Proxy { .. } => None,
         }
     }
@@ -109,78 +100,46 @@ impl From<io::Error> for ConnectError {
     }
 }
 
-/// An open WebSocket to the service.
-pub type Socket = WebSocket<Stream>;
-
-/// Connects, blocking for at most about `connect_timeout` per step.
+/// Opens the transport to `host:port` for the link: TCP, through the HTTPS proxy's
+/// `CONNECT` tunnel when one is configured, then TLS (handshake completed) when `tls`.
+/// Blocks for at most about `connect_timeout` per step. The WebSocket upgrade is the
+/// link's (`benchlink_core::rtm::Link`), over the returned stream.
 ///
 /// ```no_run
-/// use benchlink_std::rtm::{connect, TransportOptions};
-/// let ws = connect(&TransportOptions::new("ws://127.0.0.1:8080", "key"))?;
+/// use benchlink_std::rtm::{open, TransportOptions};
+/// let stream = open("127.0.0.1", 8080, false, &TransportOptions::new("ws://127.0.0.1:8080", "key"))?;
 /// # Ok::<(), benchlink_std::rtm::ConnectError>(())
 /// ```
-pub fn connect(options: &TransportOptions) -> Result<Socket, ConnectError> {
-    let endpoint = Endpoint::parse(&options.endpoint).map_err(ConnectError::Url)?;
-    let host = if endpoint.host.contains(':') {
-        format!("[{}]", endpoint.host)
+pub fn open(
+    host: &str,
+    port: u16,
+    tls: bool,
+    options: &TransportOptions,
+) -> Result<Stream, ConnectError> {
+    let bracketed = if host.contains(':') {
+        format!("[{host}]")
     } else {
-        endpoint.host.to_owned()
+        host.to_owned()
     };
     let timeout = options.connect_timeout;
     let tcp = match &options.https_proxy {
-        None => connect_tcp(&host, endpoint.port, timeout)?,
-        Some((proxy_host, proxy_port)) => tunnel(
-            proxy_host,
-            *proxy_port,
-            endpoint.host,
-            endpoint.port,
-            timeout,
-        )?,
+        None => connect_tcp(&bracketed, port, timeout)?,
+        Some((proxy_host, proxy_port)) => tunnel(proxy_host, *proxy_port, host, port, timeout)?,
     };
     tcp.set_read_timeout(Some(timeout))?;
     tcp.set_write_timeout(Some(timeout))?;
-    let tls = if endpoint.tls {
+    let tls = if tls {
         Some(Tls::new(&options.tls)?)
     } else {
         None
     };
-    let mut stream = Stream::over(tcp, endpoint.host, tls.as_ref())?;
+    let mut stream = Stream::over(tcp, host, tls.as_ref())?;
+    stream.complete_handshake()?;
     stream.tcp().set_nodelay(options.nodelay)?;
-
-    let mut nonce = [0u8; 16];
-    getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
-    let key = Key::new(nonce);
-    let user_agent = concat!("benchlink/", env!("CARGO_PKG_VERSION"));
-    let request = UpgradeRequest {
-        endpoint,
-        appkey: &options.appkey,
-        key: &key,
-        origin: None,
-        protocol: None,
-        user_agent: Some(user_agent),
-    };
-    let bytes = encode_to_vec(|c| request.encode(c))
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    stream.write_all(&bytes)?;
-    stream.flush()?;
-    let leftover = read_head(&mut stream, Method::Get, |head| {
-        check_response(head, &key, None)
-            .map(|_| ())
-            .map_err(ConnectError::Handshake)
-    })?;
-
-    // From here on the socket is driven without blocking reads.
+    // From here on the socket is driven without blocking.
     stream.tcp().set_read_timeout(None)?;
     stream.tcp().set_write_timeout(None)?;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(options.max_message_size))
-        .max_frame_size(Some(options.max_message_size));
-    Ok(WebSocket::from_partially_read(
-        stream,
-        leftover,
-        Role::Client,
-        Some(config),
-    ))
+    Ok(stream)
 }
 
 /// Opens a `CONNECT` tunnel to `host:port` through the proxy.
