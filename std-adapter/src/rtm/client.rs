@@ -406,6 +406,13 @@ struct Observers {
     auth: HashMap<u32, AuthDone>,
 }
 
+/// What one read of the socket gave.
+enum Input {
+    Nothing,
+    Bytes(usize),
+    Closed,
+}
+
 /// The socket side of the I/O thread.
 struct Io {
     poll: Poll,
@@ -1073,27 +1080,42 @@ impl Io {
     }
 
     /// Reads one chunk, if the socket may have one, and feeds it to the link.
-    fn read(&mut self, core: &mut Core, buf: &mut [u8]) {
+    fn read(&mut self, buf: &mut [u8]) -> Input {
         if !self.readable {
-            return;
+            return Input::Nothing;
         }
         let Some(socket) = self.socket.as_mut() else {
             self.readable = false;
-            return;
+            return Input::Nothing;
         };
-        let now = core.now();
-        let (link, events) = core.parts();
         match socket.read(buf) {
             Ok(0) => {
                 log::debug!("rtm: the server closed the connection");
-                self.drop_socket();
-                link.handle_closed(now, &mut Collect(events));
+                Input::Closed
             }
-            Ok(n) => link.handle_input(now, buf.get(..n).unwrap_or_default(), &mut Collect(events)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(n) => Input::Bytes(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.readable = false;
+                Input::Nothing
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Input::Nothing,
             Err(e) => {
                 log::debug!("rtm: read failed: {e}");
+                Input::Closed
+            }
+        }
+    }
+
+    /// Feeds what [`Io::read`] got to the link.
+    fn feed(&mut self, core: &mut Core, input: Input, buf: &[u8]) {
+        let now = core.now();
+        let (link, events) = core.parts();
+        match input {
+            Input::Nothing => {}
+            Input::Bytes(n) => {
+                link.handle_input(now, buf.get(..n).unwrap_or_default(), &mut Collect(events));
+            }
+            Input::Closed => {
                 self.drop_socket();
                 link.handle_closed(now, &mut Collect(events));
             }
@@ -1177,6 +1199,9 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     loop {
         // From here on, a caller that queues work must wake the thread again.
         engine.wake_pending.store(false, Ordering::Release);
+        // The read syscall runs with the link unlocked, so callers queueing requests
+        // meanwhile do not wait for it.
+        let input = io.read(&mut buf);
         let timeout = {
             let mut core = engine.lock();
             while let Ok(msg) = rx.try_recv() {
@@ -1192,7 +1217,7 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
                 let (link, events) = core.parts();
                 link.handle_timeout(now, &mut Collect(events));
             }
-            io.read(&mut core, &mut buf);
+            io.feed(&mut core, input, &buf);
             io.flush(&mut core);
             let wait = core
                 .link

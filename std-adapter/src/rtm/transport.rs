@@ -26,7 +26,8 @@ pub struct TransportOptions {
     pub https_proxy: Option<(String, u16)>,
     /// TLS options for `wss://` (verification on by default).
     pub tls: TlsOptions,
-    /// Limit for DNS + TCP + TLS + upgrade.
+    /// Limit for the whole connect: DNS, TCP, the proxy tunnel, TLS and the WebSocket
+    /// upgrade (the link's connect timeout; each blocking step is also bounded by it).
     pub connect_timeout: Duration,
     /// `TCP_NODELAY` (on by default: PDUs are small and latency matters; the reference
     /// SDK leaves Nagle on).
