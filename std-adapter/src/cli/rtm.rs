@@ -16,7 +16,7 @@ use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -572,7 +572,10 @@ impl Session {
         deadline: Option<Instant>,
         mut sink: impl FnMut(&str, Instant, &str) -> io::Result<()>,
     ) -> Result<Followed, Fail> {
-        let (tx, rx) = mpsc::channel();
+        // Bounded: when the output is slower than the server, the client's thread waits
+        // here, stops reading the socket, and TCP slows the server down (nothing grows).
+        // Leaving this function drops the receiver, which releases a waiting sender.
+        let (tx, rx) = mpsc::sync_channel(FOLLOW_BACKLOG);
         for channel in &args.channels {
             let options = SubscribeOptions {
                 position: args.position.clone(),
@@ -741,9 +744,12 @@ enum SubEvent {
     Data(String, Instant, Vec<String>),
 }
 
+/// Data PDUs a subscribing command holds between the client's thread and its output.
+const FOLLOW_BACKLOG: usize = 256;
+
 struct Sub {
     channel: String,
-    tx: Sender<SubEvent>,
+    tx: SyncSender<SubEvent>,
     subscribed: bool,
 }
 
