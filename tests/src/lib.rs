@@ -303,6 +303,70 @@ impl CountingProxy {
     }
 }
 
+/// An HTTPS proxy: answers `CONNECT host:port` with 200 and then relays bytes both
+/// ways, as corporate proxies do; it remembers the targets it was asked for.
+pub struct ConnectProxy {
+    acceptor: Acceptor,
+    targets: Arc<Mutex<Vec<String>>>,
+}
+
+impl ConnectProxy {
+    /// Starts listening on a fresh `127.0.0.1` port.
+    pub fn start() -> ConnectProxy {
+        let targets = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&targets);
+        let acceptor = Acceptor::start(move |mut client, sockets| {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match client.read(&mut byte) {
+                    Ok(1) if head.len() < 8192 => head.push(byte[0]),
+                    _ => return,
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let Some(target) = head
+                .strip_prefix("CONNECT ")
+                .and_then(|rest| rest.split(' ').next())
+            else {
+                let _ = client.write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n");
+                return;
+            };
+            lock(&seen).push(target.to_owned());
+            // The target's brackets, if any, are the proxy's business.
+            let Ok(server) = TcpStream::connect(target.replace(['[', ']'], "")) else {
+                let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                return;
+            };
+            if client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+            if let Ok(clone) = server.try_clone() {
+                lock(sockets).push(clone);
+            }
+            let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                return;
+            };
+            thread::spawn(move || pump(s2, c2));
+            pump(client, server);
+        });
+        ConnectProxy { acceptor, targets }
+    }
+
+    /// `127.0.0.1` and the proxy's port.
+    pub fn addr(&self) -> SocketAddr {
+        self.acceptor.addr
+    }
+
+    /// The `host:port` of every `CONNECT` so far.
+    pub fn targets(&self) -> Vec<String> {
+        lock(&self.targets).clone()
+    }
+}
+
 /// A throw-away self-signed certificate for `localhost` and its key.
 pub fn localhost_certificate() -> (CertificateDer<'static>, PrivateKeyDer<'static>, String) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
