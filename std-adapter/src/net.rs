@@ -43,6 +43,91 @@ impl TlsOptions {
     }
 }
 
+impl TlsOptions {
+    /// The environment variable naming a PEM file of extra trusted roots, as OpenSSL,
+    /// curl and Python honour it.
+    pub const CERT_FILE_ENV: &'static str = "SSL_CERT_FILE";
+
+    /// Adds the roots of the PEM file named by `SSL_CERT_FILE`, when it is set and not
+    /// empty (an unreadable file is an error, not silently ignored).
+    ///
+    /// ```
+    /// std::env::remove_var("SSL_CERT_FILE");
+    /// let tls = benchlink_std::net::TlsOptions::default().with_env_roots().unwrap();
+    /// assert!(tls.extra_roots.is_empty());
+    /// ```
+    pub fn with_env_roots(self) -> io::Result<Self> {
+        match std::env::var_os(Self::CERT_FILE_ENV) {
+            Some(path) if !path.is_empty() => self.with_root_pem_file(&path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{} ({}): {e}",
+                        Self::CERT_FILE_ENV,
+                        Path::new(&path).display()
+                    ),
+                )
+            }),
+            _ => Ok(self),
+        }
+    }
+
+    /// What the command line asks for: `--no-cert-check`, the roots of `--cacert` and of
+    /// `SSL_CERT_FILE`. Shared by `benchlink bench` and `benchlink rtm`.
+    pub fn from_command_line(cacert: Option<&Path>, no_cert_check: bool) -> io::Result<Self> {
+        let mut tls = TlsOptions {
+            insecure_skip_verify: no_cert_check,
+            ..TlsOptions::default()
+        }
+        .with_env_roots()?;
+        if let Some(path) = cacert {
+            tls = tls
+                .with_root_pem_file(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        }
+        Ok(tls)
+    }
+}
+
+/// Parses an HTTPS proxy as `[http://]host:port` (the form of `HTTPS_PROXY`); the proxy
+/// is spoken to in plain HTTP and tunnels the TLS of the connection through `CONNECT`.
+///
+/// ```
+/// use benchlink_std::net::parse_proxy;
+/// assert_eq!(parse_proxy("http://proxy.example:3128/").unwrap(), ("proxy.example".to_owned(), 3128));
+/// assert_eq!(parse_proxy("[::1]:8080").unwrap(), ("::1".to_owned(), 8080));
+/// assert!(parse_proxy("https://proxy:443").is_err());
+/// assert!(parse_proxy("proxy").is_err());
+/// ```
+pub fn parse_proxy(text: &str) -> Result<(String, u16), String> {
+    let rest = match text.split_once("://") {
+        None => text,
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "proxy {text:?}: scheme {scheme}:// is not supported (use http://host:port)"
+            ))
+        }
+    };
+    let authority = rest.trim_end_matches('/');
+    if authority.contains(['/', '@', '?']) {
+        return Err(format!("proxy {text:?}: expected [http://]host:port"));
+    }
+    let (host, port) = authority
+        .rsplit_once(':')
+        .ok_or_else(|| format!("proxy {text:?}: a port is required (host:port)"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("proxy {text:?}: invalid port"))?;
+    if host.is_empty() {
+        return Err(format!("proxy {text:?}: missing host"));
+    }
+    Ok((host.to_owned(), port))
+}
+
 /// A ready TLS client configuration; cheap to clone, built once per client.
 #[derive(Debug, Clone)]
 pub struct Tls {

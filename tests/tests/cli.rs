@@ -4,73 +4,19 @@
 //! script, 3 failed benchmark under `--wait`, 4 invalid value).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_std::bench::StartOptions;
 use benchlink_std::sandbox::bench::Speed;
 use benchlink_tests::{
-    client, fast_server, hello, live_server, live_speed, repo_root, server_with, wait_final,
-    wait_process_gone, wait_running, TlsProxy,
+    benchlink_bin as bin, client, fast_server, hello, live_server, live_speed, repo_root,
+    server_with, wait_final, wait_process_gone, wait_running, TlsProxy,
 };
 
 /// How long one run of the binary may take (a `run` polls every 3 s).
 const CLI_PATIENCE: Duration = Duration::from_secs(30);
-
-/// The `benchlink` binary, built once per test process with the cargo that builds the
-/// tests, into the same target directory.
-fn bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable");
-        // <target>/<profile>/deps/cli-<hash>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .to_path_buf();
-        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .args(["build", "-q", "-p", "benchlink-std", "--bin", "benchlink"])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(repo_root());
-        // What cargo set for this test run describes the tests package; passed on, it
-        // would change the fingerprints of build scripts (ring's) and make this build
-        // and the next `cargo test` rebuild half the dependencies.
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            if k.starts_with("CARGO_PKG_")
-                || k.starts_with("CARGO_MANIFEST_")
-                || [
-                    "CARGO_CRATE_NAME",
-                    "CARGO_BIN_NAME",
-                    "CARGO_PRIMARY_PACKAGE",
-                    "CARGO_TARGET_TMPDIR",
-                    "OUT_DIR",
-                ]
-                .contains(&k.as_ref())
-            {
-                build.env_remove(&key);
-            }
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let status = build.status().expect("running cargo build");
-        assert!(
-            status.success(),
-            "cargo build of the benchlink binary failed"
-        );
-        let path = profile_dir.join(format!("benchlink{}", std::env::consts::EXE_SUFFIX));
-        assert!(path.exists(), "no binary at {}", path.display());
-        path
-    })
-}
 
 /// What one run printed and how it exited.
 #[derive(Debug)]

@@ -352,15 +352,8 @@ fn client(args: &BenchArgs) -> Result<(BenchClient, Option<BenchServer>), Fail> 
             (address, Some(server))
         }
     };
-    let mut tls = TlsOptions {
-        insecure_skip_verify: args.no_cert_check,
-        ..TlsOptions::default()
-    };
-    if let Some(path) = &args.cacert {
-        tls = tls
-            .with_root_pem_file(path)
-            .map_err(|e| Fail(1, format!("{}: {e}", path.display())))?;
-    }
+    let tls = TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
+        .map_err(|e| Fail(1, e.to_string()))?;
     let client = BenchClient::new(address)?.with_tls(tls)?;
     let client = match &args.token {
         Some(token) => client.with_token(token.clone()),

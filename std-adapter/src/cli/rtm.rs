@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::value::RawValue;
 
+use benchlink_core::ws::Endpoint;
+
+use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
     Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
@@ -76,6 +79,16 @@ pub(super) struct RtmArgs {
     /// How long to wait for each reply of the server, in seconds.
     #[arg(long, global = true, default_value = "10", value_parser = parse_secs)]
     reply_timeout: Duration,
+    /// Also trust the certificates of this PEM file for wss:// (a private CA, a test
+    /// server's own certificate); SSL_CERT_FILE is honoured too.
+    #[arg(long, global = true, value_name = "PEM")]
+    cacert: Option<PathBuf>,
+    /// Do not verify the server's certificate (wss:// stays encrypted, not authenticated).
+    #[arg(long, global = true, alias = "no_cert_check")]
+    no_cert_check: bool,
+    /// Reach the service through this HTTPS proxy, `[http://]host:port` (CONNECT tunnel).
+    #[arg(long, global = true, env = "HTTPS_PROXY", value_name = "HOST:PORT")]
+    https_proxy: Option<String>,
     #[command(subcommand)]
     command: RtmCommand,
 }
@@ -497,8 +510,23 @@ impl Session {
                 (server.endpoint(), appkey, Some(server))
             }
         };
+        if let Err(e) = Endpoint::parse(&endpoint) {
+            return Err(Fail(EXIT_INVALID, format!("--endpoint {endpoint:?}: {e}")));
+        }
+        let proxy = args
+            .https_proxy
+            .clone()
+            .or_else(|| std::env::var("https_proxy").ok())
+            .filter(|p| !p.is_empty());
+        let mut options = ClientOptions::new(endpoint.clone(), appkey);
+        options.transport.https_proxy = match proxy {
+            Some(p) => Some(parse_proxy(&p).map_err(|e| Fail(EXIT_INVALID, e))?),
+            None => None,
+        };
+        options.transport.tls =
+            TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
+                .map_err(|e| Fail(1, e.to_string()))?;
         let (tx, rx) = mpsc::channel();
-        let options = ClientOptions::new(endpoint.clone(), appkey);
         let client = Client::with_observer(options, Some(Box::new(Watch::new(tx))))?;
         let session = Session {
             client,
