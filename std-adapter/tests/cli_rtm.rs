@@ -452,19 +452,105 @@ fn usage_errors_and_unreachable_servers() {
     assert_eq!(r.code, Some(1), "{r:?}");
 }
 
-#[test]
-fn without_an_endpoint_a_local_server_is_used() {
+/// `benchlink rtm ARGS` with no service settings at all: no `BENCHLINK_RTM_*`, no
+/// `SATORI_*`, and an empty config directory.
+fn rtm_unconfigured(args: &[&str], config_home: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_benchlink"));
-    c.args(["rtm", "publish", "c", "1"])
-        .env_remove("BENCHLINK_RTM_ENDPOINT")
-        .env_remove("BENCHLINK_RTM_APPKEY")
-        .env_remove("BENCHLINK_RTM_ROLE")
-        .env_remove("BENCHLINK_RTM_ROLE_SECRET")
+    c.arg("rtm").args(args).env("XDG_CONFIG_HOME", config_home);
+    for var in [
+        "BENCHLINK_RTM_ENDPOINT",
+        "BENCHLINK_RTM_APPKEY",
+        "BENCHLINK_RTM_ROLE",
+        "BENCHLINK_RTM_ROLE_SECRET",
+        "SATORI_ENDPOINT",
+        "SATORI_APPKEY",
+        "SATORI_ROLE_NAME",
+        "SATORI_ROLE_SECRET",
+    ] {
+        c.env_remove(var);
+    }
+    c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let r = ok(run(c));
-    assert!(r.stderr.contains("using a local RTM server"), "{r:?}");
+    c
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("benchlink-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn without_an_endpoint_a_local_server_is_used() {
+    let home = temp_dir("no-config");
+    let r = ok(run(rtm_unconfigured(&["publish", "c", "1"], &home)));
+    // (Unless something answers on 127.0.0.1:8080, as `benchlink sandbox` would.)
+    assert!(
+        r.stderr.contains("using a local RTM server") || r.stderr.contains("127.0.0.1:8080"),
+        "{r:?}"
+    );
     assert_eq!(json_lines(&r.stdout)[0]["channel"], "c");
+}
+
+#[test]
+fn satori_environment_and_config_file_name_the_service() {
+    let server = server();
+    let home = temp_dir("satori-config");
+    // satori-rtm-cli's variables.
+    let mut c = rtm_unconfigured(&["write", "k", "1"], &home);
+    c.env("SATORI_ENDPOINT", server.endpoint())
+        .env("SATORI_APPKEY", DEFAULT_APPKEY);
+    ok(run(c));
+    // Its TOML config file, at the default place; the role secret is not echoed.
+    let dir = home.join("satori");
+    std::fs::create_dir_all(&dir).expect("config dir");
+    std::fs::write(
+        dir.join("rtm-cli.config"),
+        format!(
+            "endpoint = \"{}\"\nappkey = \"{DEFAULT_APPKEY}\"\nrole_name = \"{SUPERUSER_ROLE}\"\nrole_secret = \"{SUPERUSER_SECRET}\"\n",
+            server.endpoint()
+        ),
+    )
+    .expect("config file");
+    let r = ok(run(rtm_unconfigured(&["read", "k"], &home)));
+    assert_eq!(r.stdout.trim(), "1");
+    assert!(
+        r.stderr.contains("From config file: endpoint = ws://"),
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains("From config file: role_secret = ***"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains(SUPERUSER_SECRET), "{r:?}");
+    // The JSON credentials form, named with -c; the command line still wins.
+    let json = home.join("credentials.json");
+    std::fs::write(
+        &json,
+        format!(r#"{{"endpoint": "ws://127.0.0.1:1", "appkey": "{DEFAULT_APPKEY}"}}"#),
+    )
+    .expect("json config");
+    let r = ok(run(rtm_unconfigured(
+        &[
+            "-c",
+            json.to_str().expect("path"),
+            "-e",
+            &server.endpoint(),
+            "read",
+            "k",
+        ],
+        &home,
+    )));
+    assert_eq!(r.stdout.trim(), "1");
+    // A config file that is neither TOML nor JSON is said, and ignored.
+    std::fs::write(&json, "not = [valid").expect("bad config");
+    let mut c = rtm_unconfigured(&["-c", json.to_str().expect("path"), "read", "k"], &home);
+    c.env("SATORI_ENDPOINT", server.endpoint())
+        .env("SATORI_APPKEY", DEFAULT_APPKEY);
+    let r = ok(run(c));
+    assert!(r.stderr.contains("Invalid config file at"), "{r:?}");
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 mod bench;
 mod rtm;
+mod rtm_target;
 mod sandbox;
 
 use std::process::ExitCode;

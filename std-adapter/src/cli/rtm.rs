@@ -25,15 +25,16 @@ use serde_json::value::RawValue;
 
 use benchlink_core::ws::Endpoint;
 
+use super::rtm_target::Target;
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
     Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
-use crate::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+use crate::sandbox::rtm::RtmServer;
 
 /// Exit code of an invalid argument value (as `benchlink bench`).
-const EXIT_INVALID: u8 = 4;
+pub(super) const EXIT_INVALID: u8 = 4;
 /// How long the first connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Most publishes waiting for their acknowledgement at once.
@@ -41,7 +42,7 @@ const WINDOW: usize = 1000;
 
 /// A role secret: never shown by `Debug`.
 #[derive(Clone)]
-pub(crate) struct Secret(String);
+pub(crate) struct Secret(pub(super) String);
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -58,24 +59,41 @@ impl FromStr for Secret {
 
 #[derive(Debug, Args)]
 pub(super) struct RtmArgs {
-    /// Service endpoint, `ws://host[:port]` or `wss://…`; without it (and without
-    /// BENCHLINK_RTM_ENDPOINT) a local server is started in-process.
-    #[arg(long, global = true, env = "BENCHLINK_RTM_ENDPOINT")]
-    endpoint: Option<String>,
-    /// Application key (required with --endpoint).
-    #[arg(long, global = true, env = "BENCHLINK_RTM_APPKEY")]
-    appkey: Option<String>,
-    /// Authenticate as this role (needs --role-secret).
-    #[arg(long, global = true, env = "BENCHLINK_RTM_ROLE")]
-    role: Option<String>,
-    /// The role's secret.
+    /// Service endpoint, `ws://host[:port]` or `wss://…`. Else BENCHLINK_RTM_ENDPOINT,
+    /// SATORI_ENDPOINT, satori-rtm-cli's config file, then ws://127.0.0.1:8080 when a
+    /// server answers there (`benchlink sandbox`); else a throw-away in-process server.
+    #[arg(short, long, global = true, env = "BENCHLINK_RTM_ENDPOINT")]
+    pub(super) endpoint: Option<String>,
+    /// Application key (else BENCHLINK_RTM_APPKEY, SATORI_APPKEY, the config file; the
+    /// local servers' key for a local server).
+    #[arg(short, long, global = true, env = "BENCHLINK_RTM_APPKEY")]
+    pub(super) appkey: Option<String>,
+    /// Authenticate as this role (needs its secret; else BENCHLINK_RTM_ROLE,
+    /// SATORI_ROLE_NAME, the config file).
     #[arg(
+        short = 'n',
+        long,
+        global = true,
+        env = "BENCHLINK_RTM_ROLE",
+        visible_alias = "role_name",
+        alias = "role-name"
+    )]
+    pub(super) role: Option<String>,
+    /// The role's secret (else BENCHLINK_RTM_ROLE_SECRET, SATORI_ROLE_SECRET, the config
+    /// file).
+    #[arg(
+        short = 's',
         long,
         global = true,
         env = "BENCHLINK_RTM_ROLE_SECRET",
-        hide_env_values = true
+        hide_env_values = true,
+        visible_alias = "role_secret"
     )]
-    role_secret: Option<Secret>,
+    pub(super) role_secret: Option<Secret>,
+    /// satori-rtm-cli's config file (TOML, or its JSON credentials form); default
+    /// `$XDG_CONFIG_HOME/satori/rtm-cli.config` (`~/.config/…`).
+    #[arg(short = 'c', long, global = true, value_name = "FILE")]
+    pub(super) config: Option<PathBuf>,
     /// How long to wait for each reply of the server, in seconds.
     #[arg(long, global = true, default_value = "10", value_parser = parse_secs)]
     reply_timeout: Duration,
@@ -242,7 +260,7 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 }
 
 /// A failure with the exit code it maps to.
-struct Fail(u8, String);
+pub(super) struct Fail(pub(super) u8, pub(super) String);
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
@@ -475,41 +493,12 @@ impl Drop for Session {
 
 impl Session {
     fn connect(args: &RtmArgs) -> Result<Session, Fail> {
-        let auth = match (&args.role, &args.role_secret) {
-            (Some(role), Some(secret)) => Some((role, secret)),
-            (None, None) => None,
-            _ => {
-                return Err(Fail(
-                    EXIT_INVALID,
-                    "--role and --role-secret go together".into(),
-                ))
-            }
-        };
-        let (endpoint, appkey, local) = match &args.endpoint {
-            Some(endpoint) => {
-                let appkey = args.appkey.clone().ok_or_else(|| {
-                    Fail(
-                        EXIT_INVALID,
-                        "--appkey (or BENCHLINK_RTM_APPKEY) is required with --endpoint".into(),
-                    )
-                })?;
-                (endpoint.clone(), appkey, None)
-            }
-            None => {
-                let server = RtmServer::start(RtmServerConfig::default())
-                    .map_err(|e| Fail(1, format!("could not start the local RTM server: {e}")))?;
-                eprintln!(
-                    "no --endpoint or BENCHLINK_RTM_ENDPOINT: using a local RTM server at {} \
-                     for this command only",
-                    server.endpoint()
-                );
-                let appkey = args
-                    .appkey
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_APPKEY.to_owned());
-                (server.endpoint(), appkey, Some(server))
-            }
-        };
+        let Target {
+            endpoint,
+            appkey,
+            auth,
+            local,
+        } = Target::resolve(args)?;
         if let Err(e) = Endpoint::parse(&endpoint) {
             return Err(Fail(EXIT_INVALID, format!("--endpoint {endpoint:?}: {e}")));
         }
@@ -549,7 +538,7 @@ impl Session {
                 ))
             }
         }
-        if let Some((role, Secret(secret))) = auth {
+        if let Some((role, Secret(secret))) = &auth {
             session
                 .client
                 .authenticate_sync(role, secret, args.reply_timeout)
