@@ -28,26 +28,34 @@ fn client(spawner: Spawner, net: &Net) -> &'static Rtm {
         spawner,
         net,
         LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY),
+        client_config(),
     )
 }
 
-fn client_with(spawner: Spawner, net: &Net, link: LinkConfig<'static>) -> &'static Rtm {
-    let config = rtm::Config {
+/// Quick reconnects, no jitter.
+fn client_config() -> rtm::Config {
+    rtm::Config {
         reconnect_interval: core::time::Duration::from_millis(100),
         jitter_seed: 0,
         ..rtm::Config::default()
+    }
+}
+
+fn client_with(
+    spawner: Spawner,
+    net: &Net,
+    link: LinkConfig<'static>,
+    config: rtm::Config,
+) -> &'static Rtm {
+    let buffers = RunnerBuffers {
+        message: buf(4096),
+        tx: buf(2048 + 1024),
     };
-    let rtm: &'static Rtm = Box::leak(Box::new(Rtm::new(config)));
+    let rtm = Rtm::new(config, link, buffers, &mut TestRng(0x9e37_79b9_7f4a_7c15)).unwrap();
+    let rtm: &'static Rtm = Box::leak(Box::new(rtm));
     let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
     spawn(spawner, async move {
-        let buffers = RunnerBuffers {
-            rx: buf(1024),
-            tx: buf(2048 + 14),
-            head: buf(512),
-            message: buf(4096),
-        };
-        rtm.run(transport, TestRng(0x9e37_79b9_7f4a_7c15), link, buffers)
-            .await;
+        rtm.run(transport, buf(1024)).await;
     });
     rtm.start();
     rtm
@@ -221,10 +229,13 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
         let link = LinkConfig {
             ping_interval: Duration::from_millis(200),
             dead_peer_timeout: Duration::from_millis(700),
-            connect_timeout: Duration::from_millis(500),
             ..LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY)
         };
-        let rtm = client_with(spawner, &net, link);
+        let config = rtm::Config {
+            connect_timeout: core::time::Duration::from_millis(500),
+            ..client_config()
+        };
+        let rtm = client_with(spawner, &net, link, config);
         rtm.subscribe("beats", Mode::Simple, SubscribeArgs::default())
             .unwrap();
         expect_event(rtm, "subscribed", |e| is_subscribed(e, "beats")).await;
