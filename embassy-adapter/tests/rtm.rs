@@ -177,8 +177,12 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         rtm.publish(channel, r#"{"n":1}"#).unwrap();
         expect_event(rtm, "first message", |e| is_data(e, channel, r#"{"n":1}"#)).await;
 
-        // 1. The server drops every connection.
+        // 1. The server drops every connection (no close frame: a transport close).
         assert!(server.faults().drop_connections() >= 1);
+        expect_event(rtm, "disconnected", |e| {
+            matches!(e, Event::Disconnected { reason } if reason.contains("without a close frame"))
+        })
+        .await;
         expect_event(rtm, "awaiting", |e| {
             matches!(e, Event::State(ClientState::Awaiting))
         })
@@ -246,6 +250,12 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
 
         // A silent peer: the wire goes dark without any FIN or RST.
         net.wire.cut.store(true, Ordering::Relaxed);
+        expect_event(
+            rtm,
+            "dead peer",
+            |e| matches!(e, Event::Disconnected { reason } if reason.contains("dead peer")),
+        )
+        .await;
         expect_event(rtm, "awaiting", |e| {
             matches!(e, Event::State(ClientState::Awaiting))
         })
