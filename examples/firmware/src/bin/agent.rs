@@ -1,6 +1,5 @@
 //! The firmware benchmark agent, as a device would link it: both protocols' client logic
-//! (benchmark-server requests and replies; the core's messaging link: the RTM client, the
-//! WebSocket upgrade and framing) with
+//! (benchmark-server requests and replies; the RTM client over a WebSocket session) with
 //! no TLS and no network driver. The network is an in-memory loopback to two scripted
 //! servers, so the image's flash and RAM are the protocol stack's, and running it in QEMU
 //! measures its stack.
@@ -20,11 +19,13 @@ use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDec
 use benchlink_core::json::write;
 use benchlink_core::rtm::pdu::{Action, Id, Pdu};
 use benchlink_core::rtm::{
-    Ack, ClientState, Config, Handler, Link, LinkConfig, Mode, Outcome, Output, SubState,
-    SubscribeArgs, Ticket,
+    Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
+    Transmit,
 };
 use benchlink_core::time::Instant;
-use benchlink_core::ws::Key;
+use benchlink_core::ws::{
+    check_response, Endpoint, Key, MaskSource, Message, Session, UpgradeRequest,
+};
 use benchlink_firmware::{exit, stack, Host};
 use cortex_m_rt::entry;
 
@@ -33,9 +34,9 @@ type Result<T = ()> = core::result::Result<T, &'static str>;
 const BENCH_ID: u64 = 7;
 const CHANNEL: &str = "benchmarks.7.metrics";
 const HOST: &str = "mzbench.local:4800";
-/// The messaging link: one subscription, 4 requests in flight, 512 bytes of offline queue
-/// and of outbox (the largest PDU); its receive and transmit buffers are borrowed.
-type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 512, 512>;
+/// The RTM client's capacities: one subscription, 4 requests in flight, 512 bytes of
+/// offline queue and of outbox (the largest PDU).
+type RtmClient = Client<1, 4, 512, 512>;
 /// One response decoder type for every response (one copy of its code): 12 headers.
 type Decoder<'b> = ResponseDecoder<'b, 12>;
 
@@ -75,16 +76,12 @@ struct Report {
 }
 
 fn run() -> Result<Report> {
-    // The largest incoming message, and the unsent bytes (the outbox's 512 + 1 KiB for the
-    // upgrade request and its answer).
     let mut rx_message = [0u8; 1024];
-    let mut tx = [0u8; 512 + 1024];
-    let mut rtm = Rtm::new(&mut rx_message, &mut tx)?;
+    let mut rtm = Rtm::new(&mut rx_message);
     let mut bench = Bench::new();
 
     // Messaging first: connected and subscribed before the samples flow.
-    rtm.link
-        .client_mut()
+    rtm.client
         .subscribe(
             rtm.now,
             CHANNEL,
@@ -93,10 +90,10 @@ fn run() -> Result<Report> {
             &mut rtm.app,
         )
         .map_err(|_| "subscribe refused")?;
-    rtm.link.client_mut().start(rtm.now, &mut rtm.app);
+    rtm.client.start(rtm.now, &mut rtm.app);
     rtm.settle()?;
-    if rtm.link.client().state() != ClientState::Connected
-        || rtm.link.client().subscription_state(CHANNEL) != Some(SubState::Subscribed)
+    if rtm.client.state() != ClientState::Connected
+        || rtm.client.subscription_state(CHANNEL) != Some(SubState::Subscribed)
     {
         return Err("not connected and subscribed");
     }
@@ -271,7 +268,7 @@ fn inflate_memory() -> Option<http::InflateMemory<'static>> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Messaging: the core's sans-IO link over the loopback
+// Messaging: the sans-IO client over a WebSocket session
 // ---------------------------------------------------------------------------------------
 
 #[derive(Default)]
@@ -297,33 +294,57 @@ impl Handler for App {
     }
 }
 
+/// xorshift32: WebSocket masks and the handshake nonce. A board seeds it from its RNG.
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.0 = x;
+        x
+    }
+}
+
+impl MaskSource for Rng {
+    fn next_mask(&mut self) -> [u8; 4] {
+        self.next().to_be_bytes()
+    }
+}
+
 struct Rtm<'b> {
-    link: RtmLink<'b>,
+    client: RtmClient,
     app: App,
     net: loopback::RtmServer,
+    /// The WebSocket connection; its buffer is the largest message it accepts.
+    session: Session<&'b mut [u8], Rng>,
     now: Instant,
+    /// Source of the handshake nonces.
+    rng: Rng,
+}
+
+enum Step {
+    Connect,
+    Close,
+    Sent,
+    Idle,
 }
 
 impl<'b> Rtm<'b> {
-    fn new(rx_message: &'b mut [u8], tx: &'b mut [u8]) -> Result<Self> {
-        let client = Config {
-            jitter_seed: 0x5EED_1234,
-            ..Config::default()
-        };
-        // A board seeds the WebSocket masks and handshake keys from its RNG.
-        let link = LinkConfig {
-            user_agent: None,
-            seed: 0x9E37_79B9_7F4A_7C15,
-            ..LinkConfig::DEFAULT
-        };
-        let endpoint = "ws://rtm.local:8080";
-        Ok(Rtm {
-            link: Link::new(client, link, endpoint, "benchlink-firmware", rx_message, tx)
-                .map_err(|_| "messaging link")?,
+    fn new(rx_message: &'b mut [u8]) -> Self {
+        Rtm {
+            client: Client::new(Config {
+                jitter_seed: 0x5EED_1234,
+                ..Config::default()
+            }),
             app: App::default(),
             net: loopback::RtmServer::new(),
+            session: Session::new(rx_message, Rng(0x9E37_79B9)),
             now: Instant::ZERO,
-        })
+            rng: Rng(0x1234_5678),
+        }
     }
 
     /// Encodes one `/data` line as the sample message and publishes it.
@@ -342,8 +363,7 @@ impl<'b> Rtm<'b> {
         })
         .map_err(|_| "sample message")?;
         let message = core::str::from_utf8(out.written()).map_err(|_| "utf8")?;
-        self.link
-            .client_mut()
+        self.client
             .publish(
                 self.now,
                 CHANNEL,
@@ -355,39 +375,45 @@ impl<'b> Rtm<'b> {
         self.settle()
     }
 
-    /// Runs the link and the socket until nothing moves: deadlines run, everything it
-    /// emitted written, everything the server sent fed back.
+    /// Runs the client and the socket until nothing moves: every transmit done, every
+    /// received frame handled.
     fn settle(&mut self) -> Result {
         for _ in 0..10_000 {
             self.now += core::time::Duration::from_millis(1);
             let mut moved = false;
-            if self.link.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.link.handle_timeout(self.now, &mut self.app);
-                moved = true;
-            }
             loop {
-                match self.link.poll_output(self.now) {
-                    Some(Output::Connect { .. }) => {
-                        self.net.connect();
-                        self.link.handle_connected(self.now, &mut self.app);
+                let step = match self.client.poll_transmit() {
+                    Some(Transmit::Connect) => Step::Connect,
+                    Some(Transmit::Close) => Step::Close,
+                    Some(Transmit::Send(text)) => {
+                        let mut frame = [0u8; 520];
+                        let mut out = Cursor::new(&mut frame);
+                        self.session
+                            .send_text(text, &mut out)
+                            .map_err(|_| "ws send")?;
+                        self.net.send(out.written())?;
+                        Step::Sent
                     }
-                    Some(Output::Transmit(bytes)) => {
-                        let n = bytes.len();
-                        self.net.send(bytes)?;
-                        self.link.transmitted(self.now, n);
+                    None => Step::Idle,
+                };
+                match step {
+                    Step::Connect => {
+                        self.open()?;
+                        self.session.reset();
+                        self.client.handle_connected(self.now, &mut self.app);
                     }
-                    Some(Output::Close) => {
+                    Step::Close => {
                         self.net.close();
-                        self.link.handle_closed(self.now, &mut self.app);
+                        self.client.handle_closed(self.now, &mut self.app);
                     }
-                    None => break,
+                    Step::Sent => {}
+                    Step::Idle => break,
                 }
                 moved = true;
             }
-            let mut rx = [0u8; loopback::MSS];
-            let n = self.net.recv(&mut rx);
-            if n > 0 {
-                self.link.handle_input(self.now, &rx[..n], &mut self.app);
+            moved |= self.receive()?;
+            if self.client.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.client.handle_timeout(self.now, &mut self.app);
                 moved = true;
             }
             if !moved {
@@ -395,6 +421,72 @@ impl<'b> Rtm<'b> {
             }
         }
         Err("messaging did not settle")
+    }
+
+    /// Feeds whatever the server sent to the session, and each text message to the client.
+    fn receive(&mut self) -> Result<bool> {
+        let mut rx = [0u8; loopback::MSS];
+        let n = self.net.recv(&mut rx);
+        if n == 0 {
+            return Ok(false);
+        }
+        let mut input = &rx[..n];
+        while !input.is_empty() {
+            let (used, message) = self.session.handle(input).map_err(|_| "ws frame")?;
+            input = &input[used..];
+            match message {
+                Some(Message::Text(text)) => {
+                    self.client.handle_message(self.now, text, &mut self.app)
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        // Pongs and close replies the session queued.
+        while let Some(frame) = self.session.poll_transmit() {
+            let n = frame.len();
+            self.net.send(frame)?;
+            self.session.advance_transmit(n);
+        }
+        Ok(true)
+    }
+
+    /// TCP connect (loopback), then the WebSocket upgrade.
+    fn open(&mut self) -> Result {
+        let mut nonce = [0u8; 16];
+        for chunk in nonce.chunks_mut(4) {
+            chunk.copy_from_slice(&self.rng.next().to_be_bytes());
+        }
+        let key = Key::new(nonce);
+        self.net.connect(&key);
+        let endpoint = Endpoint::parse("ws://rtm.local:8080").map_err(|_| "endpoint")?;
+        let mut tx = [0u8; 320];
+        let mut out = Cursor::new(&mut tx);
+        UpgradeRequest {
+            endpoint,
+            appkey: "benchlink-firmware",
+            key: &key,
+            origin: None,
+            protocol: None,
+            user_agent: None,
+        }
+        .encode(&mut out)
+        .map_err(|_| "upgrade request")?;
+        self.net.send(out.written())?;
+
+        let mut head_buf = [0u8; 256];
+        let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+        let mut rx = [0u8; loopback::MSS];
+        let n = self.net.recv(&mut rx);
+        let (used, event) = decoder.decode(&rx[..n]).map_err(|_| "upgrade response")?;
+        let Event::Head(head) = event else {
+            return Err("upgrade response incomplete");
+        };
+        check_response(&head, &key, None).map_err(|_| "upgrade refused")?;
+        if used != n {
+            return Err("bytes after the upgrade response");
+        }
+        Ok(())
     }
 }
 
@@ -443,6 +535,7 @@ mod loopback {
     /// A one-connection RTM server: the upgrade, then subscribe/ok, publish/ok and each
     /// published message echoed as subscription data.
     pub struct RtmServer {
+        accept: [u8; 28],
         upgraded: bool,
         subscribed: bool,
         next_position: u64,
@@ -453,6 +546,7 @@ mod loopback {
     impl RtmServer {
         pub fn new() -> Self {
             RtmServer {
+                accept: [0; 28],
                 upgraded: false,
                 subscribed: false,
                 next_position: 0,
@@ -461,8 +555,10 @@ mod loopback {
             }
         }
 
-        /// A new connection.
-        pub fn connect(&mut self) {
+        /// A new connection from a client that will send `key`.
+        pub fn connect(&mut self, key: &Key) {
+            self.accept
+                .copy_from_slice(key.accept().as_str().as_bytes());
             self.upgraded = false;
             self.subscribed = false;
             self.out_len = 0;
@@ -507,47 +603,41 @@ mod loopback {
                 if !bytes.starts_with(b"GET /v2?appkey=") || !bytes.ends_with(b"\r\n\r\n") {
                     return Err("bad upgrade request");
                 }
-                let accept = accept_for(bytes).ok_or("no Sec-WebSocket-Key")?;
                 self.upgraded = true;
+                let accept = self.accept;
                 self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
-                self.push(accept.as_str().as_bytes())?;
+                self.push(&accept)?;
                 return self.push(b"\r\n\r\n");
             }
-            // Whole masked client frames, as many as the link coalesced.
-            let mut bytes = bytes;
-            while !bytes.is_empty() {
-                let [b0, b1, rest @ ..] = bytes else {
-                    return Err("short frame");
-                };
-                if b1 & 0x80 == 0 {
-                    return Err("unmasked client frame");
-                }
-                let (len, rest) = match b1 & 0x7F {
-                    126 => match rest {
-                        [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
-                        _ => return Err("short frame"),
-                    },
-                    127 => return Err("frame too large"),
-                    n => (usize::from(n), rest),
-                };
-                let [m0, m1, m2, m3, rest @ ..] = rest else {
-                    return Err("short frame");
-                };
-                let (payload, rest) = rest.split_at_checked(len).ok_or("short frame")?;
-                bytes = rest;
-                if *b0 != 0x81 {
-                    continue; // control frames: nothing to answer
-                }
-                let mut text = [0u8; 512];
-                let text = text.get_mut(..len).ok_or("frame too large")?;
-                let mask = [*m0, *m1, *m2, *m3];
-                for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
-                    *t = p ^ mask[i % 4];
-                }
-                let text = core::str::from_utf8(text).map_err(|_| "frame not UTF-8")?;
-                self.handle_pdu(text)?;
+            // One masked client frame per send.
+            let [b0, b1, rest @ ..] = bytes else {
+                return Err("short frame");
+            };
+            if b1 & 0x80 == 0 {
+                return Err("unmasked client frame");
             }
-            Ok(())
+            let (len, rest) = match b1 & 0x7F {
+                126 => match rest {
+                    [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
+                    _ => return Err("short frame"),
+                },
+                127 => return Err("frame too large"),
+                n => (usize::from(n), rest),
+            };
+            let [m0, m1, m2, m3, payload @ ..] = rest else {
+                return Err("short frame");
+            };
+            if *b0 != 0x81 || payload.len() != len {
+                return Ok(()); // close and control frames: nothing to answer
+            }
+            let mut text = [0u8; 512];
+            let text = text.get_mut(..len).ok_or("frame too large")?;
+            let mask = [*m0, *m1, *m2, *m3];
+            for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
+                *t = p ^ mask[i % 4];
+            }
+            let text = core::str::from_utf8(text).map_err(|_| "frame not UTF-8")?;
+            self.handle_pdu(text)
         }
 
         fn handle_pdu(&mut self, text: &str) -> Result {
@@ -605,33 +695,5 @@ mod loopback {
                 _ => Err("unexpected request"),
             }
         }
-    }
-
-    /// The `Sec-WebSocket-Accept` for the key in an upgrade request.
-    fn accept_for(request: &[u8]) -> Option<benchlink_core::ws::Accept> {
-        const KEY: &[u8] = b"Sec-WebSocket-Key: ";
-        let at = request.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-        let text = request.get(at..at + 24)?;
-        // 24 base64 characters are 16 bytes (the last two characters are padding).
-        let mut nonce = [0u8; 16];
-        let (mut acc, mut bits, mut n) = (0u32, 0, 0);
-        for &c in &text[..22] {
-            let v = match c {
-                b'A'..=b'Z' => c - b'A',
-                b'a'..=b'z' => c - b'a' + 26,
-                b'0'..=b'9' => c - b'0' + 52,
-                b'+' => 62,
-                b'/' => 63,
-                _ => return None,
-            };
-            acc = acc << 6 | u32::from(v);
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                *nonce.get_mut(n)? = (acc >> bits) as u8;
-                n += 1;
-            }
-        }
-        Some(Key::new(nonce).accept())
     }
 }
