@@ -879,7 +879,9 @@ impl<
         let mut host: String<MAX_ENDPOINT_LEN> = String::new();
         // The transport is open (a connect succeeded and no close followed).
         let mut connected = false;
-        // After a write, input already waiting is read before the next write.
+        // After a write (or a write the socket did not take), input already waiting is
+        // read before the next write: a peer sending and receiving at once is served both
+        // ways.
         let mut read_first = false;
         loop {
             let (step, wake_at) = self
@@ -960,8 +962,11 @@ impl<
                             connected = false;
                             self.closed(&mut transport).await;
                         }
-                        // A deadline or a call: the next round acts on it.
-                        Either3::Second(()) | Either3::Third(()) => {}
+                        // A deadline or a call: the next round acts on it. A write that
+                        // did not get through lets waiting input in first.
+                        Either3::Second(()) | Either3::Third(()) => {
+                            read_first |= matches!(step, Step::Write(_));
+                        }
                     }
                 }
             }
