@@ -269,3 +269,47 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
         .await;
     });
 }
+
+#[test]
+fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
+    let new = |endpoint: &'static str, tx: usize| {
+        let buffers = RunnerBuffers {
+            message: buf(256),
+            tx: buf(tx),
+        };
+        Rtm::new(
+            client_config(),
+            LinkConfig::new(endpoint, DEFAULT_APPKEY),
+            buffers,
+            &mut TestRng(1),
+        )
+        .map(|_| ())
+    };
+    assert!(matches!(
+        new("http://10.0.0.1:8080", 4096),
+        Err(rtm::LinkError::Url(_))
+    ));
+    assert_eq!(
+        new("ws://10.0.0.1:8080", 2048),
+        Err(rtm::LinkError::TxTooSmall { min: 2048 + 1024 })
+    );
+
+    // TLS is not this crate's: the attempt fails without touching the network, and a
+    // first connect that fails stops the client (the core's default).
+    run_test(StdDuration::from_secs(20), move |spawner| async move {
+        let net = network(spawner);
+        let rtm = client_with(
+            spawner,
+            &net,
+            LinkConfig::new("wss://10.0.0.1:8443", DEFAULT_APPKEY),
+            rtm::Config {
+                retry_first_connect: false,
+                ..client_config()
+            },
+        );
+        expect_event(rtm, "stopped", |e| {
+            matches!(e, Event::State(ClientState::Stopped))
+        })
+        .await;
+    });
+}
