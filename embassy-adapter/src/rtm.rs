@@ -42,6 +42,7 @@ use benchlink_core::rtm::{
     Ticket, MAX_ENDPOINT_LEN,
 };
 use benchlink_core::time::Instant as CoreInstant;
+use benchlink_core::ws::{CloseCode, Error as WsError};
 use embassy_futures::select::{select3, Either3};
 use embassy_sync::blocking_mutex::raw::RawMutex;
 use embassy_sync::blocking_mutex::Mutex;
@@ -61,8 +62,9 @@ pub const MAX_KEY: usize = 64;
 /// Longest failure reason an [`Event::SubscriptionFailed`] carries (truncated).
 pub const MAX_REASON: usize = 64;
 
-/// Longest text an [`Event::Disconnected`] carries (truncated).
-pub const MAX_DISCONNECT: usize = 96;
+/// Longest close reason of the server a [`DisconnectReason::PeerClosed`] carries
+/// (truncated).
+pub const MAX_CLOSE_REASON: usize = 64;
 
 /// Tasks that can wait at once for replies or state changes before they start waking
 /// each other spuriously (correct, only slower).
@@ -121,19 +123,85 @@ pub enum Event<const MSG: usize> {
         /// The client dropped the connection because of it.
         fatal: bool,
     },
-    /// The connection ended, and why (the server's close code and reason, a WebSocket
-    /// protocol violation, a dead peer, a stalled write, the transport closing, or the
-    /// client's own close), as text truncated to [`MAX_DISCONNECT`] bytes. Reported once
-    /// per connection, before the [`Event::State`] it causes.
-    Disconnected {
-        /// Why, e.g. `no data from the server for 60000 ms (dead peer)`.
-        reason: String<MAX_DISCONNECT>,
-    },
+    /// The connection ended, and why. Reported once per connection, before the
+    /// [`Event::State`] it causes.
+    Disconnected(DisconnectReason),
     /// This many events did not fit in the channel and were dropped.
     Lost {
         /// How many.
         count: u32,
     },
+}
+
+/// Why a connection ended: the core's [`Disconnect`], owned. Its `Display` is the core's
+/// text (`no data from the server for 60000 ms (dead peer)`); the formatting code is only
+/// linked into firmware that prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DisconnectReason {
+    /// The server sent a close frame.
+    PeerClosed {
+        /// Its status code (`None` when the frame had no body).
+        code: Option<CloseCode>,
+        /// Its reason text (possibly empty), truncated to [`MAX_CLOSE_REASON`] bytes.
+        reason: String<MAX_CLOSE_REASON>,
+    },
+    /// The server broke the WebSocket protocol (a message larger than the `message`
+    /// buffer, say); a close frame with the matching code was sent.
+    Protocol(WsError),
+    /// Nothing arrived for the dead-peer timeout, an unanswered ping included.
+    DeadPeer {
+        /// How long the server had been silent, in milliseconds.
+        silent_ms: u64,
+    },
+    /// Bytes waiting to be sent did not move for the dead-peer timeout: the server
+    /// stopped reading.
+    WriteStalled,
+    /// The transport ended (EOF, reset) without a close handshake.
+    TransportClosed,
+    /// The client closed the connection (stop, or after a protocol error it reported).
+    ClientClosed,
+}
+
+impl DisconnectReason {
+    fn new(why: Disconnect<'_>) -> Self {
+        match why {
+            Disconnect::PeerClosed { code, reason } => DisconnectReason::PeerClosed {
+                code,
+                reason: truncated(reason),
+            },
+            Disconnect::Protocol(e) => DisconnectReason::Protocol(e),
+            Disconnect::DeadPeer { silent } => DisconnectReason::DeadPeer {
+                silent_ms: u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+            },
+            Disconnect::WriteStalled => DisconnectReason::WriteStalled,
+            Disconnect::TransportClosed => DisconnectReason::TransportClosed,
+            Disconnect::ClientClosed => DisconnectReason::ClientClosed,
+        }
+    }
+
+    /// The core's view of it.
+    pub fn as_core(&self) -> Disconnect<'_> {
+        match self {
+            DisconnectReason::PeerClosed { code, reason } => Disconnect::PeerClosed {
+                code: *code,
+                reason,
+            },
+            DisconnectReason::Protocol(e) => Disconnect::Protocol(*e),
+            DisconnectReason::DeadPeer { silent_ms } => Disconnect::DeadPeer {
+                silent: core::time::Duration::from_millis(*silent_ms),
+            },
+            DisconnectReason::WriteStalled => Disconnect::WriteStalled,
+            DisconnectReason::TransportClosed => Disconnect::TransportClosed,
+            DisconnectReason::ClientClosed => Disconnect::ClientClosed,
+        }
+    }
+}
+
+impl core::fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.as_core().fmt(f)
+    }
 }
 
 /// How an acknowledged request ended.
@@ -335,20 +403,6 @@ fn truncated<const N: usize>(text: &str) -> String<N> {
     s
 }
 
-/// Formats into a `String<N>`, dropping (whole characters of) what does not fit.
-struct Truncating<const N: usize>(String<N>);
-
-impl<const N: usize> core::fmt::Write for Truncating<N> {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        for c in s.chars() {
-            if self.0.push(c).is_err() {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The [`Handler`] the core reports to: turns borrowed events into owned ones.
 struct Sink<'s, M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> {
     events: &'s Channel<M, Event<MSG>, EVENTS>,
@@ -486,9 +540,7 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> H
     fn link_closed(&mut self, why: Disconnect<'_>) {
         #[cfg(feature = "defmt")]
         defmt::warn!("rtm: connection ended: {}", why);
-        let mut reason = Truncating(String::new());
-        let _ = core::fmt::write(&mut reason, format_args!("{why}"));
-        self.push(Event::Disconnected { reason: reason.0 });
+        self.push(Event::Disconnected(DisconnectReason::new(why)));
     }
 }
 

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::rtm::{Event, LinkConfig, Messaging, Reply, RunnerBuffers};
+use benchlink_embassy::rtm::{
+    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+};
 use benchlink_embassy::transport::TcpTransport;
 use common::{bridge, buf, network, run_test, spawn, Net, TestRng};
 use embassy_executor::Spawner;
@@ -405,14 +407,26 @@ fn endless_fragmented_message_ends_the_connection_with_1009_and_the_client_comes
         let net = network(spawner);
         bridge(spawner, net.gateway, PORT, server.addr, 2);
         let rtm = client(spawner, &net, Duration::from_millis(800));
-        let event = expect_event(rtm, "disconnected", |e| {
-            matches!(e, Event::Disconnected { .. })
-        })
-        .await;
-        let Event::Disconnected { reason } = event else {
+        let event =
+            expect_event(rtm, "disconnected", |e| matches!(e, Event::Disconnected(_))).await;
+        let Event::Disconnected(why) = event else {
             unreachable!()
         };
-        assert!(reason.contains("exceeds the 4096-byte buffer"), "{reason}");
+        assert!(
+            matches!(
+                why,
+                DisconnectReason::Protocol(benchlink_core::ws::Error::MessageTooLarge {
+                    max: 4096,
+                    ..
+                })
+            ),
+            "{why:?}"
+        );
+        // The text is the core's.
+        assert!(
+            why.to_string().contains("exceeds the 4096-byte buffer"),
+            "{why}"
+        );
         expect_event(rtm, "connected again", |e| {
             matches!(e, Event::State(ClientState::Connected))
         })
@@ -439,15 +453,17 @@ fn silent_server_is_a_dead_peer_and_the_client_comes_back() {
             .await
             .expect("connected");
         let start = Instant::now();
-        let event = expect_event(rtm, "disconnected", |e| {
-            matches!(e, Event::Disconnected { .. })
-        })
-        .await;
+        let event =
+            expect_event(rtm, "disconnected", |e| matches!(e, Event::Disconnected(_))).await;
         let took = start.elapsed();
-        let Event::Disconnected { reason } = event else {
+        let Event::Disconnected(why) = event else {
             unreachable!()
         };
-        assert!(reason.contains("dead peer"), "{reason}");
+        assert!(
+            matches!(why, DisconnectReason::DeadPeer { silent_ms } if silent_ms >= 800),
+            "{why:?}"
+        );
+        assert!(why.to_string().contains("dead peer"), "{why}");
         // The upgrade's bytes were the last the server sent: 800 ms after them.
         assert!(took < Duration::from_millis(1000), "{took:?}");
         expect_event(rtm, "connected again", |e| {

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration as StdDuration;
 
 use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::rtm::{Event, LinkConfig, Messaging, Reply, RunnerBuffers};
+use benchlink_embassy::rtm::{
+    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+};
 use benchlink_embassy::transport::TcpTransport;
 use benchlink_std::sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
 use benchlink_std::sandbox::{RtmServer, RtmServerConfig};
@@ -180,7 +182,7 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         // 1. The server drops every connection (no close frame: a transport close).
         assert!(server.faults().drop_connections() >= 1);
         expect_event(rtm, "disconnected", |e| {
-            matches!(e, Event::Disconnected { reason } if reason.contains("without a close frame"))
+            matches!(e, Event::Disconnected(DisconnectReason::TransportClosed))
         })
         .await;
         expect_event(rtm, "awaiting", |e| {
@@ -253,7 +255,7 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
         expect_event(
             rtm,
             "dead peer",
-            |e| matches!(e, Event::Disconnected { reason } if reason.contains("dead peer")),
+            |e| matches!(e, Event::Disconnected(DisconnectReason::DeadPeer { silent_ms }) if *silent_ms >= 700),
         )
         .await;
         expect_event(rtm, "awaiting", |e| {
