@@ -1,5 +1,5 @@
 //! The async messaging (RTM) client: [`Messaging`] holds the core's sans-IO
-//! [`Link`](benchlink_core::rtm::Link) — the whole messaging link: the RTM client, the
+//! [`Link`] — the whole messaging link: the RTM client, the
 //! WebSocket upgrade and framing, pings, dead-peer and stalled-write detection, the
 //! connect timeout, the close handshake — behind a blocking mutex, and
 //! [`Messaging::run`] is the transport loop that owns the socket.
