@@ -10,11 +10,12 @@
 //!   JSON replies) and [`stream`](bench::BenchClient::stream) (log and metric lines to a
 //!   callback as they arrive, chunked and deflate/gzip decoded into an optional
 //!   caller-provided window), one kept-alive connection, bearer token, typed errors.
-//! - [`rtm`]: [`Messaging`](rtm::Messaging) — the messaging client. Its
-//!   [`run`](rtm::Messaging::run) future owns the socket (connect, WebSocket upgrade,
-//!   frames, pings, reconnect with the core's backoff on embassy timers, auth and
-//!   subscription restore); `&Messaging` is the handle tasks publish, read, write,
-//!   delete, subscribe and receive [`Event`](rtm::Event)s with.
+//! - [`rtm`]: [`Messaging`](rtm::Messaging) — the messaging client: the core's whole
+//!   messaging link ([`benchlink_core::rtm::Link`]: WebSocket upgrade and frames, pings,
+//!   dead-peer detection, reconnect with backoff, auth and subscription restore) behind a
+//!   handle. Its [`run`](rtm::Messaging::run) future is the transport loop that owns the
+//!   socket; `&Messaging` is the handle tasks publish, read, write, delete, subscribe and
+//!   receive [`Event`](rtm::Event)s with.
 //! - [`transport`]: the [`Transport`](transport::Transport) trait both run over, and
 //!   [`TcpTransport`](transport::TcpTransport) for an embassy-net `TcpSocket` (names
 //!   resolved with `stack.dns_query`).
@@ -27,20 +28,30 @@
 //! A task runs the messaging runner, another publishes:
 //!
 //! ```no_run
+//! use benchlink_embassy::core::rtm::Config;
 //! use benchlink_embassy::rtm::{LinkConfig, Messaging, RunnerBuffers};
 //! use benchlink_embassy::transport::TcpTransport;
 //! use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 //! use embassy_time::{Duration, Timer};
 //! # type BoardRng = rand_core::UnwrapErr<rand_core::OsRng>; // the board's RNG peripheral
+//! # fn static_bytes<const N: usize>() -> &'static mut [u8] { Box::leak(Box::new([0; N])) }
 //!
 //! // 4 subscriptions, 8 requests in flight, 1 KiB offline queue and PDUs, 8 events of 256 B.
 //! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 1024, 1024, 8, 256>;
 //!
+//! /// Put it in a `StaticCell` and hand out `&'static Rtm`.
+//! fn messaging(rng: &mut BoardRng) -> Rtm {
+//!     // The link keeps its memory ('static: a `ConstStaticCell` each on a device): the
+//!     // largest incoming message, and the transmit buffer (at least PDU + 1 KiB).
+//!     let buffers = RunnerBuffers { message: static_bytes::<1024>(), tx: static_bytes::<2048>() };
+//!     let link = LinkConfig::new("ws://10.0.0.1:8080", "APPKEY");
+//!     Rtm::new(Config::default(), link, buffers, rng).expect("a valid endpoint")
+//! }
+//!
 //! #[embassy_executor::task]
-//! async fn rtm_runner(rtm: &'static Rtm, socket: TcpTransport<'static>, rng: BoardRng) -> ! {
-//!     let (mut rx, mut tx, mut head, mut message) = ([0; 1024], [0; 1100], [0; 512], [0; 1024]);
-//!     let buffers = RunnerBuffers { rx: &mut rx, tx: &mut tx, head: &mut head, message: &mut message };
-//!     rtm.run(socket, rng, LinkConfig::new("ws://10.0.0.1:8080", "APPKEY"), buffers).await
+//! async fn rtm_runner(rtm: &'static Rtm, socket: TcpTransport<'static>) -> ! {
+//!     let mut chunk = [0; 1024]; // one socket read or write at a time
+//!     rtm.run(socket, &mut chunk).await
 //! }
 //!
 //! #[embassy_executor::task]
@@ -56,10 +67,10 @@
 //! # fn main() {}
 //! ```
 //!
-//! (`BoardRng` is any `rand_core::RngCore`: the MCU's RNG peripheral, or a seeded PRNG.
-//! The runner's buffers live in its task's future, so they count towards the task's
-//! static size.) The benchmark client is a plain value owned by one task; see
-//! [`bench::BenchClient`].
+//! (`BoardRng` is any `rand_core::RngCore`: the MCU's RNG peripheral, or a seeded PRNG;
+//! it seeds the WebSocket masks and handshake keys. The runner's chunk lives in its
+//! task's future, so it counts towards the task's static size.) The benchmark client is
+//! a plain value owned by one task; see [`bench::BenchClient`].
 #![no_std]
 #![cfg_attr(
     not(test),

@@ -1,49 +1,55 @@
 //! The async messaging (RTM) client: [`Messaging`] holds the core's sans-IO
-//! [`Client`](benchlink_core::rtm::Client) behind a blocking mutex, and
-//! [`Messaging::run`] is the runner future that owns the socket and drives it.
+//! [`Link`] — the whole messaging link: the RTM client, the
+//! WebSocket upgrade and framing, pings, dead-peer and stalled-write detection, the
+//! connect timeout, the close handshake — behind a blocking mutex, and
+//! [`Messaging::run`] is the transport loop that owns the socket.
 //!
 //! ```text
 //!  tasks ── &Messaging: publish / read / write / delete / subscribe / authenticate ──┐
 //!    ▲          (lock, call the core, wake the runner)                               │
 //!    │                                                                               ▼
-//!    └── next_event(): Channel<Event>  ◀── Handler ── core Client ◀── Messaging::run
-//!        replies: per-ticket slots + wakers                            (TCP → upgrade → ws::Session,
-//!                                                                       timers: embassy_time)
+//!    └── next_event(): Channel<Event>  ◀── Handler ── core Link ◀──▶ Messaging::run
+//!        replies: per-ticket slots + wakers                    Connect  → TCP connect
+//!                                                              Transmit → socket write
+//!                                                              Close    → socket close
+//!                                                              readable → handle_input
+//!                                                              deadline → handle_timeout
 //! ```
 //!
 //! A `&Messaging` is the cheap handle: `Copy`, shareable between tasks. The core is the
 //! single source of truth (reconnect with backoff, auth restore, resubscription, offline
-//! queue, deadlines); this module only moves bytes, converts time, and turns the core's
+//! queue, deadlines, every protocol timer); the runner only opens, writes, reads and
+//! closes the socket, sleeps until the link's next deadline, and turns the core's
 //! borrowed events into owned, fixed-capacity [`Event`]s.
 //!
 //! Delivery: events go into a bounded channel of `EVENTS` slots. While any subscription
-//! exists the runner processes the next WebSocket frame only when at least half the
+//! exists the runner reads the next chunk from the socket only when at least half the
 //! channel is free (so a slow consumer slows the connection down through TCP flow
-//! control instead of losing data); events that still do not fit (a frame with more
-//! messages than free slots, or state events nobody reads) are counted and reported as
-//! [`Event::Lost`]. So: if you subscribe, keep calling [`Messaging::next_event`].
+//! control instead of losing data, and a flooding server is throttled by TCP, not by
+//! RAM; the link's deadlines keep firing meanwhile); events that still do not fit (a
+//! chunk with more messages than free slots, or state events nobody reads) are counted
+//! and reported as [`Event::Lost`]. So: if you subscribe, keep calling
+//! [`Messaging::next_event`].
 
 use core::cell::RefCell;
 use core::future::poll_fn;
+use core::pin::pin;
 use core::task::Poll;
 
-use benchlink_core::http::{Cursor, Event as HttpEvent, Limits, ResponseDecoder};
 use benchlink_core::rtm::{
-    self, pdu, Ack, AuthResult, Client, ClientState, FailReason, Handler, InternalError, Mode,
-    Outcome, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
+    self, pdu, Ack, AuthResult, Client, ClientState, Disconnect, FailReason, Handler,
+    InternalError, Link, LinkError, Mode, Outcome, Output, RequestError, SubState, SubscribeArgs,
+    Ticket, MAX_ENDPOINT_LEN,
 };
 use benchlink_core::time::Instant as CoreInstant;
-use benchlink_core::ws::{
-    check_response, CloseCode, Endpoint, HandshakeError, Key, MaskSource, Message, Session,
-    State as WsState, UpgradeRequest,
-};
+use benchlink_core::ws::{CloseCode, Error as WsError};
 use embassy_futures::select::{select3, Either3};
 use embassy_sync::blocking_mutex::raw::RawMutex;
 use embassy_sync::blocking_mutex::Mutex;
 use embassy_sync::channel::Channel;
 use embassy_sync::signal::Signal;
 use embassy_sync::waitqueue::MultiWakerRegistration;
-use embassy_time::{with_timeout, Duration, Instant, Timer};
+use embassy_time::{Duration, Instant, Timer};
 use heapless::{String, Vec};
 use rand_core::RngCore;
 
@@ -55,6 +61,10 @@ pub const MAX_KEY: usize = 64;
 
 /// Longest failure reason an [`Event::SubscriptionFailed`] carries (truncated).
 pub const MAX_REASON: usize = 64;
+
+/// Longest close reason of the server a [`DisconnectReason::PeerClosed`] carries
+/// (truncated).
+pub const MAX_CLOSE_REASON: usize = 64;
 
 /// Tasks that can wait at once for replies or state changes before they start waking
 /// each other spuriously (correct, only slower).
@@ -113,11 +123,85 @@ pub enum Event<const MSG: usize> {
         /// The client dropped the connection because of it.
         fatal: bool,
     },
+    /// The connection ended, and why. Reported once per connection, before the
+    /// [`Event::State`] it causes.
+    Disconnected(DisconnectReason),
     /// This many events did not fit in the channel and were dropped.
     Lost {
         /// How many.
         count: u32,
     },
+}
+
+/// Why a connection ended: the core's [`Disconnect`], owned. Its `Display` is the core's
+/// text (`no data from the server for 60000 ms (dead peer)`); the formatting code is only
+/// linked into firmware that prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DisconnectReason {
+    /// The server sent a close frame.
+    PeerClosed {
+        /// Its status code (`None` when the frame had no body).
+        code: Option<CloseCode>,
+        /// Its reason text (possibly empty), truncated to [`MAX_CLOSE_REASON`] bytes.
+        reason: String<MAX_CLOSE_REASON>,
+    },
+    /// The server broke the WebSocket protocol (a message larger than the `message`
+    /// buffer, say); a close frame with the matching code was sent.
+    Protocol(WsError),
+    /// Nothing arrived for the dead-peer timeout, an unanswered ping included.
+    DeadPeer {
+        /// How long the server had been silent, in milliseconds.
+        silent_ms: u64,
+    },
+    /// Bytes waiting to be sent did not move for the dead-peer timeout: the server
+    /// stopped reading.
+    WriteStalled,
+    /// The transport ended (EOF, reset) without a close handshake.
+    TransportClosed,
+    /// The client closed the connection (stop, or after a protocol error it reported).
+    ClientClosed,
+}
+
+impl DisconnectReason {
+    fn new(why: Disconnect<'_>) -> Self {
+        match why {
+            Disconnect::PeerClosed { code, reason } => DisconnectReason::PeerClosed {
+                code,
+                reason: truncated(reason),
+            },
+            Disconnect::Protocol(e) => DisconnectReason::Protocol(e),
+            Disconnect::DeadPeer { silent } => DisconnectReason::DeadPeer {
+                silent_ms: u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+            },
+            Disconnect::WriteStalled => DisconnectReason::WriteStalled,
+            Disconnect::TransportClosed => DisconnectReason::TransportClosed,
+            Disconnect::ClientClosed => DisconnectReason::ClientClosed,
+        }
+    }
+
+    /// The core's view of it.
+    pub fn as_core(&self) -> Disconnect<'_> {
+        match self {
+            DisconnectReason::PeerClosed { code, reason } => Disconnect::PeerClosed {
+                code: *code,
+                reason,
+            },
+            DisconnectReason::Protocol(e) => Disconnect::Protocol(*e),
+            DisconnectReason::DeadPeer { silent_ms } => Disconnect::DeadPeer {
+                silent: core::time::Duration::from_millis(*silent_ms),
+            },
+            DisconnectReason::WriteStalled => Disconnect::WriteStalled,
+            DisconnectReason::TransportClosed => Disconnect::TransportClosed,
+            DisconnectReason::ClientClosed => Disconnect::ClientClosed,
+        }
+    }
+}
+
+impl core::fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.as_core().fmt(f)
+    }
 }
 
 /// How an acknowledged request ended.
@@ -161,21 +245,27 @@ impl<const MSG: usize> Reply<MSG> {
     }
 }
 
-/// Where and how the runner connects, and its liveness checks.
+/// Where the link connects, and its liveness checks; the core's
+/// [`rtm::LinkConfig`] with the endpoint and appkey, in embassy durations. The connect
+/// timeout (TCP connect, DNS and the WebSocket upgrade together) is the client's:
+/// [`rtm::Config::connect_timeout`].
 #[derive(Debug, Clone, Copy)]
 pub struct LinkConfig<'a> {
-    /// `ws://host[:port][/path]` (`wss://` needs TLS, which this crate does not do).
+    /// `ws://host[:port][/path]` (`wss://` needs TLS, which this crate does not do: every
+    /// attempt fails with [`rtm::ConnectError::Tls`]).
     pub endpoint: &'a str,
     /// The application key.
     pub appkey: &'a str,
     /// A `User-Agent` for the upgrade request.
-    pub user_agent: Option<&'a str>,
-    /// DNS, TCP connect and the WebSocket upgrade together (default 10 s).
-    pub connect_timeout: Duration,
+    pub user_agent: Option<&'static str>,
     /// Send a WebSocket ping after this much silence from the server (default 30 s).
     pub ping_interval: Duration,
-    /// Declare the server dead after this much silence and reconnect (default 60 s).
+    /// Declare the server dead after this much silence, or when bytes waiting to be sent
+    /// have not moved for this long, and reconnect (default 60 s).
     pub dead_peer_timeout: Duration,
+    /// After the client closes, how long to wait for the server's close frame before
+    /// closing the socket anyway (default 1 s).
+    pub close_timeout: Duration,
 }
 
 impl<'a> LinkConfig<'a> {
@@ -185,31 +275,45 @@ impl<'a> LinkConfig<'a> {
             endpoint,
             appkey,
             user_agent: Some(concat!("benchlink-embassy/", env!("CARGO_PKG_VERSION"))),
-            connect_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
+            close_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn core(&self, seed: u64) -> rtm::LinkConfig {
+        rtm::LinkConfig {
+            ping_interval: std_duration(self.ping_interval),
+            dead_peer_timeout: std_duration(self.dead_peer_timeout),
+            close_timeout: std_duration(self.close_timeout),
+            user_agent: self.user_agent,
+            seed,
         }
     }
 }
 
-/// The runner's memory:
+/// The link's memory, kept by [`Messaging`] for its whole life (so `'static`: a
+/// `static` array through `static_cell`, or a leaked box in tests):
 ///
-/// - `rx`: socket reads (512 B – 2 KiB).
-/// - `tx`: one outgoing frame: at least `OUT` + 14 bytes (and the ~300-byte upgrade
-///   request).
-/// - `head`: the `101 Switching Protocols` head (512 B).
-/// - `message`: the largest incoming WebSocket message (a whole PDU, reassembled).
+/// - `message`: the largest incoming WebSocket message (a fragmented one is reassembled
+///   here; a bigger one ends the connection with close code 1009).
+/// - `tx`: bytes waiting to be written, coalesced: at least `OUT` +
+///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (1024) bytes — the upgrade request and the
+///   `101` head share it before the first frame; more lets more PDUs go out in one
+///   write.
+///
+/// The runner's own socket chunk is the argument of [`Messaging::run`].
 #[derive(Debug)]
-pub struct RunnerBuffers<'a> {
-    /// Socket reads.
-    pub rx: &'a mut [u8],
-    /// Outgoing frames.
-    pub tx: &'a mut [u8],
-    /// The upgrade response head.
-    pub head: &'a mut [u8],
+pub struct RunnerBuffers {
     /// Incoming messages.
-    pub message: &'a mut [u8],
+    pub message: &'static mut [u8],
+    /// Outgoing bytes.
+    pub tx: &'static mut [u8],
 }
+
+/// The core link with the runner's buffers.
+type CoreLink<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> =
+    Link<&'static mut [u8], SUBS, PENDING, QUEUE, OUT>;
 
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
@@ -224,7 +328,7 @@ struct Shared<
     const OUT: usize,
     const MSG: usize,
 > {
-    client: Client<SUBS, PENDING, QUEUE, OUT>,
+    link: CoreLink<SUBS, PENDING, QUEUE, OUT>,
     slots: Vec<Slot<MSG>, PENDING>,
     waiters: MultiWakerRegistration<WAITERS>,
     subs: usize,
@@ -251,10 +355,9 @@ pub struct Messaging<
 > {
     shared: Mutex<M, RefCell<Shared<SUBS, PENDING, QUEUE, OUT, MSG>>>,
     events: Channel<M, Event<MSG>, EVENTS>,
-    /// A task called into the client: the runner has output to act on.
+    /// A task called into the client, or took an event: the runner has something to
+    /// act on (output to write, room for the next chunk).
     wake: Signal<M, ()>,
-    /// The application took an event: the runner may process the next frame.
-    space: Signal<M, ()>,
 }
 
 impl<
@@ -280,8 +383,13 @@ fn now() -> CoreInstant {
     CoreInstant::from_micros(Instant::now().as_micros())
 }
 
+/// An embassy duration as a `core::time` one.
+fn std_duration(d: Duration) -> core::time::Duration {
+    core::time::Duration::from_micros(d.as_micros())
+}
+
 fn deadline(timeout: Option<Duration>) -> Option<CoreInstant> {
-    timeout.map(|t| now().saturating_add(core::time::Duration::from_micros(t.as_micros())))
+    timeout.map(|t| now().saturating_add(std_duration(t)))
 }
 
 /// `text` cut to at most `N` bytes at a character boundary.
@@ -428,37 +536,12 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> H
         };
         self.fill(ticket, reply);
     }
-}
 
-/// WebSocket masks from the caller's RNG (shared with the handshake nonce).
-struct Masks<'r, R>(&'r RefCell<R>);
-
-impl<R: RngCore> MaskSource for Masks<'_, R> {
-    fn next_mask(&mut self) -> [u8; 4] {
-        match self.0.try_borrow_mut() {
-            Ok(mut rng) => rng.next_u32().to_le_bytes(),
-            // Never contended: the runner uses the RNG from one place at a time.
-            Err(_) => [0x5a, 0xc3, 0x3c, 0xa5],
-        }
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        #[cfg(feature = "defmt")]
+        defmt::warn!("rtm: connection ended: {}", why);
+        self.push(Event::Disconnected(DisconnectReason::new(why)));
     }
-}
-
-/// What the runner does after asking the client.
-enum Action {
-    Idle,
-    Connect,
-    Write(usize),
-    Close,
-}
-
-/// The runner's view of the current connection.
-struct Link {
-    open: bool,
-    /// Unprocessed input: `rx[start..end]`.
-    start: usize,
-    end: usize,
-    last_rx: Instant,
-    ping_sent: bool,
 }
 
 impl<
@@ -471,12 +554,31 @@ impl<
         const MSG: usize,
     > Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
 {
-    /// A client in `Stopped`, with the core's settings (backoff, restore, queue size;
-    /// give every device its own `jitter_seed`).
-    pub fn new(config: rtm::Config) -> Self {
-        Messaging {
+    /// A client in `Stopped` for `link`'s endpoint, with the core's settings (backoff,
+    /// restore, queue size, connect timeout; give every device its own `jitter_seed`).
+    /// WebSocket masks and handshake keys come from a generator seeded from `rng` (the
+    /// board's RNG peripheral, say).
+    ///
+    /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
+    /// is too long, or `buffers.tx` is smaller than `OUT` + 1024 bytes.
+    pub fn new<R: RngCore>(
+        config: rtm::Config,
+        link: LinkConfig<'_>,
+        buffers: RunnerBuffers,
+        rng: &mut R,
+    ) -> Result<Self, LinkError> {
+        let RunnerBuffers { message, tx } = buffers;
+        let core = Link::new(
+            config,
+            link.core(rng.next_u64()),
+            link.endpoint,
+            link.appkey,
+            message,
+            tx,
+        )?;
+        Ok(Messaging {
             shared: Mutex::new(RefCell::new(Shared {
-                client: Client::new(config),
+                link: core,
                 slots: Vec::new(),
                 waiters: MultiWakerRegistration::new(),
                 subs: 0,
@@ -484,8 +586,7 @@ impl<
             })),
             events: Channel::new(),
             wake: Signal::new(),
-            space: Signal::new(),
-        }
+        })
     }
 
     /// Runs `f` on the shared state; `None` only if called re-entrantly (never from
@@ -500,12 +601,12 @@ impl<
         })
     }
 
-    /// Runs `f` on the core client with an event sink, then wakes waiting tasks if the
+    /// Runs `f` on the core link with an event sink, then wakes waiting tasks if the
     /// call produced replies or state changes.
     fn with<R>(
         &self,
         f: impl FnOnce(
-            &mut Client<SUBS, PENDING, QUEUE, OUT>,
+            &mut CoreLink<SUBS, PENDING, QUEUE, OUT>,
             &mut Sink<'_, M, PENDING, EVENTS, MSG>,
         ) -> R,
     ) -> Option<R> {
@@ -517,7 +618,7 @@ impl<
                 lost: &mut s.lost,
                 notify: false,
             };
-            let r = f(&mut s.client, &mut sink);
+            let r = f(&mut s.link, &mut sink);
             if sink.notify {
                 s.waiters.wake();
             }
@@ -533,7 +634,9 @@ impl<
             &mut Sink<'_, M, PENDING, EVENTS, MSG>,
         ) -> Result<R, RequestError>,
     ) -> Result<R, RequestError> {
-        let r = self.with(f).unwrap_or(Err(RequestError::Full));
+        let r = self
+            .with(|link, h| f(link.client_mut(), h))
+            .unwrap_or(Err(RequestError::Full));
         self.wake.signal(());
         r
     }
@@ -557,7 +660,7 @@ impl<
 
     /// The client's state.
     pub fn state(&self) -> ClientState {
-        self.with_shared(|s| s.client.state())
+        self.with_shared(|s| s.link.client().state())
             .unwrap_or(ClientState::Stopped)
     }
 
@@ -565,7 +668,7 @@ impl<
     pub async fn wait_for_state(&self, state: ClientState) {
         poll_fn(|cx| {
             let now_in = self.with_shared(|s| {
-                let current = s.client.state();
+                let current = s.link.client().state();
                 if current != state {
                     s.waiters.register(cx.waker());
                 }
@@ -642,7 +745,7 @@ impl<
         self.acked(|c, h| c.delete(now(), channel, ack, h)).await
     }
 
-    /// Authenticate as `role` (spec §4: handshake, then the HMAC-MD5 of the nonce). On
+    /// Authenticate as `role` (role-secret authentication: a handshake, then the HMAC-MD5 of the server's nonce). On
     /// success the credentials are replayed after every reconnect. `Reply::Ok` means
     /// done; `Reply::Error` carries the server's reason.
     pub async fn authenticate(
@@ -676,14 +779,14 @@ impl<
     /// The next event (subscription data, state changes, problems).
     pub async fn next_event(&self) -> Event<MSG> {
         let event = self.events.receive().await;
-        self.space.signal(());
+        self.wake.signal(());
         event
     }
 
     /// The next event if one is waiting.
     pub fn try_next_event(&self) -> Option<Event<MSG>> {
         let event = self.events.try_receive().ok()?;
-        self.space.signal(());
+        self.wake.signal(());
         Some(event)
     }
 
@@ -779,91 +882,29 @@ fn connect_error(e: TransportError) -> rtm::ConnectError {
     }
 }
 
-/// Writes and flushes one frame. A flush on TCP waits for the peer's acknowledgement, so
-/// it is bounded: a peer that does not take a frame within `limit` is dead.
-async fn write_frame<T: Transport>(transport: &mut T, bytes: &[u8], limit: Duration) -> bool {
-    let write = async {
-        embedded_io_async::Write::write_all(transport, bytes)
-            .await
-            .is_ok()
-            && embedded_io_async::Write::flush(transport).await.is_ok()
-    };
-    with_timeout(limit, write).await.unwrap_or(false)
+/// An instant of the core's clock on embassy's (`None`: never).
+fn embassy_instant(at: Option<CoreInstant>) -> Instant {
+    at.map_or(Instant::MAX, |t| Instant::from_micros(t.as_micros()))
 }
 
-/// TCP, the upgrade request, and its 101; bytes read past the head stay in
-/// `rx[link.start..link.end]` for the session.
-async fn open<T: Transport, R: RngCore>(
-    transport: &mut T,
-    rng: &RefCell<R>,
-    config: &LinkConfig<'_>,
-    rx: &mut [u8],
-    tx: &mut [u8],
-    head: &mut [u8],
-    link: &mut Link,
-) -> Result<(), rtm::ConnectError> {
-    let endpoint =
-        Endpoint::parse(config.endpoint).map_err(|_| rtm::ConnectError::Other { code: 2 })?;
-    if endpoint.tls {
-        return Err(rtm::ConnectError::Tls);
-    }
-    transport
-        .connect(endpoint.host, endpoint.port)
-        .await
-        .map_err(connect_error)?;
-    let mut nonce = [0u8; 16];
-    match rng.try_borrow_mut() {
-        Ok(mut rng) => rng.fill_bytes(&mut nonce),
-        Err(_) => return Err(rtm::ConnectError::Other { code: 3 }),
-    }
-    let key = Key::new(nonce);
-    let request = UpgradeRequest {
-        endpoint,
-        appkey: config.appkey,
-        key: &key,
-        origin: None,
-        protocol: None,
-        user_agent: config.user_agent,
-    };
-    let mut out = Cursor::new(tx);
-    request
-        .encode(&mut out)
-        .map_err(|_| rtm::ConnectError::Other { code: 4 })?;
-    if !write_frame(transport, out.written(), config.connect_timeout).await {
-        return Err(rtm::ConnectError::Closed);
-    }
-    let mut decoder: ResponseDecoder<'_, 16> = ResponseDecoder::new(head, None, Limits::DEFAULT);
-    link.start = 0;
-    link.end = 0;
-    loop {
-        let input = rx.get(link.start..link.end).unwrap_or_default();
-        let (used, event) = decoder
-            .decode(input)
-            .map_err(|_| rtm::ConnectError::Protocol)?;
-        link.start += used;
-        match event {
-            HttpEvent::Head(h) => {
-                return match check_response(&h, &key, None) {
-                    Ok(_) => Ok(()),
-                    Err(HandshakeError::Status { status }) => {
-                        Err(rtm::ConnectError::Rejected { status })
-                    }
-                    Err(_) => Err(rtm::ConnectError::Protocol),
-                };
-            }
-            HttpEvent::NeedMore => {
-                let n = embedded_io_async::Read::read(transport, rx)
-                    .await
-                    .map_err(|_| rtm::ConnectError::Closed)?;
-                if n == 0 {
-                    return Err(rtm::ConnectError::Closed);
-                }
-                link.start = 0;
-                link.end = n;
-            }
-            HttpEvent::Data(_) | HttpEvent::End { .. } => return Err(rtm::ConnectError::Protocol),
-        }
-    }
+/// What the runner does next, as the link said.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Open the transport to the host the runner copied, this port.
+    Connect(u16),
+    /// Write the first `n` bytes of the chunk (a copy of the link's unsent bytes).
+    Write(usize),
+    /// Close the transport.
+    Close,
+    /// Nothing to write: read (when connected and there is room for events) until the
+    /// next deadline or a call.
+    Wait,
+}
+
+/// How the socket operation the runner waited on ended.
+enum Io<E> {
+    Wrote(Result<usize, E>),
+    Read(Result<usize, E>),
 }
 
 impl<
@@ -876,208 +917,170 @@ impl<
         const MSG: usize,
     > Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
 {
-    /// The runner: owns `transport` and drives the client forever — connect, upgrade,
-    /// frames in and out, pings, reconnect timers. Run it in its own task; nothing
-    /// happens until [`start`](Self::start). WebSocket masks and keys come from `rng`.
-    pub async fn run<T: Transport, R: RngCore>(
-        &self,
-        mut transport: T,
-        rng: R,
-        config: LinkConfig<'_>,
-        buffers: RunnerBuffers<'_>,
-    ) -> ! {
-        let RunnerBuffers {
-            rx,
-            tx,
-            head,
-            message,
-        } = buffers;
-        let rng = RefCell::new(rng);
-        let mut session = Session::new(message, Masks(&rng));
-        let mut link = Link {
-            open: false,
-            start: 0,
-            end: 0,
-            last_rx: Instant::now(),
-            ping_sent: false,
-        };
+    /// The runner: owns `transport` and carries the link's bytes forever — opens the
+    /// socket when the link asks, writes what it emits, feeds it what arrives, closes
+    /// when it says, and sleeps until its next deadline, the socket or a call. Every
+    /// protocol decision and timer is the core's. Run it in its own task; nothing
+    /// happens until [`start`](Self::start).
+    ///
+    /// `chunk` (512 B – 2 KiB; not empty) holds one socket read, or a slice of the
+    /// link's unsent bytes on its way to the socket: the transport is used for one
+    /// operation at a time. A bigger chunk means fewer wake-ups, and more events from
+    /// one read (see the module's notes on delivery).
+    pub async fn run<T: Transport>(&self, mut transport: T, chunk: &mut [u8]) -> ! {
+        let mut host: String<MAX_ENDPOINT_LEN> = String::new();
+        // The transport is open (a connect succeeded and no close followed).
+        let mut connected = false;
+        // After a write (or a write the socket did not take), input already waiting is
+        // read before the next write: a peer sending and receiving at once is served both
+        // ways.
+        let mut read_first = false;
         loop {
-            // 1. Everything the client asked for, in order.
-            loop {
-                let action = self
-                    .with(|c, _| match c.poll_transmit() {
-                        None => Action::Idle,
-                        Some(Transmit::Connect) => Action::Connect,
-                        Some(Transmit::Close) => Action::Close,
-                        Some(Transmit::Send(pdu)) => {
-                            let mut out = Cursor::new(tx);
-                            match session.send_text(pdu, &mut out) {
-                                Ok(()) if link.open => Action::Write(out.len()),
-                                // No socket (or a closing one): the core re-sends what
-                                // matters after the next connect.
-                                _ => Action::Write(0),
+            let (step, wake_at) = self
+                .with(|link, h| {
+                    let now = now();
+                    if link.poll_timeout().is_some_and(|at| at <= now) {
+                        link.handle_timeout(now, h);
+                    }
+                    let step = loop {
+                        match link.poll_output(now) {
+                            Some(Output::Connect { tls: true, .. }) => {
+                                link.handle_connect_failed(now, rtm::ConnectError::Tls, h);
                             }
-                        }
-                    })
-                    .unwrap_or(Action::Idle);
-                match action {
-                    Action::Idle => break,
-                    Action::Write(0) => {}
-                    Action::Write(n) => {
-                        let frame = tx.get(..n).unwrap_or_default();
-                        if !write_frame(&mut transport, frame, config.dead_peer_timeout).await {
-                            self.lose(&mut transport, &mut session, &mut link).await;
-                        }
-                    }
-                    Action::Close => {
-                        if link.open {
-                            let _ = session.close(CloseCode::NORMAL, "");
-                            if let Some(bytes) = session.poll_transmit() {
-                                let _ =
-                                    write_frame(&mut transport, bytes, config.dead_peer_timeout)
-                                        .await;
+                            Some(Output::Connect {
+                                host: name, port, ..
+                            }) => {
+                                host.clear();
+                                // Never too long: it is part of the endpoint.
+                                let _ = host.push_str(name);
+                                break Step::Connect(port);
                             }
-                        }
-                        self.lose(&mut transport, &mut session, &mut link).await;
-                    }
-                    Action::Connect => {
-                        if link.open {
-                            transport.close().await;
-                            link.open = false;
-                        }
-                        session.reset();
-                        let opened = with_timeout(
-                            config.connect_timeout,
-                            open(&mut transport, &rng, &config, rx, tx, head, &mut link),
-                        )
-                        .await
-                        .unwrap_or(Err(rtm::ConnectError::Timeout));
-                        link.last_rx = Instant::now();
-                        link.ping_sent = false;
-                        if opened.is_ok() {
-                            link.open = true;
-                        } else {
-                            transport.close().await;
-                            link.start = 0;
-                            link.end = 0;
-                        }
-                        let _ = self.with(|c, h| match opened {
-                            Ok(()) => c.handle_connected(now(), h),
-                            Err(e) => c.handle_connect_failed(now(), e, h),
-                        });
-                    }
-                }
-            }
-
-            if link.open {
-                // 2. Pongs and close replies the session queued.
-                if let Some(bytes) = session.poll_transmit() {
-                    let n = bytes.len();
-                    if write_frame(&mut transport, bytes, config.dead_peer_timeout).await {
-                        session.advance_transmit(n);
-                    } else {
-                        self.lose(&mut transport, &mut session, &mut link).await;
-                        continue;
-                    }
-                }
-                // The close handshake is over (or the server broke the protocol).
-                if matches!(session.state(), WsState::Closed(_)) {
-                    self.lose(&mut transport, &mut session, &mut link).await;
-                    continue;
-                }
-                // 3. Input already read: one frame at a time.
-                if link.start < link.end {
-                    let subscribed = self.with_shared(|s| s.subs > 0).unwrap_or(false);
-                    let want = EVENTS.div_ceil(2).max(1);
-                    while subscribed && self.events.free_capacity() < want {
-                        self.space.wait().await;
-                    }
-                    let input = rx.get(link.start..link.end).unwrap_or_default();
-                    match session.handle(input) {
-                        Ok((used, message)) => {
-                            link.start = link.start.saturating_add(used).min(link.end);
-                            if let Some(Message::Text(text)) = message {
-                                let _ = self.with(|c, h| c.handle_message(now(), text, h));
-                            }
-                        }
-                        Err(_) => link.start = link.end,
-                    }
-                    continue;
-                }
-            }
-
-            // 4. Wait for input, a deadline (core or liveness), or a command.
-            let mut wake_at = self
-                .with_shared(|s| s.client.poll_timeout())
-                .flatten()
-                .map(|t| Instant::from_micros(t.as_micros()))
-                .unwrap_or(Instant::MAX);
-            if link.open {
-                let quiet = if link.ping_sent {
-                    config.dead_peer_timeout
-                } else {
-                    config.ping_interval
-                };
-                wake_at = wake_at.min(link.last_rx.saturating_add(quiet));
-            }
-            let read = async {
-                if link.open {
-                    embedded_io_async::Read::read(&mut transport, rx).await
-                } else {
-                    core::future::pending().await
-                }
-            };
-            match select3(read, Timer::at(wake_at), self.wake.wait()).await {
-                Either3::First(Ok(n)) if n > 0 => {
-                    link.start = 0;
-                    link.end = n;
-                    link.last_rx = Instant::now();
-                    link.ping_sent = false;
-                }
-                Either3::First(_) => {
-                    session.handle_eof();
-                    self.lose(&mut transport, &mut session, &mut link).await;
-                }
-                Either3::Second(()) => {
-                    let _ = self.with(|c, h| c.handle_timeout(now(), h));
-                    if link.open {
-                        let quiet = Instant::now().saturating_duration_since(link.last_rx);
-                        if quiet >= config.dead_peer_timeout {
-                            self.lose(&mut transport, &mut session, &mut link).await;
-                        } else if quiet >= config.ping_interval && !link.ping_sent {
-                            let mut out = Cursor::new(tx);
-                            if session.send_ping(b"", &mut out).is_ok() {
-                                let n = out.len();
-                                let frame = tx.get(..n).unwrap_or_default();
-                                if !write_frame(&mut transport, frame, config.dead_peer_timeout)
-                                    .await
+                            Some(Output::Transmit(bytes)) => {
+                                if read_first
+                                    && transport.readable()
+                                    && self.room_for_events(*h.subs)
                                 {
-                                    self.lose(&mut transport, &mut session, &mut link).await;
+                                    break Step::Wait;
                                 }
+                                let n = bytes.len().min(chunk.len());
+                                if let (Some(dst), Some(src)) = (chunk.get_mut(..n), bytes.get(..n))
+                                {
+                                    dst.copy_from_slice(src);
+                                }
+                                break Step::Write(n);
                             }
-                            link.ping_sent = true;
+                            Some(Output::Close) => break Step::Close,
+                            None => break Step::Wait,
+                        }
+                    };
+                    (step, link.poll_timeout())
+                })
+                .unwrap_or((Step::Wait, None));
+            match step {
+                Step::Connect(port) => connected = self.connect(&mut transport, &host, port).await,
+                Step::Close => {
+                    connected = false;
+                    self.closed(&mut transport).await;
+                }
+                Step::Write(_) | Step::Wait => {
+                    let read = connected
+                        && self
+                            .with_shared(|s| self.room_for_events(s.subs))
+                            .unwrap_or(true);
+                    let io = async {
+                        match step {
+                            Step::Write(n) if n > 0 => {
+                                let bytes = chunk.get(..n).unwrap_or_default();
+                                Io::Wrote(transport.write(bytes).await)
+                            }
+                            Step::Wait if read => Io::Read(transport.read(chunk).await),
+                            // No room: the app takes an event first (a wake). An empty
+                            // chunk never writes: the link sees a stalled write.
+                            _ => core::future::pending().await,
+                        }
+                    };
+                    match select3(io, Timer::at(embassy_instant(wake_at)), self.wake.wait()).await {
+                        Either3::First(Io::Wrote(Ok(n))) if n > 0 => {
+                            read_first = true;
+                            let _ = self.with(|link, _| link.transmitted(now(), n));
+                        }
+                        Either3::First(Io::Read(Ok(n))) if n > 0 => {
+                            read_first = false;
+                            let input = chunk.get(..n).unwrap_or_default();
+                            let _ = self.with(|link, h| link.handle_input(now(), input, h));
+                        }
+                        // End of stream or a socket error.
+                        Either3::First(_) => {
+                            connected = false;
+                            self.closed(&mut transport).await;
+                        }
+                        // A deadline or a call: the next round acts on it. A write that
+                        // did not get through lets waiting input in first.
+                        Either3::Second(()) | Either3::Third(()) => {
+                            read_first |= matches!(step, Step::Write(_));
                         }
                     }
                 }
-                Either3::Third(()) => {}
             }
         }
     }
 
-    /// The connection is gone (or we closed it): tell the client.
-    async fn lose<T: Transport, S: MaskSource>(
-        &self,
-        transport: &mut T,
-        session: &mut Session<&mut [u8], S>,
-        link: &mut Link,
-    ) {
-        session.handle_eof();
-        if link.open {
-            transport.close().await;
+    /// While at least one subscription exists, the next chunk is read only when half the
+    /// event channel is free.
+    fn room_for_events(&self, subs: usize) -> bool {
+        subs == 0 || self.events.free_capacity() >= EVENTS.div_ceil(2).max(1)
+    }
+
+    /// Opens the transport for the link; true when it is open. The attempt is abandoned
+    /// when the link gives it up (its connect timeout, or a stop).
+    async fn connect<T: Transport>(&self, transport: &mut T, host: &str, port: u16) -> bool {
+        let result = {
+            let mut attempt = pin!(transport.connect(host, port));
+            loop {
+                let at = self.with_shared(|s| s.link.poll_timeout()).flatten();
+                match select3(
+                    &mut attempt,
+                    Timer::at(embassy_instant(at)),
+                    self.wake.wait(),
+                )
+                .await
+                {
+                    Either3::First(result) => break Some(result),
+                    Either3::Second(()) | Either3::Third(()) => {
+                        let abandon = self.with(|link, h| {
+                            let now = now();
+                            if link.poll_timeout().is_some_and(|at| at <= now) {
+                                link.handle_timeout(now, h);
+                            }
+                            matches!(link.poll_output(now), Some(Output::Close))
+                        });
+                        if abandon == Some(true) {
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        match result {
+            Some(Ok(())) => {
+                let _ = self.with(|link, h| link.handle_connected(now(), h));
+                true
+            }
+            Some(Err(e)) => {
+                transport.close().await;
+                let _ = self.with(|link, h| link.handle_connect_failed(now(), connect_error(e), h));
+                false
+            }
+            None => {
+                self.closed(transport).await;
+                false
+            }
         }
-        link.open = false;
-        link.start = 0;
-        link.end = 0;
-        let _ = self.with(|c, h| c.handle_closed(now(), h));
+    }
+
+    /// Closes the transport (asked for, or it ended by itself) and tells the link.
+    async fn closed<T: Transport>(&self, transport: &mut T) {
+        transport.close().await;
+        let _ = self.with(|link, h| link.handle_closed(now(), h));
     }
 }

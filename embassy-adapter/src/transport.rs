@@ -48,8 +48,10 @@ impl core::error::Error for ConnectError {}
 /// A reconnectable byte stream: what [`BenchClient`](crate::bench::BenchClient) and
 /// [`Messaging::run`](crate::rtm::Messaging::run) drive.
 ///
-/// `read` must be cancel-safe (dropping a pending read loses no bytes): the messaging
-/// runner races it against timers and commands. embassy-net's `TcpSocket` is.
+/// `connect`, `read` and `write` must be cancel-safe (dropping a pending read loses no
+/// bytes, a dropped write wrote nothing, a dropped connect leaves a transport that the
+/// next `connect` or `close` resets): the messaging runner races them against the
+/// link's deadlines and the application's calls. embassy-net's `TcpSocket` is.
 ///
 /// `async fn` in a public trait has no `Send` bound on its futures; that is deliberate:
 /// embassy executors run tasks on one core and never move them between threads.
@@ -68,6 +70,13 @@ pub trait Transport: Read + Write {
     /// `POST` is never sent on a connection the server already gave up. The default
     /// (`false`) makes the clients find out when they use it.
     fn peer_closed(&self) -> bool {
+        false
+    }
+
+    /// True when received bytes are waiting to be read now. A hint: the messaging runner
+    /// then reads before writing more, so that a peer sending and receiving at once is
+    /// served both ways. The default (`false`) writes first.
+    fn readable(&self) -> bool {
         false
     }
 }
@@ -171,5 +180,9 @@ impl Transport for TcpTransport<'_> {
 
     fn peer_closed(&self) -> bool {
         !self.socket.may_recv() || self.socket.can_recv()
+    }
+
+    fn readable(&self) -> bool {
+        self.socket.can_recv()
     }
 }

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration as StdDuration;
 
 use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::rtm::{Event, LinkConfig, Messaging, Reply, RunnerBuffers};
+use benchlink_embassy::rtm::{
+    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+};
 use benchlink_embassy::transport::TcpTransport;
 use benchlink_std::sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
 use benchlink_std::sandbox::{RtmServer, RtmServerConfig};
@@ -28,26 +30,34 @@ fn client(spawner: Spawner, net: &Net) -> &'static Rtm {
         spawner,
         net,
         LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY),
+        client_config(),
     )
 }
 
-fn client_with(spawner: Spawner, net: &Net, link: LinkConfig<'static>) -> &'static Rtm {
-    let config = rtm::Config {
+/// Quick reconnects, no jitter.
+fn client_config() -> rtm::Config {
+    rtm::Config {
         reconnect_interval: core::time::Duration::from_millis(100),
         jitter_seed: 0,
         ..rtm::Config::default()
+    }
+}
+
+fn client_with(
+    spawner: Spawner,
+    net: &Net,
+    link: LinkConfig<'static>,
+    config: rtm::Config,
+) -> &'static Rtm {
+    let buffers = RunnerBuffers {
+        message: buf(4096),
+        tx: buf(2048 + 1024),
     };
-    let rtm: &'static Rtm = Box::leak(Box::new(Rtm::new(config)));
+    let rtm = Rtm::new(config, link, buffers, &mut TestRng(0x9e37_79b9_7f4a_7c15)).unwrap();
+    let rtm: &'static Rtm = Box::leak(Box::new(rtm));
     let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
     spawn(spawner, async move {
-        let buffers = RunnerBuffers {
-            rx: buf(1024),
-            tx: buf(2048 + 14),
-            head: buf(512),
-            message: buf(4096),
-        };
-        rtm.run(transport, TestRng(0x9e37_79b9_7f4a_7c15), link, buffers)
-            .await;
+        rtm.run(transport, buf(1024)).await;
     });
     rtm.start();
     rtm
@@ -169,8 +179,12 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         rtm.publish(channel, r#"{"n":1}"#).unwrap();
         expect_event(rtm, "first message", |e| is_data(e, channel, r#"{"n":1}"#)).await;
 
-        // 1. The server drops every connection.
+        // 1. The server drops every connection (no close frame: a transport close).
         assert!(server.faults().drop_connections() >= 1);
+        expect_event(rtm, "disconnected", |e| {
+            matches!(e, Event::Disconnected(DisconnectReason::TransportClosed))
+        })
+        .await;
         expect_event(rtm, "awaiting", |e| {
             matches!(e, Event::State(ClientState::Awaiting))
         })
@@ -221,10 +235,13 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
         let link = LinkConfig {
             ping_interval: Duration::from_millis(200),
             dead_peer_timeout: Duration::from_millis(700),
-            connect_timeout: Duration::from_millis(500),
             ..LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY)
         };
-        let rtm = client_with(spawner, &net, link);
+        let config = rtm::Config {
+            connect_timeout: core::time::Duration::from_millis(500),
+            ..client_config()
+        };
+        let rtm = client_with(spawner, &net, link, config);
         rtm.subscribe("beats", Mode::Simple, SubscribeArgs::default())
             .unwrap();
         expect_event(rtm, "subscribed", |e| is_subscribed(e, "beats")).await;
@@ -235,6 +252,12 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
 
         // A silent peer: the wire goes dark without any FIN or RST.
         net.wire.cut.store(true, Ordering::Relaxed);
+        expect_event(
+            rtm,
+            "dead peer",
+            |e| matches!(e, Event::Disconnected(DisconnectReason::DeadPeer { silent_ms }) if *silent_ms >= 700),
+        )
+        .await;
         expect_event(rtm, "awaiting", |e| {
             matches!(e, Event::State(ClientState::Awaiting))
         })
@@ -244,6 +267,50 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
         server.publish("beats", "1");
         expect_event(rtm, "message after the outage", |e| {
             is_data(e, "beats", "1")
+        })
+        .await;
+    });
+}
+
+#[test]
+fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
+    let new = |endpoint: &'static str, tx: usize| {
+        let buffers = RunnerBuffers {
+            message: buf(256),
+            tx: buf(tx),
+        };
+        Rtm::new(
+            client_config(),
+            LinkConfig::new(endpoint, DEFAULT_APPKEY),
+            buffers,
+            &mut TestRng(1),
+        )
+        .map(|_| ())
+    };
+    assert!(matches!(
+        new("http://10.0.0.1:8080", 4096),
+        Err(rtm::LinkError::Url(_))
+    ));
+    assert_eq!(
+        new("ws://10.0.0.1:8080", 2048),
+        Err(rtm::LinkError::TxTooSmall { min: 2048 + 1024 })
+    );
+
+    // TLS is not this crate's: the attempt fails without touching the network, and a
+    // first connect that fails stops the client (the core's default).
+    run_test(StdDuration::from_secs(20), move |spawner| async move {
+        let net = network(spawner);
+        let rtm = client_with(
+            spawner,
+            &net,
+            LinkConfig::new("wss://10.0.0.1:8443", DEFAULT_APPKEY),
+            rtm::Config {
+                retry_first_connect: false,
+                ..client_config()
+            },
+        );
+        expect_event(rtm, "stopped", |e| {
+            matches!(e, Event::State(ClientState::Stopped))
         })
         .await;
     });

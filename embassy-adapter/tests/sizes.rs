@@ -20,17 +20,17 @@ fn client_and_future_sizes() {
     // Future sizes need values; build them without running them.
     let run_future = {
         fn size_of_run<T: benchlink_embassy::transport::Transport>(rtm: &Rtm, t: T) -> usize {
-            let (mut rx, mut tx, mut head, mut message) = ([0u8; 1], [0u8; 1], [0u8; 1], [0u8; 1]);
-            let buffers = RunnerBuffers {
-                rx: &mut rx,
-                tx: &mut tx,
-                head: &mut head,
-                message: &mut message,
-            };
-            let future = rtm.run(t, TestRng(1), LinkConfig::new("ws://h", "k"), buffers);
+            let mut chunk = [0u8; 1];
+            let future = rtm.run(t, &mut chunk);
             size_of_val(&future)
         }
-        size_of_run(&Rtm::new(Default::default()), Fake)
+        let buffers = RunnerBuffers {
+            message: Box::leak(Box::new([0u8; 1])),
+            tx: Box::leak(Box::new([0u8; 2048])),
+        };
+        let link = LinkConfig::new("ws://h", "k");
+        let rtm = Rtm::new(Default::default(), link, buffers, &mut TestRng(1)).unwrap();
+        size_of_run(&rtm, Fake)
     };
     let call_future = {
         let (mut a, mut b, mut c, mut d, mut e) =

@@ -105,30 +105,13 @@ async fn net_task(mut runner: embassy_net::Runner<'static, Device>) -> ! {
     runner.run().await
 }
 
-/// The messaging runner: owns its TCP socket, connects, upgrades, reconnects.
+/// The messaging runner: owns its TCP socket and carries the link's bytes (the link in
+/// `Rtm` connects, upgrades, pings, reconnects).
 #[embassy_executor::task]
-async fn rtm_task(
-    rtm: &'static Rtm,
-    transport: TcpTransport<'static>,
-    rng: Rng<'static, RNG>,
-) -> ! {
-    static RX: ConstStaticCell<[u8; 1024]> = ConstStaticCell::new([0; 1024]);
-    static TX: ConstStaticCell<[u8; 640]> = ConstStaticCell::new([0; 640]);
-    static HEAD: ConstStaticCell<[u8; 512]> = ConstStaticCell::new([0; 512]);
-    static MESSAGE: ConstStaticCell<[u8; 2048]> = ConstStaticCell::new([0; 2048]);
-    let buffers = RunnerBuffers {
-        rx: RX.take(),
-        tx: TX.take(),
-        head: HEAD.take(),
-        message: MESSAGE.take(),
-    };
-    rtm.run(
-        transport,
-        rng,
-        LinkConfig::new(RTM_ENDPOINT, RTM_APPKEY),
-        buffers,
-    )
-    .await
+async fn rtm_task(rtm: &'static Rtm, transport: TcpTransport<'static>) -> ! {
+    // One socket read, or a slice of the unsent bytes on its way to the socket.
+    static CHUNK: ConstStaticCell<[u8; 1024]> = ConstStaticCell::new([0; 1024]);
+    rtm.run(transport, CHUNK.take()).await
 }
 
 /// The messaging client's events: states are logged, the channel's messages counted.
@@ -199,18 +182,33 @@ async fn main(spawner: Spawner) {
 
     // Messaging: the runner task owns one socket; this task and the events task use the
     // handle. A device keeps retrying its first connect too.
+    // The link's memory: the largest incoming message, and the unsent bytes (at least the
+    // 512-byte PDUs + 1 KiB for the upgrade request and its answer).
+    static MESSAGE: ConstStaticCell<[u8; 2048]> = ConstStaticCell::new([0; 2048]);
+    static TX: ConstStaticCell<[u8; 1536]> = ConstStaticCell::new([0; 1536]);
+    let buffers = RunnerBuffers {
+        message: MESSAGE.take(),
+        tx: TX.take(),
+    };
+    let config = RtmConfig {
+        jitter_seed: jitter_seed | 1,
+        retry_first_connect: true,
+        ..RtmConfig::default()
+    };
+    let link = LinkConfig::new(RTM_ENDPOINT, RTM_APPKEY);
+    let rtm = match Rtm::new(config, link, buffers, &mut rng) {
+        Ok(rtm) => rtm,
+        Err(e) => {
+            error!("BENCHLINK_RTM_ENDPOINT or _APPKEY refused: {}", e);
+            return;
+        }
+    };
     static RTM: StaticCell<Rtm> = StaticCell::new();
-    let rtm: &'static Rtm = RTM.init_with(|| {
-        Rtm::new(RtmConfig {
-            jitter_seed: jitter_seed | 1,
-            retry_first_connect: true,
-            ..RtmConfig::default()
-        })
-    });
+    let rtm: &'static Rtm = RTM.init(rtm);
     static RTM_RX: ConstStaticCell<[u8; 2048]> = ConstStaticCell::new([0; 2048]);
     static RTM_TX: ConstStaticCell<[u8; 2048]> = ConstStaticCell::new([0; 2048]);
     let rtm_socket = TcpTransport::new(stack, RTM_RX.take(), RTM_TX.take());
-    spawner.spawn(defmt::unwrap!(rtm_task(rtm, rtm_socket, rng)));
+    spawner.spawn(defmt::unwrap!(rtm_task(rtm, rtm_socket)));
     spawner.spawn(defmt::unwrap!(events_task(rtm)));
     rtm.start();
 
