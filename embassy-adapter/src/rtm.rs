@@ -939,6 +939,11 @@ impl<
             let (step, wake_at) = self
                 .with(|link, h| {
                     let now = now();
+                    // Input left in the socket for want of event room proves the server
+                    // alive: it is slowed down, not dead.
+                    if connected && transport.readable() && !self.room_for_events(*h.subs) {
+                        link.handle_input_held(now);
+                    }
                     if link.poll_timeout().is_some_and(|at| at <= now) {
                         link.handle_timeout(now, h);
                     }

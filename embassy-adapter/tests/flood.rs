@@ -353,9 +353,10 @@ fn data_flood_is_throttled_by_tcp_while_the_application_holds_its_events() {
     run_test(StdDuration::from_secs(30), move |spawner| async move {
         let net = network(spawner);
         bridge(spawner, net.gateway, PORT, server.addr, 2);
-        // While the application holds its events the runner reads nothing, so the link
-        // hears nothing: its dead-peer limit must outlast the pause below.
-        let rtm = client(spawner, &net, Duration::from_secs(5));
+        // While the application holds its events the runner reads nothing; the bytes
+        // waiting in the socket still prove the server alive (`handle_input_held`), so
+        // a dead-peer limit far shorter than the pause below does not fire.
+        let rtm = client(spawner, &net, Duration::from_millis(800));
         rtm.subscribe("flood", Mode::Simple, SubscribeArgs::default())
             .unwrap();
         expect_event(rtm, "subscribed", |e| {

@@ -593,6 +593,17 @@ impl<
         }
     }
 
+    /// Bytes are waiting in the transport, but the adapter holds them back because the
+    /// application has not taken its events yet (backpressure): the server is alive. Call
+    /// it before [`handle_timeout`](Self::handle_timeout) while holding input back, so a
+    /// server that is only being slowed down is never declared dead.
+    pub fn handle_input_held(&mut self, now: Instant) {
+        if let Phase::Open = self.phase {
+            self.last_rx = now;
+            self.ping_sent = false;
+        }
+    }
+
     /// The transport is closed: after [`Output::Close`], or because it ended by itself.
     pub fn handle_closed<H: Handler>(&mut self, now: Instant, h: &mut H) {
         match self.phase {

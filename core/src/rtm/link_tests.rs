@@ -533,3 +533,20 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     assert_eq!(frames.len(), 20);
     assert!(writes > 1);
 }
+
+#[test]
+fn input_held_back_by_the_adapter_keeps_the_server_alive() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    // The application is slow: the adapter leaves the waiting bytes in the socket.
+    for s in 1..=30 {
+        link.handle_input_held(secs(s));
+        link.handle_timeout(secs(s), &mut log);
+    }
+    assert!(log.closed.is_empty(), "{:?}", log.closed);
+    assert!(link.is_open());
+    // Once nothing is waiting any more, silence counts again.
+    link.handle_timeout(secs(40), &mut log);
+    assert_eq!(log.closed.len(), 1);
+}
