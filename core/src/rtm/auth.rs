@@ -1,5 +1,5 @@
-//! Role-secret authentication (spec §4): the hash, and a sans-IO step machine that
-//! produces the two request PDUs and consumes the two replies.
+//! Role-secret authentication: the hash, and a sans-IO step machine that produces the
+//! two request PDUs and consumes the two replies.
 //!
 //! The exchange is `auth/handshake {role}` → `auth/handshake/ok {data: {nonce}}` →
 //! `auth/authenticate {hash}` → `auth/authenticate/ok`, where
@@ -57,9 +57,10 @@ pub struct Vector {
 
 const K65: [u8; 65] = [b'K'; 65];
 
-/// The protocol spec's seven vectors (§4.3): the reference SDKs' own unit-test vectors,
-/// an empty nonce, UTF-8 on both sides, and keys of exactly one block and one byte more
-/// (hashed first). The same table checks the host build and the firmware on the target.
+/// Seven known-answer vectors: the JS and Go SDKs' own unit-test vectors, the Python
+/// SDK's test secret with a recorded nonce, an empty nonce, UTF-8 on both sides, and
+/// keys of exactly one block and one byte more (hashed first). The same table checks
+/// the host build and the firmware on the target.
 ///
 /// ```
 /// use benchlink_core::rtm::auth::{role_secret_hash, SPEC_VECTORS};
@@ -104,7 +105,7 @@ pub const SPEC_VECTORS: [Vector; 7] = [
 ];
 
 /// `base64(HMAC-MD5(key = secret, message = nonce))` with the standard alphabet and
-/// padding (spec §4.1 step 3). The nonce is used exactly as received, not base64-decoded.
+/// padding. The nonce is used exactly as received, not base64-decoded.
 ///
 /// ```
 /// use benchlink_core::rtm::auth::role_secret_hash;
@@ -201,8 +202,8 @@ pub enum AuthStep<'p> {
 /// them and feeds the replies back. Ids come from the caller (the connection owns the id
 /// sequence). `R` is the role (`&str`, a heapless string, …), `S` the secret's bytes.
 ///
-/// A client that restores auth on reconnect (spec §4.4) keeps the machine and calls
-/// [`reset`](Self::reset) on each new connection.
+/// A client that replays the credentials on every new connection keeps the machine and
+/// calls [`reset`](Self::reset) on each new connection.
 pub struct RoleSecretAuth<R, S> {
     role: R,
     secret: S,
@@ -397,7 +398,7 @@ mod tests {
     use super::*;
     use crate::json::testing::Buf;
 
-    /// Spec §4.3, all seven vectors.
+    /// All seven known-answer vectors.
     #[test]
     fn spec_vectors() {
         for v in SPEC_VECTORS {
@@ -431,7 +432,9 @@ mod tests {
         auth.handle_reply(&Pdu::parse(text).unwrap())
     }
 
-    /// The §4.3 transcript, byte for byte, then a reconnect with new ids (§5.8).
+    /// The reference exchange for role `superuser` (the Python SDK's test secret and a
+    /// recorded nonce) byte for byte, then again with the ids 5 and 6 it had in a
+    /// recorded Python SDK session, as on another connection.
     #[test]
     fn transcript() {
         let mut auth = RoleSecretAuth::new("superuser", "FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD");

@@ -1,4 +1,7 @@
-//! Reconnect backoff and fail counting (spec §5.4, with the §10.6/§10.14/§10.15 fixes).
+//! Reconnect backoff and fail counting: the reference SDK's exponential scheme, but the
+//! count resets only once a connection proved stable, with jitter, an attempt budget
+//! that means exactly the number of reconnect attempts, and an explicit first-connect
+//! policy.
 //!
 //! The delay before reconnect attempt *n+1* is measured from the **start** of attempt *n*:
 //!

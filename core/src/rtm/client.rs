@@ -28,8 +28,8 @@ pub const MAX_SECRET_LEN: usize = 64;
 
 type Credentials = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
 
-/// Client settings; `Default` gives the reference SDK's defaults (spec §6.2) plus the
-/// explicit choices of §10.
+/// Client settings; `Default` gives the reference (Python) SDK's defaults, plus jitter
+/// and the timeouts it lacks.
 ///
 /// Reconnect delay, measured from the start of the previous attempt:
 ///
@@ -185,45 +185,52 @@ enum Leave {
 /// assert_eq!(app.acked, [ticket]);
 /// ```
 ///
-/// # Semantics (spec §5 with the §10 differences)
+/// # Semantics (the reference SDK's client state machine, without its bugs)
 ///
-/// - **States** follow spec §5.3 row by row; every event is defined in every state.
-///   Events the table ignores are ignored. `ChannelError` is applied to the subscription
-///   in any state with an open connection (Connecting during auth restore, Connected,
-///   Stopping).
+/// - **States** follow the reference SDK's client transition table (every event in
+///   every state); events it ignores are ignored. Unlike the reference, where a channel
+///   error outside Connected kills the client's loop thread, nothing here is undefined.
+///   `ChannelError` is applied to the subscription in any state with an open connection
+///   (Connecting during auth restore, Connected, Stopping).
 /// - **Backoff** ([`Config`] documents the formula): measured from the start of the
 ///   previous attempt, doubled per consecutive failure, capped, with jitter. The fail count
 ///   is reset only when a connection proved stable: it lasted `reconnect_interval` or got
-///   a reply to one of our requests (§10.6). A connection that opens and closes at once
-///   counts as a failed attempt, so an accept-then-close server sees a growing backoff.
+///   a reply to one of our requests. (The reference resets it on every successful
+///   upgrade, so an accept-then-close server sees a reconnect every second.) A
+///   connection that opens and closes at once counts as a failed attempt, so an
+///   accept-then-close server sees a growing backoff.
 /// - **Attempt budget**: `fail_count_threshold = Some(n)` allows exactly `n` reconnect
-///   attempts after a drop before the client stops (§10.14); `None` is unlimited. The
-///   budget is refilled when a connection proves stable.
+///   attempts after a drop before the client stops (the reference allows one more than
+///   its threshold); `None` is unlimited. The budget is refilled when a connection
+///   proves stable.
 /// - **First connect** after `start()`: retried per the budget only with
 ///   `retry_first_connect`; by default its failure stops the client (the reference
-///   behaviour, now an explicit option, §10.15).
-/// - **Restore order** on every connect (§5.7): the remembered credentials are replayed
-///   first (their failure counts as a failed attempt), then every subscription resubscribes
-///   in insertion order, then the queued requests are sent, in order. Request ids restart
-///   at 0 on every connection. The reference sends drained requests before a user
-///   `authenticate` completes; here `authenticate` is a barrier: requests made after it
-///   are sent once it completed (so they run with its permissions).
+///   behaviour, there a side effect of starting with a "critical" fail count).
+/// - **Restore order** on every connect, as in the reference: the remembered
+///   credentials are replayed first (their failure counts as a failed attempt), then
+///   every subscription resubscribes in insertion order, then the queued requests are
+///   sent, in order. Request ids restart at 0 on every connection. The reference sends
+///   drained requests before a user `authenticate` completes; here `authenticate` is a
+///   barrier: requests made after it are sent once it completed (so they run with its
+///   permissions).
 /// - **Offline queue**: publish, read, write, delete, search and authenticate made while
 ///   not connected (or while the queue is non-empty, an auth is in progress, or the table
 ///   of requests in flight is full) wait in a `QUEUE`-byte buffer. A request that does not
 ///   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
-///   silently (§10.4). `max_queue_size` counts exactly the user requests queued or in
-///   flight (§10.14).
+///   silently (the reference keeps only the newest 1000). `max_queue_size` counts
+///   exactly the user requests queued or in flight (the reference also counts inbound
+///   events).
 /// - **Exactly once**: every acked request ends with one [`Outcome`] (or [`AuthResult`]):
 ///   the reply, `Timeout` at its deadline (a deadline of `now` times out at the next
 ///   `handle_timeout`), or `Disconnected` when the connection is lost or the client
-///   stops/disposes while it is in flight (§10.5). Requests still queued survive `stop()`
-///   (they are sent after the next `start()`) and end `Disconnected` on `dispose()`.
-/// - **Protocol errors** (§7.2): malformed frames, unsolicited `/error`, replies of the
-///   wrong type drop the connection and reconnect; unknown unsolicited PDUs, other
-///   `subscription/info`, replies with unknown ids and data for unknown subscriptions are
-///   reported as non-fatal [`InternalError`]s (or ignored) and the connection stays
-///   (§10.9).
+///   stops/disposes while it is in flight (the reference drops such callbacks without a
+///   word). Requests still queued survive `stop()` (they are sent after the next
+///   `start()`) and end `Disconnected` on `dispose()`.
+/// - **Protocol errors**, as the reference SDK treats them: malformed frames,
+///   unsolicited `/error`, replies of the wrong type drop the connection and reconnect;
+///   unknown unsolicited PDUs, other `subscription/info`, replies with unknown ids and
+///   data for unknown subscriptions are reported as non-fatal [`InternalError`]s (or
+///   ignored) and the connection stays (the reference reconnects on the first two).
 ///
 /// # Memory
 ///
@@ -245,7 +252,7 @@ enum Leave {
 /// takes its body plus 18 bytes of `QUEUE`. The client is one value: on std, large
 /// capacities belong on the heap (`Box`) or in a thread with a big enough stack.
 ///
-/// # Subscriptions (spec §5.10–§5.15 with the §10 differences)
+/// # Subscriptions (the reference SDK's subscription machine, without its bugs)
 ///
 /// - Every event is defined in every subscription state. A `Failed` subscription is not
 ///   retried on reconnect: it stays `Failed` until the application unsubscribes (deleted
@@ -736,8 +743,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.submit(now, UserRequest::Delete { channel }, ack, h)
     }
 
-    /// Search channels by name prefix (legacy, spec §3.5): zero or more
-    /// [`Outcome::Data`] replies, then [`Outcome::Ok`]; collect `channels` from all of them.
+    /// Search channels by name prefix (legacy; the service removed it in 2017): zero or
+    /// more [`Outcome::Data`] replies, then [`Outcome::Ok`]; collect `channels` from
+    /// all of them.
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler};
@@ -792,10 +800,10 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.submit(now, req, ack, h)
     }
 
-    /// Authenticate as `role` with its secret (spec §4). The result comes once in
-    /// [`Handler::auth`]; on success the credentials are remembered and replayed first on
-    /// every reconnect. Requests made after this one are sent after it completes. One at
-    /// a time ([`RequestError::AuthInProgress`]).
+    /// Authenticate as `role` with its secret (role-secret HMAC-MD5). The result comes
+    /// once in [`Handler::auth`]; on success the credentials are remembered and
+    /// replayed first on every reconnect. Requests made after this one are sent after
+    /// it completes. One at a time ([`RequestError::AuthInProgress`]).
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
@@ -1120,7 +1128,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// Time passed: call it at (or after) [`poll_timeout`](Self::poll_timeout). Ends
     /// requests past their deadline (`Timeout`), fails a stuck connect or auth restore,
     /// and fires the reconnect timer. The reconnect is started whenever its time has come,
-    /// without further checks (spec §10 item 7).
+    /// without re-checking the clock (the Python SDK once re-checked it and, when the
+    /// timer fired slightly early, stayed waiting forever).
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
@@ -1356,8 +1365,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
     }
 
-    /// "Forget connection" (spec §5.2): give up the socket, end what was in flight on it,
-    /// disconnect the subscriptions.
+    /// "Forget connection", as the reference SDK calls it: give up the socket, end what
+    /// was in flight on it, disconnect the subscriptions.
     fn forget<H: Handler>(&mut self, leave: Leave, h: &mut H) {
         if leave != Leave::Flush {
             self.outbox.clear();

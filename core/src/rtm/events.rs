@@ -8,7 +8,7 @@ use super::link::Disconnect;
 use super::pdu::{self, Action, ErrorBody, Pdu, PduError};
 use crate::time::Instant;
 
-/// The client's state (spec §5.2).
+/// The client's state, named as in the reference SDK.
 ///
 /// ```
 /// use benchlink_core::rtm::ClientState;
@@ -31,7 +31,7 @@ pub enum ClientState {
     Disposed,
 }
 
-/// A subscription's state (spec §5.12).
+/// A subscription's state, named as in the reference SDK.
 ///
 /// ```
 /// use benchlink_core::rtm::SubState;
@@ -49,11 +49,12 @@ pub enum SubState {
     /// `rtm/unsubscribe` sent (or about to be); waiting for the reply.
     Unsubscribing,
     /// The server refused or ended the subscription for good; it stays failed until the
-    /// application unsubscribes or subscribes again (spec §10 item 11).
+    /// application unsubscribes or subscribes again (the reference SDK retries it on
+    /// every reconnect, failing again each time).
     Failed,
 }
 
-/// The delivery mode of a subscription (spec §5.10).
+/// The delivery mode of a subscription: the reference SDK's three modes.
 ///
 /// ```
 /// use benchlink_core::rtm::Mode;
@@ -109,8 +110,8 @@ impl Ticket {
     }
 }
 
-/// Whether a publish, write or delete wants a reply (spec §2.5: without an id the server
-/// sends none, not even an error).
+/// Whether a publish, write or delete wants a reply (a request without an id gets none
+/// from the server, not even an error).
 ///
 /// ```
 /// use benchlink_core::rtm::Ack;
@@ -147,9 +148,11 @@ pub enum RequestError {
     /// an object is required).
     InvalidJson,
     /// The request can never be sent: its PDU is larger than the outbox (`OUT`), a
-    /// subscription's texts exceed [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT),
-    /// a user position exceeds [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or
-    /// secret exceeds [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) / [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
+    /// subscription's texts exceed
+    /// [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT), a user position exceeds
+    /// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or secret exceeds
+    /// [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) /
+    /// [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
     TooLarge,
     /// The request must wait (not connected, or behind other requests) and it is larger
     /// than the whole offline queue (`QUEUE`).
@@ -207,13 +210,13 @@ pub enum ConnectError {
     },
     /// TLS failed (certificate, handshake).
     Tls,
-    /// The HTTPS proxy refused the `CONNECT` (spec §2.3).
+    /// The HTTPS proxy refused the `CONNECT` (any status but 200).
     Proxy {
         /// The proxy's HTTP status.
         status: u16,
     },
-    /// The server answered the upgrade with another status than 101 (an invalid appkey,
-    /// spec §2.2).
+    /// The server answered the upgrade with another status than 101 (the service
+    /// rejects an invalid appkey this way).
     Rejected {
         /// The HTTP status.
         status: u16,
@@ -224,8 +227,8 @@ pub enum ConnectError {
     Timeout,
     /// The socket opened but closed before the client was ready (during auth restore).
     Closed,
-    /// Auth restore failed on the new connection (spec §4.4): rejected, timed out or
-    /// malformed.
+    /// Replaying the remembered credentials failed on the new connection: rejected,
+    /// timed out or malformed.
     AuthRestore,
     /// Anything else; `code` is adapter-defined.
     Other {
@@ -422,10 +425,10 @@ impl<'a> FailReason<'a> {
     }
 }
 
-/// Something wrong with what the server sent (spec §7.2), or worth logging. The
+/// Something wrong with what the server sent, or worth logging. The
 /// [fatal](InternalError::is_fatal) ones make the client drop the connection and
 /// reconnect, like the reference SDK; the others are reported and otherwise ignored
-/// (spec §10 item 9).
+/// (the reference SDK reconnects on those too).
 ///
 /// ```
 /// use benchlink_core::rtm::InternalError;
@@ -451,7 +454,7 @@ pub enum InternalError<'a> {
         reply: Action<'a>,
     },
     /// Fatal for the connection attempt: restoring the remembered credentials failed
-    /// (spec §4.4); the client backs off and retries.
+    /// (rejected, timed out or malformed); the client backs off and retries.
     AuthRestoreFailed,
     /// Not fatal: an unsolicited PDU of an unknown kind, or `rtm/subscription/info` other
     /// than `fast_forward`.
@@ -460,7 +463,8 @@ pub enum InternalError<'a> {
     /// out, or a string id). The reference SDK ignores these silently.
     UnknownReply(Pdu<'a>),
     /// Not fatal: `rtm/subscription/data` without `position`: the messages were delivered,
-    /// the tracked position was not updated (spec §10 item 2).
+    /// the tracked position was not updated (such a PDU stops the reference SDK's
+    /// client).
     DataWithoutPosition {
         /// The subscription.
         key: &'a str,

@@ -1,27 +1,28 @@
-//! One subscription record and its state machine (spec §5.10–§5.15, with the §10
-//! differences).
+//! One subscription record and its state machine, after the reference (Python) SDK's
+//! subscription table, without its bugs.
 //!
 //! The machine is total: [`Subscription::handle`] accepts every [`SubEvent`] in every
 //! [`SubState`]; events without a row in the table leave the state alone. Differences
-//! from the reference table, all from spec §10:
+//! from the reference table:
 //!
-//! - `Failed` + `Disconnect` and `Failed` + `ChannelError` stay `Failed` (item 11: a
-//!   failed subscription is not retried on every reconnect, and the server cannot end a
-//!   subscription that is not live); only the application's `unsubscribe` or `subscribe`
-//!   leaves `Failed`.
+//! - `Failed` + `Disconnect` and `Failed` + `ChannelError` stay `Failed` (a failed
+//!   subscription is not retried on every reconnect, and the server cannot end a
+//!   subscription that is not live); only the application's `unsubscribe` or
+//!   `subscribe` leaves `Failed`.
 //! - Reaching `Unsubscribed` while unlinked removes the record and reports it deleted,
-//!   wherever it happens (item 12: no leak when unsubscribing while disconnected or from
-//!   `Failed`).
+//!   wherever it happens (the reference leaks the record, and never reports it deleted,
+//!   when unsubscribing while disconnected or from `Failed`).
 //! - `out_of_sync` (and `expired_position`, which would otherwise fail again on every
 //!   resubscribe) drops the tracked position: RELIABLE and SIMPLE resubscribe **without**
-//!   a `position` key (item 10), ADVANCED fails.
+//!   a `position` key (the reference sends `"position": null`), ADVANCED fails.
 //! - A channel error on a subscription that is no longer wanted (unlinked, or cycling to
 //!   new arguments) ends it instead of resubscribing first.
 //! - SIMPLE sends a user `position` and every mode sends `history` only until the first
-//!   `subscribe/ok` (item 10: no replays on reconnect).
-//! - Data arriving while `Subscribing` is **reported** to the application at once (item
-//!   13) and advances the tracked position; a later `subscribe/ok` position, which is
-//!   older, is then not applied.
+//!   `subscribe/ok` (the reference re-sends both on every reconnect, replaying
+//!   history).
+//! - Data arriving while `Subscribing` is **reported** to the application at once (the
+//!   reference drops it silently) and advances the tracked position; a later
+//!   `subscribe/ok` position, which is older, is then not applied.
 //! - `rtm/subscription/info` `fast_forward` with a `position` updates the tracked position
 //!   (the JS SDK's behaviour), so a resubscribe does not ask for the expired one again.
 
@@ -39,8 +40,8 @@ pub const MAX_SUBSCRIPTION_TEXT: usize = 256;
 /// The longest position a subscription tracks; positions look like `1479315802:6`.
 pub const MAX_POSITION_LEN: usize = 64;
 
-/// Options of a [`subscribe`](super::Client::subscribe) (spec §3.1, §3.3). All optional;
-/// `Default` is a plain subscription.
+/// Options of a [`subscribe`](super::Client::subscribe): the optional fields of the
+/// `rtm/subscribe` body. All optional; `Default` is a plain subscription.
 ///
 /// ```
 /// use benchlink_core::rtm::SubscribeArgs;
@@ -71,7 +72,8 @@ pub struct SubscribeArgs<'a> {
     pub extras: Option<&'a str>,
 }
 
-/// Whether the application still wants the subscription (spec §5.11).
+/// Whether the application still wants the subscription (the reference SDK's "link
+/// mode", separate from the delivery mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Link {
     /// Wanted, with the current arguments.
@@ -90,7 +92,7 @@ pub(crate) enum SubRequest {
     Unsubscribe,
 }
 
-/// Events of the subscription machine (spec §5.12).
+/// Events of the subscription machine.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum SubEvent<'a> {
     /// The client connected (after auth restore).
@@ -414,7 +416,8 @@ impl Subscription {
         fate
     }
 
-    /// The old subscription is gone; the new arguments take over (spec §5.11).
+    /// The old subscription is gone; the new arguments take over (the application
+    /// unsubscribed, then subscribed again before the old one was gone).
     fn resolve_cycle<H: Handler>(&mut self, h: &mut H) {
         self.link = Link::Linked;
         h.subscription_deleted(self.key());
