@@ -1,5 +1,6 @@
 //! Reading PDUs: the envelope ([`Pdu`]), typed views over bodies, and the classification
-//! of spec §2.6, §7.2 and §10 item 9 ([`Incoming`]).
+//! of what arrives into replies, subscription traffic, general errors, ignorable PDUs
+//! and protocol errors ([`Incoming`]).
 
 use core::fmt;
 
@@ -9,7 +10,8 @@ use crate::json::{self, Array, JsonStr, Object, Value};
 /// Why a text frame is not an acceptable PDU, and where (byte offsets into the frame).
 ///
 /// Every variant is a protocol error: the reference client reconnects on each of them
-/// (spec §7.2). Unknown unsolicited PDUs are *not* errors ([`Incoming::Ignored`]).
+/// (the Python SDK's "internal errors"). Unknown unsolicited PDUs are *not* errors
+/// ([`Incoming::Ignored`]), although the reference client reconnects on them too.
 ///
 /// ```
 /// use benchlink_core::rtm::pdu::{Pdu, PduError};
@@ -29,8 +31,9 @@ pub enum PduError {
         offset: usize,
     },
     /// A required member is absent: `action`; `body` (required except for
-    /// `rtm/publish/ok` and `rtm/delete/ok`, spec §2.6); `id` on a known reply action (a
-    /// reply without id, spec §7.2); `subscription_id` or `messages` in an unsolicited body.
+    /// `rtm/publish/ok` and `rtm/delete/ok`, which servers may send bare); `id` on a
+    /// known reply action (a reply that lost its id); `subscription_id` or `messages`
+    /// in an unsolicited body.
     MissingField {
         /// The member's name.
         field: &'static str,
@@ -68,7 +71,8 @@ impl fmt::Display for PduError {
 impl core::error::Error for PduError {}
 
 /// A request id as echoed by the server: an integer (what benchlink sends) or a string
-/// (what the Go SDK sends, spec §2.5). `0` is a real id, never "absent".
+/// (the Go SDK numbers its requests with strings, and servers echo them). `0` is a real
+/// id, never "absent".
 ///
 /// ```
 /// use benchlink_core::rtm::pdu::{Id, Pdu};
@@ -104,8 +108,8 @@ impl Id<'_> {
 ///
 /// [`Pdu::parse`] checks the envelope only (an object with a string `action`, an optional
 /// integer-or-string `id`, an optional object `body`); [`Pdu::classify`] applies the
-/// rules of spec §2.6. Body accessors return `None` when the member is absent or of
-/// another type.
+/// rules the reference SDK applies to incoming PDUs. Body accessors return `None` when
+/// the member is absent or of another type.
 ///
 /// ```
 /// use benchlink_core::rtm::pdu::{Action, Id, Pdu};
@@ -210,7 +214,8 @@ impl<'a> Pdu<'a> {
         })
     }
 
-    /// Sorts the PDU per spec §2.6, §7.2 and §10 item 9:
+    /// Sorts the PDU as the reference SDK does, except that unknown unsolicited PDUs
+    /// are ignored instead of forcing a reconnect:
     ///
     /// - with an `id`: a [`Incoming::Reply`] — it must have a body unless it is
     ///   `rtm/publish/ok` or `rtm/delete/ok`;
@@ -294,7 +299,8 @@ impl<'a> Pdu<'a> {
         body.get(field).ok_or(self.missing(field, body.as_raw()))
     }
 
-    /// `field` if it is a string; `null` counts as absent (spec §2.8).
+    /// `field` if it is a string; `null` counts as absent (as the service treats
+    /// `"position": null`).
     fn optional_str(
         &self,
         body: Object<'a>,
@@ -328,7 +334,7 @@ impl<'a> Pdu<'a> {
     }
 
     /// `body.position` (publish/ok, subscribe/ok, unsubscribe/ok, read/ok, write/ok,
-    /// delete/ok): an opaque string (spec §2.8).
+    /// delete/ok): an opaque string (in practice `<unix-seconds>:<counter>`).
     ///
     /// ```
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/write/ok","id":4,"body":{"position":"1:0"}}"#).unwrap();
@@ -358,9 +364,9 @@ impl<'a> Pdu<'a> {
         self.body_member("message")
     }
 
-    /// `body.data.nonce` of `auth/handshake/ok` (spec §4.1), still escaped as received:
-    /// the hash is computed over exactly these bytes when they contain no escapes, which is
-    /// what servers send (base64 text).
+    /// `body.data.nonce` of `auth/handshake/ok`, still escaped as received: the hash is
+    /// computed over exactly these bytes when they contain no escapes, which is what
+    /// servers send (base64 text).
     ///
     /// ```
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"auth/handshake/ok","id":0,"body":{"data":{"nonce":"MTI0=="}}}"#).unwrap();
@@ -386,8 +392,8 @@ impl<'a> Pdu<'a> {
         }
     }
 
-    /// `body.channels` of `rtm/search/data` and `rtm/search/ok` (spec §3.5): collect it
-    /// from every reply, the final `ok` included.
+    /// `body.channels` of `rtm/search/data` and `rtm/search/ok` (legacy search):
+    /// collect it from every reply, the final `ok` included.
     ///
     /// ```
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/search/data","id":9,"body":{"channels":["a","b"]}}"#).unwrap();
@@ -403,7 +409,8 @@ fn offset(text: &str, part: &str) -> usize {
     (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize)
 }
 
-/// `error` and `reason` of an error body (spec §7.1).
+/// `error` (a code such as `authorization_denied`) and `reason` (a human-readable text,
+/// such as `Unauthorized`) of an error body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ErrorBody<'a> {
@@ -413,20 +420,22 @@ pub struct ErrorBody<'a> {
     pub reason: Option<JsonStr<'a>>,
 }
 
-/// `rtm/subscription/data` (spec §3.2).
+/// `rtm/subscription/data`: messages for a subscription, sent without an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SubscriptionData<'a> {
     /// Which subscription the messages belong to.
     pub subscription_id: JsonStr<'a>,
-    /// The resume point just past the last message (spec §2.8). Its absence is a protocol
-    /// error for this subscription only (spec §10 item 2), hence no error here.
+    /// The resume point just past the last message: subscribing from it delivers the
+    /// next message, not this batch's last one again. Its absence is a protocol error
+    /// for this subscription only (it must not end the connection), hence no error
+    /// here.
     pub position: Option<JsonStr<'a>>,
     /// The messages; hand each element's [`Value::as_raw`] text to the user.
     pub messages: Array<'a>,
 }
 
-/// `rtm/subscription/error` (spec §3.2): the server has ended the subscription.
+/// `rtm/subscription/error`: the server has ended the subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ChannelError<'a> {
@@ -440,8 +449,8 @@ pub struct ChannelError<'a> {
     pub position: Option<JsonStr<'a>>,
 }
 
-/// `rtm/subscription/info` (spec §3.2); only `info: "fast_forward"` is classified as
-/// [`Incoming::FastForward`].
+/// `rtm/subscription/info`: the server jumped over expired messages; only
+/// `info: "fast_forward"` is classified as [`Incoming::FastForward`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SubscriptionInfo<'a> {
@@ -468,25 +477,27 @@ pub struct SubscriptionInfo<'a> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Incoming<'a> {
     /// A reply: route it by `id` to the pending request (and check that
-    /// `pdu.action.request()` is that request's action, spec §7.2). Unknown ids are
-    /// ignored (spec §2.5).
+    /// `pdu.action.request()` is that request's action: a reply of the wrong type is a
+    /// protocol error). Unknown ids are ignored, as the reference SDK does.
     Reply {
         /// The echoed id.
         id: Id<'a>,
         /// The reply itself.
         pdu: Pdu<'a>,
     },
-    /// Messages for a subscription. Data for an unknown subscription is ignored (§7.2).
+    /// Messages for a subscription. Data for an unknown subscription is ignored, as the
+    /// reference SDK does.
     Data(SubscriptionData<'a>),
     /// The server ended a subscription.
     ChannelError(ChannelError<'a>),
     /// The server skipped a subscription forward to the oldest available message.
     FastForward(SubscriptionInfo<'a>),
     /// An unsolicited `/error`: the server reports a connection-level problem ("General
-    /// error", spec §3.2). The reference client drops the connection and reconnects.
+    /// error"). The reference client drops the connection and reconnects.
     GeneralError(ErrorBody<'a>),
     /// An unsolicited PDU of an unknown kind (or `subscription/info` other than
-    /// `fast_forward`): log it and carry on (spec §10 item 9).
+    /// `fast_forward`): log it and carry on (the reference client reconnects instead,
+    /// so a server that adds a new kind of notification would break it).
     Ignored(Pdu<'a>),
 }
 

@@ -1,13 +1,13 @@
-//! Writing request PDUs: one [`Request`] per action of spec §3.1, as a whole PDU or as a
-//! body alone (for an offline queue that adds action and id at send time).
+//! Writing request PDUs: one [`Request`] per request action of the protocol, as a whole
+//! PDU or as a body alone (for an offline queue that adds action and id at send time).
 
 use super::Action;
 use crate::http::Cursor;
 use crate::json::write::{self, ObjectWriter};
 use crate::json::{Object, WriteError};
 
-/// What a subscription is keyed by (spec §3.1): a channel, or a view — a
-/// `subscription_id` with an SQL-like `filter`.
+/// What a subscription is keyed by: a channel, or a view — a `subscription_id` with an
+/// SQL-like `filter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Target<'a> {
@@ -22,8 +22,8 @@ pub enum Target<'a> {
     },
 }
 
-/// How much history a subscription replays (spec §2.8); the server rejects both at once,
-/// hence an enum.
+/// How much history a subscription replays, backing up from its position (or from now);
+/// the server rejects both at once, hence an enum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum History {
@@ -33,14 +33,16 @@ pub enum History {
     Age(u64),
 }
 
-/// The body of `rtm/subscribe` (spec §3.1, §3.3). Build it from [`SubscribeRequest::channel`]
-/// or [`SubscribeRequest::view`] and struct-update the options you need. Unset options are
-/// left out of the PDU (never written as `null`, spec §10 item 10); `fast_forward`, `force`
-/// and `only_value_changes` are written only when true.
+/// The body of `rtm/subscribe`. Build it from [`SubscribeRequest::channel`] or
+/// [`SubscribeRequest::view`] and struct-update the options you need. Unset options are
+/// left out of the PDU (never written as `null`, which the Python SDK sends after
+/// `out_of_sync`); `fast_forward`, `force` and `only_value_changes` are written only
+/// when true.
 ///
 /// Members are written in the order `channel`|`subscription_id`, `fast_forward`, `filter`,
 /// `position`, `history`, `period`, `force`, `only`, then `extras` — the order of the
-/// Python SDK's bodies (§3.3), though servers must not depend on it (§2.7).
+/// Python SDK's bodies, though servers must not depend on it (key order and spacing in
+/// the Python SDK's JSON are accidents of its implementation).
 ///
 /// ```
 /// use benchlink_core::http::Cursor;
@@ -79,7 +81,7 @@ pub struct SubscribeRequest<'a> {
     pub only_value_changes: bool,
     /// Caller-supplied members, a JSON object text such as `{"position":"1:2"}`. They
     /// override the typed members of the same name (the Python SDK merges user arguments
-    /// last, §3.3), and each key is written once (its last occurrence wins).
+    /// last), and each key is written once (its last occurrence wins).
     pub extras: Option<&'a str>,
 }
 
@@ -160,10 +162,11 @@ impl<'a> SubscribeRequest<'a> {
     }
 }
 
-/// One request of spec §3.1. Strings are plain text (escaped when written); `message`,
-/// `extras` and `body` fields are pre-serialized JSON, validated when written so the PDU
-/// is always valid JSON ([`WriteError::InvalidJson`] otherwise). Serializing the message
-/// when the request is encoded is what captures it at call time (spec §10 item 18).
+/// One request of the protocol. Strings are plain text (escaped when written);
+/// `message`, `extras` and `body` fields are pre-serialized JSON, validated when
+/// written so the PDU is always valid JSON ([`WriteError::InvalidJson`] otherwise).
+/// Serializing the message when the request is encoded is what captures it at call time
+/// (the Python SDK once sent messages the caller mutated after `publish()` returned).
 ///
 /// ```
 /// use benchlink_core::http::Cursor;
@@ -215,19 +218,20 @@ pub enum Request<'a> {
         /// Channel name.
         channel: &'a str,
     },
-    /// `auth/handshake {method: "role_secret", data: {role}}` (spec §4.1).
+    /// `auth/handshake {method: "role_secret", data: {role}}`; the reply carries a
+    /// nonce.
     Handshake {
         /// The role to authenticate as.
         role: &'a str,
     },
-    /// `auth/authenticate {method: "role_secret", credentials: {hash}}` (spec §4.1); the
-    /// hash comes from [`role_secret_hash`](crate::rtm::auth::role_secret_hash).
+    /// `auth/authenticate {method: "role_secret", credentials: {hash}}`; the hash comes
+    /// from [`role_secret_hash`](crate::rtm::auth::role_secret_hash).
     Authenticate {
         /// base64 HMAC-MD5 of the nonce, keyed with the role secret.
         hash: &'a str,
     },
-    /// `rtm/search {prefix}` (legacy, spec §3.5): replies are `rtm/search/data` PDUs and
-    /// a final `rtm/search/ok`, all with this request's id.
+    /// `rtm/search {prefix}` (legacy; the service removed it in 2017): replies are
+    /// `rtm/search/data` PDUs and a final `rtm/search/ok`, all with this request's id.
     Search {
         /// Channel name prefix.
         prefix: &'a str,
@@ -266,8 +270,8 @@ impl<'a> Request<'a> {
     }
 
     /// Writes the whole PDU, `{"action":…,"id":…,"body":{…}}`, leaving `id` out when it
-    /// is `None` (then the server sends no reply at all, spec §2.5). On error the cursor
-    /// holds a truncated prefix: discard it.
+    /// is `None` (then the server sends no reply at all, not even an error). On error
+    /// the cursor holds a truncated prefix: discard it.
     ///
     /// ```
     /// use benchlink_core::http::Cursor;

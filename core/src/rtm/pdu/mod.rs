@@ -1,12 +1,13 @@
-//! RTM PDUs (spec §2.5–§3): the JSON envelope `{"action":…,"id":…,"body":{…}}`, every
-//! request of spec §3.1 as a typed [`Request`] written into a caller's buffer, and a
-//! zero-copy [`Pdu`] reader with typed views over reply and unsolicited bodies plus the
-//! [`Incoming`] classification a client needs (reply, subscription traffic, general error,
-//! ignorable, malformed).
+//! RTM PDUs: the JSON envelope `{"action":…,"id":…,"body":{…}}`, every request of the
+//! protocol as a typed [`Request`] written into a caller's buffer, and a zero-copy
+//! [`Pdu`] reader with typed views over reply and unsolicited bodies plus the
+//! [`Incoming`] classification a client needs (reply, subscription traffic, general
+//! error, ignorable, malformed).
 //!
-//! Encoding escapes every string it is given, channel names included (spec §10 item 1),
-//! and validates every pre-serialized value (messages, extra arguments), so an encoded PDU
-//! is always one valid JSON object. Positions are always written as strings (§2.8).
+//! Encoding escapes every string it is given, channel names included (the Python SDK
+//! splices channel names into its JSON unescaped), and validates every pre-serialized
+//! value (messages, extra arguments), so an encoded PDU is always one valid JSON
+//! object. Positions are always written as strings (the C SDK mangles any other type).
 //!
 //! ```
 //! use benchlink_core::http::Cursor;
@@ -51,7 +52,8 @@ pub enum Outcome {
     Ok,
     /// `…/error`: the request failed; its last reply.
     Error,
-    /// `…/data`: one of several replies; more follow with the same id (spec §2.5).
+    /// `…/data`: one of several replies; more follow with the same id (so the request
+    /// stays pending).
     Data,
 }
 
@@ -67,8 +69,9 @@ impl Outcome {
 }
 
 text_enum! {
-    /// The `action` of a PDU: every action of spec §3 by name, anything else as
-    /// [`Action::Other`] (unknown actions are data, not errors: spec §10 item 9).
+    /// The `action` of a PDU: every action of the protocol by name, anything else as
+    /// [`Action::Other`] (unknown actions are data, not errors: a client must tolerate
+    /// new unsolicited PDUs).
     ///
     /// ```
     /// use benchlink_core::rtm::pdu::{Action, Outcome};
@@ -97,7 +100,7 @@ text_enum! {
         Delete = "rtm/delete",
         DeleteOk = "rtm/delete/ok",
         DeleteError = "rtm/delete/error",
-        /// Legacy search (spec §3.5).
+        /// Legacy search (the service removed it in 2017).
         Search = "rtm/search",
         /// More search results follow.
         SearchData = "rtm/search/data",
@@ -148,7 +151,8 @@ impl<'a> Action<'a> {
 
     /// The request this action answers: the name without its outcome suffix, or the action
     /// itself when it has none. Compare it with the pending request's action to catch a
-    /// reply of the wrong type (spec §7.2). `/error` answers no request: `Other("")`.
+    /// reply of the wrong type (a protocol error). `/error` answers no request:
+    /// `Other("")`.
     ///
     /// ```
     /// use benchlink_core::rtm::pdu::Action;
@@ -164,7 +168,7 @@ impl<'a> Action<'a> {
     }
 
     /// True for the actions a server sends with an id only, in answer to a request of
-    /// spec §3.1 (`…/ok`, `…/error`, `…/data` of a known request). Used to tell a
+    /// the protocol (`…/ok`, `…/error`, `…/data` of a known request). Used to tell a
     /// malformed reply without id from an unknown unsolicited PDU.
     fn is_known_reply(&self) -> bool {
         !matches!(self, Action::Other(_))

@@ -131,7 +131,8 @@ fn every_request_byte_exact() {
     }
 }
 
-/// Spec §10 item 1 (P1): everything is escaped, channel names included.
+/// Everything is escaped, channel names included (the Python SDK splices channel names
+/// into its JSON unescaped).
 #[test]
 fn channel_names_and_messages_are_escaped() {
     let channel = "a\"b\\c\n\u{1}\u{1f}é😀/";
@@ -201,8 +202,9 @@ fn channel_names_and_messages_are_escaped() {
     );
 }
 
-/// Spec §3.3 example bodies and the §5.8 transcript's subscribe bodies, minus the
-/// deliberate differences (§2.7 spacing; §10 item 10: no `"position": null`).
+/// The Python SDK's subscribe bodies (its documented examples and those of a recorded
+/// session), minus the deliberate differences: compact spacing, and never
+/// `"position": null`.
 #[test]
 fn subscribe_bodies() {
     let ff = |sub: SubscribeRequest<'static>| SubscribeRequest {
@@ -273,7 +275,7 @@ fn subscribe_bodies() {
     for (sub, expected) in cases {
         assert_eq!(body(&Request::Subscribe(sub)), expected);
     }
-    // The §5.8 transcript PDUs, compact.
+    // The subscribe PDUs of a recorded Python SDK session, compact.
     let sub = SubscribeRequest {
         position: Some("1479315802:6"),
         ..ff(SubscribeRequest::channel("chan"))
@@ -467,7 +469,7 @@ fn reply(text: &str) -> (Id<'_>, Pdu<'_>) {
     }
 }
 
-/// Every reply shape of spec §3.1 and §7.1.
+/// Every reply shape of the protocol, errors included.
 #[test]
 fn replies() {
     let (id, p) = reply(
@@ -480,7 +482,7 @@ fn replies() {
 
     let (_, p) = reply(r#"{"action":"rtm/publish/ok","id":1,"body":{"position":"1479315802:0"}}"#);
     assert!(p.position().unwrap() == "1479315802:0");
-    // publish/ok and delete/ok may come without a body (§2.6).
+    // publish/ok and delete/ok may come without a body (the reference SDK accepts it).
     let (_, p) = reply(r#"{"action":"rtm/publish/ok","id":1}"#);
     assert_eq!((p.body, p.position()), (None, None));
     let (_, p) = reply(r#"{"action":"rtm/delete/ok","id":2}"#);
@@ -580,7 +582,7 @@ fn ids() {
     }
 }
 
-/// Unsolicited PDUs of spec §3.2.
+/// Unsolicited PDUs: subscription data, errors and info, and the general `/error`.
 #[test]
 fn unsolicited() {
     let Ok(Incoming::Data(d)) = Incoming::parse(
@@ -594,7 +596,8 @@ fn unsolicited() {
         .elements()
         .map(|m| m.as_raw())
         .eq([r#""second""#, r#"{"k":1}"#, "null"]));
-    // No position: still data (the client reports it for that subscription, §10 item 2).
+    // No position: still data (the client reports it for that subscription, and stays
+    // connected).
     let Ok(Incoming::Data(d)) = Incoming::parse(
         r#"{"action":"rtm/subscription/data","body":{"subscription_id":"c","messages":[]}}"#,
     ) else {
@@ -637,7 +640,7 @@ fn unsolicited() {
     ));
 }
 
-/// Spec §10 item 9: unknown unsolicited PDUs are ignored, not errors.
+/// Unknown unsolicited PDUs are ignored, not errors (the reference client reconnects).
 #[test]
 fn unknown_unsolicited_is_ignored() {
     for t in [
@@ -655,7 +658,7 @@ fn unknown_unsolicited_is_ignored() {
     }
 }
 
-/// Spec §7.2: what the reference client treats as internal errors.
+/// What the reference client treats as internal errors (and reconnects on).
 #[test]
 fn malformed() {
     use PduError::*;
@@ -822,7 +825,7 @@ fn malformed() {
     ] {
         assert_eq!(Incoming::parse(t), Err(expected), "{t}");
     }
-    // A null position in a data PDU counts as absent (§2.8).
+    // A null position in a data PDU counts as absent.
     assert!(matches!(
         Incoming::parse(
             r#"{"action":"rtm/subscription/data","body":{"subscription_id":"c","position":null,"messages":[]}}"#
@@ -897,7 +900,8 @@ fn big_messages_zero_copy() {
     assert!(range.contains(&first.as_ptr()));
 }
 
-/// The §5.8 transcript's client PDUs (Python spacing) parse to what benchlink encodes.
+/// The client PDUs of a recorded Python SDK session (its spacing) parse to what
+/// benchlink encodes.
 #[test]
 fn transcript_pdus_parse() {
     let transcript = [
