@@ -6,10 +6,11 @@
 //! writer, so brackets always balance and commas are never forgotten, without a stack of
 //! open containers (the nesting lives on the call stack of the caller's code).
 //!
-//! Escaping follows the C SDK's escaper (spec §2.7): `"` and `\` are escaped, control
-//! characters below U+0020 become `\b \f \n \r \t` or `\u00XX`, and everything else —
-//! UTF-8 included — passes through unchanged. Channel names get the same treatment as any
-//! other string (spec §10 item 1), so no input can break the document.
+//! Escaping follows the C SDK's escaper: `"` and `\` are escaped, control characters
+//! below U+0020 become `\b \f \n \r \t` or `\u00XX`, and everything else — UTF-8
+//! included — passes through unchanged. Channel names get the same treatment as any
+//! other string (the Python SDK splices them in unescaped), so no input can break the
+//! document.
 //!
 //! ```
 //! use benchlink_core::http::Cursor;

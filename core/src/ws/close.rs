@@ -1,9 +1,9 @@
-//! Close status codes (RFC 6455 §7.4) and the parsed body of a close frame.
+//! Close status codes (RFC 6455, 7.4) and the parsed body of a close frame.
 
 /// A close status code. Only codes that may appear on the wire are accepted from a peer or
 /// sent: 1000–1003, 1007–1014 and the registered/private ranges 3000–4999. 1005, 1006 and
 /// 1015 are reserved for reporting "no code", "no close frame" and "TLS failure" locally
-/// and must never be sent (§7.4.1); everything else below 3000 is unassigned.
+/// and must never be sent (RFC 6455, 7.4.1); everything else below 3000 is unassigned.
 ///
 /// ```
 /// use benchlink_core::ws::CloseCode;

@@ -98,14 +98,14 @@ struct Step {
     source: Source,
 }
 
-/// Incremental decoder of the frames a server sends (§5), reassembling fragmented
-/// messages in a caller-provided buffer.
+/// Incremental decoder of the frames a server sends (RFC 6455, 5), reassembling
+/// fragmented messages in a caller-provided buffer.
 ///
 /// ```
 /// use benchlink_core::ws::{Decoder, Message};
 /// let mut buf = [0u8; 64];
 /// let mut decoder = Decoder::new(&mut buf);
-/// // "Hel" + ping + "lo", as in RFC 6455 §5.4 and §5.7, fed one byte at a time.
+/// // "Hel" + ping + "lo", as in RFC 6455, 5.4 and 5.7, fed one byte at a time.
 /// let wire = [&[0x01, 0x03][..], b"Hel", &[0x89, 0x00], &[0x80, 0x02], b"lo"].concat();
 /// let mut seen = Vec::new();
 /// for byte in wire.chunks(1) {
@@ -447,8 +447,8 @@ fn check_whole(opcode: Opcode, payload: &[u8]) -> Result<Kind, Error> {
     })
 }
 
-/// Parses and validates a close body (§5.5.1, §7.4): empty, or a sendable code and a UTF-8
-/// reason.
+/// Parses and validates a close body (RFC 6455, 5.5.1 and 7.4): empty, or a sendable
+/// code and a UTF-8 reason.
 fn parse_close(payload: &[u8]) -> Result<Option<CloseFrame<'_>>, Error> {
     match payload {
         [] => Ok(None),

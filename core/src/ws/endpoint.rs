@@ -1,5 +1,5 @@
-//! `ws://` and `wss://` endpoint URLs (spec §2.1): where to open TCP, whether to wrap it in
-//! TLS, and the path the upgrade request starts from.
+//! `ws://` and `wss://` endpoint URLs (no other scheme): where to open TCP, whether to
+//! wrap it in TLS, and the path the upgrade request starts from.
 
 /// Why an endpoint URL was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum UrlError {
     /// queries has no single right answer (the Python SDK builds a broken URL, P21), so it
     /// is refused.
     Query,
-    /// A `#fragment`, which has no meaning in a WebSocket URL (RFC 6455 §3).
+    /// A `#fragment`, which has no meaning in a WebSocket URL (RFC 6455, 3).
     Fragment,
     /// A path byte that is not printable ASCII (spaces and non-ASCII must be
     /// percent-encoded).

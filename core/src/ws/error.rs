@@ -1,5 +1,6 @@
 //! What can go wrong after the handshake: [`Error`] when the server breaks RFC 6455 (the
-//! connection must be failed, §7.1.7) and [`SendError`] when a frame cannot be sent.
+//! connection must be failed, RFC 6455, 7.1.7) and [`SendError`] when a frame cannot be
+//! sent.
 
 use super::CloseCode;
 use crate::http::EncodeError;
@@ -17,7 +18,7 @@ use crate::http::EncodeError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Error {
-    /// A frame from the server had its MASK bit set; only clients mask (§5.1).
+    /// A frame from the server had its MASK bit set; only clients mask (RFC 6455, 5.1).
     MaskedServerFrame,
     /// RSV1–RSV3 bits set (as a 3-bit value, RSV1 highest) although no extension was
     /// negotiated.
@@ -37,9 +38,10 @@ pub enum Error {
         /// Declared payload length.
         len: u64,
     },
-    /// A 16- or 64-bit length that would have fit in a shorter form. §5.2 requires the
-    /// minimal encoding; benchlink rejects the rest, because only a broken or hostile
-    /// server sends them and accepting them would give two spellings of every frame.
+    /// A 16- or 64-bit length that would have fit in a shorter form. RFC 6455 (5.2)
+    /// requires the minimal encoding; benchlink rejects the rest, because only a broken
+    /// or hostile server sends them and accepting them would give two spellings of
+    /// every frame.
     NonMinimalLength {
         /// The declared length.
         len: u64,
@@ -56,7 +58,7 @@ pub enum Error {
         /// Size of the receive buffer.
         max: usize,
     },
-    /// A text message or a close reason that is not valid UTF-8 (§8.1).
+    /// A text message or a close reason that is not valid UTF-8 (RFC 6455, 8.1).
     InvalidUtf8,
     /// A close frame with a code that may not be sent (see [`CloseCode::is_sendable`]).
     InvalidCloseCode {
@@ -147,7 +149,8 @@ pub enum SendError {
     },
     /// Text for a text frame that is not valid UTF-8 (in-place sends take bytes).
     InvalidUtf8,
-    /// The session is closing or closed: no frame may follow our close frame (§5.5.1).
+    /// The session is closing or closed: no frame may follow our close frame
+    /// (RFC 6455, 5.5.1).
     Closed,
 }
 

@@ -1,11 +1,11 @@
-//! Client frames (RFC 6455 §5.2): opcodes, the header writer, masking, and whole-frame
+//! Client frames (RFC 6455, 5.2): opcodes, the header writer, masking, and whole-frame
 //! encoders for a [`Cursor`] or in place.
 //!
-//! Every client frame is masked (§5.3) with a key the caller supplies, because core has no
-//! random number generator: [`MaskSource`] is how the session asks for one per frame.
-//! A frame header is 6, 8 or 14 bytes: the 7-bit length form below 126 bytes, the 16-bit
-//! form below 65 536, the 64-bit form from there on (the boundary the C SDK once got
-//! wrong, spec §2.4).
+//! Every client frame is masked (RFC 6455, 5.3) with a key the caller supplies, because
+//! core has no random number generator: [`MaskSource`] is how the session asks for one
+//! per frame. A frame header is 6, 8 or 14 bytes: the 7-bit length form below 126
+//! bytes, the 16-bit form below 65 536, the 64-bit form from there on (the C SDK once
+//! encoded 126-byte frames with the 7-bit form).
 
 use super::{CloseFrame, SendError};
 use crate::http::{Cursor, EncodeError};
@@ -13,14 +13,15 @@ use crate::http::{Cursor, EncodeError};
 /// Longest client frame header: 2 bytes, a 64-bit length and a 4-byte masking key.
 /// [`encode_in_place`] expects the payload this far into its buffer.
 pub const MAX_HEADER_LEN: usize = 14;
-/// Longest control-frame payload (§5.5).
+/// Longest control-frame payload (RFC 6455, 5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 /// Longest close reason: a control payload minus the 2-byte status code.
 pub const MAX_CLOSE_REASON: usize = MAX_CONTROL_PAYLOAD - 2;
 /// Longest encoded client control frame: 2-byte header, masking key, 125-byte payload.
 pub const MAX_CONTROL_FRAME: usize = 6 + MAX_CONTROL_PAYLOAD;
 
-/// A frame opcode (§5.2); the values RFC 6455 leaves undefined are decode errors.
+/// A frame opcode (RFC 6455, 5.2); the values the RFC leaves undefined are decode
+/// errors.
 ///
 /// ```
 /// use benchlink_core::ws::Opcode;
@@ -79,10 +80,10 @@ impl Opcode {
     }
 }
 
-/// Where masking keys come from. RFC 6455 §5.3 asks for a fresh, unpredictable key per
+/// Where masking keys come from. RFC 6455 (5.3) asks for a fresh, unpredictable key per
 /// frame (so that a malicious page cannot make a client emit chosen bytes through a
-/// transparent proxy); core has no RNG, so the adapter provides one — a hardware RNG on a
-/// microcontroller, `getrandom` on std. Any `FnMut() -> [u8; 4]` is a mask source.
+/// transparent proxy); core has no RNG, so the adapter provides one — a hardware RNG on
+/// a microcontroller, `getrandom` on std. Any `FnMut() -> [u8; 4]` is a mask source.
 ///
 /// ```
 /// use benchlink_core::ws::MaskSource;
@@ -185,9 +186,9 @@ impl FrameHeader {
     }
 }
 
-/// XORs `data` with the masking key in place (§5.3). `offset` is the position of
-/// `data[0]` within the frame's payload, so a large payload can be masked piece by piece.
-/// Masking twice with the same key and offset restores the data.
+/// XORs `data` with the masking key in place (RFC 6455, 5.3). `offset` is the position
+/// of `data[0]` within the frame's payload, so a large payload can be masked piece by
+/// piece. Masking twice with the same key and offset restores the data.
 ///
 /// ```
 /// use benchlink_core::ws::apply_mask;

@@ -1,13 +1,13 @@
-//! The opening handshake (RFC 6455 §4.1, spec §2.1–2.2): the upgrade request to the
-//! messaging service and the checks on the server's answer.
+//! The opening handshake (RFC 6455, 4.1): the upgrade request to the messaging service
+//! and the checks on the server's answer.
 //!
 //! The request goes to `<endpoint path>/v2?appkey=<appkey>`. Path rule: one trailing `/`
 //! is removed (C SDK), then `/v2` is appended unless the path already ends in `/v2` (so
 //! `wss://h`, `wss://h/` and `wss://h/v2` all give `/v2`, as in the JS SDK). Other version
 //! suffixes are not special: `/v1` gives `/v1/v2`, as in the C SDK — benchlink speaks v2
 //! only and does not guess what another version segment meant. The appkey is
-//! percent-encoded (§10 item 17); an endpoint with a query string is refused by
-//! [`Endpoint::parse`] and by the writer.
+//! percent-encoded (the Python SDK appends it raw); an endpoint with a query string is
+//! refused by [`Endpoint::parse`] and by the writer.
 
 use super::Endpoint;
 use crate::http::{query, Cursor, EncodeError, Head};
@@ -126,7 +126,8 @@ pub struct UpgradeRequest<'a> {
     /// An `Origin` header, for servers that check it (the Python SDK sends
     /// `scheme://host[:port]`).
     pub origin: Option<&'a str>,
-    /// A `Sec-WebSocket-Protocol` to ask for, e.g. `cbor` (spec §2.4).
+    /// A `Sec-WebSocket-Protocol` to ask for, e.g. `cbor` (the service's binary
+    /// encoding of the same PDUs).
     pub protocol: Option<&'a str>,
     /// A `User-Agent` header.
     pub user_agent: Option<&'a str>,
@@ -218,13 +219,13 @@ fn optional_header(
     out.push(b"\r\n")
 }
 
-/// Why the server's answer to the upgrade request was refused (§4.1, the client's
-/// checks).
+/// Why the server's answer to the upgrade request was refused (the client's checks of
+/// RFC 6455, 4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum HandshakeError {
     /// Not `101 Switching Protocols`. The messaging service answers an unknown appkey this
-    /// way (spec §2.2), so this is usually a configuration error, not a network one.
+    /// way, so this is usually a configuration error, not a network one.
     Status {
         /// The status code received.
         status: u16,

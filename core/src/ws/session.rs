@@ -1,6 +1,6 @@
 //! The connection after the handshake, as a small sans-IO state machine: decoded messages
-//! out, automatic pongs and the close handshake (§5.5, §7) handled, data frames refused
-//! once a close frame was sent.
+//! out, automatic pongs and the close handshake (RFC 6455, 5.5 and 7) handled, data
+//! frames refused once a close frame was sent.
 //!
 //! ```text
 //!            close()                      peer's close (our reply: nothing more to send)
@@ -32,7 +32,7 @@ pub enum State {
     Closing,
     /// Nothing more is sent or delivered. Once [`Session::poll_transmit`] is empty the
     /// transport can be closed (a client should give the server a moment to close TCP
-    /// first, §7.1.1).
+    /// first, RFC 6455, 7.1.1).
     Closed(CloseStatus),
 }
 
@@ -50,13 +50,14 @@ pub enum CloseStatus {
     /// The server broke the protocol; a close frame with [`Error::close_code`] was queued
     /// unless ours had already been sent.
     Failed(Error),
-    /// The transport ended before the close handshake completed (what §7.1.5 calls 1006).
+    /// The transport ended before the close handshake completed (what RFC 6455, 7.1.5
+    /// calls 1006).
     Abnormal,
 }
 
 /// Room for a pong that is partly written, the next pong and a close frame: the most the
-/// outbox ever holds, since a newer pong replaces an unsent one (§5.5.3 allows answering
-/// only the latest ping) and nothing follows a close.
+/// outbox ever holds, since a newer pong replaces an unsent one (RFC 6455, 5.5.3 allows
+/// answering only the latest ping) and nothing follows a close.
 const OUTBOX: usize = 3 * MAX_CONTROL_FRAME;
 
 /// Control frames waiting to be written, `buf[start..end]`.
@@ -238,8 +239,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
     /// message, or `None` when every byte was used. A ping is answered (in `Open`) and
     /// also returned, so a liveness timer can count it; a close frame completes the close
     /// handshake. A protocol error queues a close frame with its code and is returned
-    /// again by every later call. Once `Closed` cleanly, input is ignored (§5.5.1: nothing
-    /// follows a close frame).
+    /// again by every later call. Once `Closed` cleanly, input is ignored
+    /// (RFC 6455, 5.5.1: nothing follows a close frame).
     ///
     /// ```
     /// use benchlink_core::ws::{CloseCode, CloseStatus, Error, Message, Session, State};
@@ -279,7 +280,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
                     }
                     Message::Close(close) => {
                         if open {
-                            // Echo the code only (§5.5.1): the reason was the server's.
+                            // Echo the code only (RFC 6455, 5.5.1): the reason was the
+                            // server's.
                             let echo = close.map(|c| CloseFrame {
                                 code: c.code,
                                 reason: "",
