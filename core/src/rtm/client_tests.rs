@@ -1,10 +1,13 @@
 //! Client tests: scripted event sequences with explicit `now`, a recording handler and a
 //! fake transport that reads `poll_transmit` and feeds replies.
 //!
-//! Layout: harness; client table (spec §5.3) row by row; backoff (§5.4, §10.6); restore
-//! order (§5.7/§5.8); offline queue and limits (§5.5, §10.4, §10.14); request outcomes
-//! (§10.5); protocol errors (§7.2, §10.9); subscriptions (§5.10–§5.14, §10.10–§10.13);
-//! auth (§4.4); the reference test suite's cases (§8.6); a randomized event-sequence test.
+//! Layout: harness; the reference SDK's client transition table, every event in every
+//! state; backoff (it grows even against a server that accepts and closes at once);
+//! restore order on reconnect, checked against a recorded Python SDK session; offline
+//! queue and limits; request outcomes (every acked request ends exactly once); protocol
+//! errors (fatal or ignored); subscriptions (positions, failures, unsubscribes, data
+//! before the ok); auth; cases from the Python SDK's own test suite; a randomized
+//! event-sequence test.
 
 use std::collections::BTreeMap;
 use std::format;
@@ -261,7 +264,7 @@ fn authenticate_ok(id: u32) -> String {
 }
 
 // ---------------------------------------------------------------------------------------
-// Client table, spec §5.3, row by row
+// The reference SDK's client transition table: every event in every state
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -586,7 +589,8 @@ fn disposed_refuses_everything() {
 #[test]
 fn channel_error_outside_connected_is_applied_not_fatal() {
     // Stopping: the connection still delivers frames; a channel error is applied to the
-    // subscription (the reference raised TransitionUndefined here, spec §5.3).
+    // subscription (the reference raised TransitionUndefined here, killing its loop
+    // thread).
     let mut t = T::new(quiet());
     t.sub("chan", Mode::Reliable);
     t.connect();
@@ -623,7 +627,7 @@ fn channel_error_outside_connected_is_applied_not_fatal() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Backoff, spec §5.4 and §10.6
+// Backoff: from the previous attempt's start, reset only after a stable connection
 // ---------------------------------------------------------------------------------------
 
 /// Starts of connect attempts (ms) after a stable connection drops at 10 s, every attempt
@@ -687,8 +691,8 @@ fn jittered_backoff_stays_within_bounds() {
 
 #[test]
 fn accept_then_close_storm_backs_off() {
-    // The server accepts the upgrade and closes at once, every time (§10.6). The
-    // reference reconnects every reconnect_interval; here the delay grows.
+    // The server accepts the upgrade and closes at once, every time. The reference
+    // reconnects every reconnect_interval; here the delay grows.
     let mut t = T::new(Config {
         reconnect_interval: Duration::from_millis(250),
         max_reconnect_interval: Duration::from_secs(3),
@@ -859,7 +863,7 @@ fn connect_timeout_is_a_failed_attempt() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Restore order, spec §5.7 and the §5.8 transcript
+// Restore order: credentials, subscriptions, queued requests (recorded Python session)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -934,7 +938,7 @@ fn restore_order_matches_the_reference_transcript() {
     assert_eq!(t.state(), ClientState::Connecting);
     t.recv(&authenticate_ok(1));
     // Then the subscriptions: positions tracked from data (RELIABLE, ADVANCED), none for
-    // SIMPLE, and the failed one is NOT retried (§10.11).
+    // SIMPLE, and the failed one is NOT retried (the reference retries it every time).
     assert_eq!(
         t.out(),
         [
@@ -1027,7 +1031,7 @@ fn restore_can_be_turned_off() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Offline queue and limits, spec §5.5, §10.2, §10.4, §10.14
+// Offline queue and limits: read/write/delete queue too; a full queue refuses requests
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1208,7 +1212,7 @@ fn small_outbox_keeps_order() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Request outcomes: exactly once, spec §10.5
+// Request outcomes: exactly once (reply, timeout or disconnect; never dropped)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1365,7 +1369,8 @@ fn search_multi_reply() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Protocol errors, spec §7.2 and §10.9 (internal_error.py, unexpected.py)
+// Protocol errors: malformed PDUs reconnect, unknown ones are ignored (the Python SDK's
+// internal_error.py and unexpected.py)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1729,7 +1734,7 @@ fn subscribe_error_then_recovery_by_unsubscribe_and_subscribe() {
             "failed chan Invalid PDU: 'position' was invalid"
         ]
     );
-    // Failed stays failed across reconnects (§10.11).
+    // Failed stays failed across reconnects (the reference retries it on each).
     t.at(5_000).closed();
     t.tick();
     t.out();
@@ -1737,7 +1742,7 @@ fn subscribe_error_then_recovery_by_unsubscribe_and_subscribe() {
     assert!(t.out().is_empty());
     assert_eq!(t.c.subscription_state("chan"), Some(SubState::Failed));
     t.log();
-    // Unsubscribe from Failed: nothing sent, deleted at once (§10.12).
+    // Unsubscribe from Failed: nothing sent, deleted at once (the reference leaks it).
     t.unsub("chan").unwrap();
     assert!(t.out().is_empty());
     t.sub("chan", Mode::Advanced);
@@ -1901,7 +1906,8 @@ fn channel_errors_per_mode() {
             "sub chan Subscribing->Subscribed"
         ]
     );
-    // RELIABLE out_of_sync: resubscribe WITHOUT a position key (not null, §10.10).
+    // RELIABLE out_of_sync: resubscribe WITHOUT a position key; the reference SDK sends
+    // `"position": null` there.
     t.recv(&channel_error("chan", "out_of_sync"));
     assert_eq!(
         t.out(),
@@ -2020,7 +2026,7 @@ fn cycle_unsubscribe_then_subscribe_swaps_arguments() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The subscription table, spec §5.12, and every event in every state
+// The reference SDK's subscription table, and every event in every state
 // ---------------------------------------------------------------------------------------
 
 fn pdu(text: &str) -> Pdu<'_> {
@@ -2240,7 +2246,8 @@ fn subscription_table_rows() {
         step(S::Failed, Unlinked, m, SubEvent::UnsubscribeOk, true).1,
         Fate::Remove
     );
-    // §10.11: a Disconnect or a ChannelError does not revive a Failed subscription.
+    // A Disconnect or a ChannelError does not revive a Failed subscription (in the
+    // reference they lead to a retry).
     for e in [
         SubEvent::Disconnect,
         ce(OUT_OF_SYNC),
@@ -2318,7 +2325,7 @@ fn state_machines_do_not_crash() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Auth, spec §4.4 (role_auth.py, auth before start, restore)
+// Auth (the Python SDK's role_auth.py, auth before start, restore on reconnect)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -2438,7 +2445,7 @@ fn debug_output_has_no_secrets() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Reference suite cases not covered above (§8.6)
+// Cases of the Python SDK's test suite not covered above
 // ---------------------------------------------------------------------------------------
 
 #[test]

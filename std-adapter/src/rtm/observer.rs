@@ -7,7 +7,7 @@
 use benchlink_core::json::{self, JsonStr};
 use benchlink_core::rtm::pdu::Pdu;
 
-/// Client state callbacks (spec §5.9).
+/// Client state callbacks, named as in the reference (Python) SDK's client observer.
 #[allow(unused_variables)]
 pub trait ClientObserver: Send {
     /// Entered Stopped.
@@ -42,7 +42,8 @@ pub trait ClientObserver: Send {
     fn on_link_closed(&mut self, why: &str) {}
 }
 
-/// Subscription callbacks (spec §5.15).
+/// Subscription callbacks, named as in the reference (Python) SDK's subscription
+/// observer.
 #[allow(unused_variables)]
 pub trait SubscriptionObserver: Send {
     /// The subscription record was created.
