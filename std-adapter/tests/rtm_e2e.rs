@@ -1,9 +1,9 @@
 //! End to end: the std RTM client against the local RTM server with fault injection.
 //!
-//! The cases of the reference Python SDK's test suite (spec §8.6) where they apply to this
-//! client, checking the behaviour spec §10 requires instead of the reference bugs. Every
-//! test has its own server on a free port and its own client (disposed at the end), records
-//! observer callbacks into a [`Log`] and waits with bounded timeouts.
+//! The cases of the reference Python SDK's test suite where they apply to this client,
+//! checking where benchlink deliberately differs from that SDK instead of its bugs.
+//! Every test has its own server on a free port and its own client (disposed at the
+//! end), records observer callbacks into a [`Log`] and waits with bounded timeouts.
 
 use std::net::TcpListener;
 use std::sync::mpsc::{self, Receiver};
@@ -564,7 +564,7 @@ fn message_published_while_disconnected() {
     assert_eq!(reliable.wait_messages(3), all);
     assert_eq!(advanced.wait_messages(3), all);
     assert_eq!(simple.wait_messages(2), [r#""first""#, r#""third""#]);
-    // The resubscribes carried the tracked positions (spec §5.8), SIMPLE none.
+    // The resubscribes carried the tracked positions; SIMPLE carried none.
     let last = rig.connection_count() - 1;
     let pdus = rig.received(last);
     let rel = subscribes(&pdus, "rel")[0];
@@ -606,7 +606,7 @@ fn subscribe_before_start() {
 }
 
 /// On a new connection the order is: auth restore, resubscribes, then the requests queued
-/// while disconnected (spec §5.7).
+/// while disconnected (the reference SDK's order).
 #[test]
 fn auth_restored_before_resubscribe_then_queue() {
     let rig = Rig::connected();
@@ -678,7 +678,7 @@ fn restricted_channel_after_reconnect() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Backoff and attempt budget (spec §5.4, §10.6, §10.14, §10.15)
+// Backoff and attempt budget: growing delays, exact budget, explicit first-connect rule
 // ---------------------------------------------------------------------------------------
 
 /// Gaps between the starts of consecutive attempts from `first` on.
@@ -736,7 +736,8 @@ fn backoff_grows_on_refused_connections() {
 }
 
 /// A server that accepts the upgrade and closes at once gets a growing backoff, not a
-/// reconnect per interval (§10.6, reference bug P13).
+/// reconnect per interval (the reference SDK resets its backoff on every successful
+/// upgrade).
 #[test]
 fn backoff_grows_on_accept_then_close() {
     let interval = Duration::from_millis(60);
@@ -897,7 +898,7 @@ fn bad_appkey_fails_to_connect() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Offline queue (delayed_publish.py, spec §5.5, §10.2, §10.4, §10.14)
+// Offline queue (delayed_publish.py): every request kind queues, a full queue refuses
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -951,7 +952,7 @@ fn kv_requests_while_stopped_are_queued() {
 }
 
 /// `max_queue_size = 3`: the fourth request is refused at the call with `Full`; the first
-/// three are all delivered (nothing dropped silently, §10.4).
+/// three are all delivered (nothing dropped silently, unlike the reference SDK).
 #[test]
 fn max_queue_size_refuses_at_the_call() {
     let rig = Rig::with(RtmServerConfig::default(), |o| o.max_queue_size = 3);
@@ -988,7 +989,7 @@ fn max_queue_size_refuses_at_the_call() {
     rig.publish("q", &json!(4));
 }
 
-/// Requests still queued when the client is disposed end `Disconnected` (§10.5).
+/// Queued requests end `Disconnected` when the client is disposed (never dropped).
 #[test]
 fn queued_requests_end_disconnected_on_dispose() {
     let rig = Rig::new();
@@ -999,7 +1000,7 @@ fn queued_requests_end_disconnected_on_dispose() {
 }
 
 // ---------------------------------------------------------------------------------------
-// In-flight requests and sync timeouts (§10.5; connection.py)
+// In-flight requests end exactly once; sync timeouts (connection.py)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1064,7 +1065,7 @@ fn sync_calls_with_zero_timeout_fail_at_once() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Subscribe errors (subscribe_error.py, spec §5.13, §10.11, §10.12)
+// Subscribe errors (subscribe_error.py): Failed stays failed, unsubscribing deletes
 // ---------------------------------------------------------------------------------------
 
 const INVALID_POSITION: &str = "on_enter_failed:Invalid PDU: 'position' was invalid";
@@ -1142,7 +1143,8 @@ fn resubscribe_over_failed_swaps_observer() {
     assert!(old.messages().is_empty());
 }
 
-/// A Failed subscription is not retried on reconnect (§10.11, reference bug P9).
+/// A Failed subscription is not retried on reconnect (the reference SDK retries it
+/// every time).
 #[test]
 fn failed_subscription_not_retried_on_reconnect() {
     let rig = Rig::connected();
@@ -1182,7 +1184,8 @@ fn double_subscribe_is_refused() {
 }
 
 /// Unsubscribing while disconnected deletes the record at once and it is not
-/// resubscribed later (§10.12, reference bug P10).
+/// resubscribed later (the reference SDK leaks the record and never reports it
+/// deleted).
 #[test]
 fn unsubscribe_while_disconnected_deletes() {
     let rig = Rig::connected();
@@ -1249,7 +1252,7 @@ fn wrong_reply_type_to_subscribe_reconnects() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Channel errors (channel_error.py, fast_forward.py, spec §5.13, §10.10)
+// Channel errors (channel_error.py, fast_forward.py): out_of_sync per delivery mode
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1278,7 +1281,8 @@ fn non_fatal_channel_error_resubscribes() {
     assert_eq!(rig.connection_count(), 1, "no reconnect");
 }
 
-/// RELIABLE `out_of_sync`: resubscribe WITHOUT a position key (§10.10, reference bug P7).
+/// RELIABLE `out_of_sync`: resubscribe WITHOUT a position key (the reference SDK sends
+/// `"position": null`).
 #[test]
 fn reliable_out_of_sync_resubscribes_without_position() {
     let rig = Rig::connected();
@@ -1374,7 +1378,7 @@ fn fast_forward_reaches_client_observer() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Internal errors (internal_error.py, unexpected.py, spec §7.2, §10.9, §10.2)
+// Internal errors (internal_error.py, unexpected.py): what reconnects, what is ignored
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -1431,7 +1435,8 @@ fn unexpected_unsolicited_pdus_do_not_reconnect() {
     assert_eq!(sub.count("on_enter_subscribed"), 1);
 }
 
-/// A data PDU without `position` is delivered and reported; the client stays (§10.2, P16).
+/// A data PDU without `position` is delivered and reported; the client stays (the
+/// reference SDK's client stops).
 #[test]
 fn data_without_position_does_not_stop_the_client() {
     let rig = Rig::connected();
@@ -1758,7 +1763,8 @@ fn only_value_changes() {
     assert_eq!(sub.messages().len(), 4);
 }
 
-/// SIMPLE uses a user position for the first subscribe only (§10.10, reference bug P8).
+/// SIMPLE uses a user position for the first subscribe only (the reference SDK re-sends
+/// it on every reconnect, which can deliver messages twice).
 #[test]
 fn simple_position_only_on_first_subscribe() {
     let rig = Rig::connected();
@@ -1979,7 +1985,7 @@ fn search_collects_channels() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Calls from callbacks (observers may call the client, spec §5.13 recovery pattern)
+// Calls from callbacks (an observer may call the client, e.g. resubscribe when failed)
 // ---------------------------------------------------------------------------------------
 
 /// The recovery of subscribe_error.py done inside `on_enter_failed` itself: unsubscribe,
@@ -2186,7 +2192,7 @@ fn dropped_client_closes_its_connection() {
 }
 
 /// Data that arrives while the subscription is still Subscribing is delivered, not
-/// dropped (§10.13, reference bug P17).
+/// dropped (the reference SDK drops it silently).
 #[test]
 fn data_before_subscribe_ok_is_delivered() {
     let rig = Rig::connected();
