@@ -1,6 +1,8 @@
-//! Interop with the reference Python SDK (`satori-rtm-sdk` 1.5.0, spec `rtm-protocol.md`
-//! §1, §8.1, §8.6): the scripts in `tests/interop/` drive the SDK's public API against the
-//! local RTM server, next to `benchlink_std::rtm::Client`s on the same server.
+//! Interop with the reference Python SDK (`satori-rtm-sdk` 1.5.0, the version whose
+//! behaviour benchlink follows): the scripts in `tests/interop/` drive the SDK's public
+//! API (`Client` and the low-level `Connection`), with cases taken from its own test
+//! suite, against the local RTM server, next to `benchlink_std::rtm::Client`s on the
+//! same server.
 //!
 //! The SDK lives in a venv made by `.ci/python-sdk`; `.ci/test` exports its python as
 //! `BENCHLINK_PY_SDK`. To run these tests by hand:
@@ -390,7 +392,8 @@ fn superuser_client(server: &RtmServer) -> Client {
     client
 }
 
-/// Every kind of JSON value (spec §8.6 `message_types.py`), non-ASCII and escapes included.
+/// Every kind of JSON value (as in the SDK's `message_types.py`), non-ASCII and escapes
+/// included.
 fn message_types() -> Vec<Value> {
     vec![
         Value::Null,
@@ -418,7 +421,8 @@ fn message_types() -> Vec<Value> {
     ]
 }
 
-/// `"<digits>:<digits>"` (spec §2.8); returns the counter.
+/// `"<digits>:<digits>"` (positions are opaque strings, in practice
+/// `<unix-seconds>:<counter>`); returns the counter.
 fn counter(position: &Value) -> u64 {
     let text = position
         .as_str()
@@ -439,8 +443,8 @@ fn assert_increasing(positions: &[Value]) {
     );
 }
 
-/// Large payloads (spec §8.6 `two_clients.py`): 16- and 64-bit WebSocket lengths, long
-/// strings, arrays and objects, the largest about 62 KB of JSON.
+/// Large payloads (as in the SDK's `two_clients.py`): 16- and 64-bit WebSocket lengths,
+/// long strings, arrays and objects, the largest about 62 KB of JSON.
 fn big_payloads() -> Vec<Value> {
     let mut v = Vec::new();
     for n in [600, 6000, 60000] {
@@ -503,8 +507,8 @@ fn python_publishes_rust_receives_every_message_type() {
     );
     assert_eq!(sub.take(sent.len()), sent);
 
-    // What the SDK sent (spec §2.5, §2.7): ids from 0, hand-built publish bodies with a
-    // space after `"message":`, non-ASCII as \u escapes — all accepted by the server.
+    // What the SDK sent: ids from 0 on each connection, hand-built publish bodies with
+    // a space after `"message":`, non-ASCII as \u escapes — all accepted by the server.
     let wire = new_connections(&server, &before);
     assert_eq!(wire.len(), 1, "one Python connection: {wire:?}");
     assert_eq!(wire[0].len(), sent.len(), "{:?}", wire[0]);
@@ -618,7 +622,7 @@ fn both_directions_at_once() {
 #[test]
 fn authenticated_python_and_rust_share_a_restricted_channel() {
     let Some(python) = python() else { return };
-    // Spec §4.3 vector 3: with this nonce both SDKs must send this hash.
+    // The Python SDK's test secret and a recorded nonce: both SDKs must send HASH.
     const NONCE: &str = "MTI0Njg4NTAyMjYxMzgxMzgzMg==";
     const HASH: &str = "P6COJ5aXJvIRoJO1PaYREw==";
     let server = RtmServer::start(RtmServerConfig {
@@ -632,7 +636,7 @@ fn authenticated_python_and_rust_share_a_restricted_channel() {
     let su = superuser_client(&server);
     let sub = RustSub::new(&su, &channel);
 
-    // Unauthenticated, the restricted channel is denied (spec §8.6 role_auth.py).
+    // Unauthenticated, the restricted channel is denied (as in the SDK's role_auth.py).
     let anon = rust_client(&server);
     match anon.publish_sync(&channel, &"anonymous", WAIT) {
         Err(Error::Reply(reply)) => {
@@ -686,7 +690,7 @@ fn authenticated_python_and_rust_share_a_restricted_channel() {
             json!({"action": "auth/authenticate", "id": 1,
                    "body": {"method": "role_secret", "credentials": {"hash": HASH}}}),
         ],
-        "the Python SDK's auth PDUs (spec §4.3)"
+        "the Python SDK's auth PDUs (role-secret test vector)"
     );
     let rust_hashes: Vec<Value> = server
         .connections()
@@ -819,8 +823,8 @@ fn python_low_level_connection_sync_calls() {
     assert_eq!(positions.len(), sent.len(), "{events:?}");
     assert_increasing(&positions);
     assert_eq!(of("write")[0]["action"], "rtm/write/ok");
-    // The Python Connection numbers requests from 0 (spec §2.5): one per publish_sync,
-    // so the write is request number `sent.len()`.
+    // The Python Connection numbers requests from 0: one per publish_sync, so the write
+    // is request number `sent.len()`.
     assert_eq!(of("write")[0]["id"], sent.len());
     let reads: Vec<(Value, Value)> = of("read")
         .iter()
@@ -844,7 +848,8 @@ fn python_low_level_connection_sync_calls() {
         denied["id"].is_u64(),
         "the error reply echoes the id: {denied}"
     );
-    // subscribe_sync at the first publish's position replays every message (spec §2.8).
+    // subscribe_sync at the first publish's position replays every message (a publish's
+    // position is the message's own, so subscribing there includes it).
     assert_eq!(
         messages_of(&events),
         sent,
