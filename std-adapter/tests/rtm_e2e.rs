@@ -930,7 +930,7 @@ fn publish_before_start_is_delivered_and_acked() {
 }
 
 /// Read, write and delete made while stopped are queued like publishes, in order (the
-/// reference kills its loop thread, P2).
+/// reference SDK's loop thread dies).
 #[test]
 fn kv_requests_while_stopped_are_queued() {
     let rig = Rig::new();

@@ -1052,7 +1052,8 @@ fn max_queue_size_refuses_at_the_call() {
     );
     assert_eq!(t.unsub("chan"), Ok(()));
     t.stop();
-    // Draining sends all three (never more than the limit, never a crash: P3).
+    // Draining sends all three (never more than the limit, and no crash: the
+    // reference's loop thread died draining more entries than max_queue_size).
     t.connect();
     assert_eq!(t.c.queued_requests(), 0);
     // In flight counts too.
@@ -1071,7 +1072,8 @@ fn max_queue_size_refuses_at_the_call() {
 
 #[test]
 fn offline_queue_is_never_dropped_silently() {
-    // A small queue: the reference dropped the oldest entries (P4); here the call fails.
+    // A small queue: the reference dropped the oldest entries silently; here the call
+    // fails.
     let mut c: Client<2, 4, 256, 512> = Client::new(quiet());
     let mut r = Rec::default();
     let now = Instant::ZERO;
@@ -1114,7 +1116,8 @@ fn offline_queue_is_never_dropped_silently() {
 
 #[test]
 fn read_write_delete_and_publish_before_start_are_queued() {
-    // P2: read/write/delete while disconnected killed the reference's loop thread.
+    // Read/write/delete while disconnected killed the reference's loop thread; here
+    // they queue.
     let mut t = T::new(quiet());
     let w =
         t.c.write(t.now, "kv", "42", Ack::Reply { deadline: None }, &mut t.r)

@@ -1,4 +1,4 @@
-//! The real-time messaging (RTM) protocol of spec `rtm-protocol.md`, sans IO.
+//! The Satori real-time messaging (RTM) protocol, sans IO.
 //!
 //! - [`pdu`]: the JSON envelope, every request as a typed [`pdu::Request`] written into a
 //!   caller buffer, and a zero-copy [`pdu::Pdu`] reader with the [`pdu::Incoming`]

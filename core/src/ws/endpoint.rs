@@ -17,7 +17,7 @@ pub enum UrlError {
     /// `user:password@` before the host: never sent, so refused rather than dropped.
     UserInfo,
     /// A query string. The upgrade request appends `?appkey=…` itself, and merging two
-    /// queries has no single right answer (the Python SDK builds a broken URL, P21), so it
+    /// queries has no single right answer (the Python SDK builds a broken URL), so it
     /// is refused.
     Query,
     /// A `#fragment`, which has no meaning in a WebSocket URL (RFC 6455, 3).

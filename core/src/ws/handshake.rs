@@ -278,7 +278,7 @@ impl core::error::Error for HandshakeError {}
 ///
 /// The head comes from [`ResponseDecoder`](crate::http::ResponseDecoder), which treats a
 /// 101 as bodiless: the bytes after the head in the same read are the first WebSocket
-/// bytes and go to the [`Session`](super::Session) (spec C3).
+/// bytes and go to the [`Session`](super::Session) (the C SDK corrupts them).
 ///
 /// ```
 /// use benchlink_core::http::{Event, Limits, ResponseDecoder};

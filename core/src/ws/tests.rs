@@ -926,8 +926,8 @@ fn response_checks() {
     }
 }
 
-/// The 101 and the server's first frames in the same reads, for every split (spec C3):
-/// the bytes after the head reach the session.
+/// The 101 and the server's first frames in the same reads, for every split: the bytes
+/// after the head reach the session (the C SDK shifts them from the wrong offset).
 #[test]
 fn frames_in_the_same_read_as_the_101_are_not_lost() {
     let mut wire = response(&format!(

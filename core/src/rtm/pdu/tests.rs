@@ -1,4 +1,5 @@
-//! PDU tests: byte-exact requests, the spec's reply and unsolicited shapes, classification.
+//! PDU tests: byte-exact requests, the protocol's reply and unsolicited shapes,
+//! classification.
 
 use super::*;
 use crate::http::{Cursor, EncodeError};
