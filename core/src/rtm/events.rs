@@ -148,11 +148,9 @@ pub enum RequestError {
     /// an object is required).
     InvalidJson,
     /// The request can never be sent: its PDU is larger than the outbox (`OUT`), a
-    /// subscription's texts exceed
-    /// [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT), a user position exceeds
-    /// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or secret exceeds
-    /// [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) /
-    /// [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
+    /// subscription's texts exceed [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT),
+    /// a user position exceeds [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or
+    /// secret exceeds [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) / [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
     TooLarge,
     /// The request must wait (not connected, or behind other requests) and it is larger
     /// than the whole offline queue (`QUEUE`).
