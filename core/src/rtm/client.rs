@@ -28,8 +28,10 @@ pub const MAX_SECRET_LEN: usize = 64;
 
 type Credentials = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
 
-/// Client settings; `Default` gives the reference (Python) SDK's defaults, plus jitter
-/// and the timeouts it lacks.
+/// Client settings; `Default` gives the reference (Python) SDK's defaults (1 s base and
+/// 300 s cap of the reconnect delay, no attempt limit, 20000 queued requests, 10 s per
+/// auth-restore step), plus jitter and a 30 s connect timeout (the reference's socket
+/// timeout is 300 s).
 ///
 /// Reconnect delay, measured from the start of the previous attempt:
 ///

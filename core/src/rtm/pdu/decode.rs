@@ -449,8 +449,8 @@ pub struct ChannelError<'a> {
     pub position: Option<JsonStr<'a>>,
 }
 
-/// `rtm/subscription/info`: the server jumped over expired messages; only
-/// `info: "fast_forward"` is classified as [`Incoming::FastForward`].
+/// `rtm/subscription/info`: a notice about a subscription; only `info: "fast_forward"`
+/// (the server skipped expired messages) is classified as [`Incoming::FastForward`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SubscriptionInfo<'a> {
