@@ -1,0 +1,475 @@
+//! Messaging throughput of benchlink's std client against a running RTM server, the
+//! benchlink side of `.ci/bench-rtm` (which runs the reference Python SDK's side,
+//! `examples/bench/rtm_sdk_bench.py`, against the same server and prints both).
+//!
+//! ```text
+//! rtm-bench --endpoint ws://127.0.0.1:8080 --appkey KEY publish-ack  [--count N] [--window W]
+//! rtm-bench --endpoint … --appkey … publish-noack [--count N]
+//! rtm-bench --endpoint … --appkey … subscribe     [--count N]   # runs `rtm-bench flood`
+//! rtm-bench --endpoint … --appkey … flood --channel C [--count N]
+//! ```
+//!
+//! Every scenario uses one connection of the public `benchlink_std::rtm::Client` and
+//! prints one JSON line on stdout: the rate, and this process's CPU time (user and
+//! system, from `/proc/self/stat`) over the measured interval, per message.
+//!
+//! - `publish-ack`: `count` publishes, each with a callback, at most `window` of them
+//!   unacknowledged at any time (the pipelining style the client documents); the clock
+//!   stops at the last acknowledgement.
+//! - `publish-noack`: `count` publishes without callbacks, then one with a callback as
+//!   the end marker (the server answers in order, so its reply means all were handled).
+//! - `subscribe`: subscribes, then starts `rtm-bench flood` (a separate process, so its
+//!   CPU is not counted) to publish `count` messages as fast as it can; the rate is the
+//!   messages the subscription callback saw, from the first to the last. A server that
+//!   cannot queue more for a slow subscriber skips messages (fast-forward); those are
+//!   reported as `dropped`.
+//! - `flood`: the publisher of `subscribe` (`publish-noack` to a given channel).
+//!
+//! Exit code 0 when every request was acknowledged with success, 1 when anything broke
+//! (connection, a refused or lost publish, a timeout). Rates are reported, never judged.
+
+use std::io::Read;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use benchlink_core::rtm::RequestError;
+use benchlink_std::rtm::{
+    Client, ClientOptions, ClientState, Error, Mode, Response, SubscribeOptions, SubscriptionData,
+    SubscriptionObserver,
+};
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+use serde_json::json;
+
+/// Measures benchlink's RTM client against a running server.
+#[derive(Parser)]
+#[command(name = "rtm-bench")]
+struct Args {
+    /// The server, `ws://host:port`.
+    #[arg(long)]
+    endpoint: String,
+    /// Application key.
+    #[arg(long)]
+    appkey: String,
+    /// Messages to publish (or to flood the subscription with).
+    #[arg(long, default_value_t = 50_000)]
+    count: u64,
+    /// Seconds after which a scenario gives up (and fails).
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Prefix of the channel names (a unique suffix is added per scenario).
+    #[arg(long, default_value = "bench")]
+    channel_prefix: String,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Publishes with acknowledgements, at most `window` unacknowledged.
+    PublishAck {
+        /// Publishes in flight at most.
+        #[arg(long, default_value_t = 1000)]
+        window: u64,
+    },
+    /// Publishes without acknowledgements (one acknowledged publish ends it).
+    PublishNoack,
+    /// Receive rate of a subscription flooded by `rtm-bench flood`.
+    Subscribe {
+        /// Seconds without data, after the publisher finished, before counting ends.
+        #[arg(long, default_value_t = 1.0)]
+        idle: f64,
+        /// The publisher's binary, run as `FLOOD_BIN … flood` (default: this one).
+        #[arg(long)]
+        flood_bin: Option<std::path::PathBuf>,
+    },
+    /// Publishes `count` messages to `channel` as fast as possible (for `subscribe`).
+    Flood {
+        /// The channel.
+        #[arg(long)]
+        channel: String,
+    },
+}
+
+/// One small message; its JSON is about 70 bytes, like the Python side's.
+#[derive(Serialize)]
+struct Message {
+    n: u64,
+    pad: &'static str,
+}
+
+const PAD: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"; // 48 bytes
+
+/// CPU time of this process so far (all threads, children excluded), in seconds of user
+/// and system time, from `/proc/self/stat` (clock ticks, usually 10 ms).
+fn cpu_times() -> (f64, f64) {
+    let tick = 100.0; // USER_HZ, fixed at 100 on Linux whatever the kernel's HZ
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (f64::NAN, f64::NAN);
+    };
+    // Fields after the command name (which may contain spaces, so find its closing
+    // parenthesis): state is field 3, utime field 14, stime field 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .map_or(f64::NAN, |t| t / tick)
+    };
+    (ticks(14 - 3), ticks(15 - 3))
+}
+
+/// Wall clock and CPU at the start of a measured interval.
+struct Meter {
+    wall: Instant,
+    cpu: (f64, f64),
+}
+
+impl Meter {
+    fn start() -> Meter {
+        Meter {
+            cpu: cpu_times(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// The JSON report of `messages` handled since `start`, with `extra` members.
+    fn report(
+        &self,
+        scenario: &str,
+        messages: u64,
+        seconds: f64,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
+        let (user, sys) = cpu_times();
+        let (user, sys) = (user - self.cpu.0, sys - self.cpu.1);
+        let per = |s: f64| s * 1e6 / messages.max(1) as f64;
+        let mut r = json!({
+            "client": "benchlink",
+            "scenario": scenario,
+            "messages": messages,
+            "seconds": seconds,
+            "rate": messages as f64 / seconds.max(1e-9),
+            "cpu_user_s": user,
+            "cpu_sys_s": sys,
+            "cpu_us_per_msg": per(user + sys),
+            "cpu_sys_us_per_msg": per(sys),
+        });
+        if let (Some(r), serde_json::Value::Object(extra)) = (r.as_object_mut(), extra) {
+            r.extend(extra);
+        }
+        r
+    }
+}
+
+/// A started client, connected.
+fn connect(args: &Args) -> Result<Client, String> {
+    let client = Client::new(ClientOptions::new(&args.endpoint, &args.appkey))
+        .map_err(|e| format!("client: {e}"))?;
+    client.start().map_err(|e| format!("start: {e}"))?;
+    let state = client.wait_for_state(
+        |s| matches!(s, ClientState::Connected | ClientState::Stopped),
+        Duration::from_secs(10),
+    );
+    if state != ClientState::Connected {
+        let why = client.last_connecting_error().unwrap_or_default();
+        return Err(format!("could not connect to {}: {why}", args.endpoint));
+    }
+    Ok(client)
+}
+
+fn channel(args: &Args, what: &str) -> String {
+    format!("{}.{}.{what}", args.channel_prefix, std::process::id())
+}
+
+/// Counts acknowledgements and wakes the publishing thread when it waits for one.
+struct Acks {
+    done: AtomicU64,
+    failed: AtomicU64,
+    waiting: AtomicBool,
+    publisher: Thread,
+    first_failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Acks {
+    fn new() -> Arc<Acks> {
+        Arc::new(Acks {
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            publisher: thread::current(),
+            first_failure: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// A publish callback that counts its reply.
+    fn callback(self: &Arc<Acks>) -> Box<dyn FnMut(Response) + Send> {
+        let acks = self.clone();
+        Box::new(move |response| {
+            let ok = matches!(&response, Response::Reply(r) if r.is_ok());
+            if !ok {
+                acks.failed.fetch_add(1, SeqCst);
+                if let Ok(mut first) = acks.first_failure.lock() {
+                    first.get_or_insert_with(|| format!("{response:?}"));
+                }
+            }
+            acks.done.fetch_add(1, SeqCst);
+            if acks.waiting.load(SeqCst) {
+                acks.publisher.unpark();
+            }
+        })
+    }
+
+    /// Blocks the publishing thread until at least `n` replies came, or `deadline`.
+    fn wait_for(&self, n: u64, deadline: Instant) -> Result<(), String> {
+        while self.done.load(SeqCst) < n {
+            self.waiting.store(true, SeqCst);
+            if self.done.load(SeqCst) < n {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    self.waiting.store(false, SeqCst);
+                    return Err(format!(
+                        "timed out: {} of {n} acknowledgements",
+                        self.done.load(SeqCst)
+                    ));
+                }
+                thread::park_timeout(left);
+            }
+            self.waiting.store(false, SeqCst);
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self.failed.load(SeqCst) {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} publishes were not acknowledged with success, the first: {}",
+                self.first_failure
+                    .lock()
+                    .ok()
+                    .and_then(|f| f.clone())
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// Publishes message `n`, with a callback counted by `acks` if given, retrying 1 ms
+/// later while the client is full (which only publishes without acknowledgement outrunning the socket,
+/// or a window larger than the client's queue, cause). Returns how many retries it took.
+fn publish(
+    client: &Client,
+    channel: &str,
+    n: u64,
+    acks: Option<&Arc<Acks>>,
+    deadline: Instant,
+) -> Result<u64, String> {
+    let message = Message { n, pad: PAD };
+    let mut retries = 0;
+    loop {
+        // A refused request drops its callback uncalled, so each attempt gets its own.
+        match client.publish(channel, &message, acks.map(Acks::callback)) {
+            Ok(()) => return Ok(retries),
+            Err(Error::Request(RequestError::Full)) if Instant::now() < deadline => {
+                retries += 1;
+                thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(format!("publish {n}: {e}")),
+        }
+    }
+}
+
+fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
+    let client = connect(args)?;
+    let channel = channel(args, "ack");
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let acks = Acks::new();
+    let window = window.max(1);
+    let mut full = 0u64;
+    let meter = Meter::start();
+    for n in 0..args.count {
+        acks.wait_for((n + 1).saturating_sub(window), deadline)?;
+        full += publish(&client, &channel, n, Some(&acks), deadline)?;
+    }
+    acks.wait_for(args.count, deadline)?;
+    let seconds = meter.wall.elapsed().as_secs_f64();
+    let report = meter.report(
+        "publish_ack",
+        args.count,
+        seconds,
+        json!({"window": window, "full_retries": full}),
+    );
+    let _ = client.dispose();
+    acks.check()?;
+    Ok(report)
+}
+
+fn publish_noack(args: &Args, channel: &str, scenario: &str) -> Result<serde_json::Value, String> {
+    let client = connect(args)?;
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let acks = Acks::new();
+    let mut full = 0;
+    let meter = Meter::start();
+    for n in 0..args.count {
+        full += publish(&client, channel, n, None, deadline)?;
+    }
+    // The end marker: the server handles one connection's requests in order.
+    full += publish(&client, channel, args.count, Some(&acks), deadline)?;
+    acks.wait_for(1, deadline)?;
+    let seconds = meter.wall.elapsed().as_secs_f64();
+    let report = meter.report(scenario, args.count, seconds, json!({"full_retries": full}));
+    let _ = client.dispose();
+    acks.check()?;
+    Ok(report)
+}
+
+/// What the subscription saw, shared with the measuring thread.
+struct Seen {
+    messages: AtomicU64,
+    /// Nanoseconds after `base` of the first and the last data.
+    first: AtomicU64,
+    last: AtomicU64,
+    base: Instant,
+}
+
+struct Counter {
+    seen: Arc<Seen>,
+    subscribed: mpsc::Sender<Result<(), String>>,
+}
+
+impl SubscriptionObserver for Counter {
+    fn on_enter_subscribed(&mut self) {
+        let _ = self.subscribed.send(Ok(()));
+    }
+    fn on_enter_failed(&mut self, reason: &str) {
+        let _ = self.subscribed.send(Err(reason.to_owned()));
+    }
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {
+        let at = u64::try_from(self.seen.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let _ = self.seen.first.compare_exchange(0, at, SeqCst, SeqCst);
+        self.seen.last.store(at, SeqCst);
+        self.seen
+            .messages
+            .fetch_add(data.messages().len() as u64, SeqCst);
+    }
+}
+
+fn subscribe(
+    args: &Args,
+    idle: f64,
+    flood_bin: Option<&std::path::Path>,
+) -> Result<serde_json::Value, String> {
+    let client = connect(args)?;
+    let channel = channel(args, "sub");
+    let seen = Arc::new(Seen {
+        messages: AtomicU64::new(0),
+        first: AtomicU64::new(0),
+        last: AtomicU64::new(0),
+        base: Instant::now(),
+    });
+    let (tx, rx) = mpsc::channel();
+    let observer = Counter {
+        seen: seen.clone(),
+        subscribed: tx,
+    };
+    client
+        .subscribe(
+            &channel,
+            Mode::Simple,
+            observer,
+            SubscribeOptions::default(),
+        )
+        .map_err(|e| format!("subscribe: {e}"))?;
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => return Err(format!("subscription failed: {why}")),
+        Err(_) => return Err("not subscribed within 10 s".to_owned()),
+    }
+    let exe = match flood_bin {
+        Some(path) => path.to_owned(),
+        None => std::env::current_exe().map_err(|e| format!("own path: {e}"))?,
+    };
+    let meter = Meter::start();
+    let mut flood = Command::new(exe)
+        .args(["--endpoint", &args.endpoint, "--appkey", &args.appkey])
+        .args(["--count", &args.count.to_string()])
+        .args(["--timeout", &args.timeout.to_string()])
+        .args(["flood", "--channel", &channel])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("flood publisher: {e}"))?;
+    let mut flood_out = String::new();
+    if let Some(mut out) = flood.stdout.take() {
+        let _ = out.read_to_string(&mut flood_out);
+    }
+    let status = flood.wait().map_err(|e| format!("flood publisher: {e}"))?;
+    if !status.success() {
+        return Err(format!("the flood publisher failed ({status})"));
+    }
+    let publisher: serde_json::Value =
+        serde_json::from_str(flood_out.trim()).unwrap_or(serde_json::Value::Null);
+    // Every message is now queued for us or was skipped: count until all came or the
+    // subscription stayed quiet for `idle` seconds.
+    let expected = args.count + 1; // with the flood's end marker
+    let idle = Duration::from_secs_f64(idle);
+    let mut quiet_since = (Instant::now(), seen.messages.load(SeqCst));
+    while seen.messages.load(SeqCst) < expected {
+        thread::sleep(Duration::from_millis(5));
+        let now = seen.messages.load(SeqCst);
+        if now != quiet_since.1 {
+            quiet_since = (Instant::now(), now);
+        } else if quiet_since.0.elapsed() >= idle {
+            break;
+        }
+    }
+    let received = seen.messages.load(SeqCst);
+    let span = seen
+        .last
+        .load(SeqCst)
+        .saturating_sub(seen.first.load(SeqCst)) as f64
+        / 1e9;
+    let mut report = meter.report(
+        "subscribe",
+        received,
+        span,
+        json!({
+            "published": expected,
+            "dropped": expected.saturating_sub(received),
+            "publisher_rate": publisher.get("rate"),
+        }),
+    );
+    // The rate counts from the first message to the last; the first one only starts
+    // the clock.
+    report["rate"] = json!(received.saturating_sub(1) as f64 / span.max(1e-9));
+    let _ = client.dispose();
+    if received == 0 {
+        return Err("the subscription received nothing".to_owned());
+    }
+    Ok(report)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match &args.scenario {
+        Scenario::PublishAck { window } => publish_ack(&args, *window),
+        Scenario::PublishNoack => publish_noack(&args, &channel(&args, "noack"), "publish_noack"),
+        Scenario::Subscribe { idle, flood_bin } => subscribe(&args, *idle, flood_bin.as_deref()),
+        Scenario::Flood { channel } => publish_noack(&args, channel, "flood"),
+    };
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rtm-bench: error: {e}");
+            println!("{}", json!({"client": "benchlink", "error": e}));
+            ExitCode::FAILURE
+        }
+    }
+}
