@@ -121,7 +121,7 @@ def main():
         if got:
             notes.append(
                 'Subscription, %s: received %s, skipped by the hub for a subscriber that fell '
-                'behind %s; the flood publisher (benchlink) ran at %s msgs/s.' % (
+                'behind %s; the raw flood publisher ran at %s msgs/s.' % (
                     name, '/'.join(str(x) for x in got), '/'.join(str(x) for x in dropped),
                     '/'.join(RATE.format(x) for x in pub)))
     notes += [

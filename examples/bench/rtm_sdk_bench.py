@@ -15,9 +15,10 @@ JSON line on stdout: the rate, and this process's CPU time (user and system, fro
   unacknowledged; the clock stops at the last acknowledgement.
 - publish-noack: `count` publishes without callback, then one with a callback as the
   end marker (the server answers in order, so its reply means all were handled).
-- subscribe: subscribes (SIMPLE mode), then runs `rtm-bench flood` (benchlink, a separate
-  process, the same publisher as for benchlink's own run) to publish `count` messages as
-  fast as it can; the rate is the messages on_subscription_data saw, first to last.
+- subscribe: subscribes (SIMPLE mode), then runs `rtm-bench flood` (a raw WebSocket
+  publisher in a separate process, the same as for benchlink's own run) to publish
+  `count` messages as fast as the server takes them; the rate is the messages
+  on_subscription_data saw, first to last.
   Messages the server skipped because the subscriber fell behind are `dropped`.
 
 Exit code 0 when every publish was acknowledged with success, 1 when anything broke

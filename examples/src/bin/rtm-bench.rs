@@ -23,7 +23,10 @@
 //!   messages the subscription callback saw, from the first to the last. A server that
 //!   cannot queue more for a slow subscriber skips messages (fast-forward); those are
 //!   reported as `dropped`.
-//! - `flood`: the publisher of `subscribe` (`publish-noack` to a given channel).
+//! - `flood`: the publisher of `subscribe`, raw: no client library, just a WebSocket
+//!   upgrade and then every publish PDU, framed in advance, written in large chunks (so
+//!   that the server, not the publisher, sets the pace), the last one with an id; it ends
+//!   at that one's reply.
 //!
 //! Exit code 0 when every request was acknowledged with success, 1 when anything broke
 //! (connection, a refused or lost publish, a timeout). Rates are reported, never judged.
@@ -86,7 +89,8 @@ enum Scenario {
         #[arg(long)]
         flood_bin: Option<std::path::PathBuf>,
     },
-    /// Publishes `count` messages to `channel` as fast as possible (for `subscribe`).
+    /// Publishes `count` messages to `channel` over a raw WebSocket, as fast as the
+    /// server takes them (for `subscribe`).
     Flood {
         /// The channel.
         #[arg(long)]
@@ -453,13 +457,115 @@ fn subscribe(
     Ok(report)
 }
 
+/// A masked (with a zero key, which leaves the payload as it is) WebSocket text frame.
+fn text_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    out.push(0x81);
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(payload);
+}
+
+/// The publisher of `subscribe`: `count` publishes without acknowledgement and one with,
+/// over a plain `ws://` connection of its own, with no client library in the way.
+fn flood(args: &Args, channel: &str) -> Result<serde_json::Value, String> {
+    use std::io::Write;
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let rest = args
+        .endpoint
+        .strip_prefix("ws://")
+        .ok_or("flood: only ws:// endpoints")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.trim_end_matches('/');
+    let path = if path == "v2" || path.ends_with("/v2") {
+        format!("/{path}")
+    } else if path.is_empty() {
+        "/v2".to_owned()
+    } else {
+        format!("/{path}/v2")
+    };
+    let mut tcp =
+        std::net::TcpStream::connect(host).map_err(|e| format!("flood: connect {host}: {e}"))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(args.timeout.max(1))))
+        .map_err(|e| format!("flood: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let upgrade = format!(
+        "GET {path}?appkey={} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\r\n",
+        args.appkey
+    );
+    tcp.write_all(upgrade.as_bytes())
+        .map_err(|e| format!("flood: {e}"))?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tcp.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return Err("flood: the upgrade got no complete response".to_owned()),
+        }
+    }
+    if !head.starts_with(b"HTTP/1.1 101") {
+        return Err(format!(
+            "flood: upgrade refused: {}",
+            String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or_default()
+        ));
+    }
+    let channel_json = serde_json::to_string(channel).map_err(|e| format!("flood: {e}"))?;
+    let mut frames = Vec::new();
+    for n in 0..=args.count {
+        let id = if n == args.count { r#""id":1,"# } else { "" };
+        let pdu = format!(
+            r#"{{"action":"rtm/publish",{id}"body":{{"channel":{channel_json},"message":{{"n":{n},"pad":"{PAD}"}}}}}}"#
+        );
+        text_frame(&mut frames, pdu.as_bytes());
+    }
+    let meter = Meter::start();
+    for chunk in frames.chunks(64 << 10) {
+        tcp.write_all(chunk)
+            .map_err(|e| format!("flood: write: {e}"))?;
+    }
+    // The only reply is the last publish's (the server sends nothing else unasked here).
+    let mut replies = Vec::new();
+    let mut buf = [0u8; 4096];
+    let found = |r: &[u8], what: &[u8]| r.windows(what.len()).any(|w| w == what);
+    while !found(&replies, b"rtm/publish/ok") {
+        if found(&replies, b"/error") || Instant::now() > deadline {
+            return Err(format!(
+                "flood: the last publish was not acknowledged: {}",
+                String::from_utf8_lossy(&replies)
+            ));
+        }
+        match tcp.read(&mut buf) {
+            Ok(0) | Err(_) => return Err("flood: the server closed the connection".to_owned()),
+            Ok(n) => replies.extend_from_slice(&buf[..n]),
+        }
+    }
+    let seconds = meter.wall.elapsed().as_secs_f64();
+    let mut report = meter.report("flood", args.count, seconds, json!({}));
+    report["client"] = json!("raw");
+    Ok(report)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match &args.scenario {
         Scenario::PublishAck { window } => publish_ack(&args, *window),
         Scenario::PublishNoack => publish_noack(&args, &channel(&args, "noack"), "publish_noack"),
         Scenario::Subscribe { idle, flood_bin } => subscribe(&args, *idle, flood_bin.as_deref()),
-        Scenario::Flood { channel } => publish_noack(&args, channel, "flood"),
+        Scenario::Flood { channel } => flood(&args, channel),
     };
     match result {
         Ok(report) => {
