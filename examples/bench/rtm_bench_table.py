@@ -124,11 +124,12 @@ def main():
                 'behind %s; the raw flood publisher ran at %s msgs/s.' % (
                     name, '/'.join(str(x) for x in got), '/'.join(str(x) for x in dropped),
                     '/'.join(RATE.format(x) for x in pub)))
+    if any(subs):
+        notes.append(
+            '"≥": the subscriber received everything as fast as the publisher sent it (nothing '
+            'skipped, at least 90 % of the publisher\'s rate): the publisher and the hub set '
+            'that pace, the subscriber\'s own limit is higher.')
     notes += [
-        '"≥": the subscriber received everything as fast as the publisher sent it (nothing '
-        'skipped, at least 90 % of the publisher\'s rate): the publisher and the hub set that '
-        'pace, the subscriber\'s own limit is higher. Without "≥" the hub queued messages for '
-        'the subscriber (up to 10,000, then skipped some): that rate is the subscriber\'s own.',
         'CPU: user + system time of the client process (hub: of the hub process) over the '
         'measured interval, from /proc/<pid>/stat (10 ms ticks); lower is better.',
         'Machine: %s CPUs (%s), shared; load average %s before, %s after; %s; %s; commit %s.' % (
