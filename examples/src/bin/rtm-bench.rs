@@ -19,8 +19,8 @@
 //! - `publish-noack`: `count` publishes without callbacks, then one with a callback as
 //!   the end marker (the server answers in order, so its reply means all were handled).
 //! - `subscribe`: subscribes, then starts `rtm-bench flood` (a separate process, so its
-//!   CPU is not counted) to publish `count` messages as fast as it can; the rate is the
-//!   messages the subscription callback saw, from the first to the last. A server that
+//!   CPU is not counted) to publish `count` messages as fast as the server takes them;
+//!   the rate is the messages the subscription callback saw, from the first to the last. A server that
 //!   cannot queue more for a slow subscriber skips messages (fast-forward); those are
 //!   reported as `dropped`.
 //! - `flood`: the publisher of `subscribe`, raw: no client library, just a WebSocket
@@ -264,8 +264,9 @@ impl Acks {
 }
 
 /// Publishes message `n`, with a callback counted by `acks` if given, retrying 1 ms
-/// later while the client is full (which only publishes without acknowledgement outrunning the socket,
-/// or a window larger than the client's queue, cause). Returns how many retries it took.
+/// later while the client is full (which only publishes without acknowledgement that
+/// outrun the socket, or a window larger than the client's queue, cause). Returns how
+/// many retries it took.
 fn publish(
     client: &Client,
     channel: &str,
@@ -313,8 +314,9 @@ fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
     Ok(report)
 }
 
-fn publish_noack(args: &Args, channel: &str, scenario: &str) -> Result<serde_json::Value, String> {
+fn publish_noack(args: &Args) -> Result<serde_json::Value, String> {
     let client = connect(args)?;
+    let channel = &channel(args, "noack");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let acks = Acks::new();
     let mut full = 0;
@@ -326,7 +328,12 @@ fn publish_noack(args: &Args, channel: &str, scenario: &str) -> Result<serde_jso
     full += publish(&client, channel, args.count, Some(&acks), deadline)?;
     acks.wait_for(1, deadline)?;
     let seconds = meter.wall.elapsed().as_secs_f64();
-    let report = meter.report(scenario, args.count, seconds, json!({"full_retries": full}));
+    let report = meter.report(
+        "publish_noack",
+        args.count,
+        seconds,
+        json!({"full_retries": full}),
+    );
     let _ = client.dispose();
     acks.check()?;
     Ok(report)
@@ -563,7 +570,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match &args.scenario {
         Scenario::PublishAck { window } => publish_ack(&args, *window),
-        Scenario::PublishNoack => publish_noack(&args, &channel(&args, "noack"), "publish_noack"),
+        Scenario::PublishNoack => publish_noack(&args),
         Scenario::Subscribe { idle, flood_bin } => subscribe(&args, *idle, flood_bin.as_deref()),
         Scenario::Flood { channel } => flood(&args, channel),
     };
