@@ -1,10 +1,14 @@
 //! A FIFO of variable-length byte records in one fixed array: the outbox of encoded PDUs
 //! and the offline queue of requests waiting for a connection both live in one of these.
 //!
-//! Why one contiguous array and not a ring: every record must be readable as one `&[u8]`
-//! (a PDU handed to the adapter is one `&str`), so records never wrap. When the free space
-//! at the tail is too small, the live records are moved to the front once (`copy_within`)
-//! and the write is retried. Each record costs a 4-byte length header.
+//! Why not a plain ring: every record must be readable as one `&[u8]` (a PDU handed to the
+//! adapter is one `&str`), so records never wrap. The array holds up to two regions, as in
+//! a bip buffer: the older records at `start..end`, and, once the tail has no room for the
+//! next record, newer ones from the front of the array (`0..wrap`), in the space the
+//! consumer freed. When the first region is used up the second becomes it. Every push and
+//! pop is O(1) in the steady state of a full queue drained as fast as it fills; only when
+//! neither the tail nor the front gap fits a record but their sum does are the live
+//! records moved to the front once. Each record costs a 4-byte length header.
 
 /// Bytes of bookkeeping per record.
 pub(crate) const RECORD_HEADER: usize = 4;
@@ -12,10 +16,12 @@ pub(crate) const RECORD_HEADER: usize = 4;
 /// Records of bytes, first in first out, in `N` bytes.
 pub(crate) struct RecordFifo<const N: usize> {
     buf: [u8; N],
-    /// Offset of the first live record.
+    /// Offset of the first live record of the older region.
     start: usize,
-    /// Offset just past the last live record.
+    /// Offset just past the last record of the older region.
     end: usize,
+    /// Offset just past the last record of the newer region at the front (`0`: none).
+    wrap: usize,
     /// Number of live records.
     count: usize,
 }
@@ -25,7 +31,13 @@ impl<const N: usize> core::fmt::Debug for RecordFifo<N> {
         // The contents may be credentials-free PDUs, but they can be large: show the shape.
         f.debug_struct("RecordFifo")
             .field("records", &self.count)
-            .field("bytes", &self.end.saturating_sub(self.start))
+            .field(
+                "bytes",
+                &self
+                    .end
+                    .saturating_sub(self.start)
+                    .saturating_add(self.wrap),
+            )
             .field("capacity", &N)
             .finish()
     }
@@ -37,6 +49,7 @@ impl<const N: usize> RecordFifo<N> {
             buf: [0; N],
             start: 0,
             end: 0,
+            wrap: 0,
             count: 0,
         }
     }
@@ -53,6 +66,7 @@ impl<const N: usize> RecordFifo<N> {
     pub(crate) fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+        self.wrap = 0;
         self.count = 0;
     }
 
@@ -62,48 +76,57 @@ impl<const N: usize> RecordFifo<N> {
     }
 
     /// Appends one record written in place by `write`, which gets the free space and
-    /// returns how many bytes it used, or `None` when they did not fit. Returns whether
-    /// the record was stored; on `false` nothing changed.
+    /// returns how many bytes it used, or `None` when they did not fit (it may be called
+    /// again with another space). Returns whether the record was stored; on `false`
+    /// nothing changed.
     pub(crate) fn push_with<F>(&mut self, mut write: F) -> bool
     where
         F: FnMut(&mut [u8]) -> Option<usize>,
     {
-        if self.try_push(&mut write) {
+        if self.wrap > 0 {
+            // Only the front gap, up to the older region, is free for now.
+            return self
+                .write_at(self.wrap, self.start, &mut write)
+                .is_some_and(|e| {
+                    self.wrap = e;
+                    true
+                });
+        }
+        if let Some(e) = self.write_at(self.end, N, &mut write) {
+            self.end = e;
             return true;
         }
         if self.start == 0 {
             return false;
         }
+        if let Some(e) = self.write_at(0, self.start, &mut write) {
+            self.wrap = e;
+            return true;
+        }
+        // Neither gap fits the record alone: join them.
         self.compact();
-        self.try_push(&mut write)
+        self.write_at(self.end, N, &mut write).is_some_and(|e| {
+            self.end = e;
+            true
+        })
     }
 
-    fn try_push<F>(&mut self, write: &mut F) -> bool
+    /// Writes a record at `at` within `..limit`; the offset past it, and the count, or
+    /// `None` with nothing changed.
+    fn write_at<F>(&mut self, at: usize, limit: usize, write: &mut F) -> Option<usize>
     where
         F: FnMut(&mut [u8]) -> Option<usize>,
     {
-        let Some(payload_at) = self.end.checked_add(RECORD_HEADER) else {
-            return false;
-        };
-        let Some(room) = self.buf.get_mut(payload_at..) else {
-            return false;
-        };
-        let Some(used) = write(room) else {
-            return false;
-        };
-        let Ok(len) = u32::try_from(used) else {
-            return false;
-        };
-        let Some(new_end) = payload_at.checked_add(used).filter(|&e| e <= N) else {
-            return false;
-        };
-        match self.buf.get_mut(self.end..payload_at) {
-            Some(header) => header.copy_from_slice(&len.to_le_bytes()),
-            None => return false,
-        }
-        self.end = new_end;
+        let payload_at = at.checked_add(RECORD_HEADER)?;
+        let room = self.buf.get_mut(payload_at..limit)?;
+        let used = write(room)?;
+        let len = u32::try_from(used).ok()?;
+        let new_end = payload_at.checked_add(used).filter(|&e| e <= limit)?;
+        self.buf
+            .get_mut(at..payload_at)?
+            .copy_from_slice(&len.to_le_bytes());
         self.count = self.count.saturating_add(1);
-        true
+        Some(new_end)
     }
 
     /// Appends a copy of `bytes`.
@@ -116,40 +139,46 @@ impl<const N: usize> RecordFifo<N> {
         })
     }
 
+    /// Moves the older region to the front (only while there is no newer one).
     fn compact(&mut self) {
         self.buf.copy_within(self.start..self.end, 0);
         self.end = self.end.saturating_sub(self.start);
         self.start = 0;
     }
 
-    /// `(payload range, next record offset)` of the record at `at`.
-    fn record_at(&self, at: usize) -> Option<(core::ops::Range<usize>, usize)> {
-        if at >= self.end {
+    /// `(payload range, next record offset)` of the record at `at`, in a region ending at
+    /// `limit`.
+    fn record_at(&self, at: usize, limit: usize) -> Option<(core::ops::Range<usize>, usize)> {
+        if at >= limit {
             return None;
         }
         let payload_at = at.checked_add(RECORD_HEADER)?;
         let header: [u8; RECORD_HEADER] = self.buf.get(at..payload_at)?.try_into().ok()?;
         let len = usize::try_from(u32::from_le_bytes(header)).ok()?;
-        let next = payload_at.checked_add(len).filter(|&n| n <= self.end)?;
+        let next = payload_at.checked_add(len).filter(|&n| n <= limit)?;
         Some((payload_at..next, next))
     }
 
     pub(crate) fn front(&self) -> Option<&[u8]> {
-        let (range, _) = self.record_at(self.start)?;
+        let (range, _) = self.record_at(self.start, self.end)?;
         self.buf.get(range)
     }
 
     #[cfg(test)]
     pub(crate) fn front_mut(&mut self) -> Option<&mut [u8]> {
-        let (range, _) = self.record_at(self.start)?;
+        let (range, _) = self.record_at(self.start, self.end)?;
         self.buf.get_mut(range)
     }
 
     pub(crate) fn pop_front(&mut self) {
-        match self.record_at(self.start) {
+        match self.record_at(self.start, self.end) {
             Some((_, next)) if self.count > 1 => {
-                self.start = next;
                 self.count -= 1;
+                self.start = next;
+                if self.start == self.end {
+                    // The older region is used up: the newer one takes its place.
+                    (self.start, self.end, self.wrap) = (0, self.wrap, 0);
+                }
             }
             _ => self.clear(),
         }
@@ -160,12 +189,13 @@ impl<const N: usize> RecordFifo<N> {
     where
         F: FnMut(&mut [u8]),
     {
-        let mut at = self.start;
-        while let Some((range, next)) = self.record_at(at) {
-            if let Some(record) = self.buf.get_mut(range) {
-                f(record);
+        for (mut at, limit) in [(self.start, self.end), (0, self.wrap)] {
+            while let Some((range, next)) = self.record_at(at, limit) {
+                if let Some(record) = self.buf.get_mut(range) {
+                    f(record);
+                }
+                at = next;
             }
-            at = next;
         }
     }
 }
@@ -186,7 +216,7 @@ mod tests {
         );
         assert_eq!(q.front(), Some(&b"0123456789"[..]));
         q.pop_front();
-        // Tail room is 4 bytes; compaction makes 18.
+        // Tail room is 4 bytes; the freed front takes the record.
         assert!(q.push(b"ABCDEFGHIJ"));
         assert_eq!(q.len(), 2);
         assert_eq!(q.front(), Some(&b"abcdefghij"[..]));
@@ -228,5 +258,50 @@ mod tests {
         let tiny = RecordFifo::<2>::new();
         assert_eq!(RecordFifo::<2>::max_record(), 0);
         assert!(tiny.front().is_none());
+    }
+
+    #[test]
+    fn a_full_queue_drained_as_it_fills_keeps_its_order() {
+        // Records of varying size, the queue kept near full for many rounds.
+        let mut q = RecordFifo::<256>::new();
+        let (mut next_in, mut next_out) = (0u32, 0u32);
+        let record = |n: u32| {
+            let len = 1 + (n as usize * 7) % 30;
+            let mut r = std::vec![0u8; len];
+            r[0] = n as u8;
+            r
+        };
+        for _ in 0..2000 {
+            while q.push(&record(next_in)) {
+                next_in += 1;
+            }
+            let mut seen = 0;
+            q.for_each_mut(|_| seen += 1);
+            assert_eq!(seen, q.len());
+            for _ in 0..3 {
+                assert_eq!(q.front(), Some(&record(next_out)[..]));
+                q.pop_front();
+                next_out += 1;
+            }
+        }
+        assert!(next_in > 5_000);
+        while let Some(front) = q.front() {
+            assert_eq!(front, &record(next_out)[..]);
+            q.pop_front();
+            next_out += 1;
+        }
+        assert_eq!(next_in, next_out);
+    }
+
+    #[test]
+    fn two_small_gaps_are_joined_for_a_record_that_fits_neither() {
+        let mut q = RecordFifo::<32>::new();
+        assert!(q.push(b"01234")); // 0..9
+        assert!(q.push(b"abcdefghijklm")); // 9..26: tail room 6
+        q.pop_front(); // front gap 9
+        assert!(q.push(&[b'x'; 8])); // fits neither the tail (6) nor the front (9 < 12) ...
+        assert_eq!(q.front(), Some(&b"abcdefghijklm"[..])); // ... so both were joined
+        q.pop_front();
+        assert_eq!(q.front(), Some(&[b'x'; 8][..]));
     }
 }

@@ -297,7 +297,7 @@ enum Ev {
     SubFailed(String, String),
     SubCreated(String),
     SubDeleted(String),
-    SubData(String, String),
+    SubData(String, SubscriptionData),
     FastForward(String),
     Internal(String),
     LinkClosed(String),
@@ -347,18 +347,10 @@ impl Handler for Collect<'_> {
         self.0.push(Ev::SubDeleted(key.to_owned()));
     }
     fn subscription_data(&mut self, key: &str, data: core_rtm::pdu::SubscriptionData<'_>) {
-        // One copy of the frame per data PDU; messages are sliced out of it lazily.
-        let mut pdu =
-            String::from(r#"{"action":"rtm/subscription/data","body":{"subscription_id":"#);
-        pdu.push_str(&serde_json::to_string(&text(data.subscription_id)).unwrap_or_default());
-        if let Some(p) = data.position {
-            pdu.push_str(r#","position":"#);
-            pdu.push_str(&serde_json::to_string(&text(p)).unwrap_or_default());
-        }
-        pdu.push_str(r#","messages":"#);
-        pdu.push_str(data.messages.as_raw());
-        pdu.push_str("}}");
-        self.0.push(Ev::SubData(key.to_owned(), pdu));
+        self.0.push(Ev::SubData(
+            key.to_owned(),
+            SubscriptionData::from_core(&data),
+        ));
     }
     fn fast_forward(&mut self, key: &str, _info: core_rtm::pdu::SubscriptionInfo<'_>) {
         self.0.push(Ev::FastForward(key.to_owned()));
@@ -1414,9 +1406,7 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
             }
         }),
         Ev::SubFailed(key, reason) => with_sub(observers, &key, |o| o.on_enter_failed(&reason)),
-        Ev::SubData(key, pdu) => with_sub(observers, &key, |o| {
-            o.on_subscription_data(&SubscriptionData::new(pdu))
-        }),
+        Ev::SubData(key, data) => with_sub(observers, &key, |o| o.on_subscription_data(&data)),
     }
 }
 

@@ -77,34 +77,48 @@ pub trait SubscriptionObserver: Send {
 }
 
 /// A received `rtm/subscription/data` body: its messages are raw JSON texts, parsed
-/// only if and how the observer wants.
+/// only if and how the observer wants. The frame was scanned once, by the core; this
+/// keeps the messages' text in one string with each message's place in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionData {
-    pdu: String,
+    subscription_id: String,
+    position: Option<String>,
+    /// The `messages` array as received.
+    messages: String,
+    /// Each message's byte range in `messages`.
+    spans: Vec<(usize, usize)>,
 }
 
 impl SubscriptionData {
-    pub(crate) fn new(pdu: String) -> SubscriptionData {
-        SubscriptionData { pdu }
-    }
-
-    fn view(&self) -> Option<benchlink_core::rtm::pdu::SubscriptionData<'_>> {
-        match benchlink_core::rtm::pdu::Incoming::parse(&self.pdu) {
-            Ok(benchlink_core::rtm::pdu::Incoming::Data(d)) => Some(d),
-            _ => None,
+    pub(crate) fn from_core(data: &benchlink_core::rtm::pdu::SubscriptionData<'_>) -> Self {
+        let raw = data.messages.as_raw();
+        let base = raw.as_ptr() as usize;
+        let spans = data
+            .messages
+            .elements()
+            .map(|m| {
+                let text = m.as_raw();
+                // Each element is a slice of the array's text.
+                let at = (text.as_ptr() as usize).saturating_sub(base);
+                (at, at.saturating_add(text.len()))
+            })
+            .collect();
+        SubscriptionData {
+            subscription_id: text(data.subscription_id),
+            position: data.position.map(text),
+            messages: raw.to_owned(),
+            spans,
         }
     }
 
     /// The subscription id (the channel, or the view's id).
     pub fn subscription_id(&self) -> String {
-        self.view()
-            .map(|d| text(d.subscription_id))
-            .unwrap_or_default()
+        self.subscription_id.clone()
     }
 
     /// Where to resume after these messages.
     pub fn position(&self) -> Option<String> {
-        self.view().and_then(|d| d.position).map(text)
+        self.position.clone()
     }
 
     /// Each message as its raw JSON text.
@@ -116,9 +130,10 @@ impl SubscriptionData {
     /// # }
     /// ```
     pub fn messages(&self) -> Vec<&str> {
-        self.view()
-            .map(|d| d.messages.elements().map(|m| m.as_raw()).collect())
-            .unwrap_or_default()
+        self.spans
+            .iter()
+            .filter_map(|&(from, to)| self.messages.get(from..to))
+            .collect()
     }
 
     /// Each message deserialized as `T`.
