@@ -97,6 +97,8 @@ fn run(args: &Args) -> io::Result<()> {
         .and_then(|hostport| hostport.parse().ok())
         .ok_or_else(|| io::Error::other(format!("not ws://IP:PORT: {endpoint}")))?;
     let meter: Box<dyn Fn() -> io::Result<Cpu>> = match (&server, args.pid) {
+        // Threads of connections that closed meanwhile are not counted: the subscribers
+        // and the publisher stay connected until the end.
         (Some(_), _) => Box::new(in_process_hub_cpu),
         (None, Some(pid)) => Box::new(move || process_cpu(pid)),
         (None, None) => Box::new(|| Ok(Cpu::default())),
@@ -125,11 +127,13 @@ fn run(args: &Args) -> io::Result<()> {
         thread::sleep(Duration::from_millis(200));
     }
 
-    let (tcp, leftover) = upgrade(addr, &args.appkey)?;
+    // The connections stay open until the hub's CPU is read: a closed one takes its
+    // threads, and their CPU, away from /proc.
+    let (mut tcp, leftover) = upgrade(addr, &args.appkey)?;
     let block = publish_block(&args.channel, &args.body, batch);
     let before = meter()?;
     let start = Instant::now();
-    let acked = publish(tcp, leftover, &block, batch, window, messages)?;
+    let acked = publish(&mut tcp, leftover, &block, batch, window, messages)?;
     let published_in = start.elapsed();
     let deadline = Instant::now() + Duration::from_secs(60);
     for (count, failed) in &subscribers {
@@ -143,6 +147,7 @@ fn run(args: &Args) -> io::Result<()> {
     let elapsed = start.elapsed();
     let after = meter()?;
     stop.store(true, Ordering::Relaxed);
+    drop(tcp);
 
     let secs = elapsed.as_secs_f64();
     println!(
@@ -284,7 +289,7 @@ fn frames(buf: &[u8], mut f: impl FnMut(&[u8])) -> usize {
 /// Publishes until `messages` are acknowledged, `window` at most in flight; returns how
 /// many were acknowledged.
 fn publish(
-    tcp: TcpStream,
+    tcp: &mut TcpStream,
     leftover: Vec<u8>,
     block: &[u8],
     batch: u64,
@@ -292,7 +297,6 @@ fn publish(
     messages: u64,
 ) -> io::Result<u64> {
     const OK: &[u8] = br#"{"action":"rtm/publish/ok""#;
-    let mut tcp = tcp;
     tcp.set_nonblocking(true)?;
     let mut poll = Poll::new()?;
     poll.registry().register(

@@ -15,13 +15,19 @@ use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
 use super::config::Op;
 use super::faults::Reply;
 use super::filter::Filter;
-use super::pdu::{envelope, error_body, invalid, object, quote, Malformed, Positions, Request};
-use super::state::{deliver, fast_forward_info, subscription_error, Channel, Shared, State, Sub};
+use super::pdu::{
+    envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Positions,
+    Request,
+};
+use super::state::{
+    deliver, fast_forward_info, subscription_error, Batch, Channel, Shared, State, Sub,
+};
 
 /// The channel the JS SDK publishes to as a heartbeat; always allowed.
 const HEARTBEAT: &str = "$heartbeat";
 
-/// Handles one text frame from connection `conn`.
+/// Handles one text frame from connection `conn`, within the reader's `batch` (which
+/// holds the state lock across the frames of one read of the socket).
 ///
 /// Error replies of our own choosing (the spec records no text for them):
 /// - a frame that is not a JSON object: `{"action":"/error","body":{"error":"invalid_json",…}}`;
@@ -30,47 +36,42 @@ const HEARTBEAT: &str = "$heartbeat";
 /// - a request whose `body` is not an object: `<action>/error` `invalid_format`;
 /// - an unknown action: `<action>/error` `{"error":"invalid_operation","reason":"Unknown
 ///   action '<action>'"}`.
-pub(crate) fn handle(shared: &Shared, conn: u64, text: &str) {
+pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str) {
+    let shared = batch.shared;
     let parsed = Request::parse(text);
-    let (replacement, delay) = {
-        let mut st = shared.lock();
-        st.record_received(conn, shared.config.record_bytes, text);
-        match &parsed {
-            Ok(req) => (
-                st.faults.take_override(&req.action),
-                (req.action == "rtm/subscribe")
-                    .then_some(st.faults.subscribe_ok_delay)
-                    .flatten(),
-            ),
-            Err(_) => (None, None),
-        }
-    };
+    let st = batch.state();
+    st.record_received(conn, shared.config.record_bytes, text);
     let req = match parsed {
         Ok(req) => req,
-        Err(m) => return malformed(shared, conn, m),
+        Err(m) => return malformed(st, conn, m),
     };
-    if let Some(reply) = replacement {
-        if let Reply::Raw(text) = reply {
-            let text = text.replace("{id}", req.id.as_deref().unwrap_or("null"));
-            send(shared, conn, &text);
+    if !st.faults.is_quiet() {
+        if let Some(reply) = st.faults.take_override(&req.action) {
+            if let Reply::Raw(text) = reply {
+                let text = text.replace("{id}", req.id.unwrap_or("null"));
+                send(st, conn, &text);
+            }
+            return;
         }
-        return;
+        let delay = st.faults.subscribe_ok_delay;
+        if let Some(delay) = delay.filter(|_| req.action == "rtm/subscribe") {
+            // Not under the lock: other connections go on meanwhile.
+            batch.end();
+            sleep_unless_shutdown(shared, delay);
+        }
     }
-    if let Some(delay) = delay {
-        sleep_unless_shutdown(shared, delay);
-    }
-    let mut st = shared.lock();
+    let st = batch.state();
     if !st.conns.contains_key(&conn) {
         return;
     }
     let mut ctx = Ctx {
         shared,
-        st: &mut st,
+        st,
         conn,
         action: &req.action,
-        id: req.id.as_deref(),
+        id: req.id,
     };
-    match req.action.as_str() {
+    match req.action.as_ref() {
         "rtm/publish" => publish(&mut ctx, &req, Op::Publish),
         "rtm/write" => publish(&mut ctx, &req, Op::Write),
         "rtm/read" => read(&mut ctx, &req),
@@ -99,13 +100,13 @@ fn sleep_unless_shutdown(shared: &Shared, delay: Duration) {
     }
 }
 
-fn send(shared: &Shared, conn: u64, text: &str) {
-    if let Some(c) = shared.lock().conns.get(&conn) {
+fn send(st: &State, conn: u64, text: &str) {
+    if let Some(c) = st.conns.get(&conn) {
         c.send(text);
     }
 }
 
-fn malformed(shared: &Shared, conn: u64, m: Malformed) {
+fn malformed(st: &State, conn: u64, m: Malformed) {
     let text = match m {
         Malformed::NotJson(e) => envelope(
             "/error",
@@ -132,7 +133,7 @@ fn malformed(shared: &Shared, conn: u64, m: Malformed) {
             None => return,
         },
     };
-    send(shared, conn, &text);
+    send(st, conn, &text);
 }
 
 /// One request being handled, with the state locked.
@@ -155,14 +156,34 @@ impl Ctx<'_> {
         }
     }
 
+    /// Replies `<action>/<outcome>` (if the request has an id) with the body `body`
+    /// appends, built in place in the outbox.
+    fn reply_with(&self, outcome: &str, body: impl FnOnce(&mut Vec<u8>)) {
+        let (Some(id), Some(c)) = (self.id, self.st.conns.get(&self.conn)) else {
+            return;
+        };
+        let action = self.action;
+        c.send_with(|out| {
+            out.extend_from_slice(br#"{"action":"#);
+            if action.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+                out.push(b'"');
+                out.extend_from_slice(action.as_bytes());
+                out.push(b'/');
+                out.extend_from_slice(outcome.as_bytes());
+                out.push(b'"');
+            } else {
+                push_quoted(out, &format!("{action}/{outcome}"));
+            }
+            out.extend_from_slice(br#","id":"#);
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(br#","body":"#);
+            body(out);
+            out.push(b'}');
+        });
+    }
+
     fn reply(&self, outcome: &str, body: &str) {
-        if let Some(id) = self.id {
-            self.send(&envelope(
-                &format!("{}/{outcome}", self.action),
-                Some(id),
-                body,
-            ));
-        }
+        self.reply_with(outcome, |out| out.extend_from_slice(body.as_bytes()));
     }
 
     fn ok(&self, body: &str) {
@@ -193,9 +214,11 @@ impl Ctx<'_> {
 }
 
 /// `rtm/publish` and `rtm/write`: both store the message in the channel's history, make
-/// it the channel's value for `rtm/read`, and deliver it to subscribers.
-fn publish(ctx: &mut Ctx<'_>, req: &Request, op: Op) {
-    let Ok(channel) = req.string("channel") else {
+/// it the channel's value for `rtm/read`, and deliver it to subscribers. The hot path of
+/// a publishing client: nothing is copied but the message itself (once, into the
+/// history), and the reply is built in place.
+fn publish(ctx: &mut Ctx<'_>, req: &Request<'_>, op: Op) {
+    let Ok(channel) = req.str("channel") else {
         return ctx.invalid("channel");
     };
     let Some(message) = req.raw("message") else {
@@ -210,14 +233,18 @@ fn publish(ctx: &mut Ctx<'_>, req: &Request, op: Op) {
         .st
         .publish(&ctx.shared.config, positions, &channel, Arc::from(message))
     {
-        Some(seq) => ctx.ok(&object(&[("position", &positions.json(seq))])),
+        Some(seq) => ctx.reply_with("ok", |out| {
+            out.extend_from_slice(br#"{"position":"#);
+            push_position(out, positions, seq);
+            out.push(b'}');
+        }),
         None => ctx.err("limit_exceeded", "Too many channels"),
     }
 }
 
 /// `rtm/read`: the channel's value (`null` if never written or deleted), or with a
 /// `position`, the first stored message at or after it (`null` if none).
-fn read(ctx: &mut Ctx<'_>, req: &Request) {
+fn read(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let Ok(channel) = req.string("channel") else {
         return ctx.invalid("channel");
     };
@@ -259,7 +286,7 @@ fn read(ctx: &mut Ctx<'_>, req: &Request) {
 
 /// `rtm/delete`: clears the channel's value. Subscribers see nothing and the history
 /// stays; the position is where the next message will go.
-fn delete(ctx: &mut Ctx<'_>, req: &Request) {
+fn delete(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let Ok(channel) = req.string("channel") else {
         return ctx.invalid("channel");
     };
@@ -291,7 +318,7 @@ struct SubscribeArgs {
 }
 
 /// Validates a subscribe body; `Err` carries the `invalid_format` reason.
-fn subscribe_args(req: &Request) -> Result<SubscribeArgs, String> {
+fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
     let filter_text = req
         .field::<String>("filter")
         .map_err(|()| invalid("filter"))?;
@@ -375,7 +402,7 @@ fn subscribe_args(req: &Request) -> Result<SubscribeArgs, String> {
 }
 
 /// `rtm/subscribe` with the position model of spec §2.8.
-fn subscribe(ctx: &mut Ctx<'_>, req: &Request) {
+fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if ctx.st.faults.reject_subscribes {
         return ctx.err("invalid_format", "Invalid PDU: rejected by fault injection");
     }
@@ -487,7 +514,7 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request) {
 }
 
 /// `rtm/unsubscribe` by `subscription_id` (or `channel`, for old clients).
-fn unsubscribe(ctx: &mut Ctx<'_>, req: &Request) {
+fn unsubscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let sid = match (req.string("subscription_id"), req.string("channel")) {
         (Ok(s), _) | (Err(()), Ok(s)) => s,
         _ => return ctx.invalid("subscription_id"),
@@ -508,7 +535,7 @@ fn unsubscribe(ctx: &mut Ctx<'_>, req: &Request) {
 
 /// `auth/handshake` (spec §4.1 steps 1–2): any role gets a nonce, so that an unknown role
 /// only shows at `auth/authenticate`, like a bad secret.
-fn handshake(ctx: &mut Ctx<'_>, req: &Request) {
+fn handshake(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
         return ctx.err(
             "invalid_format",
@@ -537,7 +564,7 @@ fn handshake(ctx: &mut Ctx<'_>, req: &Request) {
 
 /// `auth/authenticate` (spec §4.1 steps 4–6): checks the hash against the nonce of the
 /// last handshake (each nonce serves one attempt).
-fn authenticate(ctx: &mut Ctx<'_>, req: &Request) {
+fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
         return ctx.err(
             "invalid_format",
@@ -577,7 +604,7 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request) {
 /// `rtm/search/ok`.
 ///
 /// [`search_batch`]: super::RtmServerConfig::search_batch
-fn search(ctx: &mut Ctx<'_>, req: &Request) {
+fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let Ok(prefix) = req.field::<String>("prefix") else {
         return ctx.invalid("prefix");
     };

@@ -1,7 +1,20 @@
 //! One client connection: the upgrade, the reader loop (this thread) and the writer
 //! thread that owns the socket's write side.
+//!
+//! # Batches
+//!
+//! A client may pipeline: write many requests without waiting for replies. The reader
+//! then gets hundreds of requests per read of the socket (tungstenite reads up to
+//! [`READ_BUFFER`] at once), and handles all the complete frames of that read as one
+//! batch: under one take of the state lock, their replies appended to the outbox as they
+//! are made. Only when tungstenite has no complete frame left and would read the socket
+//! again does the batch end (the socket then says `WouldBlock` once, see [`WsIo`]): the
+//! lock is released and the writer woken once, and it writes all the replies with one
+//! syscall. Fan-out to subscribers goes the same way: each subscriber's writer is woken
+//! once per batch and writes what piled up in one go. With a client that does not
+//! pipeline, a batch is one request, as before.
 
-use std::io::{self, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,9 +28,17 @@ use tungstenite::{Error as WsError, HandshakeError, Message};
 
 use super::actions;
 use super::faults::ConnectFault;
-use super::outbox::{close_frame, strip_pongs, Out, Outbox, Pushed};
+use super::flood::Flooder;
+use super::outbox::{close_frame, strip_pongs, Next, Outbox, Pushed};
 use super::records::AttemptOutcome;
-use super::state::{Conn, Record, Shared};
+use super::state::{Batch, Conn, Record, Shared};
+
+/// Bytes tungstenite reads from the socket at once.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// Requests handled under one take of the state lock at most, so that other threads
+/// (publishers, tests, fault injection) wait no longer than that.
+const MAX_BATCH: usize = 1024;
 
 /// The socket as tungstenite sees it: reads come from the TCP stream; writes (the 101
 /// response during the upgrade, then pongs and close replies) go straight to the socket
@@ -27,10 +48,21 @@ struct WsIo {
     tcp: TcpStream,
     outbox: Option<Arc<Outbox>>,
     shared: Arc<Shared>,
+    /// The reader has handled a frame since the last read of the socket: the next read
+    /// returns `WouldBlock` instead, which makes tungstenite hand back control when it
+    /// has no complete frame left, so that the reader can end its batch before it would
+    /// block (tungstenite keeps a partial frame and reads on at the next call).
+    yield_before_read: bool,
 }
 
 impl Read for WsIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if std::mem::take(&mut self.yield_before_read) {
+            return Err(ErrorKind::WouldBlock.into());
+        }
+        if let Some(outbox) = &self.outbox {
+            outbox.wait_while_silent();
+        }
         self.tcp.read(buf)
     }
 }
@@ -41,13 +73,18 @@ impl Write for WsIo {
             return self.tcp.write(buf);
         };
         // tungstenite hands over its whole buffer of complete frames in one call, and we
-        // take all of it, so frames never split between queue items.
-        let bytes = if self.shared.mute_pongs.load(Ordering::SeqCst) {
-            strip_pongs(buf)
+        // take all of it, so frames never split between pushes.
+        let pushed = if self.shared.mute_pongs.load(Ordering::SeqCst) {
+            let bytes = strip_pongs(buf);
+            if bytes.is_empty() {
+                Pushed::Ok
+            } else {
+                outbox.push_frames(&bytes)
+            }
         } else {
-            buf.to_vec()
+            outbox.push_frames(buf)
         };
-        if !bytes.is_empty() && outbox.push(bytes) == Pushed::Full {
+        if pushed == Pushed::Full {
             return Err(io::Error::other("client does not read"));
         }
         Ok(buf.len())
@@ -145,6 +182,7 @@ fn run(
         tcp,
         outbox: None,
         shared: Arc::clone(shared),
+        yield_before_read: false,
     };
     let mut upgrade = Upgrade::default();
     // The signature is tungstenite's `Callback`; its error type is not ours to shrink.
@@ -193,6 +231,7 @@ fn run(
         Ok(resp)
     };
     let ws_config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
         .max_message_size(Some(config.max_message_size))
         .max_frame_size(Some(config.max_message_size))
         // JS over TLS sends unmasked frames (spec §2.4).
@@ -226,16 +265,24 @@ fn run(
         let Ok(socket) = writer_tcp.try_clone() else {
             return Some(AttemptOutcome::HandshakeFailed);
         };
-        let (ob, pause) = (Arc::clone(&outbox), config.upgrade_pause);
+        let (ob, pause, sh) = (
+            Arc::clone(&outbox),
+            config.upgrade_pause,
+            Arc::clone(shared),
+        );
         let writer = thread::Builder::new()
             .name(format!("rtm-write-{id}"))
-            .spawn(move || write_loop(writer_tcp, &ob, pause));
+            .spawn(move || write_loop(writer_tcp, &ob, &sh, id, pause));
         match writer {
             Ok(handle) => shared.track(handle),
             Err(e) => {
                 log::warn!("rtm server: cannot spawn a writer thread: {e}");
                 return Some(AttemptOutcome::HandshakeFailed);
             }
+        }
+        // A socket fault set for every connection applies to this one from the start.
+        if st.faults.socket.is_some() {
+            outbox.set_fault(st.faults.socket.clone());
         }
         st.conns.insert(
             id,
@@ -261,18 +308,40 @@ fn run(
         upgrade.path,
         upgrade.appkey
     );
+    let limit = config.max_queued_frames.max(1);
+    let mut batch = Batch::new(shared);
+    let mut handled = 0;
     loop {
         let close = match ws.read() {
-            Ok(Message::Text(text)) => {
-                actions::handle(shared, id, text.as_str());
+            Ok(message) => {
+                ws.get_mut().yield_before_read = true;
+                match message {
+                    Message::Text(text) => actions::handle(&mut batch, id, text.as_str()),
+                    // The C SDK parses binary frames as JSON text; do the same.
+                    Message::Binary(bytes) => {
+                        actions::handle(&mut batch, id, &String::from_utf8_lossy(&bytes));
+                    }
+                    _ => {}
+                }
+                handled += 1;
+                // The client lets replies pile up (or the batch is long): let the writer
+                // catch up, and other threads have the lock.
+                if handled >= MAX_BATCH || outbox.queued() >= limit {
+                    handled = 0;
+                    batch.end();
+                    outbox.wait_for_room(limit);
+                }
                 continue;
             }
-            Ok(Message::Binary(bytes)) => {
-                // The C SDK parses binary frames as JSON text; do the same.
-                actions::handle(shared, id, &String::from_utf8_lossy(&bytes));
+            // No complete frame left (see `WsIo::yield_before_read`): the batch is over.
+            Err(WsError::Io(e))
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) =>
+            {
+                handled = 0;
+                batch.end();
+                outbox.wait_for_room(limit);
                 continue;
             }
-            Ok(_) => continue,
             Err(WsError::Capacity(e)) => {
                 log::debug!("rtm server: connection {id}: {e}");
                 Some(1009)
@@ -290,26 +359,44 @@ fn run(
                 None
             }
         };
+        batch.end();
         if let Some(code) = close {
-            let _ = outbox.push(close_frame(code));
+            let _ = outbox.push_frames(&close_frame(code));
             outbox.push_shutdown();
         }
         return None;
     }
 }
 
-/// Writes the outbox to the socket until it is closed, then closes the socket.
-fn write_loop(mut tcp: TcpStream, outbox: &Outbox, pause: Duration) {
+/// Writes the outbox to the socket until it is closed, then closes the socket. Each
+/// write takes everything queued (see the module's "Batches"); floods (see
+/// [`SocketFault`](super::SocketFault)) fill the gaps, one chunk per write, so the
+/// socket's backpressure is their only pace.
+fn write_loop(mut tcp: TcpStream, outbox: &Outbox, shared: &Shared, id: u64, pause: Duration) {
     // Nothing may follow the 101 in the same TCP segment (spec §2.2).
     thread::sleep(pause);
-    while let Some(item) = outbox.next() {
-        match item {
-            Out::Frame(bytes) => {
-                if tcp.write_all(&bytes).is_err() {
-                    break;
+    let mut buf = Vec::new();
+    let mut flooder = Flooder::new(shared.positions);
+    loop {
+        buf.clear();
+        let written = match outbox.next(&mut buf, flooder.in_message()) {
+            Next::Bytes => tcp.write_all(&buf),
+            Next::Flood(fault) => match flooder.chunk(&fault, shared, id) {
+                Some(chunk) => tcp.write_all(chunk),
+                None => {
+                    outbox.flood_stalled();
+                    Ok(())
                 }
-            }
-            Out::Shutdown => break,
+            },
+            Next::EndMessage => tcp.write_all(flooder.end_message()),
+            Next::End => break,
+        };
+        if written.is_err() {
+            break;
+        }
+        // Give back a buffer that a burst made huge.
+        if buf.capacity() > 4 << 20 {
+            buf = Vec::new();
         }
     }
     outbox.abandon();

@@ -1,12 +1,13 @@
-//! Fault injection (spec §11 "Fault injection"): what the reference SDK's tests do to a
-//! live service, on demand.
+//! Fault injection: what the reference SDK's tests do to a live service, on demand, and
+//! the socket faults ([`SocketFault`]) that test how a client holds up against a peer
+//! that floods it or goes quiet.
 
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::outbox::{close_frame, text_frame};
+use super::outbox::close_frame;
 use super::state::{fast_forward_info, subscription_error, Shared};
 
 /// What to do to incoming connections (see [`Faults::refuse_connections`]).
@@ -34,6 +35,53 @@ pub enum Reply {
     Silence,
 }
 
+/// A fault that takes over one connection's socket (see [`Faults::set_socket_fault`]).
+///
+/// The floods exist to prove that a client's memory stays bounded and its deadlines
+/// fire when a peer sends without pause. They are bounded on the server's side too: the
+/// connection's writer thread writes one chunk (16 KiB) of flood at a time with a
+/// blocking write, so a client that reads slowly slows the flood down (TCP backpressure)
+/// instead of the server buffering for it. Frames queued for the connection (replies,
+/// subscription data, pongs, a close) go out between chunks, so a flooded client can
+/// still talk to the server. A flood stops when the fault is cleared or replaced, or the
+/// connection closes; the chunk being written when that happens is finished, so the
+/// client never sees a cut frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketFault {
+    /// WebSocket pings (payload `flood`) back to back, forever. A client that answers
+    /// each one with a pong, or queues each as an event, must not grow with them.
+    PingFlood,
+    /// Valid `rtm/subscription/data` PDUs for subscription `subscription_id`, one
+    /// message each, back to back as fast as the socket takes them. `message` is the raw
+    /// JSON of every message (e.g. `{"n":1}` or `"x"`), inserted as given. Positions are
+    /// valid and increasing: each message takes the next sequence number of the
+    /// subscription's channel (the messages are not stored, so other subscribers and
+    /// replays never see them), and the subscription's resume position follows. The
+    /// flood waits while the connection has no such subscription (it starts with the
+    /// subscribe, after its `subscribe/ok`, and pauses after an unsubscribe).
+    DataFlood {
+        /// The subscription the data is for.
+        subscription_id: String,
+        /// The raw JSON of each message.
+        message: String,
+    },
+    /// A text message that never ends: a first frame without FIN, then continuation
+    /// frames (125 bytes of payload each) without FIN, forever. Its text is the start of
+    /// an `rtm/subscription/data` PDU whose only message is a string that never closes.
+    /// While it lasts, only control frames (pongs, a close) can reach the client;
+    /// other frames wait. When the fault ends, a final fragment closes the string and
+    /// the PDU, so the message is then valid JSON and the connection usable.
+    EndlessMessage,
+    /// The server neither reads from nor writes to the connection, and keeps it open:
+    /// a peer that hangs. Frames for the client (and requests from it, which TCP then
+    /// holds back) wait until the fault is cleared. A request the server was already
+    /// reading when the fault came may still be handled; its reply waits too.
+    /// [`close_connections`](Faults::close_connections) still closes the connection
+    /// (with its close frame); [`drop_connections`](Faults::drop_connections) too.
+    Silent,
+}
+
 #[derive(Clone, Debug)]
 struct Override {
     action: String,
@@ -49,9 +97,17 @@ pub(crate) struct FaultState {
     pub reject_subscribes: bool,
     pub reject_auth: bool,
     overrides: Vec<Override>,
+    /// The socket fault for every connection (see [`Faults::set_socket_fault`]).
+    pub socket: Option<SocketFault>,
 }
 
 impl FaultState {
+    /// No reply overrides or subscribe delays (the usual case: requests need no look at
+    /// them).
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.overrides.is_empty() && self.subscribe_ok_delay.is_none()
+    }
+
     /// The fault for the connection just accepted, counting it down.
     pub(crate) fn take_connect(&mut self) -> Option<ConnectFault> {
         let (fault, remaining) = self.connect.as_mut()?;
@@ -109,6 +165,7 @@ impl Faults {
         let st = self.shared.lock();
         for conn in st.conns.values() {
             let _ = conn.socket.shutdown(Shutdown::Both);
+            conn.outbox.abandon();
         }
         st.conns.len()
     }
@@ -121,6 +178,7 @@ impl Faults {
         for conn in st.conns.values() {
             if conn.subs.values().any(|s| s.channel == channel) {
                 let _ = conn.socket.shutdown(Shutdown::Both);
+                conn.outbox.abandon();
                 n += 1;
             }
         }
@@ -132,7 +190,7 @@ impl Faults {
     pub fn close_connections(&self, code: u16) -> usize {
         let st = self.shared.lock();
         for conn in st.conns.values() {
-            let _ = conn.outbox.push(close_frame(code));
+            let _ = conn.outbox.push_frames(&close_frame(code));
             conn.outbox.push_shutdown();
         }
         st.conns.len()
@@ -195,7 +253,7 @@ impl Faults {
     pub fn send_raw(&self, text: &str) -> usize {
         let st = self.shared.lock();
         for conn in st.conns.values() {
-            let _ = conn.outbox.push(text_frame(text.as_bytes()));
+            let _ = conn.outbox.push_text(text.as_bytes());
         }
         st.conns.len()
     }
@@ -206,7 +264,7 @@ impl Faults {
         let st = self.shared.lock();
         match st.conns.get(&id) {
             Some(conn) => {
-                let _ = conn.outbox.push(text_frame(text.as_bytes()));
+                let _ = conn.outbox.push_text(text.as_bytes());
                 true
             }
             None => false,
@@ -268,10 +326,54 @@ impl Faults {
         self.shared.lock().faults.connect = (times != Some(0)).then_some((fault, times));
     }
 
+    /// Puts every open connection, and every later one, under socket fault `fault`
+    /// (`None`: back to normal), replacing the faults set before, globally or per
+    /// connection. Returns how many open connections it was applied to.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, SocketFault};
+    ///
+    /// let server = RtmServer::start(RtmServerConfig::default())?;
+    /// let faults = server.faults();
+    /// // Every client that connects from now on is flooded with pings.
+    /// assert_eq!(faults.set_socket_fault(Some(SocketFault::PingFlood)), 0);
+    /// faults.set_socket_fault(None);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_socket_fault(&self, fault: Option<SocketFault>) -> usize {
+        let mut st = self.shared.lock();
+        for conn in st.conns.values() {
+            conn.outbox.set_fault(fault.clone());
+        }
+        st.faults.socket = fault;
+        st.conns.len()
+    }
+
+    /// Puts connection `id` (see [`RtmServer::connections`](super::RtmServer::connections))
+    /// under socket fault `fault` (`None`: back to normal), whatever the other
+    /// connections do. False when it is not open.
+    pub fn set_socket_fault_on(&self, id: u64, fault: Option<SocketFault>) -> bool {
+        let st = self.shared.lock();
+        match st.conns.get(&id) {
+            Some(conn) => {
+                conn.outbox.set_fault(fault);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Clears every switch: connections are accepted, pings answered, subscribes and
-    /// auth handled normally, no reply overrides.
+    /// auth handled normally, no reply overrides, no socket faults (on any connection).
     pub fn clear(&self) {
-        self.shared.lock().faults = FaultState::default();
+        let mut st = self.shared.lock();
+        st.faults = FaultState::default();
+        for conn in st.conns.values() {
+            conn.outbox.set_fault(None);
+        }
+        drop(st);
         self.answer_pings(true);
     }
 }

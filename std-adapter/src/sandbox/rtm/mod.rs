@@ -58,6 +58,7 @@ mod config;
 mod conn;
 mod faults;
 mod filter;
+mod flood;
 mod outbox;
 mod pdu;
 mod records;
@@ -73,7 +74,7 @@ pub use config::{
     Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE,
     SUPERUSER_SECRET,
 };
-pub use faults::{ConnectFault, Faults, Reply};
+pub use faults::{ConnectFault, Faults, Reply, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
 
 use state::Shared;

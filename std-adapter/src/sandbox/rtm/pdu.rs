@@ -4,13 +4,13 @@
 //! request `id` and published messages go back to clients byte for byte, whatever
 //! number or string format the client used.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::fmt;
+use std::io::Write as _;
 
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// One object level: member name → raw JSON text of the member.
-pub(crate) type RawObject = BTreeMap<String, Box<RawValue>>;
 
 /// Why a frame could not be read as a request.
 #[derive(Debug)]
@@ -23,42 +23,135 @@ pub(crate) enum Malformed {
     BadBody { action: String, id: Option<String> },
 }
 
-/// A request PDU.
+/// A request PDU, borrowing from the frame's text: a publish is handled without copying
+/// its message or channel name more than the channel's history needs.
 #[derive(Debug)]
-pub(crate) struct Request {
-    pub action: String,
+pub(crate) struct Request<'a> {
+    pub action: Cow<'a, str>,
     /// The raw JSON of the id, `None` when absent or `null` (no reply is wanted).
-    pub id: Option<String>,
-    pub body: RawObject,
+    pub id: Option<&'a str>,
+    /// The body's members in order (a later duplicate wins, as in a map).
+    pub body: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
 
-impl Request {
+/// A JSON string, borrowed from the input unless it has escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The top level of a PDU: the three members the server reads, raw.
+#[derive(Default)]
+struct Top<'a> {
+    action: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    body: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Top<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Top<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut top = Top::default();
+                while let Some(Text(key)) = map.next_key()? {
+                    let slot = match key.as_ref() {
+                        "action" => &mut top.action,
+                        "id" => &mut top.id,
+                        "body" => &mut top.body,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(top)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The members of an object, raw.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some((Text(key), value)) = map.next_entry()? {
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'a> Request<'a> {
     /// Parses one text frame.
-    pub(crate) fn parse(text: &str) -> Result<Request, Malformed> {
-        let top: RawObject =
+    pub(crate) fn parse(text: &'a str) -> Result<Request<'a>, Malformed> {
+        let top: Top<'a> =
             serde_json::from_str(text).map_err(|e| Malformed::NotJson(e.to_string()))?;
-        let id = top
-            .get("id")
-            .map(|raw| raw.get().to_owned())
-            .filter(|raw| raw != "null");
-        let Some(action) = top
-            .get("action")
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+        let id = top.id.map(RawValue::get).filter(|raw| *raw != "null");
+        let Some(Text(action)) = top
+            .action
+            .and_then(|raw| serde_json::from_str::<Text<'a>>(raw.get()).ok())
         else {
-            return Err(Malformed::NoAction { id });
+            return Err(Malformed::NoAction {
+                id: id.map(str::to_owned),
+            });
         };
-        let Some(body) = top
-            .get("body")
-            .and_then(|raw| serde_json::from_str::<RawObject>(raw.get()).ok())
+        let Some(Members(body)) = top
+            .body
+            .and_then(|raw| serde_json::from_str::<Members<'a>>(raw.get()).ok())
         else {
-            return Err(Malformed::BadBody { action, id });
+            return Err(Malformed::BadBody {
+                action: action.into_owned(),
+                id: id.map(str::to_owned),
+            });
         };
         Ok(Request { action, id, body })
     }
 
     /// The raw JSON of body member `name`, if present.
-    pub(crate) fn raw(&self, name: &str) -> Option<&str> {
-        self.body.get(name).map(|r| r.get())
+    pub(crate) fn raw(&self, name: &str) -> Option<&'a str> {
+        self.body
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.get())
     }
 
     /// Body member `name` as `T`: `Ok(None)` when absent (or `null`), `Err(())` when it
@@ -73,13 +166,30 @@ impl Request {
         }
     }
 
-    /// A required non-empty string member.
-    pub(crate) fn string(&self, name: &str) -> Result<String, ()> {
-        match self.field::<String>(name) {
-            Ok(Some(s)) if !s.is_empty() => Ok(s),
+    /// A required non-empty string member, borrowed when it has no escapes.
+    pub(crate) fn str(&self, name: &str) -> Result<Cow<'a, str>, ()> {
+        match self.raw(name).map(serde_json::from_str::<Text<'a>>) {
+            Some(Ok(Text(s))) if !s.is_empty() => Ok(s),
             _ => Err(()),
         }
     }
+
+    /// A required non-empty string member.
+    pub(crate) fn string(&self, name: &str) -> Result<String, ()> {
+        self.str(name).map(Cow::into_owned)
+    }
+}
+
+/// Appends `text` as a JSON string literal.
+pub(crate) fn push_quoted(out: &mut Vec<u8>, text: &str) {
+    // Writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(out, text);
+}
+
+/// Appends the JSON string of position `n` (`"<epoch>:<n>"`).
+pub(crate) fn push_position(out: &mut Vec<u8>, positions: Positions, n: u64) {
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "\"{}:{n}\"", positions.epoch);
 }
 
 /// `text` as a JSON string literal.
@@ -158,12 +268,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.action, "rtm/publish");
-        assert_eq!(r.id.as_deref(), Some("0"));
+        assert_eq!(r.id, Some("0"));
         assert_eq!(r.raw("message"), Some(r#"{"k": 1.50}"#));
         assert_eq!(r.string("channel"), Ok("c".to_owned()));
         assert!(r.string("nope").is_err());
         let r = Request::parse(r#"{"action":"a","id":"7","body":{}}"#).unwrap();
-        assert_eq!(r.id.as_deref(), Some(r#""7""#));
+        assert_eq!(r.id, Some(r#""7""#));
         let r = Request::parse(r#"{"action":"a","id":null,"body":{}}"#).unwrap();
         assert_eq!(r.id, None);
         assert!(matches!(Request::parse("nope"), Err(Malformed::NotJson(_))));
@@ -176,6 +286,30 @@ mod tests {
             Request::parse(r#"{"action":"a","body":[]}"#),
             Err(Malformed::BadBody { id: None, .. })
         ));
+        // Escaped names and values, later duplicates win, unknown members are skipped.
+        let r = Request::parse(
+            r#"{"act\u0069on":"a\/b","x":[1,{"y":2}],"body":{"channel":"x","channel":"y\n"},"id":1,"id":2}"#,
+        )
+        .unwrap();
+        assert_eq!((r.action.as_ref(), r.id), ("a/b", Some("2")));
+        assert_eq!(r.string("channel"), Ok("y\n".to_owned()));
+        assert!(matches!(r.str("channel"), Ok(Cow::Owned(_))));
+        let r = Request::parse(r#"{"action":"a","body":{"channel":"plain","n":1}}"#).unwrap();
+        assert!(matches!(r.str("channel"), Ok(Cow::Borrowed("plain"))));
+        assert!(r.str("n").is_err());
+        assert!(matches!(
+            Request::parse(r#"{"action":"a","body":{}} x"#),
+            Err(Malformed::NotJson(_))
+        ));
+    }
+
+    #[test]
+    fn appenders() {
+        let mut out = Vec::new();
+        push_quoted(&mut out, "a\"b");
+        out.push(b' ');
+        push_position(&mut out, Positions { epoch: 7 }, 42);
+        assert_eq!(out, br#""a\"b" "7:42""#);
     }
 
     #[test]

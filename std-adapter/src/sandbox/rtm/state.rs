@@ -1,9 +1,15 @@
 //! The server's shared state: channels with their history, live connections with their
 //! subscriptions, records for tests, and the fault switches. One mutex guards it all;
 //! nothing blocks while holding it (frames only go into outboxes).
+//!
+//! A connection's reader takes the lock once per batch of requests, not once per
+//! request (see [`Batch`]): a pipelining client sends hundreds of publishes per read,
+//! and handling them all under one lock also lets every outbox they touch be woken once
+//! (see [`Locked`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -14,8 +20,8 @@ use serde_json::Value;
 use super::config::{Op, Permissions, RtmServerConfig};
 use super::faults::FaultState;
 use super::filter::Filter;
-use super::outbox::{text_frame, Outbox, Pushed};
-use super::pdu::{envelope, object, quote, Positions};
+use super::outbox::{append_frame, hold_kicks, release_kicks, Outbox, Pushed};
+use super::pdu::{envelope, object, push_position, push_quoted, quote, Positions};
 use super::records::{Attempt, AttemptOutcome, ConnectionInfo};
 
 /// Messages per `rtm/subscription/data` PDU when replaying history.
@@ -50,8 +56,12 @@ impl Shared {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Locks the state. Writer wake-ups caused while it is held are sent when it is
+    /// released (see [`Locked`]).
+    pub(crate) fn lock(&self) -> Locked<'_> {
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        hold_kicks();
+        Locked { guard }
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -72,6 +82,62 @@ impl Shared {
 
     pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
         std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The locked state. While it is held, pushes to outboxes do not wake their writer
+/// threads one by one; dropping it wakes each writer that got frames once, so that a
+/// writer finds everything a batch produced and writes it with one syscall.
+pub(crate) struct Locked<'a> {
+    guard: MutexGuard<'a, State>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Still under the lock: a woken writer only needs its outbox's own lock.
+        release_kicks();
+    }
+}
+
+/// The state lock as a connection's reader holds it across a batch of requests: taken
+/// by the first request that needs it and kept until [`end`](Batch::end) (the reader
+/// ends a batch before it would block reading the socket, and every so many requests so
+/// that other threads get their turn).
+pub(crate) struct Batch<'a> {
+    pub shared: &'a Shared,
+    guard: Option<Locked<'a>>,
+}
+
+impl<'a> Batch<'a> {
+    pub(crate) fn new(shared: &'a Shared) -> Batch<'a> {
+        Batch {
+            shared,
+            guard: None,
+        }
+    }
+
+    /// The state, locked if it was not yet.
+    pub(crate) fn state(&mut self) -> &mut State {
+        let shared = self.shared;
+        self.guard.get_or_insert_with(|| shared.lock())
+    }
+
+    /// Releases the lock (if held), waking the writers that got frames.
+    pub(crate) fn end(&mut self) {
+        self.guard = None;
     }
 }
 
@@ -167,7 +233,12 @@ pub(crate) struct Conn {
 impl Conn {
     /// Queues `text` as a reply; a client that lets replies pile up is dropped.
     pub(crate) fn send(&self, text: &str) {
-        if self.outbox.push(text_frame(text.as_bytes())) == Pushed::Full {
+        self.send_with(|out| out.extend_from_slice(text.as_bytes()));
+    }
+
+    /// Queues a reply whose text `write` appends (see [`send`](Self::send)).
+    pub(crate) fn send_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.outbox.push_text_with(write) == Pushed::Full {
             log::warn!("rtm server: a client does not read its replies; dropping it");
             self.outbox.abandon();
             let _ = self.socket.shutdown(Shutdown::Both);
@@ -279,11 +350,14 @@ impl State {
         channel: &str,
         message: Arc<str>,
     ) -> Option<u64> {
-        if !self.channels.contains_key(channel) && self.channels.len() >= config.max_channels {
-            return None;
+        if !self.channels.contains_key(channel) {
+            if self.channels.len() >= config.max_channels {
+                return None;
+            }
+            self.channels.insert(channel.to_owned(), Channel::default());
         }
         let now = Instant::now();
-        let ch = self.channels.entry(channel.to_owned()).or_default();
+        let ch = self.channels.get_mut(channel)?;
         ch.expire(now, config.message_ttl);
         let seq = ch.next;
         ch.next += 1;
@@ -317,35 +391,60 @@ impl State {
 /// [`REPLAY_BATCH`] messages. Returns false when the subscription has ended (the client
 /// was too slow and the subscription has no `fast_forward`).
 pub(crate) fn deliver(
-    outbox: &Outbox,
+    outbox: &Arc<Outbox>,
     positions: Positions,
     sid: &str,
     sub: &mut Sub,
     batch: &[&Stored],
 ) -> bool {
+    if sub.filter.is_none() && !sub.value_changes {
+        // Messages go out as published: no copy before they reach the outbox.
+        let mut rest = batch;
+        while !rest.is_empty() {
+            let mut n = 0;
+            let mut bytes = 0;
+            while let Some(stored) = rest.get(n) {
+                if n > 0 && (n >= REPLAY_BATCH || bytes + stored.message.len() > REPLAY_BYTES) {
+                    break;
+                }
+                bytes += stored.message.len();
+                n += 1;
+            }
+            let (run, later) = rest.split_at(n);
+            let seqs = (run[0].seq, run[n - 1].seq);
+            if !send_data(
+                outbox,
+                positions,
+                sid,
+                sub,
+                seqs,
+                run.iter().map(|s| &*s.message),
+            ) {
+                return false;
+            }
+            rest = later;
+        }
+        return true;
+    }
     let mut texts: Vec<(u64, String)> = Vec::new();
     let mut bytes = 0usize;
     for stored in batch {
-        let text = if sub.filter.is_none() && !sub.value_changes {
-            stored.message.to_string()
-        } else {
-            // Stored messages were validated when published.
-            let value: Value = serde_json::from_str(&stored.message).unwrap_or(Value::Null);
-            let value = match &sub.filter {
-                Some(f) => f.project(&value),
-                None => value,
-            };
-            if sub.value_changes {
-                if sub.last.as_ref() == Some(&value) {
-                    sub.next = stored.seq + 1;
-                    continue;
-                }
-                sub.last = Some(value.clone());
-            }
-            value.to_string()
+        // Stored messages were validated when published.
+        let value: Value = serde_json::from_str(&stored.message).unwrap_or(Value::Null);
+        let value = match &sub.filter {
+            Some(f) => f.project(&value),
+            None => value,
         };
+        if sub.value_changes {
+            if sub.last.as_ref() == Some(&value) {
+                sub.next = stored.seq + 1;
+                continue;
+            }
+            sub.last = Some(value.clone());
+        }
+        let text = value.to_string();
         if !texts.is_empty() && (texts.len() >= REPLAY_BATCH || bytes + text.len() > REPLAY_BYTES) {
-            if !send_data(outbox, positions, sid, sub, &texts) {
+            if !send_texts(outbox, positions, sid, sub, &texts) {
                 return false;
             }
             texts.clear();
@@ -354,50 +453,74 @@ pub(crate) fn deliver(
         bytes += text.len();
         texts.push((stored.seq, text));
     }
-    if texts.is_empty() {
-        return true;
-    }
-    send_data(outbox, positions, sid, sub, &texts)
+    send_texts(outbox, positions, sid, sub, &texts)
 }
 
-/// One data PDU (preceded by a `fast_forward` info if data was skipped before).
-fn send_data(
-    outbox: &Outbox,
+/// [`send_data`] for computed message texts (views, `value_changes`).
+fn send_texts(
+    outbox: &Arc<Outbox>,
     positions: Positions,
     sid: &str,
     sub: &mut Sub,
     texts: &[(u64, String)],
 ) -> bool {
-    let Some(&(last, _)) = texts.last() else {
+    let (Some(first), Some(last)) = (texts.first(), texts.last()) else {
         return true;
     };
-    let mut frames = Vec::new();
-    if sub.skipped {
-        let info = fast_forward_info(
+    let messages = texts.iter().map(|(_, t)| t.as_str());
+    send_data(outbox, positions, sid, sub, (first.0, last.0), messages)
+}
+
+/// Appends the payload of an `rtm/subscription/data` PDU for subscription `sid` whose
+/// last message has sequence number `last`.
+pub(crate) fn data_pdu<'m>(
+    out: &mut Vec<u8>,
+    positions: Positions,
+    sid: &str,
+    last: u64,
+    messages: impl Iterator<Item = &'m str>,
+) {
+    out.extend_from_slice(br#"{"action":"rtm/subscription/data","body":{"subscription_id":"#);
+    push_quoted(out, sid);
+    out.extend_from_slice(br#","position":"#);
+    push_position(out, positions, last + 1);
+    out.extend_from_slice(br#","messages":["#);
+    for (i, m) in messages.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(m.as_bytes());
+    }
+    out.extend_from_slice(b"]}}");
+}
+
+/// One data PDU with the messages of sequence numbers `seqs` (first, last), preceded by
+/// a `fast_forward` info if data was skipped before; built in place in the outbox.
+fn send_data<'m>(
+    outbox: &Arc<Outbox>,
+    positions: Positions,
+    sid: &str,
+    sub: &mut Sub,
+    (first, last): (u64, u64),
+    messages: impl Iterator<Item = &'m str>,
+) -> bool {
+    let info = sub.skipped.then(|| {
+        fast_forward_info(
             positions,
             sid,
-            texts.first().map_or(last, |t| t.0),
+            first,
             "Fast-forwarded: the client did not keep up",
-        );
-        frames.extend(text_frame(info.as_bytes()));
-    }
-    let mut messages = String::from("[");
-    for (i, (_, t)) in texts.iter().enumerate() {
-        if i > 0 {
-            messages.push(',');
+        )
+    });
+    let pushed = outbox.push_data_with(|out| {
+        if let Some(info) = &info {
+            append_frame(out, 0x1, true, |o| o.extend_from_slice(info.as_bytes()));
         }
-        messages.push_str(t);
-    }
-    messages.push(']');
-    let body = object(&[
-        ("subscription_id", &quote(sid)),
-        ("position", &positions.json(last + 1)),
-        ("messages", &messages),
-    ]);
-    frames.extend(text_frame(
-        envelope("rtm/subscription/data", None, &body).as_bytes(),
-    ));
-    match outbox.push_data(frames) {
+        append_frame(out, 0x1, true, |o| {
+            data_pdu(o, positions, sid, last, messages);
+        });
+    });
+    match pushed {
         Pushed::Ok => {
             sub.skipped = false;
             sub.next = last + 1;
@@ -416,7 +539,7 @@ fn send_data(
                 "The client did not keep up with the channel",
                 sub.next,
             );
-            let _ = outbox.push(text_frame(err.as_bytes()));
+            let _ = outbox.push_text(err.as_bytes());
             false
         }
     }

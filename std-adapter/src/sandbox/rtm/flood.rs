@@ -1,0 +1,139 @@
+//! The floods of [`SocketFault`]: chunks of frames that a connection's writer thread
+//! writes back to back while nothing else is queued.
+//!
+//! A chunk is built in a buffer that is reused (the ping chunk is built once), so a
+//! flood costs the server no memory beyond [`CHUNK`] per flooded connection, and no
+//! more CPU than the client's reading lets through.
+
+use std::iter;
+
+use super::faults::SocketFault;
+use super::outbox::append_frame;
+use super::pdu::{push_quoted, Positions};
+use super::state::{data_pdu, Shared, State};
+
+/// Bytes of flood per write.
+pub(crate) const CHUNK: usize = 16 * 1024;
+
+/// The payload of every flood ping.
+const PING_PAYLOAD: &[u8] = b"flood";
+
+/// Payload bytes of each continuation frame of the endless message (the most a
+/// two-byte header holds).
+const FRAGMENT: usize = 125;
+
+/// What a connection's writer keeps between flood chunks.
+#[derive(Debug)]
+pub(crate) struct Flooder {
+    positions: Positions,
+    chunk: Vec<u8>,
+    pings: Vec<u8>,
+    /// The endless message has started and not ended.
+    in_message: bool,
+}
+
+impl Flooder {
+    pub(crate) fn new(positions: Positions) -> Flooder {
+        Flooder {
+            positions,
+            chunk: Vec::new(),
+            pings: Vec::new(),
+            in_message: false,
+        }
+    }
+
+    /// Whether the writer is inside the endless message (only control frames may go
+    /// out until [`end_message`](Self::end_message)).
+    pub(crate) fn in_message(&self) -> bool {
+        self.in_message
+    }
+
+    /// The next chunk of `fault` for connection `id`; `None` when it has nothing to send
+    /// for now (a data flood without its subscription).
+    pub(crate) fn chunk(&mut self, fault: &SocketFault, shared: &Shared, id: u64) -> Option<&[u8]> {
+        match fault {
+            SocketFault::PingFlood => {
+                if self.pings.is_empty() {
+                    while self.pings.len() < CHUNK {
+                        append_frame(&mut self.pings, 0x9, true, |o| {
+                            o.extend_from_slice(PING_PAYLOAD);
+                        });
+                    }
+                }
+                Some(&self.pings)
+            }
+            SocketFault::DataFlood {
+                subscription_id,
+                message,
+            } => {
+                // One PDU is about this long; a chunk holds as many as fit.
+                let pdu_len = 100 + subscription_id.len() + message.len();
+                let n = (CHUNK / pdu_len).max(1) as u64;
+                let first = reserve(&mut shared.lock(), id, subscription_id, n)?;
+                self.chunk.clear();
+                for seq in first..first + n {
+                    append_frame(&mut self.chunk, 0x1, true, |o| {
+                        data_pdu(
+                            o,
+                            self.positions,
+                            subscription_id,
+                            seq,
+                            iter::once(message.as_str()),
+                        );
+                    });
+                }
+                Some(&self.chunk)
+            }
+            SocketFault::EndlessMessage => {
+                self.chunk.clear();
+                if !self.in_message {
+                    self.in_message = true;
+                    let positions = self.positions;
+                    append_frame(&mut self.chunk, 0x1, false, |o| {
+                        o.extend_from_slice(
+                            br#"{"action":"rtm/subscription/data","body":{"subscription_id":"endless","position":"#,
+                        );
+                        push_quoted(o, &format!("{}:0", positions.epoch));
+                        o.extend_from_slice(br#","messages":[""#);
+                    });
+                }
+                while self.chunk.len() < CHUNK {
+                    append_frame(&mut self.chunk, 0x0, false, |o| {
+                        o.resize(o.len() + FRAGMENT, b'x');
+                    });
+                }
+                Some(&self.chunk)
+            }
+            SocketFault::Silent => None,
+        }
+    }
+
+    /// The final fragment of the endless message: it closes the string, the array and
+    /// the PDU.
+    pub(crate) fn end_message(&mut self) -> &[u8] {
+        self.in_message = false;
+        self.chunk.clear();
+        append_frame(&mut self.chunk, 0x0, true, |o| {
+            o.extend_from_slice(b"\"]}}")
+        });
+        &self.chunk
+    }
+}
+
+/// Takes `n` sequence numbers for a data flood on subscription `sid` of connection
+/// `id`: the next ones of its channel, so that flood positions and real ones never
+/// collide or go backwards. Returns the first; `None` without the subscription.
+fn reserve(st: &mut State, id: u64, sid: &str, n: u64) -> Option<u64> {
+    let State {
+        conns, channels, ..
+    } = st;
+    let sub = conns.get_mut(&id)?.subs.get_mut(sid)?;
+    let channel = match channels.get_mut(&sub.channel) {
+        Some(ch) => ch,
+        None => channels.entry(sub.channel.clone()).or_default(),
+    };
+    let first = channel.next.max(sub.next);
+    channel.next = first + n;
+    sub.next = first + n;
+    Some(first)
+}
