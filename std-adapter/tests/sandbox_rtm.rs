@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use benchlink_std::sandbox::rtm::{
     AttemptOutcome, ConnectFault, Permissions, Reply, Role, RtmServer, RtmServerConfig,
-    DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+    SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use serde_json::{json, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -1322,4 +1322,455 @@ fn mutated_pdus_get_answers_or_nothing_never_a_crash() {
         }
     }
     connect(&server).publish("fin", json!(2));
+}
+
+/// A client that speaks WebSocket by hand, to see the server's frames exactly as they
+/// are on the wire (fragments, control frames, FIN bits).
+struct Raw {
+    tcp: TcpStream,
+    reader: std::io::BufReader<TcpStream>,
+}
+
+/// One server frame.
+#[derive(Debug, PartialEq, Eq)]
+struct RawFrame {
+    fin: bool,
+    opcode: u8,
+    payload: Vec<u8>,
+}
+
+impl RawFrame {
+    fn text(&self) -> &str {
+        std::str::from_utf8(&self.payload).unwrap()
+    }
+}
+
+impl Raw {
+    /// Connects and upgrades; returns the client and its connection id.
+    fn connect(server: &RtmServer) -> (Raw, u64) {
+        use std::io::{BufRead, Write};
+        let before = server.connections().len();
+        let mut tcp = TcpStream::connect(server.addr()).unwrap();
+        tcp.set_read_timeout(Some(WAIT)).unwrap();
+        write!(
+            tcp,
+            "GET /v2?appkey={DEFAULT_APPKEY} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: cnRtLXNlY3VyaXR5LWtleQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, tcp.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.starts_with("HTTP/1.1 101"), "{line}");
+        while line != "\r\n" {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+        }
+        assert!(server.wait_for_connections(WAIT, |c| c.len() > before));
+        let id = server.connections()[before].id;
+        (Raw { tcp, reader }, id)
+    }
+
+    /// Sends one masked frame.
+    fn send(&mut self, opcode: u8, payload: &[u8]) {
+        use std::io::Write;
+        self.tcp.write_all(&masked(opcode, payload)).unwrap();
+    }
+
+    fn send_text(&mut self, text: &str) {
+        self.send(0x1, text.as_bytes());
+    }
+
+    /// The next frame.
+    fn frame(&mut self) -> RawFrame {
+        self.try_frame().expect("a frame")
+    }
+
+    /// The next frame; `None` when the connection ends or nothing comes in time.
+    fn try_frame(&mut self) -> Option<RawFrame> {
+        use std::io::Read;
+        let mut head = [0u8; 2];
+        self.reader.read_exact(&mut head).ok()?;
+        assert_eq!(head[1] & 0x80, 0, "server frames are not masked");
+        let len = match head[1] & 0x7F {
+            126 => {
+                let mut n = [0u8; 2];
+                self.reader.read_exact(&mut n).unwrap();
+                u64::from(u16::from_be_bytes(n))
+            }
+            127 => {
+                let mut n = [0u8; 8];
+                self.reader.read_exact(&mut n).unwrap();
+                u64::from_be_bytes(n)
+            }
+            n => u64::from(n),
+        };
+        let mut payload = vec![0; usize::try_from(len).unwrap()];
+        self.reader.read_exact(&mut payload).unwrap();
+        Some(RawFrame {
+            fin: head[0] & 0x80 != 0,
+            opcode: head[0] & 0x0F,
+            payload,
+        })
+    }
+
+    /// Reads frames until none comes for `quiet`; returns how many came.
+    fn drain(&mut self, quiet: Duration) -> usize {
+        self.tcp.set_read_timeout(Some(quiet)).unwrap();
+        let mut n = 0;
+        while self.try_frame().is_some() {
+            n += 1;
+        }
+        self.tcp.set_read_timeout(Some(WAIT)).unwrap();
+        n
+    }
+}
+
+/// A masked client frame with FIN.
+fn masked(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x11, 0x22, 0x33, 0x44];
+    let mut out = vec![0x80 | opcode];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    out
+}
+
+const PING: u8 = 0x9;
+const PONG: u8 = 0xA;
+
+#[test]
+fn fault_ping_flood() {
+    let server = start(RtmServerConfig::default());
+    let faults = server.faults();
+    let (mut a, a_id) = Raw::connect(&server);
+    let (mut b, _) = Raw::connect(&server);
+    // One connection: pings back to back, far more than any client would send.
+    assert!(faults.set_socket_fault_on(a_id, Some(SocketFault::PingFlood)));
+    for _ in 0..20_000 {
+        let f = a.frame();
+        assert_eq!(
+            (f.fin, f.opcode, f.payload.as_slice()),
+            (true, PING, &b"flood"[..])
+        );
+    }
+    // Requests are still served: the reply comes between pings.
+    a.send_text(r#"{"action":"rtm/publish","id":1,"body":{"channel":"p","message":1}}"#);
+    let reply = loop {
+        let f = a.frame();
+        if f.opcode != PING {
+            break f;
+        }
+    };
+    assert!(
+        reply
+            .text()
+            .starts_with(r#"{"action":"rtm/publish/ok","id":1"#),
+        "{reply:?}"
+    );
+    // The other connection is left alone.
+    b.send_text(r#"{"action":"rtm/read","id":2,"body":{"channel":"p"}}"#);
+    assert!(b.frame().text().starts_with(r#"{"action":"rtm/read/ok""#));
+    assert_eq!(b.drain(Duration::from_millis(100)), 0);
+    // Cleared: what was already on its way arrives, then nothing more.
+    assert!(faults.set_socket_fault_on(a_id, None));
+    a.drain(Duration::from_millis(300));
+    a.send(PING, b"still there?");
+    assert_eq!(
+        a.frame(),
+        RawFrame {
+            fin: true,
+            opcode: PONG,
+            payload: b"still there?".to_vec()
+        }
+    );
+    assert_eq!(a.drain(Duration::from_millis(100)), 0);
+
+    // For every connection, present and future; the flood ends with the connection.
+    assert_eq!(faults.set_socket_fault(Some(SocketFault::PingFlood)), 2);
+    let (mut c, c_id) = Raw::connect(&server);
+    for client in [&mut a, &mut b, &mut c] {
+        for _ in 0..1000 {
+            assert_eq!(client.frame().opcode, PING);
+        }
+    }
+    drop(c);
+    assert!(
+        server.wait_for_connections(WAIT, |conns| conns.iter().any(|x| x.id == c_id && !x.open))
+    );
+    faults.clear();
+    for client in [&mut a, &mut b] {
+        client.drain(Duration::from_millis(300));
+        client.send(PING, b"1");
+        assert_eq!(client.frame().opcode, PONG);
+    }
+}
+
+#[test]
+fn fault_data_flood() {
+    let server = start(RtmServerConfig::default());
+    let faults = server.faults();
+    let (mut c, id) = Raw::connect(&server);
+    let position = |pdu: &Value| seq(pdu["body"]["position"].as_str().unwrap());
+    // Set before the subscription exists: the flood starts with it, after subscribe/ok.
+    let fault = SocketFault::DataFlood {
+        subscription_id: "flood".to_owned(),
+        message: r#"{"k":[1,"v"]}"#.to_owned(),
+    };
+    assert!(faults.set_socket_fault_on(id, Some(fault.clone())));
+    assert_eq!(
+        c.drain(Duration::from_millis(100)),
+        0,
+        "no subscription, no flood"
+    );
+    server.publish("ch", "0").unwrap();
+    c.send_text(
+        r#"{"action":"rtm/subscribe","id":1,"body":{"channel":"ch","subscription_id":"flood"}}"#,
+    );
+    let ok: Value = serde_json::from_str(c.frame().text()).unwrap();
+    assert_eq!(ok["action"], "rtm/subscribe/ok");
+    let mut last = seq(ok["body"]["position"].as_str().unwrap());
+    // Valid data PDUs with increasing positions; real data fits in between.
+    // (The socket buffers hold thousands of flood PDUs written before the real one.)
+    let mut real = false;
+    let mut i = 0;
+    while i < 5000 || !real {
+        assert!(i < 2_000_000, "the published message never came");
+        i += 1;
+        if i == 2000 {
+            server.publish("ch", r#""real""#).unwrap();
+        }
+        let f = c.frame();
+        assert_eq!((f.fin, f.opcode), (true, 0x1));
+        let pdu: Value = serde_json::from_str(f.text()).unwrap();
+        assert_eq!(pdu["action"], "rtm/subscription/data", "{pdu}");
+        assert_eq!(pdu["body"]["subscription_id"], "flood");
+        let messages = pdu["body"]["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 1);
+        if messages[0] == json!("real") {
+            real = true;
+        } else {
+            assert_eq!(messages[0], json!({"k": [1, "v"]}));
+        }
+        let p = position(&pdu);
+        assert!(p > last, "{p} after {last}");
+        last = p;
+    }
+    // The flood follows the subscription: an unsubscribe pauses it.
+    c.send_text(r#"{"action":"rtm/unsubscribe","id":2,"body":{"subscription_id":"flood"}}"#);
+    let unsubscribed = loop {
+        let pdu: Value = serde_json::from_str(c.frame().text()).unwrap();
+        if pdu["action"] != "rtm/subscription/data" {
+            break pdu;
+        }
+        last = position(&pdu);
+    };
+    assert_eq!(unsubscribed["action"], "rtm/unsubscribe/ok");
+    assert_eq!(
+        position(&unsubscribed),
+        last,
+        "the resume position follows the flood"
+    );
+    assert_eq!(c.drain(Duration::from_millis(200)), 0);
+    // Position checks of a later message.
+    let next = seq(&server.publish("ch", "1").unwrap());
+    assert_eq!(
+        next, last,
+        "flood messages took the channel's sequence numbers"
+    );
+    // Globally, and cleared.
+    assert_eq!(faults.set_socket_fault(Some(fault)), 1);
+    c.send_text(
+        r#"{"action":"rtm/subscribe","id":3,"body":{"channel":"ch","subscription_id":"flood"}}"#,
+    );
+    for _ in 0..100 {
+        let pdu: Value = serde_json::from_str(c.frame().text()).unwrap();
+        assert!(pdu["action"] == "rtm/subscribe/ok" || pdu["action"] == "rtm/subscription/data");
+    }
+    faults.clear();
+    c.drain(Duration::from_millis(300));
+    c.send_text(r#"{"action":"rtm/read","id":4,"body":{"channel":"ch"}}"#);
+    assert!(c.frame().text().starts_with(r#"{"action":"rtm/read/ok""#));
+}
+
+#[test]
+fn fault_endless_fragmented_message() {
+    let server = start(RtmServerConfig::default());
+    let faults = server.faults();
+    let (mut c, id) = Raw::connect(&server);
+    assert!(faults.set_socket_fault_on(id, Some(SocketFault::EndlessMessage)));
+    let first = c.frame();
+    assert_eq!((first.fin, first.opcode), (false, 0x1));
+    assert!(first
+        .text()
+        .starts_with(r#"{"action":"rtm/subscription/data","body":{"subscription_id":"endless""#));
+    for _ in 0..20_000 {
+        let f = c.frame();
+        assert_eq!((f.fin, f.opcode), (false, 0x0));
+        assert_eq!(f.payload, [b'x'; 125]);
+    }
+    // Control frames still get through; a reply (a data frame) waits for the end.
+    c.send_text(r#"{"action":"rtm/publish","id":1,"body":{"channel":"e","message":1}}"#);
+    c.send(PING, b"p");
+    let pong = loop {
+        let f = c.frame();
+        if f.opcode != 0x0 {
+            break f;
+        }
+        assert!(!f.fin);
+    };
+    assert_eq!((pong.opcode, pong.payload.as_slice()), (PONG, &b"p"[..]));
+    faults.clear();
+    // The message ends (and is then valid JSON), and the held reply follows.
+    let last = loop {
+        let f = c.frame();
+        assert_eq!(f.opcode, 0x0);
+        if f.fin {
+            break f;
+        }
+    };
+    let whole = format!("{}{}{}", first.text(), "x".repeat(3), last.text());
+    let pdu: Value = serde_json::from_str(&whole).unwrap();
+    assert_eq!(pdu["body"]["messages"], json!(["xxx"]));
+    let reply = c.frame();
+    assert!(reply
+        .text()
+        .starts_with(r#"{"action":"rtm/publish/ok","id":1"#));
+    assert_eq!(c.drain(Duration::from_millis(100)), 0);
+}
+
+#[test]
+fn fault_silent_socket() {
+    use std::io::Write;
+    let server = start(RtmServerConfig::default());
+    let faults = server.faults();
+    let (mut c, id) = Raw::connect(&server);
+    let (mut other, _) = Raw::connect(&server);
+    assert!(faults.set_socket_fault_on(id, Some(SocketFault::Silent)));
+    // Nothing is answered, not even a ping, and nothing is handled.
+    c.send(PING, b"p");
+    c.send_text(r#"{"action":"rtm/publish","id":1,"body":{"channel":"s","message":1}}"#);
+    assert_eq!(c.drain(Duration::from_millis(300)), 0);
+    let info = |server: &RtmServer| {
+        server
+            .connections()
+            .into_iter()
+            .find(|x| x.id == id)
+            .unwrap()
+    };
+    assert!(info(&server).open);
+    assert_eq!(info(&server).received_count, 0);
+    // The server does not read: the client's writes block once the socket buffers are
+    // full (publishes without an id, which get no reply).
+    let block: Vec<u8> = (0..500)
+        .flat_map(|_| {
+            masked(
+                0x1,
+                br#"{"action":"rtm/publish","body":{"channel":"s","message":2}}"#,
+            )
+        })
+        .collect();
+    c.tcp
+        .set_write_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let (mut written, mut offset) = (0usize, 0usize);
+    let blocked = loop {
+        match c.tcp.write(&block[offset..]) {
+            Ok(n) => {
+                written += n;
+                offset = (offset + n) % block.len();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                break true
+            }
+            Err(e) => panic!("{e}"),
+        }
+        if written > 256 << 20 {
+            break false;
+        }
+    };
+    assert!(blocked, "{written} bytes went in without blocking");
+    // Others are served meanwhile.
+    other.send_text(r#"{"action":"rtm/read","id":2,"body":{"channel":"s"}}"#);
+    assert!(other
+        .frame()
+        .text()
+        .starts_with(r#"{"action":"rtm/read/ok""#));
+    // Cleared: the rest goes in, the pong and the reply come, and everything written is
+    // handled.
+    faults.set_socket_fault(None);
+    c.tcp.set_write_timeout(None).unwrap();
+    c.tcp.write_all(&block[offset..]).unwrap();
+    assert_eq!(c.frame().opcode, PONG);
+    assert!(c
+        .frame()
+        .text()
+        .starts_with(r#"{"action":"rtm/publish/ok","id":1"#));
+    c.send_text(r#"{"action":"rtm/read","id":3,"body":{"channel":"s"}}"#);
+    assert!(c
+        .frame()
+        .text()
+        .starts_with(r#"{"action":"rtm/read/ok","id":3"#));
+    let frames = written
+        / masked(
+            0x1,
+            br#"{"action":"rtm/publish","body":{"channel":"s","message":2}}"#,
+        )
+        .len()
+        + 1;
+    assert!(info(&server).received_count >= frames + 2);
+    // A silenced connection can still be dropped.
+    faults.set_socket_fault_on(id, Some(SocketFault::Silent));
+    assert_eq!(faults.drop_connections(), 2);
+    assert!(server.wait_for_connections(WAIT, |conns| conns.iter().all(|x| !x.open)));
+}
+
+#[test]
+fn fault_floods_wait_for_a_slow_reader() {
+    // A client that does not read holds the flood back: the server writes a chunk at a
+    // time and blocks on a full socket, instead of building PDUs for it in memory. The
+    // data flood shows how far it went, in the channel's sequence numbers.
+    let server = start(RtmServerConfig::default());
+    let faults = server.faults();
+    let (mut c, id) = Raw::connect(&server);
+    c.send_text(r#"{"action":"rtm/subscribe","id":1,"body":{"channel":"slow"}}"#);
+    assert!(c
+        .frame()
+        .text()
+        .starts_with(r#"{"action":"rtm/subscribe/ok""#));
+    let message = format!("\"{}\"", "m".repeat(1000));
+    faults.set_socket_fault_on(
+        id,
+        Some(SocketFault::DataFlood {
+            subscription_id: "slow".to_owned(),
+            message,
+        }),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let first = seq(&server.publish("slow", "1").unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    let second = seq(&server.publish("slow", "2").unwrap());
+    // The socket buffers (a few MB) hold a few thousand of these 1 KB PDUs.
+    assert!(
+        first < 20_000,
+        "{first} PDUs built for a client that reads nothing"
+    );
+    assert!(
+        second - first < 1000,
+        "{first} then {second}: still building"
+    );
+    // Reading lets it go on.
+    for _ in 0..(second + 1000) {
+        assert_eq!(c.frame().opcode, 0x1);
+    }
+    faults.clear();
 }

@@ -315,6 +315,11 @@ fn run(
         let close = match ws.read() {
             Ok(message) => {
                 ws.get_mut().yield_before_read = true;
+                if outbox.is_silent() {
+                    // Silenced while this was read: it waits, unhandled, like the rest.
+                    batch.end();
+                    outbox.wait_while_silent();
+                }
                 match message {
                     Message::Text(text) => actions::handle(&mut batch, id, text.as_str()),
                     // The C SDK parses binary frames as JSON text; do the same.

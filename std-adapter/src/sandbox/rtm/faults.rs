@@ -74,9 +74,10 @@ pub enum SocketFault {
     /// the PDU, so the message is then valid JSON and the connection usable.
     EndlessMessage,
     /// The server neither reads from nor writes to the connection, and keeps it open:
-    /// a peer that hangs. Frames for the client (and requests from it, which TCP then
-    /// holds back) wait until the fault is cleared. A request the server was already
-    /// reading when the fault came may still be handled; its reply waits too.
+    /// a peer that hangs. Frames for the client, and requests from it (which TCP then
+    /// holds back), wait until the fault is cleared; nothing is handled meanwhile (the
+    /// one read that may already be under way when the fault comes takes up to 256 KiB
+    /// from the socket, unhandled).
     /// [`close_connections`](Faults::close_connections) still closes the connection
     /// (with its close frame); [`drop_connections`](Faults::drop_connections) too.
     Silent,

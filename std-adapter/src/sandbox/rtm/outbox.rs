@@ -31,7 +31,7 @@
 //! client that does not read instead of the server's memory growing.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::faults::SocketFault;
@@ -84,6 +84,8 @@ pub(crate) struct Outbox {
     limit: usize,
     /// `Queue::frames`, readable without the lock (the reader checks it per request).
     queued: AtomicUsize,
+    /// The fault is [`SocketFault::Silent`] (readable without the lock, per request).
+    silent: AtomicBool,
 }
 
 /// What happened to a pushed frame.
@@ -136,6 +138,7 @@ impl Outbox {
             to_reader: Condvar::new(),
             limit: limit.max(1),
             queued: AtomicUsize::new(0),
+            silent: AtomicBool::new(false),
         }
     }
 
@@ -244,6 +247,8 @@ impl Outbox {
     /// Sets (or clears) the connection's socket fault; it acts at once.
     pub(crate) fn set_fault(&self, fault: Option<SocketFault>) {
         let mut q = self.lock();
+        self.silent
+            .store(fault == Some(SocketFault::Silent), Ordering::Relaxed);
         q.fault = fault;
         self.wake_all(&mut q);
     }
@@ -271,9 +276,17 @@ impl Outbox {
         q.reader_waiting = false;
     }
 
+    /// Whether the connection is silenced (a hint: read without the lock).
+    pub(crate) fn is_silent(&self) -> bool {
+        self.silent.load(Ordering::Relaxed)
+    }
+
     /// The reader's side of [`SocketFault::Silent`]: waits while the connection is
     /// silenced and open.
     pub(crate) fn wait_while_silent(&self) {
+        if !self.is_silent() {
+            return;
+        }
         let mut q = self.lock();
         while q.fault == Some(SocketFault::Silent) && !q.closed && !q.shutdown {
             q.reader_waiting = true;
