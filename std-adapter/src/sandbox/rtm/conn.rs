@@ -34,7 +34,7 @@ use super::records::AttemptOutcome;
 use super::state::{Batch, Conn, Record, Shared};
 
 /// Bytes tungstenite reads from the socket at once.
-const READ_BUFFER: usize = 256 * 1024;
+const READ_BUFFER: usize = 64 * 1024;
 
 /// Requests handled under one take of the state lock at most, so that other threads
 /// (publishers, tests, fault injection) wait no longer than that.
@@ -311,13 +311,24 @@ fn run(
     let limit = config.max_queued_frames.max(1);
     let mut batch = Batch::new(shared);
     let mut handled = 0;
+    // The reader's half of the outbox's double buffer, for writing its own batches.
+    let mut spare = Vec::new();
+    // Ends the batch: the state lock goes (waking the writers of others that got
+    // frames), then this connection's replies are written, by this thread if it can.
+    let end = |batch: &mut Batch<'_>, ws: &tungstenite::WebSocket<WsIo>, spare: &mut Vec<u8>| {
+        batch.end();
+        outbox.end_batch(&ws.get_ref().tcp, spare);
+    };
     loop {
         let close = match ws.read() {
             Ok(message) => {
                 ws.get_mut().yield_before_read = true;
+                if handled == 0 {
+                    outbox.begin_batch();
+                }
                 if outbox.is_silent() {
                     // Silenced while this was read: it waits, unhandled, like the rest.
-                    batch.end();
+                    end(&mut batch, &ws, &mut spare);
                     outbox.wait_while_silent();
                 }
                 match message {
@@ -333,7 +344,7 @@ fn run(
                 // catch up, and other threads have the lock.
                 if handled >= MAX_BATCH || outbox.queued() >= limit {
                     handled = 0;
-                    batch.end();
+                    end(&mut batch, &ws, &mut spare);
                     outbox.wait_for_room(limit);
                 }
                 continue;
@@ -342,8 +353,10 @@ fn run(
             Err(WsError::Io(e))
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) =>
             {
-                handled = 0;
-                batch.end();
+                if handled > 0 {
+                    handled = 0;
+                    end(&mut batch, &ws, &mut spare);
+                }
                 outbox.wait_for_room(limit);
                 continue;
             }
@@ -364,7 +377,7 @@ fn run(
                 None
             }
         };
-        batch.end();
+        end(&mut batch, &ws, &mut spare);
         if let Some(code) = close {
             let _ = outbox.push_frames(&close_frame(code));
             outbox.push_shutdown();

@@ -6,9 +6,8 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::Write as _;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -59,12 +58,13 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
-/// The top level of a PDU: the three members the server reads, raw.
+/// The top level of a PDU: the three members the server reads. The body is read in the
+/// same pass (it is most of the PDU; reading it raw first would scan it twice).
 #[derive(Default)]
 struct Top<'a> {
     action: Option<&'a RawValue>,
     id: Option<&'a RawValue>,
-    body: Option<&'a RawValue>,
+    body: Option<Body<'a>>,
 }
 
 impl<'de> Deserialize<'de> for Top<'de> {
@@ -78,16 +78,14 @@ impl<'de> Deserialize<'de> for Top<'de> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut top = Top::default();
                 while let Some(Text(key)) = map.next_key()? {
-                    let slot = match key.as_ref() {
-                        "action" => &mut top.action,
-                        "id" => &mut top.id,
-                        "body" => &mut top.body,
+                    match key.as_ref() {
+                        "action" => top.action = Some(map.next_value()?),
+                        "id" => top.id = Some(map.next_value()?),
+                        "body" => top.body = Some(map.next_value()?),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
-                            continue;
                         }
-                    };
-                    *slot = Some(map.next_value()?);
+                    }
                 }
                 Ok(top)
             }
@@ -96,26 +94,52 @@ impl<'de> Deserialize<'de> for Top<'de> {
     }
 }
 
-/// The members of an object, raw.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// A PDU's `body`: the members of an object, raw, or a note that it is not an object
+/// (which is the request's fault, not a JSON error).
+enum Body<'a> {
+    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
+    Other,
+}
 
-impl<'de> Deserialize<'de> for Members<'de> {
+impl<'de> Deserialize<'de> for Body<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Members<'de>;
+            type Value = Body<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map")
+                f.write_str("any JSON value")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
                 while let Some((Text(key), value)) = map.next_entry()? {
                     members.push((key, value));
                 }
-                Ok(Members(members))
+                Ok(Body::Object(members))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Body::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Body::Other)
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_any(V)
     }
 }
 
@@ -133,10 +157,7 @@ impl<'a> Request<'a> {
                 id: id.map(str::to_owned),
             });
         };
-        let Some(Members(body)) = top
-            .body
-            .and_then(|raw| serde_json::from_str::<Members<'a>>(raw.get()).ok())
-        else {
+        let Some(Body::Object(body)) = top.body else {
             return Err(Malformed::BadBody {
                 action: action.into_owned(),
                 id: id.map(str::to_owned),
@@ -188,8 +209,27 @@ pub(crate) fn push_quoted(out: &mut Vec<u8>, text: &str) {
 
 /// Appends the JSON string of position `n` (`"<epoch>:<n>"`).
 pub(crate) fn push_position(out: &mut Vec<u8>, positions: Positions, n: u64) {
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "\"{}:{n}\"", positions.epoch);
+    out.push(b'"');
+    push_decimal(out, positions.epoch);
+    out.push(b':');
+    push_decimal(out, n);
+    out.push(b'"');
+}
+
+/// Appends `n` in decimal (without the formatting machinery: this is on the path of
+/// every reply and every message delivered).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// `text` as a JSON string literal.
@@ -301,6 +341,18 @@ mod tests {
             Request::parse(r#"{"action":"a","body":{}} x"#),
             Err(Malformed::NotJson(_))
         ));
+        // A body that is not an object is the request's fault; broken JSON is not.
+        for body in ["[1,[2]]", "1", "-1", "1.5", "\"s\"", "true", "null"] {
+            let text = format!(r#"{{"action":"a","id":1,"body":{body}}}"#);
+            assert!(
+                matches!(Request::parse(&text), Err(Malformed::BadBody { .. })),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            Request::parse(r#"{"action":"a","body":[1,}"#),
+            Err(Malformed::NotJson(_))
+        ));
     }
 
     #[test]
@@ -309,7 +361,8 @@ mod tests {
         push_quoted(&mut out, "a\"b");
         out.push(b' ');
         push_position(&mut out, Positions { epoch: 7 }, 42);
-        assert_eq!(out, br#""a\"b" "7:42""#);
+        push_position(&mut out, Positions { epoch: 0 }, u64::MAX);
+        assert_eq!(out, br#""a\"b" "7:42""0:18446744073709551615""#);
     }
 
     #[test]
