@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release -p benchlink-std --example hub_load -- [--messages N] [--window W]
-//!     [--batch B] [--body JSON] [--subscribers S] [--endpoint ws://127.0.0.1:PORT --pid PID]
+//!     [--batch B] [--body JSON] [--subscribers S] [--runs R]
+//!     [--endpoint ws://127.0.0.1:PORT --pid PID]
 //! ```
 //!
 //! It speaks WebSocket by hand over raw TCP: after the upgrade it writes pre-encoded,
@@ -66,6 +67,16 @@ struct Args {
     /// Process id of the hub behind `--endpoint`, to measure its CPU.
     #[arg(long)]
     pid: Option<u32>,
+    /// Runs (one after another on the same connections), for a median on a noisy
+    /// machine.
+    #[arg(long, default_value_t = 1)]
+    runs: u64,
+}
+
+/// The median of `values` (sorted in place).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 fn main() -> ExitCode {
@@ -127,29 +138,6 @@ fn run(args: &Args) -> io::Result<()> {
         thread::sleep(Duration::from_millis(200));
     }
 
-    // The connections stay open until the hub's CPU is read: a closed one takes its
-    // threads, and their CPU, away from /proc.
-    let (mut tcp, leftover) = upgrade(addr, &args.appkey)?;
-    let block = publish_block(&args.channel, &args.body, batch);
-    let before = meter()?;
-    let start = Instant::now();
-    let acked = publish(&mut tcp, leftover, &block, batch, window, messages)?;
-    let published_in = start.elapsed();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for (count, failed) in &subscribers {
-        while count.load(Ordering::Relaxed) < messages
-            && !failed.load(Ordering::Relaxed)
-            && Instant::now() < deadline
-        {
-            thread::sleep(Duration::from_millis(1));
-        }
-    }
-    let elapsed = start.elapsed();
-    let after = meter()?;
-    stop.store(true, Ordering::Relaxed);
-    drop(tcp);
-
-    let secs = elapsed.as_secs_f64();
     println!(
         "hub_load: {messages} publishes of {} B messages to {:?}, window {window}, batch {batch}, {} subscriber(s), hub {}",
         args.body.len(),
@@ -157,38 +145,84 @@ fn run(args: &Args) -> io::Result<()> {
         args.subscribers,
         if server.is_some() { "in-process" } else { endpoint.as_str() },
     );
-    println!(
-        "  {acked} acknowledged in {:.3} s: {:.0} acked publishes/s",
-        published_in.as_secs_f64(),
-        acked as f64 / published_in.as_secs_f64()
-    );
-    for (i, (count, failed)) in subscribers.iter().enumerate() {
-        println!(
-            "  subscriber {i}: {} messages{}",
-            count.load(Ordering::Relaxed),
-            if failed.load(Ordering::Relaxed) {
-                " (subscription error)"
-            } else {
-                ""
+    // The connections stay open until the hub's CPU is read: a closed one takes its
+    // threads, and their CPU, away from /proc.
+    let (mut tcp, mut leftover) = upgrade(addr, &args.appkey)?;
+    let block = publish_block(&args.channel, &args.body, batch);
+    let mut rates = Vec::new();
+    let mut costs = Vec::new();
+    for run in 1..=args.runs.max(1) {
+        let before = meter()?;
+        let start = Instant::now();
+        let acked = publish(
+            &mut tcp,
+            std::mem::take(&mut leftover),
+            &block,
+            batch,
+            window,
+            messages,
+        )?;
+        let published_in = start.elapsed();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for (count, failed) in &subscribers {
+            while count.load(Ordering::Relaxed) < run * messages
+                && !failed.load(Ordering::Relaxed)
+                && Instant::now() < deadline
+            {
+                thread::sleep(Duration::from_millis(1));
             }
+        }
+        let elapsed = start.elapsed();
+        let after = meter()?;
+        let rate = acked as f64 / published_in.as_secs_f64();
+        rates.push(rate);
+        println!(
+            "  run {run}: {acked} acknowledged in {:.3} s: {rate:.0} acked publishes/s",
+            published_in.as_secs_f64(),
         );
+        for (i, (count, failed)) in subscribers.iter().enumerate() {
+            println!(
+                "    subscriber {i}: {} messages so far{}",
+                count.load(Ordering::Relaxed),
+                if failed.load(Ordering::Relaxed) {
+                    " (subscription error)"
+                } else {
+                    ""
+                }
+            );
+        }
+        let cpu = after.minus(before);
+        if cpu.total_ns > 0 {
+            let per = cpu.total_ns as f64 / 1e3 / messages as f64;
+            costs.push(per);
+            println!(
+                "    hub CPU {:.3} s (user {:.2} s, sys {:.2} s) in {:.3} s: {per:.2} µs per publish{}",
+                cpu.total_ns as f64 / 1e9,
+                cpu.user_ticks as f64 / TICKS_PER_SEC,
+                cpu.sys_ticks as f64 / TICKS_PER_SEC,
+                elapsed.as_secs_f64(),
+                if args.subscribers > 0 {
+                    " (including its fan-out)"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            println!("    hub CPU not measured (give --pid with --endpoint)");
+        }
     }
-    let cpu = after.minus(before);
-    if cpu.total_ns > 0 {
-        let per = cpu.total_ns as f64 / 1e3 / messages as f64;
-        println!(
-            "  hub CPU {:.3} s (user {:.2} s, sys {:.2} s) in {secs:.3} s: {per:.2} µs per publish{}",
-            cpu.total_ns as f64 / 1e9,
-            cpu.user_ticks as f64 / TICKS_PER_SEC,
-            cpu.sys_ticks as f64 / TICKS_PER_SEC,
-            if args.subscribers > 0 {
-                " (including its fan-out)"
-            } else {
-                ""
-            }
+    stop.store(true, Ordering::Relaxed);
+    drop(tcp);
+    if rates.len() > 1 {
+        print!(
+            "  median of {} runs: {:.0} acked publishes/s",
+            rates.len(),
+            median(&mut rates)
         );
-    } else {
-        println!("  hub CPU not measured (give --pid with --endpoint)");
+        if !costs.is_empty() {
+            print!(", {:.2} µs hub CPU per publish", median(&mut costs));
+        }
+        println!();
     }
     if let Some(server) = server {
         server.shutdown();

@@ -178,7 +178,9 @@ pub struct RtmServerConfig {
     pub max_message_size: usize,
     /// Frames that may wait for a slow client. When a subscription's data would exceed
     /// it, the subscription is fast-forwarded (with `fast_forward`) or ended with
-    /// `out_of_sync`; when replies exceed twice this, the connection is dropped.
+    /// `out_of_sync`. While this many wait, the server reads no more requests from that
+    /// client (TCP then slows it down); replies beyond twice this (a safety net: the
+    /// server stops reading long before) drop the connection.
     pub max_queued_frames: usize,
     /// Channels the server keeps; publishing to a new channel beyond this fails with
     /// `limit_exceeded`.

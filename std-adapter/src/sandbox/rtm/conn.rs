@@ -391,7 +391,8 @@ fn run(
 /// [`SocketFault`](super::SocketFault)) fill the gaps, one chunk per write, so the
 /// socket's backpressure is their only pace.
 fn write_loop(mut tcp: TcpStream, outbox: &Outbox, shared: &Shared, id: u64, pause: Duration) {
-    // Nothing may follow the 101 in the same TCP segment (spec §2.2).
+    // Nothing may follow the 101 in the same TCP segment: some clients (the C SDK among
+    // them) corrupt a frame that shares it.
     thread::sleep(pause);
     let mut buf = Vec::new();
     let mut flooder = Flooder::new(shared.positions);

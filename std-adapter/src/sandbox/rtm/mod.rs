@@ -9,7 +9,17 @@
 //! own position, data = one past the last message, `subscribe/ok` = where the
 //! subscription starts). Role-secret auth, per-role channel permissions, views
 //! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
-//! and [`Faults`] for everything the reference SDK's tests do to a live service.
+//! and [`Faults`] for everything the reference SDK's tests do to a live service, plus
+//! socket faults ([`SocketFault`]: ping and data floods, an endless fragmented message,
+//! a silent peer) for proving that a client stays bounded and keeps its deadlines.
+//!
+//! The server is meant to measure clients against, so it must not be their bottleneck:
+//! a client that pipelines publishes gets its requests handled in batches (every
+//! complete frame of a read, under one take of the state lock) and its replies written
+//! with one syscall per batch, and each subscriber gets its data coalesced the same way
+//! (see the `conn` and `outbox` modules). It costs about a microsecond of CPU per
+//! acknowledged publish; `cargo run --release -p benchlink-std --example hub_load`
+//! measures it.
 //!
 //! Choices where the spec records no behaviour of the real service:
 //! - positions are `"<server start, unix seconds>:<n>"`; only `n` is read back, so any

@@ -1,26 +1,34 @@
-//! The bytes waiting for one connection's writer thread.
+//! The bytes waiting to be written to one connection.
 //!
 //! Every frame for a client goes through its outbox: replies from its own reader thread,
 //! subscription data from publishers' threads, pongs from tungstenite, injected faults.
 //! Frames are queued under the server's state lock, so their order is the order of the
-//! events that caused them; only the writer thread touches the socket, so a slow client
-//! never blocks anyone else.
+//! events that caused them. Only the connection's own threads write to its socket (its
+//! writer, and its reader for its own replies), so a slow client never blocks anyone
+//! else.
 //!
 //! # Why one byte buffer, and why wake-ups wait
 //!
 //! A client that pipelines publishes gets hundreds of replies per read of its socket.
 //! Writing each reply with its own syscall, and waking the writer thread for each, cost
-//! far more than handling the request (about 28 µs per message, mostly in the kernel).
-//! So frames are appended, already encoded, to one growing byte buffer, and the writer
-//! swaps the whole buffer out and writes it with one syscall: whatever piled up while it
-//! was busy leaves together, for replies and fan-out alike. Building a frame in place
-//! needs no allocation once the buffers have grown.
+//! far more than handling the request (several microseconds per message, mostly in the
+//! kernel). So frames are appended, already encoded, to one growing byte buffer, and
+//! whoever writes swaps the whole buffer out and writes it with one syscall: whatever
+//! piled up meanwhile leaves together, for replies and fan-out alike. Building a frame
+//! in place needs no allocation once the buffers have grown.
+//!
+//! Who writes: the connection's reader, for the replies of the batch it just handled
+//! ([`Outbox::end_batch`]), when the socket is free; otherwise the writer thread. The
+//! reader writing its own replies saves a thread hand-off per batch (per request, for a
+//! client that waits for each reply). A `writing` token keeps the two apart, so frames
+//! never interleave on the wire.
 //!
 //! Waking the writer is the other half. A thread that holds the state lock (see
 //! `Shared::lock`) holds back the wake-ups its pushes cause ([`hold_kicks`]) and sends
 //! them when it lets go of the lock ([`release_kicks`]): a reader that handles a batch of
-//! requests under one lock wakes its writer, and every subscriber's writer, once per
-//! batch instead of once per frame, and the writer then finds the whole batch waiting.
+//! requests under one lock wakes every subscriber's writer once per batch instead of
+//! once per frame, and each writer then finds the whole batch waiting. Its own outbox
+//! needs no wake-up at all while the reader will write it ([`Outbox::begin_batch`]).
 //!
 //! # Bounds
 //!
