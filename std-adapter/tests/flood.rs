@@ -1,0 +1,219 @@
+//! The std client and the `benchlink rtm` command under a hostile server: the local hub's
+//! flood faults (pings, subscription data, a message that never ends) and a server that
+//! hangs. What is checked: memory stays bounded (the command's peak resident set, read
+//! from `/proc`), deadlines fire while the flood goes on (`--timeout`, request timeouts,
+//! the dead-peer limit), and the command exits as documented. How late each deadline
+//! fired is printed (`cargo test --test flood -- --nocapture`); the assertions only bound
+//! it generously, as a machine under load may be slow: the figures are not timed tests.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use benchlink_std::rtm::{Client, ClientObserver, ClientOptions, ClientState, Error, Mode};
+use benchlink_std::rtm::{SubscribeOptions, SubscriptionObserver};
+use benchlink_std::sandbox::rtm::{Reply, RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY};
+
+/// The most memory the command may use under any flood.
+const MAX_RSS_KIB: u64 = 64 * 1024;
+
+/// Slack allowed past a deadline before a test fails (the figure itself is printed).
+const SLACK: Duration = Duration::from_secs(1);
+
+/// Peak resident set of a running process, KiB (`VmHWM`), if it is still there.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Runs `benchlink rtm ARGS` against `server` until it exits (killed after 30 s),
+/// sampling its peak memory; returns (exit code, elapsed, peak RSS KiB, stderr).
+fn run_cli(server: &RtmServer, args: &[&str]) -> (Option<i32>, Duration, u64, String) {
+    let started = Instant::now();
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_benchlink"))
+        .arg("rtm")
+        .args(args)
+        .env("BENCHLINK_RTM_ENDPOINT", server.endpoint())
+        .env("BENCHLINK_RTM_APPKEY", DEFAULT_APPKEY)
+        .env_remove("BENCHLINK_RTM_ROLE")
+        .env_remove("BENCHLINK_RTM_ROLE_SECRET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("benchlink binary");
+    let pid = child.id();
+    let mut stderr = child.stderr.take().expect("stderr");
+    let err = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let mut peak = 0;
+    let status = loop {
+        if let Some(kib) = peak_rss_kib(pid) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "benchlink rtm {args:?} did not end: {}",
+                err.join().unwrap_or_default()
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = started.elapsed();
+    (status.code(), elapsed, peak, err.join().unwrap_or_default())
+}
+
+fn flood_server(fault: SocketFault) -> RtmServer {
+    let server = RtmServer::start(RtmServerConfig::default()).expect("hub");
+    server.faults().set_socket_fault(Some(fault));
+    server
+}
+
+fn data_flood(channel: &str) -> SocketFault {
+    SocketFault::DataFlood {
+        subscription_id: channel.to_owned(),
+        message:
+            r#"{"metric":"latency","value":12.5,"padding":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#
+                .to_owned(),
+    }
+}
+
+#[test]
+fn cli_subscribe_timeout_fires_under_a_data_flood_with_bounded_memory() {
+    let server = flood_server(data_flood("flood"));
+    let (code, elapsed, peak, stderr) = run_cli(&server, &["subscribe", "flood", "--timeout", "3"]);
+    println!(
+        "subscribe --timeout 3 under a data flood: ended after {elapsed:?}, peak RSS {peak} KiB"
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(elapsed >= Duration::from_secs(3));
+    assert!(
+        elapsed < Duration::from_secs(3) + SLACK + Duration::from_secs(1),
+        "{elapsed:?}"
+    );
+    assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn cli_subscribe_timeout_fires_under_an_endless_message() {
+    let server = flood_server(SocketFault::EndlessMessage);
+    let (code, elapsed, peak, stderr) = run_cli(&server, &["subscribe", "flood", "--timeout", "3"]);
+    println!("subscribe --timeout 3 under an endless message: ended after {elapsed:?}, peak RSS {peak} KiB\n{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        elapsed < Duration::from_secs(3) + SLACK + Duration::from_secs(1),
+        "{elapsed:?}"
+    );
+    assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
+    // The message outgrew the receive buffer: the client said why it reconnected.
+    assert!(stderr.contains("protocol violation"), "{stderr}");
+}
+
+#[test]
+fn cli_publish_completes_under_a_ping_flood() {
+    let server = flood_server(SocketFault::PingFlood);
+    let (code, elapsed, peak, stderr) =
+        run_cli(&server, &["publish", "animals", r#"{"who":"zebra"}"#]);
+    println!("publish under a ping flood: ended after {elapsed:?}, peak RSS {peak} KiB");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
+}
+
+/// A client observer that forwards why connections ended.
+struct Why(mpsc::Sender<String>);
+
+impl ClientObserver for Why {
+    fn on_link_closed(&mut self, why: &str) {
+        let _ = self.0.send(why.to_owned());
+    }
+}
+
+struct Count(mpsc::Sender<usize>);
+
+impl SubscriptionObserver for Count {
+    fn on_subscription_data(&mut self, data: &benchlink_std::rtm::SubscriptionData) {
+        let _ = self.0.send(data.messages().len());
+    }
+}
+
+fn connected(
+    server: &RtmServer,
+    tweak: impl FnOnce(&mut ClientOptions),
+) -> (Client, mpsc::Receiver<String>) {
+    let mut options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    tweak(&mut options);
+    let (tx, rx) = mpsc::channel();
+    let client = Client::with_observer(options, Some(Box::new(Why(tx)))).expect("client");
+    client.start().expect("start");
+    let state = client.wait_for_state(|s| s == ClientState::Connected, Duration::from_secs(10));
+    assert_eq!(state, ClientState::Connected);
+    (client, rx)
+}
+
+#[test]
+fn request_deadline_fires_while_data_floods_in() {
+    let server = flood_server(data_flood("flood"));
+    server
+        .faults()
+        .override_replies("rtm/read", Reply::Silence, None);
+    let (client, _why) = connected(&server, |_| {});
+    let (tx, data) = mpsc::channel();
+    client
+        .subscribe(
+            "flood",
+            Mode::Simple,
+            Count(tx),
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    // The flood is on before the deadline starts.
+    let first = data
+        .recv_timeout(Duration::from_secs(10))
+        .expect("flood data");
+    assert!(first > 0);
+    let timeout = Duration::from_millis(500);
+    let asked = Instant::now();
+    let r = client.read_sync("kv", timeout);
+    let late = asked.elapsed().saturating_sub(timeout);
+    let received: usize = data.try_iter().sum();
+    println!("read timeout of {timeout:?} under a data flood fired {late:?} late; {received} messages meanwhile");
+    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    assert!(late < SLACK, "{late:?}");
+    assert!(received > 0, "the flood kept coming while the deadline ran");
+    client.dispose().unwrap();
+}
+
+#[test]
+fn a_hanging_server_is_declared_dead_and_the_client_reconnects() {
+    let server = RtmServer::start(RtmServerConfig::default()).expect("hub");
+    let (client, why) = connected(&server, |o| {
+        o.ping_interval = Duration::from_millis(200);
+        o.dead_peer_timeout = Duration::from_millis(600);
+        o.reconnect_interval = Duration::from_millis(50);
+    });
+    let hung = Instant::now();
+    server.faults().set_socket_fault(Some(SocketFault::Silent));
+    let reason = why
+        .recv_timeout(Duration::from_secs(10))
+        .expect("link closed");
+    let late = hung.elapsed().saturating_sub(Duration::from_millis(600));
+    println!("dead peer declared {late:?} after the limit: {reason}");
+    assert!(reason.contains("dead peer"), "{reason}");
+    assert!(late < SLACK, "{late:?}");
+    server.faults().set_socket_fault(None);
+    let state = client.wait_for_state(|s| s == ClientState::Connected, Duration::from_secs(10));
+    assert_eq!(state, ClientState::Connected);
+    client.dispose().unwrap();
+}
