@@ -80,10 +80,14 @@ class Failed(Exception):
 
 
 class Acks(object):
-    """Counts publish replies; a semaphore of `window` bounds those in flight."""
+    """Counts publish replies and bounds those in flight to `window`: a publisher that
+    finds the window full waits until half of it is free again (the same rule as the Rust
+    side), so the two threads do not wake each other once per message."""
 
     def __init__(self, window):
-        self.window = threading.Semaphore(window)
+        self.size = window
+        self.sent = 0
+        self.room = threading.Condition()
         self.lock = threading.Lock()
         self.done = 0
         self.failed = 0
@@ -101,7 +105,21 @@ class Acks(object):
                     self.first_failure = reply
             if self.expected is not None and self.done >= self.expected:
                 self.all_done.set()
-        self.window.release()
+            done = self.done
+        if self.sent - done <= self.size // 2:
+            with self.room:
+                self.room.notify()
+
+    def acquire(self, timeout):
+        """Room for one more publish: waits, when the window is full, until half of it
+        is free. False on timeout."""
+        if self.sent - self.done >= self.size:
+            with self.room:
+                if not self.room.wait_for(lambda: self.sent - self.done <= self.size // 2,
+                                          timeout):
+                    return False
+        self.sent += 1
+        return True
 
     def expect(self, n):
         with self.lock:
@@ -152,7 +170,7 @@ def publish_ack(args):
     with connect(args) as client:
         meter = Meter()
         for n in range(args.count):
-            if not acks.window.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            if not acks.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 raise Failed('timed out waiting for room in the window (%d acks)' % acks.done)
             full += publish(client, channel, n, deadline, acks.callback)
         acks.wait(args.count, deadline)

@@ -195,6 +195,8 @@ struct Acks {
     done: AtomicU64,
     failed: AtomicU64,
     waiting: AtomicBool,
+    /// How many replies the waiting publisher waits for.
+    target: AtomicU64,
     publisher: Thread,
     first_failure: std::sync::Mutex<Option<String>>,
 }
@@ -205,6 +207,7 @@ impl Acks {
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             waiting: AtomicBool::new(false),
+            target: AtomicU64::new(0),
             publisher: thread::current(),
             first_failure: std::sync::Mutex::new(None),
         })
@@ -221,8 +224,9 @@ impl Acks {
                     first.get_or_insert_with(|| format!("{response:?}"));
                 }
             }
-            acks.done.fetch_add(1, SeqCst);
-            if acks.waiting.load(SeqCst) {
+            let done = acks.done.fetch_add(1, SeqCst) + 1;
+            // Only the reply the publisher waits for wakes it.
+            if acks.waiting.load(SeqCst) && done >= acks.target.load(SeqCst) {
                 acks.publisher.unpark();
             }
         })
@@ -230,6 +234,7 @@ impl Acks {
 
     /// Blocks the publishing thread until at least `n` replies came, or `deadline`.
     fn wait_for(&self, n: u64, deadline: Instant) -> Result<(), String> {
+        self.target.store(n, SeqCst);
         while self.done.load(SeqCst) < n {
             self.waiting.store(true, SeqCst);
             if self.done.load(SeqCst) < n {
@@ -298,7 +303,11 @@ fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
     let mut full = 0u64;
     let meter = Meter::start();
     for n in 0..args.count {
-        acks.wait_for((n + 1).saturating_sub(window), deadline)?;
+        // A full window is refilled once half of it is acknowledged (the same rule as
+        // the SDK side): the threads do not wake each other once per message.
+        if n.saturating_sub(acks.done.load(SeqCst)) >= window {
+            acks.wait_for(n.saturating_sub(window / 2), deadline)?;
+        }
         full += publish(&client, &channel, n, Some(&acks), deadline)?;
     }
     acks.wait_for(args.count, deadline)?;
