@@ -633,7 +633,6 @@ impl<
     /// client's deadlines, sends a ping after silence, gives up on a dead or stalled
     /// server.
     pub fn handle_timeout<H: Handler>(&mut self, now: Instant, h: &mut H) {
-        self.client.handle_timeout(now, h);
         if let Phase::Open = self.phase {
             let silent = now.saturating_duration_since(self.last_rx);
             let stalled = self.tx_since.is_some_and(|since| {
@@ -650,6 +649,10 @@ impl<
                 self.ping_sent = true;
             }
         }
+        // The client's timers last: a connection given up just now may have made its
+        // reconnect due already (the backoff counts from the start of the last attempt),
+        // and that must not wait for another call.
+        self.client.handle_timeout(now, h);
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:

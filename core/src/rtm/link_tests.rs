@@ -285,14 +285,39 @@ fn ping_after_silence_then_dead_peer() {
         log.closed,
         ["no data from the server for 10000 ms (dead peer)"]
     );
-    assert_eq!(link.client().state(), ClientState::Awaiting);
+    assert_eq!(
+        log.states[log.states.len() - 2..],
+        [ClientState::Awaiting, ClientState::Connecting]
+    );
     // No close frame to a dead server: the transport is closed at once.
     assert_eq!(link.poll_output(secs(15)), Some(Output::Close));
     link.handle_closed(secs(15), &mut log);
-    // The client reconnects after its backoff; the link hands out the connect.
-    let at = link.poll_timeout().unwrap();
-    link.handle_timeout(at, &mut log);
-    assert!(matches!(link.poll_output(at), Some(Output::Connect { .. })));
+    // The backoff counts from the start of the last attempt (2 s after 0 s): the
+    // reconnect is already due, so the same `handle_timeout` began it and the link hands
+    // out the connect as soon as the old transport is closed.
+    assert_eq!(link.client().state(), ClientState::Connecting);
+    assert!(matches!(
+        link.poll_output(secs(15)),
+        Some(Output::Connect { .. })
+    ));
+}
+
+/// Found by the `rtm_link` fuzz target: `handle_timeout(now)` used to run the client's
+/// timers before the link's own, so a connection given up for a dead peer left the
+/// client Awaiting a reconnect that was already due, and `poll_timeout()` answered a
+/// deadline in the past until another `handle_timeout`.
+#[test]
+fn handle_timeout_leaves_nothing_due() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.handle_timeout(secs(3), &mut log);
+    drain(&mut link, secs(3));
+    link.handle_timeout(secs(10), &mut log);
+    assert_eq!(log.closed.len(), 1);
+    assert_eq!(link.client().state(), ClientState::Connecting);
+    assert_eq!(link.poll_output(secs(10)), Some(Output::Close));
+    assert!(link.poll_timeout().is_none_or(|at| at > secs(10)));
 }
 
 #[test]
