@@ -197,6 +197,170 @@ SEEDS["rtm_client"] = {
     for i, opts in enumerate([0x00, 0x05, 0x0E, 0x13, 0x1C])
 }
 
+
+
+class Unstructured:
+    """Writes the bytes that `arbitrary::Unstructured` (1.x) turns back into the given
+    choices: `int_in_range` reads big-endian bytes, as many as the range's width needs
+    (at most the integer type's size), and takes them modulo the range's size."""
+
+    def __init__(self):
+        self.out = bytearray()
+
+    def int(self, lo, hi, value, size=8):
+        assert lo <= value <= hi, (lo, hi, value)
+        delta, n = hi - lo, 0
+        while n < size and delta >> (8 * n) > 0:
+            n += 1
+        self.out += (value - lo).to_bytes(n, "big") if n else b""
+        return self
+
+    def u8(self, lo, hi, value):
+        return self.int(lo, hi, value, 1)
+
+    def ratio(self, denominator, value):
+        return self.int(1, denominator, 1 if value else 2)
+
+    def choose(self, length, index):
+        return self.int(0, length - 1, index)
+
+    def raw(self, data):
+        self.out += data
+        return self
+
+
+def link_setup(u, ping_ms=8000, dead_ms=30000, queue=20):
+    """rtm_link's settings: buffer sizes, the client's config, the link's config."""
+    u.u8(0, 255, 200).u8(0, 255, 40)  # rx, tx extra
+    u.int(0, 3000, 500).int(0, 20000, 4000).int(0, 4, 0, 4).int(1, 40, queue)
+    u.raw(b"\x5e\xed\x00\x00\x00\x00\x00\x01")  # jitter seed
+    u.int(0, 20000, 5000).int(0, 40000, 10000)  # auth, connect timeouts
+    u.int(0, 8000, ping_ms).int(0, 30000, dead_ms).int(0, 3000, 1000)
+    u.ratio(3, False).raw(b"\x07\x00\x00\x00\x00\x00\x00\x00")  # user agent, seed
+
+
+def op(u, n):
+    return u.u8(0, 27, n)
+
+
+def write_all(u):
+    """The model adapter writes a whole transmit."""
+    return u.u8(0, 9, 0)
+
+
+def feed_whole(u):
+    """Server bytes in one read, no write between."""
+    return u.ratio(3, False).ratio(4, False)
+
+
+def upgrade(u):
+    op(u, 23).u8(0, 3, 1).ratio(2, False)
+    feed_whole(u)
+
+
+def reply(u, index_of_sent, suffix=0, pieces=1):
+    """A reply to the `index_of_sent`-th PDU with an id, as one server frame."""
+    u.ratio(5, False).choose(4, 0).u8(0, 7, 1)
+    if index_of_sent == 0:
+        u.ratio(2, True)
+    else:
+        u.ratio(2, False).choose(index_of_sent + 1, index_of_sent)
+    u.choose(5, suffix).int(1, 3, pieces)
+
+
+def publish(u, deadline_ms=None, connected=True):
+    op(u, 7).ratio(10, False).choose(5, 0).ratio(10, False).choose(6, 1).ratio(3, False)
+    if deadline_ms is None:
+        u.u8(0, 5, 0)
+    else:
+        u.u8(0, 5, 4).int(1, 60000, deadline_ms)
+    if connected:
+        write_all(u)
+
+
+def rtm_link_exchange():
+    """Connect, publish with ack, reply, subscribe, reply and data, a ping answered,
+    stop with the close handshake."""
+    u = Unstructured().raw(b"\x08")
+    link_setup(u)
+    op(u, 4)  # start: Connect
+    op(u, 16)  # connected
+    write_all(u)  # the upgrade request
+    upgrade(u)
+    publish(u, 5000)
+    op(u, 20).u8(1, 4, 1)
+    reply(u, 0)
+    feed_whole(u)
+    # subscribe "b", simple, no position / history / filter
+    op(u, 14).ratio(10, False).choose(5, 1).choose(3, 0)
+    u.ratio(4, False).ratio(4, False).ratio(5, False)
+    write_all(u)
+    op(u, 20).u8(1, 4, 2)
+    reply(u, 1)
+    u.ratio(5, False).choose(4, 0).u8(0, 7, 5).ratio(8, False).int(1, 20, 3).int(1, 3, 1)
+    feed_whole(u)
+    # a ping, answered with a pong
+    op(u, 24).u8(0, 4, 0).int(0, 125, 4).int(0, 8, 0).raw(b"ping")
+    feed_whole(u)
+    write_all(u)
+    op(u, 5)  # stop: the close frame
+    write_all(u)
+    # the server's close frame; the link then asks to close the transport
+    op(u, 25).int(0, 64, 4).raw(b"\x88\x02\x03\xe8")
+    feed_whole(u)
+    u.ratio(2, True)
+    return u.out
+
+
+def rtm_link_fragments_dead_peer():
+    """A reply in three fragments with pings between, then silence: a ping after the
+    interval, the dead peer, the reconnect."""
+    u = Unstructured().raw(b"\x08")
+    link_setup(u, ping_ms=2000, dead_ms=5000)
+    op(u, 4)
+    publish(u, connected=False)  # queued before the connection
+    op(u, 16)
+    write_all(u)
+    upgrade(u)
+    write_all(u)  # the queued publish
+    op(u, 20).u8(1, 4, 1)
+    u.ratio(5, False).choose(4, 0).u8(0, 7, 1).ratio(2, True).choose(5, 0).int(1, 3, 3)
+    u.int(0, 64, 10).int(0, 64, 30)  # the cuts
+    u.ratio(3, True).int(0, 125, 2).int(0, 8, 0).raw(b"p1").ratio(3, False)
+    feed_whole(u)
+    write_all(u)  # the pong
+    op(u, 1).ratio(4, False)  # handle_timeout at the ping time
+    write_all(u)  # our ping
+    op(u, 1).ratio(4, False)  # dead peer
+    u.ratio(2, True)  # closed at once; the reconnect was due already
+    op(u, 16)
+    write_all(u)
+    upgrade(u)
+    return u.out
+
+
+def rtm_link_too_large():
+    """Small buffers: a message larger than rx is refused with 1009."""
+    u = Unstructured().raw(b"\x01")
+    link_setup(u)
+    op(u, 4)
+    op(u, 16)
+    write_all(u)
+    upgrade(u)
+    op(u, 27).int(0, 20000, 1000).ratio(2, True)
+    feed_whole(u)
+    write_all(u)  # the close frame with 1009
+    u.ratio(2, False)
+    op(u, 19)  # the transport closes
+    return u.out
+
+
+SEEDS["rtm_link"] = {
+    "exchange": rtm_link_exchange(),
+    "fragments_dead_peer": rtm_link_fragments_dead_peer(),
+    "too_large": rtm_link_too_large(),
+}
+
 for target, seeds in SEEDS.items():
     folder = os.path.join(HERE, "seeds", target)
     os.makedirs(folder, exist_ok=True)
