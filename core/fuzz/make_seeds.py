@@ -361,6 +361,45 @@ SEEDS["rtm_link"] = {
     "too_large": rtm_link_too_large(),
 }
 
+
+
+def server_frame(first, payload, masked=False, form=None):
+    """A frame as a server writes it (unmasked, minimal length) unless told otherwise:
+    `form` 7 / 16 / 64 forces a length form."""
+    n = len(payload)
+    mask_bit = 0x80 if masked else 0
+    if form is None:
+        form = 7 if n < 126 else (16 if n < 65536 else 64)
+    out = bytes([first])
+    if form == 7:
+        out += bytes([mask_bit | n])
+    elif form == 16:
+        out += bytes([mask_bit | 126]) + n.to_bytes(2, "big")
+    else:
+        out += bytes([mask_bit | 127]) + n.to_bytes(8, "big")
+    if masked:
+        out += b"\0\0\0\0"
+    return out + payload
+
+
+# ws_differential: [flags: buffer 16/125/1000/70000, bit 2 built frames][seed][payload]
+f = server_frame
+SEEDS["ws_differential"] = {
+    "messages": b"\x02" + SEED + f(0x81, b'{"action":"rtm/publish/ok","id":1}') + f(0x89, b"hb")
+    + f(0x01, b"caf\xc3") + f(0x8A, b"") + f(0x80, b"\xa9!") + f(0x82, bytes(200))
+    + f(0x88, b"\x03\xe8bye"),
+    "close_1014": b"\x00" + SEED + f(0x88, b"\x03\xf6x"),
+    "close_1005": b"\x00" + SEED + f(0x81, b"a") + f(0x88, b"\x03\xedx"),
+    "non_minimal": b"\x01" + SEED + f(0x81, b"ok") + f(0x81, b"short", form=16) + f(0x81, b"later"),
+    "reserved_bits_cut": b"\x02" + SEED + f(0x81, b"x") + f(0xC1, b"abcdef")[:4],
+    "masked": b"\x02" + SEED + f(0x81, b"abc", masked=True),
+    "too_large_fragments": b"\x00" + SEED + f(0x01, bytes(10)) + f(0x00, bytes(10)),
+    "bad_utf8_fragment": b"\x02" + SEED + f(0x01, b"ok\xff") + f(0x80, b"x"),
+    # built: text "hello"; a ping without FIN; binary with a non-minimal length; a close
+    "built": b"\x06" + SEED + bytes([0x01, 5]) + b"hello" + bytes([0x0C, 2]) + b"hi"
+    + bytes([0x12, 3]) + b"abc" + bytes([0x03, 2]) + b"\x03\xe8",
+}
+
 for target, seeds in SEEDS.items():
     folder = os.path.join(HERE, "seeds", target)
     os.makedirs(folder, exist_ok=True)
