@@ -316,6 +316,9 @@ pub struct Link<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, 
     tx_end: usize,
     /// When the unsent bytes last moved (or appeared); `None` when there are none.
     tx_since: Option<Instant>,
+    /// A write ended with bytes left: the unsent bytes may begin inside a frame whose
+    /// start already went out, so they cannot be dropped without corrupting the stream.
+    tx_torn: bool,
     phase: Phase,
     /// The client was told `handle_connected` for the current transport and not yet
     /// `handle_closed`.
@@ -383,6 +386,7 @@ impl<
             tx_start: 0,
             tx_end: 0,
             tx_since: None,
+            tx_torn: false,
             phase: Phase::Idle,
             attached: false,
             last_rx: Instant::ZERO,
@@ -474,6 +478,7 @@ impl<
         }
         self.tx_start = self.tx_start.saturating_add(n).min(self.tx_end);
         self.tx_since = Some(now);
+        self.tx_torn = self.tx_start < self.tx_end;
         let upgrading = matches!(self.phase, Phase::Upgrading { .. });
         if self.tx_start == self.tx_end {
             self.tx_since = None;
@@ -509,7 +514,7 @@ impl<
         };
         match written {
             Ok(request) => {
-                self.tx_start = 0;
+                self.clear_tx();
                 self.tx_end = request;
                 self.tx_since = Some(now);
                 self.phase = Phase::Upgrading {
@@ -833,9 +838,7 @@ impl<
         }
         // Bytes after the head are already WebSocket frames.
         let used = end.saturating_sub(head);
-        self.tx_start = 0;
-        self.tx_end = 0;
-        self.tx_since = None;
+        self.clear_tx();
         self.session.reset();
         self.phase = Phase::Open;
         self.last_rx = now;
@@ -848,9 +851,7 @@ impl<
 
     /// The upgrade failed: the client hears why, the transport is closed.
     fn fail_upgrade<H: Handler>(&mut self, now: Instant, error: ConnectError, h: &mut H) {
-        self.tx_start = 0;
-        self.tx_end = 0;
-        self.tx_since = None;
+        self.clear_tx();
         self.phase = Phase::Closing {
             wait_peer: false,
             deadline: now,
@@ -865,10 +866,12 @@ impl<
             self.reset_transport();
         } else {
             // Whatever was waiting is dropped, except the session's close frame (an echo,
-            // or the code of the protocol error) which goes out first.
-            self.tx_start = 0;
-            self.tx_end = 0;
-            self.tx_since = None;
+            // or the code of the protocol error) which goes out first. When a write ended
+            // inside a frame, its rest must go out before the close frame (the server
+            // would read the close as that frame's payload), so the unsent bytes stay.
+            if how == End::Abandon || !self.tx_torn {
+                self.clear_tx();
+            }
             if how == End::Abandon {
                 self.session.handle_eof();
             }
@@ -889,11 +892,17 @@ impl<
         }
     }
 
-    fn reset_transport(&mut self) {
-        self.phase = Phase::Idle;
+    /// Drops every unsent byte.
+    fn clear_tx(&mut self) {
         self.tx_start = 0;
         self.tx_end = 0;
         self.tx_since = None;
+        self.tx_torn = false;
+    }
+
+    fn reset_transport(&mut self) {
+        self.phase = Phase::Idle;
+        self.clear_tx();
         self.ping_sent = false;
         self.ping_due = false;
     }

@@ -575,3 +575,59 @@ fn input_held_back_by_the_adapter_keeps_the_server_alive() {
     link.handle_timeout(secs(40), &mut log);
     assert_eq!(log.closed.len(), 1);
 }
+
+/// Found by the `rtm_link` fuzz target: a protocol error while the last write had ended
+/// inside a frame used to drop that frame's rest and send the close frame in its place,
+/// so the server read the close as payload of a corrupt frame.
+#[test]
+fn a_frame_cut_by_a_partial_write_is_finished_before_the_close_frame() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.client_mut()
+        .publish(secs(0), "c", "1", Ack::None, &mut log)
+        .unwrap();
+    let Some(Output::Transmit(bytes)) = link.poll_output(secs(0)) else {
+        panic!("a frame to write");
+    };
+    // The socket takes 10 bytes of the frame, then a masked frame (forbidden) arrives.
+    let mut wire = bytes[..10].to_vec();
+    link.transmitted(secs(0), 10);
+    link.handle_input(secs(1), &[0x81, 0x80, 0, 0, 0, 0], &mut log);
+    assert_eq!(log.closed.len(), 1);
+    let (rest, closed) = drain_and_close(&mut link, secs(1));
+    assert!(closed);
+    wire.extend(rest);
+    assert_eq!(
+        client_frames(&wire),
+        [
+            (
+                0x1,
+                br#"{"action":"rtm/publish","body":{"channel":"c","message":1}}"#.to_vec()
+            ),
+            (0x8, 1002u16.to_be_bytes().to_vec())
+        ]
+    );
+}
+
+/// What was not written at all is dropped: the close frame goes out alone and at once.
+#[test]
+fn unsent_whole_frames_are_dropped_for_the_close_frame() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.client_mut()
+        .publish(secs(0), "c", "1", Ack::None, &mut log)
+        .unwrap();
+    assert!(matches!(
+        link.poll_output(secs(0)),
+        Some(Output::Transmit(_))
+    ));
+    link.handle_input(secs(1), &[0x81, 0x80, 0, 0, 0, 0], &mut log);
+    let (wire, closed) = drain_and_close(&mut link, secs(1));
+    assert!(closed);
+    assert_eq!(
+        client_frames(&wire),
+        [(0x8, 1002u16.to_be_bytes().to_vec())]
+    );
+}
