@@ -240,7 +240,7 @@ def link_setup(u, ping_ms=8000, dead_ms=30000, queue=20):
 
 
 def op(u, n):
-    return u.u8(0, 27, n)
+    return u.u8(0, 28, n)
 
 
 def write_all(u):

@@ -17,7 +17,8 @@
 //!     ack and deadlines in the past / now / future, read, search, authenticate,
 //!     subscribe, unsubscribe;
 //!   - adapter events: `handle_connected`, `handle_connect_failed`, `handle_closed` (EOF
-//!     at any time, or after the link asked for the close);
+//!     at any time, or after the link asked for the close), `handle_input_held` (input
+//!     left in the socket for backpressure);
 //!   - server bytes, each batch split at arbitrary points into several `handle_input`
 //!     calls: a VALID `101` (its `Sec-WebSocket-Accept` computed by tungstenite from the
 //!     key in the request the link wrote), alone or followed by frames; a wrong `101` or
@@ -599,7 +600,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
     /// One operation; true when it was a `handle_timeout`.
     fn step(&mut self, u: &mut Unstructured<'_>) -> bool {
         let now = self.now;
-        let op = u.int_in_range(0..=27u8).unwrap_or(0);
+        let op = u.int_in_range(0..=28u8).unwrap_or(0);
         trace!(
             "{:>10} ms  op {op:<2} {:?} {:?}",
             now.as_millis(),
@@ -797,6 +798,12 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                     .copied()
                     .unwrap_or_default();
                 self.feed(u, bytes);
+                false
+            }
+            28 => {
+                // The application is slow: the adapter leaves readable bytes in the socket.
+                let now = self.now;
+                self.call(|l, _| l.handle_input_held(now));
                 false
             }
             _ => {

@@ -102,7 +102,7 @@ struct Run {
 }
 
 /// Feeds `stream` in pieces of `lens` bytes to `dec` as a socket reader would.
-fn decode_with(dec: &mut Decoder<'_>, stream: &[u8], lens: &[usize]) -> Run {
+fn decode_with<B: AsRef<[u8]> + AsMut<[u8]>>(dec: &mut Decoder<B>, stream: &[u8], lens: &[usize]) -> Run {
     let max = dec.max_message_len();
     let mut messages = Vec::new();
     let mut offset = 0;
@@ -389,7 +389,7 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
     let mut error = None;
     let mut offset = 0;
 
-    let outgoing = |session: &Session<'_, _>, sent: &[u8]| {
+    let outgoing = |session: &Session<_, _>, sent: &[u8]| {
         let mut all = sent.to_vec();
         if let Some(p) = session.poll_transmit() {
             assert!(!p.is_empty(), "poll_transmit offers an empty slice");
