@@ -1113,6 +1113,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             let now = self.now;
             let sock = self.sock;
             let tx_len = self.tx_len;
+            let state = self.link.client().state();
             let output = self.link.poll_output(now);
             if let Some(Output::Transmit(b)) = output {
                 trace!("    output Transmit({} bytes)", b.len());
@@ -1123,6 +1124,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                 None => return,
                 Some(Output::Connect { host, port, tls }) => {
                     assert_eq!(sock, Sock::None, "Connect while a transport is open");
+                    assert_eq!(state, ClientState::Connecting, "Connect outside Connecting");
                     let ws = self.setup.endpoint.starts_with("ws://");
                     assert_eq!(tls, !ws);
                     assert_eq!(
