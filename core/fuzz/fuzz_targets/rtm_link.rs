@@ -26,9 +26,10 @@
 //!     actually sent: ok / error / data, subscription data, arbitrary text), whole or
 //!     fragmented with pings in between; pings, pongs, close frames with codes and
 //!     reasons; binary frames; arbitrary bytes.
-//!   After every operation the model adapter drains `poll_output`: `Connect` opens a
-//!   transport, `Transmit` is written in full, in part (fuzz-chosen) or not at all (would
-//!   block), `Close` closes the transport (reported now or later).
+//!
+//! After every operation the model adapter drains `poll_output`: `Connect` opens a
+//! transport, `Transmit` is written in full, in part (fuzz-chosen) or not at all (would
+//! block), `Close` closes the transport (reported now or later).
 //!
 //! Invariants: no panic (overflow checks are on); `client_state(leave, enter)` chains
 //! and matches `state()`; every acked request's ticket is issued once and gets exactly
