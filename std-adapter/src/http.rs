@@ -3,7 +3,7 @@
 //! `benchlink_core::http`, which does all the parsing.
 
 use std::io::{self, BufWriter, Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use benchlink_core::http::{
     Body, ContentEncoding, Cursor, DecodeError, EncodeError, Event, InflateBuffers, Limits, Method,
@@ -12,8 +12,9 @@ use benchlink_core::http::{
 
 use crate::net::{Stream, Tls};
 
-/// The size of the buffer socket reads go into.
-const READ_BUF: usize = 16 * 1024;
+/// The size of the buffer socket reads go into (a stream at full speed fills it on
+/// every read: larger means fewer system calls).
+const READ_BUF: usize = 64 * 1024;
 /// The longest response head accepted.
 const HEAD_BUF: usize = 16 * 1024;
 /// The inflate window: 32 KiB, the largest a zlib or gzip stream may use.
@@ -40,10 +41,48 @@ impl Buffers {
 pub(crate) enum Failure {
     /// Encoding the request.
     Encode(EncodeError),
-    /// The socket.
+    /// Opening the connection (name resolution, TCP, TLS handshake).
+    Connect(io::Error),
+    /// The socket, once connected.
     Io(io::Error),
     /// The response bytes.
     Decode(DecodeError),
+    /// A deadline of [`Limits`] passed.
+    Timeout(TimedOut),
+}
+
+/// Which wait ran out, and after how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimedOut {
+    /// The limit that was reached.
+    pub(crate) after: Duration,
+    /// What the client was waiting for.
+    pub(crate) waiting: Waiting,
+}
+
+/// What a timed-out exchange was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// The connection to open.
+    Connect,
+    /// The server to take the request.
+    Send,
+    /// The first byte of the response.
+    Reply,
+    /// The rest of a response that had started.
+    RestOfReply,
+    /// The next bytes of a stream.
+    StreamData,
+}
+
+/// How long an exchange may take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Deadlines {
+    /// The whole request: connecting, sending, the response head, and a JSON body
+    /// (`None`: no limit).
+    pub(crate) reply: Option<Duration>,
+    /// The silence allowed between two reads of a stream's body (`None`: no limit).
+    pub(crate) idle: Option<Duration>,
 }
 
 impl Failure {
@@ -61,7 +100,9 @@ impl Failure {
             Failure::Decode(DecodeError::UnexpectedEof {
                 section: Section::NoResponse,
             }) => true,
-            _ => false,
+            Failure::Encode(_) | Failure::Connect(_) | Failure::Decode(_) | Failure::Timeout(_) => {
+                false
+            }
         }
     }
 }
@@ -87,21 +128,50 @@ pub(crate) struct Connection {
     end: usize,
     /// Completed at least one exchange: the server may have closed it since.
     reused: bool,
+    /// The socket's mode and read timeout as last set, so that they are changed only
+    /// when they have to be (each change is a system call).
+    nonblocking: bool,
+    read_timeout: Option<Duration>,
 }
 
 impl Connection {
+    fn new(stream: Stream) -> Connection {
+        Connection {
+            stream,
+            buf: vec![0; READ_BUF].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            reused: false,
+            nonblocking: false,
+            read_timeout: None,
+        }
+    }
+
+    fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
+        if self.nonblocking != on {
+            self.stream.tcp().set_nonblocking(on)?;
+            self.nonblocking = on;
+        }
+        Ok(())
+    }
+
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.read_timeout != timeout {
+            self.stream.set_read_timeout(timeout)?;
+            self.read_timeout = timeout;
+        }
+        Ok(())
+    }
+
     /// True when the peer closed its side or sent bytes nobody asked for (a TLS alert,
     /// say): either way the connection must not carry another request. A non-blocking
     /// peek, so a live idle connection costs one syscall.
-    fn closed_by_peer(&self) -> bool {
-        let tcp = self.stream.tcp();
-        if tcp.set_nonblocking(true).is_err() {
+    fn closed_by_peer(&mut self) -> bool {
+        if self.set_nonblocking(true).is_err() {
             return true;
         }
         let mut byte = [0u8; 1];
-        let verdict =
-            !matches!(tcp.peek(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        tcp.set_nonblocking(false).is_err() || verdict
+        !matches!(self.stream.tcp().peek(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
@@ -115,19 +185,59 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    fn connect(&self) -> io::Result<Connection> {
-        let stream = Stream::connect(
-            &self.host,
-            self.port,
-            self.tls.as_ref(),
-            self.connect_timeout,
-        )?;
-        Ok(Connection {
-            stream,
-            buf: vec![0; READ_BUF].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            reused: false,
+    /// Connects within the connect timeout or what is left of the request's deadline,
+    /// whichever is shorter.
+    fn connect(&self, deadline: &Deadline) -> Result<Connection, Failure> {
+        let (timeout, waiting) = match deadline.left() {
+            Some(left) if left < self.connect_timeout => (left, deadline.limit),
+            _ => (self.connect_timeout, Some(self.connect_timeout)),
+        };
+        if timeout.is_zero() {
+            return Err(deadline.timed_out(Waiting::Connect));
+        }
+        match Stream::connect(&self.host, self.port, self.tls.as_ref(), timeout) {
+            Ok(stream) => Ok(Connection::new(stream)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) =>
+            {
+                Err(Failure::Timeout(TimedOut {
+                    after: waiting.unwrap_or(timeout),
+                    waiting: Waiting::Connect,
+                }))
+            }
+            Err(e) => Err(Failure::Connect(e)),
+        }
+    }
+}
+
+/// The end of a request's time, if it has one.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Option<Instant>,
+    limit: Option<Duration>,
+}
+
+impl Deadline {
+    fn starting_now(limit: Option<Duration>) -> Deadline {
+        Deadline {
+            at: limit.and_then(|l| Instant::now().checked_add(l)),
+            limit,
+        }
+    }
+
+    /// The time left (`None`: no deadline).
+    fn left(&self) -> Option<Duration> {
+        self.at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    fn timed_out(&self, waiting: Waiting) -> Failure {
+        Failure::Timeout(TimedOut {
+            after: self.limit.unwrap_or_default(),
+            waiting,
         })
     }
 }
@@ -152,11 +262,36 @@ pub(crate) struct HeadInfo {
     pub(crate) encoding: ContentEncoding,
 }
 
+/// What one [`Exchange::pump`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pumped {
+    /// A piece of body went to the sink.
+    Data,
+    /// Everything received so far is decoded and the socket has nothing more to read
+    /// right now (only when asked not to wait): the moment to flush what was made of it.
+    Idle,
+    /// The body ended.
+    End,
+}
+
+/// How a body read may wait for bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Up to the request's deadline (JSON replies).
+    Deadline,
+    /// Up to the stream's idle limit.
+    Idle,
+    /// Not at all: [`Pumped::Idle`] when nothing is there.
+    No,
+}
+
 /// A response being read; the body comes through [`Exchange::pump`].
 pub(crate) struct Exchange<'c> {
     conn: &'c mut Option<Connection>,
     decoder: ResponseDecoder<'c>,
     ended: bool,
+    deadline: Deadline,
+    idle: Option<Duration>,
 }
 
 /// Sends `out` on the kept-alive connection (or a new one) and reads the response head.
@@ -166,15 +301,16 @@ pub(crate) fn exchange<'c>(
     conn: &'c mut Option<Connection>,
     bufs: &'c mut Buffers,
     out: &Outgoing<'_>,
-    reply_timeout: Option<Duration>,
+    limits: Deadlines,
 ) -> Result<(Exchange<'c>, HeadInfo), Failure> {
+    let deadline = Deadline::starting_now(limits.reply);
     let head_bytes = encode_head(out).map_err(Failure::Encode)?;
     let mut decoder =
         ResponseDecoder::new(&mut bufs.head, Some(bufs.inflate.memory()), Limits::DEFAULT);
     decoder.set_request_method(out.method);
     // A kept-alive connection the server has closed (or is closing) is replaced before
     // anything is sent on it, so a request that is not safe to repeat is sent once.
-    if conn.as_ref().is_some_and(Connection::closed_by_peer) {
+    if conn.as_mut().is_some_and(Connection::closed_by_peer) {
         *conn = None;
     }
     let idempotent = matches!(out.method, Method::Get | Method::Head);
@@ -182,10 +318,10 @@ pub(crate) fn exchange<'c>(
     loop {
         attempt += 1;
         if conn.is_none() {
-            *conn = Some(endpoint.connect()?);
+            *conn = Some(endpoint.connect(&deadline)?);
         }
         let result = match conn.as_mut() {
-            Some(c) => send_and_read_head(c, &mut decoder, &head_bytes, out, reply_timeout),
+            Some(c) => send_and_read_head(c, &mut decoder, &head_bytes, out, &deadline),
             None => continue,
         };
         match result {
@@ -195,6 +331,8 @@ pub(crate) fn exchange<'c>(
                         conn,
                         decoder,
                         ended: false,
+                        deadline,
+                        idle: limits.idle,
                     },
                     head,
                 ))
@@ -232,15 +370,33 @@ fn send_and_read_head(
     decoder: &mut ResponseDecoder<'_>,
     head: &[u8],
     out: &Outgoing<'_>,
-    reply_timeout: Option<Duration>,
+    deadline: &Deadline,
 ) -> Result<HeadInfo, Failure> {
-    {
+    c.set_nonblocking(false)?;
+    if let Some(left) = deadline.left() {
+        if left.is_zero() {
+            return Err(deadline.timed_out(Waiting::Send));
+        }
+    }
+    c.stream.tcp().set_write_timeout(deadline.left())?;
+    let sent = (|| {
         let mut w = BufWriter::with_capacity(16 * 1024, &mut c.stream);
         w.write_all(head)?;
         (out.write_body)(&mut w)?;
-        w.flush()?;
+        w.flush()
+    })();
+    match sent {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(deadline.timed_out(Waiting::Send))
+        }
+        other => other?,
     }
-    c.stream.set_read_timeout(reply_timeout)?;
+    let mut got_bytes = false;
     loop {
         let input = c.buf.get(c.start..c.end).unwrap_or_default();
         let (used, event) = decoder.decode(input)?;
@@ -252,14 +408,22 @@ fn send_and_read_head(
                     encoding: h.encoding,
                 })
             }
-            Event::NeedMore => {
-                if !fill(c)? {
+            Event::NeedMore => match fill(c, ReadWait::Until(deadline))? {
+                Filled::Bytes => got_bytes = true,
+                Filled::Eof => {
                     decoder.finish()?;
                     return Err(Failure::Decode(DecodeError::UnexpectedEof {
                         section: Section::NoResponse,
                     }));
                 }
-            }
+                Filled::Nothing | Filled::TimedOut => {
+                    return Err(deadline.timed_out(if got_bytes {
+                        Waiting::RestOfReply
+                    } else {
+                        Waiting::Reply
+                    }))
+                }
+            },
             Event::Data(_) | Event::End { .. } => {
                 return Err(Failure::Decode(DecodeError::MalformedHead {
                     what: "body before head",
@@ -269,40 +433,83 @@ fn send_and_read_head(
     }
 }
 
-/// Reads the next bytes into the (fully consumed) buffer; false at end of stream.
-fn fill(c: &mut Connection) -> io::Result<bool> {
+/// How [`fill`] may wait.
+#[derive(Debug, Clone, Copy)]
+enum ReadWait<'d> {
+    Until(&'d Deadline),
+    For(Option<Duration>),
+    No,
+}
+
+/// What [`fill`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filled {
+    Bytes,
+    Eof,
+    /// Nothing there right now ([`ReadWait::No`]).
+    Nothing,
+    /// The wait ran out.
+    TimedOut,
+}
+
+/// Reads the next bytes into the (fully consumed) buffer.
+fn fill(c: &mut Connection, wait: ReadWait<'_>) -> io::Result<Filled> {
     c.start = 0;
     c.end = 0;
+    match wait {
+        ReadWait::No => c.set_nonblocking(true)?,
+        ReadWait::For(idle) => {
+            c.set_nonblocking(false)?;
+            c.set_read_timeout(idle)?;
+        }
+        ReadWait::Until(deadline) => {
+            c.set_nonblocking(false)?;
+            let left = deadline.left();
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(Filled::TimedOut);
+            }
+            c.set_read_timeout(left)?;
+        }
+    }
     loop {
         match c.stream.read(&mut c.buf) {
             Ok(n) => {
                 c.end = n;
-                return Ok(n > 0);
+                return Ok(if n > 0 { Filled::Bytes } else { Filled::Eof });
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(if c.nonblocking {
+                    Filled::Nothing
+                } else {
+                    Filled::TimedOut
+                })
+            }
             Err(e) => return Err(e),
         }
     }
 }
 
 impl Exchange<'_> {
-    /// Sets how long a body read may wait for the next bytes (`None`: forever).
-    pub(crate) fn set_idle_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        match self.conn.as_ref() {
-            Some(c) => c.stream.set_read_timeout(timeout),
-            None => Ok(()),
-        }
-    }
-
-    /// Decodes body bytes until at least one piece of body went to `sink` or the body
-    /// ended; returns `true` once it ended. Then the connection is kept for the next
+    /// Decodes body bytes until at least one piece of body went to `sink`, the body
+    /// ended, or (with [`Wait::No`]) the socket had nothing more to read; waits for
+    /// bytes as `wait` says. Once the body ended, the connection is kept for the next
     /// exchange if the server allows it, and dropped otherwise.
-    pub(crate) fn pump(&mut self, sink: &mut dyn FnMut(&[u8])) -> Result<bool, Failure> {
+    pub(crate) fn pump(
+        &mut self,
+        sink: &mut dyn FnMut(&[u8]),
+        wait: Wait,
+    ) -> Result<Pumped, Failure> {
         if self.ended {
-            return Ok(true);
+            return Ok(Pumped::End);
         }
-        let result = self.pump_inner(sink);
-        if !matches!(result, Ok(false)) {
+        let result = self.pump_inner(sink, wait);
+        if !matches!(result, Ok(Pumped::Data | Pumped::Idle)) {
             self.ended = true;
         }
         if result.is_err() {
@@ -311,9 +518,9 @@ impl Exchange<'_> {
         result
     }
 
-    fn pump_inner(&mut self, sink: &mut dyn FnMut(&[u8])) -> Result<bool, Failure> {
+    fn pump_inner(&mut self, sink: &mut dyn FnMut(&[u8]), wait: Wait) -> Result<Pumped, Failure> {
         let Some(c) = self.conn.as_mut() else {
-            return Ok(true);
+            return Ok(Pumped::End);
         };
         loop {
             // The decoder speaks first: a body whose last byte already arrived ends
@@ -324,7 +531,7 @@ impl Exchange<'_> {
             match event {
                 Event::Data(d) => {
                     sink(d);
-                    return Ok(false);
+                    return Ok(Pumped::Data);
                 }
                 Event::End { keep_alive, .. } => {
                     // Bytes the server sent beyond its response would corrupt the next
@@ -334,19 +541,38 @@ impl Exchange<'_> {
                     } else {
                         *self.conn = None;
                     }
-                    return Ok(true);
+                    return Ok(Pumped::End);
                 }
                 Event::NeedMore => {
-                    if !fill(c)? {
-                        // The peer closed: the end of a close-delimited body, or an error.
-                        loop {
-                            match self.decoder.finish()? {
-                                Event::Data(d) => sink(d),
-                                Event::End { .. } => {
-                                    *self.conn = None;
-                                    return Ok(true);
+                    let how = match wait {
+                        Wait::Deadline => ReadWait::Until(&self.deadline),
+                        Wait::Idle => ReadWait::For(self.idle),
+                        Wait::No => ReadWait::No,
+                    };
+                    match fill(c, how)? {
+                        Filled::Bytes => {}
+                        Filled::Nothing => return Ok(Pumped::Idle),
+                        Filled::TimedOut => {
+                            return Err(match wait {
+                                Wait::Deadline => self.deadline.timed_out(Waiting::RestOfReply),
+                                _ => Failure::Timeout(TimedOut {
+                                    after: self.idle.unwrap_or_default(),
+                                    waiting: Waiting::StreamData,
+                                }),
+                            })
+                        }
+                        Filled::Eof => {
+                            // The peer closed: the end of a close-delimited body, or an
+                            // error.
+                            loop {
+                                match self.decoder.finish()? {
+                                    Event::Data(d) => sink(d),
+                                    Event::End { .. } => {
+                                        *self.conn = None;
+                                        return Ok(Pumped::End);
+                                    }
+                                    Event::Head(_) | Event::NeedMore => {}
                                 }
-                                Event::Head(_) | Event::NeedMore => {}
                             }
                         }
                     }
@@ -356,16 +582,21 @@ impl Exchange<'_> {
         }
     }
 
-    /// Reads the rest of the body into `body`, failing past `max` bytes.
+    /// Reads the rest of the body into `body` within the request's deadline, failing
+    /// past `max` bytes.
     pub(crate) fn read_to_end(&mut self, body: &mut Vec<u8>, max: usize) -> Result<(), Failure> {
         let mut too_large = false;
-        while !self.pump(&mut |d| {
-            if body.len() + d.len() > max {
-                too_large = true;
-            } else {
-                body.extend_from_slice(d);
-            }
-        })? {
+        while self.pump(
+            &mut |d| {
+                if body.len() + d.len() > max {
+                    too_large = true;
+                } else {
+                    body.extend_from_slice(d);
+                }
+            },
+            Wait::Deadline,
+        )? != Pumped::End
+        {
             if too_large {
                 *self.conn = None;
                 return Err(Failure::Decode(DecodeError::BodyTooLarge {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use benchlink_core::bench::ReasonCode;
-use benchlink_std::bench::{BenchClient, Error, Scenario, StartOptions, StatusInfo};
+use benchlink_std::bench::{BenchClient, Error, ErrorKind, Scenario, StartOptions, StatusInfo};
 use benchlink_std::sandbox::bench::{EmailReport, Quirks, Speed};
 use benchlink_tests::{
     client, fast_server, hello, live_server, scenario, scenario_path, server_with, wait_final,
@@ -39,13 +39,10 @@ fn assert_server_error<T: std::fmt::Debug>(
     what: &str,
 ) -> String {
     match result {
-        Err(e @ Error::Server { .. }) => {
+        Err(e) if matches!(e.kind(), ErrorKind::Server { .. }) => {
             assert_eq!(e.http_status(), Some(status), "{what}: {e}");
             assert_eq!(e.reason_code(), Some(code), "{what}: {e}");
-            let Error::Server { reason, .. } = e else {
-                unreachable!()
-            };
-            reason
+            e.reason().unwrap_or_default().to_owned()
         }
         other => panic!("{what}: expected server error {status} {code}, got {other:?}"),
     }
@@ -472,7 +469,9 @@ fn run_command_percent_out_of_range_is_refused_locally() {
     wait_running(&mut c, id);
     for percent in [0, 101, 1000] {
         match c.run_command(id, 1, percent, "print(\"x\")") {
-            Err(Error::Reply(what)) => assert!(what.contains("1..100"), "{what}"),
+            Err(e) if matches!(e.kind(), ErrorKind::Reply(_)) => {
+                assert!(e.to_string().contains("1..100"), "{e}")
+            }
             other => panic!("percent {percent} should be refused before sending: {other:?}"),
         }
     }
@@ -677,12 +676,16 @@ fn unknown_id_is_not_found_everywhere() {
     assert_eq!(reason, "Cluster not found");
     // After all those errors the connection still works.
     assert_eq!(c.clusters_info().expect("clusters_info"), vec![]);
-    // The error's Display says what the server said.
+    // The error's Display says what the server said, naming the server and the request.
     let e = c.status(id).expect_err("404");
     assert_eq!(
         e.to_string(),
-        format!("server error 404 not_found: Benchmark {id} is not found")
+        format!(
+            "{} answered GET /status?id={id}&wait=false with 404 not_found: Benchmark {id} is not found",
+            server.host()
+        )
     );
+    assert_eq!(e.server(), Some(server.host().as_str()));
 }
 
 #[test]

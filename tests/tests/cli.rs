@@ -176,7 +176,13 @@ fn errors_exit_1_with_the_servers_reason() {
         l.local_addr().expect("addr").to_string()
     };
     let out = bench(&unused, &["status", "0"]).expect_code(1);
-    assert!(out.stderr.contains("connection failed"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("could not connect to {unused}")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("GET /status?id=0"), "{}", out.stderr);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::thread;
 use std::time::Duration;
 
-use benchlink_std::bench::{BenchClient, Error, ServerAddress, StartOptions};
+use benchlink_std::bench::{BenchClient, ErrorKind, ServerAddress, StartOptions};
 use benchlink_std::net::TlsOptions;
 use benchlink_tests::{
     fast_server, hello, server_with, wait_process_gone, within, TlsProxy, PATIENCE,
@@ -78,8 +78,8 @@ fn https_verification_is_on_by_default() {
     let url = format!("https://localhost:{}", proxy.port());
     // Default options: only the bundled public roots.
     let mut c = https_client(&url, TlsOptions::default());
-    match c.status(0) {
-        Err(Error::Io(e)) => {
+    match c.status(0).map_err(|e| e.into_kind()) {
+        Err(ErrorKind::Io(e)) => {
             let text = e.to_string().to_lowercase();
             assert!(
                 text.contains("certificate") || text.contains("issuer"),
@@ -92,12 +92,18 @@ fn https_verification_is_on_by_default() {
     let mut plain = BenchClient::new(ServerAddress::parse(&url).expect("address"))
         .expect("client")
         .with_reply_timeout(Some(PATIENCE));
-    assert!(matches!(plain.clusters_info(), Err(Error::Io(_))));
+    assert!(matches!(
+        plain.clusters_info().map_err(|e| e.into_kind()),
+        Err(ErrorKind::Io(_))
+    ));
     // The right certificate for the wrong name: 127.0.0.1 is not `localhost`.
     let by_ip = format!("https://127.0.0.1:{}", proxy.port());
     let mut c = https_client(&by_ip, trusting(&proxy));
     assert!(
-        matches!(c.clusters_info(), Err(Error::Io(_))),
+        matches!(
+            c.clusters_info().map_err(|e| e.into_kind()),
+            Err(ErrorKind::Io(_))
+        ),
         "name mismatch must fail"
     );
     assert!(server.benchmark(0).is_none());

@@ -6,7 +6,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use benchlink_std::bench::{Error, Sample, StartOptions, StatusInfo};
+use benchlink_std::bench::{ErrorKind, Sample, StartOptions, StatusInfo, Waiting};
 use benchlink_std::sandbox::bench::{BenchServer, LogCompression, Quirks, Speed};
 use benchlink_tests::{
     client, fast_server, hello, live_speed, scenario, server_with, wait_final, wait_process_gone,
@@ -376,13 +376,20 @@ fn a_silent_stream_times_out_instead_of_hanging() {
         (first, rest, took)
     });
     match first {
-        Some(Err(Error::Io(e))) => assert!(
-            matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ),
-            "{e:?}"
-        ),
+        Some(Err(e)) => {
+            assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::Timeout {
+                        waiting: Waiting::StreamData,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("no data from"), "{e}");
+            assert!(e.to_string().contains("/server_logs"), "{e}");
+        }
         other => panic!("expected an idle timeout, got {other:?}"),
     }
     assert_eq!(rest, 0, "nothing after the error");

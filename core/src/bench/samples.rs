@@ -38,6 +38,42 @@ impl<'a> Sample<'a> {
     /// assert_eq!(Sample::parse(b"1\tprint\t1,5"), Err(SampleError::InvalidValue));
     /// ```
     pub fn parse(line: &'a [u8]) -> Result<Self, SampleError> {
+        // One pass for the usual line; anything unusual takes the field-by-field path,
+        // which also decides which error a bad line gets.
+        Self::parse_fast(line).map_or_else(|| Self::parse_fields(line), Ok)
+    }
+
+    /// Digits, tab, then name and value checked as UTF-8 at once; `None` for anything
+    /// else (including every bad line).
+    fn parse_fast(line: &'a [u8]) -> Option<Self> {
+        let mut timestamp = 0u64;
+        let mut digits = 0usize;
+        for &b in line {
+            match b {
+                b'0'..=b'9' => {
+                    timestamp = timestamp
+                        .checked_mul(10)?
+                        .checked_add(u64::from(b - b'0'))?;
+                    digits += 1;
+                }
+                b'\t' if digits > 0 => break,
+                _ => return None,
+            }
+        }
+        let rest = line.get(digits.checked_add(1)?..)?;
+        let tab = rest.iter().position(|&b| b == b'\t')?;
+        let text = core::str::from_utf8(rest).ok()?;
+        let name = text.get(..tab).filter(|n| !n.is_empty())?;
+        // A tab in the value (a fourth field) fails the number grammar.
+        let value = Number::parse(text.get(tab.checked_add(1)?..)?).ok()?;
+        Some(Sample {
+            timestamp,
+            name,
+            value,
+        })
+    }
+
+    pub(crate) fn parse_fields(line: &'a [u8]) -> Result<Self, SampleError> {
         let mut fields = line.split(|&b| b == b'\t');
         let (Some(timestamp), Some(name), Some(value), None) =
             (fields.next(), fields.next(), fields.next(), fields.next())

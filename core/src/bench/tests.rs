@@ -940,3 +940,82 @@ fn mutated_replies_never_panic() {
         let _ = samples.finish();
     }
 }
+
+/// A small deterministic generator for the property tests below.
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn the_fast_sample_parser_agrees_with_the_field_parser() {
+    let alphabet: &[u8] = b"0123456789\t\t\t.e-+abx\xc3\xa9\xff ";
+    let fixed: [&[u8]; 12] = [
+        b"1\tx\t1",
+        b"18446744073709551615\tx\t1",
+        b"18446744073709551616\tx\t1",
+        b"1\t\t1",
+        b"\tx\t1",
+        b"1\tx\t",
+        b"1\tx\t1\t",
+        b"1\tx\xff\t1",
+        b"1\t\xc3\xa9\t-1.5e3",
+        b"12a\tx\t1",
+        b"1\tx\t01",
+        b"",
+    ];
+    for line in fixed {
+        assert_eq!(
+            Sample::parse(line),
+            Sample::parse_fields(line),
+            "{:?}",
+            line.escape_ascii().to_string()
+        );
+    }
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut line = [0u8; 24];
+    for _ in 0..50_000 {
+        let len = (xorshift(&mut seed) % 24) as usize;
+        for b in line.iter_mut().take(len) {
+            *b = alphabet[(xorshift(&mut seed) % alphabet.len() as u64) as usize];
+        }
+        let line = &line[..len];
+        assert_eq!(
+            Sample::parse(line),
+            Sample::parse_fields(line),
+            "{:?}",
+            line.escape_ascii().to_string()
+        );
+    }
+}
+
+#[test]
+fn line_ends_are_found_at_every_offset() {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut data = [0u8; 40];
+    for _ in 0..20_000 {
+        let len = (xorshift(&mut seed) % 40) as usize;
+        for b in data.iter_mut().take(len) {
+            *b = match xorshift(&mut seed) % 16 {
+                0 => b'\n',
+                1 => b'\r',
+                2 => 0,
+                3 => 0x8a,
+                4 => 0x0c,
+                _ => b'a',
+            };
+        }
+        let data = &data[..len];
+        let naive = data.iter().position(|&b| b == b'\n' || b == b'\r');
+        let mut buf = [0u8; 64];
+        let mut lines = LineSplitter::new(&mut buf);
+        let mut input = data;
+        let first = lines.next(&mut input).map(|l| l.map(<[u8]>::len));
+        match naive {
+            Some(end) => assert_eq!(first, Some(Ok(end)), "{data:?}"),
+            None => assert_eq!(first, None, "{data:?}"),
+        }
+    }
+}

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Write};
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use benchlink_core::bench::request::{self, File, Nodes};
@@ -14,11 +15,13 @@ use benchlink_core::bench::{
 use benchlink_core::http::{Body, Boundary, Part, BOUNDARY_LEN};
 
 use super::address::{ServerAddress, HOST_ENV};
-use super::error::Error;
+use super::error::{Error, ErrorKind};
 use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
-use crate::http::{self, Buffers, Connection, Endpoint, Exchange, Outgoing};
+use crate::http::{
+    self, Buffers, Connection, Deadlines, Endpoint, Exchange, Outgoing, Pumped, Wait,
+};
 use crate::net::{Tls, TlsOptions};
 
 /// The server the official CLI talks to when nothing else is said.
@@ -29,6 +32,8 @@ const MAX_JSON_REPLY: usize = 64 << 20;
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// The longest log or metric line; longer ones are reported and skipped.
 const MAX_LINE: usize = 64 << 10;
+/// How long a JSON call may take by default, from connecting to the reply's last byte.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A bearer token that never shows up in `Debug` output or logs.
 #[derive(Clone, PartialEq, Eq)]
@@ -81,7 +86,6 @@ pub struct BenchClient {
     address: ServerAddress,
     identity: Identity,
     transport: Transport,
-    stream_idle_timeout: Option<Duration>,
     line_buf: Box<[u8]>,
 }
 
@@ -93,7 +97,7 @@ struct Identity {
     prefix: String,
     user_agent: String,
     token: Option<Secret>,
-    reply_timeout: Option<Duration>,
+    limits: Deadlines,
 }
 
 /// The kept-alive connection and the decoder's memory.
@@ -135,10 +139,12 @@ impl BenchClient {
                 prefix: address.prefix.clone(),
                 user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")).to_owned(),
                 token: None,
-                reply_timeout: Some(Duration::from_secs(60)),
+                limits: Deadlines {
+                    reply: Some(DEFAULT_TIMEOUT),
+                    idle: None,
+                },
             },
             address,
-            stream_idle_timeout: None,
             line_buf: vec![0; MAX_LINE].into_boxed_slice(),
         })
     }
@@ -187,16 +193,35 @@ impl BenchClient {
         Ok(self)
     }
 
-    /// How long a request waits for its reply (default 60 s; `None` waits forever).
+    /// The deadlines of `benchlink bench --timeout`: `timeout` is both the whole-request
+    /// limit of JSON calls ([`BenchClient::with_reply_timeout`]) and the idle limit of
+    /// streams ([`BenchClient::with_stream_idle_timeout`]). A request past it fails with
+    /// [`ErrorKind::Timeout`] ("no reply from HOST:PORT within 5 s").
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = benchlink_std::bench::BenchClient::from_host("127.0.0.1:4800")
+    ///     .unwrap()
+    ///     .with_timeout(Duration::from_secs(5));
+    /// # let _ = client;
+    /// ```
+    pub fn with_timeout(self, timeout: Duration) -> BenchClient {
+        self.with_reply_timeout(Some(timeout))
+            .with_stream_idle_timeout(Some(timeout))
+    }
+
+    /// How long a JSON call may take, all of it — connecting, sending, waiting for the
+    /// reply and reading it — (default [`DEFAULT_TIMEOUT`], 60 s; `None`: no limit). For
+    /// a stream, the limit on its response head.
     pub fn with_reply_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
-        self.identity.reply_timeout = timeout;
+        self.identity.limits.reply = timeout;
         self
     }
 
-    /// How long a log or data stream may stay silent before it fails (default: forever,
+    /// How long a log or data stream may stay silent before it fails (default: no limit,
     /// since a running benchmark's log can be quiet for long).
     pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
-        self.stream_idle_timeout = timeout;
+        self.identity.limits.idle = timeout;
         self
     }
 
@@ -315,7 +340,9 @@ impl BenchClient {
         let percent = u8::try_from(percent)
             .ok()
             .filter(|p| (1..=100).contains(p))
-            .ok_or_else(|| Error::Reply(format!("percent {percent} is not 1..100")))?;
+            .ok_or_else(|| {
+                Error::from(ErrorKind::Reply(format!("percent {percent} is not 1..100")))
+            })?;
         self.call(
             &request::RunCommand {
                 id,
@@ -417,11 +444,12 @@ impl BenchClient {
     where
         R: JsonRequest,
     {
-        let (mut exchange, status) = send(&mut self.transport, &self.identity, req)?;
+        let (mut exchange, status, context) = send(&mut self.transport, &self.identity, req)?;
         let mut body = Vec::new();
-        exchange.read_to_end(&mut body, MAX_JSON_REPLY)?;
+        let read = exchange.read_to_end(&mut body, MAX_JSON_REPLY);
         drop(exchange);
-        let reply = R::read_reply(status, &body).map_err(Error::from)?;
+        read.map_err(|e| context.attach(e))?;
+        let reply = R::read_reply(status, &body).map_err(|e| context.attach(e))?;
         Ok(own(reply))
     }
 
@@ -431,18 +459,34 @@ impl BenchClient {
         R: StreamRequest,
         R::Format: OwnedLine,
     {
-        let (mut exchange, status) = send(&mut self.transport, &self.identity, req)?;
+        let (mut exchange, status, context) = send(&mut self.transport, &self.identity, req)?;
         if status != 200 {
             let mut body = Vec::new();
-            exchange.read_to_end(&mut body, MAX_ERROR_BODY)?;
-            return Err(CoreError::from_reply(status, &body).into());
+            exchange
+                .read_to_end(&mut body, MAX_ERROR_BODY)
+                .map_err(|e| context.attach(e))?;
+            return Err(context.attach(CoreError::from_reply(status, &body)));
         }
-        exchange.set_idle_timeout(self.stream_idle_timeout)?;
         Ok(LineStream {
             exchange: Some(exchange),
             lines: LineDecoder::new(&mut self.line_buf),
             pending: VecDeque::new(),
+            context: Some(context),
         })
+    }
+}
+
+/// The server and the request, for the errors of one exchange.
+#[derive(Debug, Clone)]
+struct Context {
+    server: String,
+    request: String,
+}
+
+impl Context {
+    fn attach(&self, e: impl Into<Error>) -> Error {
+        e.into()
+            .with_request(self.server.clone(), self.request.clone())
     }
 }
 
@@ -452,15 +496,25 @@ fn send<'t, R: Request>(
     transport: &'t mut Transport,
     identity: &Identity,
     req: &R,
-) -> Result<(Exchange<'t>, u16), Error> {
-    let target = String::from_utf8(http::encode_to_vec(|c| req.write_target(c))?)
-        .map_err(|_| Error::Reply("request target is not UTF-8".into()))?;
+) -> Result<(Exchange<'t>, u16, Context), Error> {
+    let mut context = Context {
+        server: identity.host.clone(),
+        request: format!("{} {}{}", R::METHOD.as_str(), identity.prefix, R::PATH),
+    };
+    let target = http::encode_to_vec(|c| req.write_target(c))
+        .map_err(|e| context.attach(e))
+        .and_then(|t| {
+            String::from_utf8(t)
+                .map_err(|_| context.attach(ErrorKind::Reply("request target is not UTF-8".into())))
+        })?;
     let target = format!("{}{target}", identity.prefix);
+    context.request = format!("{} {target}", R::METHOD.as_str());
     let mut random = [0u8; BOUNDARY_LEN];
     let (body, upload) = match req.body() {
         BenchBody::Empty => (Body::Empty, None),
         BenchBody::Multipart { bench, includes } => {
-            getrandom::fill(&mut random).map_err(|e| Error::Io(io::Error::other(e.to_string())))?;
+            getrandom::fill(&mut random)
+                .map_err(|e| context.attach(io::Error::other(e.to_string())))?;
             let files: Vec<(&str, File<'_>)> = std::iter::once(("bench", bench))
                 .chain(includes.iter().map(|f| ("include", *f)))
                 .collect();
@@ -480,7 +534,9 @@ fn send<'t, R: Request>(
     let body = match &upload {
         Some((_, parts)) => Body::Multipart {
             boundary: &boundary,
-            len: boundary.content_length(parts)?,
+            len: boundary
+                .content_length(parts)
+                .map_err(|e| context.attach(e))?,
         },
         None => body,
     };
@@ -511,9 +567,10 @@ fn send<'t, R: Request>(
         &mut transport.conn,
         &mut transport.bufs,
         &out,
-        identity.reply_timeout,
-    )?;
-    Ok((exchange, head.status))
+        identity.limits,
+    )
+    .map_err(|e| context.attach(e))?;
+    Ok((exchange, head.status, context))
 }
 
 /// The media type the official client (Python's `mimetypes`) gives a part's file name.
@@ -532,12 +589,27 @@ fn content_type(filename: &str) -> &'static str {
     }
 }
 
-/// Lines of a log or metric stream, owned, as they arrive. A line that cannot be
-/// decoded is an `Err` item and the stream goes on; a failed connection is a last `Err`.
+/// Lines of a log or metric stream as they arrive: owned, one at a time, through
+/// [`Iterator`]; or borrowed, all that the connection has at once, through
+/// [`LineStream::read_available`] (no allocation per line). A line that cannot be decoded
+/// is an `Err` item and the stream goes on; a failed connection is a last `Err`.
 pub struct LineStream<'c, F: OwnedLine> {
     exchange: Option<Exchange<'c>>,
     lines: LineDecoder<'c, F>,
     pending: VecDeque<Result<F::Owned, Error>>,
+    context: Option<Context>,
+}
+
+/// What [`LineStream::read_available`] ended on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Available {
+    /// Every line received so far was handed out and the connection has nothing more
+    /// to read right now: the moment to flush output. More may come.
+    Idle,
+    /// The stream ended (its last line was handed out).
+    End,
+    /// The line callback asked to stop; the stream is closed.
+    Stopped,
 }
 
 impl<F: OwnedLine> fmt::Debug for LineStream<'_, F> {
@@ -554,7 +626,95 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
             exchange: None,
             lines: LineDecoder::new(line_buf),
             pending: VecDeque::new(),
+            context: None,
         }
+    }
+
+    fn attach(&self, e: impl Into<Error>) -> Error {
+        attach(&self.context, e)
+    }
+
+    /// Waits (up to the stream's idle limit) until lines arrive, then hands `each` every
+    /// line the connection delivers without waiting again, borrowed from the receive
+    /// buffers, and returns [`Available::Idle`] when the socket has nothing more to
+    /// read right now; [`Available::End`] once the stream ended. Lines go out at the
+    /// network's pace: when the server is slow each comes as soon as it arrives, when
+    /// it is fast they come in large batches with one return per batch.
+    ///
+    /// A line callback that returns `Break` closes the stream ([`Available::Stopped`]).
+    /// Lines the iterator already decoded but did not return are not handed out here.
+    ///
+    /// ```no_run
+    /// use std::ops::ControlFlow;
+    /// use benchlink_std::bench::{Available, BenchClient};
+    /// let mut client = BenchClient::from_env()?;
+    /// let mut data = client.data(7)?;
+    /// let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    /// use std::io::Write;
+    /// loop {
+    ///     let state = data.read_available(|line| {
+    ///         if let Ok(s) = line {
+    ///             let _ = writeln!(out, "{},{},{}", s.name, s.timestamp, s.value);
+    ///         }
+    ///         ControlFlow::Continue(())
+    ///     })?;
+    ///     out.flush()?;
+    ///     if state != Available::Idle {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_available(
+        &mut self,
+        mut each: impl for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+    ) -> Result<Available, Error> {
+        let mut wait = Wait::Idle;
+        let mut stop = false;
+        loop {
+            let Some(exchange) = self.exchange.as_mut() else {
+                return Ok(Available::End);
+            };
+            let lines = &mut self.lines;
+            let pumped = exchange.pump(
+                &mut |mut data: &[u8]| {
+                    while !stop {
+                        let Some(line) = lines.next(&mut data) else {
+                            break;
+                        };
+                        stop = each(line).is_break();
+                    }
+                },
+                wait,
+            );
+            wait = Wait::No;
+            if stop {
+                self.exchange = None;
+                return Ok(Available::Stopped);
+            }
+            match pumped {
+                Ok(Pumped::Data) => {}
+                Ok(Pumped::Idle) => return Ok(Available::Idle),
+                Ok(Pumped::End) => {
+                    self.exchange = None;
+                    if let Some(last) = self.lines.finish() {
+                        let _ = each(last);
+                    }
+                    return Ok(Available::End);
+                }
+                Err(e) => {
+                    self.exchange = None;
+                    return Err(self.attach(e));
+                }
+            }
+        }
+    }
+}
+
+fn attach(context: &Option<Context>, e: impl Into<Error>) -> Error {
+    match context {
+        Some(c) => c.attach(e),
+        None => e.into(),
     }
 }
 
@@ -567,22 +727,27 @@ impl<F: OwnedLine> Iterator for LineStream<'_, F> {
                 return Some(item);
             }
             let exchange = self.exchange.as_mut()?;
-            let (lines, pending) = (&mut self.lines, &mut self.pending);
-            let pumped = exchange.pump(&mut |mut data: &[u8]| {
-                while let Some(line) = lines.next(&mut data) {
-                    pending.push_back(F::own(line));
-                }
-            });
+            let (lines, pending, context) = (&mut self.lines, &mut self.pending, &self.context);
+            let pumped = exchange.pump(
+                &mut |mut data: &[u8]| {
+                    while let Some(line) = lines.next(&mut data) {
+                        pending.push_back(F::own(line).map_err(|e| attach(context, e)));
+                    }
+                },
+                Wait::Idle,
+            );
             match pumped {
-                Ok(false) => {}
-                Ok(true) => {
+                Ok(Pumped::Data | Pumped::Idle) => {}
+                Ok(Pumped::End) => {
                     if let Some(last) = self.lines.finish() {
-                        self.pending.push_back(F::own(last));
+                        let item = F::own(last).map_err(|e| attach(&self.context, e));
+                        self.pending.push_back(item);
                     }
                     self.exchange = None;
                 }
                 Err(e) => {
-                    self.pending.push_back(Err(e.into()));
+                    let e = self.attach(e);
+                    self.pending.push_back(Err(e));
                     self.exchange = None;
                 }
             }
@@ -606,7 +771,7 @@ impl OwnedLine for LogLine {
         match line {
             Ok(text) => Ok(text.to_owned()),
             Err(LogLineError::NotUtf8 { line }) => Ok(String::from_utf8_lossy(line).into_owned()),
-            Err(e) => Err(Error::Reply(e.to_string())),
+            Err(e) => Err(ErrorKind::Reply(e.to_string()).into()),
         }
     }
 }
@@ -618,6 +783,6 @@ impl OwnedLine for MetricLine {
         line: Result<benchlink_core::bench::Sample<'_>, benchlink_core::bench::SampleError>,
     ) -> Result<Sample, Error> {
         line.map(Sample::from)
-            .map_err(|e| Error::Reply(e.to_string()))
+            .map_err(|e| ErrorKind::Reply(e.to_string()).into())
     }
 }

@@ -1,23 +1,62 @@
-//! Errors of the std benchmark client: every failure says what failed, and a server's
-//! own error keeps its HTTP status, `reason_code` and `reason`.
+//! Errors of the std benchmark client: every failure says what failed, which server and
+//! which request it concerned, and a server's own error keeps its HTTP status,
+//! `reason_code` and `reason`. Text that came from the server is shown with its control
+//! characters escaped, so a reply can not drive the user's terminal.
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 use benchlink_core::bench::{self as core_bench, ReasonCode};
 use benchlink_core::http::{DecodeError, EncodeError};
 
 use super::address::AddressError;
 use super::model::text;
-use crate::http::Failure;
+use crate::http::{Failure, TimedOut, Waiting as HttpWaiting};
+
+/// The longest piece of a server's text an error message shows.
+const MAX_SHOWN: usize = 300;
+
+/// What went wrong ([`Error::kind`]), with the server and the request it happened on.
+///
+/// ```
+/// use benchlink_std::bench::{Error, ErrorKind};
+/// let e = Error::from(ErrorKind::Server { status: 404, code: "not_found".into(), reason: "Benchmark 9 is not found".into() })
+///     .with_request("127.0.0.1:4800", "GET /status?id=9");
+/// assert_eq!(e.to_string(), "127.0.0.1:4800 answered GET /status?id=9 with 404 not_found: Benchmark 9 is not found");
+/// assert_eq!(e.server(), Some("127.0.0.1:4800"));
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    context: Option<Box<Context>>,
+}
+
+/// The server and request an error happened on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Context {
+    server: String,
+    request: String,
+}
 
 /// What went wrong.
 #[derive(Debug)]
-pub enum Error {
+#[non_exhaustive]
+pub enum ErrorKind {
     /// The server address could not be parsed.
     Address(AddressError),
-    /// Connecting, sending or receiving failed.
+    /// The connection could not be opened (name resolution, TCP, refused).
+    Connect(io::Error),
+    /// Sending or receiving failed on an open connection (TLS errors included).
     Io(io::Error),
+    /// A deadline passed: the whole-request limit of a JSON call, or the idle limit of a
+    /// stream.
+    Timeout {
+        /// The limit.
+        after: Duration,
+        /// What the client was waiting for.
+        waiting: Waiting,
+    },
     /// The request could not be encoded (a value with CR/LF, say).
     Encode(EncodeError),
     /// The response was not valid HTTP (or exceeded a limit).
@@ -28,7 +67,7 @@ pub enum Error {
         status: u16,
         /// `reason_code` as sent; [`Error::reason_code`] gives the typed value.
         code: String,
-        /// `reason`, the human-readable text.
+        /// `reason`, the human-readable text, as sent (printing the error escapes it).
         reason: String,
     },
     /// A non-200 reply without the server's error object (a proxy page, say).
@@ -38,110 +77,332 @@ pub enum Error {
         /// The start of the body, for diagnosis.
         body: String,
     },
-    /// A 200 reply that is not what the endpoint returns.
+    /// A 200 reply that is not what the endpoint returns, or a line of a stream that is
+    /// not what the stream carries.
     Reply(String),
 }
 
+/// What a timed-out request was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Waiting {
+    /// The connection to open.
+    Connect,
+    /// The server to take the request.
+    Send,
+    /// The first byte of the reply.
+    Reply,
+    /// The rest of a reply that had started (a server sending too slowly).
+    RestOfReply,
+    /// The next bytes of a stream.
+    StreamData,
+}
+
 impl Error {
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The kind, dropping the context.
+    pub fn into_kind(self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The server (`host:port`) the failed request went to, when known.
+    pub fn server(&self) -> Option<&str> {
+        self.context.as_deref().map(|c| c.server.as_str())
+    }
+
+    /// The failed request (`GET /status?id=3`), when known.
+    pub fn request(&self) -> Option<&str> {
+        self.context.as_deref().map(|c| c.request.as_str())
+    }
+
+    /// Names the server and the request (kept if already named).
+    pub fn with_request(mut self, server: impl Into<String>, request: impl Into<String>) -> Error {
+        if self.context.is_none() {
+            self.context = Some(Box::new(Context {
+                server: server.into(),
+                request: request.into(),
+            }));
+        }
+        self
+    }
+
     /// The server's typed `reason_code`, when the server sent its error object.
     ///
     /// ```
-    /// use benchlink_std::bench::Error;
+    /// use benchlink_std::bench::{Error, ErrorKind};
     /// use benchlink_core::bench::ReasonCode;
-    /// let e = Error::Server { status: 404, code: "not_found".into(), reason: "Benchmark 9 is not found".into() };
+    /// let e = Error::from(ErrorKind::Server { status: 404, code: "not_found".into(), reason: "Benchmark 9 is not found".into() });
     /// assert_eq!(e.reason_code(), Some(ReasonCode::NotFound));
     /// ```
     pub fn reason_code(&self) -> Option<ReasonCode<'_>> {
-        match self {
-            Error::Server { code, .. } => Some(ReasonCode::parse(code)),
+        match &self.kind {
+            ErrorKind::Server { code, .. } => Some(ReasonCode::parse(code)),
             _ => None,
         }
     }
 
     /// The HTTP status of a server-side failure.
     pub fn http_status(&self) -> Option<u16> {
-        match self {
-            Error::Server { status, .. } | Error::Status { status, .. } => Some(*status),
+        match &self.kind {
+            ErrorKind::Server { status, .. } | ErrorKind::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// True when a deadline passed (see [`ErrorKind::Timeout`]).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.kind, ErrorKind::Timeout { .. })
+    }
+
+    /// The server's `reason` (for a server error), unescaped.
+    pub fn reason(&self) -> Option<&str> {
+        match &self.kind {
+            ErrorKind::Server { reason, .. } => Some(reason),
             _ => None,
         }
     }
 }
 
+/// `5 s`, `1.5 s`, `200 ms`.
+pub(crate) struct Seconds(pub(crate) Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.subsec_nanos() == 0 {
+            write!(f, "{} s", d.as_secs())
+        } else if d < Duration::from_secs(1) {
+            write!(f, "{} ms", d.as_millis())
+        } else {
+            write!(f, "{:.1} s", d.as_secs_f64())
+        }
+    }
+}
+
+/// Text from a server, shown with control characters (ESC, CR, BEL, C1 codes…) escaped
+/// as `\u{1b}` and cut after `max` characters.
+///
+/// ```
+/// use benchlink_std::bench::Escaped;
+/// assert_eq!(Escaped::new("red \x1b[31m!\r").to_string(), "red \\u{1b}[31m!\\r");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Escaped<'a> {
+    text: &'a str,
+    max: usize,
+}
+
+impl<'a> Escaped<'a> {
+    /// All of `text`, escaped.
+    pub fn new(text: &'a str) -> Escaped<'a> {
+        Escaped {
+            text,
+            max: usize::MAX,
+        }
+    }
+
+    /// At most `max` characters of `text` (then `…`), escaped.
+    pub fn cut(text: &'a str, max: usize) -> Escaped<'a> {
+        Escaped { text, max }
+    }
+}
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.text;
+        // Runs of harmless characters go out in one piece.
+        let mut run = 0;
+        for (count, (i, c)) in text.char_indices().enumerate() {
+            if count == self.max {
+                f.write_str(text.get(run..i).unwrap_or_default())?;
+                return f.write_str("…");
+            }
+            if c.is_control() {
+                f.write_str(text.get(run..i).unwrap_or_default())?;
+                match c {
+                    '\n' => f.write_str("\\n")?,
+                    '\r' => f.write_str("\\r")?,
+                    '\t' => f.write_str("\\t")?,
+                    c => write!(f, "\\u{{{:x}}}", u32::from(c))?,
+                }
+                run = i + c.len_utf8();
+            }
+        }
+        f.write_str(text.get(run..).unwrap_or_default())
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Address(e) => e.fmt(f),
-            Error::Io(e) => write!(f, "connection failed: {e}"),
-            Error::Encode(e) => write!(f, "request could not be encoded: {e}"),
-            Error::Http(e) => write!(f, "bad HTTP response: {e}"),
-            Error::Server {
+        let server = self.server().unwrap_or("the server");
+        let request = self.request();
+        match &self.kind {
+            ErrorKind::Address(e) => return e.fmt(f),
+            ErrorKind::Connect(e) => write!(f, "could not connect to {server}: {e}")?,
+            ErrorKind::Io(e) => write!(f, "connection to {server} failed: {e}")?,
+            ErrorKind::Timeout { after, waiting } => {
+                let after = Seconds(*after);
+                match waiting {
+                    Waiting::Connect => write!(f, "could not connect to {server} within {after}")?,
+                    Waiting::Send => write!(f, "{server} did not take the request within {after}")?,
+                    Waiting::Reply => write!(f, "no reply from {server} within {after}")?,
+                    Waiting::RestOfReply => {
+                        write!(f, "no complete reply from {server} within {after}")?
+                    }
+                    Waiting::StreamData => write!(f, "no data from {server} for {after}")?,
+                }
+            }
+            ErrorKind::Encode(e) => write!(f, "the request could not be encoded: {e}")?,
+            ErrorKind::Http(e) => write!(f, "bad HTTP response from {server}: {e}")?,
+            ErrorKind::Server {
                 status,
                 code,
                 reason,
             } => {
                 // A 500's reason is a whole Erlang crash report; its first line says it.
                 let first = reason.lines().next().unwrap_or_default();
-                write!(f, "server error {status} {code}: {first}")
+                let (code, first) = (Escaped::cut(code, 64), Escaped::cut(first, MAX_SHOWN));
+                return match request {
+                    Some(r) => write!(f, "{server} answered {r} with {status} {code}: {first}"),
+                    None => write!(f, "server error {status} {code}: {first}"),
+                };
             }
-            Error::Status { status, body } => write!(f, "HTTP {status}: {body}"),
-            Error::Reply(what) => write!(f, "unexpected reply: {what}"),
+            ErrorKind::Status { status, body } => write!(
+                f,
+                "{server} answered with HTTP {status}: {}",
+                Escaped::cut(body.trim(), MAX_SHOWN)
+            )?,
+            ErrorKind::Reply(what) => write!(
+                f,
+                "unexpected reply from {server}: {}",
+                Escaped::cut(what, MAX_SHOWN)
+            )?,
+        }
+        match request {
+            Some(r) => write!(f, " ({r})"),
+            None => Ok(()),
         }
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Address(e) => Some(e),
-            Error::Io(e) => Some(e),
-            Error::Encode(e) => Some(e),
-            Error::Http(e) => Some(e),
+        match &self.kind {
+            ErrorKind::Address(e) => Some(e),
+            ErrorKind::Connect(e) | ErrorKind::Io(e) => Some(e),
+            ErrorKind::Encode(e) => Some(e),
+            ErrorKind::Http(e) => Some(e),
             _ => None,
+        }
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Error {
+        Error {
+            kind,
+            context: None,
         }
     }
 }
 
 impl From<AddressError> for Error {
     fn from(e: AddressError) -> Error {
-        Error::Address(e)
+        ErrorKind::Address(e).into()
     }
 }
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Error {
-        Error::Io(e)
+        ErrorKind::Io(e).into()
     }
 }
 
 impl From<EncodeError> for Error {
     fn from(e: EncodeError) -> Error {
-        Error::Encode(e)
+        ErrorKind::Encode(e).into()
     }
 }
 
 impl From<Failure> for Error {
     fn from(f: Failure) -> Error {
         match f {
-            Failure::Encode(e) => Error::Encode(e),
-            Failure::Io(e) => Error::Io(e),
-            Failure::Decode(e) => Error::Http(e),
+            Failure::Encode(e) => ErrorKind::Encode(e),
+            Failure::Connect(e) => ErrorKind::Connect(e),
+            Failure::Io(e) => ErrorKind::Io(e),
+            Failure::Decode(e) => ErrorKind::Http(e),
+            Failure::Timeout(TimedOut { after, waiting }) => ErrorKind::Timeout {
+                after,
+                waiting: match waiting {
+                    HttpWaiting::Connect => Waiting::Connect,
+                    HttpWaiting::Send => Waiting::Send,
+                    HttpWaiting::Reply => Waiting::Reply,
+                    HttpWaiting::RestOfReply => Waiting::RestOfReply,
+                    HttpWaiting::StreamData => Waiting::StreamData,
+                },
+            },
         }
+        .into()
     }
 }
 
 impl From<core_bench::Error<'_>> for Error {
     fn from(e: core_bench::Error<'_>) -> Error {
         match e {
-            core_bench::Error::Server(s) => Error::Server {
+            core_bench::Error::Server(s) => ErrorKind::Server {
                 status: s.http_status,
                 code: s.reason_code.as_str().to_owned(),
                 reason: text(s.reason),
             },
-            core_bench::Error::Http { status, body, .. } => Error::Status {
+            core_bench::Error::Http { status, body, .. } => ErrorKind::Status {
                 status,
                 body: String::from_utf8_lossy(body).into_owned(),
             },
-            other => Error::Reply(other.to_string()),
+            other => ErrorKind::Reply(other.to_string()),
         }
+        .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_is_escaped_and_cut() {
+        let e = Error::from(ErrorKind::Server {
+            status: 500,
+            code: "internal\x1b]0;x\x07".into(),
+            reason: "\x1b[2J\u{9b}boom\nsecond line".into(),
+        })
+        .with_request("h:1", "GET /status?id=1");
+        assert_eq!(
+            e.to_string(),
+            "h:1 answered GET /status?id=1 with 500 internal\\u{1b}]0;x\\u{7}: \\u{1b}[2J\\u{9b}boom"
+        );
+        assert_eq!(Escaped::cut("abcdef", 3).to_string(), "abc…");
+        assert_eq!(Escaped::cut("ab\ncd", 3).to_string(), "ab\\n…");
+        assert_eq!(Escaped::new("").to_string(), "");
+        assert_eq!(Escaped::new("é\u{7f}").to_string(), "é\\u{7f}");
+    }
+
+    #[test]
+    fn timeouts_say_what_did_not_come() {
+        let e = Error::from(ErrorKind::Timeout {
+            after: Duration::from_secs(5),
+            waiting: Waiting::Reply,
+        })
+        .with_request("127.0.0.1:4800", "GET /status?id=3");
+        assert_eq!(
+            e.to_string(),
+            "no reply from 127.0.0.1:4800 within 5 s (GET /status?id=3)"
+        );
+        assert!(e.is_timeout());
+        assert_eq!(Seconds(Duration::from_millis(200)).to_string(), "200 ms");
+        assert_eq!(Seconds(Duration::from_millis(1500)).to_string(), "1.5 s");
     }
 }

@@ -21,7 +21,9 @@ pub mod scenario;
 pub mod token;
 
 pub use address::{ServerAddress, HOST_ENV};
-pub use client::{BenchClient, LineStream, OwnedLine, StartOptions, DEFAULT_HOST};
-pub use error::Error;
+pub use client::{
+    Available, BenchClient, LineStream, OwnedLine, StartOptions, DEFAULT_HOST, DEFAULT_TIMEOUT,
+};
+pub use error::{Error, ErrorKind, Escaped, Waiting};
 pub use model::{ClusterInfo, MetricResult, Results, Sample, StatusInfo, Value};
 pub use scenario::Scenario;

@@ -1,16 +1,20 @@
 //! `benchlink bench …`: the official `mzbench` CLI's commands over [`BenchClient`].
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::collections::HashMap;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use benchlink_core::bench::Status;
+use benchlink_core::bench::{LogLineError, Sample, SampleError, Status};
 
-use crate::bench::{BenchClient, Error, Scenario, ServerAddress, StartOptions, StatusInfo};
+use crate::bench::{
+    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, ServerAddress,
+    StartOptions, StatusInfo,
+};
 use crate::net::TlsOptions;
 use crate::sandbox::bench::{BenchServer, BenchServerConfig};
 
@@ -33,6 +37,10 @@ pub(super) struct BenchArgs {
     /// Trust the CA certificates of this PEM file too.
     #[arg(long, global = true)]
     cacert: Option<PathBuf>,
+    /// Give up on a request after this many seconds (default 60), and on a log or data
+    /// stream after this many seconds without data (default: never).
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<Duration>,
     #[command(subcommand)]
     command: BenchCommand,
 }
@@ -207,18 +215,47 @@ struct ServerLogsArgs {
     severity: Option<String>,
 }
 
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("expected a number of seconds above 0, got {s:?}"))
+}
+
 fn parse_pair(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .ok_or_else(|| format!("expected K=V, got {s:?}"))
 }
 
-/// A failure with the exit code it maps to.
+/// A failure with the exit code it maps to; an empty message prints nothing.
 struct Fail(u8, String);
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
-        Fail(1, e.to_string())
+        let mut message = e.to_string();
+        if e.http_status() == Some(403) {
+            let server = e.server().unwrap_or("HOST:PORT");
+            message.push_str(&format!(
+                "\nhint: the server wants a valid token: pass --token TOKEN (or set \
+                 BENCHLINK_TOKEN), or add the line `{server} TOKEN` to the token file \
+                 ($MZBENCHTOKEN, else ~/.config/mzbench/token)"
+            ));
+        }
+        Fail(1, message)
+    }
+}
+
+impl Fail {
+    /// A write to stdout failed: a closed stdout (`| head`) ends the command quietly.
+    fn output(e: io::Error) -> Fail {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Fail(0, String::new())
+        } else {
+            Fail(1, format!("cannot write the output: {e}"))
+        }
     }
 }
 
@@ -226,7 +263,9 @@ pub(super) fn run(args: BenchArgs) -> ExitCode {
     match execute(args) {
         Ok(code) => ExitCode::from(code),
         Err(Fail(code, message)) => {
-            eprintln!("error: {message}");
+            if !message.is_empty() {
+                eprintln!("error: {message}");
+            }
             ExitCode::from(code)
         }
     }
@@ -235,8 +274,21 @@ pub(super) fn run(args: BenchArgs) -> ExitCode {
 fn execute(args: BenchArgs) -> Result<u8, Fail> {
     // Keep the in-process server alive for as long as the command runs.
     let (mut client, _local) = client(&args)?;
-    let out = &mut std::io::stdout().lock();
-    match args.command {
+    let out = &mut BufWriter::with_capacity(OUT_BUF, std::io::stdout().lock());
+    let code = command(args.command, &mut client, out)?;
+    out.flush().map_err(Fail::output)?;
+    Ok(code)
+}
+
+/// Output is written in pieces of this size (or when a stream has nothing more to read).
+const OUT_BUF: usize = 64 * 1024;
+
+fn command(
+    command: BenchCommand,
+    client: &mut BenchClient,
+    out: &mut impl Write,
+) -> Result<u8, Fail> {
+    match command {
         BenchCommand::Start(a) => {
             let id = client.start(&scenario(&a.script)?, &start_options(&a))?;
             print_json(out, &serde_json::json!({ "id": id, "status": "pending" }));
@@ -244,13 +296,13 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
         BenchCommand::Run(a) => {
             let id = client.start(&scenario(&a.script)?, &start_options(&a))?;
             eprintln!("started benchmark {id} on {}", client.address());
-            let status = wait(&mut client, id)?;
+            let status = wait(client, id)?;
             print_json(out, &status);
             return Ok(exit_for(&status));
         }
         BenchCommand::Status(a) => {
             let status = if a.wait {
-                wait(&mut client, a.id)?
+                wait(client, a.id)?
             } else {
                 client.status(a.id)?
             };
@@ -261,7 +313,7 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
         }
         BenchCommand::Results(a) => {
             if a.wait {
-                wait(&mut client, a.id)?;
+                wait(client, a.id)?;
             }
             print_json(out, &client.results(a.id)?);
         }
@@ -273,9 +325,9 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
             let id = client.restart(a.id)?;
             print_json(out, &serde_json::json!({ "id": id, "status": "pending" }));
         }
-        BenchCommand::Log(a) => print_log(out, &mut client, a.id, false)?,
-        BenchCommand::Userlog(a) => print_log(out, &mut client, a.id, true)?,
-        BenchCommand::Data(a) => print_data(out, &mut client, &a)?,
+        BenchCommand::Log(a) => print_log(out, client, a.id, false)?,
+        BenchCommand::Userlog(a) => print_log(out, client, a.id, true)?,
+        BenchCommand::Data(a) => print_data(out, client, &a)?,
         BenchCommand::ChangeEnv(a) => {
             let vars: Vec<(&str, &str)> = a
                 .vars
@@ -316,11 +368,10 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
             print_json(out, &serde_json::json!({}));
         }
         BenchCommand::ServerLogs(a) => {
-            for line in client.server_logs(a.severity.as_deref())? {
-                let line = line?;
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
+            let mut lines = client.server_logs(a.severity.as_deref())?;
+            print_lines(&mut lines, out, |out, line| {
+                write_log_line(out, line, false)
+            })?;
         }
         BenchCommand::Typecheck(a) => {
             client.typecheck(&scenario(&a.script)?)?;
@@ -354,7 +405,10 @@ fn client(args: &BenchArgs) -> Result<(BenchClient, Option<BenchServer>), Fail> 
     };
     let tls = TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
         .map_err(|e| Fail(1, e.to_string()))?;
-    let client = BenchClient::new(address)?.with_tls(tls)?;
+    let mut client = BenchClient::new(address)?.with_tls(tls)?;
+    if let Some(timeout) = args.timeout {
+        client = client.with_timeout(timeout);
+    }
     let client = match &args.token {
         Some(token) => client.with_token(token.clone()),
         None => client.with_token_file(),
@@ -410,7 +464,7 @@ fn wait(client: &mut BenchClient, id: u64) -> Result<StatusInfo, Fail> {
         let elapsed = started.elapsed().as_secs();
         let line = format!(
             "status: {:<22}{:02}:{:02}",
-            s.status().as_str(),
+            Escaped::cut(s.status().as_str(), 64).to_string(),
             elapsed / 60,
             elapsed % 60
         );
@@ -433,6 +487,96 @@ fn print_json(out: &mut impl Write, value: &impl serde::Serialize) {
     let _ = writeln!(out, "{text}");
 }
 
+/// Why printing a stream stopped early.
+enum Stop {
+    /// Writing to stdout failed.
+    Output(io::Error),
+    /// A line the command does not accept.
+    Line(Fail),
+}
+
+/// Prints a stream at the network's pace: `line` writes each line into the buffered
+/// `out`, which is flushed whenever the connection has nothing more to read right now,
+/// so lines show up as soon as they arrive from a slow server and go out in large
+/// writes from a fast one. A closed stdout ends it quietly.
+fn print_lines<F: OwnedLine, W: Write>(
+    stream: &mut LineStream<'_, F>,
+    out: &mut W,
+    mut line: impl for<'l> FnMut(&mut W, Result<F::Item<'l>, F::Error<'l>>) -> Result<(), Stop>,
+) -> Result<(), Fail> {
+    loop {
+        let mut stopped = None;
+        let state = stream.read_available(|item| match line(out, item) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(stop) => {
+                stopped = Some(stop);
+                ControlFlow::Break(())
+            }
+        });
+        let flushed = out.flush();
+        match stopped {
+            Some(Stop::Output(e)) => return Err(Fail::output(e)),
+            Some(Stop::Line(fail)) => {
+                flushed.map_err(Fail::output)?;
+                return Err(fail);
+            }
+            None => flushed.map_err(Fail::output)?,
+        }
+        match state? {
+            Available::Idle => {}
+            Available::End | Available::Stopped => return Ok(()),
+        }
+    }
+}
+
+/// One log line, control characters (but tabs) escaped; red on a terminal when it is
+/// an error.
+fn write_log_line(
+    out: &mut impl Write,
+    line: Result<&str, LogLineError<'_>>,
+    red: bool,
+) -> Result<(), Stop> {
+    let lossy;
+    let text = match line {
+        Ok(text) => text,
+        Err(LogLineError::NotUtf8 { line }) => {
+            lossy = String::from_utf8_lossy(line);
+            &lossy
+        }
+        Err(e @ LogLineError::TooLong { .. }) => {
+            return Err(Stop::Line(Fail(1, e.to_string())));
+        }
+    };
+    let written = if red && text.contains("[error]") {
+        out.write_all(b"\x1b[31m")
+            .and_then(|()| write_escaped_text(out, text))
+            .and_then(|()| out.write_all(b"\x1b[0m\n"))
+    } else {
+        write_escaped_text(out, text).and_then(|()| out.write_all(b"\n"))
+    };
+    written.map_err(Stop::Output)
+}
+
+/// `text` with control characters other than tab escaped (`\u{1b}`); plain text is
+/// written as is, in one piece.
+fn write_escaped_text(out: &mut impl Write, text: &str) -> io::Result<()> {
+    let clean = !text
+        .bytes()
+        .any(|b| (b < 0x20 && b != b'\t') || b == 0x7f || b == 0xc2);
+    if clean {
+        return out.write_all(text.as_bytes());
+    }
+    let mut run = 0;
+    for (i, c) in text.char_indices() {
+        if c.is_control() && c != '\t' {
+            out.write_all(text.get(run..i).unwrap_or_default().as_bytes())?;
+            write!(out, "{}", Escaped::new(c.encode_utf8(&mut [0; 4])))?;
+            run = i + c.len_utf8();
+        }
+    }
+    out.write_all(text.get(run..).unwrap_or_default().as_bytes())
+}
+
 fn print_log(
     out: &mut impl Write,
     client: &mut BenchClient,
@@ -440,63 +584,205 @@ fn print_log(
     user: bool,
 ) -> Result<(), Fail> {
     let what = if user { "user log" } else { "log" };
-    let lines = if user {
+    let mut lines = if user {
         client.userlog(id)?
     } else {
         client.log(id)?
     };
     let red = std::io::stdout().is_terminal();
-    let _ = writeln!(out, "Start of {what} for bench {id}");
-    for line in lines {
-        let line = line?;
-        if red && line.contains("[error]") {
-            let _ = writeln!(out, "\x1b[31m{line}\x1b[0m");
-        } else {
-            let _ = writeln!(out, "{line}");
+    writeln!(out, "Start of {what} for bench {id}").map_err(Fail::output)?;
+    print_lines(&mut lines, out, |out, line| write_log_line(out, line, red))?;
+    writeln!(out, "End of {what} for bench {id}").map_err(Fail::output)
+}
+
+/// `/data` as csv or tsv rows, written as they arrive without allocating per line.
+struct Rows {
+    format: DataFormat,
+    row: Vec<u8>,
+    /// The last timestamp and its digits: consecutive samples mostly share one.
+    timestamp: Option<u64>,
+    digits: Vec<u8>,
+}
+
+impl Rows {
+    fn new(format: DataFormat) -> Rows {
+        Rows {
+            format,
+            row: Vec::with_capacity(256),
+            timestamp: None,
+            digits: Vec::with_capacity(20),
         }
-        let _ = out.flush();
     }
-    let _ = writeln!(out, "End of {what} for bench {id}");
-    Ok(())
+
+    fn write(&mut self, out: &mut impl Write, s: &Sample<'_>) -> io::Result<()> {
+        if self.timestamp != Some(s.timestamp) {
+            let mut buf = [0u8; 20];
+            self.digits.clear();
+            self.digits
+                .extend_from_slice(decimal(s.timestamp, &mut buf));
+            self.timestamp = Some(s.timestamp);
+        }
+        let row = &mut self.row;
+        row.clear();
+        let name = |row: &mut Vec<u8>| {
+            // Printable ASCII goes as is (checked without branching per byte).
+            let unusual = s
+                .name
+                .bytes()
+                .fold(false, |acc, b| acc | !(0x20..0x7f).contains(&b));
+            if unusual {
+                // Written into the row through the escaping writer (never fails on a Vec).
+                let _ = write_escaped_text(row, s.name);
+            } else {
+                row.extend_from_slice(s.name.as_bytes());
+            }
+        };
+        match self.format {
+            DataFormat::Csv => {
+                name(row);
+                row.push(b',');
+                row.extend_from_slice(&self.digits);
+                row.push(b',');
+            }
+            _ => {
+                row.extend_from_slice(&self.digits);
+                row.push(b'\t');
+                name(row);
+                row.push(b'\t');
+            }
+        }
+        row.extend_from_slice(s.value.as_str().as_bytes());
+        row.push(b'\n');
+        out.write_all(row)
+    }
+}
+
+/// `n` in decimal, in `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[at..]
+}
+
+/// The samples of one metric, for the JSON output: timestamps, and the values' text
+/// end to end (no per-point allocation).
+#[derive(Debug, Default)]
+struct Series {
+    timestamps: Vec<u64>,
+    values: String,
+    ends: Vec<usize>,
+}
+
+impl Series {
+    fn push(&mut self, s: &Sample<'_>) {
+        self.timestamps.push(s.timestamp);
+        self.values.push_str(s.value.as_str());
+        self.ends.push(self.values.len());
+    }
+
+    fn points(&self) -> impl Iterator<Item = (&str, u64)> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.ends
+            .iter()
+            .zip(starts)
+            .zip(&self.timestamps)
+            .map(|((&end, start), &t)| (self.values.get(start..end).unwrap_or("0"), t))
+    }
+}
+
+/// Graphite-style JSON, as the official CLI prints it (here sorted by name):
+/// `[{"target": NAME, "datapoints": [[VALUE, TIMESTAMP], …]}, …]`, values as the
+/// server wrote them.
+fn write_graphite(out: &mut impl Write, series: &HashMap<Box<str>, Series>) -> io::Result<()> {
+    let mut names: Vec<&str> = series.keys().map(|n| &**n).collect();
+    names.sort_unstable();
+    if names.is_empty() {
+        return out.write_all(b"[]\n");
+    }
+    out.write_all(b"[\n")?;
+    for (i, name) in names.iter().enumerate() {
+        out.write_all(b"  {\n    \"target\": ")?;
+        write_json_string(out, name)?;
+        out.write_all(b",\n    \"datapoints\": [")?;
+        let mut digits = [0u8; 20];
+        for (j, (value, t)) in series
+            .get(*name)
+            .into_iter()
+            .flat_map(Series::points)
+            .enumerate()
+        {
+            out.write_all(if j == 0 { b"\n      [" } else { b",\n      [" })?;
+            out.write_all(value.as_bytes())?;
+            out.write_all(b", ")?;
+            out.write_all(decimal(t, &mut digits))?;
+            out.write_all(b"]")?;
+        }
+        out.write_all(b"\n    ]\n  }")?;
+        out.write_all(if i + 1 == names.len() { b"\n" } else { b",\n" })?;
+    }
+    out.write_all(b"]\n")
+}
+
+/// A JSON string with every control character escaped (C1 codes and DEL too).
+fn write_json_string(out: &mut impl Write, s: &str) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    let mut run = 0;
+    for (i, c) in s.char_indices() {
+        let escape = match c {
+            '"' => Some("\\\"".to_owned()),
+            '\\' => Some("\\\\".to_owned()),
+            c if c.is_control() => Some(format!("\\u{:04x}", u32::from(c))),
+            _ => None,
+        };
+        if let Some(e) = escape {
+            out.write_all(s.get(run..i).unwrap_or_default().as_bytes())?;
+            out.write_all(e.as_bytes())?;
+            run = i + c.len_utf8();
+        }
+    }
+    out.write_all(s.get(run..).unwrap_or_default().as_bytes())?;
+    out.write_all(b"\"")
 }
 
 fn print_data(out: &mut impl Write, client: &mut BenchClient, a: &DataArgs) -> Result<(), Fail> {
-    let mut series: BTreeMap<String, Vec<(serde_json::Value, u64)>> = BTreeMap::new();
-    for sample in client.data(a.id)? {
-        let sample = sample?;
-        if !a.target.is_empty() && !a.target.contains(&sample.name) {
-            continue;
-        }
-        match a.format {
-            DataFormat::Json => series
-                .entry(sample.name.clone())
-                .or_default()
-                .push((sample.value_json(), sample.timestamp)),
-            DataFormat::Csv => {
-                let _ = writeln!(out, "{},{},{}", sample.name, sample.timestamp, sample.value);
-            }
-            DataFormat::Tsv => {
-                let _ = writeln!(
-                    out,
-                    "{}\t{}\t{}",
-                    sample.timestamp, sample.name, sample.value
-                );
-            }
-        }
-        let _ = out.flush();
-    }
-    if let DataFormat::Json = a.format {
-        let graphite: Vec<_> = series
-            .into_iter()
-            .map(|(target, points)| {
-                let points: Vec<_> = points
-                    .into_iter()
-                    .map(|(v, t)| serde_json::json!([v, t]))
-                    .collect();
-                serde_json::json!({ "target": target, "datapoints": points })
+    let mut stream = client.data(a.id)?;
+    let wanted = |name: &str| a.target.is_empty() || a.target.iter().any(|t| t == name);
+    let bad_line = |e: SampleError| Stop::Line(Fail(1, format!("bad /data line: {e}")));
+    match a.format {
+        DataFormat::Csv | DataFormat::Tsv => {
+            let mut rows = Rows::new(a.format);
+            print_lines(&mut stream, out, |out, line| match line {
+                Ok(s) if wanted(s.name) => rows.write(out, &s).map_err(Stop::Output),
+                Ok(_) => Ok(()),
+                Err(e) => Err(bad_line(e)),
             })
-            .collect();
-        print_json(out, &graphite);
+        }
+        DataFormat::Json => {
+            let mut series: HashMap<Box<str>, Series> = HashMap::new();
+            // Nothing is written while the stream runs, so flushing is a no-op; the
+            // JSON goes out at the end, or before the error if the stream fails.
+            let result = print_lines(&mut stream, &mut io::sink(), |_, line| {
+                let s = line.map_err(bad_line)?;
+                if wanted(s.name) {
+                    match series.get_mut(s.name) {
+                        Some(points) => points.push(&s),
+                        None => series.entry(s.name.into()).or_default().push(&s),
+                    }
+                }
+                Ok(())
+            });
+            drop(stream);
+            write_graphite(out, &series)
+                .and_then(|()| out.flush())
+                .map_err(Fail::output)?;
+            result
+        }
     }
-    Ok(())
 }

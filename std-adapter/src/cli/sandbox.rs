@@ -33,6 +33,10 @@ pub(super) struct SandboxArgs {
     /// Port of the RTM (messaging) server (0 picks any free port).
     #[arg(long, default_value_t = 8080)]
     rtm_port: u16,
+    /// For throughput measurements: every `/data` reply starts with this many generated
+    /// metric lines, one chunk each, sent from memory.
+    #[arg(long, default_value_t = 0, value_name = "LINES")]
+    data_flood: usize,
 }
 
 pub(super) fn run(args: SandboxArgs) -> ExitCode {
@@ -41,6 +45,7 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         Pace::Fast => BenchServerConfig::fast(),
     };
     config.port = args.port;
+    config.data_flood = args.data_flood;
     if !args.token.is_empty() {
         config.tokens = Some(args.token);
     }

@@ -138,6 +138,18 @@ impl Default for Quirks {
     }
 }
 
+/// A misbehaving server, for testing what a client does when the network or the server
+/// lets it down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Reads every request and never answers; the connection stays open until the client
+    /// closes it.
+    Silent,
+    /// Answers correctly but sends each byte of every response on its own, with this
+    /// pause before the next one (one byte a second: `Drip(Duration::from_secs(1))`).
+    Drip(Duration),
+}
+
 /// Configuration of a [`BenchServer`](super::BenchServer).
 ///
 /// # Example
@@ -171,6 +183,13 @@ pub struct BenchServerConfig {
     pub max_bench_num: u64,
     /// Idle time after which a keep-alive connection is closed (Cowboy: 5 s).
     pub keep_alive_timeout: std::time::Duration,
+    /// Misbehave on every connection (`None`: behave).
+    pub fault: Option<Fault>,
+    /// For throughput measurements: every `/data` reply starts with this many generated
+    /// metric lines (`<timestamp>\tflood.<k>.count\t<value>`, one chunk each, as the
+    /// real server frames them) before the benchmark's own. Generated once, when the
+    /// first reply needs them, and then sent from memory as fast as the socket takes them.
+    pub data_flood: usize,
 }
 
 impl Default for BenchServerConfig {
@@ -188,6 +207,8 @@ impl Default for BenchServerConfig {
                 .collect(),
             max_bench_num: 1000,
             keep_alive_timeout: std::time::Duration::from_secs(5),
+            fault: None,
+            data_flood: 0,
         }
     }
 }

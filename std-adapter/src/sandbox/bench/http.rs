@@ -60,6 +60,10 @@ pub(crate) struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     close_after: bool,
+    /// Chunks written with [`Conn::chunk_buffered`], not yet sent.
+    out: Vec<u8>,
+    /// Send responses one byte at a time with this pause ([`Fault::Drip`](super::Fault)).
+    drip: Option<Duration>,
 }
 
 fn reason_phrase(status: u16) -> &'static str {
@@ -133,14 +137,40 @@ fn decode_chunked(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, ()> {
 
 impl Conn {
     /// Wraps an accepted stream.
-    pub(crate) fn new(stream: TcpStream) -> Conn {
+    pub(crate) fn new(stream: TcpStream, drip: Option<Duration>) -> Conn {
         let _ = stream.set_read_timeout(Some(READ_SLICE));
         let _ = stream.set_nodelay(true);
         Conn {
             stream,
             buf: Vec::new(),
             close_after: false,
+            out: Vec::new(),
+            drip,
         }
+    }
+
+    /// Every byte of a response goes through here.
+    fn write_out(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Some(pause) = self.drip else {
+            return self.stream.write_all(bytes);
+        };
+        for byte in bytes.chunks(1) {
+            self.stream.write_all(byte)?;
+            std::thread::sleep(pause);
+        }
+        Ok(())
+    }
+
+    /// Reads and ignores whatever the peer sends until it closes or the server shuts
+    /// down ([`Fault::Silent`](super::Fault)).
+    pub(crate) fn hold(&mut self, shared: &Shared) {
+        while !shared.is_shutdown() {
+            if self.fill().is_err() {
+                break;
+            }
+            self.buf.clear();
+        }
+        self.shutdown();
     }
 
     /// Reads more bytes; `Ok(false)` when nothing arrived within the read slice.
@@ -282,7 +312,7 @@ impl Conn {
     fn continue_once(&mut self, expect: bool, sent: &mut bool, version: u8) {
         if expect && !*sent && version == 1 {
             *sent = true;
-            let _ = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+            let _ = self.write_out(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
     }
 
@@ -321,8 +351,7 @@ impl Conn {
         all.extend(headers.iter().cloned());
         let mut bytes = self.head(status, &all, keep_alive).into_bytes();
         bytes.extend_from_slice(body);
-        self.stream.write_all(&bytes)?;
-        self.stream.flush()?;
+        self.write_out(&bytes)?;
         Ok(if keep_alive && !self.close_after {
             Flow::KeepAlive
         } else {
@@ -339,7 +368,7 @@ impl Conn {
         let mut all: Vec<(&str, String)> = headers.to_vec();
         all.push(("transfer-encoding", "chunked".to_owned()));
         let head = self.head(200, &all, keep_alive);
-        self.stream.write_all(head.as_bytes())
+        self.write_out(head.as_bytes())
     }
 
     /// One HTTP chunk (empty data writes nothing: an empty chunk would end the body).
@@ -350,13 +379,46 @@ impl Conn {
         let mut bytes = format!("{:x}\r\n", data.len()).into_bytes();
         bytes.extend_from_slice(data);
         bytes.extend_from_slice(b"\r\n");
-        self.stream.write_all(&bytes)
+        self.write_out(&bytes)
+    }
+
+    /// One HTTP chunk, kept until [`Conn::flush_chunks`] or until enough have gathered
+    /// for a large write (the chunk framing stays one chunk per call).
+    pub(crate) fn chunk_buffered(&mut self, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let _ = write!(self.out, "{:x}\r\n", data.len());
+        self.out.extend_from_slice(data);
+        self.out.extend_from_slice(b"\r\n");
+        if self.out.len() >= 64 * 1024 {
+            self.flush_chunks()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes already framed as chunks, written as they are (pre-encoded bulk data).
+    pub(crate) fn raw_chunks(&mut self, framed: &[u8]) -> io::Result<()> {
+        self.flush_chunks()?;
+        self.write_out(framed)
+    }
+
+    /// Sends the chunks gathered by [`Conn::chunk_buffered`].
+    pub(crate) fn flush_chunks(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let out = std::mem::take(&mut self.out);
+        let written = self.write_out(&out);
+        self.out = out;
+        self.out.clear();
+        written
     }
 
     /// The terminating chunk.
     pub(crate) fn end_chunked(&mut self, keep_alive: bool) -> io::Result<Flow> {
-        self.stream.write_all(b"0\r\n\r\n")?;
-        self.stream.flush()?;
+        self.flush_chunks()?;
+        self.write_out(b"0\r\n\r\n")?;
         Ok(if keep_alive && !self.close_after {
             Flow::KeepAlive
         } else {

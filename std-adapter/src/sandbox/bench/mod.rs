@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-pub use config::{BenchServerConfig, LogCompression, Quirks, Speed};
+pub use config::{BenchServerConfig, Fault, LogCompression, Quirks, Speed};
 pub use state::EmailReport;
 
 use http::{Conn, Flow, Next};
@@ -315,7 +315,15 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, registry: &Registry
 
 /// Serves one connection until it closes.
 fn serve(shared: &Arc<Shared>, stream: TcpStream) {
-    let mut conn = Conn::new(stream);
+    let drip = match shared.config.fault {
+        Some(Fault::Silent) => {
+            Conn::new(stream, None).hold(shared);
+            return;
+        }
+        Some(Fault::Drip(pause)) => Some(pause),
+        None => None,
+    };
+    let mut conn = Conn::new(stream, drip);
     loop {
         match conn.next_request(shared) {
             Next::Request(req) => match endpoints::handle(shared, &mut conn, &req) {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     changed: Condvar,
     shutdown: AtomicBool,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The generated `/data` lines of [`BenchServerConfig::data_flood`], chunk-framed.
+    flood: OnceLock<Arc<Vec<u8>>>,
 }
 
 impl Shared {
@@ -40,7 +42,32 @@ impl Shared {
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            flood: OnceLock::new(),
         }
+    }
+
+    /// The `data_flood` lines, one HTTP chunk each, generated on first use: 16 metrics
+    /// interleaved, integers and floats, about 38 bytes per line on the wire.
+    pub(crate) fn data_flood(&self) -> Arc<Vec<u8>> {
+        Arc::clone(self.flood.get_or_init(|| {
+            use std::io::Write;
+            let n = self.config.data_flood;
+            let mut out = Vec::with_capacity(n.saturating_mul(40));
+            let mut line = Vec::with_capacity(64);
+            for i in 0..n {
+                line.clear();
+                let ts = 1_700_000_000 + i / 16;
+                let _ = if i % 4 == 3 {
+                    writeln!(line, "{ts}\tflood.{}.count\t{}.5", i % 16, i % 1000)
+                } else {
+                    writeln!(line, "{ts}\tflood.{}.count\t{}", i % 16, i % 1_000_000)
+                };
+                let _ = write!(out, "{:x}\r\n", line.len());
+                out.extend_from_slice(&line);
+                out.extend_from_slice(b"\r\n");
+            }
+            Arc::new(out)
+        }))
     }
 
     /// Locks the state. A panicking thread cannot leave it half-updated in a way that

@@ -124,6 +124,10 @@ pub(crate) fn data(shared: &Shared, conn: &mut Conn, id: i64, ka: bool) -> io::R
         ],
         ka,
     )?;
+    if shared.config.data_flood > 0 {
+        let flood = shared.data_flood();
+        conn.raw_chunks(&flood)?;
+    }
     let mut positions = vec![0usize; names.len()];
     loop {
         let mut st = shared.lock();
@@ -141,13 +145,16 @@ pub(crate) fn data(shared: &Shared, conn: &mut Conn, id: i64, ka: bool) -> io::R
             if last_pass {
                 break;
             }
+            drop(st);
+            conn.flush_chunks()?;
+            st = shared.lock();
             st = shared.wait(st, shared.config.speed.poll);
             drop(st);
             continue;
         }
         drop(st);
         for line in lines {
-            conn.chunk(line.as_bytes())?;
+            conn.chunk_buffered(line.as_bytes())?;
         }
     }
     conn.end_chunked(ka)
