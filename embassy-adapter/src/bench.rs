@@ -17,7 +17,7 @@ use benchlink_core::http::{
     Body, Boundary, Cursor, DecodeError, EncodeError, Event, InflateMemory, Limits, Method, Part,
     RequestHead, ResponseDecoder, Section, BOUNDARY_LEN,
 };
-use embassy_time::{with_timeout, Duration};
+use embassy_time::{with_deadline, with_timeout, Duration, Instant};
 use embedded_io_async::ErrorKind;
 use heapless::String;
 
@@ -105,10 +105,10 @@ pub struct Buffers<'b> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Timeouts {
-    /// DNS plus TCP connect.
+    /// DNS plus TCP connect (within `reply` too, when that is shorter).
     pub connect: Duration,
-    /// From sending a request to its response head, and between body reads of a JSON
-    /// reply (`None`: forever).
+    /// The whole request: connecting, sending, the response head and, for a JSON call,
+    /// the whole body (`None`: no limit). For a stream, everything up to its head.
     pub reply: Option<Duration>,
     /// Silence allowed inside a log or data stream (`None`, the default: a running
     /// benchmark's log can be quiet for long).
@@ -133,8 +133,13 @@ pub enum Error<'a> {
     Connect(ConnectError),
     /// The connection failed while sending or receiving.
     Io(ErrorKind),
-    /// A timeout of [`Timeouts`] expired.
-    Timeout,
+    /// A limit of [`Timeouts`] passed.
+    Timeout {
+        /// The limit.
+        after: Duration,
+        /// What the client was waiting for.
+        waiting: Waiting,
+    },
     /// The request does not fit the `tx` buffer, or has a value that would break HTTP.
     Encode(EncodeError),
     /// The response is not valid HTTP, was cut short, or is compressed and the client
@@ -167,7 +172,19 @@ impl core::fmt::Display for Error<'_> {
         match self {
             Error::Connect(e) => write!(f, "connect: {e}"),
             Error::Io(kind) => write!(f, "connection failed: {kind:?}"),
-            Error::Timeout => f.write_str("timed out"),
+            Error::Timeout { after, waiting } => {
+                let (s, ms) = (after.as_secs(), after.as_millis() % 1000);
+                match waiting {
+                    Waiting::Connect => f.write_str("could not connect to the server within ")?,
+                    Waiting::Reply => f.write_str("no reply from the server within ")?,
+                    Waiting::StreamData => f.write_str("no data from the server for ")?,
+                }
+                if ms == 0 {
+                    write!(f, "{s} s")
+                } else {
+                    write!(f, "{} ms", after.as_millis())
+                }
+            }
             Error::Encode(e) => write!(f, "request: {e}"),
             Error::Decode(e) => write!(f, "response: {e:?}"),
             Error::BodyTooLarge { max } => write!(f, "reply larger than {max} bytes"),
@@ -178,6 +195,18 @@ impl core::fmt::Display for Error<'_> {
 }
 
 impl core::error::Error for Error<'_> {}
+
+/// What a timed-out request was waiting for ([`Error::Timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Waiting {
+    /// The connection to open.
+    Connect,
+    /// The server to take the request or to send (all of) its reply.
+    Reply,
+    /// The next bytes of a stream.
+    StreamData,
+}
 
 impl From<EncodeError> for Error<'_> {
     fn from(e: EncodeError) -> Self {
@@ -301,6 +330,15 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// Replaces the default [`Timeouts`].
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.conn.timeouts = timeouts;
+        self
+    }
+
+    /// The std client's and the CLI's `--timeout`: `timeout` is both the whole-request
+    /// limit of JSON calls ([`Timeouts::reply`], default 60 s) and the idle limit of
+    /// streams ([`Timeouts::stream_idle`], default none).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.conn.timeouts.reply = Some(timeout);
+        self.conn.timeouts.stream_idle = Some(timeout);
         self
     }
 
@@ -614,13 +652,27 @@ impl<T: Transport> Conn<'_, T> {
         }
         let idempotent = matches!(R::METHOD, Method::Get | Method::Head);
         let mut retried = false;
+        let reply = self.timeouts.reply;
+        let deadline = reply.map(|t| Instant::now().saturating_add(t));
+        let timed_out = |waiting| Error::Timeout {
+            after: reply.unwrap_or_default(),
+            waiting,
+        };
         loop {
             if !self.open {
                 let (host, port) = (self.server.host, self.server.port);
-                with_timeout(self.timeouts.connect, self.transport.connect(host, port))
-                    .await
-                    .map_err(|_| Error::Connect(ConnectError::TimedOut))?
-                    .map_err(Error::Connect)?;
+                let connect = self.timeouts.connect;
+                let by_deadline =
+                    deadline.is_some_and(|d| d < Instant::now().saturating_add(connect));
+                let connected = match deadline {
+                    Some(d) if by_deadline => with_deadline(d, self.transport.connect(host, port))
+                        .await
+                        .map_err(|_| timed_out(Waiting::Connect))?,
+                    _ => with_timeout(connect, self.transport.connect(host, port))
+                        .await
+                        .map_err(|_| Error::Connect(ConnectError::TimedOut))?,
+                };
+                connected.map_err(Error::Connect)?;
                 self.open = true;
                 self.reused = false;
                 self.start = 0;
@@ -629,15 +681,15 @@ impl<T: Transport> Conn<'_, T> {
             let reused = self.reused;
             let mut got_response = false;
             // A TCP flush waits for the peer's acknowledgement: bound it like a reply.
-            let sent = match self.timeouts.reply {
-                Some(t) => with_timeout(t, self.send(req, head_len, boundary.as_ref()))
+            let sent = match deadline {
+                Some(d) => with_deadline(d, self.send(req, head_len, boundary.as_ref()))
                     .await
-                    .unwrap_or(Err(Error::Timeout)),
+                    .unwrap_or(Err(timed_out(Waiting::Reply))),
                 None => self.send(req, head_len, boundary.as_ref()).await,
             };
             let result = match sent {
                 Ok(()) => {
-                    self.receive(R::METHOD, stream, sink, &mut got_response)
+                    self.receive(R::METHOD, stream, deadline, sink, &mut got_response)
                         .await
                 }
                 Err(e) => Err(e),
@@ -673,6 +725,7 @@ impl<T: Transport> Conn<'_, T> {
         &mut self,
         method: Method,
         stream: bool,
+        deadline: Option<Instant>,
         sink: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
         got_response: &mut bool,
     ) -> Result<After, Error<'static>> {
@@ -716,18 +769,29 @@ impl<T: Transport> Conn<'_, T> {
                     });
                 }
                 Event::NeedMore => {
-                    // A stream's body may be silent for long; everything else is a reply.
-                    let wait = if stream && head_seen {
-                        timeouts.stream_idle
-                    } else {
-                        timeouts.reply
-                    };
+                    // A stream's body may be silent for long (up to its idle limit);
+                    // everything else is within the request's deadline.
                     *start = 0;
                     *end = 0;
                     let read = embedded_io_async::Read::read(transport, rx);
-                    let n = match wait {
-                        Some(t) => with_timeout(t, read).await.map_err(|_| Error::Timeout)?,
-                        None => read.await,
+                    let n = if stream && head_seen {
+                        match timeouts.stream_idle {
+                            Some(t) => with_timeout(t, read).await.map_err(|_| Error::Timeout {
+                                after: t,
+                                waiting: Waiting::StreamData,
+                            })?,
+                            None => read.await,
+                        }
+                    } else {
+                        match deadline {
+                            Some(d) => {
+                                with_deadline(d, read).await.map_err(|_| Error::Timeout {
+                                    after: timeouts.reply.unwrap_or_default(),
+                                    waiting: Waiting::Reply,
+                                })?
+                            }
+                            None => read.await,
+                        }
                     }
                     .map_err(io_error)?;
                     *end = n;

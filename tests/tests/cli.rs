@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_std::bench::StartOptions;
-use benchlink_std::sandbox::bench::Speed;
+use benchlink_std::sandbox::bench::{Fault, Speed};
 use benchlink_tests::{
     benchlink_bin as bin, client, fast_server, hello, live_server, live_speed, repo_root,
     server_with, wait_final, wait_process_gone, wait_running, TlsProxy,
@@ -471,6 +471,8 @@ fn tokens_and_https() {
     let host = server.host();
     let out = bench(&host, &["clusters-info"]).expect_code(1);
     assert!(out.stderr.contains("forbidden"), "{}", out.stderr);
+    assert!(out.stderr.contains("--token"), "a hint: {}", out.stderr);
+    assert!(out.stderr.contains("token file"), "a hint: {}", out.stderr);
     let out = benchlink_with(&["bench", "--host", &host, "clusters-info"], |c| {
         c.env("BENCHLINK_TOKEN", "cli-token");
     })
@@ -530,4 +532,146 @@ fn a_run_without_host_uses_the_in_process_server() {
         out.stderr
     );
     assert_eq!(out.json()["status"], "complete", "{out:?}");
+}
+
+/// A server that never answers, and one that answers a byte a second: `--timeout`
+/// bounds the whole request, and the message says which server did not answer.
+#[test]
+fn a_silent_or_dripping_server_times_out() {
+    bin(); // built before any timing starts
+    let runs: Vec<_> = [Fault::Silent, Fault::Drip(Duration::from_secs(1))]
+        .into_iter()
+        .map(|fault| {
+            thread::spawn(move || {
+                let server = server_with(|c| c.fault = Some(fault));
+                let started = Instant::now();
+                let out = bench(&server.host(), &["--timeout", "3", "status", "1"]);
+                (fault, server.host(), out, started.elapsed())
+            })
+        })
+        .collect();
+    for run in runs {
+        let (fault, host, out, took) = run.join().expect("run");
+        let out = out.expect_code(1);
+        assert!(out.stdout.is_empty(), "{fault:?}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("reply from {host} within 3 s")),
+            "{fault:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("GET /status?id=1"),
+            "{fault:?}: {}",
+            out.stderr
+        );
+        // Ends by the deadline, not by the server (generous: machines are busy).
+        assert!(took < Duration::from_secs(20), "{fault:?} took {took:?}");
+    }
+}
+
+/// `--timeout` is the idle limit of a stream: a quiet `server-logs` ends with a message.
+#[test]
+fn a_quiet_stream_ends_after_the_timeout() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let out = bench(
+        &host,
+        &["--timeout", "0.5", "server-logs", "--severity", "error"],
+    )
+    .expect_code(1);
+    assert!(
+        out.stderr
+            .contains(&format!("no data from {host} for 500 ms")),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `benchlink bench data … | head`: a closed stdout ends the command at once, quietly.
+#[test]
+fn a_closed_stdout_ends_data_quietly() {
+    bin(); // built before any timing starts
+    let server = server_with(|c| c.data_flood = 300_000);
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c.start(&hello(), &StartOptions::default()).expect("start");
+    wait_final(&mut c, id);
+    wait_process_gone(&server, id);
+    let mut child = Command::new(bin())
+        .args([
+            "bench",
+            "--host",
+            &host,
+            "data",
+            "--format",
+            "csv",
+            &id.to_string(),
+        ])
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning benchlink");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 4096];
+    stdout.read_exact(&mut first).expect("some rows");
+    assert!(first.starts_with(b"flood.0.count,1700000000,0\n"));
+    drop(stdout);
+    let deadline = Instant::now() + CLI_PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("benchlink data kept running after its stdout was closed");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "quietly: {stderr}");
+}
+
+/// The csv and tsv paths keep every line of a large, fast stream, in order.
+#[test]
+fn data_of_a_large_stream_keeps_every_line() {
+    bin(); // built before any timing starts
+    let server = server_with(|c| c.data_flood = 50_000);
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c.start(&hello(), &StartOptions::default()).expect("start");
+    wait_final(&mut c, id);
+    wait_process_gone(&server, id);
+    let id_s = id.to_string();
+    let csv = bench(&host, &["data", "--format", "csv", &id_s]).expect_code(0);
+    let tsv = bench(&host, &["data", "--format", "tsv", &id_s]).expect_code(0);
+    let flood: Vec<&str> = csv.stdout.lines().take(50_000).collect();
+    assert_eq!(flood.len(), 50_000);
+    for (i, row) in flood.iter().enumerate() {
+        let value = if i % 4 == 3 {
+            format!("{}.5", i % 1000)
+        } else {
+            (i % 1_000_000).to_string()
+        };
+        assert_eq!(
+            *row,
+            format!("flood.{}.count,{},{value}", i % 16, 1_700_000_000 + i / 16)
+        );
+    }
+    assert_eq!(csv.stdout.lines().count(), tsv.stdout.lines().count());
+    let json = bench(&host, &["data", "--target", "flood.3.count", &id_s])
+        .expect_code(0)
+        .json();
+    let points = json[0]["datapoints"].as_array().expect("datapoints");
+    assert_eq!(points.len(), 50_000 / 16);
+    assert_eq!(points[1], serde_json::json!([19.5, 1_700_000_001u64]));
 }
