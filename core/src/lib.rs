@@ -35,5 +35,6 @@ pub mod bench;
 pub mod http;
 pub mod json;
 pub mod rtm;
+mod swar;
 pub mod time;
 pub mod ws;

@@ -265,7 +265,7 @@ pub(crate) struct HeadInfo {
 /// What one [`Exchange::pump`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pumped {
-    /// A piece of body went to the sink.
+    /// Body went to the sink (every piece of it the received bytes held).
     Data,
     /// Everything received so far is decoded and the socket has nothing more to read
     /// right now (only when asked not to wait): the moment to flush what was made of it.
@@ -496,9 +496,9 @@ fn fill(c: &mut Connection, wait: ReadWait<'_>) -> io::Result<Filled> {
 }
 
 impl Exchange<'_> {
-    /// Decodes body bytes until at least one piece of body went to `sink`, the body
-    /// ended, or (with [`Wait::No`]) the socket had nothing more to read; waits for
-    /// bytes as `wait` says. Once the body ended, the connection is kept for the next
+    /// Decodes body bytes, handing every piece to `sink`, until the bytes received so
+    /// far are used up after at least one piece, the body ended, or (with [`Wait::No`])
+    /// the socket had nothing more to read; waits for bytes as `wait` says. Once the body ended, the connection is kept for the next
     /// exchange if the server allows it, and dropped otherwise.
     pub(crate) fn pump(
         &mut self,
@@ -522,6 +522,7 @@ impl Exchange<'_> {
         let Some(c) = self.conn.as_mut() else {
             return Ok(Pumped::End);
         };
+        let mut gave = false;
         loop {
             // The decoder speaks first: a body whose last byte already arrived ends
             // without waiting for more input.
@@ -531,8 +532,9 @@ impl Exchange<'_> {
             match event {
                 Event::Data(d) => {
                     sink(d);
-                    return Ok(Pumped::Data);
+                    gave = true;
                 }
+                Event::NeedMore if gave => return Ok(Pumped::Data),
                 Event::End { keep_alive, .. } => {
                     // Bytes the server sent beyond its response would corrupt the next
                     // one: such a connection is not reused.

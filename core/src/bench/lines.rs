@@ -192,31 +192,12 @@ impl<'b> LineSplitter<'b> {
 
 /// The index of the first `\n` or `\r` in `data`, looking at eight bytes at a time.
 fn find_line_end(data: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
-    const LF: u64 = ONES * b'\n' as u64;
-    const CR: u64 = ONES * b'\r' as u64;
-    // A byte of `x` is zero where `(x - ONES) & !x & HIGH` has its high bit; the lowest
-    // such bit is always right (higher ones may be false alarms from a borrow).
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    let mut words = data.chunks_exact(8);
-    let mut base = 0usize;
-    for word in &mut words {
-        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            break;
-        };
-        let w = u64::from_le_bytes(bytes);
-        let hits = zero(w ^ LF) | zero(w ^ CR);
-        if hits != 0 {
-            return Some(base + (hits.trailing_zeros() / 8) as usize);
-        }
-        base += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == b'\n' || b == b'\r')
-        .map(|i| base + i)
+    use crate::swar::{find, repeat, zero_bytes};
+    find(
+        data,
+        |w| zero_bytes(w ^ repeat(b'\n')) | zero_bytes(w ^ repeat(b'\r')),
+        |b| b == b'\n' || b == b'\r',
+    )
 }
 
 /// How one line of a stream is decoded: log text, metric samples.

@@ -8,6 +8,7 @@ use core::fmt;
 
 use super::lines::{LineDecoder, LineFormat, LineTooLong};
 use crate::json::Number;
+use crate::swar::find_byte;
 
 /// One metric sample.
 ///
@@ -46,26 +47,26 @@ impl<'a> Sample<'a> {
     /// Digits, tab, then name and value checked as UTF-8 at once; `None` for anything
     /// else (including every bad line).
     fn parse_fast(line: &'a [u8]) -> Option<Self> {
-        let mut timestamp = 0u64;
-        let mut digits = 0usize;
-        for &b in line {
-            match b {
-                b'0'..=b'9' => {
-                    timestamp = timestamp
-                        .checked_mul(10)?
-                        .checked_add(u64::from(b - b'0'))?;
-                    digits += 1;
-                }
-                b'\t' if digits > 0 => break,
-                _ => return None,
-            }
+        let tab = find_byte(line, b'\t')?;
+        let digits = line.get(..tab)?;
+        // Up to 19 digits can not overflow a u64.
+        if digits.is_empty() || digits.len() > 19 {
+            return None;
         }
-        let rest = line.get(digits.checked_add(1)?..)?;
-        let tab = rest.iter().position(|&b| b == b'\t')?;
+        let mut timestamp = 0u64;
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            timestamp = timestamp * 10 + u64::from(d);
+        }
+        let rest = line.get(tab + 1..)?;
+        let tab = find_byte(rest, b'\t')?;
         let text = core::str::from_utf8(rest).ok()?;
         let name = text.get(..tab).filter(|n| !n.is_empty())?;
         // A tab in the value (a fourth field) fails the number grammar.
-        let value = Number::parse(text.get(tab.checked_add(1)?..)?).ok()?;
+        let value = Number::parse(text.get(tab + 1..)?).ok()?;
         Some(Sample {
             timestamp,
             name,

@@ -69,6 +69,12 @@ impl Chunked {
 
     /// Consumes framing bytes from the front of `input`; returns how many, and what follows.
     pub(crate) fn next(&mut self, input: &[u8]) -> Result<(usize, Next), DecodeError> {
+        if let Some((used, size)) = self.whole_size_line(input) {
+            self.state = State::Data { left: size };
+            let avail = input.len().saturating_sub(used);
+            let n = usize::try_from(size).map_or(avail, |size| size.min(avail));
+            return Ok((used, Next::Data(n)));
+        }
         for (i, &b) in input.iter().enumerate() {
             match self.state {
                 State::Data { left } => {
@@ -88,6 +94,48 @@ impl Chunked {
                 Next::NeedMore
             },
         ))
+    }
+
+    /// The common case in one step: at the start of a size line (or at the CRLF ending
+    /// the previous chunk's data), a complete `[CRLF]HEX CRLF` with a non-zero size and
+    /// no extension. Returns the bytes it spans and the size; anything else (a split
+    /// line, an extension, the last chunk, an error) is left to the byte-at-a-time path.
+    fn whole_size_line(&self, input: &[u8]) -> Option<(usize, u64)> {
+        let start = match self.state {
+            State::DataCr => match input {
+                [b'\r', b'\n', ..] => 2,
+                _ => return None,
+            },
+            State::Size {
+                size: 0,
+                digits: 0,
+                line: 0,
+            } => 0,
+            _ => return None,
+        };
+        let mut size = 0u64;
+        // Fifteen hex digits can not overflow a u64; longer sizes take the slow path.
+        for (i, &b) in input.iter().enumerate().skip(start).take(16) {
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                b'A'..=b'F' => b - b'A' + 10,
+                b'\r' => {
+                    let digits = i - start;
+                    let ok = digits > 0
+                        && digits < self.max_line
+                        && size > 0
+                        && input.get(i + 1) == Some(&b'\n');
+                    return ok.then_some((i + 2, size));
+                }
+                _ => return None,
+            };
+            if i - start == 15 {
+                return None;
+            }
+            size = size << 4 | u64::from(digit);
+        }
+        None
     }
 
     /// Records that the caller used `n` of the data bytes [`Chunked::next`] offered.

@@ -551,7 +551,11 @@ impl<'a> Items<'a> {
         };
         s.skip_ws();
         let start = s.pos;
-        s.value(MAX_DEPTH).ok()?;
+        // The container was validated when it was parsed: its items need no new check.
+        if s.peek().is_none() || matches!(s.peek(), Some(b'}' | b']')) {
+            return None;
+        }
+        s.skip_validated();
         self.pos = s.pos;
         Some((key, Value::new(self.text.get(start..s.pos)?)))
     }
@@ -981,9 +985,29 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
+    /// Moves to the first byte at or after the current position that ends a run of
+    /// plain string content: a quote, a backslash or (when `controls`) a control
+    /// character; to the end if there is none.
+    fn skip_plain(&mut self, controls: bool) {
+        use crate::swar::{bytes_below, find, repeat, zero_bytes};
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let special = |w: u64| zero_bytes(w ^ repeat(b'"')) | zero_bytes(w ^ repeat(b'\\'));
+        let run = if controls {
+            find(
+                rest,
+                |w| special(w) | bytes_below(w, 0x20),
+                |b| b == b'"' || b == b'\\' || b < 0x20,
+            )
+        } else {
+            find(rest, special, |b| b == b'"' || b == b'\\')
+        };
+        self.pos = run.map_or(self.bytes.len(), |n| self.pos.saturating_add(n));
+    }
+
     fn string(&mut self) -> Result<(), Error> {
         self.bump(); // the opening quote
         loop {
+            self.skip_plain(true);
             match self.peek() {
                 Some(b'"') => {
                     self.bump();
@@ -1020,6 +1044,76 @@ impl<'a> Scanner<'a> {
             self.bump();
         }
         Ok(())
+    }
+
+    /// Steps over the value at the current position without checking it: for text
+    /// [`Scanner::value`] already validated, which every [`Value`] is. On any other text
+    /// it stops somewhere, never past the end.
+    fn skip_validated(&mut self) {
+        match self.peek() {
+            Some(b'"') => self.skip_validated_string(),
+            Some(b'{' | b'[') => {
+                use crate::swar::{find, repeat, zero_bytes};
+                // Only quotes and brackets matter; `[`/`{` and `]`/`}` differ by 0x20.
+                let hits = |w: u64| {
+                    let folded = w | repeat(0x20);
+                    zero_bytes(w ^ repeat(b'"'))
+                        | zero_bytes(folded ^ repeat(b'{'))
+                        | zero_bytes(folded ^ repeat(b'}'))
+                };
+                let is = |b: u8| matches!(b, b'"' | b'{' | b'}' | b'[' | b']');
+                let mut depth = 0usize;
+                loop {
+                    let rest = self.bytes.get(self.pos..).unwrap_or_default();
+                    let Some(n) = find(rest, hits, is) else {
+                        self.pos = self.bytes.len();
+                        return;
+                    };
+                    self.pos = self.pos.saturating_add(n);
+                    match self.peek() {
+                        Some(b'"') => self.skip_validated_string(),
+                        Some(b'{' | b'[') => {
+                            depth = depth.saturating_add(1);
+                            self.bump();
+                        }
+                        Some(_) => {
+                            depth = depth.saturating_sub(1);
+                            self.bump();
+                            if depth == 0 {
+                                return;
+                            }
+                        }
+                        None => return,
+                    }
+                }
+            }
+            _ => {
+                while !matches!(
+                    self.peek(),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                ) {
+                    self.bump();
+                }
+            }
+        }
+    }
+
+    fn skip_validated_string(&mut self) {
+        self.bump(); // the opening quote
+        loop {
+            self.skip_plain(false);
+            match self.peek() {
+                Some(b'\\') => {
+                    self.bump();
+                    self.bump();
+                }
+                Some(_) => {
+                    self.bump();
+                    return;
+                }
+                None => return,
+            }
+        }
     }
 
     /// A member key and its colon, whitespace around the colon included; returns where
@@ -1424,6 +1518,37 @@ mod tests {
                 .unescape_into(&mut []),
             Ok("")
         );
+    }
+
+    #[test]
+    fn items_of_validated_containers_are_stepped_over_whole() {
+        let doc = r#" [ {"a":"]}\"[{","b":{}} , [1,[2,[]]],"x\\", true,null ,-1.5e3,"", {} ] "#;
+        let v = parse(doc, 8).unwrap();
+        let items: std::vec::Vec<&str> = v
+            .as_array()
+            .unwrap()
+            .elements()
+            .map(|e| e.as_raw())
+            .collect();
+        assert_eq!(
+            items,
+            [
+                r#"{"a":"]}\"[{","b":{}}"#,
+                "[1,[2,[]]]",
+                r#""x\\""#,
+                "true",
+                "null",
+                "-1.5e3",
+                r#""""#,
+                "{}"
+            ]
+        );
+        let o = v.as_array().unwrap().get(0).unwrap().as_object().unwrap();
+        assert!(o.get("b").is_some_and(|b| b.as_raw() == "{}"));
+        assert!(o
+            .get("a")
+            .and_then(|a| a.as_str())
+            .is_some_and(|a| a == "]}\"[{"));
     }
 
     #[test]
