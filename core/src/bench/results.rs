@@ -3,7 +3,7 @@
 //! instead of mapping it into a fixed-capacity structure.
 
 use super::error::Error;
-use super::reply::{member, object, required, FromReply};
+use super::reply::{object, FromReply};
 use crate::json::{JsonStr, Members, Number, Object, Value};
 
 /// The `/results` reply: `{}` while the benchmark runs or when nothing was computed.
@@ -138,24 +138,52 @@ pub struct Metric<'a> {
 impl<'a> Metric<'a> {
     fn from_value(value: Value<'a>) -> Result<Self, Error<'a>> {
         let obj = object(value, "each metric as an object")?;
-        let kind = required(obj, "type", "`type` of each metric as a string", |v| {
-            v.as_str().map(MetricKind::from_json)
-        })?;
-        let stats_key = match kind {
-            MetricKind::Counter => "rps",
-            _ => "percentiles",
+        // One pass over the members (the first of each name counts, as with `get`).
+        let (mut kind, mut number, mut rps, mut percentiles) = (None, None, None, None);
+        for (key, v) in obj.members() {
+            let slot = match key.as_plain() {
+                Some("type") => &mut kind,
+                Some("value") => &mut number,
+                Some("rps") => &mut rps,
+                Some("percentiles") => &mut percentiles,
+                Some(_) => continue,
+                // An escaped key: compare it the slow way.
+                None if key == "type" => &mut kind,
+                None if key == "value" => &mut number,
+                None if key == "rps" => &mut rps,
+                None if key == "percentiles" => &mut percentiles,
+                None => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(v);
+            }
+        }
+        let present = |v: Option<Value<'a>>| v.filter(|v| !v.is_null());
+        let expected = "`type` of each metric as a string";
+        let kind = present(kind)
+            .and_then(|v| v.as_str())
+            .map(MetricKind::from_json)
+            .ok_or(Error::UnexpectedReply { expected })?;
+        let stats = match kind {
+            MetricKind::Counter => rps,
+            _ => percentiles,
+        };
+        let number = match present(number) {
+            None => None,
+            Some(v) => Some(v.as_number().ok_or(Error::UnexpectedReply {
+                expected: "`value` of a metric as a number",
+            })?),
+        };
+        let stats = match present(stats) {
+            None => None,
+            Some(v) => Some(v.as_object().ok_or(Error::UnexpectedReply {
+                expected: "`rps`/`percentiles` of a metric as an object",
+            })?),
         };
         Ok(Metric {
             kind,
-            value: member(obj, "value", "`value` of a metric as a number", |v| {
-                v.as_number()
-            })?,
-            stats: member(
-                obj,
-                stats_key,
-                "`rps`/`percentiles` of a metric as an object",
-                |v| v.as_object(),
-            )?,
+            value: number,
+            stats,
         })
     }
 

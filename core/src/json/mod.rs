@@ -542,7 +542,18 @@ impl<'a> Items<'a> {
             s.skip_ws();
         }
         let key = if keyed {
-            let (start, end) = s.key().ok()?;
+            // The key was validated with its container: only find where it ends.
+            if s.peek() != Some(b'"') {
+                return None;
+            }
+            let start = s.pos.saturating_add(1);
+            s.skip_validated_string();
+            let end = s.pos.saturating_sub(1);
+            s.skip_ws();
+            if s.peek() != Some(b':') {
+                return None;
+            }
+            s.bump();
             Some(JsonStr {
                 raw: self.text.get(start..end)?,
             })
