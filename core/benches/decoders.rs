@@ -1,6 +1,12 @@
 //! Throughput of the core's decoders, each next to the well-kept std alternative in the
 //! same run: `cargo bench -p benchlink-core --bench decoders` (or `.ci/bench-decoders`,
 //! which prints the comparison table). Every group measures bytes of input per second.
+//!
+//! With `DECODERS_COUNT=1` in the environment the binary skips criterion and runs each
+//! case once inside `count` (warmed up once before): under
+//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=*count* --dump-after=*count*`
+//! every case becomes one dump whose total is its instruction count, a figure that other
+//! processes on the machine can not disturb. The cases are listed on stdout in order.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -12,7 +18,7 @@ use std::time::Duration;
 use benchlink_core::bench::{request, JsonRequest, MetricDecoder};
 use benchlink_core::http::{Event, InflateBuffers, Limits, ResponseDecoder};
 use benchlink_core::rtm::pdu::Incoming;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput};
 
 /// Socket reads are this large (the std client's read buffer).
 const READ: usize = 64 * 1024;
@@ -112,53 +118,89 @@ fn subscription_data(n: usize) -> String {
     )
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+/// One measured function: its group, its name, the bytes one run processes, and the run
+/// (returning something derived from the output, so that nothing is optimized away).
+struct Case {
+    group: &'static str,
+    name: &'static str,
+    bytes: usize,
+    run: Box<dyn FnMut() -> usize>,
 }
 
-fn metric_line_decoding(c: &mut Criterion) {
+fn case(
+    group: &'static str,
+    name: &'static str,
+    bytes: usize,
+    run: impl FnMut() -> usize + 'static,
+) -> Case {
+    Case {
+        group,
+        name,
+        bytes,
+        run: Box::new(run),
+    }
+}
+
+/// Decodes a whole HTTP response fed in socket-sized reads; returns the body's length.
+fn decode_response(decoder: &mut ResponseDecoder<'_>, response: &[u8]) -> usize {
+    let mut body = 0usize;
+    for read in response.chunks(READ) {
+        let mut input = read;
+        loop {
+            let Ok((used, event)) = decoder.decode(input) else {
+                return body;
+            };
+            input = input.get(used..).unwrap_or_default();
+            match event {
+                Event::Data(d) => body += d.len(),
+                Event::NeedMore | Event::End { .. } => break,
+                Event::Head(_) => {}
+            }
+        }
+    }
+    body
+}
+
+fn metric_cases(cases: &mut Vec<Case>) {
     let lines = metric_lines(100_000);
-    let mut g = c.benchmark_group("metric_lines");
-    g.throughput(Throughput::Bytes(lines.len() as u64));
-    let mut line_buf = vec![0u8; 64 * 1024];
-    g.bench_function("benchlink", |b| {
-        b.iter(|| {
-            let mut metrics = MetricDecoder::new(&mut line_buf);
-            let (mut n, mut sum) = (0usize, 0u64);
-            for read in black_box(&lines).chunks(READ) {
-                let mut input = read;
-                while let Some(sample) = metrics.next(&mut input) {
-                    if let Ok(s) = sample {
-                        n += s.name.len() + s.value.as_str().len();
-                        sum = sum.wrapping_add(s.timestamp);
-                    }
+    let n = lines.len();
+    let (l1, l2, l3) = (lines.clone(), lines.clone(), lines);
+    let mut buf1 = vec![0u8; 64 * 1024];
+    cases.push(case("metric_lines", "benchlink", n, move || {
+        let mut metrics = MetricDecoder::new(&mut buf1);
+        let (mut n, mut sum) = (0usize, 0u64);
+        for read in black_box(&l1).chunks(READ) {
+            let mut input = read;
+            while let Some(sample) = metrics.next(&mut input) {
+                if let Ok(s) = sample {
+                    n += s.name.len() + s.value.as_str().len();
+                    sum = sum.wrapping_add(s.timestamp);
                 }
             }
-            (n, sum)
-        })
-    });
-    g.bench_function("benchlink_as_f64", |b| {
-        b.iter(|| {
-            let mut metrics = MetricDecoder::new(&mut line_buf);
-            let (mut n, mut sum) = (0usize, 0.0f64);
-            for read in black_box(&lines).chunks(READ) {
-                let mut input = read;
-                while let Some(sample) = metrics.next(&mut input) {
-                    if let Ok(s) = sample {
-                        n += s.name.len() + s.timestamp as usize;
-                        sum += s.value.as_f64();
-                    }
+        }
+        n ^ sum as usize
+    }));
+    let mut buf2 = vec![0u8; 64 * 1024];
+    cases.push(case("metric_lines", "benchlink_as_f64", n, move || {
+        let mut metrics = MetricDecoder::new(&mut buf2);
+        let (mut n, mut sum) = (0usize, 0.0f64);
+        for read in black_box(&l2).chunks(READ) {
+            let mut input = read;
+            while let Some(sample) = metrics.next(&mut input) {
+                if let Ok(s) = sample {
+                    n += s.name.len() + s.timestamp as usize;
+                    sum += s.value.as_f64();
                 }
             }
-            (n, sum)
-        })
-    });
-    g.bench_function("std_lines_split_parse", |b| {
-        b.iter(|| {
-            let text = std::str::from_utf8(black_box(&lines)).unwrap_or_default();
+        }
+        n ^ sum as usize
+    }));
+    cases.push(case(
+        "metric_lines",
+        "std_lines_split_parse",
+        n,
+        move || {
+            let text = std::str::from_utf8(black_box(&l3)).unwrap_or_default();
             let (mut n, mut sum) = (0usize, 0.0f64);
             for line in text.lines() {
                 let mut fields = line.split('\t');
@@ -173,66 +215,43 @@ fn metric_line_decoding(c: &mut Criterion) {
                 n += name.len() + ts as usize;
                 sum += value;
             }
-            (n, sum)
-        })
-    });
-    g.finish();
+            n ^ sum as usize
+        },
+    ));
 }
 
-fn chunked_decoding(c: &mut Criterion) {
+fn chunked_cases(cases: &mut Vec<Case>) {
     let response = chunked_response(&metric_lines(100_000));
-    let mut g = c.benchmark_group("chunked");
-    g.throughput(Throughput::Bytes(response.len() as u64));
-    let mut head = vec![0u8; 16 * 1024];
-    g.bench_function("benchlink", |b| {
-        b.iter(|| {
-            let mut decoder: ResponseDecoder<'_> =
-                ResponseDecoder::new(&mut head, None, Limits::DEFAULT);
-            let mut body = 0usize;
-            for read in black_box(&response).chunks(READ) {
-                let mut input = read;
-                loop {
-                    let Ok((used, event)) = decoder.decode(input) else {
-                        return body;
-                    };
-                    input = input.get(used..).unwrap_or_default();
-                    match event {
-                        Event::Data(d) => body += d.len(),
-                        Event::NeedMore | Event::End { .. } => break,
-                        Event::Head(_) => {}
-                    }
-                }
-            }
-            body
-        })
-    });
-    // httparse's chunk-size parser over the same bytes (whole body in memory: the
-    // alternative gets the easier job).
+    let n = response.len();
     let body_start = response
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map_or(0, |p| p + 4);
-    g.bench_function("httparse_chunk_size", |b| {
-        b.iter(|| {
-            let mut rest = black_box(&response[body_start..]);
-            let mut body = 0usize;
-            while let Ok(httparse::Status::Complete((used, size))) =
-                httparse::parse_chunk_size(rest)
-            {
-                if size == 0 {
-                    break;
-                }
-                let size = size as usize;
-                body += rest[used..used + size].len();
-                rest = &rest[used + size + 2..];
+    let body = response[body_start..].to_vec();
+    let mut head = vec![0u8; 16 * 1024];
+    cases.push(case("chunked", "benchlink", n, move || {
+        let mut decoder: ResponseDecoder<'_> =
+            ResponseDecoder::new(&mut head, None, Limits::DEFAULT);
+        decode_response(&mut decoder, black_box(&response))
+    }));
+    // httparse's chunk-size parser over the same bytes (the whole body in memory: the
+    // alternative gets the easier job).
+    cases.push(case("chunked", "httparse_chunk_size", n, move || {
+        let mut rest = black_box(&body[..]);
+        let mut total = 0usize;
+        while let Ok(httparse::Status::Complete((used, size))) = httparse::parse_chunk_size(rest) {
+            if size == 0 {
+                break;
             }
-            body
-        })
-    });
-    g.finish();
+            let size = size as usize;
+            total += rest[used..used + size].len();
+            rest = &rest[used + size + 2..];
+        }
+        total
+    }));
 }
 
-fn inflate(c: &mut Criterion) {
+fn inflate_cases(cases: &mut Vec<Case>) {
     let (zlib, plain_len) = zlib_log(60_000);
     let mut response = format!(
         "HTTP/1.1 200 OK\r\ncontent-encoding: deflate\r\ncontent-length: {}\r\n\r\n",
@@ -240,129 +259,138 @@ fn inflate(c: &mut Criterion) {
     )
     .into_bytes();
     response.extend_from_slice(&zlib);
-    let mut g = c.benchmark_group("inflate");
-    g.throughput(Throughput::Bytes(plain_len as u64));
     let mut head = vec![0u8; 16 * 1024];
     let mut window: Box<InflateBuffers<{ 32 * 1024 }>> = Box::new(InflateBuffers::new());
-    g.bench_function("benchlink", |b| {
-        b.iter(|| {
-            let mut decoder: ResponseDecoder<'_> =
-                ResponseDecoder::new(&mut head, Some(window.memory()), Limits::DEFAULT);
-            let mut out = 0usize;
-            for read in black_box(&response).chunks(READ) {
-                let mut input = read;
-                loop {
-                    let Ok((used, event)) = decoder.decode(input) else {
-                        return out;
-                    };
-                    input = input.get(used..).unwrap_or_default();
-                    match event {
-                        Event::Data(d) => out += d.len(),
-                        Event::NeedMore | Event::End { .. } => break,
-                        Event::Head(_) => {}
-                    }
-                }
-            }
-            out
-        })
-    });
+    cases.push(case("inflate", "benchlink", plain_len, move || {
+        let mut decoder: ResponseDecoder<'_> =
+            ResponseDecoder::new(&mut head, Some(window.memory()), Limits::DEFAULT);
+        decode_response(&mut decoder, black_box(&response))
+    }));
     let mut buf = vec![0u8; 32 * 1024];
-    g.bench_function("flate2_streaming", |b| {
-        b.iter(|| {
-            let mut z = flate2::Decompress::new(true);
-            let mut out = 0usize;
-            for read in black_box(&zlib).chunks(READ) {
-                let mut input = read;
-                loop {
-                    let before = (z.total_in(), z.total_out());
-                    if z.decompress(input, &mut buf, flate2::FlushDecompress::None)
-                        .is_err()
-                    {
-                        return out;
-                    }
-                    let used = (z.total_in() - before.0) as usize;
-                    let made = (z.total_out() - before.1) as usize;
-                    out += made;
-                    input = &input[used..];
-                    if input.is_empty() && made < buf.len() {
-                        break;
-                    }
-                    if used == 0 && made == 0 {
-                        break;
-                    }
+    cases.push(case("inflate", "flate2_streaming", plain_len, move || {
+        let mut z = flate2::Decompress::new(true);
+        let mut out = 0usize;
+        for read in black_box(&zlib).chunks(READ) {
+            let mut input = read;
+            loop {
+                let before = (z.total_in(), z.total_out());
+                if z.decompress(input, &mut buf, flate2::FlushDecompress::None)
+                    .is_err()
+                {
+                    return out;
+                }
+                let used = (z.total_in() - before.0) as usize;
+                let made = (z.total_out() - before.1) as usize;
+                out += made;
+                input = &input[used..];
+                if (input.is_empty() && made < buf.len()) || (used == 0 && made == 0) {
+                    break;
                 }
             }
-            out
-        })
-    });
-    g.finish();
+        }
+        out
+    }));
 }
 
-fn json_reply(c: &mut Criterion) {
+fn json_cases(cases: &mut Vec<Case>) {
     let body = results_reply(200);
-    let mut g = c.benchmark_group("json_results");
-    g.throughput(Throughput::Bytes(body.len() as u64));
-    g.bench_function("benchlink", |b| {
-        b.iter(|| {
-            let Ok(results) = request::Results::read_reply(200, black_box(&body)) else {
-                return 0;
-            };
-            let mut n = 0usize;
-            for (name, metric) in results.iter() {
-                n += name.as_raw().len() + metric.stats().count();
-            }
-            n
-        })
-    });
-    g.bench_function("serde_json_value", |b| {
-        b.iter(|| {
-            let Ok(serde_json::Value::Object(results)) =
-                serde_json::from_slice::<serde_json::Value>(black_box(&body))
-            else {
-                return 0;
-            };
-            let mut n = 0usize;
-            for (name, metric) in &results {
-                let stats = metric
-                    .get("rps")
-                    .or_else(|| metric.get("percentiles"))
-                    .and_then(|s| s.as_object())
-                    .map_or(0, |s| s.len());
-                n += name.len() + stats;
-            }
-            n
-        })
-    });
-    g.finish();
+    let n = body.len();
+    let b2 = body.clone();
+    cases.push(case("json_results", "benchlink", n, move || {
+        let Ok(results) = request::Results::read_reply(200, black_box(&body)) else {
+            return 0;
+        };
+        let mut n = 0usize;
+        for (name, metric) in results.iter() {
+            n += name.as_raw().len() + metric.stats().count();
+        }
+        n
+    }));
+    cases.push(case("json_results", "serde_json_value", n, move || {
+        let Ok(serde_json::Value::Object(results)) =
+            serde_json::from_slice::<serde_json::Value>(black_box(&b2))
+        else {
+            return 0;
+        };
+        let mut n = 0usize;
+        for (name, metric) in &results {
+            let stats = metric
+                .get("rps")
+                .or_else(|| metric.get("percentiles"))
+                .and_then(|s| s.as_object())
+                .map_or(0, |s| s.len());
+            n += name.len() + stats;
+        }
+        n
+    }));
 }
 
-fn rtm_pdu(c: &mut Criterion) {
+fn pdu_cases(cases: &mut Vec<Case>) {
     let pdu = subscription_data(20);
-    let mut g = c.benchmark_group("rtm_pdu");
-    g.throughput(Throughput::Bytes(pdu.len() as u64));
-    g.bench_function("benchlink", |b| {
-        b.iter(|| match Incoming::parse(black_box(&pdu)) {
+    let n = pdu.len();
+    let p2 = pdu.clone();
+    cases.push(case(
+        "rtm_pdu",
+        "benchlink",
+        n,
+        move || match Incoming::parse(black_box(&pdu)) {
             Ok(Incoming::Data(data)) => data.messages.elements().map(|m| m.as_raw().len()).sum(),
             _ => 0usize,
-        })
-    });
-    g.bench_function("serde_json_value", |b| {
-        b.iter(|| {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(black_box(&pdu)) else {
-                return 0;
-            };
-            v.get("body")
-                .and_then(|b| b.get("messages"))
-                .and_then(|m| m.as_array())
-                .map_or(0, |m| m.len())
-        })
-    });
-    g.finish();
+        },
+    ));
+    cases.push(case("rtm_pdu", "serde_json_value", n, move || {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(black_box(&p2)) else {
+            return 0;
+        };
+        v.get("body")
+            .and_then(|b| b.get("messages"))
+            .and_then(|m| m.as_array())
+            .map_or(0, |m| m.len())
+    }));
 }
 
-criterion_group! {
-    name = decoders;
-    config = config();
-    targets = metric_line_decoding, chunked_decoding, inflate, json_reply, rtm_pdu
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    metric_cases(&mut cases);
+    chunked_cases(&mut cases);
+    inflate_cases(&mut cases);
+    json_cases(&mut cases);
+    pdu_cases(&mut cases);
+    cases
 }
-criterion_main!(decoders);
+
+/// One run of `case`, alone in a function that callgrind can toggle on and dump after.
+#[inline(never)]
+fn count(case: &mut Case) -> usize {
+    (case.run)()
+}
+
+fn main() {
+    let mut cases = cases();
+    if std::env::var_os("DECODERS_COUNT").is_some() {
+        for case in &mut cases {
+            black_box((case.run)()); // warm caches and lazy state outside the count
+            black_box(count(case));
+            println!("{}/{} {}", case.group, case.name, case.bytes);
+        }
+        return;
+    }
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let mut at = 0;
+    while let Some(first) = cases.get(at) {
+        let group_name = first.group;
+        let mut group = c.benchmark_group(group_name);
+        group.throughput(Throughput::Bytes(first.bytes as u64));
+        while let Some(case) = cases.get_mut(at).filter(|c| c.group == group_name) {
+            let run = &mut case.run;
+            group.bench_function(case.name, |b| b.iter(&mut *run));
+            at += 1;
+        }
+        group.finish();
+    }
+    c.final_summary();
+}

@@ -10,8 +10,9 @@ use std::time::Duration as StdDuration;
 use benchlink_core::bench::request::{self, File};
 use benchlink_core::bench::Status;
 use benchlink_core::http::DecompressorOxide;
-use benchlink_embassy::bench::{BenchClient, Buffers, Error, Server, Timeouts};
+use benchlink_embassy::bench::{BenchClient, Buffers, Error, Server, Timeouts, Waiting};
 use benchlink_embassy::transport::TcpTransport;
+use benchlink_std::sandbox::bench::Fault;
 use benchlink_std::sandbox::{BenchServer, BenchServerConfig};
 use common::{bridge, buf, network, run_test};
 use embassy_time::{Duration, Timer};
@@ -145,4 +146,66 @@ fn bench_flow_survives_a_lossy_wire() {
     assert_eq!(seen.final_status, "complete", "{seen:?}");
     assert!(seen.samples > 0, "{seen:?}");
     assert!(seen.log_lines > 0, "{seen:?}");
+}
+
+/// `with_timeout` bounds a JSON call as a whole: a server that never answers and one that
+/// answers a byte at a time both end in `Error::Timeout` after the limit, not later.
+#[test]
+fn a_silent_or_dripping_server_times_out() {
+    let start = |fault| {
+        BenchServer::start(BenchServerConfig {
+            fault: Some(fault),
+            ..BenchServerConfig::fast()
+        })
+        .expect("bench server")
+    };
+    let silent = start(Fault::Silent);
+    let dripping = start(Fault::Drip(StdDuration::from_millis(200)));
+    let (silent_addr, dripping_addr) = (silent.addr(), dripping.addr());
+    let (tx, rx) = std::sync::mpsc::channel();
+    run_test(StdDuration::from_secs(40), move |spawner| async move {
+        let net = network(spawner);
+        bridge(spawner, net.gateway, 4800, silent_addr, 1);
+        bridge(spawner, net.gateway, 4801, dripping_addr, 1);
+        for port in [4800, 4801] {
+            let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
+            let buffers = Buffers {
+                rx: buf(1024),
+                tx: buf(512),
+                head: buf(1024),
+                body: buf(2048),
+                line: buf(256),
+            };
+            let mut client = BenchClient::new(transport, Server::new("10.0.0.1", port), buffers)
+                .unwrap()
+                .with_timeout(Duration::from_secs(2));
+            let started = std::time::Instant::now();
+            let result = client.call(&request::Status { id: 1 }).await.map(|_| ());
+            let took = started.elapsed();
+            let message = result.as_ref().map_err(ToString::to_string).err();
+            let timed_out = matches!(
+                result,
+                Err(Error::Timeout {
+                    waiting: Waiting::Reply,
+                    ..
+                })
+            );
+            client.close().await;
+            tx.send((port, timed_out, message, took)).unwrap();
+        }
+    });
+    for _ in 0..2 {
+        let (port, timed_out, message, took) = rx.recv().unwrap();
+        assert!(timed_out, "port {port}: {message:?}");
+        assert_eq!(
+            message.as_deref(),
+            Some("no reply from the server within 2 s"),
+            "port {port}"
+        );
+        assert!(
+            took < StdDuration::from_secs(15),
+            "port {port} took {took:?}"
+        );
+    }
+    drop((silent, dripping));
 }
