@@ -675,3 +675,92 @@ fn data_of_a_large_stream_keeps_every_line() {
     assert_eq!(points.len(), 50_000 / 16);
     assert_eq!(points[1], serde_json::json!([19.5, 1_700_000_001u64]));
 }
+
+/// A scripted server: `/status` says complete; `/data?id=1` has a malformed line after
+/// three good ones, `/data?id=2` is cut off after three lines.
+fn scripted_data_server() -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let host = listener.local_addr().expect("addr").to_string();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    buf.clear();
+                    while !buf.ends_with(b"\r\n\r\n") {
+                        match conn.read(&mut byte) {
+                            Ok(1) => buf.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf).into_owned();
+                    if head.starts_with("GET /status") {
+                        let body = r#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#;
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{body}",
+                            body.len()
+                        );
+                        continue;
+                    }
+                    let mut reply =
+                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                    let mut lines = vec![
+                        "1439245024\tprint\t3\n",
+                        "1439245034\tprint\t30\n",
+                        "1439245034\tprint.rps\t2.9975917348002614\n",
+                    ];
+                    let cut = head.starts_with("GET /data?id=2");
+                    if !cut {
+                        lines.extend(["oops\n", "1439245044\tprint\t60\n"]);
+                    }
+                    for line in lines {
+                        reply.extend_from_slice(
+                            format!("{:x}\r\n{line}\r\n", line.len()).as_bytes(),
+                        );
+                    }
+                    if !cut {
+                        reply.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    let _ = conn.write_all(&reply);
+                    return; // cut: the connection closes mid-body
+                }
+            });
+        }
+    });
+    host
+}
+
+/// The JSON format prints what it collected before the error, for a malformed line and
+/// for a connection cut mid-stream; exit 1.
+#[test]
+fn json_data_prints_what_it_collected_before_the_error() {
+    bin(); // built before any timing starts
+    let host = scripted_data_server();
+    for (id, error) in [("1", "bad /data line"), ("2", "closed early")] {
+        let out = bench(&host, &["data", id]).expect_code(1);
+        let json = out.json();
+        let print = json
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["target"] == "print"))
+            .unwrap_or_else(|| panic!("id {id}: {out:?}"));
+        assert_eq!(
+            print["datapoints"],
+            serde_json::json!([[3, 1439245024u64], [30, 1439245034u64]]),
+            "id {id}"
+        );
+        assert!(
+            out.stderr.to_lowercase().contains(error),
+            "id {id}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(&host),
+            "names the server: {}",
+            out.stderr
+        );
+    }
+}

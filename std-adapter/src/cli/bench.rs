@@ -752,9 +752,13 @@ fn write_json_string(out: &mut impl Write, s: &str) -> io::Result<()> {
 }
 
 fn print_data(out: &mut impl Write, client: &mut BenchClient, a: &DataArgs) -> Result<(), Fail> {
+    let server = client.address().authority.clone();
     let mut stream = client.data(a.id)?;
     let wanted = |name: &str| a.target.is_empty() || a.target.iter().any(|t| t == name);
-    let bad_line = |e: SampleError| Stop::Line(Fail(1, format!("bad /data line: {e}")));
+    let bad_line = |e: SampleError| {
+        let message = format!("bad /data line from {server}: {e} (GET /data?id={})", a.id);
+        Stop::Line(Fail(1, message))
+    };
     match a.format {
         DataFormat::Csv | DataFormat::Tsv => {
             let mut rows = Rows::new(a.format);
