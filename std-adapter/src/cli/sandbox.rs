@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::sandbox::bench::{BenchServer, BenchServerConfig};
+use crate::sandbox::bench::{BenchServer, BenchServerConfig, Fault};
 use crate::sandbox::rtm::{
     RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
@@ -17,6 +17,15 @@ enum Pace {
     Demo,
     /// Everything in milliseconds, for tests.
     Fast,
+}
+
+/// A misbehaving benchmark server, to see what clients do about it.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FaultArg {
+    /// Never answer (connections stay open).
+    Silent,
+    /// Answer one byte a second.
+    Drip,
 }
 
 #[derive(Debug, Args)]
@@ -37,6 +46,9 @@ pub(super) struct SandboxArgs {
     /// metric lines, one chunk each, sent from memory.
     #[arg(long, default_value_t = 0, value_name = "LINES")]
     data_flood: usize,
+    /// Make the benchmark server misbehave on every connection.
+    #[arg(long, value_enum)]
+    fault: Option<FaultArg>,
 }
 
 pub(super) fn run(args: SandboxArgs) -> ExitCode {
@@ -46,6 +58,10 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     };
     config.port = args.port;
     config.data_flood = args.data_flood;
+    config.fault = args.fault.map(|f| match f {
+        FaultArg::Silent => Fault::Silent,
+        FaultArg::Drip => Fault::Drip(std::time::Duration::from_secs(1)),
+    });
     if !args.token.is_empty() {
         config.tokens = Some(args.token);
     }
