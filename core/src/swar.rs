@@ -49,9 +49,79 @@ pub(crate) fn find_byte(data: &[u8], needle: u8) -> Option<usize> {
     find(data, |w| zero_bytes(w ^ repeat(needle)), |b| b == needle)
 }
 
+/// Flags (high bit) the bytes of `x` that are not ASCII digits; the lowest flag is right.
+pub(crate) const fn non_digits(x: u64) -> u64 {
+    (x | x.wrapping_sub(repeat(b'0')) | x.wrapping_add(repeat(0x7f - b'9'))) & repeat(0x80)
+}
+
+/// How many ASCII digits `data` starts with.
+pub(crate) fn digit_run(data: &[u8]) -> usize {
+    find(data, non_digits, |b| !b.is_ascii_digit()).unwrap_or(data.len())
+}
+
+/// The value of up to 19 ASCII digits (the caller checked that they are digits), eight
+/// at a time.
+pub(crate) fn decimal(digits: &[u8]) -> u64 {
+    let mut value = 0u64;
+    let mut words = digits.chunks_exact(8);
+    for word in &mut words {
+        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
+            break;
+        };
+        // Big-endian digit order in a little-endian word: pair, then quad, then octet.
+        let x = u64::from_le_bytes(bytes).wrapping_sub(repeat(b'0'));
+        let x = (x.wrapping_mul(10) + (x >> 8)) & 0x00ff_00ff_00ff_00ff;
+        let x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_ffff_0000_ffff;
+        let x = (x.wrapping_mul(10_000) + (x >> 32)) & 0xffff_ffff;
+        value = value.wrapping_mul(100_000_000).wrapping_add(x);
+    }
+    for &b in words.remainder() {
+        value = value
+            .wrapping_mul(10)
+            .wrapping_add(u64::from(b.wrapping_sub(b'0')));
+    }
+    value
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digits_eight_at_a_time() {
+        for text in [
+            "0",
+            "7",
+            "12345678",
+            "123456789",
+            "1439245024",
+            "9999999999999999999",
+            "0000000000000001",
+        ] {
+            assert_eq!(
+                decimal(text.as_bytes()),
+                text.parse::<u64>().unwrap(),
+                "{text}"
+            );
+        }
+        for (text, run) in [
+            ("", 0),
+            ("1", 1),
+            ("12345678x", 8),
+            ("123456789\t", 9),
+            ("/:0", 0),
+            ("01234567:", 8),
+            ("0123456\u{7f}", 7),
+            ("0123456789abcdef", 10),
+        ] {
+            assert_eq!(digit_run(text.as_bytes()), run, "{text:?}");
+        }
+        for b in 0..=255u8 {
+            let word = [b'5', b'5', b'5', b, b'5', b'5', b'5', b'5'];
+            let expected = if b.is_ascii_digit() { 8 } else { 3 };
+            assert_eq!(digit_run(&word), expected, "{b}");
+        }
+    }
 
     #[test]
     fn finds_the_first_match_at_every_offset() {

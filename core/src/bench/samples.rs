@@ -8,7 +8,7 @@ use core::fmt;
 
 use super::lines::{LineDecoder, LineFormat, LineTooLong};
 use crate::json::Number;
-use crate::swar::find_byte;
+use crate::swar::{decimal, digit_run, find_byte};
 
 /// One metric sample.
 ///
@@ -53,14 +53,10 @@ impl<'a> Sample<'a> {
         if digits.is_empty() || digits.len() > 19 {
             return None;
         }
-        let mut timestamp = 0u64;
-        for &b in digits {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            timestamp = timestamp * 10 + u64::from(d);
+        if digit_run(digits) != digits.len() {
+            return None;
         }
+        let timestamp = decimal(digits);
         let rest = line.get(tab + 1..)?;
         let tab = find_byte(rest, b'\t')?;
         let text = core::str::from_utf8(rest).ok()?;
