@@ -386,6 +386,15 @@ impl ContentDecoder {
         self.more_output || self.failed.is_some() || matches!(self.phase, Phase::Sniffed { .. })
     }
 
+    /// True when [`ContentDecoder::step`] would pass any non-empty input through as it
+    /// is, so the caller may skip the call (the common, uncompressed case).
+    #[inline]
+    pub(crate) fn passes_through(&self) -> bool {
+        matches!(self.phase, Phase::Identity)
+            && self.failed.is_none()
+            && self.encoding != ContentEncoding::Other
+    }
+
     /// True when the coded stream ended properly (always, for identity). Meaningful once
     /// no output is pending.
     pub(crate) fn is_complete(&self) -> bool {
@@ -618,6 +627,12 @@ impl ContentDecoder {
 
     pub(crate) fn has_pending(&self) -> bool {
         false
+    }
+
+    /// True when [`ContentDecoder::step`] would pass any non-empty input through.
+    #[inline]
+    pub(crate) fn passes_through(&self) -> bool {
+        self.encoding == ContentEncoding::Identity
     }
 
     pub(crate) fn is_complete(&self) -> bool {

@@ -657,7 +657,11 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                     match next {
                         Next::Data(n) => {
                             let data = rest.get(skip..skip.saturating_add(n)).unwrap_or_default();
-                            let (consumed, out) = content.step(self.inflate.as_mut(), data)?;
+                            let (consumed, out) = if content.passes_through() && !data.is_empty() {
+                                (data.len(), Output::Input { len: data.len() })
+                            } else {
+                                content.step(self.inflate.as_mut(), data)?
+                            };
                             body.consume(consumed);
                             let start = used;
                             used += consumed;
