@@ -1,5 +1,5 @@
-//! The MZBench emulator over real sockets, driven with raw HTTP: the official client's
-//! recorded requests (spec §10.4) byte for byte, the lifecycle, errors, streams.
+//! The MZBench emulator over real sockets, driven with raw HTTP: the requests recorded
+//! from the official client (0.2.5) byte for byte, the lifecycle, errors, streams.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,7 +16,7 @@ use benchlink_std::sandbox::{BenchServer, BenchServerConfig, LogCompression, Qui
 const BOUNDARY: &str = "nojnAe9aq4zz5V9C5ahghcv4Dtx2V0";
 const SMALL_BDL: &str = "#!benchDL\ninclude_resource(text_resource, \"data.txt\", text)\npool(size = 2,\n     worker_type = dummy_worker):\n        loop(time = 10 sec,\n             rate = 1 rps):\n            print(resource(text_resource))\n";
 
-/// The official client's multipart body for `small.bdl` + `data.txt` (§10.4).
+/// The official client's multipart body for `small.bdl` + `data.txt`, as recorded.
 fn official_body(script: &str) -> String {
     format!(
         "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"bench\"; filename=\"small.bdl\"\r\nContent-Type: application/octet-stream\r\n\r\n{script}\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"include\"; filename=\"data.txt\"\r\nContent-Type: text/plain\r\n\r\nhello\nworld\n\r\n--{BOUNDARY}--\r\n"

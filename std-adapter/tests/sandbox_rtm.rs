@@ -680,7 +680,8 @@ fn role_secret_auth_with_spec_vector_3() {
     };
     let server = start(config);
     let mut c = connect(&server);
-    // Spec §4.3, byte for byte (key order aside).
+    // The Python SDK's exchange for this role, secret and nonce, byte for byte (key order
+    // aside).
     c.send_text(r#"{"action":"auth/handshake","id":0,"body":{"method":"role_secret","data":{"role":"superuser"}}}"#);
     assert_eq!(
         c.recv_text(),

@@ -1,5 +1,4 @@
-//! The `/clusters_info` reply: the server's records of cloud-allocated node clusters
-//! (spec §4.9.3, §7.4).
+//! The `/clusters_info` reply: the server's records of cloud-allocated node clusters.
 
 use super::error::Error;
 use super::reply::{member, object, required, FromReply};

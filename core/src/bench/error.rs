@@ -1,9 +1,9 @@
 //! What can go wrong talking to the benchmark server, as one typed error.
 //!
-//! The server reports failures as `{"reason":…,"reason_code":…}` with a status from
-//! §9.1 of the spec; anything else that is not a 200 (a proxy's HTML page, a truncated
-//! body) is still an error, kept as a bounded view of the raw body so it can be logged
-//! without copying or unbounded output.
+//! The server reports failures as `{"reason":…,"reason_code":…}` with the status that
+//! goes with the code (see [`ReasonCode`]); anything else that is not a 200 (a proxy's
+//! HTML page, a truncated body) is still an error, kept as a bounded view of the raw body
+//! so it can be logged without copying or unbounded output.
 
 use core::fmt;
 
@@ -19,7 +19,7 @@ pub const MAX_BODY_VIEW: usize = 256;
 text_enum! {
     /// The server's `reason_code`. There is no `bad_request`: bad or missing parameters
     /// give `internal_error` (500) on a modern server, `badarg` (400) only for checked
-    /// values (spec §9.1, §4.3).
+    /// values.
     ReasonCode in "bench" (example "not_found" => NotFound) {
         /// 404: unknown benchmark or cluster, or wrong method/path.
         NotFound = "not_found",
@@ -96,7 +96,8 @@ pub enum Error<'a> {
 impl<'a> Error<'a> {
     /// Classifies a reply that is not a 200: the server's error object if the body is
     /// one, [`Error::Http`] otherwise. Streaming endpoints (`/log`, `/data`, …) use this
-    /// too: check the status *before* treating the body as lines (spec §9.3).
+    /// too: check the status *before* treating the body as lines (the official client
+    /// does not, and yields a 404's JSON body as a log line).
     ///
     /// ```
     /// use benchlink_core::bench::{Error, ReasonCode};

@@ -1,8 +1,8 @@
 //! One typed request per endpoint of the benchmark server.
 //!
 //! A request knows its method, its path, its query (through
-//! [`EncodeQuery`], encoded exactly as the official Python client does, §10.4 of the
-//! spec) and its body, and names how its reply is read: [`JsonRequest::Reply`] for JSON
+//! [`EncodeQuery`], encoded exactly as the official Python client was recorded encoding
+//! it) and its body, and names how its reply is read: [`JsonRequest::Reply`] for JSON
 //! replies, [`StreamRequest::Format`] for line streams. All strings are borrowed; ids
 //! are `u64`.
 //!
@@ -104,7 +104,7 @@ pub enum Body<'a> {
         /// default benchmark name.
         bench: File<'a>,
         /// Resources the scenario includes, each sent as a part named `include`, named
-        /// exactly as in the scenario's `include_resource` (§6.1).
+        /// exactly as in the scenario's `include_resource`.
         includes: &'a [File<'a>],
     },
 }
@@ -132,12 +132,12 @@ pub enum Nodes<'a> {
 
 /// `POST /start`: run a scenario. Reply: [`Started`].
 ///
-/// Parameters are written in the official client's order (§10.2): `nodes`,
+/// Parameters are written in the official client's order: `nodes`,
 /// `deallocate_after_bench`, `provision_nodes`, `benchmark_name`, `cloud`, `tags`,
 /// `exclusive`, `node_commit`, each `email`, then every `env` pair. Unset options are
 /// left out, so the server's defaults apply. Test hooks such as
-/// `emulate_bench_crash=true` are reserved parameter names: pass them as `env` pairs
-/// and the server takes them as the parameter (spec §12 quirk 20).
+/// `emulate_bench_crash=true` are reserved parameter names: pass them as `env` pairs and
+/// the server takes them as the parameter, not as an environment variable.
 ///
 /// ```
 /// use benchlink_core::bench::request::{File, Nodes, Start};

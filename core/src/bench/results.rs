@@ -1,6 +1,6 @@
 //! The `/results` reply: final statistics keyed by the metric names the scenario
-//! declared (spec §4.9.2). Metric names are data, so this walks the object lazily
-//! instead of mapping it into a fixed-capacity structure.
+//! declared. Metric names are data, so this walks the object lazily instead of mapping it
+//! into a fixed-capacity structure.
 
 use super::error::Error;
 use super::reply::{object, FromReply};

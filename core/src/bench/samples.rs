@@ -1,5 +1,5 @@
 //! The `/data` metric stream: one `<unix seconds>\t<metric name>\t<value>` line per
-//! sample, metrics interleaved (spec §4.9.1). Values are Erlang numbers: integers
+//! sample, metrics interleaved in any order. Values are Erlang numbers: integers
 //! (`3`, `2000`) or floats (`0.3`, `2.0`, `2.9975917348002614`, `1.0e-5`, `1.0e20`), all
 //! of which are JSON numbers, so the JSON number grammar checks them. The value stays
 //! text (a [`Number`]): forwarding a sample parses no float.

@@ -1,4 +1,4 @@
-//! The benchmark lifecycle as `/status` reports it (spec §7.1).
+//! The benchmark lifecycle as `/status` reports it.
 
 use super::error::Error;
 use super::reply::{member, object, required, FromReply};

@@ -1,5 +1,6 @@
-//! Whole-module tests: every reply shape of spec §4.9 and §9, byte-exact request
-//! targets against §10.4, and the stream decoders under every input split.
+//! Whole-module tests: every reply shape of the server, errors included, request targets
+//! byte for byte against the official client's recorded ones, and the stream decoders
+//! under every input split.
 
 use super::request::{self, File, Nodes};
 use super::*;
@@ -28,7 +29,7 @@ const SCRIPT: File<'static> = File {
 
 #[test]
 fn request_targets_match_the_official_client() {
-    // §10.4, recorded from mzbench-api-client 0.2.5.
+    // Recorded from mzbench-api-client 0.2.5.
     let full = request::Start {
         nodes: Some(Nodes::Hosts(&["h1", "h2", "h3"])),
         deallocate_after_bench: Some(false),
@@ -132,7 +133,8 @@ fn request_targets_match_the_official_client() {
         target(&request::RemoveClusterInfo { id: 1 }),
         "/remove_cluster_info?id=1"
     );
-    // Not in the official client: §6.10 and §6.19.
+    // Not in the official client: `/email_report` (one `addr` per address) and the
+    // removed `/server_logs`.
     assert_eq!(
         target(&request::EmailReport {
             id: 7,
@@ -185,7 +187,7 @@ fn a_too_small_target_buffer_is_an_error() {
 
 #[test]
 fn exact_small_bodies_of_the_spec() {
-    // §4.9.4
+    // The server's exact small bodies, as jiffy writes them.
     let started = request::Start::read_reply(200, br#"{"id":12,"status":"pending"}"#).unwrap();
     assert_eq!(
         started,
@@ -373,7 +375,7 @@ fn every_status_name() {
 
 #[test]
 fn results_example_of_the_spec() {
-    // §4.9.2, whitespace as printed there.
+    // An example body (values made up), with a line break and a space between members.
     let body = br#"{"print":{"rps":{"50":2.99,"90":2.99,"95":2.99,"max":3.05,"min":2.99},"type":"counter","value":900},
  "systemload.la1.mzb_director49_0":{"percentiles":{"50":0.1,"90":0.2,"95":0.2,"max":0.3,"min":0.0},"type":"gauge","value":0.1}}"#;
     let results = request::Results::read_reply(200, body).unwrap();
@@ -696,7 +698,8 @@ fn line_splitter_with_no_buffer_still_splits_empty_lines() {
 
 #[test]
 fn log_lines() {
-    // Lines in the formats of §4.7, with CRLF as `/server_logs` writes them.
+    // A lager line, a server line (`[ API ]`) and a line that is not UTF-8, with CRLF as
+    // `/server_logs` writes them.
     let stream = b"14:02:47.080 [info] <0.237.0> Dummy print: \"FOO\"\r\n13:00:00.000 [error] [ API ] <0.1.0> caf\xc3\xa9\r\nbad \xff\r\n";
     for cut in 0..=stream.len() {
         let mut buf = [0u8; 64];
@@ -728,7 +731,8 @@ fn log_lines() {
 
 #[test]
 fn metric_samples() {
-    // §4.9.1 and the CLI output of §10.6, plus bad lines in between.
+    // `/data` lines, among them those behind the official CLI's recorded CSV output, plus
+    // bad lines in between.
     let stream: &[u8] = b"1439245024\tworkers.pool1.started\t3\n\
 1439245024\tworkers.pool1.started.rps\t0.3\n\
 1439245034\tprint\t30\n\

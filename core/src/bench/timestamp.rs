@@ -2,8 +2,8 @@
 //!
 //! Inside the server every time is whole Unix seconds; JSON replies render them as
 //! `YYYY-MM-DDTHH:MM:SSZ` (UTC, zero-padded, no fraction) and `/data` and `/clusters_info`
-//! carry the raw integer (spec §4.6). [`Timestamp`] is the integer, with a strict parser
-//! and a `Display` for the text form, so both renderings round-trip without a date-time
+//! carry the raw integer. [`Timestamp`] is the integer, with a strict parser and a
+//! `Display` for the text form, so both renderings round-trip without a date-time
 //! dependency: the calendar arithmetic is Howard Hinnant's days-from-civil algorithm.
 
 use core::fmt;

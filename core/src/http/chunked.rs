@@ -1,4 +1,4 @@
-//! The chunked transfer coding (RFC 9112 §7.1), as a byte-at-a-time state machine so that
+//! The chunked transfer coding (RFC 9112, 7.1), as a byte-at-a-time state machine so that
 //! any split of the input gives the same result. Chunk data is never copied: the decoder
 //! only says where in the caller's input the next data bytes are and how many, and the
 //! caller reports how many it used (a content decoder may take fewer than offered).

@@ -3,8 +3,8 @@
 //! window.
 //!
 //! - The body is **one** continuous compressed stream, whatever the chunk boundaries (the
-//!   benchmark server's live logs, spec §4.7), so a single decompressor state runs across
-//!   all of it.
+//!   benchmark server's live logs are one zlib stream sent in chunks of at most 1024
+//!   bytes), so a single decompressor state runs across all of it.
 //! - `deflate` means zlib (RFC 1950) per HTTP, but some servers send raw deflate: like
 //!   urllib3, the first two bytes decide — a valid zlib header means zlib, anything else
 //!   raw deflate. The zlib header's window size (CINFO) is checked against the caller's

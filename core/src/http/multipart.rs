@@ -1,5 +1,5 @@
-//! Streaming `multipart/form-data` for `POST /start`, laid out byte for byte like the
-//! official client (requests/urllib3, spec §10.4):
+//! Streaming `multipart/form-data` for `POST /start`, laid out byte for byte as the
+//! official client (requests/urllib3) was recorded sending it:
 //!
 //! ```text
 //! --<boundary>\r\n
@@ -295,7 +295,7 @@ mod tests {
     const SCRIPT: &[u8] = b"#!benchDL\ninclude_resource(text_resource, \"data.txt\", text)\npool(size = 2,\n     worker_type = dummy_worker):\n        loop(time = 10 sec,\n             rate = 1 rps):\n            print(resource(text_resource))\n";
     const DATA: &[u8] = b"hello\nworld\n";
 
-    /// Spec §10.4, the body the official client sent, byte for byte.
+    /// The body the official client (0.2.5) was recorded sending, byte for byte.
     const RECORDED: &[u8] = b"--nojnAe9aq4zz5V9C5ahghcv4Dtx2V0\r\n\
 Content-Disposition: form-data; name=\"bench\"; filename=\"small.bdl\"\r\n\
 Content-Type: application/octet-stream\r\n\

@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn matches_the_official_client_recordings() {
-        // §10.4 of the spec: the /start query of the recorded official client.
+        // The /start query the official client (0.2.5) was recorded sending.
         assert_eq!(
             q(&[
                 ("nodes", "h1,h2,h3"),

@@ -39,7 +39,7 @@ pub enum Body<'a> {
 /// `Accept-Encoding: deflate, gzip`, `Connection`, then `Content-Length` and
 /// `Content-Type` when there is a body (or a `POST`), then `Authorization` last, as the
 /// official client sends it. `Accept-Encoding` is sent because the server compresses log
-/// streams whatever the client asks (spec §4.7) and the official client announces it too.
+/// streams whatever the client asks and the official client announces it too.
 ///
 /// ```
 /// use benchlink_core::http::{Body, Cursor, Method, RequestHead};
@@ -189,7 +189,7 @@ impl RequestHead<'_> {
 }
 
 /// The head of a `CONNECT` request that asks an HTTPS proxy for a tunnel to `host:port`
-/// (RFC 9110 §9.3.6). The proxy's answer is decoded with
+/// (RFC 9110, 9.3.6). The proxy's answer is decoded with
 /// [`ResponseDecoder`](super::ResponseDecoder) told [`Method::Connect`]; after a 2xx the
 /// connection is a raw tunnel.
 ///

@@ -69,7 +69,7 @@ pub enum Version {
     Http11,
 }
 
-/// How the end of the body is found (RFC 9112 §6.3).
+/// How the end of the body is found (RFC 9112, 6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Framing {
@@ -730,7 +730,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
 
 /// Copies head bytes into `buf` up to and including the empty line that ends the head;
 /// returns how many input bytes were consumed and whether the head is complete. Empty
-/// lines before the status line are skipped, as RFC 9112 §2.2 allows.
+/// lines before the status line are skipped, as RFC 9112, 2.2 allows.
 fn gather_head(
     buf: &mut [u8],
     len: &mut usize,

@@ -1,4 +1,4 @@
-//! The official MZBench client's token file (spec §5.4): `$MZBENCHTOKEN`, else
+//! The official MZBench client's token file: `$MZBENCHTOKEN`, else
 //! `~/.config/mzbench/token`. The first matching line wins: a line of two or more words
 //! whose first word is the host string exactly as given (`localhost:4800`, no scheme)
 //! yields its second word; a line of exactly one word yields that word. Text after `#` is

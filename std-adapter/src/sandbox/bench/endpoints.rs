@@ -59,9 +59,10 @@ fn missing(shared: &Shared, name: &str) -> ApiError {
     }
 }
 
-/// The pre-processing of every API request (spec §4.3): the Authorization header must
-/// start with `Bearer ` (else 500, even with auth off), `id` must be one integer (else
-/// 500), then the token is checked (403). Returns the `id` if one was given.
+/// The real server's pre-processing of every API request, in its order: the
+/// Authorization header must start with `Bearer ` (else 500, even with auth off), `id`
+/// must be one integer (else 500), then the token is checked (403). Returns the `id` if
+/// one was given.
 fn preprocess(shared: &Shared, req: &Request, q: &Query) -> Result<Option<i64>, ApiError> {
     let auth = req.header("authorization");
     let token = match auth {

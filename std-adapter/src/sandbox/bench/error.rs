@@ -1,4 +1,5 @@
-//! API errors and their mapping to status codes and `reason_code`s (spec §9.1).
+//! API errors and their mapping to status codes and `reason_code`s, as the real server
+//! maps them.
 
 use super::json::Json;
 

@@ -1,5 +1,5 @@
-//! Metric series of a benchmark and the generator that fills them while it runs, with
-//! the names of spec §4.9.1: built-in worker/error/log counters (each with `.rps`), the
+//! Metric series of a benchmark and the generator that fills them while it runs, named as
+//! the real server names them: built-in worker/error/log counters (each with `.rps`), the
 //! `metric_merging_time` and system-load gauges, the scenario's `print` counter and
 //! histograms expanded to `X.min` … `X.999`.
 

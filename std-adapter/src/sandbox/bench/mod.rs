@@ -1,5 +1,4 @@
-//! An emulator of the MZBench benchmark server's HTTP API (spec
-//! `benchmark-server-api.md`, checklist §13), for tests and demos.
+//! An emulator of the MZBench benchmark server's HTTP API, for tests and demos.
 //!
 //! It speaks HTTP/1.1 on `127.0.0.1` with one thread per connection and walks every
 //! benchmark through the real server's pipeline stages on a thread of its own, with

@@ -1,4 +1,4 @@
-//! The parameters of `/start` (spec §6.1): query options with their validation, the
+//! The parameters of `/start`: query options with their validation, the
 //! environment-variable fallback for unknown keys, and the multipart script upload.
 
 use super::erlang;

@@ -1,5 +1,6 @@
-//! `/results`: the final metrics computed when `running` ends, with the shapes of
-//! spec §4.9.2 and nearest-rank percentiles.
+//! `/results`: the final metrics computed when `running` ends, one object per declared
+//! metric shaped by its type (a derived metric is typed `"gauge"`, a histogram has no
+//! `value`), with nearest-rank percentiles.
 
 use std::collections::BTreeMap;
 

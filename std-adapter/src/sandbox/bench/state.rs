@@ -126,7 +126,7 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// The JSON object (spec §4.9.3).
+    /// The JSON object: `hosts` only once allocated, `reason` only in the failure states.
     pub(crate) fn to_json(&self) -> Json {
         let mut fields = vec![
             ("bench_id", Json::int(self.bench_id)),

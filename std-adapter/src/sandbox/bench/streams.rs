@@ -89,7 +89,8 @@ pub(crate) fn log(
     conn.end_chunked(ka)
 }
 
-/// Statuses after which `/data` answers (spec §6.8); `failed` is missing on purpose.
+/// Statuses after which `/data` answers (the real server waits for one of them before
+/// sending any header); `failed` is missing on purpose: the real server never answers.
 fn streamable(status: &str) -> bool {
     matches!(
         status,

@@ -1,8 +1,9 @@
-//! The actions of spec §3.1, one function each.
+//! The RTM actions (publish, subscribe, unsubscribe, read, write, delete, the two auth
+//! steps and legacy search), one function each.
 //!
 //! Replies go to the connection's outbox under the state lock, so a reply and the data
 //! it causes keep their order (`subscribe/ok` before the subscription's first data).
-//! Only requests with an `id` get a reply (spec §2.5); malformed frames get a general
+//! Only requests with an `id` get a reply, ok or error; malformed frames get a general
 //! `/error` (see [`handle`]).
 
 use std::sync::Arc;
@@ -29,7 +30,7 @@ const HEARTBEAT: &str = "$heartbeat";
 /// Handles one text frame from connection `conn`, within the reader's `batch` (which
 /// holds the state lock across the frames of one read of the socket).
 ///
-/// Error replies of our own choosing (the spec records no text for them):
+/// Error replies of our own choosing (the real service's texts for them are unknown):
 /// - a frame that is not a JSON object: `{"action":"/error","body":{"error":"invalid_json",…}}`;
 /// - an object without a string `action`: `/error` with `invalid_format` (with the id, if
 ///   any);
@@ -198,8 +199,8 @@ impl Ctx<'_> {
         self.err("invalid_format", &invalid(name));
     }
 
-    /// Checks the connection's permission, answering `authorization_denied` (spec §7.1)
-    /// when it is missing.
+    /// Checks the connection's permission, answering `authorization_denied` with reason
+    /// `Unauthorized`, as the real service does, when it is missing.
     fn permitted(&self, op: Op, channel: &str) -> bool {
         let ok = self.st.allows(&self.shared.config, self.conn, op, channel);
         if !ok {
@@ -401,7 +402,9 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
     })
 }
 
-/// `rtm/subscribe` with the position model of spec §2.8.
+/// `rtm/subscribe`: a position `"<epoch>:<n>"` starts the subscription at message `n`
+/// (the stored messages from `n` on, then live traffic), and `subscribe/ok` says where
+/// it started.
 fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if ctx.st.faults.reject_subscribes {
         return ctx.err("invalid_format", "Invalid PDU: rejected by fault injection");
@@ -533,7 +536,7 @@ fn unsubscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     }
 }
 
-/// `auth/handshake` (spec §4.1 steps 1–2): any role gets a nonce, so that an unknown role
+/// `auth/handshake`, the first step: any role gets a fresh nonce, so that an unknown role
 /// only shows at `auth/authenticate`, like a bad secret.
 fn handshake(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
@@ -562,8 +565,9 @@ fn handshake(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     ctx.ok(&body);
 }
 
-/// `auth/authenticate` (spec §4.1 steps 4–6): checks the hash against the nonce of the
-/// last handshake (each nonce serves one attempt).
+/// `auth/authenticate`, the second step: checks the hash against the nonce of the last
+/// handshake (each nonce serves one attempt); on success the role's permissions hold for
+/// the rest of the connection.
 fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
         return ctx.err(
@@ -599,9 +603,9 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     ctx.ok("{}");
 }
 
-/// Legacy `rtm/search` (spec §3.5): the channels whose names start with `prefix`, each
-/// once, in `rtm/search/data` replies of [`search_batch`] names, the last batch in
-/// `rtm/search/ok`.
+/// Legacy `rtm/search` (removed from the SDKs in 2017): the channels whose names start
+/// with `prefix`, each once, in `rtm/search/data` replies of [`search_batch`] names, the
+/// last batch in `rtm/search/ok`.
 ///
 /// [`search_batch`]: super::RtmServerConfig::search_batch
 fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {

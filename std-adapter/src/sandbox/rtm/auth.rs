@@ -1,4 +1,4 @@
-//! Role-secret authentication, server side (spec §4): nonces and the expected hash.
+//! Role-secret authentication, server side: nonces and the expected hash.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,7 +9,8 @@ use hmac::{Hmac, Mac};
 use md5::Md5;
 
 /// `base64(HMAC-MD5(key = secret, message = nonce))`, standard alphabet with padding:
-/// what a client must send as `credentials.hash` (spec §4.1 step 3).
+/// what a client must send as `credentials.hash`. The nonce is hashed as the string
+/// received, not base64-decoded first.
 pub(crate) fn role_secret_hash(secret: &str, nonce: &str) -> String {
     // HMAC accepts keys of any length (longer ones are hashed first), so this cannot
     // fail; the fallback only keeps the input path free of `expect`.

@@ -10,8 +10,8 @@ pub const DEFAULT_APPKEY: &str = "benchlink-test-appkey";
 /// The role [`RtmServerConfig::default`] knows: the one the reference SDK's tests use.
 pub const SUPERUSER_ROLE: &str = "superuser";
 
-/// The secret of [`SUPERUSER_ROLE`]: the dummy secret of the reference SDK's tests and of
-/// test vector 3 (spec §4.3).
+/// The secret of [`SUPERUSER_ROLE`]: the dummy secret of the reference SDK's tests. With
+/// the nonce `MTI0Njg4NTAyMjYxMzgxMzgzMg==` its hash is `P6COJ5aXJvIRoJO1PaYREw==`.
 pub const SUPERUSER_SECRET: &str = "FF6FFFCfB2f7F3fe0E627d9fE2DB2EcD";
 
 /// Channels whose names start with this are denied to unauthenticated clients by
@@ -100,9 +100,8 @@ fn pattern_matches(pattern: &str, channel: &str) -> bool {
     }
 }
 
-/// A role for role-secret authentication (spec §4): after a successful
-/// `auth/authenticate` the connection gets the role's permissions, for that connection
-/// only.
+/// A role for role-secret authentication: after a successful `auth/authenticate` the
+/// connection gets the role's permissions, for that connection only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Role {
     /// The role name clients send in `auth/handshake`.
@@ -125,7 +124,7 @@ impl Role {
     }
 }
 
-// Secrets never appear in Debug output or logs (DESIGN.md, "Time, memory, errors").
+// Secrets never appear in Debug output or logs: the secret is printed as `<redacted>`.
 impl fmt::Debug for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Role")
@@ -165,13 +164,14 @@ pub struct RtmServerConfig {
     /// Python SDK's ADVANCED mode then fails instead of resubscribing in a loop) or
     /// `expired_position` (what the JS SDK's documentation describes).
     pub expired_error: String,
-    /// Whether the legacy `rtm/search` action is served (spec §3.5). When off, it is an
-    /// unknown action.
+    /// Whether the legacy `rtm/search` action (removed from the SDKs in 2017) is served.
+    /// When off, it is an unknown action.
     pub search: bool,
     /// Channel names per `rtm/search/data` reply (at least 1).
     pub search_batch: usize,
     /// When set, every `auth/handshake` answers this nonce instead of a fresh random one,
-    /// so that tests can check a known hash (spec §4.3 vector 3). Never use it elsewhere.
+    /// so that tests can check a known hash (see [`SUPERUSER_SECRET`]). Never use it
+    /// elsewhere.
     pub fixed_nonce: Option<String>,
     /// Largest WebSocket message (and frame) accepted from a client, in bytes. A larger
     /// one closes the connection with code 1009.
@@ -188,8 +188,8 @@ pub struct RtmServerConfig {
     /// Subscriptions per connection; more fail with `limit_exceeded`.
     pub max_subscriptions: usize,
     /// Pause between the `101 Switching Protocols` response and the first frame, so
-    /// that no frame shares a TCP segment with the 101 (the C SDK corrupts such a frame,
-    /// spec §2.2). The 101 is written with `TCP_NODELAY` before the pause starts.
+    /// that no frame shares a TCP segment with the 101 (the C SDK corrupts such a frame).
+    /// The 101 is written with `TCP_NODELAY` before the pause starts.
     pub upgrade_pause: Duration,
     /// Time a client has to send its upgrade request.
     pub handshake_timeout: Duration,

@@ -172,7 +172,8 @@ fn run(
     fault: Option<ConnectFault>,
 ) -> Option<AttemptOutcome> {
     let config = &shared.config;
-    // The 101 must leave as its own segment, before any frame (spec §2.2).
+    // The 101 must leave as its own segment, before any frame: the C SDK misreads a frame
+    // that arrives in the same read as the 101.
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(config.handshake_timeout.max(Duration::from_millis(1))));
     let Ok(writer_tcp) = tcp.try_clone() else {
@@ -234,7 +235,7 @@ fn run(
         .read_buffer_size(READ_BUFFER)
         .max_message_size(Some(config.max_message_size))
         .max_frame_size(Some(config.max_message_size))
-        // JS over TLS sends unmasked frames (spec §2.4).
+        // The JS SDK sends unmasked frames over `wss://`, against RFC 6455.
         .accept_unmasked_frames(true);
     let mut ws = match tungstenite::accept_hdr_with_config(io, callback, Some(ws_config)) {
         Ok(ws) => ws,

@@ -20,7 +20,8 @@ pub enum ConnectFault {
     Status(u16),
     /// Complete the upgrade, then close the TCP connection at once, without a frame.
     /// A client that resets its backoff on every successful upgrade then reconnects at a
-    /// steady rate (spec §5.4 "reconnect storm", §10 item 6).
+    /// steady rate (once per reconnect interval, as the Python SDK does) instead of
+    /// backing off exponentially.
     CloseAfterUpgrade,
 }
 

@@ -1,4 +1,4 @@
-//! Views: the `filter` of a subscribe, `select <fields|*> from <channel>` (spec §2.8).
+//! Views: the `filter` of a subscribe, `select <fields|*> from <channel>`.
 //!
 //! Only projections are supported: no `where`, aliases, functions or grouping. A filter
 //! with anything else is rejected as `invalid_format`, so a test never silently gets

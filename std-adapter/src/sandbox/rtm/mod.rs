@@ -1,13 +1,13 @@
 //! A local RTM (Satori-compatible) publish/subscribe server for tests and demos, built
-//! from the project's specification of the real service (spec `rtm-protocol.md`,
-//! checklist §11).
+//! to behave as the real service does as far as the reference SDKs and their tests show
+//! it.
 //!
 //! It serves `ws://127.0.0.1:PORT/<any prefix>/v2?appkey=K` with one reader thread and
 //! one writer thread per connection around a shared state (channels with a bounded
 //! history, subscriptions, key-value values). PDUs are JSON text frames; positions follow
-//! the "consistent model" of spec §2.8 (`"<epoch>:<n>"`, `publish/ok` = the message's
-//! own position, data = one past the last message, `subscribe/ok` = where the
-//! subscription starts). Role-secret auth, per-role channel permissions, views
+//! one model built on a sequence number per channel (`"<epoch>:<n>"`, `publish/ok` =
+//! the message's own position, data = one past the last message, `subscribe/ok` = where
+//! the subscription starts). Role-secret auth, per-role channel permissions, views
 //! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
 //! and [`Faults`] for everything the reference SDK's tests do to a live service, plus
 //! socket faults ([`SocketFault`]: ping and data floods, an endless fragmented message,
@@ -21,7 +21,7 @@
 //! acknowledged publish; `cargo run --release -p benchlink-std --example hub_load`
 //! measures it.
 //!
-//! Choices where the spec records no behaviour of the real service:
+//! Choices where the real service's behaviour is not known:
 //! - positions are `"<server start, unix seconds>:<n>"`; only `n` is read back, so any
 //!   `<digits>:<digits>` is accepted and a position past the end means "from now";
 //! - `subscribe/ok` carries where the subscription starts (the next sequence number for

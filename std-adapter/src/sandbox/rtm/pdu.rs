@@ -1,4 +1,4 @@
-//! PDUs on the server side: parsing requests, building replies (spec §2.5, §3).
+//! PDUs on the server side: parsing requests, building replies.
 //!
 //! Requests are parsed into raw JSON pieces (`serde_json::value::RawValue`) so that the
 //! request `id` and published messages go back to clients byte for byte, whatever
@@ -246,7 +246,8 @@ pub(crate) fn envelope(action: &str, id: Option<&str>, body: &str) -> String {
     }
 }
 
-/// An error body. Every error carries `reason` (spec §7.1).
+/// An error body. Every error carries `reason` (the Python SDK reads it from auth errors
+/// without a fallback).
 pub(crate) fn error_body(error: &str, reason: &str) -> String {
     format!(r#"{{"error":{},"reason":{}}}"#, quote(error), quote(reason))
 }
@@ -266,12 +267,13 @@ pub(crate) fn object(members: &[(&str, &str)]) -> String {
     out
 }
 
-/// The reason text of an `invalid_format` error about member `name` (spec §7.1 style).
+/// The reason text of an `invalid_format` error about member `name`, in the style of the
+/// real service's `Invalid PDU: 'position' was invalid`.
 pub(crate) fn invalid(name: &str) -> String {
     format!("Invalid PDU: '{name}' was invalid")
 }
 
-/// Positions are `"<epoch>:<n>"` strings (spec §2.8): the epoch is the server's start
+/// Positions are `"<epoch>:<n>"` strings, never numbers: the epoch is the server's start
 /// time in unix seconds, `n` a per-channel sequence number.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Positions {
