@@ -186,7 +186,25 @@ impl<'a> Pdu<'a> {
             field,
             offset: at(v),
         };
-        let action = envelope.get("action").ok_or(PduError::MissingField {
+        // One walk over the members (the first of each name counts, as with `get`): a
+        // lookup per field would step over a large `body` again for every field after it.
+        let (mut action, mut id, mut body) = (None, None, None);
+        for (key, v) in envelope.members() {
+            let slot = if key == "action" {
+                &mut action
+            } else if key == "id" {
+                &mut id
+            } else if key == "body" {
+                &mut body
+            } else {
+                continue;
+            };
+            slot.get_or_insert(v);
+            if action.is_some() && id.is_some() && body.is_some() {
+                break;
+            }
+        }
+        let action = action.ok_or(PduError::MissingField {
             field: "action",
             offset: at(&value),
         })?;
@@ -194,7 +212,7 @@ impl<'a> Pdu<'a> {
             .as_str()
             .map(Action::from_json)
             .ok_or(invalid("action", &action))?;
-        let id = match envelope.get("id") {
+        let id = match id {
             None => None,
             Some(v) => Some(match (v.as_u64(), v.as_str()) {
                 (Some(n), _) => Id::Int(n),
@@ -202,7 +220,7 @@ impl<'a> Pdu<'a> {
                 (None, None) => return Err(invalid("id", &v)),
             }),
         };
-        let body = match envelope.get("body") {
+        let body = match body {
             None => None,
             Some(v) => Some(v.as_object().ok_or(invalid("body", &v))?),
         };
