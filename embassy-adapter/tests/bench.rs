@@ -12,8 +12,8 @@ use benchlink_core::bench::Status;
 use benchlink_core::http::DecompressorOxide;
 use benchlink_embassy::bench::{BenchClient, Buffers, Error, Server, Timeouts, Waiting};
 use benchlink_embassy::transport::TcpTransport;
-use benchlink_std::sandbox::bench::Fault;
-use benchlink_std::sandbox::{BenchServer, BenchServerConfig};
+use benchlink_sandbox::bench::Fault;
+use benchlink_sandbox::{BenchServer, BenchServerConfig};
 use common::{bridge, buf, network, run_test};
 use embassy_time::{Duration, Timer};
 

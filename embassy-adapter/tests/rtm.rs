@@ -13,8 +13,8 @@ use benchlink_embassy::rtm::{
     DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
 };
 use benchlink_embassy::transport::TcpTransport;
-use benchlink_std::sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
-use benchlink_std::sandbox::{RtmServer, RtmServerConfig};
+use benchlink_sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
+use benchlink_sandbox::{RtmServer, RtmServerConfig};
 use common::{bridge, buf, network, run_test, spawn, Net, TestRng};
 use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;

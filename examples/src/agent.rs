@@ -23,6 +23,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_core::bench::Status;
+use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
+use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 use benchlink_std::bench::{
     BenchClient, Results, Scenario, ServerAddress, StartOptions, StatusInfo,
 };
@@ -30,8 +32,6 @@ use benchlink_std::rtm::{
     Client, ClientObserver, ClientOptions, Mode, Response, SubscribeOptions, SubscriptionData,
     SubscriptionObserver,
 };
-use benchlink_std::sandbox::bench::{BenchServer, BenchServerConfig};
-use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 
 /// How long to wait for an RTM connection, a subscription, or acknowledgements.
 const RTM_PATIENCE: Duration = Duration::from_secs(10);

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use benchlink_std::sandbox::rtm::{
+use benchlink_sandbox::rtm::{
     ConnectionInfo, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 

@@ -11,9 +11,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlink_sandbox::rtm::{Reply, RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY};
 use benchlink_std::rtm::{Client, ClientObserver, ClientOptions, ClientState, Error, Mode};
 use benchlink_std::rtm::{SubscribeOptions, SubscriptionObserver};
-use benchlink_std::sandbox::rtm::{Reply, RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY};
 
 /// The most memory the command may use under any flood.
 const MAX_RSS_KIB: u64 = 64 * 1024;

@@ -3,11 +3,11 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use benchlink_sandbox::rtm::{
+    RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+};
 use benchlink_std::rtm::{
     Client, ClientOptions, Mode, SubscribeOptions, SubscriptionData, SubscriptionObserver,
-};
-use benchlink_std::sandbox::rtm::{
-    RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -11,13 +11,13 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use benchlink_core::rtm::RequestError;
+use benchlink_sandbox::rtm::{
+    AttemptOutcome, ConnectFault, ConnectionInfo, Reply as FaultReply, RtmServer, RtmServerConfig,
+    DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
+};
 use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, Error, Mode, Response, SubscribeOptions,
     SubscriptionData, SubscriptionObserver,
-};
-use benchlink_std::sandbox::rtm::{
-    AttemptOutcome, ConnectFault, ConnectionInfo, Reply as FaultReply, RtmServer, RtmServerConfig,
-    DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use serde_json::{json, Value};
 

@@ -15,8 +15,8 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use benchlink_sandbox::bench::{BenchServer, BenchServerConfig, Speed};
 use benchlink_std::bench::{BenchClient, Scenario, ServerAddress, StatusInfo};
-use benchlink_std::sandbox::bench::{BenchServer, BenchServerConfig, Speed};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection};
 

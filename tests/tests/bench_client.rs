@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use benchlink_core::bench::ReasonCode;
+use benchlink_sandbox::bench::{EmailReport, Quirks, Speed};
 use benchlink_std::bench::{BenchClient, Error, ErrorKind, Scenario, StartOptions, StatusInfo};
-use benchlink_std::sandbox::bench::{EmailReport, Quirks, Speed};
 use benchlink_tests::{
     client, fast_server, hello, live_server, scenario, scenario_path, server_with, wait_final,
     wait_process_gone, wait_running, within, PATIENCE,

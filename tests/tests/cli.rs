@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlink_sandbox::bench::{Fault, Speed};
 use benchlink_std::bench::StartOptions;
-use benchlink_std::sandbox::bench::{Fault, Speed};
 use benchlink_tests::{
     benchlink_bin as bin, client, fast_server, hello, live_server, live_speed, repo_root,
     server_with, wait_final, wait_process_gone, wait_running, TlsProxy,

@@ -27,12 +27,12 @@ use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlink_sandbox::rtm::{
+    RtmServer, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
+};
 use benchlink_std::rtm::{
     Client, ClientOptions, Error, Mode, Response, SubscribeOptions, SubscriptionData,
     SubscriptionObserver,
-};
-use benchlink_std::sandbox::rtm::{
-    RtmServer, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use serde_json::{json, Value};
 

@@ -6,8 +6,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlink_sandbox::bench::{BenchServer, LogCompression, Quirks, Speed};
 use benchlink_std::bench::{ErrorKind, Sample, StartOptions, StatusInfo, Waiting};
-use benchlink_std::sandbox::bench::{BenchServer, LogCompression, Quirks, Speed};
 use benchlink_tests::{
     client, fast_server, hello, live_speed, scenario, server_with, wait_final, wait_process_gone,
     wait_running, wait_status, within, PATIENCE,

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 use benchlink_std::net::TlsOptions;
 use benchlink_std::rtm::{
     Client, ClientObserver, ClientOptions, ClientState, Mode, Response, SubscribeOptions,
     SubscriptionData, SubscriptionObserver,
 };
-use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 use benchlink_tests::{benchlink_bin, within, ConnectProxy, TlsProxy, PATIENCE};
 
 struct Forward(mpsc::Sender<String>);

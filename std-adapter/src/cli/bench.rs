@@ -16,7 +16,7 @@ use crate::bench::{
     StartOptions, StatusInfo,
 };
 use crate::net::TlsOptions;
-use crate::sandbox::bench::{BenchServer, BenchServerConfig};
+use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
 
 /// Exit code of a benchmark that ended `failed` under `--wait` (as the official CLI).
 const EXIT_FAILED_BENCH: u8 = 3;

@@ -31,7 +31,7 @@ use crate::rtm::{
     Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
-use crate::sandbox::rtm::RtmServer;
+use benchlink_sandbox::rtm::RtmServer;
 
 /// Exit code of an invalid argument value (as `benchlink bench`).
 pub(super) const EXIT_INVALID: u8 = 4;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::rtm::{Fail, RtmArgs, Secret, EXIT_INVALID};
-use crate::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 
 /// Where `benchlink sandbox` serves RTM by default.
 const LOCAL_ENDPOINT: &str = "ws://127.0.0.1:8080";

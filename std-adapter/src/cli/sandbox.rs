@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::sandbox::bench::{BenchServer, BenchServerConfig, Fault};
-use crate::sandbox::rtm::{
+use benchlink_sandbox::bench::{BenchServer, BenchServerConfig, Fault};
+use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 

@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use benchlink_std::sandbox::rtm::{
+use benchlink_sandbox::rtm::{
     AttemptOutcome, ConnectFault, Permissions, Reply, Role, RtmServer, RtmServerConfig,
     SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };

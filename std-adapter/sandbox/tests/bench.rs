@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use benchlink_std::sandbox::{BenchServer, BenchServerConfig, LogCompression, Quirks, Speed};
+use benchlink_sandbox::{BenchServer, BenchServerConfig, LogCompression, Quirks, Speed};
 
 const BOUNDARY: &str = "nojnAe9aq4zz5V9C5ahghcv4Dtx2V0";
 const SMALL_BDL: &str = "#!benchDL\ninclude_resource(text_resource, \"data.txt\", text)\npool(size = 2,\n     worker_type = dummy_worker):\n        loop(time = 10 sec,\n             rate = 1 rps):\n            print(resource(text_resource))\n";

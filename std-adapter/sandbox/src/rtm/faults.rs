@@ -145,7 +145,7 @@ impl FaultState {
 /// # Example
 ///
 /// ```
-/// use benchlink_std::sandbox::rtm::{ConnectFault, RtmServer, RtmServerConfig};
+/// use benchlink_sandbox::rtm::{ConnectFault, RtmServer, RtmServerConfig};
 ///
 /// let server = RtmServer::start(RtmServerConfig::default())?;
 /// let faults = server.faults();
@@ -335,7 +335,7 @@ impl Faults {
     /// # Example
     ///
     /// ```
-    /// use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, SocketFault};
+    /// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, SocketFault};
     ///
     /// let server = RtmServer::start(RtmServerConfig::default())?;
     /// let faults = server.faults();

@@ -18,7 +18,7 @@
 //! complete frame of a read, under one take of the state lock) and its replies written
 //! with one syscall per batch, and each subscriber gets its data coalesced the same way
 //! (see the `conn` and `outbox` modules). It costs about a microsecond of CPU per
-//! acknowledged publish; `cargo run --release -p benchlink-std --example hub_load`
+//! acknowledged publish; `cargo run --release -p benchlink-sandbox --example hub_load`
 //! measures it.
 //!
 //! Choices where the real service's behaviour is not known:
@@ -47,7 +47,7 @@
 //! # Example
 //!
 //! ```
-//! use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+//! use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 //! use tungstenite::Message;
 //!
 //! let server = RtmServer::start(RtmServerConfig::default())?;
@@ -95,7 +95,7 @@ use state::Shared;
 /// # Example
 ///
 /// ```
-/// use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig};
+/// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig};
 ///
 /// let server = RtmServer::start(RtmServerConfig::default())?;
 /// assert!(server.endpoint().starts_with("ws://127.0.0.1:"));

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use std::io::{Read, Write};
-//! use benchlink_std::sandbox::{BenchServer, BenchServerConfig};
+//! use benchlink_sandbox::{BenchServer, BenchServerConfig};
 //!
 //! let server = BenchServer::start(BenchServerConfig::fast())?;
 //! let mut conn = std::net::TcpStream::connect(server.addr())?;
@@ -99,7 +99,7 @@ type Registry = Arc<Mutex<BTreeMap<u64, TcpStream>>>;
 /// # Example
 ///
 /// ```
-/// use benchlink_std::sandbox::{BenchServer, BenchServerConfig};
+/// use benchlink_sandbox::{BenchServer, BenchServerConfig};
 /// let server = BenchServer::start(BenchServerConfig::fast())?;
 /// assert!(server.host().starts_with("127.0.0.1:"));
 /// server.shutdown();

@@ -3,7 +3,7 @@
 //! one connection, and how much CPU the hub spends per message.
 //!
 //! ```text
-//! cargo run --release -p benchlink-std --example hub_load -- [--messages N] [--window W]
+//! cargo run --release -p benchlink-sandbox --example hub_load -- [--messages N] [--window W]
 //!     [--batch B] [--body JSON] [--subscribers S] [--runs R]
 //!     [--endpoint ws://127.0.0.1:PORT --pid PID]
 //! ```
@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use benchlink_std::sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 use clap::Parser;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};

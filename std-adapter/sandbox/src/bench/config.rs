@@ -155,7 +155,7 @@ pub enum Fault {
 /// # Example
 ///
 /// ```
-/// use benchlink_std::sandbox::{BenchServerConfig, Speed};
+/// use benchlink_sandbox::{BenchServerConfig, Speed};
 /// let config = BenchServerConfig { speed: Speed::fast(), ..BenchServerConfig::default() };
 /// assert_eq!(config.port, 0);
 /// ```
