@@ -439,7 +439,7 @@ fn invalid_subscribe_options() {
         json!({"channel": "c", "period": 61}),
         json!({"channel": "c", "only": "everything"}),
         json!({"channel": "c", "fast_forward": "yes"}),
-        json!({"subscription_id": "v", "filter": "select a from c where a > 1"}),
+        json!({"subscription_id": "v", "filter": "select a from c", "period": 0}),
         json!({"filter": "select a from c"}),
         json!({"channel": ""}),
         json!({}),

@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
 use super::config::Op;
 use super::faults::Reply;
-use super::filter::Filter;
 use super::pdu::{
     envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Positions,
     Request,
@@ -23,6 +22,7 @@ use super::pdu::{
 use super::state::{
     deliver, fast_forward_info, subscription_error, Batch, Channel, Shared, State, Sub,
 };
+use super::view::{self, ActiveView, View};
 
 /// The channel the JS SDK publishes to as a heartbeat; always allowed.
 const HEARTBEAT: &str = "$heartbeat";
@@ -309,7 +309,8 @@ fn delete(ctx: &mut Ctx<'_>, req: &Request<'_>) {
 struct SubscribeArgs {
     sid: String,
     channel: String,
-    filter: Option<Filter>,
+    /// A view and its `period`.
+    view: Option<(View, Duration)>,
     position: Option<u64>,
     count: Option<u64>,
     age: Option<u64>,
@@ -318,39 +319,72 @@ struct SubscribeArgs {
     value_changes: bool,
 }
 
-/// Validates a subscribe body; `Err` carries the `invalid_format` reason.
-fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
-    let filter_text = req
-        .field::<String>("filter")
-        .map_err(|()| invalid("filter"))?;
-    let (sid, channel, filter) = match filter_text.filter(|f| !f.is_empty()) {
-        Some(text) => {
-            let filter = Filter::parse(&text).ok_or_else(|| invalid("filter"))?;
-            let sid = req
-                .string("subscription_id")
-                .map_err(|()| invalid("subscription_id"))?;
-            (sid, filter.channel.clone(), Some(filter))
+/// Why a subscribe is refused: the error code and the reason.
+type Refusal = (&'static str, String);
+
+fn bad(name: &str) -> Refusal {
+    ("invalid_format", invalid(name))
+}
+
+/// Validates a subscribe body: its shape first (`invalid_format`), then the view's
+/// SQL (`invalid_filter`). A view is a non-empty `filter`, or `view` (the Ruby SDK's
+/// key for it); its channel comes from `FROM`.
+fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
+    let text = |name: &str| {
+        req.field::<String>(name)
+            .map(|t| t.filter(|t| !t.is_empty()))
+            .map_err(|()| bad(name))
+    };
+    let query = match (text("filter")?, text("view")?) {
+        (Some(f), Some(v)) if f != v => {
+            let reason = "Invalid PDU: 'filter' and 'view' differ".to_owned();
+            return Err(("invalid_format", reason));
+        }
+        (f, v) => f.or(v),
+    };
+    let (sid, channel, period) = match &query {
+        Some(_) => {
+            let sid = match req.field::<String>("subscription_id") {
+                Ok(Some(s)) if !s.is_empty() => s,
+                Ok(None) => {
+                    let reason = "Invalid PDU: 'subscription_id' was missing".to_owned();
+                    return Err(("invalid_format", reason));
+                }
+                _ => return Err(bad("subscription_id")),
+            };
+            let period = match req.field::<u64>("period") {
+                Ok(None) => view::DEFAULT_PERIOD,
+                Ok(Some(p)) if (1..=view::MAX_PERIOD_SECS).contains(&p) => Duration::from_secs(p),
+                _ => return Err(bad("period")),
+            };
+            let channel = req
+                .field::<String>("channel")
+                .map_err(|()| bad("channel"))?;
+            (sid, channel, period)
         }
         None => {
-            let channel = req.string("channel").map_err(|()| invalid("channel"))?;
+            let channel = req.string("channel").map_err(|()| bad("channel"))?;
             let sid = match req.field::<String>("subscription_id") {
                 Ok(None) => channel.clone(),
                 Ok(Some(s)) if !s.is_empty() => s,
-                _ => return Err(invalid("subscription_id")),
+                _ => return Err(bad("subscription_id")),
             };
-            (sid, channel, None)
+            // `period` only means something to a view; within its range it is ignored.
+            match req.field::<u64>("period") {
+                Ok(None) => {}
+                Ok(Some(p)) if p <= view::MAX_PERIOD_SECS => {}
+                _ => return Err(bad("period")),
+            }
+            (sid, Some(channel), Duration::ZERO)
         }
     };
     let position = match req.field::<String>("position") {
         Ok(None) => None,
-        Ok(Some(p)) => Some(Positions::parse(&p).ok_or_else(|| invalid("position"))?),
-        Err(()) => return Err(invalid("position")),
+        Ok(Some(p)) => Some(Positions::parse(&p).ok_or_else(|| bad("position"))?),
+        Err(()) => return Err(bad("position")),
     };
     let (mut count, mut age) = (None, None);
-    match req
-        .field::<Value>("history")
-        .map_err(|()| invalid("history"))?
-    {
+    match req.field::<Value>("history").map_err(|()| bad("history"))? {
         None => {}
         Some(Value::Object(h)) => {
             let number = |name: &str| match h.get(name) {
@@ -358,41 +392,44 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
                 Some(v) => v
                     .as_u64()
                     .map(Some)
-                    .ok_or_else(|| invalid(&format!("history.{name}"))),
+                    .ok_or_else(|| bad(&format!("history.{name}"))),
             };
             count = number("count")?;
             age = number("age")?;
             if count.is_some() && age.is_some() {
-                return Err(
-                    "Invalid PDU: 'history.count' and 'history.age' cannot be combined".to_owned(),
-                );
+                let reason = "Invalid PDU: 'history.count' and 'history.age' cannot be combined";
+                return Err(("invalid_format", reason.to_owned()));
             }
         }
-        Some(_) => return Err(invalid("history")),
+        Some(_) => return Err(bad("history")),
     }
     let flag = |name: &str| {
         req.field::<bool>(name)
             .map(Option::unwrap_or_default)
-            .map_err(|()| invalid(name))
+            .map_err(|()| bad(name))
     };
     let fast_forward = flag("fast_forward")?;
     let force = flag("force")?;
-    // Views may aggregate over `period` seconds (at most 60); this server accepts it and
-    // delivers every message at once.
-    match req.field::<u64>("period") {
-        Ok(None) => {}
-        Ok(Some(p)) if p <= 60 => {}
-        _ => return Err(invalid("period")),
-    }
     let value_changes = match req.field::<String>("only") {
         Ok(None) => false,
         Ok(Some(o)) if o == "value_changes" => true,
-        _ => return Err(invalid("only")),
+        _ => return Err(bad("only")),
+    };
+    let (channel, view) = match query {
+        None => (channel.unwrap_or_default(), None),
+        Some(text) => {
+            let view = View::parse(&text).map_err(|e| ("invalid_filter", e.to_string()))?;
+            if channel.is_some_and(|c| c != view.channel()) {
+                let reason = "Invalid PDU: 'channel' does not match the filter".to_owned();
+                return Err(("invalid_format", reason));
+            }
+            (view.channel().to_owned(), Some((view, period)))
+        }
     };
     Ok(SubscribeArgs {
         sid,
         channel,
-        filter,
+        view,
         position,
         count,
         age,
@@ -411,7 +448,20 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     }
     let args = match subscribe_args(req) {
         Ok(a) => a,
-        Err(reason) => return ctx.err("invalid_format", &reason),
+        Err((error, reason)) => {
+            // The reply names the subscription when the request did.
+            return match req.field::<String>("subscription_id") {
+                Ok(Some(sid)) => ctx.reply(
+                    "error",
+                    &object(&[
+                        ("error", &quote(error)),
+                        ("reason", &quote(&reason)),
+                        ("subscription_id", &quote(&sid)),
+                    ]),
+                ),
+                _ => ctx.err(error, &reason),
+            };
+        }
     };
     if !ctx.permitted(Op::Subscribe, &args.channel) {
         return;
@@ -490,9 +540,16 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             "The position has expired; fast-forwarded to the oldest available message",
         ));
     }
+    let view = args.view.map(|(v, period)| {
+        let serial = ctx.st.views.serial();
+        (ActiveView::new(v, period, serial), serial, period)
+    });
+    let window = view
+        .as_ref()
+        .and_then(|(v, serial, period)| v.windowing().map(|_| (*serial, *period)));
     let mut sub = Sub {
         channel: args.channel.clone(),
-        filter: args.filter,
+        view: view.map(|(v, _, _)| v),
         value_changes: args.value_changes,
         last: None,
         next: start,
@@ -509,10 +566,15 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         .get(&args.channel)
         .map(|ch| ch.since(start))
         .unwrap_or_default();
-    if deliver(&conn.outbox, positions, &args.sid, &mut sub, &replay) {
-        conn.subs.insert(args.sid, sub);
-    } else {
+    if !deliver(&conn.outbox, positions, &args.sid, &mut sub, &replay) {
         conn.subs.remove(&args.sid);
+        return;
+    }
+    conn.subs.insert(args.sid.clone(), sub);
+    if let Some((serial, period)) = window {
+        // The first window runs from the `subscribe/ok` for one period.
+        let wake = &ctx.shared.view_clock;
+        view::clock::start(ctx.st, wake, now + period, serial, ctx.conn, &args.sid);
     }
 }
 

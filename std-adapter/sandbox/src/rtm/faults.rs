@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::outbox::close_frame;
 use super::state::{fast_forward_info, subscription_error, Shared};
+use super::view;
 
 /// What to do to incoming connections (see [`Faults::refuse_connections`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,6 +366,38 @@ impl Faults {
             }
             None => false,
         }
+    }
+
+    /// Closes the open window of every aggregated view now, as if its `period` had
+    /// ended: each sends its rows (if it has any) at once, so that a test need not wait
+    /// for the period. The views' own window ends stay where they were. Returns how many
+    /// aggregated views there are.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+    /// use tungstenite::Message;
+    ///
+    /// let server = RtmServer::start(RtmServerConfig::default())?;
+    /// let url = format!("{}/v2?appkey={DEFAULT_APPKEY}", server.endpoint());
+    /// let (mut ws, _) = tungstenite::connect(url).expect("upgrade");
+    /// ws.send(Message::text(
+    ///     r#"{"action":"rtm/subscribe","id":1,"body":{"subscription_id":"n","period":60,"filter":"select count(*) as n from c"}}"#,
+    /// ))
+    /// .expect("send");
+    /// assert!(ws.read().expect("ok").into_text().expect("text").contains("subscribe/ok"));
+    /// server.publish("c", "{}").expect("JSON");
+    /// server.publish("c", "{}").expect("JSON");
+    /// assert_eq!(server.faults().close_view_windows(), 1);
+    /// let data = ws.read().expect("data").into_text().expect("text");
+    /// assert!(data.ends_with(r#""messages":[{"n":2}]}}"#), "{data}");
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn close_view_windows(&self) -> usize {
+        let positions = self.shared.positions;
+        view::clock::close_all(&mut self.shared.lock(), positions)
     }
 
     /// Clears every switch: connections are accepted, pings answered, subscribes and

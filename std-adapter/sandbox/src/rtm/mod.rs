@@ -8,7 +8,8 @@
 //! one model built on a sequence number per channel (`"<epoch>:<n>"`, `publish/ok` =
 //! the message's own position, data = one past the last message, `subscribe/ok` = where
 //! the subscription starts). Role-secret auth, per-role channel permissions, views
-//! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
+//! (stream SQL: `select … from … where … group by …`, aggregated over `period`
+//! windows; see the `view` module), `only: value_changes`, `history`, `fast_forward`, legacy search,
 //! and [`Faults`] for everything the reference SDK's tests do to a live service, plus
 //! socket faults ([`SocketFault`]: ping and data floods, an endless fragmented message,
 //! a silent peer) for proving that a client stays bounded and keeps its deadlines.
@@ -41,8 +42,7 @@
 //!   like a bad secret, and each nonce serves one attempt.
 //!
 //! Not implemented: CBOR (a client that offers only `cbor` gets JSON and no selected
-//! subprotocol), `where` clauses and aggregation in views (`period` is accepted and
-//! ignored), TLS (tests run over `ws://`).
+//! subprotocol), TLS (tests run over `ws://`).
 //!
 //! # Example
 //!
@@ -67,12 +67,12 @@ mod auth;
 mod config;
 mod conn;
 mod faults;
-mod filter;
 mod flood;
 mod outbox;
 mod pdu;
 mod records;
 mod state;
+mod view;
 
 use std::io;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -125,6 +125,20 @@ impl RtmServer {
         let acceptor = thread::Builder::new()
             .name("rtm-accept".to_owned())
             .spawn(move || accept_loop(&s, &listener))?;
+        // Closes the windows of aggregated views; idle while there are none.
+        let s = Arc::clone(&shared);
+        let clock = thread::Builder::new()
+            .name("rtm-views".to_owned())
+            .spawn(move || view::clock::run(&s));
+        match clock {
+            Ok(handle) => shared.track(handle),
+            Err(e) => {
+                shared.begin_shutdown();
+                let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
+                let _ = acceptor.join();
+                return Err(e);
+            }
+        }
         log::info!("rtm server: listening on {addr}");
         Ok(RtmServer {
             shared,
@@ -214,6 +228,7 @@ impl RtmServer {
             return;
         };
         self.shared.begin_shutdown();
+        self.shared.view_clock.wake();
         // Wake the blocking accept with a connection of our own.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500));
         let _ = acceptor.join();

@@ -19,10 +19,10 @@ use serde_json::Value;
 
 use super::config::{Op, Permissions, RtmServerConfig};
 use super::faults::FaultState;
-use super::filter::Filter;
 use super::outbox::{append_frame, hold_kicks, release_kicks, Outbox, Pushed};
 use super::pdu::{envelope, object, push_position, push_quoted, quote, Positions};
 use super::records::{Attempt, AttemptOutcome, ConnectionInfo};
+use super::view::{clock, ActiveView, Message, Row};
 
 /// Messages per `rtm/subscription/data` PDU when replaying history.
 const REPLAY_BATCH: usize = 100;
@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Fault: pongs are not sent (read without the state lock by the reader threads).
     pub mute_pongs: AtomicBool,
+    /// Wakes the thread that closes the windows of aggregated views.
+    pub view_clock: clock::Wake,
     shutdown: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -51,6 +53,7 @@ impl Shared {
             positions: Positions { epoch },
             state: Mutex::new(State::default()),
             mute_pongs: AtomicBool::new(false),
+            view_clock: clock::Wake::default(),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         }
@@ -207,7 +210,8 @@ impl Channel {
 #[derive(Debug)]
 pub(crate) struct Sub {
     pub channel: String,
-    pub filter: Option<Filter>,
+    /// The view (`filter`) of a view subscription.
+    pub view: Option<ActiveView>,
     pub value_changes: bool,
     /// The last delivered message (after projection), for `only: value_changes`.
     pub last: Option<Value>,
@@ -270,6 +274,8 @@ pub(crate) struct State {
     pub attempts: VecDeque<Attempt>,
     pub faults: FaultState,
     pub next_id: u64,
+    /// When the windows of aggregated views close.
+    pub views: clock::Schedule,
 }
 
 impl State {
@@ -397,7 +403,7 @@ pub(crate) fn deliver(
     sub: &mut Sub,
     batch: &[&Stored],
 ) -> bool {
-    if sub.filter.is_none() && !sub.value_changes {
+    if sub.view.is_none() && !sub.value_changes {
         // Messages go out as published: no copy before they reach the outbox.
         let mut rest = batch;
         while !rest.is_empty() {
@@ -426,23 +432,44 @@ pub(crate) fn deliver(
         }
         return true;
     }
+    let mut rows = Vec::new();
+    for stored in batch {
+        let message = Message::parse(&stored.message);
+        match &mut sub.view {
+            None => rows.push((stored.seq, Row::Message(message))),
+            Some(view) => {
+                if let Some((seq, out)) = view.consume(stored.seq, message) {
+                    rows.extend(out.into_iter().map(|row| (seq, row)));
+                }
+            }
+        }
+    }
+    send_rows(outbox, positions, sid, sub, rows)
+}
+
+/// Sends computed results (of a view, or of `only: value_changes`), each with the
+/// sequence number of the last channel message it accounts for, in data PDUs of at
+/// most [`REPLAY_BATCH`] messages. Returns false when the subscription has ended (see
+/// [`deliver`]).
+pub(crate) fn send_rows(
+    outbox: &Arc<Outbox>,
+    positions: Positions,
+    sid: &str,
+    sub: &mut Sub,
+    rows: Vec<(u64, Row)>,
+) -> bool {
     let mut texts: Vec<(u64, String)> = Vec::new();
     let mut bytes = 0usize;
-    for stored in batch {
-        // Stored messages were validated when published.
-        let value: Value = serde_json::from_str(&stored.message).unwrap_or(Value::Null);
-        let value = match &sub.filter {
-            Some(f) => f.project(&value),
-            None => value,
-        };
+    for (seq, row) in rows {
         if sub.value_changes {
+            let value = row.value();
             if sub.last.as_ref() == Some(&value) {
-                sub.next = stored.seq + 1;
+                sub.next = seq + 1;
                 continue;
             }
-            sub.last = Some(value.clone());
+            sub.last = Some(value);
         }
-        let text = value.to_string();
+        let text = row.json();
         if !texts.is_empty() && (texts.len() >= REPLAY_BATCH || bytes + text.len() > REPLAY_BYTES) {
             if !send_texts(outbox, positions, sid, sub, &texts) {
                 return false;
@@ -451,7 +478,7 @@ pub(crate) fn deliver(
             bytes = 0;
         }
         bytes += text.len();
-        texts.push((stored.seq, text));
+        texts.push((seq, text));
     }
     send_texts(outbox, positions, sid, sub, &texts)
 }
