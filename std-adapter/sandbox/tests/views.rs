@@ -439,3 +439,40 @@ fn history_goes_through_the_view_and_only_value_changes_compares_results() {
     server.faults().close_view_windows();
     assert_eq!(c.data("n"), (5, vec![json!({"n": 3})]));
 }
+
+#[test]
+fn a_flood_of_groups_closes_windows_early() {
+    // A publisher floods an aggregated view (60 s period) with a new group per message:
+    // the window does not grow past its bound of 1000 groups but is sent as soon as it
+    // reaches it, without waiting for the period.
+    let (_server, mut c, mut p) = start();
+    subscribed(
+        &mut c,
+        &json!({"subscription_id": "g", "filter": "select k, count(*) as n from ch group by k", "period": 60}),
+    );
+    for k in 0..2500 {
+        let pdu = json!({"action": "rtm/publish", "body": {"channel": "ch", "message": {"k": k}}});
+        p.send(&pdu.to_string());
+    }
+    // A window's rows go out in data PDUs of at most 100 rows, all with the position
+    // just after the window's last message.
+    let mut window = |end: u64| {
+        let mut rows = Vec::new();
+        while rows.len() < 1000 {
+            let (position, some) = c.data("g");
+            assert_eq!(position, end);
+            assert!(some.len() <= 100);
+            rows.extend(some);
+        }
+        rows
+    };
+    let first = window(1000);
+    assert_eq!(first.len(), 1000);
+    assert_eq!(
+        (first[0].clone(), first[999].clone()),
+        (json!({"k": 0, "n": 1}), json!({"k": 999, "n": 1}))
+    );
+    let second = window(2000);
+    assert_eq!(second[0], json!({"k": 1000, "n": 1}));
+    c.quiet(Duration::from_millis(100));
+}

@@ -163,3 +163,50 @@ pub(crate) fn close_all(st: &mut State, positions: Positions) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_entries_do_not_pile_up() {
+        // A client that subscribes and unsubscribes aggregated views as fast as it can
+        // leaves only stale entries behind: the schedule stays small.
+        let mut st = State::default();
+        let wake = Wake::default();
+        let at = Instant::now() + Duration::from_secs(60);
+        for i in 0..10_000 {
+            let serial = st.views.serial();
+            start(&mut st, &wake, at, serial, i, "v");
+            assert!(st.views.due.len() <= PURGE_FLOOR, "{}", st.views.due.len());
+        }
+    }
+
+    #[test]
+    fn due_entries_of_gone_views_are_dropped_and_the_next_end_is_reported() {
+        let mut st = State::default();
+        let wake = Wake::default();
+        let now = Instant::now();
+        let positions = Positions { epoch: 1 };
+        for (i, secs) in [(1, 0), (2, 1), (3, 5)] {
+            let serial = st.views.serial();
+            start(
+                &mut st,
+                &wake,
+                now + Duration::from_secs(secs),
+                serial,
+                i,
+                "v",
+            );
+        }
+        let next = fire(&mut st, positions, now + Duration::from_secs(2));
+        assert_eq!(next, Some(now + Duration::from_secs(5)));
+        assert_eq!(
+            st.views.due.len(),
+            1,
+            "the due ones were stale and are gone"
+        );
+        assert_eq!(fire(&mut st, positions, now + Duration::from_secs(9)), None);
+        assert_eq!(close_all(&mut st, positions), 0);
+    }
+}

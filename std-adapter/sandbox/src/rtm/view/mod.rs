@@ -54,6 +54,9 @@
 //!   server processes during them (history replayed at subscribe time falls into the
 //!   first); a data PDU's position is just after the last message the window consumed;
 //!   unsubscribing or replacing the subscription discards the open window;
+//! - a window whose rows do not fit one data PDU (100 messages or 64 KiB, the bounds of
+//!   every data PDU of this server, kept so that small clients can take them) goes out
+//!   in several PDUs, all with the window's position;
 //! - `period` on a simple view is accepted and ignored.
 //!
 //! Bounds, so that a client cannot make the server grow or spin: a query is at most
