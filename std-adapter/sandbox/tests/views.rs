@@ -476,3 +476,29 @@ fn a_flood_of_groups_closes_windows_early() {
     assert_eq!(second[0], json!({"k": 1000, "n": 1}));
     c.quiet(Duration::from_millis(100));
 }
+
+#[test]
+fn a_view_starts_at_a_position() {
+    let (server, mut c, _p) = start();
+    let first = server.publish("ch", r#"{"i":0}"#).unwrap();
+    for i in 1..3 {
+        server.publish("ch", &format!(r#"{{"i":{i}}}"#)).unwrap();
+    }
+    let at = subscribed(
+        &mut c,
+        &json!({"subscription_id": "v", "filter": "select i from ch where i > 0", "position": first}),
+    );
+    assert_eq!(at, 0);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let (position, messages) = c.data("v");
+        got.extend(messages.into_iter().map(|m| (m, position)));
+    }
+    // Each result's position is just after the message that produced it (batched
+    // results: after the last of the batch).
+    assert_eq!(got.last().unwrap(), &(json!({"i": 2}), 3));
+    assert_eq!(
+        got.iter().map(|g| g.0.clone()).collect::<Vec<_>>(),
+        [json!({"i": 1}), json!({"i": 2})]
+    );
+}
