@@ -59,8 +59,9 @@ impl Acc {
         }
     }
 
-    /// Adds one message (`arg` is the call's argument, `None` for `(*)`); returns the
-    /// bytes of new state it keeps beyond the message itself.
+    /// Adds one message: `arg` is the call's argument evaluated over it ([`PRESENT`]
+    /// for the `(*)` forms), `msg` the message. Returns the bytes of new state it keeps
+    /// beyond the message itself.
     fn add(&mut self, arg: Option<&Value>, msg: &Value) -> usize {
         let arg = arg.filter(|v| !v.is_null());
         match self {
