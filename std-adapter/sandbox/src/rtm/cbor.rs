@@ -8,9 +8,10 @@
 //! the connection's edges: a request is transcoded to JSON on its way in, and a reply
 //! transcoded to CBOR on its way out (see [`Encoding::append_pdu`]). Messages are the
 //! exception, because CBOR can say what JSON cannot (byte strings): a message published
-//! over CBOR keeps its CBOR form next to its JSON form (see `message`), and PDUs that
-//! carry messages (subscription data, `rtm/read/ok`) are built in CBOR directly for CBOR
-//! clients, so byte strings reach CBOR subscribers as byte strings.
+//! over CBOR keeps its bytes next to its JSON form (see `message`), and PDUs that carry
+//! messages (subscription data, `rtm/read/ok`) are built in CBOR directly for CBOR
+//! clients, so CBOR subscribers get a message exactly as it was published (byte strings
+//! as byte strings), as JSON subscribers get a JSON message.
 //!
 //! From CBOR to JSON (what JSON clients, views and `value_changes` see):
 //! - a byte string becomes a JSON string of its standard base64 (with padding): the
@@ -21,10 +22,12 @@
 //!   (`invalid_cbor`), like malformed CBOR.
 
 use std::fmt;
+use std::ops::Range;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use ciborium::value::Value;
+use ciborium_ll::{simple, Decoder, Header};
 
 use super::outbox::append_frame;
 use super::pdu::{push_quoted, Positions};
@@ -75,97 +78,191 @@ impl fmt::Display for Invalid {
 pub(crate) struct Request {
     /// The PDU transcoded to JSON.
     pub json: String,
-    /// The CBOR of `body.message`, when the PDU has one: what CBOR subscribers and
-    /// readers get back, byte strings and all.
+    /// The bytes of `body.message`, when the PDU has one: what CBOR subscribers and
+    /// readers get back.
     pub message: Option<Vec<u8>>,
 }
 
 /// Decodes one request PDU: exactly one CBOR item (any valid encoding: indefinite
 /// lengths, half floats, tags, non-minimal integers), whatever frame it came in.
 ///
-/// Nesting deeper than ciborium's limit (256) and lengths beyond the input are refused
-/// without allocating for them.
+/// It is transcoded as it is read, without building a tree: the JSON is at most a few
+/// times the size of the CBOR (a byte becomes at most a six-byte escape), and nothing is
+/// allocated for lengths the input does not have. Nesting is limited to
+/// [`MAX_DEPTH`]. The message is the PDU's own bytes, so a CBOR subscriber gets it as
+/// published, like a JSON one gets a JSON message.
 pub(crate) fn decode_request(bytes: &[u8]) -> Result<Request, Invalid> {
-    let mut rest = bytes;
-    let value: Value =
-        ciborium::from_reader(&mut rest).map_err(|e| Invalid(format!("Invalid CBOR: {e}")))?;
-    if !rest.is_empty() {
+    let mut t = Transcoder {
+        dec: Decoder::from(bytes),
+        json: Vec::with_capacity(bytes.len() + bytes.len() / 2),
+        message: None,
+        scratch: [0; 4096],
+    };
+    t.item(0, Path::Top)?;
+    let end = t.dec.offset();
+    if end != bytes.len() {
         return Err(Invalid(format!(
             "Invalid CBOR: {} bytes after the PDU",
-            rest.len()
+            bytes.len() - end
         )));
     }
-    let mut json = Vec::with_capacity(bytes.len() + bytes.len() / 2);
-    write_json(&value, &mut json)?;
-    let json = String::from_utf8(json).map_err(|_| Invalid("Invalid CBOR: text".to_owned()))?;
-    let message = body_message(&value)
-        .map(|m| {
-            let mut out = Vec::new();
-            ciborium::into_writer(m, &mut out).map(|()| out)
-        })
-        .transpose()
-        .map_err(|e| Invalid(format!("Invalid CBOR: {e}")))?;
+    let json = String::from_utf8(t.json).map_err(|_| invalid_cbor())?;
+    let message = t.message.and_then(|r| bytes.get(r)).map(<[u8]>::to_vec);
     Ok(Request { json, message })
 }
 
-/// `value["body"]["message"]` (the last of duplicate keys, as the JSON side reads them).
-fn body_message(value: &Value) -> Option<&Value> {
-    fn member<'v>(map: &'v Value, name: &str) -> Option<&'v Value> {
-        map.as_map()?
-            .iter()
-            .rev()
-            .find(|(k, _)| k.as_text() == Some(name))
-            .map(|(_, v)| v)
-    }
-    member(member(value, "body")?, "message")
+/// Nesting of arrays, maps and tags in a request PDU (the JSON side's parser takes 128).
+pub(crate) const MAX_DEPTH: usize = 128;
+
+fn invalid_cbor() -> Invalid {
+    Invalid("Invalid CBOR".to_owned())
 }
 
-/// Appends `value` as JSON text (see the module's notes for what JSON cannot say).
-fn write_json(value: &Value, out: &mut Vec<u8>) -> Result<(), Invalid> {
-    match value {
-        Value::Integer(n) => out.extend_from_slice(i128::from(*n).to_string().as_bytes()),
-        Value::Bytes(b) => {
-            out.push(b'"');
-            out.extend_from_slice(STANDARD.encode(b).as_bytes());
-            out.push(b'"');
-        }
-        Value::Float(f) if f.is_finite() => {
-            // Writing to a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, f);
-        }
-        Value::Text(t) => push_quoted(out, t),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Tag(_, inner) => write_json(inner, out)?,
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_json(item, out)?;
-            }
-            out.push(b']');
-        }
-        Value::Map(members) => {
-            out.push(b'{');
-            for (i, (k, v)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let Value::Text(k) = k else {
-                    return Err(Invalid("Invalid CBOR: map keys must be text".to_owned()));
-                };
-                push_quoted(out, k);
-                out.push(b':');
-                write_json(v, out)?;
-            }
-            out.push(b'}');
-        }
-        // Null, NaN and the infinities, and whatever ciborium may add.
-        _ => out.extend_from_slice(b"null"),
+/// Where an item is in the PDU: what `body.message` is found by.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    Top,
+    Body,
+    Other,
+}
+
+/// CBOR in, JSON out (see [`decode_request`]).
+struct Transcoder<'b> {
+    dec: Decoder<&'b [u8]>,
+    json: Vec<u8>,
+    /// The byte range of the last `body.message` seen.
+    message: Option<Range<usize>>,
+    scratch: [u8; 4096],
+}
+
+impl Transcoder<'_> {
+    fn header(&mut self) -> Result<Header, Invalid> {
+        self.dec.pull().map_err(|_| invalid_cbor())
     }
-    Ok(())
+
+    /// Transcodes one item.
+    fn item(&mut self, depth: usize, path: Path) -> Result<(), Invalid> {
+        let header = self.header()?;
+        self.item_from(header, depth, path)
+    }
+
+    fn item_from(&mut self, header: Header, depth: usize, path: Path) -> Result<(), Invalid> {
+        if depth > MAX_DEPTH {
+            return Err(Invalid(format!(
+                "Invalid CBOR: nested deeper than {MAX_DEPTH}"
+            )));
+        }
+        match header {
+            Header::Positive(n) => self.json.extend_from_slice(n.to_string().as_bytes()),
+            Header::Negative(n) => {
+                let n = -1 - i128::from(n);
+                self.json.extend_from_slice(n.to_string().as_bytes());
+            }
+            Header::Float(f) if f.is_finite() => {
+                // Writing to a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut self.json, &f);
+            }
+            Header::Simple(simple::FALSE) => self.json.extend_from_slice(b"false"),
+            Header::Simple(simple::TRUE) => self.json.extend_from_slice(b"true"),
+            // null, undefined, other simple values, NaN and the infinities.
+            Header::Simple(_) | Header::Float(_) => self.json.extend_from_slice(b"null"),
+            Header::Tag(_) => self.item(depth + 1, path)?,
+            Header::Bytes(len) => {
+                let raw = self.bytes(len)?;
+                self.json.push(b'"');
+                self.json.extend_from_slice(STANDARD.encode(raw).as_bytes());
+                self.json.push(b'"');
+            }
+            Header::Text(len) => {
+                let text = self.text(len)?;
+                push_quoted(&mut self.json, &text);
+            }
+            Header::Array(len) => {
+                self.json.push(b'[');
+                let mut n = 0;
+                while self.next(len, n)? {
+                    if n > 0 {
+                        self.json.push(b',');
+                    }
+                    self.item(depth + 1, Path::Other)?;
+                    n += 1;
+                }
+                self.json.push(b']');
+            }
+            Header::Map(len) => {
+                self.json.push(b'{');
+                let mut n = 0;
+                while self.next(len, n)? {
+                    if n > 0 {
+                        self.json.push(b',');
+                    }
+                    let key = match self.header()? {
+                        Header::Text(len) => self.text(len)?,
+                        _ => return Err(Invalid("Invalid CBOR: map keys must be text".to_owned())),
+                    };
+                    push_quoted(&mut self.json, &key);
+                    self.json.push(b':');
+                    let start = self.dec.offset();
+                    let inner = match (path, key.as_str()) {
+                        (Path::Top, "body") => Path::Body,
+                        _ => Path::Other,
+                    };
+                    self.item(depth + 1, inner)?;
+                    if path == Path::Body && key == "message" {
+                        self.message = Some(start..self.dec.offset());
+                    }
+                    n += 1;
+                }
+                self.json.push(b'}');
+            }
+            Header::Break => return Err(invalid_cbor()),
+        }
+        Ok(())
+    }
+
+    /// Whether item `n` of a container of `len` items (`None`: until a break) follows.
+    fn next(&mut self, len: Option<usize>, n: usize) -> Result<bool, Invalid> {
+        match len {
+            Some(len) => Ok(n < len),
+            None => match self.header()? {
+                Header::Break => Ok(false),
+                header => {
+                    self.dec.push(header);
+                    Ok(true)
+                }
+            },
+        }
+    }
+
+    /// The content of a byte string whose header was just read.
+    fn bytes(&mut self, len: Option<usize>) -> Result<Vec<u8>, Invalid> {
+        let mut out = Vec::new();
+        let mut segments = self.dec.bytes(len);
+        while let Some(mut segment) = segments.pull().map_err(|_| invalid_cbor())? {
+            while let Some(chunk) = segment
+                .pull(&mut self.scratch)
+                .map_err(|_| invalid_cbor())?
+            {
+                out.extend_from_slice(chunk);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The content of a text string whose header was just read.
+    fn text(&mut self, len: Option<usize>) -> Result<String, Invalid> {
+        let mut out = String::new();
+        let mut segments = self.dec.text(len);
+        while let Some(mut segment) = segments.pull().map_err(|_| invalid_cbor())? {
+            while let Some(chunk) = segment
+                .pull(&mut self.scratch)
+                .map_err(|_| invalid_cbor())?
+            {
+                out.push_str(chunk);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Appends the CBOR of JSON text `json` (member order kept, integers as integers,
@@ -379,20 +476,19 @@ mod tests {
             POSITIONS,
             4,
         );
-        let v: Value = ciborium::from_reader(&out[..]).unwrap();
-        let mut json = Vec::new();
-        write_json(&v, &mut json).unwrap();
+        let r = decode_request(&out).unwrap();
         assert_eq!(
-            String::from_utf8(json).unwrap(),
+            r.json,
             r#"{"action":"rtm/read/ok","id":3,"body":{"message":"AP8=","position":"1500000000:4"}}"#
         );
         // The message itself is the byte string it was.
-        let body = &v.as_map().unwrap()[2].1;
-        assert_eq!(body.as_map().unwrap()[0].1, Value::Bytes(vec![0, 0xff]));
+        assert_eq!(r.message.unwrap(), [0x42, 0, 0xff]);
         out.clear();
         read_reply(&mut out, "rtm/read/ok", "\"x\"", None, POSITIONS, 0);
-        let v: Value = ciborium::from_reader(&out[..]).unwrap();
-        assert_eq!(v.as_map().unwrap()[1].1, Value::Text("x".to_owned()));
+        assert_eq!(
+            decode_request(&out).unwrap().json,
+            r#"{"action":"rtm/read/ok","id":"x","body":{"message":null,"position":"1500000000:0"}}"#
+        );
     }
 
     #[test]
@@ -421,6 +517,30 @@ mod tests {
         }
     }
 
+    /// The message is kept byte for byte (the widths, lengths and tags its publisher
+    /// chose), the last of duplicates as on the JSON side, and only at `body.message`.
+    #[test]
+    fn messages_keep_their_bytes() {
+        // {"body": {"message": 1.5 as a 64-bit float, "message": [_ tag 1 (0)]}, "x":
+        // {"body": {"message": 1}}}
+        let message = "9fc100ff";
+        let pdu = hex(&format!(
+            "a264626f6479a2676d657373616765fb3ff8000000000000676d657373616765{message}\
+             6178a164626f6479a1676d65737361676501"
+        ));
+        let r = decode_request(&pdu).unwrap();
+        assert_eq!(r.message.unwrap(), hex(message));
+        assert_eq!(
+            r.json,
+            r#"{"body":{"message":1.5,"message":[0]},"x":{"body":{"message":1}}}"#
+        );
+        let r = decode_request(&hex("a164626f6479a1676d657373616765fb3ff8000000000000")).unwrap();
+        assert_eq!(r.message.unwrap(), hex("fb3ff8000000000000"));
+        // A body that is not a map has no message.
+        let r = decode_request(&hex("a164626f647981a1676d65737361676501")).unwrap();
+        assert_eq!(r.message, None);
+    }
+
     /// Hostile lengths and nesting fail fast, without allocating what they claim.
     #[test]
     fn hostile_inputs() {
@@ -429,11 +549,19 @@ mod tests {
             assert!(decode_request(&hex(bad)).is_err(), "{bad}");
         }
         // 100 000 nested arrays.
-        let deep = vec![0x81u8; 100_000];
-        assert!(decode_request(&deep).is_err());
-        let mut ok = vec![0x81u8; 100];
+        let mut deep = vec![0x81u8; 100_000];
+        deep.push(0);
+        let e = decode_request(&deep).unwrap_err();
+        assert!(e.0.contains("nested deeper"), "{e}");
+        let mut ok = vec![0x81u8; MAX_DEPTH];
         ok.push(0);
         assert!(decode_request(&ok).is_ok());
+        ok.insert(0, 0x81);
+        assert!(decode_request(&ok).is_err());
+        // Tags count as nesting too.
+        let mut tags = vec![0xc1u8; 1000];
+        tags.push(0);
+        assert!(decode_request(&tags).is_err());
     }
 
     #[test]
