@@ -373,6 +373,9 @@ fn errors_and_malformed_input() {
         ])),
     );
     assert_eq!(get(&raw.pdu(), "action"), &text("rtm/publish/ok"));
+    // Fault injection: whatever bytes a test wants, in a binary frame.
+    assert_eq!(server.faults().send_raw_binary(&hex("a142000101")), 1);
+    assert_eq!(raw.frame(), (2, hex("a142000101")));
     // A ping is still answered with a pong.
     raw.send(9, b"py");
     assert_eq!(raw.frame(), (0xA, b"py".to_vec()));
