@@ -71,7 +71,12 @@ impl Raw {
 
     /// Sends one frame as the SDK does: FIN, masked with key 0.
     fn send(&mut self, opcode: u8, payload: &[u8]) {
-        let mut frame = vec![0x80 | opcode];
+        self.send_fragment(0x80 | opcode, payload);
+    }
+
+    /// Sends one frame whose first byte (FIN and opcode) is `b0`, masked with key 0.
+    fn send_fragment(&mut self, b0: u8, payload: &[u8]) {
+        let mut frame = vec![b0];
         match payload.len() {
             n @ 0..=125 => frame.push(0x80 | n as u8),
             n => {
@@ -194,6 +199,16 @@ fn the_sdk_publish_in_a_text_frame_is_acked_in_binary() {
     let at = want.len() - 12;
     want.splice(at..at + 10, epoch.bytes());
     assert_eq!(payload, want);
+    // A fragmented text message (text without FIN, a ping between, continuation with
+    // FIN) is one PDU too.
+    let (head, tail) = publish.split_at(20);
+    raw.send_fragment(0x01, head);
+    raw.send(9, b"py");
+    raw.send_fragment(0x80, tail);
+    assert_eq!(raw.frame(), (0xA, b"py".to_vec()));
+    let ack = raw.pdu();
+    assert_eq!(get(&ack, "action"), &text("rtm/publish/ok"));
+    assert_eq!(get(&ack, "id"), &Value::Integer(0.into()));
     // Binary frames are read the same, and requests without id get no reply.
     let no_ack = hex("a266616374696f6e6b72746d2f7075626c69736864626f6479a2676368616e6e656c626368676d657373616765182a");
     raw.send(2, &no_ack);
