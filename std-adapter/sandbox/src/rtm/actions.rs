@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
+use super::cbor::{self, Encoding};
 use super::config::Op;
 use super::faults::Reply;
+use super::message::Message;
 use super::pdu::{
     envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Positions,
     Request,
@@ -27,8 +29,9 @@ use super::view::{self, ActiveView, View};
 /// The channel the JS SDK publishes to as a heartbeat; always allowed.
 const HEARTBEAT: &str = "$heartbeat";
 
-/// Handles one text frame from connection `conn`, within the reader's `batch` (which
-/// holds the state lock across the frames of one read of the socket).
+/// Handles one PDU from connection `conn`, within the reader's `batch` (which holds the
+/// state lock across the frames of one read of the socket): `text` is its JSON, and
+/// `cbor_message` the CBOR of its `body.message` when it came as CBOR (see `cbor`).
 ///
 /// Error replies of our own choosing (the real service's texts for them are unknown):
 /// - a frame that is not a JSON object: `{"action":"/error","body":{"error":"invalid_json",…}}`;
@@ -37,7 +40,7 @@ const HEARTBEAT: &str = "$heartbeat";
 /// - a request whose `body` is not an object: `<action>/error` `invalid_format`;
 /// - an unknown action: `<action>/error` `{"error":"invalid_operation","reason":"Unknown
 ///   action '<action>'"}`.
-pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str) {
+pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str, cbor_message: Option<&[u8]>) {
     let shared = batch.shared;
     let parsed = Request::parse(text);
     let st = batch.state();
@@ -71,6 +74,7 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str) {
         conn,
         action: &req.action,
         id: req.id,
+        cbor_message,
     };
     match req.action.as_ref() {
         "rtm/publish" => publish(&mut ctx, &req, Op::Publish),
@@ -144,6 +148,8 @@ struct Ctx<'a> {
     conn: u64,
     action: &'a str,
     id: Option<&'a str>,
+    /// The CBOR of `body.message` of a PDU that came as CBOR.
+    cbor_message: Option<&'a [u8]>,
 }
 
 impl Ctx<'_> {
@@ -230,9 +236,13 @@ fn publish(ctx: &mut Ctx<'_>, req: &Request<'_>, op: Op) {
         return;
     }
     let positions = ctx.positions();
+    let message = match ctx.cbor_message {
+        Some(cbor) => Message::from_cbor(message, cbor.to_vec()),
+        None => Message::from_json(message),
+    };
     match ctx
         .st
-        .publish(&ctx.shared.config, positions, &channel, Arc::from(message))
+        .publish(&ctx.shared.config, positions, &channel, Arc::new(message))
     {
         Some(seq) => ctx.reply_with("ok", |out| {
             out.extend_from_slice(br#"{"position":"#);
@@ -262,7 +272,7 @@ fn read(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     }
     let positions = ctx.positions();
     let ttl = ctx.shared.config.message_ttl;
-    let found: (Option<Arc<str>>, u64) = match ctx.st.channels.get_mut(&channel) {
+    let found: (Option<Arc<Message>>, u64) = match ctx.st.channels.get_mut(&channel) {
         None => (None, 0),
         Some(ch) => match position {
             None => match &ch.value {
@@ -278,11 +288,22 @@ fn read(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             }
         },
     };
-    let message = found.0.as_deref().unwrap_or("null").to_owned();
-    ctx.ok(&object(&[
-        ("message", &message),
-        ("position", &positions.json(found.1)),
-    ]));
+    let (message, seq) = (found.0.as_deref(), found.1);
+    let Some(c) = ctx.st.conns.get(&ctx.conn) else {
+        return;
+    };
+    match (c.outbox.encoding(), ctx.id) {
+        (_, None) => {}
+        // The message as published, byte strings and all.
+        (Encoding::Cbor, Some(id)) => c.send_cbor_with(|out| {
+            let action = format!("{}/ok", ctx.action);
+            cbor::read_reply(out, &action, id, message.map(Message::cbor), positions, seq);
+        }),
+        (Encoding::Json, Some(_)) => ctx.ok(&object(&[
+            ("message", message.map_or("null", Message::json)),
+            ("position", &positions.json(seq)),
+        ])),
+    }
 }
 
 /// `rtm/delete`: clears the channel's value. Subscribers see nothing and the history

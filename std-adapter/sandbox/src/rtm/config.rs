@@ -169,6 +169,10 @@ pub struct RtmServerConfig {
     pub search: bool,
     /// Channel names per `rtm/search/data` reply (at least 1).
     pub search_batch: usize,
+    /// Whether a client that offers the `cbor` subprotocol gets it (the default). When
+    /// off, the offer is ignored and the connection speaks JSON, like a JSON-only
+    /// server: for testing a client's check of the selected subprotocol.
+    pub cbor: bool,
     /// When set, every `auth/handshake` answers this nonce instead of a fresh random one,
     /// so that tests can check a known hash (see [`SUPERUSER_SECRET`]). Never use it
     /// elsewhere.
@@ -205,7 +209,7 @@ impl Default for RtmServerConfig {
     /// Any port; appkey [`DEFAULT_APPKEY`]; role [`SUPERUSER_ROLE`] with
     /// [`SUPERUSER_SECRET`] and every permission; unauthenticated clients may do
     /// everything except use channels starting with [`RESTRICTED_PREFIX`]; 1000 messages
-    /// (up to 64 MiB) per channel, no expiry by age; search on.
+    /// (up to 64 MiB) per channel, no expiry by age; search and CBOR on.
     fn default() -> RtmServerConfig {
         RtmServerConfig {
             port: 0,
@@ -222,6 +226,7 @@ impl Default for RtmServerConfig {
             expired_error: "out_of_sync".to_owned(),
             search: true,
             search_batch: 10,
+            cbor: true,
             fixed_nonce: None,
             max_message_size: 1 << 20,
             max_queued_frames: 10_000,

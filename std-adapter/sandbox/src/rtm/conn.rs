@@ -13,6 +13,15 @@
 //! syscall. Fan-out to subscribers goes the same way: each subscriber's writer is woken
 //! once per batch and writes what piled up in one go. With a client that does not
 //! pipeline, a batch is one request, as before.
+//!
+//! # CBOR
+//!
+//! A client that offers the subprotocol `cbor` gets it (see `cbor` for the encoding).
+//! Its frames are read as CBOR whatever their opcode: the reference Python SDK sends its
+//! CBOR in text frames, which are not UTF-8, and tungstenite (which validates the UTF-8
+//! of text messages, with no switch to turn that off) would close the connection with
+//! 1007. So on such a connection the bytes from the socket pass through
+//! [`TextAsBinary`] before tungstenite sees them, which relabels text frames as binary.
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -27,9 +36,11 @@ use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Error as WsError, HandshakeError, Message};
 
 use super::actions;
+use super::cbor::{self, Encoding};
 use super::faults::ConnectFault;
 use super::flood::Flooder;
 use super::outbox::{close_frame, strip_pongs, Next, Outbox, Pushed};
+use super::pdu::{envelope, error_body};
 use super::records::AttemptOutcome;
 use super::state::{Batch, Conn, Record, Shared};
 
@@ -53,6 +64,8 @@ struct WsIo {
     /// has no complete frame left, so that the reader can end its batch before it would
     /// block (tungstenite keeps a partial frame and reads on at the next call).
     yield_before_read: bool,
+    /// On a CBOR connection, once upgraded: relabels the client's text frames.
+    text_as_binary: Option<TextAsBinary>,
 }
 
 impl Read for WsIo {
@@ -63,7 +76,11 @@ impl Read for WsIo {
         if let Some(outbox) = &self.outbox {
             outbox.wait_while_silent();
         }
-        self.tcp.read(buf)
+        let n = self.tcp.read(buf)?;
+        if let (Some(relabel), Some(read)) = (&mut self.text_as_binary, buf.get_mut(..n)) {
+            relabel.pass(read);
+        }
+        Ok(n)
     }
 }
 
@@ -98,12 +115,91 @@ impl Write for WsIo {
     }
 }
 
+/// Follows the frames of the bytes a client sends and relabels its text frames as binary
+/// ones (see the module's "CBOR"): only the opcode of the first frame of a text message
+/// changes (continuation and control frames keep theirs), so tungstenite assembles and
+/// checks everything else as usual, and a broken frame is still refused by it.
+#[derive(Debug, Default)]
+struct TextAsBinary {
+    /// The header bytes of the current frame seen so far (0: at a frame's start).
+    header: [u8; 14],
+    have: usize,
+    /// Payload bytes of the current frame still to come.
+    payload: u64,
+}
+
+impl TextAsBinary {
+    /// Passes the next bytes from the client (in place).
+    fn pass(&mut self, bytes: &mut [u8]) {
+        let mut at = 0;
+        while let Some(rest) = bytes.get_mut(at..).filter(|r| !r.is_empty()) {
+            if self.payload > 0 {
+                let skip = usize::try_from(self.payload).map_or(rest.len(), |p| p.min(rest.len()));
+                self.payload -= skip as u64;
+                at += skip;
+                continue;
+            }
+            let b = &mut rest[0];
+            if self.have == 0 && *b & 0x0F == 0x1 {
+                *b = (*b & 0xF0) | 0x2;
+            }
+            self.header[self.have] = *b;
+            self.have += 1;
+            at += 1;
+            if let Some(len) = self.payload_len() {
+                self.payload = len;
+                self.have = 0;
+            }
+        }
+    }
+
+    /// The payload length, once the whole header is in.
+    fn payload_len(&self) -> Option<u64> {
+        let h = &self.header[..self.have];
+        let b1 = *h.get(1)?;
+        let (ext, mask) = (
+            match b1 & 0x7F {
+                126 => 2,
+                127 => 8,
+                _ => 0,
+            },
+            if b1 & 0x80 != 0 { 4 } else { 0 },
+        );
+        if h.len() < 2 + ext + mask {
+            return None;
+        }
+        Some(match ext {
+            0 => u64::from(b1 & 0x7F),
+            2 => u64::from(u16::from_be_bytes([h[2], h[3]])),
+            _ => u64::from_be_bytes(h[2..10].try_into().ok()?),
+        })
+    }
+}
+
 /// What the upgrade request said.
 #[derive(Default)]
 struct Upgrade {
     path: String,
     appkey: String,
     rejected: Option<u16>,
+    encoding: Encoding,
+}
+
+/// The subprotocol to select among those the client offers (in its order of
+/// preference): `cbor` if it is enabled, or `json`; tokens compare case-insensitively.
+fn select_subprotocol<'a>(offers: impl Iterator<Item = &'a str>, cbor: bool) -> Option<Encoding> {
+    offers
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .find_map(|p| {
+            if cbor && p.eq_ignore_ascii_case("cbor") {
+                Some(Encoding::Cbor)
+            } else if p.eq_ignore_ascii_case("json") {
+                Some(Encoding::Json)
+            } else {
+                None
+            }
+        })
 }
 
 /// The value of `name` in a query string, percent-decoded.
@@ -184,6 +280,7 @@ fn run(
         outbox: None,
         shared: Arc::clone(shared),
         yield_before_read: false,
+        text_as_binary: None,
     };
     let mut upgrade = Upgrade::default();
     // The signature is tungstenite's `Callback`; its error type is not ours to shrink.
@@ -216,18 +313,19 @@ fn run(
             _ => AttemptOutcome::Upgraded,
         };
         shared.lock().set_outcome(id, outcome);
-        // JS clients offer `json` (or `cbor`) and fail when none is selected. CBOR is
-        // not implemented, so only `json` is ever selected.
-        let offers_json = req
-            .headers()
-            .get_all("Sec-WebSocket-Protocol")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|p| p.trim() == "json");
-        if offers_json {
+        // JS clients offer `json` or `cbor` and fail when none is selected; the Python
+        // SDK offers `cbor` and reads CBOR only when exactly `cbor` is selected.
+        let offers = req.headers().get_all("Sec-WebSocket-Protocol");
+        let selected =
+            select_subprotocol(offers.iter().filter_map(|v| v.to_str().ok()), config.cbor);
+        if let Some(encoding) = selected {
+            upgrade.encoding = encoding;
+            let token = match encoding {
+                Encoding::Json => "json",
+                Encoding::Cbor => "cbor",
+            };
             resp.headers_mut()
-                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("json"));
+                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static(token));
         }
         Ok(resp)
     };
@@ -257,7 +355,13 @@ fn run(
         return Some(AttemptOutcome::ClosedAfterUpgrade);
     }
     let _ = ws.get_ref().tcp.set_read_timeout(None);
-    let outbox = Arc::new(Outbox::new(config.max_queued_frames));
+    let encoding = upgrade.encoding;
+    if encoding == Encoding::Cbor {
+        // Frames the client sent before it saw the 101 are in tungstenite's buffer
+        // already, unrelabelled; the SDKs wait for the 101.
+        ws.get_mut().text_as_binary = Some(TextAsBinary::default());
+    }
+    let outbox = Arc::new(Outbox::new(config.max_queued_frames).with_encoding(encoding));
     {
         let mut st = shared.lock();
         if shared.is_shutdown() {
@@ -332,11 +436,19 @@ fn run(
                     end(&mut batch, &ws, &mut spare);
                     outbox.wait_while_silent();
                 }
-                match message {
-                    Message::Text(text) => actions::handle(&mut batch, id, text.as_str()),
+                match (encoding, message) {
+                    (Encoding::Cbor, Message::Text(text)) => {
+                        handle_cbor(&mut batch, id, text.as_bytes());
+                    }
+                    (Encoding::Cbor, Message::Binary(bytes)) => {
+                        handle_cbor(&mut batch, id, &bytes);
+                    }
+                    (Encoding::Json, Message::Text(text)) => {
+                        actions::handle(&mut batch, id, text.as_str(), None);
+                    }
                     // The C SDK parses binary frames as JSON text; do the same.
-                    Message::Binary(bytes) => {
-                        actions::handle(&mut batch, id, &String::from_utf8_lossy(&bytes));
+                    (Encoding::Json, Message::Binary(bytes)) => {
+                        actions::handle(&mut batch, id, &String::from_utf8_lossy(&bytes), None);
                     }
                     _ => {}
                 }
@@ -384,6 +496,20 @@ fn run(
             outbox.push_shutdown();
         }
         return None;
+    }
+}
+
+/// Handles one PDU from a CBOR client: transcoded for the actions, or refused with an
+/// id-less `/error` `invalid_cbor` (the counterpart of JSON's `invalid_json`).
+fn handle_cbor(batch: &mut Batch<'_>, id: u64, bytes: &[u8]) {
+    match cbor::decode_request(bytes) {
+        Ok(req) => actions::handle(batch, id, &req.json, req.message.as_deref()),
+        Err(e) => {
+            let reply = envelope("/error", None, &error_body("invalid_cbor", &e.to_string()));
+            if let Some(conn) = batch.state().conns.get(&id) {
+                conn.send(&reply);
+            }
+        }
     }
 }
 
@@ -437,5 +563,72 @@ mod tests {
         assert_eq!(query_param("appkey", "appkey").as_deref(), Some(""));
         assert_eq!(query_param("appkeys=1", "appkey"), None);
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn subprotocols() {
+        let select = |offers: &[&str], cbor| select_subprotocol(offers.iter().copied(), cbor);
+        assert_eq!(select(&["cbor"], true), Some(Encoding::Cbor));
+        assert_eq!(select(&["CBOR"], true), Some(Encoding::Cbor));
+        assert_eq!(select(&["x, Cbor "], true), Some(Encoding::Cbor));
+        assert_eq!(select(&["cbor"], false), None);
+        assert_eq!(select(&["cbor", "json"], false), Some(Encoding::Json));
+        assert_eq!(select(&["json, cbor"], true), Some(Encoding::Json));
+        assert_eq!(select(&["cbor2", "xjson"], true), None);
+        assert_eq!(select(&[], true), None);
+    }
+
+    /// Text frames become binary wherever the reads split the stream; nothing else
+    /// changes.
+    #[test]
+    fn text_frames_read_as_binary() {
+        let mut stream = Vec::new();
+        let mut want = Vec::new();
+        // (first byte, masked, payload length): a masked text frame of 5, an unmasked
+        // one of 200 (16-bit length), a ping, a fragmented text message (text without
+        // FIN, continuation with FIN), a binary frame of 70 000 (64-bit length), an
+        // empty text frame.
+        for (b0, masked, len) in [
+            (0x81u8, true, 5usize),
+            (0x81, false, 200),
+            (0x89, true, 2),
+            (0x01, true, 3),
+            (0x80, true, 4),
+            (0x82, true, 70_000),
+            (0x81, true, 0),
+        ] {
+            let mut frame = vec![b0];
+            let m = if masked { 0x80 } else { 0 };
+            match len {
+                0..=125 => frame.push(m | len as u8),
+                126..=0xFFFF => {
+                    frame.push(m | 126);
+                    frame.extend((len as u16).to_be_bytes());
+                }
+                _ => {
+                    frame.push(m | 127);
+                    frame.extend((len as u64).to_be_bytes());
+                }
+            }
+            if masked {
+                frame.extend([0x81, 0x81, 0x01, 0x81]);
+            }
+            // Payload bytes that look like text frame headers.
+            frame.extend(std::iter::repeat_n(0x81, len));
+            stream.extend(&frame);
+            if b0 & 0x0F == 1 {
+                frame[0] = (b0 & 0xF0) | 2;
+            }
+            want.extend(frame);
+        }
+        for chunk in [1, 2, 3, 7, 13, 64, 1000, stream.len()] {
+            let mut bytes = stream.clone();
+            let mut relabel = TextAsBinary::default();
+            for part in bytes.chunks_mut(chunk) {
+                relabel.pass(part);
+            }
+            assert!(bytes == want, "reads of {chunk} bytes");
+            assert_eq!((relabel.have, relabel.payload), (0, 0));
+        }
     }
 }

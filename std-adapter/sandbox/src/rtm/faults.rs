@@ -31,7 +31,8 @@ pub enum ConnectFault {
 pub enum Reply {
     /// Send this text frame instead, with every `{id}` replaced by the request's raw
     /// JSON id (`null` when it had none). For malformed or mistyped replies, e.g.
-    /// `{"action":"rtm/publish/ok","id":{id},"body":{}}` to a subscribe.
+    /// `{"action":"rtm/publish/ok","id":{id},"body":{}}` to a subscribe. A CBOR client
+    /// gets it transcoded, in a binary frame, when it is JSON.
     Raw(String),
     /// Send nothing (the client's request times out).
     Silence,
@@ -272,6 +273,35 @@ impl Faults {
             }
             None => false,
         }
+    }
+
+    /// Sends `payload` verbatim as a binary frame to every client: for a CBOR client,
+    /// e.g. malformed CBOR, a map with byte-string keys, a top level that is not a map.
+    /// Returns how many clients it was sent to.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
+    /// use tungstenite::Message;
+    ///
+    /// let server = RtmServer::start(RtmServerConfig::default())?;
+    /// let url = format!("{}/v2?appkey={DEFAULT_APPKEY}", server.endpoint());
+    /// let (mut ws, _) = tungstenite::connect(url).expect("upgrade");
+    /// assert!(server.wait_for_connections(Duration::from_secs(5), |c| c.len() == 1));
+    /// // A map keyed by a byte string.
+    /// let bad = b"\xa1\x42\x00\x01\x01";
+    /// assert_eq!(server.faults().send_raw_binary(bad), 1);
+    /// assert_eq!(ws.read().expect("frame"), Message::binary(&bad[..]));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn send_raw_binary(&self, payload: &[u8]) -> usize {
+        let st = self.shared.lock();
+        for conn in st.conns.values() {
+            let _ = conn
+                .outbox
+                .push_binary_with(|out| out.extend_from_slice(payload));
+        }
+        st.conns.len()
     }
 
     /// Discards every stored message of `channel`, as if they had all expired: a later

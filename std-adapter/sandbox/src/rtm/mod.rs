@@ -4,7 +4,9 @@
 //!
 //! It serves `ws://127.0.0.1:PORT/<any prefix>/v2?appkey=K` with one reader thread and
 //! one writer thread per connection around a shared state (channels with a bounded
-//! history, subscriptions, key-value values). PDUs are JSON text frames; positions follow
+//! history, subscriptions, key-value values). PDUs are JSON text frames, or CBOR in
+//! binary frames for a client that offers the `cbor` subprotocol (the reference Python
+//! SDK's `protocol='cbor'`; JSON and CBOR clients share channels); positions follow
 //! one model built on a sequence number per channel (`"<epoch>:<n>"`, `publish/ok` =
 //! the message's own position, data = one past the last message, `subscribe/ok` = where
 //! the subscription starts). Role-secret auth, per-role channel permissions, views
@@ -39,10 +41,15 @@
 //!   `authentication_failed` (reason `Unauthenticated`), limits `limit_exceeded`, bad
 //!   fields `invalid_format` with `Invalid PDU: '<field>' was invalid`;
 //! - the handshake gives any role a nonce; an unknown role fails at `auth/authenticate`,
-//!   like a bad secret, and each nonce serves one attempt.
+//!   like a bad secret, and each nonce serves one attempt;
+//! - a CBOR byte string reaches JSON clients as a string of its base64 (standard
+//!   alphabet, padded), CBOR clients as the byte string; views and `value_changes` work
+//!   on the JSON form, so a CBOR subscriber of a view gets the base64 text too; a CBOR
+//!   PDU that is not one valid CBOR item, or has a map key that is not text, gets an
+//!   id-less `/error` `invalid_cbor`; socket faults ([`SocketFault`]) and
+//!   [`Faults::send_raw`] send JSON text frames whatever the client speaks.
 //!
-//! Not implemented: CBOR (a client that offers only `cbor` gets JSON and no selected
-//! subprotocol), TLS (tests run over `ws://`).
+//! Not implemented: TLS (tests run over `ws://`).
 //!
 //! # Example
 //!
@@ -64,10 +71,12 @@
 
 mod actions;
 mod auth;
+mod cbor;
 mod config;
 mod conn;
 mod faults;
 mod flood;
+mod message;
 mod outbox;
 mod pdu;
 mod records;
@@ -87,6 +96,7 @@ pub use config::{
 pub use faults::{ConnectFault, Faults, Reply, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
 
+use message::Message;
 use state::Shared;
 
 /// A running RTM server. It shuts down (threads joined, connections closed, port
@@ -178,7 +188,7 @@ impl RtmServer {
             &self.shared.config,
             positions,
             channel,
-            Arc::from(message.trim()),
+            Arc::new(Message::from_json(message.trim())),
         )?;
         Some(format!("{}:{seq}", positions.epoch))
     }

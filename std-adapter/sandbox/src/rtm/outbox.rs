@@ -44,6 +44,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
+use super::cbor::Encoding;
 use super::faults::SocketFault;
 
 /// What the writer thread is to do next (see [`Outbox::next`]).
@@ -103,6 +104,8 @@ pub(crate) struct Outbox {
     queued: AtomicUsize,
     /// The fault is [`SocketFault::Silent`] (readable without the lock, per request).
     silent: AtomicBool,
+    /// How PDUs are framed and encoded for this client.
+    encoding: Encoding,
 }
 
 /// What happened to a pushed frame.
@@ -159,7 +162,18 @@ impl Outbox {
             limit: limit.max(1),
             queued: AtomicUsize::new(0),
             silent: AtomicBool::new(false),
+            encoding: Encoding::Json,
         }
+    }
+
+    /// The same outbox for a client that speaks `encoding` (JSON by default).
+    pub(crate) fn with_encoding(self, encoding: Encoding) -> Outbox {
+        Outbox { encoding, ..self }
+    }
+
+    /// How PDUs are encoded for this client.
+    pub(crate) fn encoding(&self) -> Encoding {
+        self.encoding
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -211,17 +225,29 @@ impl Outbox {
         self.push_within(self.limit, write)
     }
 
-    /// Queues a reply or control frame whose text payload `write` appends (the frame
-    /// header is added around it), unless twice the limit already waits.
-    pub(crate) fn push_text_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
+    /// Queues a reply PDU whose JSON text `write` appends, in the client's encoding (see
+    /// [`Encoding::append_pdu`]), unless twice the limit already waits.
+    pub(crate) fn push_pdu_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
+        let encoding = self.encoding;
         self.push_within(self.limit.saturating_mul(2), |out| {
-            append_frame(out, 0x1, true, write);
+            encoding.append_pdu(out, write);
         })
     }
 
-    /// Queues a text frame with payload `text` (a reply; see [`push_text_with`](Self::push_text_with)).
+    /// Queues a binary frame (a reply built in CBOR) whose payload `write` appends,
+    /// unless twice the limit already waits.
+    pub(crate) fn push_binary_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
+        self.push_within(self.limit.saturating_mul(2), |out| {
+            append_frame(out, 0x2, true, write);
+        })
+    }
+
+    /// Queues a text frame with payload `text`, as it is whatever the client's encoding
+    /// (injected faults), unless twice the limit already waits.
     pub(crate) fn push_text(self: &Arc<Self>, text: &[u8]) -> Pushed {
-        self.push_text_with(|out| out.extend_from_slice(text))
+        self.push_within(self.limit.saturating_mul(2), |out| {
+            append_frame(out, 0x1, true, |o| o.extend_from_slice(text));
+        })
     }
 
     /// Queues bytes that already are complete frames (a reply's limit).

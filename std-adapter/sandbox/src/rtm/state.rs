@@ -17,12 +17,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use super::cbor::{self, Encoding};
 use super::config::{Op, Permissions, RtmServerConfig};
 use super::faults::FaultState;
+use super::message::Message;
 use super::outbox::{append_frame, hold_kicks, release_kicks, Outbox, Pushed};
 use super::pdu::{envelope, object, push_position, push_quoted, quote, Positions};
 use super::records::{Attempt, AttemptOutcome, ConnectionInfo};
-use super::view::{clock, ActiveView, Message, Row};
+use super::view::{clock, ActiveView, Message as ViewMessage, Row};
 
 /// Messages per `rtm/subscription/data` PDU when replaying history.
 const REPLAY_BATCH: usize = 100;
@@ -149,8 +151,8 @@ impl<'a> Batch<'a> {
 pub(crate) struct Stored {
     pub seq: u64,
     pub at: Instant,
-    /// The raw JSON text, exactly as published.
-    pub message: Arc<str>,
+    /// As published.
+    pub message: Arc<Message>,
 }
 
 /// A channel: its sequence numbers, history and key-value value.
@@ -165,7 +167,7 @@ pub(crate) struct Channel {
     pub history_bytes: usize,
     /// The latest published or written message and its sequence number; `None` after a
     /// delete. Kept even when the history expires (key-value semantics).
-    pub value: Option<(u64, Arc<str>)>,
+    pub value: Option<(u64, Arc<Message>)>,
 }
 
 impl Channel {
@@ -240,9 +242,20 @@ impl Conn {
         self.send_with(|out| out.extend_from_slice(text.as_bytes()));
     }
 
-    /// Queues a reply whose text `write` appends (see [`send`](Self::send)).
+    /// Queues a reply whose JSON text `write` appends (see [`send`](Self::send)); it
+    /// goes in the connection's encoding.
     pub(crate) fn send_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
-        if self.outbox.push_text_with(write) == Pushed::Full {
+        self.push(|outbox| outbox.push_pdu_with(write));
+    }
+
+    /// Queues a reply that `write` appends in CBOR, for a CBOR connection (see
+    /// [`send`](Self::send)).
+    pub(crate) fn send_cbor_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.push(|outbox| outbox.push_binary_with(write));
+    }
+
+    fn push(&self, push: impl FnOnce(&Arc<Outbox>) -> Pushed) {
+        if push(&self.outbox) == Pushed::Full {
             log::warn!("rtm server: a client does not read its replies; dropping it");
             self.outbox.abandon();
             let _ = self.socket.shutdown(Shutdown::Both);
@@ -354,7 +367,7 @@ impl State {
         config: &RtmServerConfig,
         positions: Positions,
         channel: &str,
-        message: Arc<str>,
+        message: Arc<Message>,
     ) -> Option<u64> {
         if !self.channels.contains_key(channel) {
             if self.channels.len() >= config.max_channels {
@@ -434,7 +447,7 @@ pub(crate) fn deliver(
     }
     let mut rows = Vec::new();
     for stored in batch {
-        let message = Message::parse(&stored.message);
+        let message = ViewMessage::parse(&stored.message);
         match &mut sub.view {
             None => rows.push((stored.seq, Row::Message(message))),
             Some(view) => {
@@ -458,7 +471,7 @@ pub(crate) fn send_rows(
     sub: &mut Sub,
     rows: Vec<(u64, Row)>,
 ) -> bool {
-    let mut texts: Vec<(u64, String)> = Vec::new();
+    let mut texts: Vec<(u64, Arc<Message>)> = Vec::new();
     let mut bytes = 0usize;
     for (seq, row) in rows {
         if sub.value_changes {
@@ -469,32 +482,34 @@ pub(crate) fn send_rows(
             }
             sub.last = Some(value);
         }
-        let text = row.json();
-        if !texts.is_empty() && (texts.len() >= REPLAY_BATCH || bytes + text.len() > REPLAY_BYTES) {
+        let message = row.into_message();
+        if !texts.is_empty()
+            && (texts.len() >= REPLAY_BATCH || bytes + message.len() > REPLAY_BYTES)
+        {
             if !send_texts(outbox, positions, sid, sub, &texts) {
                 return false;
             }
             texts.clear();
             bytes = 0;
         }
-        bytes += text.len();
-        texts.push((seq, text));
+        bytes += message.len();
+        texts.push((seq, message));
     }
     send_texts(outbox, positions, sid, sub, &texts)
 }
 
-/// [`send_data`] for computed message texts (views, `value_changes`).
+/// [`send_data`] for computed messages (views, `value_changes`).
 fn send_texts(
     outbox: &Arc<Outbox>,
     positions: Positions,
     sid: &str,
     sub: &mut Sub,
-    texts: &[(u64, String)],
+    texts: &[(u64, Arc<Message>)],
 ) -> bool {
     let (Some(first), Some(last)) = (texts.first(), texts.last()) else {
         return true;
     };
-    let messages = texts.iter().map(|(_, t)| t.as_str());
+    let messages = texts.iter().map(|(_, t)| &**t);
     send_data(outbox, positions, sid, sub, (first.0, last.0), messages)
 }
 
@@ -529,7 +544,7 @@ fn send_data<'m>(
     sid: &str,
     sub: &mut Sub,
     (first, last): (u64, u64),
-    messages: impl Iterator<Item = &'m str>,
+    messages: impl ExactSizeIterator<Item = &'m Message>,
 ) -> bool {
     let info = sub.skipped.then(|| {
         fast_forward_info(
@@ -539,13 +554,19 @@ fn send_data<'m>(
             "Fast-forwarded: the client did not keep up",
         )
     });
+    let encoding = outbox.encoding();
     let pushed = outbox.push_data_with(|out| {
         if let Some(info) = &info {
-            append_frame(out, 0x1, true, |o| o.extend_from_slice(info.as_bytes()));
+            encoding.append_pdu(out, |o| o.extend_from_slice(info.as_bytes()));
         }
-        append_frame(out, 0x1, true, |o| {
-            data_pdu(o, positions, sid, last, messages);
-        });
+        match encoding {
+            Encoding::Json => append_frame(out, 0x1, true, |o| {
+                data_pdu(o, positions, sid, last, messages.map(Message::json));
+            }),
+            Encoding::Cbor => append_frame(out, 0x2, true, |o| {
+                cbor::data_pdu(o, positions, sid, last, messages.map(Message::cbor));
+            }),
+        }
     });
     match pushed {
         Pushed::Ok => {
@@ -566,7 +587,7 @@ fn send_data<'m>(
                 "The client did not keep up with the channel",
                 sub.next,
             );
-            let _ = outbox.push_text(err.as_bytes());
+            let _ = outbox.push_pdu_with(|o| o.extend_from_slice(err.as_bytes()));
             false
         }
     }

@@ -78,6 +78,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::message::Message as Stored;
 use aggregate::{Fill, Window};
 use ast::{Query, Select};
 use eval::{Eval, Scope};
@@ -151,20 +152,21 @@ impl fmt::Display for ViewError {
     }
 }
 
-/// A channel message as a view sees it: the published text and its parsed value.
+/// A channel message as a view sees it: the stored message (its JSON and, for CBOR
+/// readers, its CBOR) and its parsed value.
 #[derive(Clone, Debug)]
 pub(crate) struct Message {
-    pub raw: Arc<str>,
+    pub raw: Arc<Stored>,
     pub value: Value,
 }
 
 impl Message {
     /// Parses a stored message (validated when published; anything else reads as
     /// `null`, which every view drops).
-    pub(crate) fn parse(raw: &Arc<str>) -> Message {
+    pub(crate) fn parse(raw: &Arc<Stored>) -> Message {
         Message {
             raw: Arc::clone(raw),
-            value: serde_json::from_str(raw).unwrap_or(Value::Null),
+            value: serde_json::from_str(raw.json()).unwrap_or(Value::Null),
         }
     }
 }
@@ -179,10 +181,19 @@ pub(crate) enum Row {
 }
 
 impl Row {
+    /// The message sent to the client: a message passed through whole goes as it was
+    /// published (a CBOR one keeps its byte strings for CBOR readers).
+    pub(crate) fn into_message(self) -> Arc<Stored> {
+        match self {
+            Row::Message(m) => m.raw,
+            Row::Columns(_) => Arc::new(Stored::from_json(&self.json())),
+        }
+    }
+
     /// The JSON text sent to the client.
     pub(crate) fn json(&self) -> String {
         match self {
-            Row::Message(m) => m.raw.to_string(),
+            Row::Message(m) => m.raw.json().to_string(),
             Row::Columns(cols) => {
                 let mut out = String::from("{");
                 for (i, (k, v)) in cols.iter().enumerate() {
