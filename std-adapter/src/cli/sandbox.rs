@@ -63,7 +63,8 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         FaultArg::Drip => Fault::Drip(std::time::Duration::from_secs(1)),
     });
     if !args.token.is_empty() {
-        config.tokens = Some(args.token);
+        let tokens: Vec<&str> = args.token.iter().map(String::as_str).collect();
+        config = config.token_users(&tokens);
     }
     let bench = match BenchServer::start(config) {
         Ok(server) => server,
