@@ -343,14 +343,15 @@ impl Loop {
     }
 
     fn close(&mut self, id: u64) {
-        if let Some(Slot::Reading(r)) = self.slots.remove(&id) {
+        let slot = self.slots.remove(&id);
+        self.set_count();
+        if let Some(Slot::Reading(r)) = slot {
             let _ = self
                 .poll
                 .registry()
                 .deregister(&mut SourceFd(&r.stream.as_raw_fd()));
             let _ = r.stream.shutdown(Shutdown::Both);
         }
-        self.set_count();
     }
 
     /// Reads what connection `id` has until the socket is empty or the connection
@@ -454,12 +455,12 @@ impl Loop {
             headers.push(("retry-after", "1".to_owned()));
         }
         let head = response_head(status, &headers, false);
+        // Drop the half-read body first: its memory goes back to the budget.
+        r.reader = Reader::new(self.limits, &self.net.budget);
         // A fresh socket's send buffer takes a short head; a client that filled it
         // without reading gets nothing more.
         let _ = r.stream.write(head.as_bytes());
         let _ = r.stream.shutdown(Shutdown::Write);
-        // Drop the half-read body now: its memory goes back to the budget.
-        r.reader = Reader::new(self.limits, &self.net.budget);
         r.mode = Mode::Drain {
             until: now + DRAIN_TIME,
             left: DRAIN_BYTES,

@@ -84,6 +84,8 @@ pub struct BenchmarkInfo {
     pub status: String,
     /// `benchmark_name`, or the script's file name.
     pub name: String,
+    /// The login of the user who started it (`anonymous` without authentication).
+    pub author: String,
     /// The `bench` part's file name.
     pub script_name: String,
     /// The scenario text.
@@ -201,6 +203,7 @@ impl BenchServer {
             id,
             status: b.status.to_owned(),
             name: b.name.clone(),
+            author: b.author.clone(),
             script_name: b.params.script_name.clone(),
             script: b.params.script.clone(),
             includes: b.params.includes.clone(),
