@@ -408,3 +408,56 @@ fn token_users_may_change_only_their_own_benchmarks() {
     // No token at all: 403 everywhere.
     assert_eq!(get(addr, "/clusters_info", "").0, 403);
 }
+
+/// Writes `unit` again and again until the server cuts the connection (true) or
+/// `limit` passes (false).
+fn flood_until_cut(mut conn: TcpStream, unit: &[u8], limit: Duration) -> bool {
+    let started = Instant::now();
+    conn.set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while started.elapsed() < limit {
+        match conn.write(unit) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn floods_of_empty_lines_and_endless_heads_are_cut_off() {
+    let server = BenchServer::start(BenchServerConfig {
+        keep_alive_timeout: Duration::from_millis(500),
+        max_head: 8 * 1024,
+        ..BenchServerConfig::fast()
+    })
+    .unwrap();
+    let addr = server.addr();
+    // Empty lines (skipped before a request, like Cowboy) as fast as loopback takes
+    // them: the loop still serves others, and the idle deadline ends it.
+    let blank = TcpStream::connect(addr).unwrap();
+    let lines = vec![b'\n'; 64 * 1024];
+    let flood = thread::spawn(move || flood_until_cut(blank, &lines, Duration::from_secs(15)));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(get(addr, "/clusters_info", "").0, 200);
+    assert!(
+        flood.join().unwrap(),
+        "the empty-line flood was never cut off"
+    );
+    // A header that never ends: 400 at the head limit.
+    let mut endless = TcpStream::connect(addr).unwrap();
+    endless
+        .write_all(b"GET /clusters_info HTTP/1.1\r\nX-Endless: ")
+        .unwrap();
+    let mut writer = endless.try_clone().unwrap();
+    let flood = thread::spawn(move || {
+        let _ = writer.write_all(&[b'a'; 16 * 1024]);
+    });
+    assert_eq!(response(&mut endless).0, 400);
+    flood.join().unwrap();
+}

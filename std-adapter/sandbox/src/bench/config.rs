@@ -146,7 +146,7 @@ impl Default for Quirks {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Reads every request and never answers; the connection stays open until the client
-    /// closes it.
+    /// closes it (or the connection cap needs its room).
     Silent,
     /// Answers correctly but sends each byte of every response on its own, with this
     /// pause before the next one (one byte a second: `Drip(Duration::from_secs(1))`).
@@ -158,6 +158,17 @@ pub enum Fault {
 /// [`BenchServer::crash_benchmark`](super::BenchServer::crash_benchmark) or
 /// [`BenchServer::zombify_benchmark`](super::BenchServer::zombify_benchmark) at that
 /// moment, for when the server runs in another process (`benchlink sandbox`).
+///
+/// # Example
+///
+/// ```
+/// use benchlink_sandbox::bench::{BenchFault, BenchServerConfig, STAGES};
+/// let config = BenchServerConfig {
+///     bench_fault: Some(BenchFault::Crash { stage: "running".to_owned() }),
+///     ..BenchServerConfig::fast()
+/// };
+/// assert!(config.bench_fault.is_some_and(|f| STAGES.contains(&f.stage())));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BenchFault {
     /// The benchmark's process dies without reporting: `/status` answers

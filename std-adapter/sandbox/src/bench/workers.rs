@@ -62,7 +62,9 @@ impl Pool {
     pub(crate) fn submit(self: &Arc<Self>, job: Job, shared: &Arc<Shared>, net: &Arc<Net>) {
         let mut q = self.lock();
         q.jobs.push_back(job);
-        if q.idle == 0 && q.threads.len() < self.max {
+        // Idle workers may not have woken for earlier jobs yet: count them against the
+        // whole queue, or a job could wait behind a long stream while the pool has room.
+        if q.jobs.len() > q.idle && q.threads.len() < self.max {
             let (pool, s, n) = (Arc::clone(self), Arc::clone(shared), Arc::clone(net));
             let spawned = thread::Builder::new()
                 .name(format!("bench-worker-{}", q.threads.len()))
