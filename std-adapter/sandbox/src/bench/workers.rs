@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 
@@ -96,7 +97,13 @@ impl Pool {
                     q.idle -= 1;
                 }
             };
-            serve(shared, net, job);
+            let id = job.id;
+            // A bug in an endpoint must not leak the connection's place under the cap
+            // or the worker: the connection is closed and the worker goes on.
+            let served = panic::catch_unwind(AssertUnwindSafe(|| serve(shared, net, job)));
+            if served.is_err() {
+                net.give_back(id, None);
+            }
         }
     }
 
