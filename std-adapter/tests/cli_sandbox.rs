@@ -182,3 +182,31 @@ fn bad_flags_are_refused() {
     assert_eq!(run(&["--admin", "carol"]), Some(1));
     assert_eq!(run(&["--rtm-fault", "data-flood"]), Some(1));
 }
+
+#[test]
+fn rtm_socket_fault_from_flags() {
+    let s = sandbox(&["--rtm-fault", "ping-flood"]);
+    let addr = s.rtm.strip_prefix("ws://").unwrap();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(b"GET /v2?appkey=benchlink-test-appkey HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        .unwrap();
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&data));
+        data.extend_from_slice(&buf[..n]);
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    assert!(data.starts_with(b"HTTP/1.1 101"));
+    // Pings (FIN + opcode 9) without being asked, many of them.
+    while data.len() < head_end + 64 * 1024 {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0);
+        data.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(data[head_end], 0x89);
+}
