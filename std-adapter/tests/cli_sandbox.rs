@@ -149,7 +149,7 @@ fn listen_users_quirks_faults_and_limits_from_flags() {
 
 #[test]
 fn silent_fault_from_flags() {
-    let s = sandbox(&["--fault", "silent"]);
+    let s = sandbox(&["--fault", "silent", "--idle-timeout-ms", "100"]);
     let mut conn = TcpStream::connect(&s.bench).unwrap();
     conn.write_all(b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
@@ -161,6 +161,18 @@ fn silent_fault_from_flags() {
         err.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
     ));
+    // Held past the idle deadline too: a silent server does not hang up.
+}
+
+#[test]
+fn idle_deadline_from_flags() {
+    let s = sandbox(&["--idle-timeout-ms", "200"]);
+    let mut conn = TcpStream::connect(&s.bench).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(conn.read(&mut buf).unwrap(), 0, "closed by the server");
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]

@@ -127,6 +127,13 @@ pub(super) struct SandboxArgs {
     /// Time for a request head from its first byte, in milliseconds (then 408).
     #[arg(long, default_value_t = ms(BenchServerConfig::default().header_timeout), value_name = "MS")]
     header_timeout_ms: u64,
+    /// Time a connection may stay silent before a request or between keep-alive
+    /// requests, in milliseconds (then it is closed).
+    #[arg(long, default_value_t = ms(BenchServerConfig::default().keep_alive_timeout), value_name = "MS")]
+    idle_timeout_ms: u64,
+    /// Longest pause inside a request body, in milliseconds (then 408).
+    #[arg(long, default_value_t = ms(BenchServerConfig::default().body_timeout), value_name = "MS")]
+    body_timeout_ms: u64,
     /// Largest request body in bytes (then 413).
     #[arg(long, default_value_t = BenchServerConfig::default().max_body, value_name = "BYTES")]
     max_body: usize,
@@ -207,6 +214,8 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     config.max_connections = args.max_connections;
     config.workers = args.workers;
     config.header_timeout = Duration::from_millis(args.header_timeout_ms);
+    config.keep_alive_timeout = Duration::from_millis(args.idle_timeout_ms);
+    config.body_timeout = Duration::from_millis(args.body_timeout_ms);
     config.max_body = args.max_body;
     config.body_budget = args.body_budget;
     let tokens: Vec<&str> = args.token.iter().map(String::as_str).collect();
