@@ -690,7 +690,12 @@ fn unknown_id_is_not_found_everywhere() {
 
 #[test]
 fn token_protected_server() {
-    let server = server_with(|c| c.tokens = Some(vec!["right-token".into()]));
+    let server = server_with(|c| {
+        c.users = Some(vec![benchlink_sandbox::bench::User::new(
+            "user",
+            "right-token",
+        )])
+    });
     let host = server.host();
     let mut anonymous = client(&host);
     let mut wrong = client(&host).with_token("wrong-token");

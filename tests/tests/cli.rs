@@ -467,7 +467,12 @@ fn commands_on_a_running_benchmark_with_underscore_aliases() {
 #[test]
 fn tokens_and_https() {
     bin(); // built before any timing starts
-    let server = server_with(|c| c.tokens = Some(vec!["cli-token".into()]));
+    let server = server_with(|c| {
+        c.users = Some(vec![benchlink_sandbox::bench::User::new(
+            "user",
+            "cli-token",
+        )])
+    });
     let host = server.host();
     let out = bench(&host, &["clusters-info"]).expect_code(1);
     assert!(out.stderr.contains("forbidden"), "{}", out.stderr);

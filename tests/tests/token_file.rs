@@ -30,7 +30,12 @@ fn forbidden(c: &mut BenchClient, what: &str) {
 
 #[test]
 fn token_file_and_host_from_the_environment() {
-    let server = server_with(|c| c.tokens = Some(vec!["file-token".into()]));
+    let server = server_with(|c| {
+        c.users = Some(vec![benchlink_sandbox::bench::User::new(
+            "user",
+            "file-token",
+        )])
+    });
     let host = server.host();
     let files = [
         token_file(

@@ -35,9 +35,9 @@ enum State {
     Done,
 }
 
-/// What the framing has for the caller next.
+/// What the framing has for the caller next (exported as `ChunkedNext`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Next {
+pub enum Next {
     /// This many data bytes are available right after the framing bytes consumed.
     Data(usize),
     /// All input was consumed and more is needed.
@@ -46,16 +46,53 @@ pub(crate) enum Next {
     End,
 }
 
-/// Incremental chunked-body decoder.
+/// Incremental chunked-body decoder, for response bodies here and for request bodies in
+/// the local benchmark server: each input byte is looked at once, whatever the split, so
+/// a body sent in tiny chunks costs linear time.
+///
+/// # Example
+///
+/// ```
+/// use benchlink_core::http::{Chunked, ChunkedNext};
+///
+/// let mut decoder = Chunked::new(64, 1024);
+/// let mut body = [0u8; 16];
+/// let mut len = 0;
+/// for piece in [&b"5\r\nhel"[..], b"lo\r\n0\r\n\r\nNEXT"] {
+///     let mut input = piece;
+///     loop {
+///         let (used, next) = decoder.next(input)?;
+///         input = input.get(used..).unwrap_or_default();
+///         match next {
+///             ChunkedNext::Data(n) => {
+///                 body[len..len + n].copy_from_slice(&input[..n]);
+///                 len += n;
+///                 decoder.consume(n);
+///                 input = &input[n..];
+///             }
+///             ChunkedNext::NeedMore => break,
+///             ChunkedNext::End => {
+///                 assert_eq!(input, b"NEXT");
+///                 break;
+///             }
+///         }
+///     }
+/// }
+/// assert_eq!(&body[..len], b"hello");
+/// # Ok::<(), benchlink_core::http::DecodeError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Chunked {
+pub struct Chunked {
     state: State,
     max_line: usize,
     max_trailers: usize,
 }
 
 impl Chunked {
-    pub(crate) const fn new(max_line: usize, max_trailers: usize) -> Self {
+    /// A decoder at the start of a body: size lines (with extensions) of at most
+    /// `max_line` bytes, trailer sections of at most `max_trailers` bytes.
+    #[must_use]
+    pub const fn new(max_line: usize, max_trailers: usize) -> Self {
         Chunked {
             state: State::Size {
                 size: 0,
@@ -68,7 +105,11 @@ impl Chunked {
     }
 
     /// Consumes framing bytes from the front of `input`; returns how many, and what follows.
-    pub(crate) fn next(&mut self, input: &[u8]) -> Result<(usize, Next), DecodeError> {
+    ///
+    /// # Errors
+    ///
+    /// Malformed framing (a bad size or delimiter) and lines or trailers over the limits.
+    pub fn next(&mut self, input: &[u8]) -> Result<(usize, Next), DecodeError> {
         if let Some((used, size)) = self.whole_size_line(input) {
             self.state = State::Data { left: size };
             let avail = input.len().saturating_sub(used);
@@ -139,7 +180,7 @@ impl Chunked {
     }
 
     /// Records that the caller used `n` of the data bytes [`Chunked::next`] offered.
-    pub(crate) fn consume(&mut self, n: usize) {
+    pub fn consume(&mut self, n: usize) {
         if let State::Data { left } = self.state {
             let left = left.saturating_sub(n as u64);
             self.state = if left == 0 {
@@ -151,7 +192,8 @@ impl Chunked {
     }
 
     /// Where the body stands if the connection ends now.
-    pub(crate) fn eof_section(&self) -> Section {
+    #[must_use]
+    pub fn eof_section(&self) -> Section {
         match self.state {
             State::Data { .. } => Section::Body,
             State::Trailer { .. } => Section::Trailers,

@@ -23,6 +23,7 @@ pub mod query;
 mod request;
 mod response;
 
+pub use chunked::{Chunked, Next as ChunkedNext};
 #[cfg(feature = "deflate")]
 pub use content_coding::InflateBuffers;
 pub use content_coding::{ContentEncoding, InflateMemory};

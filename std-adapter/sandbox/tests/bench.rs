@@ -681,11 +681,7 @@ fn errors_and_routing() {
 
 #[test]
 fn token_auth() {
-    let s = BenchServer::start(BenchServerConfig {
-        tokens: Some(vec!["TOKEN123".to_owned()]),
-        ..BenchServerConfig::fast()
-    })
-    .unwrap();
+    let s = BenchServer::start(BenchServerConfig::fast().token_users(&["TOKEN123"])).unwrap();
     let forbidden = error_body("Operation is forbidden", "forbidden");
     let r = get(s.addr(), "/clusters_info");
     assert_eq!((r.status, r.text()), (403, forbidden.clone()));

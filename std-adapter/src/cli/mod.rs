@@ -35,7 +35,7 @@ enum Command {
     /// Use a real-time messaging service (Satori RTM protocol).
     Rtm(Box<rtm::RtmArgs>),
     /// Run the local benchmark and RTM servers in the foreground.
-    Sandbox(sandbox::SandboxArgs),
+    Sandbox(Box<sandbox::SandboxArgs>),
 }
 
 /// Runs the command line with the process arguments; the exit code follows the official
@@ -69,6 +69,6 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(args) => bench::run(*args),
         Command::Rtm(args) => rtm::run(*args),
-        Command::Sandbox(args) => sandbox::run(args),
+        Command::Sandbox(args) => sandbox::run(*args),
     }
 }

@@ -1,22 +1,30 @@
 //! `benchlink sandbox`: the local servers in the foreground — the benchmark server and the
 //! RTM server — for demos and for pointing other clients (the official `mzbench` CLI, an
-//! RTM SDK, other `benchlink` processes) at.
+//! RTM SDK, other `benchlink` processes, a board on the LAN) at. Everything the servers
+//! can do from Rust is a flag here: the listen address, token users, the real server's
+//! quirks, the faults, the limits.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use benchlink_sandbox::bench::{BenchServer, BenchServerConfig, Fault};
+use benchlink_sandbox::bench::{
+    BenchFault, BenchServer, BenchServerConfig, Fault, LogCompression, Speed, User, STAGES,
+};
 use benchlink_sandbox::rtm::{
-    RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+    RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Pace {
-    /// Stages take about a second, like a small real benchmark.
+    /// Stages take about a quarter of a second, a benchmark a few seconds.
     Demo,
     /// Everything in milliseconds, for tests.
     Fast,
+    /// Close to a small real benchmark: a second per stage, real scenario time.
+    Realistic,
 }
 
 /// A misbehaving benchmark server, to see what clients do about it.
@@ -24,70 +32,260 @@ enum Pace {
 enum FaultArg {
     /// Never answer (connections stay open).
     Silent,
-    /// Answer one byte a second.
+    /// Answer one byte at a time (see --drip-ms).
     Drip,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Compression {
+    /// One zlib stream with sync flushes, like the real server.
+    Deflate,
+    /// Plain text.
+    Identity,
+}
+
+/// A misbehaving RTM server (applied to every connection).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RtmFaultArg {
+    /// WebSocket pings back to back, forever.
+    PingFlood,
+    /// `rtm/subscription/data` back to back for --rtm-flood-subscription.
+    DataFlood,
+    /// A text message that never ends (continuation frames forever).
+    EndlessMessage,
+    /// Neither read nor write; keep the connection open.
+    Silent,
+}
+
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)] // one switch per quirk of the real server
 pub(super) struct SandboxArgs {
+    /// Address both servers listen on (0.0.0.0: every interface, for boards on the LAN).
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST), value_name = "ADDR")]
+    listen: IpAddr,
     /// Port of the benchmark server (0 picks any free port).
     #[arg(long, default_value_t = 4800)]
     port: u16,
     /// How fast benchmarks run.
     #[arg(long, value_enum, default_value = "demo")]
     pace: Pace,
-    /// Require `Authorization: Bearer <token>` with this token (repeatable).
+    /// Require `Authorization: Bearer <token>` with this token, for the login `user`
+    /// (repeatable).
     #[arg(long)]
     token: Vec<String>,
-    /// Port of the RTM (messaging) server (0 picks any free port).
-    #[arg(long, default_value_t = 8080)]
-    rtm_port: u16,
+    /// Require tokens, and accept this one for this login (repeatable). Users may stop,
+    /// change and command only the benchmarks they started (else 403).
+    #[arg(long, value_name = "LOGIN=TOKEN", value_parser = parse_user)]
+    user: Vec<User>,
+    /// Make this --user login an admin, who may act on every benchmark (repeatable).
+    #[arg(long, value_name = "LOGIN")]
+    admin: Vec<String>,
+    /// Behave like the real server where the default is friendlier: `/data` never answers
+    /// for a failed benchmark, `/server_logs` is 404.
+    #[arg(long)]
+    faithful: bool,
+    /// `/data` on a failed benchmark never answers (like the real server).
+    #[arg(long)]
+    data_hangs_on_failed: bool,
+    /// `/server_logs` answers 404 (like the latest real server).
+    #[arg(long)]
+    server_logs_removed: bool,
+    /// A missing required parameter gives 400 `badarg`, as on OTP 17 (default: 500).
+    #[arg(long)]
+    missing_param_400: bool,
+    /// `/change_env` before `running` gives 400 `not_running` (default: 500).
+    #[arg(long)]
+    change_env_not_running_400: bool,
+    /// Keep the connection after a `/typecheck` reply (the real server closes it).
+    #[arg(long)]
+    typecheck_keeps_connection: bool,
+    /// Storage and content-encoding of `/log` and `/userlog`.
+    #[arg(long, value_enum, default_value = "deflate")]
+    log_compression: Compression,
+    /// Make the benchmark server misbehave on every connection.
+    #[arg(long, value_enum)]
+    fault: Option<FaultArg>,
+    /// Pause after each byte with --fault drip, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    drip_ms: u64,
+    /// Every benchmark crashes (status failed, reason crashed) when it reaches STAGE.
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage, conflicts_with = "zombie_at")]
+    crash_at: Option<String>,
+    /// Every benchmark turns zombie (as if the server had died) when it reaches STAGE.
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    zombie_at: Option<String>,
     /// For throughput measurements: every `/data` reply starts with this many generated
     /// metric lines, one chunk each, sent from memory.
     #[arg(long, default_value_t = 0, value_name = "LINES")]
     data_flood: usize,
-    /// Make the benchmark server misbehave on every connection.
-    #[arg(long, value_enum)]
-    fault: Option<FaultArg>,
+    /// Open connections at most (the one waiting longest for a request makes room).
+    #[arg(long, default_value_t = BenchServerConfig::default().max_connections, value_name = "N")]
+    max_connections: usize,
+    /// Threads answering requests (each stream holds one while it lasts).
+    #[arg(long, default_value_t = BenchServerConfig::default().workers, value_name = "N")]
+    workers: usize,
+    /// Time for a request head from its first byte, in milliseconds (then 408).
+    #[arg(long, default_value_t = ms(BenchServerConfig::default().header_timeout), value_name = "MS")]
+    header_timeout_ms: u64,
+    /// Time a connection may stay silent before a request or between keep-alive
+    /// requests, in milliseconds (then it is closed).
+    #[arg(long, default_value_t = ms(BenchServerConfig::default().keep_alive_timeout), value_name = "MS")]
+    idle_timeout_ms: u64,
+    /// Longest pause inside a request body, in milliseconds (then 408).
+    #[arg(long, default_value_t = ms(BenchServerConfig::default().body_timeout), value_name = "MS")]
+    body_timeout_ms: u64,
+    /// Largest request body in bytes (then 413).
+    #[arg(long, default_value_t = BenchServerConfig::default().max_body, value_name = "BYTES")]
+    max_body: usize,
+    /// Memory for the request bodies of all connections together, in bytes (then 503).
+    #[arg(long, default_value_t = BenchServerConfig::default().body_budget, value_name = "BYTES")]
+    body_budget: usize,
+    /// Port of the RTM (messaging) server (0 picks any free port).
+    #[arg(long, default_value_t = 8080)]
+    rtm_port: u16,
+    /// Make the RTM server misbehave on every connection.
+    #[arg(long, value_enum, requires_if("data-flood", "rtm_flood_subscription"))]
+    rtm_fault: Option<RtmFaultArg>,
+    /// The subscription id that --rtm-fault data-flood floods.
+    #[arg(long, value_name = "ID")]
+    rtm_flood_subscription: Option<String>,
+    /// The raw JSON of each message of --rtm-fault data-flood.
+    #[arg(long, default_value = r#"{"n":1}"#, value_name = "JSON")]
+    rtm_flood_message: String,
 }
 
-pub(super) fn run(args: SandboxArgs) -> ExitCode {
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn parse_user(text: &str) -> Result<User, String> {
+    match text.split_once('=') {
+        Some((login, token)) if !login.is_empty() && !token.is_empty() => {
+            Ok(User::new(login, token))
+        }
+        _ => Err("expected LOGIN=TOKEN".to_owned()),
+    }
+}
+
+fn parse_stage(text: &str) -> Result<String, String> {
+    if STAGES.contains(&text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("not a stage; one of: {}", STAGES.join(", ")))
+    }
+}
+
+/// The benchmark server's configuration from the flags.
+fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     let mut config = match args.pace {
         Pace::Demo => BenchServerConfig::default(),
         Pace::Fast => BenchServerConfig::fast(),
+        Pace::Realistic => BenchServerConfig {
+            speed: Speed::realistic(),
+            ..BenchServerConfig::default()
+        },
     };
+    config.listen = args.listen;
     config.port = args.port;
     config.data_flood = args.data_flood;
+    config.log_compression = match args.log_compression {
+        Compression::Deflate => LogCompression::Deflate,
+        Compression::Identity => LogCompression::Identity,
+    };
     config.fault = args.fault.map(|f| match f {
         FaultArg::Silent => Fault::Silent,
-        FaultArg::Drip => Fault::Drip(std::time::Duration::from_secs(1)),
+        FaultArg::Drip => Fault::Drip(Duration::from_millis(args.drip_ms)),
     });
-    if !args.token.is_empty() {
-        config.tokens = Some(args.token);
+    config.bench_fault = match (&args.crash_at, &args.zombie_at) {
+        (Some(stage), _) => Some(BenchFault::Crash {
+            stage: stage.clone(),
+        }),
+        (None, Some(stage)) => Some(BenchFault::Zombie {
+            stage: stage.clone(),
+        }),
+        (None, None) => None,
+    };
+    let q = &mut config.quirks;
+    q.data_hangs_on_failed = args.faithful || args.data_hangs_on_failed;
+    q.server_logs_removed = args.faithful || args.server_logs_removed;
+    q.missing_param_500 = !args.missing_param_400;
+    q.change_env_not_running_500 = !args.change_env_not_running_400;
+    q.typecheck_closes_connection = !args.typecheck_keeps_connection;
+    config.max_connections = args.max_connections;
+    config.workers = args.workers;
+    config.header_timeout = Duration::from_millis(args.header_timeout_ms);
+    config.keep_alive_timeout = Duration::from_millis(args.idle_timeout_ms);
+    config.body_timeout = Duration::from_millis(args.body_timeout_ms);
+    config.max_body = args.max_body;
+    config.body_budget = args.body_budget;
+    let tokens: Vec<&str> = args.token.iter().map(String::as_str).collect();
+    if !tokens.is_empty() {
+        config = config.token_users(&tokens);
     }
+    if !args.user.is_empty() {
+        config
+            .users
+            .get_or_insert_with(Vec::new)
+            .extend(args.user.iter().cloned());
+    }
+    for admin in &args.admin {
+        let users = config.users.iter_mut().flatten();
+        let mut found = false;
+        for user in users.filter(|u| &u.login == admin) {
+            user.admin = true;
+            found = true;
+        }
+        if !found {
+            return Err(format!("--admin {admin}: no --user with that login"));
+        }
+    }
+    Ok(config)
+}
+
+pub(super) fn run(args: SandboxArgs) -> ExitCode {
+    let config = match bench_config(&args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let bench = match BenchServer::start(config) {
         Ok(server) => server,
         Err(e) => {
             eprintln!(
-                "error: could not start the benchmark server on port {}: {e}",
-                args.port
+                "error: could not start the benchmark server on {}:{}: {e}",
+                args.listen, args.port
             );
             return ExitCode::FAILURE;
         }
     };
     let rtm = match RtmServer::start(RtmServerConfig {
+        listen: args.listen,
         port: args.rtm_port,
         ..RtmServerConfig::default()
     }) {
         Ok(server) => server,
         Err(e) => {
             eprintln!(
-                "error: could not start the RTM server on port {}: {e}",
-                args.rtm_port
+                "error: could not start the RTM server on {}:{}: {e}",
+                args.listen, args.rtm_port
             );
             return ExitCode::FAILURE;
         }
     };
+    let rtm_fault = args.rtm_fault.map(|f| match f {
+        RtmFaultArg::PingFlood => SocketFault::PingFlood,
+        RtmFaultArg::DataFlood => SocketFault::DataFlood {
+            subscription_id: args.rtm_flood_subscription.clone().unwrap_or_default(),
+            message: args.rtm_flood_message.clone(),
+        },
+        RtmFaultArg::EndlessMessage => SocketFault::EndlessMessage,
+        RtmFaultArg::Silent => SocketFault::Silent,
+    });
+    if rtm_fault.is_some() {
+        rtm.faults().set_socket_fault(rtm_fault);
+    }
     println!("benchmark server listening on http://{}", bench.host());
     println!(
         "try: MZBENCH_API_HOST={} benchlink bench run examples/scenarios/hello.bdl",

@@ -1,5 +1,8 @@
-//! Configuration of the emulated benchmark server: timings, compression, auth, quirks.
+//! Configuration of the emulated benchmark server: timings, compression, auth, quirks,
+//! faults and the limits that keep it standing against hostile clients.
 
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 /// How long the emulated benchmark takes in each phase.
@@ -143,12 +146,100 @@ impl Default for Quirks {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Reads every request and never answers; the connection stays open until the client
-    /// closes it.
+    /// closes it (or the connection cap needs its room).
     Silent,
     /// Answers correctly but sends each byte of every response on its own, with this
     /// pause before the next one (one byte a second: `Drip(Duration::from_secs(1))`).
     Drip(Duration),
 }
+
+/// A benchmark-level fault: every benchmark meets it when its pipeline reaches `stage`
+/// (one of the stage names `/status` shows, e.g. `running`). The same as calling
+/// [`BenchServer::crash_benchmark`](super::BenchServer::crash_benchmark) or
+/// [`BenchServer::zombify_benchmark`](super::BenchServer::zombify_benchmark) at that
+/// moment, for when the server runs in another process (`benchlink sandbox`).
+///
+/// # Example
+///
+/// ```
+/// use benchlink_sandbox::bench::{BenchFault, BenchServerConfig, STAGES};
+/// let config = BenchServerConfig {
+///     bench_fault: Some(BenchFault::Crash { stage: "running".to_owned() }),
+///     ..BenchServerConfig::fast()
+/// };
+/// assert!(config.bench_fault.is_some_and(|f| STAGES.contains(&f.stage())));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BenchFault {
+    /// The benchmark's process dies without reporting: `/status` answers
+    /// `{"reason":"crashed","status":"failed"}` and its streams end.
+    Crash {
+        /// The stage at which it dies.
+        stage: String,
+    },
+    /// The benchmark is left as if the server had died under it: status `zombie`.
+    Zombie {
+        /// The stage at which it happens.
+        stage: String,
+    },
+}
+
+impl BenchFault {
+    /// The stage that triggers the fault.
+    #[must_use]
+    pub fn stage(&self) -> &str {
+        match self {
+            BenchFault::Crash { stage } | BenchFault::Zombie { stage } => stage,
+        }
+    }
+}
+
+/// A token user of the authenticated mode: requests with `Authorization: Bearer <token>`
+/// act as `login`, which becomes the `author` of the benchmarks they start. The token is
+/// kept out of `Debug` output.
+///
+/// # Example
+///
+/// ```
+/// use benchlink_sandbox::bench::User;
+/// let alice = User::new("alice", "alice-token");
+/// assert!(!format!("{alice:?}").contains("alice-token"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct User {
+    /// The login (the real server's user name, e.g. an e-mail address).
+    pub login: String,
+    /// Its bearer token.
+    pub token: String,
+    /// Whether the user is in the server's `admin_list`: admins may stop, change and
+    /// command every benchmark, not only their own.
+    pub admin: bool,
+}
+
+impl User {
+    /// A user who is not an admin.
+    #[must_use]
+    pub fn new(login: &str, token: &str) -> User {
+        User {
+            login: login.to_owned(),
+            token: token.to_owned(),
+            admin: false,
+        }
+    }
+}
+
+impl fmt::Debug for User {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("User")
+            .field("login", &self.login)
+            .field("token", &"<redacted>")
+            .field("admin", &self.admin)
+            .finish()
+    }
+}
+
+/// The login of the bare tokens of [`BenchServerConfig::token_users`].
+pub const TOKEN_LOGIN: &str = "user";
 
 /// Configuration of a [`BenchServer`](super::BenchServer).
 ///
@@ -161,15 +252,22 @@ pub enum Fault {
 /// ```
 #[derive(Clone, Debug)]
 pub struct BenchServerConfig {
-    /// TCP port on 127.0.0.1; 0 picks a free one (the real server uses 4800).
+    /// Address to listen on: `127.0.0.1` (the default, like the real server's
+    /// `network_interface`), `0.0.0.0` for boards on the LAN, or one interface's address.
+    pub listen: IpAddr,
+    /// TCP port; 0 picks a free one (the real server uses 4800).
     pub port: u16,
     /// How long the phases of a benchmark take.
     pub speed: Speed,
     /// Storage and `content-encoding` of `/log` and `/userlog`.
     pub log_compression: LogCompression,
-    /// Bearer tokens accepted when authentication is on; `None` = anonymous mode (the
-    /// real server's default). With `Some`, a request without a known token gets 403.
-    pub tokens: Option<Vec<String>>,
+    /// Token users when authentication is on; `None` = anonymous mode (the real server's
+    /// default), where everyone is `anonymous`. With `Some`, a request without a known
+    /// token gets 403, and `/stop`, `/change_env` and `/run_command` on a benchmark
+    /// started by another user get 403 too unless the user is an admin (404 for an
+    /// unknown id), as on the real server. `/restart`, `/add_tags` and `/remove_tags`
+    /// are open to every user there, and here.
+    pub users: Option<Vec<User>>,
     /// Faithful-or-friendly switches.
     pub quirks: Quirks,
     /// Cloud names accepted by the `cloud` parameter besides `local`; all of them
@@ -181,10 +279,42 @@ pub struct BenchServerConfig {
     /// Finished benchmarks older than `next_id - max_bench_num` are deleted unless
     /// tagged `favorites` (housekeeping; 1000 on the real server).
     pub max_bench_num: u64,
-    /// Idle time after which a keep-alive connection is closed (Cowboy: 5 s).
-    pub keep_alive_timeout: std::time::Duration,
+    /// Idle time after which a connection that has not started a request is closed:
+    /// after it is accepted, and between keep-alive requests (Cowboy: 5 s).
+    pub keep_alive_timeout: Duration,
+    /// Time from the first byte of a request to the end of its head. It is not reset by
+    /// each byte, so a client that trickles its head (slowloris) is cut off with 408 when
+    /// it runs out. Default 10 s.
+    pub header_timeout: Duration,
+    /// Longest pause between two reads of a request body; then 408 and close. Default 10 s.
+    pub body_timeout: Duration,
+    /// Longest request head (request line and headers); more gives 400. Default 64 KiB.
+    pub max_head: usize,
+    /// Largest request body, as sent (Content-Length) or decoded (chunked); a larger one
+    /// gets 413 and the connection is closed. Default 16 MiB.
+    pub max_body: usize,
+    /// Memory for request bodies of all connections together. A body that would go over
+    /// it is refused with 503 (and `retry-after: 1`) and its connection closed, rather
+    /// than waiting: bodies are buffered whole before they are parsed, and uploads that
+    /// wait for each other's memory could wait forever. Default 64 MiB.
+    pub body_budget: usize,
+    /// Open connections at most. When a new one would go over, the connection that has
+    /// waited longest for a complete request (idle keep-alive, a trickled head or body)
+    /// is closed to make room; if every connection has a request being served, the new
+    /// one is closed at once. Default 1024.
+    pub max_connections: usize,
+    /// Threads that serve complete requests (started as needed). Slow or idle clients
+    /// never hold one: requests are read by one event loop and handed over whole. A
+    /// streaming reply (`/log`, `/data`) holds its worker until it ends; requests beyond
+    /// the pool wait for a free worker in arrival order. Default 128.
+    pub workers: usize,
+    /// Longest a response write may block on a client that does not read; then the
+    /// connection is dropped and its worker freed. Default 30 s.
+    pub write_timeout: Duration,
     /// Misbehave on every connection (`None`: behave).
     pub fault: Option<Fault>,
+    /// Make every benchmark crash or turn zombie at a stage (`None`: they run through).
+    pub bench_fault: Option<BenchFault>,
     /// For throughput measurements: every `/data` reply starts with this many generated
     /// metric lines (`<timestamp>\tflood.<k>.count\t<value>`, one chunk each, as the
     /// real server frames them) before the benchmark's own. Generated once, when the
@@ -195,10 +325,11 @@ pub struct BenchServerConfig {
 impl Default for BenchServerConfig {
     fn default() -> BenchServerConfig {
         BenchServerConfig {
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             speed: Speed::default(),
             log_compression: LogCompression::Deflate,
-            tokens: None,
+            users: None,
             quirks: Quirks::default(),
             clouds: Vec::new(),
             result_percentiles: ["min", "50", "90", "95", "max"]
@@ -206,8 +337,17 @@ impl Default for BenchServerConfig {
                 .map(|s| (*s).to_owned())
                 .collect(),
             max_bench_num: 1000,
-            keep_alive_timeout: std::time::Duration::from_secs(5),
+            keep_alive_timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_head: 64 * 1024,
+            max_body: 16 << 20,
+            body_budget: 64 << 20,
+            max_connections: 1024,
+            workers: 128,
+            write_timeout: Duration::from_secs(30),
             fault: None,
+            bench_fault: None,
             data_flood: 0,
         }
     }
@@ -221,5 +361,20 @@ impl BenchServerConfig {
             speed: Speed::fast(),
             ..BenchServerConfig::default()
         }
+    }
+
+    /// Turns authentication on with one user per token, all with the login
+    /// [`TOKEN_LOGIN`] (so they may act on each other's benchmarks).
+    ///
+    /// ```
+    /// use benchlink_sandbox::BenchServerConfig;
+    /// let config = BenchServerConfig::fast().token_users(&["secret"]);
+    /// assert_eq!(config.users.map(|u| u.len()), Some(1));
+    /// ```
+    #[must_use]
+    pub fn token_users(mut self, tokens: &[&str]) -> BenchServerConfig {
+        let users = tokens.iter().map(|t| User::new(TOKEN_LOGIN, t));
+        self.users.get_or_insert_with(Vec::new).extend(users);
+        self
     }
 }

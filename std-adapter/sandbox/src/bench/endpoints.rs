@@ -59,11 +59,25 @@ fn missing(shared: &Shared, name: &str) -> ApiError {
     }
 }
 
+/// Who sent a request.
+#[derive(Clone, Copy, Debug)]
+struct Caller<'a> {
+    /// `anonymous` when authentication is off.
+    login: &'a str,
+    /// In `admin_list`: may act on every benchmark (everyone may when auth is off).
+    admin: bool,
+}
+
 /// The real server's pre-processing of every API request, in its order: the
 /// Authorization header must start with `Bearer ` (else 500, even with auth off), `id`
-/// must be one integer (else 500), then the token is checked (403). Returns the `id` if
-/// one was given.
-fn preprocess(shared: &Shared, req: &Request, q: &Query) -> Result<Option<i64>, ApiError> {
+/// must be one integer (else 500), then the token is checked (403) and, on the endpoints
+/// restricted to a benchmark's author, the author (404 for an unknown benchmark, 403
+/// for someone else's unless an admin). Returns the `id` if one was given, and the caller.
+fn preprocess<'a>(
+    shared: &'a Shared,
+    req: &Request,
+    q: &Query,
+) -> Result<(Option<i64>, Caller<'a>), ApiError> {
     let auth = req.header("authorization");
     let token = match auth {
         None => "",
@@ -86,13 +100,33 @@ fn preprocess(shared: &Shared, req: &Request, q: &Query) -> Result<Option<i64>, 
             ))
         }
     };
-    let always_anonymous = matches!(req.path.as_str(), "/auth" | "/github_auth");
-    if let Some(tokens) = &shared.config.tokens {
-        if !always_anonymous && !tokens.iter().any(|t| t == token) {
+    let anonymous = Caller {
+        login: "anonymous",
+        admin: true,
+    };
+    let Some(users) = &shared.config.users else {
+        return Ok((id, anonymous));
+    };
+    if matches!(req.path.as_str(), "/auth" | "/github_auth") {
+        return Ok((id, anonymous));
+    }
+    let user = users
+        .iter()
+        .find(|u| !u.token.is_empty() && u.token == token)
+        .ok_or_else(ApiError::forbidden)?;
+    let caller = Caller {
+        login: &user.login,
+        admin: user.admin,
+    };
+    let author_only = matches!(req.path.as_str(), "/stop" | "/change_env" | "/run_command");
+    if let (true, false, Some(id)) = (author_only, caller.admin, id) {
+        let st = shared.lock();
+        let bench = st.benches.get(&id).ok_or_else(|| ApiError::no_bench(id))?;
+        if bench.author != caller.login {
             return Err(ApiError::forbidden());
         }
     }
-    Ok(id)
+    Ok((id, caller))
 }
 
 /// Handles one request; the returned flow says whether the connection stays open.
@@ -120,18 +154,18 @@ pub(crate) fn handle(shared: &Arc<Shared>, conn: &mut Conn, req: &Request) -> io
         );
     }
     let q = Query::parse(&req.query);
-    let id = match preprocess(shared, req, &q) {
-        Ok(id) => id,
+    let (id, caller) = match preprocess(shared, req, &q) {
+        Ok(pre) => pre,
         Err(e) => return reply_err(conn, &e, ka),
     };
     let need_id = |name: &str| id.ok_or_else(|| missing(shared, name));
     let result: Result<Json, ApiError> = match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/start") => start(shared, req, &q),
+        ("POST", "/start") => start(shared, req, &q, caller.login),
         ("GET", "/status") => {
             need_id("id").and_then(|id| with_bench(shared, id, Bench::status_json))
         }
         ("GET", "/stop") => need_id("id").and_then(|id| stop(shared, id)),
-        ("GET", "/restart") => need_id("id").and_then(|id| restart(shared, id)),
+        ("GET", "/restart") => need_id("id").and_then(|id| restart(shared, id, caller.login)),
         ("GET", "/change_env") => need_id("id").and_then(|id| change_env(shared, id, &q)),
         ("GET", "/run_command") => need_id("id").and_then(|id| run_command(shared, id, &q)),
         ("GET", "/results") => need_id("id").and_then(|id| {
@@ -250,12 +284,12 @@ fn with_bench<T>(shared: &Shared, id: i64, f: impl FnOnce(&Bench) -> T) -> Resul
         .ok_or_else(|| ApiError::no_bench(id))
 }
 
-fn start(shared: &Arc<Shared>, req: &Request, q: &Query) -> Result<Json, ApiError> {
+fn start(shared: &Arc<Shared>, req: &Request, q: &Query, author: &str) -> Result<Json, ApiError> {
     if shared.is_shutdown() {
         return Err(ApiError::unavailable());
     }
     let params = StartParams::parse(q, req.header("content-type"), &req.body)?;
-    let id = create(shared, params)?;
+    let id = create(shared, params, author)?;
     Ok(Json::obj([
         ("id", Json::int(id)),
         ("status", Json::str("pending")),
@@ -264,7 +298,7 @@ fn start(shared: &Arc<Shared>, req: &Request, q: &Query) -> Result<Json, ApiErro
 
 /// Creates a benchmark and starts its pipeline. The id is taken first, so it is used
 /// up even when creation fails (like the real server).
-fn create(shared: &Arc<Shared>, params: StartParams) -> Result<i64, ApiError> {
+fn create(shared: &Arc<Shared>, params: StartParams, author: &str) -> Result<i64, ApiError> {
     let mut st = shared.lock();
     let id = st.next_id;
     st.next_id += 1;
@@ -302,7 +336,7 @@ fn create(shared: &Arc<Shared>, params: StartParams) -> Result<i64, ApiError> {
             .benchmark_name
             .clone()
             .unwrap_or_else(|| params.script_name.clone()),
-        author: "anonymous".to_owned(),
+        author: author.to_owned(),
         status: "init",
         crashed: false,
         create_time: now_ms / 1000,
@@ -363,13 +397,13 @@ fn stop(shared: &Shared, id: i64) -> Result<Json, ApiError> {
     Ok(Json::obj([("status", Json::str("stopped"))]))
 }
 
-fn restart(shared: &Arc<Shared>, id: i64) -> Result<Json, ApiError> {
+fn restart(shared: &Arc<Shared>, id: i64, author: &str) -> Result<Json, ApiError> {
     if shared.is_shutdown() {
         return Err(ApiError::unavailable());
     }
     let mut params = with_bench(shared, id, |b| b.params.clone())?;
     params.parent = Some(id);
-    let new_id = create(shared, params)?;
+    let new_id = create(shared, params, author)?;
     Ok(Json::obj([
         ("id", Json::int(new_id)),
         ("status", Json::str("pending")),

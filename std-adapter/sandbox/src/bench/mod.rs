@@ -1,12 +1,22 @@
 //! An emulator of the MZBench benchmark server's HTTP API, for tests and demos.
 //!
-//! It speaks HTTP/1.1 on `127.0.0.1` with one thread per connection and walks every
+//! It speaks HTTP/1.1 on `127.0.0.1` (or [`BenchServerConfig::listen`]) and walks every
 //! benchmark through the real server's pipeline stages on a thread of its own, with
 //! timings from [`Speed`]. Replies copy the real server byte for byte where clients can
 //! see it: compact JSON with sorted keys, the status codes and texts of its errors
 //! (including the odd 500s), `/log` as one zlib stream with sync flushes, `/data` as one
 //! chunk per tab-separated line with Erlang-style floats. [`Quirks`] switches the
-//! behaviours that are hostile to tests.
+//! behaviours that are hostile to tests; [`Fault`] and [`BenchFault`] make the server or
+//! its benchmarks misbehave on purpose.
+//!
+//! Hostile clients meet explicit limits (fields of [`BenchServerConfig`]): one event loop
+//! reads every connection until it has a complete request, so idle and slow clients
+//! hold no thread; a bounded pool of workers answers complete requests; connections are
+//! capped (the one that waited longest for a complete request makes room); a head must
+//! be complete within a deadline counted from its first byte; bodies are decoded as
+//! they arrive (chunked bodies with the core's incremental decoder, in linear time),
+//! with a per-request limit (413) and a budget for all connections together (503).
+//! [`BenchServer::stats`] shows the accounting.
 //!
 //! # Example
 //!
@@ -25,6 +35,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod budget;
 mod clock;
 mod config;
 mod endpoints;
@@ -32,30 +43,36 @@ mod erlang;
 mod error;
 mod http;
 mod json;
+mod listener;
 mod logfile;
 mod metrics;
 mod multipart;
 mod params;
 mod pipeline;
 mod query;
+mod request;
 mod results;
 mod scenario;
 mod server_log;
 mod state;
 mod streams;
+mod workers;
 
-use std::collections::BTreeMap;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
 
-pub use config::{BenchServerConfig, Fault, LogCompression, Quirks, Speed};
+pub use config::{
+    BenchFault, BenchServerConfig, Fault, LogCompression, Quirks, Speed, User, TOKEN_LOGIN,
+};
+pub use listener::ServerStats;
+pub use pipeline::STAGES;
 pub use state::EmailReport;
 
-use http::{Conn, Flow, Next};
+use listener::{Loop, Net};
 use state::Shared;
+use workers::Pool;
 
 /// A snapshot of one benchmark's server-side record, for tests that check what the
 /// server understood from a request (the HTTP API does not show all of it).
@@ -67,6 +84,8 @@ pub struct BenchmarkInfo {
     pub status: String,
     /// `benchmark_name`, or the script's file name.
     pub name: String,
+    /// The login of the user who started it (`anonymous` without authentication).
+    pub author: String,
     /// The `bench` part's file name.
     pub script_name: String,
     /// The scenario text.
@@ -90,9 +109,6 @@ pub struct BenchmarkInfo {
     pub process_alive: bool,
 }
 
-/// Open connections, so that shutdown can unblock threads stuck in a write.
-type Registry = Arc<Mutex<BTreeMap<u64, TcpStream>>>;
-
 /// A running emulated benchmark server. It shuts down (threads joined, connections
 /// closed, port released) on [`BenchServer::shutdown`] or on drop.
 ///
@@ -109,21 +125,21 @@ type Registry = Arc<Mutex<BTreeMap<u64, TcpStream>>>;
 pub struct BenchServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
-    registry: Registry,
-    acceptor: Option<JoinHandle<()>>,
+    net: Arc<Net>,
+    pool: Arc<Pool>,
+    event_loop: Option<JoinHandle<()>>,
 }
 
 impl BenchServer {
-    /// Binds `127.0.0.1:config.port` (0 = any free port) and starts serving.
+    /// Binds `config.listen:config.port` (port 0 = any free port) and starts serving.
     ///
     /// # Errors
     ///
-    /// When the port cannot be bound or the accept thread cannot be spawned.
+    /// When the port cannot be bound or the server's thread cannot be spawned.
     pub fn start(config: BenchServerConfig) -> io::Result<BenchServer> {
-        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, config.port))?;
+        let listener = TcpListener::bind(SocketAddr::new(config.listen, config.port))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(config));
-        let registry: Registry = Arc::new(Mutex::new(BTreeMap::new()));
         {
             let mut st = shared.lock();
             st.log(
@@ -131,15 +147,17 @@ impl BenchServer {
                 &format!("[ API ] Listening on {addr}"),
             );
         }
-        let (s, r) = (Arc::clone(&shared), Arc::clone(&registry));
-        let acceptor = thread::Builder::new()
-            .name("bench-accept".to_owned())
-            .spawn(move || accept_loop(&s, &listener, &r))?;
+        let event_loop = Loop::new(&shared, listener)?;
+        let (net, pool) = (event_loop.net(), event_loop.pool());
+        let event_loop = thread::Builder::new()
+            .name("bench-loop".to_owned())
+            .spawn(move || event_loop.run())?;
         Ok(BenchServer {
             shared,
             addr,
-            registry,
-            acceptor: Some(acceptor),
+            net,
+            pool,
+            event_loop: Some(event_loop),
         })
     }
 
@@ -149,10 +167,25 @@ impl BenchServer {
         self.addr
     }
 
-    /// `127.0.0.1:PORT`, the form the official client takes as `host`.
+    /// `ADDRESS:PORT` (`127.0.0.1:PORT` by default), the form the official client takes
+    /// as `host`.
     #[must_use]
     pub fn host(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// The connection and memory accounting: open connections, body bytes held now and
+    /// at most, body bytes decoded, connections evicted, refused and timed out.
+    ///
+    /// ```
+    /// use benchlink_sandbox::{BenchServer, BenchServerConfig};
+    /// let server = BenchServer::start(BenchServerConfig::fast())?;
+    /// assert_eq!(server.stats().body_bytes, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> ServerStats {
+        self.net.stats()
     }
 
     /// Reports the server would have e-mailed, oldest first (mail is never sent).
@@ -170,6 +203,7 @@ impl BenchServer {
             id,
             status: b.status.to_owned(),
             name: b.name.clone(),
+            author: b.author.clone(),
             script_name: b.params.script_name.clone(),
             script: b.params.script.clone(),
             includes: b.params.includes.clone(),
@@ -198,28 +232,7 @@ impl BenchServer {
     }
 
     fn kill(&self, id: u64, zombie: bool) -> bool {
-        let Ok(id) = i64::try_from(id) else {
-            return false;
-        };
-        let mut st = self.shared.lock();
-        let Some(b) = st.benches.get_mut(&id) else {
-            return false;
-        };
-        if !b.process_alive || state::is_final(b.status) {
-            return false;
-        }
-        b.abort = true;
-        if zombie {
-            b.status = "zombie";
-            b.start_time = Some(b.create_time);
-            b.finish_time = Some(b.create_time);
-        } else {
-            b.crashed = true;
-            b.status = "failed";
-        }
-        st.exclusive.retain(|_, holder| *holder != id);
-        self.shared.notify();
-        true
+        i64::try_from(id).is_ok_and(|id| self.shared.kill(id, zombie))
     }
 
     /// Stops serving: wakes and joins every thread and closes every connection.
@@ -228,20 +241,15 @@ impl BenchServer {
     }
 
     fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
+        let Some(event_loop) = self.event_loop.take() else {
             return;
         };
         self.shared.begin_shutdown();
-        // Wake the blocking accept with a connection of our own.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500));
-        let _ = acceptor.join();
-        for stream in self
-            .registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+        self.net.wake();
+        let _ = event_loop.join();
+        self.net.shutdown_busy();
+        for worker in self.pool.stop() {
+            let _ = worker.join();
         }
         loop {
             let handles: Vec<JoinHandle<()>> = std::mem::take(
@@ -265,77 +273,4 @@ impl Drop for BenchServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, registry: &Registry) {
-    let mut next_conn = 0u64;
-    for stream in listener.incoming() {
-        if shared.is_shutdown() {
-            break;
-        }
-        let stream = match stream {
-            Ok(s) => s,
-            Err(e) => {
-                log::warn!("bench server: accept failed: {e}");
-                // Out of file descriptors and the like: back off instead of spinning.
-                thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        next_conn += 1;
-        let conn_id = next_conn;
-        if let Ok(clone) = stream.try_clone() {
-            registry
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(conn_id, clone);
-        }
-        let (s, r) = (Arc::clone(shared), Arc::clone(registry));
-        let spawned = thread::Builder::new()
-            .name(format!("bench-conn-{conn_id}"))
-            .spawn(move || {
-                serve(&s, stream);
-                r.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&conn_id);
-            });
-        match spawned {
-            Ok(handle) => shared.track(handle),
-            Err(e) => {
-                log::warn!("bench server: cannot spawn a connection thread: {e}");
-                registry
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&conn_id);
-            }
-        }
-    }
-}
-
-/// Serves one connection until it closes.
-fn serve(shared: &Arc<Shared>, stream: TcpStream) {
-    let drip = match shared.config.fault {
-        Some(Fault::Silent) => {
-            Conn::new(stream, None).hold(shared);
-            return;
-        }
-        Some(Fault::Drip(pause)) => Some(pause),
-        None => None,
-    };
-    let mut conn = Conn::new(stream, drip);
-    loop {
-        match conn.next_request(shared) {
-            Next::Request(req) => match endpoints::handle(shared, &mut conn, &req) {
-                Ok(Flow::KeepAlive) if req.keep_alive && !shared.is_shutdown() => {}
-                _ => break,
-            },
-            Next::Closed => break,
-            Next::Bad(status) => {
-                conn.close_after();
-                let _ = conn.respond(status, &[], b"", false);
-                break;
-            }
-        }
-    }
-    conn.shutdown();
 }

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::clock;
+use super::config::BenchFault;
 use super::erlang;
 use super::metrics::Generator;
 use super::params::Nodes;
@@ -16,8 +17,9 @@ use super::scenario::{self, PrintArg};
 use super::server_log::Severity;
 use super::state::{is_final, Cluster, EmailReport, Shared};
 
-/// Pipeline stages in order; each becomes the status while it runs.
-pub(crate) const STAGES: [&str; 13] = [
+/// The pipeline stages in order; each becomes the benchmark's `/status` while it runs
+/// (the stages a [`BenchFault`](super::BenchFault) can name).
+pub const STAGES: [&str; 13] = [
     "init",
     "checking_script",
     "wait_exclusive",
@@ -156,6 +158,12 @@ fn run(shared: &Arc<Shared>, id: i64) {
                 &format!("[ API ] Benchmark #{id}: stage 'pipeline - {stage}' started"),
             );
             shared.notify();
+        }
+        if let Some(fault) = shared.config.bench_fault.as_ref() {
+            if fault.stage() == stage {
+                // The stage then sees the abort at once, like a process that died in it.
+                shared.kill(id, matches!(fault, BenchFault::Zombie { .. }));
+            }
         }
         outcome = run_stage(shared, id, stage);
         let mut st = shared.lock();

@@ -104,6 +104,30 @@ impl Shared {
         self.notify();
     }
 
+    /// Makes benchmark `id` crash (its process dies without reporting) or turn zombie
+    /// (as if the server had died under it). False for an unknown or finished one.
+    pub(crate) fn kill(&self, id: i64, zombie: bool) -> bool {
+        let mut st = self.lock();
+        let Some(b) = st.benches.get_mut(&id) else {
+            return false;
+        };
+        if !b.process_alive || is_final(b.status) {
+            return false;
+        }
+        b.abort = true;
+        if zombie {
+            b.status = "zombie";
+            b.start_time = Some(b.create_time);
+            b.finish_time = Some(b.create_time);
+        } else {
+            b.crashed = true;
+            b.status = "failed";
+        }
+        st.exclusive.retain(|_, holder| *holder != id);
+        self.notify();
+        true
+    }
+
     /// Keeps a thread to join at shutdown, dropping handles of finished ones.
     pub(crate) fn track(&self, handle: JoinHandle<()>) {
         let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);

@@ -141,7 +141,7 @@ impl fmt::Debug for Role {
 /// bounded when a client misbehaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RtmServerConfig {
-    /// TCP port on `127.0.0.1`; 0 picks a free one.
+    /// TCP port (on [`listen`](Self::listen)); 0 picks a free one.
     pub port: u16,
     /// Appkeys the upgrade accepts; any other appkey (or none) gets `400 Bad Request`.
     pub appkeys: Vec<String>,
@@ -203,6 +203,8 @@ pub struct RtmServerConfig {
     pub record_bytes: usize,
     /// Connection records and connection attempts kept (the oldest are forgotten).
     pub max_records: usize,
+    /// Address to listen on: `127.0.0.1` by default, `0.0.0.0` for clients on the LAN.
+    pub listen: std::net::IpAddr,
 }
 
 impl Default for RtmServerConfig {
@@ -236,6 +238,7 @@ impl Default for RtmServerConfig {
             handshake_timeout: Duration::from_secs(10),
             record_bytes: 256 * 1024,
             max_records: 1000,
+            listen: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         }
     }
 }

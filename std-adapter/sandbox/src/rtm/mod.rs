@@ -84,7 +84,7 @@ mod state;
 mod view;
 
 use std::io;
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -122,13 +122,13 @@ pub struct RtmServer {
 }
 
 impl RtmServer {
-    /// Binds `127.0.0.1:config.port` (0 = any free port) and starts serving.
+    /// Binds `config.listen:config.port` (0 = any free port) and starts serving.
     ///
     /// # Errors
     ///
     /// When the port cannot be bound or the accept thread cannot be spawned.
     pub fn start(config: RtmServerConfig) -> io::Result<RtmServer> {
-        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, config.port))?;
+        let listener = TcpListener::bind(SocketAddr::new(config.listen, config.port))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(config));
         let s = Arc::clone(&shared);

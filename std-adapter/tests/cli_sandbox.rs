@@ -1,0 +1,224 @@
+//! `benchlink sandbox` flags, run as a user runs them: the built binary, its banner, and
+//! raw HTTP against the benchmark server it started. Each run is killed at the end of
+//! its test (and every wait is bounded), so a hanging server fails instead of hanging.
+//! Addresses stay on loopback: `--listen 127.0.0.2` proves the flag without opening a
+//! port to the LAN.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A running `benchlink sandbox`, killed on drop.
+struct Sandbox {
+    child: Child,
+    bench: String,
+    rtm: String,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `benchlink sandbox ARGS --port 0 --rtm-port 0` and reads the addresses from
+/// its banner.
+fn sandbox(args: &[&str]) -> Sandbox {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_benchlink"))
+        .arg("sandbox")
+        .args(args)
+        .args(["--port", "0", "--rtm-port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("benchlink sandbox");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sandbox = Sandbox {
+        child,
+        bench: String::new(),
+        rtm: String::new(),
+    };
+    while sandbox.rtm.is_empty() {
+        let line = rx.recv_timeout(PATIENCE).expect("banner");
+        if let Some(host) = line.strip_prefix("benchmark server listening on http://") {
+            sandbox.bench = host.to_owned();
+        }
+        if let Some(endpoint) = line.strip_prefix("RTM server listening on ") {
+            sandbox.rtm = endpoint.to_owned();
+        }
+    }
+    sandbox
+}
+
+/// Sends `request` on a fresh connection; the status and body of the reply.
+fn exchange(addr: &str, request: &str) -> (u16, String) {
+    let addr: SocketAddr = addr.parse().unwrap();
+    let mut conn = TcpStream::connect_timeout(&addr, PATIENCE).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = conn.read_to_string(&mut reply);
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no reply: {reply:?}"));
+    (head[9..12].parse().unwrap(), body.to_owned())
+}
+
+fn get(addr: &str, target: &str, token: &str) -> (u16, String) {
+    exchange(
+        addr,
+        &format!("GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn start(addr: &str, token: &str) -> u64 {
+    let script = "#!benchDL\npool(size = 1, worker_type = dummy_worker):\n    loop(time = 100 sec, rate = 1 rps):\n        print(\"x\")\n";
+    let body = format!("--b0\r\nContent-Disposition: form-data; name=\"bench\"; filename=\"a.bdl\"\r\n\r\n{script}\r\n--b0--\r\n");
+    let (status, reply) = exchange(
+        addr,
+        &format!("POST /start HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: multipart/form-data; boundary=b0\r\nContent-Length: {}\r\n\r\n{body}", body.len()),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let id = reply.split("\"id\":").nth(1).unwrap();
+    id[..id.find(',').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn listen_users_quirks_faults_and_limits_from_flags() {
+    let s = sandbox(&[
+        "--listen",
+        "127.0.0.2",
+        "--pace",
+        "fast",
+        "--user",
+        "alice=alice-token",
+        "--user",
+        "bob=bob-token",
+        "--faithful",
+        "--crash-at",
+        "running",
+        "--max-body",
+        "1000",
+    ]);
+    assert!(s.bench.starts_with("127.0.0.2:"), "{}", s.bench);
+    assert!(s.rtm.starts_with("ws://127.0.0.2:"), "{}", s.rtm);
+    // Only on the address asked for.
+    let port = s.bench.rsplit(':').next().unwrap();
+    assert!(TcpStream::connect(format!("127.0.0.1:{port}")).is_err());
+    // Token users.
+    assert_eq!(get(&s.bench, "/clusters_info", "nope").0, 403);
+    assert_eq!(get(&s.bench, "/clusters_info", "bob-token").0, 200);
+    let id = start(&s.bench, "alice-token");
+    assert_eq!(get(&s.bench, &format!("/stop?id={id}"), "bob-token").0, 403);
+    // The benchmark crashes when it reaches `running`.
+    let started = Instant::now();
+    loop {
+        let (status, body) = get(&s.bench, &format!("/status?id={id}"), "bob-token");
+        assert_eq!(status, 200, "{body}");
+        if body == r#"{"reason":"crashed","status":"failed"}"# {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "never crashed: {body}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Faithful: /server_logs is gone.
+    assert_eq!(get(&s.bench, "/server_logs", "bob-token").0, 404);
+    // The body limit.
+    let big = format!(
+        "POST /typecheck HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bob-token\r\nContent-Length: 1001\r\n\r\n{}",
+        "x".repeat(1001)
+    );
+    assert_eq!(exchange(&s.bench, &big).0, 413);
+}
+
+#[test]
+fn silent_fault_from_flags() {
+    let s = sandbox(&["--fault", "silent", "--idle-timeout-ms", "100"]);
+    let mut conn = TcpStream::connect(&s.bench).unwrap();
+    conn.write_all(b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let err = conn.read(&mut buf).expect_err("the silent server answered");
+    assert!(matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    // Held past the idle deadline too: a silent server does not hang up.
+}
+
+#[test]
+fn idle_deadline_from_flags() {
+    let s = sandbox(&["--idle-timeout-ms", "200"]);
+    let mut conn = TcpStream::connect(&s.bench).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(conn.read(&mut buf).unwrap(), 0, "closed by the server");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn bad_flags_are_refused() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_benchlink"))
+            .arg("sandbox")
+            .args(args)
+            .args(["--port", "0", "--rtm-port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(run(&["--crash-at", "nowhere"]), Some(4));
+    assert_eq!(run(&["--user", "no-token"]), Some(4));
+    assert_eq!(run(&["--admin", "carol"]), Some(1));
+    assert_eq!(run(&["--rtm-fault", "data-flood"]), Some(1));
+}
+
+#[test]
+fn rtm_socket_fault_from_flags() {
+    let s = sandbox(&["--rtm-fault", "ping-flood"]);
+    let addr = s.rtm.strip_prefix("ws://").unwrap();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(b"GET /v2?appkey=benchlink-test-appkey HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        .unwrap();
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&data));
+        data.extend_from_slice(&buf[..n]);
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    assert!(data.starts_with(b"HTTP/1.1 101"));
+    // Pings (FIN + opcode 9) without being asked, many of them.
+    while data.len() < head_end + 64 * 1024 {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0);
+        data.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(data[head_end], 0x89);
+}
