@@ -39,7 +39,7 @@ use self::recording::{BadRecord, Loops, Rate, Schedule};
 use super::rtm_target::{Settings, Target};
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
+    Callback, Client, ClientObserver, ClientOptions, ClientState, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use benchlink_sandbox::rtm::RtmServer;
@@ -52,6 +52,8 @@ mod recording;
 pub(super) const EXIT_INVALID: u8 = 4;
 /// How long the first connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the last requests and the close may take to go out at the end.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Most publishes waiting for their acknowledgement at once.
 const WINDOW: usize = 1000;
 
@@ -98,7 +100,11 @@ impl Log {
 }
 
 #[derive(Debug, Args)]
-#[command(infer_long_args = true)]
+#[command(
+    infer_long_args = true,
+    next_help_heading = "Service and output (any subcommand, anywhere on the line)",
+    after_long_help = DIFFERENCES
+)]
 pub(super) struct RtmArgs {
     /// Stderr detail: 0 errors, 1 warnings (default), 2 info, 3 debug.
     #[arg(short, long, global = true, value_name = "0-3",
@@ -177,6 +183,27 @@ pub(super) struct RtmArgs {
     #[command(subcommand)]
     command: RtmCommand,
 }
+
+/// Where `benchlink rtm` departs from satori-rtm-cli 1.5.3 on purpose (its `--help`).
+const DIFFERENCES: &str = "\
+Differences from satori-rtm-cli 1.5.3:
+  - An invalid value (an option's, a config file key's) exits 4, not 1; usage errors
+    exit 1 as there. Size limits refuse what they do not understand (`1.5k`).
+  - --count with --age exits 1 for subscribe and record, from the config file too.
+  - A publish line (or write value) that starts with {, [ or \" must be valid JSON,
+    else the command stops with exit 4 before sending it; --string sends text as is.
+  - A refused publish, a failed subscription or missing acknowledgements (after
+    --reply-timeout) exit 1; satori-rtm-cli exits 0 or 130.
+  - Record limits stop right after the line that reaches them (no overshoot).
+  - Replay: a JSON line that is not a record exits 4 (satori-rtm-cli exits 0);
+    --loop with stdin is refused; rate 0x is refused; bare factors (2) are rates.
+  - A role name without its secret (or the reverse) exits 1 instead of skipping auth.
+  - prettify_json and disable_acks in the config file are honoured.
+  - The role secret read from the config file is echoed as ***.
+  - Subcommand options go after the subcommand word (global ones go anywhere).
+  - (benchlink) search, --jsonl, --only, --max, --timeout, --string, a MESSAGE
+    argument for publish, TLS and proxy options; replay reads benchlink's older
+    {\"t_ms\",\"channel\",\"message\"} recordings too.";
 
 #[derive(Debug, Subcommand)]
 enum RtmCommand {
@@ -1042,7 +1069,13 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Before the local server goes: close cleanly and join the I/O thread.
+        // Stop first: its close goes out behind the requests not yet written (those sent
+        // without acknowledgement included), where dispose alone would drop them. Then,
+        // before the local server goes, dispose and join the I/O thread.
+        if self.client.stop().is_ok() {
+            self.client
+                .wait_for_state(|s| s == ClientState::Stopped, STOP_WAIT);
+        }
         let _ = self.client.dispose();
     }
 }
