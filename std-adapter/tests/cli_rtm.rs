@@ -293,7 +293,7 @@ fn a_line_that_looks_like_json_must_be_json_unless_string() {
         "1\n{\"who\":\nnever sent\n",
     );
     assert_eq!(r.code, Some(4), "{r:?}");
-    assert!(r.stderr.contains("line 2"), "{r:?}");
+    assert!(r.stderr.contains("stdin:2: "), "{r:?}");
     assert!(r.stderr.contains("is not valid JSON"), "{r:?}");
     assert!(r.stderr.contains("--string"), "{r:?}");
     let sent = received(&server, "rtm/publish");
@@ -1278,4 +1278,17 @@ fn the_config_file_sets_any_option_and_the_command_line_wins() {
     assert_eq!(r.code, Some(4), "{r:?}");
     assert!(r.stderr.contains("config file: rate = fast"), "{r:?}");
     let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn endless_input_lines_are_refused_not_buffered() {
+    let server = server();
+    // 17 MiB without a newline: more than any line is allowed to be.
+    let endless = "1".repeat(17 << 20);
+    for args in [&["publish", "endless"][..], &["replay"]] {
+        let r = run_with_stdin(rtm(&server, args), &endless);
+        assert_eq!(r.code, Some(4), "{args:?}: {r:?}");
+        assert!(r.stderr.contains("stdin:1: a line longer than"), "{r:?}");
+    }
+    assert!(received(&server, "rtm/publish").is_empty());
 }

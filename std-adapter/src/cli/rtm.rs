@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::fmt::{self, Display};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -732,14 +732,14 @@ fn publish(
     let produce = move |p: &mut Publisher| match single {
         Some(json) => p.publish(&channel, json),
         None => {
-            for (n, line) in io::stdin().lock().lines().enumerate() {
+            for line in lines(io::stdin().lock(), "stdin") {
                 if p.refused() {
                     break;
                 }
-                let line = line.map_err(|e| Fail(1, format!("reading stdin: {e}")))?;
+                let (n, line) = line?;
                 let text = if as_string { &line } else { line.trim_end() };
                 let json = message_json(text, as_string)
-                    .map_err(|e| Fail(EXIT_INVALID, format!("line {}: {e}", n + 1)))?;
+                    .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
                 p.publish(&channel, json)?;
             }
             Ok(())
@@ -755,6 +755,49 @@ fn publish(
         }
     })?;
     Ok(u8::from(published.failed > 0))
+}
+
+/// Longest input line (a message for publish, a record for replay) held in memory.
+const MAX_LINE: usize = 16 << 20;
+
+/// The lines of `input` (numbered from 1, without their line ending), each at most
+/// [`MAX_LINE`] bytes: input without newlines cannot exhaust memory. A longer line, or
+/// one that is not UTF-8, is an invalid value; `name` says where in messages.
+fn lines<'a>(
+    mut input: impl BufRead + 'a,
+    name: &'a str,
+) -> impl Iterator<Item = Result<(usize, String), Fail>> + 'a {
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        let mut buf = Vec::new();
+        n += 1;
+        let read = input
+            .by_ref()
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf);
+        match read {
+            Ok(0) => None,
+            Err(e) => Some(Err(Fail(1, format!("{name}: {e}")))),
+            Ok(_) => {
+                if buf.last() == Some(&b'\n') {
+                    buf.pop();
+                    if buf.last() == Some(&b'\r') {
+                        buf.pop();
+                    }
+                } else if buf.len() > MAX_LINE {
+                    return Some(Err(Fail(
+                        EXIT_INVALID,
+                        format!("{name}:{n}: a line longer than {MAX_LINE} bytes"),
+                    )));
+                }
+                Some(
+                    String::from_utf8(buf)
+                        .map(|line| (n, line))
+                        .map_err(|_| Fail(EXIT_INVALID, format!("{name}:{n}: not UTF-8"))),
+                )
+            }
+        }
+    })
 }
 
 /// `record`.
@@ -894,12 +937,12 @@ fn replay(
         let mut cycle = 0u64;
         while loops != Loops::Times(cycle) {
             let mut schedule = Schedule::new(rate);
-            for (n, line) in input.open()?.lines().enumerate() {
+            for line in lines(input.open()?, &name) {
                 if p.refused() {
                     return Ok(());
                 }
-                let line = line.map_err(|e| Fail(1, format!("{name}: {e}")))?;
-                let at = || format!("{name}:{}", n + 1);
+                let (n, line) = line?;
+                let at = || format!("{name}:{n}");
                 let record = match recording::parse(&line) {
                     Ok(r) => r,
                     Err(BadRecord::NotJson) => {
@@ -1535,6 +1578,35 @@ mod tests {
     fn secrets_stay_out_of_debug() {
         let s: Secret = "hunter2".parse().unwrap_or_else(|e| match e {});
         assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn lines_are_bounded() {
+        let text = b"a\r\nb\n\nlast".as_slice();
+        let got: Vec<_> = lines(text, "t").map(|l| l.ok().unwrap()).collect();
+        assert_eq!(
+            got,
+            [
+                (1, "a".into()),
+                (2, "b".into()),
+                (3, String::new()),
+                (4, "last".into())
+            ]
+        );
+        let long = vec![b'x'; MAX_LINE + 1];
+        let mut it = lines(long.as_slice(), "t");
+        assert!(
+            matches!(it.next(), Some(Err(Fail(EXIT_INVALID, m))) if m.contains("t:1: a line longer"))
+        );
+        let mut exact = vec![b'x'; MAX_LINE];
+        exact.push(b'\n');
+        assert!(
+            matches!(lines(exact.as_slice(), "t").next(), Some(Ok((1, l))) if l.len() == MAX_LINE)
+        );
+        assert!(matches!(
+            lines(b"\xff\n".as_slice(), "t").next(),
+            Some(Err(Fail(EXIT_INVALID, _)))
+        ));
     }
 
     #[test]
