@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_sandbox::rtm::{
-    ConnectionInfo, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+    ConnectionInfo, Reply, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
+    SUPERUSER_SECRET,
 };
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -898,6 +899,20 @@ fn a_refused_publish_exits_1() {
         "{denied:?}"
     );
     assert!(denied.stderr.contains("authorization_denied"), "{denied:?}");
+    // Refused reads and subscriptions exit 1 too (satori-rtm-cli: 0 for a subscription).
+    let r = run(rtm(&server, &["read", "restricted.x"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("rtm/read operation failed: {"), "{r:?}");
+    let r = run(rtm(&server, &["subscribe", "restricted.x"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Subscription failed because: "), "{r:?}");
+    // A server that never answers: the reply timeout, then exit 1.
+    server
+        .faults()
+        .override_replies("rtm/write", Reply::Silence, Some(1));
+    let r = run(rtm(&server, &["--reply-timeout", "0.3", "write", "k", "1"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("rtm/write operation timed out"), "{r:?}");
 }
 
 #[test]

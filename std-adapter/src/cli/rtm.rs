@@ -545,7 +545,7 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
             let pretty = config.flag(a.prettify_json, "prettify_json")?;
             let session = connect()?;
             let client = &session.client;
-            let reply = call(ctx.timeout, |cb| client.read(&a.key, None, cb))?;
+            let reply = call("read", ctx.timeout, |cb| client.read(&a.key, None, cb))?;
             #[derive(serde::Deserialize)]
             struct Body<'a> {
                 #[serde(borrow)]
@@ -570,7 +570,9 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
             let session = connect()?;
             let client = &session.client;
             if acks {
-                let reply = call(ctx.timeout, |cb| client.write(&a.key, &value, Some(cb)))?;
+                let reply = call("write", ctx.timeout, |cb| {
+                    client.write(&a.key, &value, Some(cb))
+                })?;
                 if ctx.jsonl {
                     print_reply(&a.key, &reply);
                 }
@@ -584,7 +586,7 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
             let session = connect()?;
             let client = &session.client;
             if acks {
-                let reply = call(ctx.timeout, |cb| client.delete(&a.key, Some(cb)))?;
+                let reply = call("delete", ctx.timeout, |cb| client.delete(&a.key, Some(cb)))?;
                 if ctx.jsonl {
                     print_reply(&a.key, &reply);
                 }
@@ -1040,8 +1042,10 @@ fn print_reply(channel: &str, reply: &Reply) {
     println!("{}", serde_json::Value::Object(body));
 }
 
-/// Sends one request with a callback and waits up to `timeout` for its reply.
+/// Sends one `rtm/<op>` request with a callback and waits up to `timeout` for its reply;
+/// failures say so as satori-rtm-cli does (`rtm/read operation failed: …`).
 fn call(
+    op: &str,
     timeout: Duration,
     send: impl FnOnce(Callback) -> Result<(), Error>,
 ) -> Result<Reply, Fail> {
@@ -1049,11 +1053,12 @@ fn call(
     send(Box::new(move |r| {
         let _ = tx.send(r);
     }))?;
+    let failed = |why: String| Fail(1, format!("rtm/{op} operation {why}"));
     match rx.recv_timeout(timeout) {
         Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
-        Ok(Response::Reply(r)) => Err(Error::Reply(r).into()),
-        Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => Err(Error::Timeout.into()),
-        Ok(Response::Disconnected) => Err(Error::Disconnected.into()),
+        Ok(Response::Reply(r)) => Err(failed(format!("failed: {}", r.body))),
+        Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => Err(failed("timed out".into())),
+        Ok(Response::Disconnected) => Err(failed("failed: the connection was lost".into())),
         Err(RecvTimeoutError::Disconnected) => Err(Error::Disposed.into()),
     }
 }
