@@ -678,7 +678,8 @@ fn show(
 ) -> Result<u8, Fail> {
     let pretty = config.flag(a.prettify_json, "prettify_json")?;
     let session = connect()?;
-    let deadline = a.timeout.map(|t| Instant::now() + t);
+    // A deadline too far to represent is no deadline.
+    let deadline = a.timeout.and_then(|t| Instant::now().checked_add(t));
     let max = a.max.unwrap_or(u64::MAX);
     let mut count = 0u64;
     let out = &mut io::stdout().lock();
@@ -836,7 +837,7 @@ fn record(
     if let Some(Size(n)) = time {
         log.info(format_args!("Time limit: {n} seconds"));
     }
-    let deadline = time.map(|Size(s)| Instant::now() + Duration::from_secs(s));
+    let deadline = time.and_then(|Size(s)| Instant::now().checked_add(Duration::from_secs(s)));
     let (mut bytes_left, mut messages_left) = (size.map(|s| s.0), messages.map(|s| s.0));
     let ended = session.follow(wanted, ctx, deadline, |data| {
         let timestamp = SystemTime::now()

@@ -180,7 +180,9 @@ pub(super) fn parse_size(s: &str) -> Result<u64, String> {
             'g' => 1_000_000_000,
             _ => return Err(bad()),
         };
-        n = n.checked_mul(factor).ok_or_else(bad)?;
+        n = n
+            .checked_mul(factor)
+            .ok_or_else(|| format!("{s:?} is too large"))?;
     }
     Ok(n)
 }
@@ -210,7 +212,7 @@ impl Schedule {
             return Duration::ZERO;
         };
         let offset = Duration::try_from_secs_f64((timestamp - t0) / rate).unwrap_or_default();
-        (start + offset).saturating_duration_since(now)
+        offset.saturating_sub(now.saturating_duration_since(start))
     }
 }
 
@@ -308,6 +310,8 @@ mod tests {
         );
         // Earlier than the first: at once, not reordered.
         assert_eq!(s.wait(99.0, start), Duration::ZERO);
+        // Centuries apart: a long wait, not an overflow.
+        assert!(s.wait(1e18, start) > Duration::from_secs(1_000_000));
         let mut u = Schedule::new(Rate::Unlimited);
         assert_eq!(u.wait(1.0, start), Duration::ZERO);
         assert_eq!(u.wait(1000.0, start), Duration::ZERO);
