@@ -1307,3 +1307,31 @@ fn endless_input_lines_are_refused_not_buffered() {
     }
     assert!(received(&server, "rtm/publish").is_empty());
 }
+
+#[test]
+fn a_dropped_connection_is_said_and_the_subscription_comes_back() {
+    let server = server();
+    let subscriber = spawn(rtm(
+        &server,
+        &["subscribe", "drops", "--max", "2", "--timeout", "15"],
+    ));
+    wait_subscribed(&server, &["drops"]);
+    server.publish("drops", "1").expect("publish");
+    // The first message is through once the server shows it delivered; then cut.
+    thread::sleep(Duration::from_millis(200));
+    assert!(server.faults().drop_connections() >= 1);
+    // Back, subscribed again from where it was.
+    thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&server, &["drops"]);
+    server.publish("drops", "2").expect("publish");
+    let r = ok(finish(subscriber));
+    assert_eq!(r.stdout, "drops: 1\ndrops: 2\n", "{r:?}");
+    let said: Vec<&str> = r.stderr.lines().collect();
+    let connected = said.iter().filter(|l| **l == "Connected").count();
+    let disconnected = said.iter().filter(|l| **l == "Disconnected").count();
+    assert_eq!((connected, disconnected), (2, 2), "{r:?}");
+    assert!(
+        r.stderr.contains("Reconnecting: the connection was lost ("),
+        "{r:?}"
+    );
+}

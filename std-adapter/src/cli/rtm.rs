@@ -187,20 +187,26 @@ pub(super) struct RtmArgs {
 /// Where `benchlink rtm` departs from satori-rtm-cli 1.5.3 on purpose (its `--help`).
 const DIFFERENCES: &str = "\
 Differences from satori-rtm-cli 1.5.3:
-  - An invalid value (an option's, a config file key's) exits 4, not 1; usage errors
-    exit 1 as there. Size limits refuse what they do not understand (`1.5k`).
-  - --count with --age exits 1 for subscribe and record, from the config file too.
+  - An invalid value (of an option or a config file key) exits 4, not 1, with the
+    message on stderr; usage errors exit 1 as there. Size limits refuse what they do
+    not understand (`1.5k`) instead of dropping it.
+  - --count with --age exits 1 for subscribe and record, from the config file too
+    (a --count or --age on the command line replaces both of the file's).
   - A publish line (or write value) that starts with {, [ or \" must be valid JSON,
     else the command stops with exit 4 before sending it; --string sends text as is.
-  - A refused publish, a failed subscription or missing acknowledgements (after
-    --reply-timeout) exit 1; satori-rtm-cli exits 0 or 130.
+    Input lines are limited to 16 MiB.
+  - A refused publish, a failed subscription, or acknowledgements still missing after
+    --reply-timeout exit 1; satori-rtm-cli exits 0 or 130.
   - Record limits stop right after the line that reaches them (no overshoot).
   - Replay: a JSON line that is not a record exits 4 (satori-rtm-cli exits 0);
-    --loop with stdin is refused; rate 0x is refused; bare factors (2) are rates.
+    --loop with stdin is refused; rate 0x is refused; a bare factor (2) is a rate.
   - A role name without its secret (or the reverse) exits 1 instead of skipping auth.
   - prettify_json and disable_acks in the config file are honoured.
   - The role secret read from the config file is echoed as ***.
   - Subcommand options go after the subcommand word (global ones go anywhere).
+  - Ctrl-C ends a command by the signal (status 130 in a shell), not with 0; record
+    flushes every line, so the file stays valid.
+  - No endpoint anywhere: a local server (see --endpoint), not open-data.api.satori.com.
   - (benchlink) search, --jsonl, --only, --max, --timeout, --string, a MESSAGE
     argument for publish, TLS and proxy options; replay reads benchlink's older
     {\"t_ms\",\"channel\",\"message\"} recordings too.";
