@@ -573,33 +573,15 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
                 .and_then(|v| RawValue::from_string(v).map_err(|e| e.to_string()))
                 .map_err(|e| Fail(EXIT_INVALID, e))?;
             let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
-            let session = connect()?;
-            let client = &session.client;
-            if acks {
-                let reply = call("write", ctx.timeout, |cb| {
-                    client.write(&a.key, &value, Some(cb))
-                })?;
-                if ctx.jsonl {
-                    print_reply(&a.key, &reply);
-                }
-            } else {
-                client.write(&a.key, &value, None)?;
-            }
-            Ok(0)
+            change(connect, "write", &a.key, acks, &ctx, |client, cb| {
+                client.write(&a.key, &value, cb)
+            })
         }
         RtmCommand::Delete(a) => {
             let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
-            let session = connect()?;
-            let client = &session.client;
-            if acks {
-                let reply = call("delete", ctx.timeout, |cb| client.delete(&a.key, Some(cb)))?;
-                if ctx.jsonl {
-                    print_reply(&a.key, &reply);
-                }
-            } else {
-                client.delete(&a.key, None)?;
-            }
-            Ok(0)
+            change(connect, "delete", &a.key, acks, &ctx, |client, cb| {
+                client.delete(&a.key, cb)
+            })
         }
         RtmCommand::Search(a) => {
             let session = connect()?;
@@ -610,6 +592,28 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
         RtmCommand::Record(a) => record(connect, a, &config, &ctx),
         RtmCommand::Replay(a) => replay(connect, a, &config, &ctx),
     }
+}
+
+/// `write` and `delete`: one request, acknowledged unless `acks` is off; prints nothing
+/// (with --jsonl, the reply).
+fn change(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    op: &str,
+    key: &str,
+    acks: bool,
+    ctx: &Ctx,
+    send: impl FnOnce(&Client, Option<Callback>) -> Result<(), Error>,
+) -> Result<u8, Fail> {
+    let session = connect()?;
+    if acks {
+        let reply = call(op, ctx.timeout, |cb| send(&session.client, Some(cb)))?;
+        if ctx.jsonl {
+            print_reply(key, &reply);
+        }
+    } else {
+        send(&session.client, None)?;
+    }
+    Ok(0)
 }
 
 /// The subscribe options of `start`, the config file filling in what the command line
