@@ -1,6 +1,8 @@
 //! `benchlink rtm …` and the RTM side of `benchlink sandbox`, run as a user runs them:
-//! the built binary against an RTM server started by the test, checking stdout, stderr
-//! and exit codes (0 ok, 1 error, 4 invalid value). Every run is killed after
+//! the built binary against an RTM server started by the test, checking stdout, stderr,
+//! exit codes (0 ok, 1 error or bad usage, 4 invalid value) and the PDUs the server
+//! received. The commands and their output follow satori-rtm-cli 1.5.3, whose
+//! recordings replay here and the other way round. Every run is killed after
 //! [`PATIENCE`], so a hanging command fails its test instead of hanging it.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -9,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_sandbox::rtm::{
-    ConnectionInfo, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
+    ConnectionInfo, Reply, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
+    SUPERUSER_SECRET,
 };
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -32,7 +35,7 @@ impl std::fmt::Debug for Run {
 }
 
 /// `benchlink rtm ARGS` for `server` (endpoint and appkey in the environment, as a
-/// user's shell would have them), nothing else from the test's environment.
+/// user's shell would have them), nothing else from the test's environment or config.
 fn rtm(server: &RtmServer, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_benchlink"));
     c.arg("rtm")
@@ -41,6 +44,10 @@ fn rtm(server: &RtmServer, args: &[&str]) -> Command {
         .env("BENCHLINK_RTM_APPKEY", DEFAULT_APPKEY)
         .env_remove("BENCHLINK_RTM_ROLE")
         .env_remove("BENCHLINK_RTM_ROLE_SECRET")
+        .env_remove("SATORI_ROLE_NAME")
+        .env_remove("SATORI_ROLE_SECRET")
+        // No config file of the user's.
+        .env("XDG_CONFIG_HOME", "/nonexistent/benchlink-test")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -96,7 +103,8 @@ fn run_with_stdin(mut command: Command, input: &str) -> Run {
     command.stdin(Stdio::piped());
     let mut child = spawn(command);
     let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(input.as_bytes()).expect("write stdin");
+    // A command that refuses its arguments exits without reading: a broken pipe here.
+    let _ = stdin.write_all(input.as_bytes());
     drop(stdin);
     finish(child)
 }
@@ -133,17 +141,110 @@ fn server() -> RtmServer {
     RtmServer::start(RtmServerConfig::default()).expect("rtm server")
 }
 
+/// The last `n` messages of `channel`, as `subscribe` prints them.
+fn history(server: &RtmServer, channel: &str, n: usize) -> Vec<String> {
+    let n = n.to_string();
+    let r = ok(run(rtm(
+        server,
+        &[
+            "-v",
+            "0",
+            "subscribe",
+            channel,
+            "--count",
+            &n,
+            "--max",
+            &n,
+            "--timeout",
+            "10",
+        ],
+    )));
+    r.stdout.lines().map(str::to_owned).collect()
+}
+
+/// Every PDU the server received whose text contains `needle`.
+fn received(server: &RtmServer, needle: &str) -> Vec<serde_json::Value> {
+    server
+        .connections()
+        .iter()
+        .flat_map(|c| c.received.clone())
+        .filter(|pdu| pdu.contains(needle))
+        .map(|pdu| serde_json::from_str(&pdu).expect("a JSON PDU"))
+        .collect()
+}
+
+fn write_file(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write file");
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+/// satori-rtm-cli's own recording of two channels (its documentation's example).
+const REFERENCE_RECORDING: &str = r#"{"subscription_id": "ch1", "position": "1500000000:1", "messages": ["hello"], "timestamp": 1795454096.6010952}
+{"subscription_id": "ch1", "position": "1500000000:2", "messages": [{"a": [1, 2.5, "\u00e9"], "b": null}], "timestamp": 1795454096.6012354}
+{"subscription_id": "ch2", "position": "1500000000:1", "messages": ["x"], "timestamp": 1795454096.8103144}
+{"subscription_id": "ch1", "position": "1500000000:4", "messages": [42, "two messages in one batch"], "timestamp": 1795454097.9}
+"#;
+
 #[test]
-fn publish_reaches_a_subscriber() {
+fn publish_reaches_a_subscriber_printed_as_satori_rtm_cli_prints() {
     let server = server();
     let subscriber = spawn(rtm(
         &server,
-        &["subscribe", "animals", "--max", "1", "--timeout", "15"],
+        &[
+            "-v",
+            "2",
+            "subscribe",
+            "animals",
+            "--max",
+            "1",
+            "--timeout",
+            "15",
+        ],
     ));
     wait_subscribed(&server, &["animals"]);
     let published = ok(run(rtm(
         &server,
-        &["publish", "animals", r#"{"who": "zebra"}"#],
+        &["publish", "animals", r#"{"who":"zébra","n":[1,2.50]}"#],
+    )));
+    assert!(published.stdout.is_empty(), "{published:?}");
+    assert!(
+        published.stderr.contains("Connecting to ws://"),
+        "{published:?}"
+    );
+    assert!(published.stderr.contains("Connected\n"), "{published:?}");
+    let received = ok(finish(subscriber));
+    assert_eq!(
+        received.stdout,
+        "animals: {\"who\": \"z\\u00e9bra\", \"n\": [1, 2.5]}\n"
+    );
+    for info in [
+        "Subscribing to animals, press C-c to stop",
+        "Subscription became active",
+    ] {
+        assert!(received.stderr.contains(info), "{received:?}");
+    }
+}
+
+#[test]
+fn jsonl_keeps_benchlinks_json_lines() {
+    let server = server();
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "--jsonl",
+            "subscribe",
+            "animals",
+            "--max",
+            "1",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["animals"]);
+    let published = ok(run(rtm(
+        &server,
+        &["publish", "--jsonl", "animals", r#"{"who": "zebra"}"#],
     )));
     let acks = json_lines(&published.stdout);
     assert_eq!(acks.len(), 1, "{published:?}");
@@ -154,82 +255,83 @@ fn publish_reaches_a_subscriber() {
             .is_some_and(|p| p.ends_with(":0")),
         "{published:?}"
     );
-    let received = ok(finish(subscriber));
     assert_eq!(
-        received.stdout,
+        ok(finish(subscriber)).stdout,
         "{\"channel\":\"animals\",\"message\":{\"who\": \"zebra\"}}\n"
     );
-    assert!(
-        received.stderr.contains("subscribed to animals"),
-        "{received:?}"
+    let written = ok(run(rtm(&server, &["--jsonl", "write", "kv", "1"])));
+    assert_eq!(json_lines(&written.stdout)[0]["channel"], "kv");
+}
+
+#[test]
+fn publish_reads_stdin_line_by_line() {
+    let server = server();
+    let published = ok(run_with_stdin(
+        rtm(&server, &["publish", "lines"]),
+        "{\"n\":1}\n\nplain text  \n  42\n",
+    ));
+    assert_eq!(
+        published.stdout,
+        "Sending input to lines, press C-d or C-c to stop\n"
+    );
+    // An empty line is "", trailing spaces go, JSON stays JSON.
+    assert_eq!(
+        history(&server, "lines", 4),
+        [
+            "lines: {\"n\": 1}",
+            "lines: \"\"",
+            "lines: \"plain text\"",
+            "lines: 42"
+        ]
     );
 }
 
 #[test]
-fn publish_from_stdin_then_replay_history() {
+fn a_line_that_looks_like_json_must_be_json_unless_string() {
     let server = server();
-    let published = ok(run_with_stdin(
-        rtm(&server, &["publish", "lines", "-"]),
-        "{\"n\":1}\n\nplain text\n42\n",
-    ));
-    let positions: Vec<String> = json_lines(&published.stdout)
-        .iter()
-        .map(|a| a["position"].as_str().expect("position").to_owned())
-        .collect();
-    assert_eq!(positions.len(), 3, "blank lines are skipped: {published:?}");
-    assert!(positions[2].ends_with(":2"), "{positions:?}");
-    // The history brings them back in order, non-JSON as a JSON string.
-    let history = ok(run(rtm(
-        &server,
-        &[
-            "subscribe",
-            "lines",
-            "--count",
-            "3",
-            "--max",
-            "3",
-            "--timeout",
-            "15",
-        ],
-    )));
-    let messages: Vec<_> = json_lines(&history.stdout)
-        .into_iter()
-        .map(|l| l["message"].clone())
-        .collect();
-    assert_eq!(
-        messages,
-        [
-            serde_json::json!({"n": 1}),
-            serde_json::json!("plain text"),
-            serde_json::json!(42)
-        ]
+    let r = run_with_stdin(
+        rtm(&server, &["publish", "strict"]),
+        "1\n{\"who\":\nnever sent\n",
     );
-    // From a position: the last one only.
-    let from = ok(run(rtm(
-        &server,
-        &[
-            "subscribe",
-            "lines",
-            "--position",
-            &positions[2],
-            "--max",
-            "1",
-            "--timeout",
-            "15",
-        ],
-    )));
-    assert_eq!(json_lines(&from.stdout)[0]["message"], 42);
+    assert_eq!(r.code, Some(4), "{r:?}");
+    assert!(r.stderr.contains("stdin:2: "), "{r:?}");
+    assert!(r.stderr.contains("is not valid JSON"), "{r:?}");
+    assert!(r.stderr.contains("--string"), "{r:?}");
+    let sent = received(&server, "rtm/publish");
+    assert_eq!(sent.len(), 1, "only the line before: {sent:?}");
+    assert_eq!(sent[0]["body"]["message"], 1);
+    // The same lines as text, on purpose.
+    ok(run_with_stdin(
+        rtm(&server, &["publish", "--string", "strict"]),
+        "{\"who\":\n42\n",
+    ));
+    assert_eq!(
+        history(&server, "strict", 3),
+        ["strict: 1", "strict: \"{\\\"who\\\":\"", "strict: \"42\""]
+    );
+    // A value argument too.
+    let r = run(rtm(&server, &["write", "k", "[1,"]));
+    assert_eq!(r.code, Some(4), "{r:?}");
+    let r = run(rtm(&server, &["publish", "strict", "\"open"]));
+    assert_eq!(r.code, Some(4), "{r:?}");
 }
 
 #[test]
 fn read_write_delete_round_trip() {
     let server = server();
     assert_eq!(ok(run(rtm(&server, &["read", "kv"]))).stdout, "null\n");
-    let written = ok(run(rtm(&server, &["write", "kv", r#"{"v":[1,2]}"#])));
-    assert_eq!(json_lines(&written.stdout)[0]["channel"], "kv");
+    let written = ok(run(rtm(
+        &server,
+        &["write", "kv", r#"{"v":[1,2],"a":"é"}"#],
+    )));
+    assert!(written.stdout.is_empty(), "{written:?}");
     assert_eq!(
         ok(run(rtm(&server, &["read", "kv"]))).stdout,
-        "{\"v\":[1,2]}\n"
+        "{\"v\": [1, 2], \"a\": \"\\u00e9\"}\n"
+    );
+    assert_eq!(
+        ok(run(rtm(&server, &["read", "-j", "kv"]))).stdout,
+        "{\n  \"v\": [\n    1,\n    2\n  ],\n  \"a\": \"\\u00e9\"\n}\n"
     );
     ok(run(rtm(&server, &["write", "kv", "just words"])));
     assert_eq!(
@@ -237,8 +339,540 @@ fn read_write_delete_round_trip() {
         "\"just words\"\n"
     );
     let deleted = ok(run(rtm(&server, &["delete", "kv"])));
-    assert_eq!(json_lines(&deleted.stdout)[0]["channel"], "kv");
+    assert!(deleted.stdout.is_empty(), "{deleted:?}");
     assert_eq!(ok(run(rtm(&server, &["read", "kv"]))).stdout, "null\n");
+}
+
+#[test]
+fn disable_acks_sends_requests_without_ids() {
+    let server = server();
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "0",
+            "subscribe",
+            "quiet.acks",
+            "--max",
+            "2",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["quiet.acks"]);
+    ok(run_with_stdin(
+        rtm(&server, &["publish", "-q", "quiet.acks"]),
+        "1\n2\n",
+    ));
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "quiet.acks: 1\nquiet.acks: 2\n"
+    );
+    ok(run(rtm(
+        &server,
+        &["write", "--disable_acks", "quiet.kv", "7"],
+    )));
+    ok(run(rtm(&server, &["delete", "-q", "quiet.gone"])));
+    // Nothing waits for a reply: the server may still be reading the last requests.
+    let started = Instant::now();
+    while received(&server, "quiet.").len() < 5 && started.elapsed() < PATIENCE {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let sent = received(&server, "quiet.");
+    let actions: Vec<_> = sent.iter().map(|p| p["action"].clone()).collect();
+    assert_eq!(
+        actions,
+        [
+            "rtm/subscribe",
+            "rtm/publish",
+            "rtm/publish",
+            "rtm/write",
+            "rtm/delete"
+        ]
+    );
+    for pdu in &sent[1..] {
+        assert!(pdu.get("id").is_none(), "{pdu}");
+    }
+    assert_eq!(ok(run(rtm(&server, &["read", "quiet.kv"]))).stdout, "7\n");
+}
+
+#[test]
+fn subscribe_flags_reach_the_server() {
+    let server = server();
+    for m in ["1", "2", "3"] {
+        server.publish("flags", m).expect("publish");
+    }
+    // -j indents; --count brings history; -d simple asks for fast_forward.
+    let r = ok(run(rtm(
+        &server,
+        &[
+            "-d",
+            "simple",
+            "subscribe",
+            "flags",
+            "-j",
+            "--count",
+            "2",
+            "--max",
+            "2",
+            "--timeout",
+            "10",
+        ],
+    )));
+    assert_eq!(r.stdout, "flags: 2\nflags: 3\n");
+    // Unique prefixes of long options, as satori-rtm-cli (docopt) takes them.
+    let position = server.publish("flags", r#"{"k":[true]}"#).expect("publish");
+    let r = ok(run(rtm(
+        &server,
+        &[
+            "--verb",
+            "0",
+            "subscribe",
+            "flags",
+            "--pos",
+            &position,
+            "-j",
+            "--max",
+            "1",
+            "--timeout",
+            "10",
+        ],
+    )));
+    assert_eq!(r.stdout, "flags: {\n  \"k\": [\n    true\n  ]\n}\n");
+    assert!(r.stderr.is_empty(), "-v 0: {r:?}");
+    let subscribes = received(&server, "rtm/subscribe");
+    assert_eq!(
+        subscribes[0]["body"]["fast_forward"], true,
+        "{subscribes:?}"
+    );
+    assert_eq!(
+        subscribes[0]["body"]["history"]["count"], 2,
+        "{subscribes:?}"
+    );
+    assert_eq!(subscribes[1]["body"]["position"], position.as_str());
+    assert!(
+        subscribes[1]["body"].get("fast_forward").is_none(),
+        "advanced by default"
+    );
+}
+
+#[test]
+fn count_with_age_is_refused_but_view_takes_both() {
+    let server = server();
+    for args in [
+        &["subscribe", "c", "--count", "1", "--age", "5"][..],
+        &["record", "c", "--count", "1", "--age", "5"],
+    ] {
+        let r = run(rtm(&server, args));
+        assert_eq!(r.code, Some(1), "{r:?}");
+        assert!(
+            r.stderr
+                .contains("--count and --age cannot be used together"),
+            "{r:?}"
+        );
+    }
+    assert!(
+        received(&server, "rtm/subscribe").is_empty(),
+        "nothing was sent"
+    );
+    // view: the age wins, as in satori-rtm-cli.
+    ok(run(rtm(
+        &server,
+        &[
+            "view",
+            "select * from c",
+            "--count",
+            "1",
+            "--age",
+            "5",
+            "-p",
+            "2",
+            "--timeout",
+            "0.3",
+        ],
+    )));
+    let view = &received(&server, "rtm/subscribe")[0]["body"];
+    assert_eq!(view["subscription_id"], "view");
+    assert_eq!(view["filter"], "select * from c");
+    assert_eq!(view["period"], 2);
+    assert_eq!(view["history"], serde_json::json!({"age": 5}));
+}
+
+#[test]
+fn view_prints_under_the_view_id() {
+    let server = server();
+    let viewer = spawn(rtm(
+        &server,
+        &["view", "select * from zoo", "--max", "2", "--timeout", "15"],
+    ));
+    wait_subscribed(&server, &["view"]);
+    server.publish("zoo", r#"{"who":"lion"}"#).expect("publish");
+    server.publish("zoo", "7").expect("publish");
+    assert_eq!(
+        ok(finish(viewer)).stdout,
+        "view: {\"who\": \"lion\"}\nview: 7\n"
+    );
+}
+
+#[test]
+fn only_value_changes_skips_repeats() {
+    let server = server();
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "subscribe",
+            "temp",
+            "--only",
+            "value_changes",
+            "--max",
+            "3",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["temp"]);
+    for m in ["20", "20", "21", "21", "20"] {
+        server.publish("temp", m).expect("publish");
+    }
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "temp: 20\ntemp: 21\ntemp: 20\n"
+    );
+    assert_eq!(
+        received(&server, "rtm/subscribe")[0]["body"]["only"],
+        "value_changes"
+    );
+    let r = run(rtm(&server, &["subscribe", "temp", "--only", "everything"]));
+    assert_eq!(r.code, Some(4), "{r:?}");
+}
+
+#[test]
+fn record_then_replay_gives_a_subscriber_the_same_messages() {
+    let server = server();
+    let dir = temp_dir("record-replay");
+    let file = dir.join("recording.jsonl");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let recorder = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "2",
+            "record",
+            "rec.a",
+            "rec.b",
+            "-o",
+            file_arg,
+            "--message_count_limit",
+            "3",
+            "--time_limit_in_seconds",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["rec.a", "rec.b"]);
+    server
+        .publish("rec.a", r#"{"step":1,"é":2.50}"#)
+        .expect("publish");
+    thread::sleep(Duration::from_millis(300));
+    server.publish("rec.b", r#""two""#).expect("publish");
+    thread::sleep(Duration::from_millis(300));
+    server.publish("rec.a", "3").expect("publish");
+    let recorded = ok(finish(recorder));
+    for info in [
+        "Log size limit: 3 messages",
+        "Time limit: 15 seconds",
+        "Message count limit reached",
+    ] {
+        assert!(recorded.stderr.contains(info), "{recorded:?}");
+    }
+
+    // satori-rtm-cli's lines: the data body as received plus a float timestamp.
+    let text = std::fs::read_to_string(&file).expect("recording");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with(r#"{"subscription_id": "rec.a", "position": "#)
+            && lines[0].contains(r#""messages": [{"step": 1, "\u00e9": 2.5}], "timestamp": "#),
+        "{text}"
+    );
+    let records = json_lines(&text);
+    let t: Vec<f64> = records
+        .iter()
+        .map(|r| r["timestamp"].as_f64().expect("float"))
+        .collect();
+    assert!(t[0] > 1.7e9 && t[0] <= t[1] && t[1] <= t[2], "{t:?}");
+    let span = t[2] - t[0];
+    assert!(span >= 0.55, "the gaps were ~600 ms: {t:?}");
+
+    // Replayed twice as fast to the recorded channels.
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "0",
+            "subscribe",
+            "rec.a",
+            "rec.b",
+            "--max",
+            "3",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["rec.a", "rec.b"]);
+    let started = Instant::now();
+    let replayed = ok(run(rtm(
+        &server,
+        &["replay", "-i", file_arg, "--rate", "2x"],
+    )));
+    let took = started.elapsed();
+    assert!(
+        replayed.stderr.contains("Playback finished, total time: "),
+        "{replayed:?}"
+    );
+    assert!(
+        replayed.stderr.contains("Messages published: 3"),
+        "{replayed:?}"
+    );
+    assert!(
+        took >= Duration::from_secs_f64(span / 2.0),
+        "replayed in {took:?}, recording spans {span} s"
+    );
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "rec.a: {\"step\": 1, \"\\u00e9\": 2.5}\nrec.b: \"two\"\nrec.a: 3\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn satori_rtm_cli_recordings_replay_and_record_back_the_same() {
+    let server = server();
+    let dir = temp_dir("reference-recording");
+    let file = write_file(&dir, "reference.jsonl", REFERENCE_RECORDING);
+    // Record what the replay publishes: the same batches come back, byte for byte
+    // except positions and timestamps (the server's and the clock's).
+    let recorder = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "0",
+            "record",
+            "ch1",
+            "ch2",
+            "--message_count_limit",
+            "5",
+            "--time_limit_in_seconds",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["ch1", "ch2"]);
+    ok(run(rtm(
+        &server,
+        &["replay", "-i", &file, "-r", "unlimited"],
+    )));
+    let recorded = ok(finish(recorder));
+    let strip = |line: &str| -> String {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        let messages = line
+            .split_once(r#""messages": "#)
+            .and_then(|(_, rest)| rest.rsplit_once(r#", "timestamp": "#))
+            .map(|(m, _)| m.to_owned())
+            .expect("messages then timestamp");
+        format!("{} {messages}", v["subscription_id"])
+    };
+    let expected: Vec<String> = REFERENCE_RECORDING.lines().map(strip).collect();
+    let mut got: Vec<String> = recorded.stdout.lines().map(strip).collect();
+    // One PDU per publish here: the two-message batch comes back as two lines.
+    assert_eq!(got.len(), 5, "{recorded:?}");
+    let last = got.split_off(3);
+    assert_eq!(got, expected[..3]);
+    assert_eq!(
+        last,
+        [r#""ch1" [42]"#, r#""ch1" ["two messages in one batch"]"#]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn replay_reads_stdin_overrides_the_channel_and_loops() {
+    let server = server();
+    let dir = temp_dir("replay-options");
+    // Records 1000 s apart: only `unlimited` plays them within the test's patience.
+    let slow = "{\"subscription_id\": \"a\", \"messages\": [1], \"timestamp\": 0}\n\
+                {\"subscription_id\": \"b\", \"messages\": [2, 3], \"timestamp\": 1000.0}\n";
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "0",
+            "subscribe",
+            "merged",
+            "--max",
+            "3",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["merged"]);
+    ok(run_with_stdin(
+        rtm(
+            &server,
+            &[
+                "replay",
+                "--override_channel",
+                "merged",
+                "--rate",
+                "unlimited",
+            ],
+        ),
+        slow,
+    ));
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "merged: 1\nmerged: 2\nmerged: 3\n"
+    );
+
+    let file = write_file(&dir, "slow.jsonl", slow);
+    let subscriber = spawn(rtm(
+        &server,
+        &[
+            "-v",
+            "0",
+            "subscribe",
+            "looped",
+            "--max",
+            "6",
+            "--timeout",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["looped"]);
+    let r = ok(run(rtm(
+        &server,
+        &[
+            "replay",
+            "-i",
+            &file,
+            "--loop",
+            "2",
+            "-r",
+            "unlimited",
+            "--override_channel",
+            "looped",
+        ],
+    )));
+    assert!(
+        r.stderr.contains("Playback cycle finished, 1 to go"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("Messages published: 6"), "{r:?}");
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "looped: 1\nlooped: 2\nlooped: 3\nlooped: 1\nlooped: 2\nlooped: 3\n"
+    );
+    // --loop 0 plays nothing; stdin cannot loop.
+    let before = received(&server, "rtm/publish").len();
+    ok(run(rtm(
+        &server,
+        &["replay", "-i", &file, "-l", "0", "-r", "unlimited"],
+    )));
+    assert_eq!(received(&server, "rtm/publish").len(), before);
+    let r = run_with_stdin(rtm(&server, &["replay", "--loop", "2"]), slow);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("--loop needs --input_file"), "{r:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn replay_skips_lines_that_are_not_json_and_stops_at_a_bad_record() {
+    let server = server();
+    let r = ok(run_with_stdin(
+        rtm(&server, &["replay", "-r", "unlimited"]),
+        "garbage\n\n{\"subscription_id\": \"skips\", \"messages\": [1], \"timestamp\": 0}\n",
+    ));
+    assert!(r.stderr.contains("Bad line: garbage"), "{r:?}");
+    assert_eq!(history(&server, "skips", 1), ["skips: 1"]);
+    let r = run_with_stdin(
+        rtm(&server, &["replay", "-r", "unlimited"]),
+        "{\"subscription_id\": \"stops\", \"messages\": [1], \"timestamp\": 0}\n\
+         {\"subscription_id\": \"stops\", \"messages\": [2]}\n\
+         {\"subscription_id\": \"stops\", \"messages\": [3], \"timestamp\": 0}\n",
+    );
+    assert_eq!(r.code, Some(4), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("stdin:2: not a recording line: no \"timestamp\""),
+        "{r:?}"
+    );
+    let sent = received(&server, "\"stops\"");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    // Rates are checked before connecting.
+    for rate in ["0x", "fast", "-1x"] {
+        let r = run(rtm(&server, &["replay", &format!("--rate={rate}")]));
+        assert_eq!(r.code, Some(4), "{rate}: {r:?}");
+    }
+}
+
+#[test]
+fn benchlinks_earlier_spellings_still_work() {
+    let server = server();
+    let dir = temp_dir("old-spellings");
+    let file = dir.join("old.jsonl");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let recorder = spawn(rtm(
+        &server,
+        &[
+            "--mode",
+            "simple",
+            "record",
+            "old",
+            "-o",
+            file_arg,
+            "--max",
+            "2",
+            "--duration",
+            "15",
+        ],
+    ));
+    wait_subscribed(&server, &["old"]);
+    server.publish("old", "1").expect("publish");
+    server.publish("old", "2").expect("publish");
+    ok(finish(recorder));
+    assert_eq!(
+        json_lines(&std::fs::read_to_string(&file).expect("file")).len(),
+        2
+    );
+    // The old positional file, --speed, --channel-prefix; and the old format.
+    let copies = spawn(rtm(
+        &server,
+        &["subscribe", "copy.old", "--max", "3", "--timeout", "15"],
+    ));
+    wait_subscribed(&server, &["copy.old"]);
+    ok(run(rtm(
+        &server,
+        &[
+            "replay",
+            file_arg,
+            "--speed",
+            "10",
+            "--channel-prefix",
+            "copy.",
+        ],
+    )));
+    let old_format = write_file(
+        &dir,
+        "t_ms.jsonl",
+        "{\"t_ms\":0,\"channel\":\"old\",\"message\":{\"n\":3}}\n",
+    );
+    ok(run(rtm(
+        &server,
+        &["replay", &old_format, "--channel-prefix", "copy."],
+    )));
+    assert_eq!(
+        ok(finish(copies)).stdout,
+        "copy.old: 1\ncopy.old: 2\ncopy.old: {\"n\": 3}\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -256,128 +890,48 @@ fn search_lists_channels_by_prefix() {
 }
 
 #[test]
-fn record_then_replay_keeps_order_and_timing() {
+fn a_refused_publish_exits_1() {
     let server = server();
-    let dir = std::env::temp_dir().join(format!("benchlink-cli-rtm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("recording.jsonl");
-    let file_arg = file.to_str().expect("utf-8 path");
-
-    let recorder = spawn(rtm(
-        &server,
-        &[
-            "record",
-            "rec.a",
-            "rec.b",
-            "-o",
-            file_arg,
-            "--max",
-            "3",
-            "--duration",
-            "15",
-        ],
-    ));
-    wait_subscribed(&server, &["rec.a", "rec.b"]);
-    server.publish("rec.a", r#"{"step":1}"#).expect("publish");
-    thread::sleep(Duration::from_millis(300));
-    server.publish("rec.b", r#""two""#).expect("publish");
-    thread::sleep(Duration::from_millis(300));
-    server.publish("rec.a", "3").expect("publish");
-    let recorded = ok(finish(recorder));
+    let denied = run(rtm(&server, &["publish", "restricted.x", "1"]));
+    assert_eq!(denied.code, Some(1), "{denied:?}");
     assert!(
-        recorded.stderr.contains("recorded 3 messages"),
-        "{recorded:?}"
+        denied.stderr.contains("Publish failed: restricted.x"),
+        "{denied:?}"
     );
-
-    let lines = json_lines(&std::fs::read_to_string(&file).expect("recording"));
-    assert_eq!(lines.len(), 3);
-    let channels: Vec<_> = lines.iter().map(|l| l["channel"].clone()).collect();
-    assert_eq!(channels, ["rec.a", "rec.b", "rec.a"]);
-    assert_eq!(lines[0]["message"], serde_json::json!({"step": 1}));
-    assert_eq!(lines[1]["message"], "two");
-    let t: Vec<u64> = lines
-        .iter()
-        .map(|l| l["t_ms"].as_u64().expect("t_ms"))
-        .collect();
-    assert!(t[0] <= t[1] && t[1] <= t[2], "{t:?}");
-    let span = t[2] - t[0];
-    assert!(span >= 550, "the gaps were ~600 ms: {t:?}");
-
-    // Replayed twice as fast under a prefix, to a subscriber of the copies.
-    let copies = spawn(rtm(
-        &server,
-        &[
-            "subscribe",
-            "copy.rec.a",
-            "copy.rec.b",
-            "--max",
-            "3",
-            "--timeout",
-            "15",
-        ],
-    ));
-    wait_subscribed(&server, &["copy.rec.a", "copy.rec.b"]);
-    let started = Instant::now();
-    let replayed = ok(run(rtm(
-        &server,
-        &[
-            "replay",
-            file_arg,
-            "--speed",
-            "2",
-            "--channel-prefix",
-            "copy.",
-        ],
-    )));
-    let took = started.elapsed();
-    let summary = &json_lines(&replayed.stdout)[0];
-    assert_eq!(summary["published"], 3, "{replayed:?}");
-    assert_eq!(summary["failed"], 0, "{replayed:?}");
-    assert!(
-        took >= Duration::from_millis(span / 2),
-        "replayed in {took:?}, recording spans {span} ms"
-    );
-    let received: Vec<_> = json_lines(&ok(finish(copies)).stdout)
-        .into_iter()
-        .map(|l| (l["channel"].clone(), l["message"].clone()))
-        .collect();
-    assert_eq!(
-        received,
-        [
-            (
-                serde_json::json!("copy.rec.a"),
-                serde_json::json!({"step": 1})
-            ),
-            (serde_json::json!("copy.rec.b"), serde_json::json!("two")),
-            (serde_json::json!("copy.rec.a"), serde_json::json!(3)),
-        ]
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn replay_rejects_a_file_that_is_not_a_recording() {
-    let server = server();
-    let file = std::env::temp_dir().join(format!("benchlink-bad-{}.jsonl", std::process::id()));
-    std::fs::write(
-        &file,
-        "{\"t_ms\":0,\"channel\":\"c\",\"message\":1}\nnot json\n",
-    )
-    .expect("write");
-    let r = run(rtm(&server, &["replay", file.to_str().expect("utf-8")]));
-    let _ = std::fs::remove_file(&file);
-    assert_eq!(r.code, Some(4), "{r:?}");
-    assert!(r.stderr.contains(":2: not a recording line"), "{r:?}");
+    assert!(denied.stderr.contains("authorization_denied"), "{denied:?}");
+    // Refused reads and subscriptions exit 1 too (satori-rtm-cli: 0 for a subscription).
+    let r = run(rtm(&server, &["read", "restricted.x"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("rtm/read operation failed: {"), "{r:?}");
+    let r = run(rtm(&server, &["subscribe", "restricted.x"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Subscription failed because: "), "{r:?}");
+    // A server that never answers: the reply timeout, then exit 1.
+    server
+        .faults()
+        .override_replies("rtm/write", Reply::Silence, Some(1));
+    let r = run(rtm(&server, &["--reply-timeout", "0.3", "write", "k", "1"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("rtm/write operation timed out"), "{r:?}");
 }
 
 #[test]
 fn superuser_auth_opens_restricted_channels_and_a_bad_secret_exits_1() {
     let server = server();
-    let denied = run(rtm(&server, &["publish", "restricted.x", "1"]));
-    assert_eq!(denied.code, Some(1), "{denied:?}");
-    assert!(denied.stderr.contains("authorization_denied"), "{denied:?}");
-
-    let allowed = ok(run(rtm(
+    ok(run(rtm(
+        &server,
+        &[
+            "-n",
+            SUPERUSER_ROLE,
+            "-s",
+            SUPERUSER_SECRET,
+            "publish",
+            "restricted.x",
+            "1",
+        ],
+    )));
+    // benchlink's earlier spellings.
+    ok(run(rtm(
         &server,
         &[
             "--role",
@@ -386,10 +940,9 @@ fn superuser_auth_opens_restricted_channels_and_a_bad_secret_exits_1() {
             SUPERUSER_SECRET,
             "publish",
             "restricted.x",
-            "1",
+            "2",
         ],
     )));
-    assert_eq!(json_lines(&allowed.stdout)[0]["channel"], "restricted.x");
     assert!(server
         .connections()
         .iter()
@@ -409,20 +962,42 @@ fn superuser_auth_opens_restricted_channels_and_a_bad_secret_exits_1() {
 #[test]
 fn usage_errors_and_unreachable_servers() {
     let server = server();
-    // An endpoint without an appkey.
+    // An endpoint without an appkey: satori-rtm-cli's message, exit 1.
     let mut no_key = rtm(&server, &["read", "c"]);
-    no_key.env_remove("BENCHLINK_RTM_APPKEY");
+    no_key
+        .env_remove("BENCHLINK_RTM_APPKEY")
+        .env_remove("SATORI_APPKEY");
     let r = run(no_key);
-    assert_eq!(r.code, Some(4), "{r:?}");
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Missing --appkey parameter"), "{r:?}");
     // A role without its secret.
-    let r = run(rtm(&server, &["--role", "x", "read", "c"]));
-    assert_eq!(r.code, Some(4), "{r:?}");
+    let r = run(rtm(&server, &["--role_name", "x", "read", "c"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
     // A view needs exactly one subscription id.
     let r = run(rtm(
         &server,
         &["subscribe", "a", "b", "--filter", "select * from a"],
     ));
-    assert_eq!(r.code, Some(4), "{r:?}");
+    assert_eq!(r.code, Some(1), "{r:?}");
+    // Options where satori-rtm-cli does not take them either.
+    for args in [
+        &["publish", "c", "-j"][..],
+        &["read", "c", "-q"],
+        &["subscribe", "c", "-i", "f"],
+    ] {
+        let r = run(rtm(&server, args));
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+    }
+    // Invalid values.
+    for args in [
+        &["-d", "sometimes", "read", "c"][..],
+        &["-v", "4", "read", "c"],
+        &["record", "c", "--size_limit_in_bytes", "1.5k"],
+        &["replay", "--loop", "twice"],
+    ] {
+        let r = run(rtm(&server, args));
+        assert_eq!(r.code, Some(4), "{args:?}: {r:?}");
+    }
     // A wrong appkey: the upgrade is refused.
     let r = run(rtm(&server, &["--appkey", "wrong", "read", "c"]));
     assert_eq!(r.code, Some(1), "{r:?}");
@@ -450,6 +1025,41 @@ fn usage_errors_and_unreachable_servers() {
         &["--endpoint", &format!("ws://127.0.0.1:{port}"), "read", "c"],
     ));
     assert_eq!(r.code, Some(1), "{r:?}");
+}
+
+#[test]
+fn every_argument_has_a_description() {
+    let server = server();
+    let mut described = 0;
+    for command in [
+        "subscribe",
+        "view",
+        "publish",
+        "read",
+        "write",
+        "delete",
+        "record",
+        "replay",
+        "search",
+    ] {
+        let help = ok(run(rtm(&server, &[command, "--help"]))).stdout;
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            // An argument's line ("  -j, --prettify_json", "  <KEY>"), then its text.
+            let is_arg = line.starts_with("  ")
+                && !line.starts_with("   ")
+                && line.trim_start().starts_with(['-', '<', '[']);
+            if is_arg {
+                let next = lines.get(i + 1).copied().unwrap_or_default();
+                assert!(
+                    next.starts_with("          ") && !next.trim().is_empty(),
+                    "{command}: {line:?} has no description:\n{help}"
+                );
+                described += 1;
+            }
+        }
+    }
+    assert!(described > 80, "{described}");
 }
 
 /// `benchlink rtm ARGS` with no service settings at all: no `BENCHLINK_RTM_*`, no
@@ -484,7 +1094,10 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 #[test]
 fn without_an_endpoint_a_local_server_is_used() {
     let home = temp_dir("no-config");
-    let r = ok(run(rtm_unconfigured(&["publish", "c", "1"], &home)));
+    let r = ok(run(rtm_unconfigured(
+        &["--jsonl", "publish", "c", "1"],
+        &home,
+    )));
     // (Unless something answers on 127.0.0.1:8080, as `benchlink sandbox` would.)
     assert!(
         r.stderr.contains("using a local RTM server") || r.stderr.contains("127.0.0.1:8080"),
@@ -609,4 +1222,116 @@ fn sandbox_serves_rtm_too() {
     );
     let published = published.expect("published");
     assert_eq!(published.code, Some(0), "{published:?}");
+}
+
+#[test]
+fn the_config_file_sets_any_option_and_the_command_line_wins() {
+    let server = server();
+    let home = temp_dir("config-options");
+    let config = |extra: &str| {
+        write_file(
+            &home,
+            "rtm-cli.config",
+            &format!(
+                "endpoint = \"{}\"\nappkey = \"{DEFAULT_APPKEY}\"\nverbosity = 0\n\
+                 prettify_json = true\ndelivery = \"reliable\"\ncount = 1\n{extra}",
+                server.endpoint()
+            ),
+        )
+    };
+    server.publish("cfg", "1").expect("publish");
+    server.publish("cfg", r#"{"last":true}"#).expect("publish");
+    let file = config("");
+    let r = ok(run(rtm_unconfigured(
+        &[
+            "-c",
+            &file,
+            "subscribe",
+            "cfg",
+            "--max",
+            "1",
+            "--timeout",
+            "10",
+        ],
+        &home,
+    )));
+    assert_eq!(r.stdout, "cfg: {\n  \"last\": true\n}\n", "{r:?}");
+    // Verbosity 0: only the file's echo.
+    assert!(
+        r.stderr
+            .lines()
+            .all(|l| l.starts_with("From config file: ")),
+        "{r:?}"
+    );
+    let body = &received(&server, "rtm/subscribe")[0]["body"];
+    assert_eq!(body["fast_forward"], true, "reliable: {body}");
+    assert_eq!(body["history"], serde_json::json!({"count": 1}));
+    // --age on the command line replaces the file's count instead of contradicting it.
+    ok(run(rtm_unconfigured(
+        &[
+            "-c",
+            &file,
+            "subscribe",
+            "cfg",
+            "--age",
+            "60",
+            "--max",
+            "2",
+            "--timeout",
+            "10",
+        ],
+        &home,
+    )));
+    let body = &received(&server, "rtm/subscribe")[1]["body"];
+    assert_eq!(body["history"], serde_json::json!({"age": 60}));
+    // Both in the file: refused like on the command line; a bad value exits 4.
+    let file = config("age = 5\n");
+    let r = run(rtm_unconfigured(&["-c", &file, "subscribe", "cfg"], &home));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    let file = config("rate = \"fast\"\n");
+    let r = run(rtm_unconfigured(&["-c", &file, "replay"], &home));
+    assert_eq!(r.code, Some(4), "{r:?}");
+    assert!(r.stderr.contains("config file: rate = fast"), "{r:?}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn endless_input_lines_are_refused_not_buffered() {
+    let server = server();
+    // 17 MiB without a newline: more than any line is allowed to be.
+    let endless = "1".repeat(17 << 20);
+    for args in [&["publish", "endless"][..], &["replay"]] {
+        let r = run_with_stdin(rtm(&server, args), &endless);
+        assert_eq!(r.code, Some(4), "{args:?}: {r:?}");
+        assert!(r.stderr.contains("stdin:1: a line longer than"), "{r:?}");
+    }
+    assert!(received(&server, "rtm/publish").is_empty());
+}
+
+#[test]
+fn a_dropped_connection_is_said_and_the_subscription_comes_back() {
+    let server = server();
+    let subscriber = spawn(rtm(
+        &server,
+        &["subscribe", "drops", "--max", "2", "--timeout", "15"],
+    ));
+    wait_subscribed(&server, &["drops"]);
+    server.publish("drops", "1").expect("publish");
+    // The first message is through once the server shows it delivered; then cut.
+    thread::sleep(Duration::from_millis(200));
+    assert!(server.faults().drop_connections() >= 1);
+    // Back, subscribed again from where it was.
+    thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&server, &["drops"]);
+    server.publish("drops", "2").expect("publish");
+    let r = ok(finish(subscriber));
+    assert_eq!(r.stdout, "drops: 1\ndrops: 2\n", "{r:?}");
+    let said: Vec<&str> = r.stderr.lines().collect();
+    let connected = said.iter().filter(|l| **l == "Connected").count();
+    let disconnected = said.iter().filter(|l| **l == "Disconnected").count();
+    assert_eq!((connected, disconnected), (2, 2), "{r:?}");
+    assert!(
+        r.stderr.contains("Reconnecting: the connection was lost ("),
+        "{r:?}"
+    );
 }

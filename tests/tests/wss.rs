@@ -237,7 +237,7 @@ fn cli_wss_trusts_cacert_or_ssl_cert_file_and_refuses_otherwise() {
         let args: Vec<&str> = base
             .iter()
             .chain(extra)
-            .chain(&["publish", "secure", "{\"n\":1}"])
+            .chain(&["--jsonl", "publish", "secure", "{\"n\":1}"])
             .copied()
             .collect();
         cli(&args, env)

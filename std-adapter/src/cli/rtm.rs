@@ -1,42 +1,59 @@
-//! `benchlink rtm …`: the messaging service from the command line over [`Client`].
+//! `benchlink rtm …`: the messaging service from the command line over [`Client`], with
+//! the commands, options, configuration, output and recording format of satori-rtm-cli
+//! 1.5.3, so its users' habits and scripts carry over; `search` and a few options are
+//! benchlink's own (marked "(benchlink)" in the help).
 //!
 //! Every command connects (failing fast when the first connection fails), authenticates
-//! when a role and its secret are given, does its work and disconnects. Output is JSON,
-//! one value per line, so it pipes into `jq` and back into `benchlink rtm publish -`.
+//! when a role and its secret are given, does its work and disconnects. Values are
+//! printed as satori-rtm-cli prints them (Python's `json.dumps`: `<channel>: {"a": 1}`);
+//! `--jsonl` prints benchlink's JSON lines instead (`{"channel":…,"message":…}`), for
+//! `jq`.
 //!
-//! Without `--endpoint` (and `BENCHLINK_RTM_ENDPOINT`) a local RTM server is started
-//! in-process for the length of the command: `subscribe` and `record` then only see
-//! what the same process publishes (nothing), so the local mode is for trying the
-//! commands out; `benchlink sandbox` runs a server that other processes can share.
+//! Where benchlink departs from satori-rtm-cli on purpose, it is to stop a silent
+//! surprise: contradictory or invalid options and input lines that look like JSON but
+//! are not are refused with a message before anything is sent, and a refused publish or
+//! a failed subscription exits 1 (satori-rtm-cli exits 0 or 130, by a race).
+//!
+//! Without `--endpoint` (and `BENCHLINK_RTM_ENDPOINT`, `SATORI_ENDPOINT`, the config
+//! file) a local RTM server is used: see [`super::rtm_target`].
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Display};
 use std::fs::File;
-use std::io::{self, BufRead, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::value::RawValue;
 
 use benchlink_core::ws::Endpoint;
 
-use super::rtm_target::Target;
+use self::pyjson::Style;
+use self::recording::{BadRecord, Loops, Rate, Schedule};
+use super::rtm_target::{Settings, Target};
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
+    Callback, Client, ClientObserver, ClientOptions, ClientState, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use benchlink_sandbox::rtm::RtmServer;
 
-/// Exit code of an invalid argument value (as `benchlink bench`).
+mod pyjson;
+mod recording;
+
+/// Exit code of an invalid value (as `benchlink bench`): an option's value, a config
+/// file value, an input line that is not the JSON it looks like, a bad recording.
 pub(super) const EXIT_INVALID: u8 = 4;
 /// How long the first connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the last requests and the close may take to go out at the end.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Most publishes waiting for their acknowledgement at once.
 const WINDOW: usize = 1000;
 
@@ -57,11 +74,45 @@ impl FromStr for Secret {
     }
 }
 
+/// satori-rtm-cli's verbosity: what goes to stderr. 0 errors only, 1 warnings (the
+/// default: `Connecting…`, `Connected`, `Disconnected`), 2 info, 3 debug.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Log(u8);
+
+impl Log {
+    fn at(self, level: u8, message: impl Display) {
+        if self.0 >= level {
+            eprintln!("{message}");
+        }
+    }
+    pub(super) fn error(self, message: impl Display) {
+        self.at(0, message);
+    }
+    pub(super) fn warn(self, message: impl Display) {
+        self.at(1, message);
+    }
+    pub(super) fn info(self, message: impl Display) {
+        self.at(2, message);
+    }
+    pub(super) fn debug(self, message: impl Display) {
+        self.at(3, message);
+    }
+}
+
 #[derive(Debug, Args)]
+#[command(
+    infer_long_args = true,
+    next_help_heading = "Service and output (any subcommand, anywhere on the line)",
+    after_long_help = DIFFERENCES
+)]
 pub(super) struct RtmArgs {
+    /// Stderr detail: 0 errors, 1 warnings (default), 2 info, 3 debug.
+    #[arg(short, long, global = true, value_name = "0-3",
+          value_parser = clap::value_parser!(u8).range(0..=3))]
+    verbosity: Option<u8>,
     /// Service endpoint, `ws://host[:port]` or `wss://…`. Else BENCHLINK_RTM_ENDPOINT,
-    /// SATORI_ENDPOINT, satori-rtm-cli's config file, then ws://127.0.0.1:8080 when a
-    /// server answers there (`benchlink sandbox`); else a throw-away in-process server.
+    /// SATORI_ENDPOINT, the config file, then ws://127.0.0.1:8080 when a server answers
+    /// there (`benchlink sandbox`); else a throw-away in-process server.
     #[arg(short, long, global = true, env = "BENCHLINK_RTM_ENDPOINT")]
     pub(super) endpoint: Option<String>,
     /// Application key (else BENCHLINK_RTM_APPKEY, SATORI_APPKEY, the config file; the
@@ -72,10 +123,10 @@ pub(super) struct RtmArgs {
     /// SATORI_ROLE_NAME, the config file).
     #[arg(
         short = 'n',
-        long,
+        long = "role_name",
         global = true,
         env = "BENCHLINK_RTM_ROLE",
-        visible_alias = "role_name",
+        visible_alias = "role",
         alias = "role-name"
     )]
     pub(super) role: Option<String>,
@@ -83,78 +134,119 @@ pub(super) struct RtmArgs {
     /// file).
     #[arg(
         short = 's',
-        long,
+        long = "role_secret",
         global = true,
         env = "BENCHLINK_RTM_ROLE_SECRET",
         hide_env_values = true,
-        visible_alias = "role_secret"
+        alias = "role-secret"
     )]
     pub(super) role_secret: Option<Secret>,
-    /// satori-rtm-cli's config file (TOML, or its JSON credentials form); default
+    /// Delivery mode of subscribe, view and record: simple (after a reconnect, resume from
+    /// now), reliable (resume where it left off, else skip ahead), advanced (default:
+    /// resume where it left off, fail rather than skip).
+    #[arg(short = 'd', long, global = true, value_enum, alias = "mode")]
+    delivery: Option<ModeArg>,
+    /// satori-rtm-cli's config file: TOML whose keys are the long options' names
+    /// (`appkey = "…"`, `delivery = "simple"`, `prettify_json = true`, which benchlink
+    /// honours and satori-rtm-cli ignores), or its JSON credentials form; default
     /// `$XDG_CONFIG_HOME/satori/rtm-cli.config` (`~/.config/…`).
     #[arg(short = 'c', long, global = true, value_name = "FILE")]
     pub(super) config: Option<PathBuf>,
-    /// How long to wait for each reply of the server, in seconds.
-    #[arg(long, global = true, default_value = "10", value_parser = parse_secs)]
+    /// (benchlink) How long to wait for each reply of the server, in seconds.
+    #[arg(long, global = true, default_value = "10", value_parser = parse_secs,
+          alias = "reply_timeout")]
     reply_timeout: Duration,
-    /// Also trust the certificates of this PEM file for wss:// (a private CA, a test
-    /// server's own certificate); SSL_CERT_FILE is honoured too.
+    /// (benchlink) Also trust the certificates of this PEM file for wss:// (a private CA,
+    /// a test server's own certificate); SSL_CERT_FILE is honoured too.
     #[arg(long, global = true, value_name = "PEM")]
     cacert: Option<PathBuf>,
-    /// Do not verify the server's certificate (wss:// stays encrypted, not authenticated).
+    /// (benchlink) Do not verify the server's certificate (wss:// stays encrypted, not
+    /// authenticated).
     #[arg(long, global = true, alias = "no_cert_check")]
     no_cert_check: bool,
-    /// Reach the service through this HTTPS proxy, `[http://]host:port` (CONNECT tunnel).
-    #[arg(long, global = true, env = "HTTPS_PROXY", value_name = "HOST:PORT")]
+    /// (benchlink) Reach the service through this HTTPS proxy, `[http://]host:port`
+    /// (CONNECT tunnel).
+    #[arg(
+        long,
+        global = true,
+        env = "HTTPS_PROXY",
+        value_name = "HOST:PORT",
+        alias = "https_proxy"
+    )]
     https_proxy: Option<String>,
+    /// (benchlink) benchlink's JSON lines instead of satori-rtm-cli's output:
+    /// subscribe/view `{"channel":…,"message":…}`, publish one
+    /// `{"channel":…,"position":…}` per acknowledged message, write/delete the reply,
+    /// replay a summary; no `Sending input…` banner.
+    #[arg(long, global = true)]
+    jsonl: bool,
     #[command(subcommand)]
     command: RtmCommand,
 }
 
+/// Where `benchlink rtm` departs from satori-rtm-cli 1.5.3 on purpose (its `--help`).
+const DIFFERENCES: &str = "\
+Differences from satori-rtm-cli 1.5.3:
+  - An invalid value (of an option or a config file key) exits 4, not 1, with the
+    message on stderr; usage errors exit 1 as there. Size limits refuse what they do
+    not understand (`1.5k`) instead of dropping it.
+  - --count with --age exits 1 for subscribe and record, from the config file too
+    (a --count or --age on the command line replaces both of the file's).
+  - A publish line (or write value) that starts with {, [ or \" must be valid JSON,
+    else the command stops with exit 4 before sending it; --string sends text as is.
+    Input lines are limited to 16 MiB.
+  - A refused publish, a failed subscription, or acknowledgements still missing after
+    --reply-timeout exit 1; satori-rtm-cli exits 0 or 130.
+  - Record limits stop right after the line that reaches them (no overshoot).
+  - Replay: a JSON line that is not a record exits 4 (satori-rtm-cli exits 0);
+    --loop with stdin is refused; rate 0x is refused; a bare factor (2) is a rate.
+  - A role name without its secret (or the reverse) exits 1 instead of skipping auth.
+  - prettify_json and disable_acks in the config file are honoured.
+  - The role secret read from the config file is echoed as ***.
+  - Subcommand options go after the subcommand word (global ones go anywhere).
+  - Ctrl-C ends a command by the signal (status 130 in a shell), not with 0; record
+    flushes every line, so the file stays valid.
+  - No endpoint anywhere: a local server (see --endpoint), not open-data.api.satori.com.
+  - (benchlink) search, --jsonl, --only, --max, --timeout, --string, a MESSAGE
+    argument for publish, TLS and proxy options; replay reads benchlink's older
+    {\"t_ms\",\"channel\",\"message\"} recordings too.";
+
 #[derive(Debug, Subcommand)]
 enum RtmCommand {
-    /// Publish MESSAGE (JSON, else a JSON string), or each line of stdin with `-` or no
-    /// MESSAGE; print each message's position once acknowledged.
-    Publish(PublishArgs),
-    /// Print the messages of channels as JSON lines `{"channel":…,"message":…}`.
+    /// Print the messages of channels, `<channel>: <json>` per message, until
+    /// interrupted (or --max, --timeout).
+    #[command(infer_long_args = true)]
     Subscribe(SubscribeArgs),
-    /// Print a channel's value (`null` when never written).
-    Read(ChannelArg),
-    /// Write a channel's value (JSON, else a JSON string).
+    /// Subscribe to a view (stream SQL, `select * from CHANNEL …`) and print its output,
+    /// `view: <json>` per message.
+    #[command(infer_long_args = true)]
+    View(ViewArgs),
+    /// Publish each line of stdin (or MESSAGE): JSON when it is JSON, else a string. A
+    /// line that starts like JSON ({, [ or ") must be valid JSON (else exit 4); --string
+    /// publishes lines as text.
+    #[command(infer_long_args = true)]
+    Publish(PublishArgs),
+    /// Print a key's value (`null` when never written).
+    #[command(infer_long_args = true)]
+    Read(ReadArgs),
+    /// Write a key's value: JSON when it is JSON, else a string.
+    #[command(infer_long_args = true)]
     Write(WriteArgs),
-    /// Delete a channel's value.
-    Delete(ChannelArg),
-    /// Print the channels whose names start with PREFIX, as a JSON array.
-    Search(SearchArgs),
-    /// Record the messages of channels to a file of JSON lines
-    /// `{"t_ms":…,"channel":…,"message":…}` (milliseconds since the recording began).
+    /// Delete a key's value.
+    #[command(infer_long_args = true)]
+    Delete(DeleteArgs),
+    /// Record the messages of channels in satori-rtm-cli's format: one JSON line per
+    /// batch received, `{"subscription_id", "position", "messages", "timestamp"}`.
+    #[command(infer_long_args = true)]
     Record(RecordArgs),
-    /// Publish a recording again, keeping its relative timing.
+    /// Publish a recording again (satori-rtm-cli's format, or benchlink's older one) from
+    /// -i FILE or stdin, keeping its relative timing. Lines that are not JSON are
+    /// reported and skipped; a JSON line that is not a record stops the replay (exit 4).
+    #[command(infer_long_args = true)]
     Replay(ReplayArgs),
-}
-
-#[derive(Debug, Args)]
-struct ChannelArg {
-    channel: String,
-}
-
-#[derive(Debug, Args)]
-struct PublishArgs {
-    channel: String,
-    /// The message; `-` or none reads one message per line of stdin (blank lines are
-    /// skipped).
-    message: Option<String>,
-}
-
-#[derive(Debug, Args)]
-struct WriteArgs {
-    channel: String,
-    value: String,
-}
-
-#[derive(Debug, Args)]
-struct SearchArgs {
-    prefix: String,
+    /// (benchlink) Print the channels whose names start with PREFIX, as a JSON array.
+    #[command(infer_long_args = true)]
+    Search(SearchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -167,6 +259,14 @@ enum ModeArg {
     Advanced,
 }
 
+impl FromStr for ModeArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ModeArg, String> {
+        <ModeArg as ValueEnum>::from_str(s, false)
+            .map_err(|_| format!("Invalid delivery mode {s} (simple, reliable or advanced)"))
+    }
+}
+
 impl From<ModeArg> for Mode {
     fn from(m: ModeArg) -> Mode {
         match m {
@@ -177,72 +277,192 @@ impl From<ModeArg> for Mode {
     }
 }
 
-/// How to subscribe (shared by `subscribe` and `record`).
-#[derive(Debug, Args)]
-struct SubscriptionArgs {
-    /// Channels (with --filter: the one subscription id).
-    #[arg(required = true)]
-    channels: Vec<String>,
-    #[arg(long, value_enum, default_value = "reliable")]
-    mode: ModeArg,
-    /// Start at this position (as printed by `publish`).
-    #[arg(long)]
-    position: Option<String>,
-    /// Replay the last N messages first.
-    #[arg(long)]
-    count: Option<u64>,
-    /// Replay the last S seconds of messages first.
-    #[arg(long)]
-    age: Option<u64>,
-    /// A view, `select * from CHANNEL …`; needs exactly one subscription id.
-    #[arg(long)]
-    filter: Option<String>,
-    /// Stop after N messages (over all channels).
-    #[arg(long)]
-    max: Option<u64>,
+/// What the protocol's `only` can ask for.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Only {
+    /// Skip a message equal to the channel's previous one.
+    #[value(name = "value_changes")]
+    ValueChanges,
 }
 
+/// Where a subscription starts and what it delivers (subscribe, view, record).
 #[derive(Debug, Args)]
-struct SubscribeArgs {
-    #[command(flatten)]
-    sub: SubscriptionArgs,
-    /// Stop after SECS seconds; with --max, ending before N messages is an error.
-    #[arg(long, value_parser = parse_secs)]
+struct StartArgs {
+    /// Start at this position (`publish --jsonl` prints them); for every channel.
+    #[arg(long)]
+    position: Option<String>,
+    /// Begin with the last N messages (subscribe and record: not with --age).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Begin with the messages of the last S seconds (view: wins over --count).
+    #[arg(long, value_name = "S")]
+    age: Option<u64>,
+    /// (benchlink) `--only value_changes`: deliver a message only when it differs from
+    /// the channel's previous one (the protocol's `only` field).
+    #[arg(long, value_enum, value_name = "value_changes")]
+    only: Option<Only>,
+}
+
+/// How subscribe and view print.
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// Indent each printed value by 2 spaces.
+    #[arg(short = 'j', long = "prettify_json", alias = "prettify-json")]
+    prettify_json: bool,
+    /// (benchlink) Stop after N messages.
+    #[arg(long, value_name = "N")]
+    max: Option<u64>,
+    /// (benchlink) Stop after S seconds; with --max, ending before N messages exits 1.
+    #[arg(long, value_name = "S", value_parser = parse_secs)]
     timeout: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
-struct RecordArgs {
+struct SubscribeArgs {
+    /// The channels (messages of several channels interleave in arrival order).
+    #[arg(required = true)]
+    channels: Vec<String>,
     #[command(flatten)]
-    sub: SubscriptionArgs,
-    /// The recording (`-`: stdout); replaced if it exists.
-    #[arg(short, long)]
-    output: PathBuf,
-    /// Stop after S seconds.
-    #[arg(long, value_parser = parse_secs)]
-    duration: Option<Duration>,
+    start: StartArgs,
+    #[command(flatten)]
+    show: ShowArgs,
+    /// (benchlink, older form of `view`) A view under the one subscription id given.
+    #[arg(long, value_name = "QUERY")]
+    filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ViewArgs {
+    /// The query, e.g. "select * from `animals` where who = 'zebra'".
+    query: String,
+    /// Aggregate over this many seconds.
+    #[arg(short, long, value_name = "S")]
+    period: Option<u32>,
+    #[command(flatten)]
+    start: StartArgs,
+    #[command(flatten)]
+    show: ShowArgs,
+}
+
+/// Whether requests ask for a reply.
+#[derive(Debug, Args)]
+struct AcksArg {
+    /// Send without asking for acknowledgements (fire and forget: refusals go unseen).
+    #[arg(short = 'q', long = "disable_acks", alias = "disable-acks")]
+    disable_acks: bool,
+}
+
+#[derive(Debug, Args)]
+struct PublishArgs {
+    /// The channel.
+    channel: String,
+    /// (benchlink) Publish this one message instead of reading stdin (`-`: stdin).
+    message: Option<String>,
+    #[command(flatten)]
+    acks: AcksArg,
+    /// (benchlink) Publish every line (or MESSAGE) as a JSON string, as it is.
+    #[arg(long)]
+    string: bool,
+}
+
+#[derive(Debug, Args)]
+struct ReadArgs {
+    /// The key (a channel).
+    key: String,
+    /// Indent the value by 2 spaces.
+    #[arg(short = 'j', long = "prettify_json", alias = "prettify-json")]
+    prettify_json: bool,
+}
+
+#[derive(Debug, Args)]
+struct WriteArgs {
+    /// The key (a channel).
+    key: String,
+    /// The value: JSON when it is JSON, else a string.
+    value: String,
+    #[command(flatten)]
+    acks: AcksArg,
+    /// (benchlink) Write VALUE as a JSON string, as it is.
+    #[arg(long)]
+    string: bool,
+}
+
+#[derive(Debug, Args)]
+struct DeleteArgs {
+    /// The key (a channel).
+    key: String,
+    #[command(flatten)]
+    acks: AcksArg,
+}
+
+#[derive(Debug, Args)]
+struct SearchArgs {
+    /// The start of the channel names.
+    prefix: String,
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// The channels (lines of several channels interleave in arrival order).
+    #[arg(required = true)]
+    channels: Vec<String>,
+    /// The recording (default and `-`: stdout); replaced if it exists.
+    #[arg(short, long = "output_file", alias = "output", value_name = "FILE")]
+    output_file: Option<PathBuf>,
+    /// Stop once the lines written add up to this many bytes (e.g. 500k, 1M).
+    #[arg(long = "size_limit_in_bytes", value_name = "SIZE")]
+    size_limit: Option<Size>,
+    /// Stop after this many seconds (e.g. 60, 1k).
+    #[arg(
+        long = "time_limit_in_seconds",
+        alias = "duration",
+        value_name = "SIZE"
+    )]
+    time_limit: Option<Size>,
+    /// Stop once this many messages are recorded (a line may hold several).
+    #[arg(long = "message_count_limit", alias = "max", value_name = "SIZE")]
+    count_limit: Option<Size>,
+    #[command(flatten)]
+    start: StartArgs,
 }
 
 #[derive(Debug, Args)]
 struct ReplayArgs {
-    /// A file written by `record`.
-    file: PathBuf,
-    /// Play X times faster (0.5: half as fast).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
-    speed: f64,
-    /// Publish to P + the recorded channel.
-    #[arg(long, default_value = "")]
+    /// The recording to play (default and `-`: stdin).
+    #[arg(short, long = "input_file", value_name = "FILE")]
+    input_file: Option<PathBuf>,
+    /// (benchlink, older form of -i) The recording.
+    #[arg(value_name = "FILE", conflicts_with = "input_file")]
+    file: Option<PathBuf>,
+    /// Play the file N times (or inf); needs a file, stdin is read once.
+    #[arg(short, long = "loop", value_name = "N|inf")]
+    loops: Option<Loops>,
+    /// Speed: `<factor>x` (2x twice as fast, 0.5x half), or `unlimited` (no waiting).
+    #[arg(short, long, value_name = "RATE", alias = "speed")]
+    rate: Option<Rate>,
+    /// Publish everything to this channel instead of each record's own.
+    #[arg(
+        long = "override_channel",
+        alias = "override-channel",
+        value_name = "CHANNEL"
+    )]
+    override_channel: Option<String>,
+    /// (benchlink) Publish to P + each record's channel.
+    #[arg(long, default_value = "", value_name = "P", alias = "channel_prefix")]
     channel_prefix: String,
+    #[command(flatten)]
+    acks: AcksArg,
 }
 
-/// One line of a recording.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Recorded<'a> {
-    t_ms: u64,
-    #[serde(borrow)]
-    channel: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    message: &'a RawValue,
+/// A limit of `record`, in satori-rtm-cli's size syntax (digits and k, m, g).
+#[derive(Debug, Clone, Copy)]
+struct Size(u64);
+
+impl FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Size, String> {
+        recording::parse_size(s).map(Size)
+    }
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -250,13 +470,6 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
         .ok()
         .and_then(|x| Duration::try_from_secs_f64(x).ok())
         .ok_or_else(|| format!("expected seconds (a number ≥ 0), got {s:?}"))
-}
-
-fn parse_speed(s: &str) -> Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .ok_or_else(|| format!("expected a speed factor > 0, got {s:?}"))
 }
 
 /// A failure with the exit code it maps to.
@@ -278,115 +491,536 @@ pub(super) fn run(args: RtmArgs) -> ExitCode {
     }
 }
 
-/// The text of a message given on the command line: itself when it is JSON, else a
-/// JSON string of it.
-fn message_json(s: &str) -> String {
-    if serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() {
-        s.trim().to_owned()
-    } else {
-        serde_json::Value::from(s).to_string()
+/// How a line of input or a value argument becomes a message: text that starts like
+/// JSON (`{`, `[`, `"`) must be JSON; other text is itself when it is JSON (`42`,
+/// `true`), else a JSON string of it; with `as_string`, always a string.
+fn message_json(text: &str, as_string: bool) -> Result<String, String> {
+    if as_string {
+        return Ok(serde_json::Value::from(text).to_string());
+    }
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => Ok(text.trim().to_owned()),
+        Err(e) if text.trim_start().starts_with(['{', '[', '"']) => Err(format!(
+            "{text:?} is not valid JSON ({e}); --string publishes text as it is"
+        )),
+        Err(_) => Ok(serde_json::Value::from(text).to_string()),
     }
 }
 
+/// The command line merged with the config file, checked before anything is sent.
+struct Ctx {
+    log: Log,
+    mode: Mode,
+    timeout: Duration,
+    jsonl: bool,
+}
+
 fn execute(args: RtmArgs) -> Result<u8, Fail> {
-    if let RtmCommand::Subscribe(SubscribeArgs { sub, .. })
-    | RtmCommand::Record(RecordArgs { sub, .. }) = &args.command
-    {
-        if sub.filter.is_some() && sub.channels.len() != 1 {
-            return Err(Fail(
-                EXIT_INVALID,
-                "--filter needs exactly one subscription id".into(),
-            ));
-        }
+    let config = Settings::read(args.config.as_deref());
+    let verbosity = config.or(args.verbosity, "verbosity")?.unwrap_or(1);
+    if verbosity > 3 {
+        return Err(Fail(
+            EXIT_INVALID,
+            format!("Unexpected verbosity value {verbosity} (0 to 3)"),
+        ));
     }
-    let timeout = args.reply_timeout;
-    let session = Session::connect(&args)?;
-    let out = &mut io::stdout().lock();
-    match args.command {
-        RtmCommand::Publish(a) => {
-            let channel = a.channel;
-            let single = a.message.filter(|m| m != "-").map(|m| message_json(&m));
-            let produce = move |p: &mut Publisher| match single {
-                Some(json) => p.publish(&channel, json),
-                None => {
-                    for line in io::stdin().lock().lines() {
-                        let line = line.map_err(|e| Fail(1, format!("reading stdin: {e}")))?;
-                        if !line.trim().is_empty() {
-                            p.publish(&channel, message_json(&line))?;
-                        }
-                    }
-                    Ok(())
-                }
-            };
-            let failed = session.pipeline(timeout, produce, |_, channel, position| {
-                let line = serde_json::json!({ "channel": channel, "position": position });
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            })?;
-            return Ok(u8::from(failed > 0));
-        }
+    let ctx = Ctx {
+        log: Log(verbosity),
+        mode: config
+            .or(args.delivery, "delivery")?
+            .unwrap_or(ModeArg::Advanced)
+            .into(),
+        timeout: args.reply_timeout,
+        jsonl: args.jsonl,
+    };
+    let connect = || Session::connect(&args, &config, ctx.log);
+    match &args.command {
         RtmCommand::Subscribe(a) => {
-            let deadline = a.timeout.map(|t| Instant::now() + t);
-            let ended = session.follow(&a.sub, deadline, |channel, _, message| {
-                writeln!(out, "{}", data_line(channel, message))?;
-                out.flush()
-            })?;
-            if let (Some(max), Some(got)) = (a.sub.max, ended.timed_out) {
-                return Err(Fail(1, format!("timed out with {got} of {max} messages")));
-            }
+            let wanted = subscriptions(&a.channels, &a.start, a.filter.as_deref(), &config)?;
+            show(connect, wanted, &a.show, &config, &ctx)
         }
+        RtmCommand::View(a) => {
+            let mut options = subscribe_options(&a.start, true, &config)?;
+            options.filter = Some(a.query.clone());
+            options.period = config.or(a.period, "period")?;
+            let wanted = vec![("view".to_owned(), options)];
+            show(connect, wanted, &a.show, &config, &ctx)
+        }
+        RtmCommand::Publish(a) => publish(connect, a, &config, &ctx),
         RtmCommand::Read(a) => {
-            let value = session.client.read_sync(&a.channel, timeout)?;
-            let _ = writeln!(out, "{value}");
+            let pretty = config.flag(a.prettify_json, "prettify_json")?;
+            let session = connect()?;
+            let client = &session.client;
+            let reply = call("read", ctx.timeout, |cb| client.read(&a.key, None, cb))?;
+            #[derive(serde::Deserialize)]
+            struct Body<'a> {
+                #[serde(borrow)]
+                message: Option<&'a RawValue>,
+            }
+            let body: Body<'_> = serde_json::from_str(&reply.body)
+                .map_err(|e| Fail(1, format!("a read reply without a message: {e}")))?;
+            let value = body.message.map_or("null", RawValue::get);
+            let text = if ctx.jsonl {
+                one_line(value)
+            } else {
+                pretty_value(value, pretty).map_err(|e| Fail(1, e.to_string()))?
+            };
+            println!("{text}");
+            Ok(0)
         }
         RtmCommand::Write(a) => {
-            let value = RawValue::from_string(message_json(&a.value))
-                .map_err(|e| Fail(EXIT_INVALID, e.to_string()))?;
-            let client = &session.client;
-            let reply = call(timeout, |cb| client.write(&a.channel, &value, Some(cb)))?;
-            print_reply(out, &a.channel, &reply);
+            let value = message_json(&a.value, a.string)
+                .and_then(|v| RawValue::from_string(v).map_err(|e| e.to_string()))
+                .map_err(|e| Fail(EXIT_INVALID, e))?;
+            let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
+            change(connect, "write", &a.key, acks, &ctx, |client, cb| {
+                client.write(&a.key, &value, cb)
+            })
         }
         RtmCommand::Delete(a) => {
-            let client = &session.client;
-            let reply = call(timeout, |cb| client.delete(&a.channel, Some(cb)))?;
-            print_reply(out, &a.channel, &reply);
+            let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
+            change(connect, "delete", &a.key, acks, &ctx, |client, cb| {
+                client.delete(&a.key, cb)
+            })
         }
         RtmCommand::Search(a) => {
-            let channels = session.search(&a.prefix, timeout)?;
-            let _ = writeln!(out, "{}", serde_json::Value::from(channels));
+            let session = connect()?;
+            let channels = session.search(&a.prefix, ctx.timeout)?;
+            println!("{}", serde_json::Value::from(channels));
+            Ok(0)
         }
-        RtmCommand::Record(a) => {
-            let start = Instant::now();
-            let mut file: Box<dyn Write> = if a.output.as_os_str() == "-" {
-                Box::new(io::stdout())
-            } else {
-                let f = File::create(&a.output)
-                    .map_err(|e| Fail(1, format!("{}: {e}", a.output.display())))?;
-                Box::new(BufWriter::new(f))
-            };
-            let deadline = a.duration.map(|d| start + d);
-            let ended = session.follow(&a.sub, deadline, |channel, at, message| {
-                let message = RawValue::from_string(one_line(message)).map_err(io::Error::other)?;
-                let line = Recorded {
-                    t_ms: u64::try_from(at.saturating_duration_since(start).as_millis())
-                        .unwrap_or(u64::MAX),
-                    channel: channel.into(),
-                    message: &message,
-                };
-                let text = serde_json::to_string(&line).map_err(io::Error::other)?;
-                writeln!(file, "{text}")?;
-                file.flush()
-            })?;
-            file.flush()
-                .map_err(|e| Fail(1, format!("{}: {e}", a.output.display())))?;
-            if let Some(e) = ended.write_error {
-                return Err(Fail(1, format!("{}: {e}", a.output.display())));
-            }
-            eprintln!("recorded {} messages", ended.count);
+        RtmCommand::Record(a) => record(connect, a, &config, &ctx),
+        RtmCommand::Replay(a) => replay(connect, a, &config, &ctx),
+    }
+}
+
+/// `write` and `delete`: one request, acknowledged unless `acks` is off; prints nothing
+/// (with --jsonl, the reply).
+fn change(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    op: &str,
+    key: &str,
+    acks: bool,
+    ctx: &Ctx,
+    send: impl FnOnce(&Client, Option<Callback>) -> Result<(), Error>,
+) -> Result<u8, Fail> {
+    let session = connect()?;
+    if acks {
+        let reply = call(op, ctx.timeout, |cb| send(&session.client, Some(cb)))?;
+        if ctx.jsonl {
+            print_reply(key, &reply);
         }
-        RtmCommand::Replay(a) => return session.replay(&a, timeout),
+    } else {
+        send(&session.client, None)?;
     }
     Ok(0)
+}
+
+/// The subscribe options of `start`, the config file filling in what the command line
+/// leaves out (`--count`/`--age` from the file only when the command line has neither).
+fn subscribe_options(
+    start: &StartArgs,
+    count_with_age: bool,
+    config: &Settings,
+) -> Result<SubscribeOptions, Fail> {
+    let (count, age) = if start.count.is_some() || start.age.is_some() {
+        (start.count, start.age)
+    } else {
+        (config.or(None, "count")?, config.or(None, "age")?)
+    };
+    let (history_count, history_age) = match (count, age) {
+        (Some(_), Some(_)) if !count_with_age => {
+            return Err(Fail(
+                1,
+                "--count and --age cannot be used together: choose one (satori-rtm-cli \
+                 refuses both too; `view` takes both, and the age wins)"
+                    .into(),
+            ))
+        }
+        (Some(_), Some(age)) => (None, Some(age)),
+        other => other,
+    };
+    Ok(SubscribeOptions {
+        position: config.or(start.position.clone(), "position")?,
+        history_count,
+        history_age,
+        only_value_changes: start.only.is_some(),
+        ..SubscribeOptions::default()
+    })
+}
+
+/// The subscriptions of subscribe and record: one per channel, or one view.
+fn subscriptions(
+    channels: &[String],
+    start: &StartArgs,
+    filter: Option<&str>,
+    config: &Settings,
+) -> Result<Vec<(String, SubscribeOptions)>, Fail> {
+    let options = subscribe_options(start, false, config)?;
+    if let Some(filter) = filter {
+        let [id] = channels else {
+            return Err(Fail(1, "--filter needs exactly one subscription id".into()));
+        };
+        let options = SubscribeOptions {
+            filter: Some(filter.to_owned()),
+            ..options
+        };
+        return Ok(vec![(id.clone(), options)]);
+    }
+    Ok(channels
+        .iter()
+        .map(|c| (c.clone(), options.clone()))
+        .collect())
+}
+
+/// A value as satori-rtm-cli prints it.
+fn pretty_value(json: &str, indent: bool) -> Result<String, serde_json::Error> {
+    pyjson::dumps(json, if indent { Style::Indent } else { Style::Line })
+}
+
+/// `subscribe` and `view`.
+fn show(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    wanted: Vec<(String, SubscribeOptions)>,
+    a: &ShowArgs,
+    config: &Settings,
+    ctx: &Ctx,
+) -> Result<u8, Fail> {
+    let pretty = config.flag(a.prettify_json, "prettify_json")?;
+    let session = connect()?;
+    // A deadline too far to represent is no deadline.
+    let deadline = a.timeout.and_then(|t| Instant::now().checked_add(t));
+    let max = a.max.unwrap_or(u64::MAX);
+    let mut count = 0u64;
+    let out = &mut io::stdout().lock();
+    let ended = if max == 0 {
+        Ended::Stopped
+    } else {
+        session.follow(wanted, ctx, deadline, |data| {
+            let id = data.subscription_id();
+            for m in data.messages() {
+                if ctx.jsonl {
+                    writeln!(out, "{}", data_line(&id, m))?;
+                } else {
+                    let value = pretty_value(m, pretty).map_err(io::Error::other)?;
+                    writeln!(out, "{id}: {value}")?;
+                }
+                count += 1;
+                if count == max {
+                    break;
+                }
+            }
+            out.flush()?;
+            Ok(if count == max { Flow::Stop } else { Flow::Go })
+        })?
+    };
+    match (ended, a.max) {
+        (Ended::Deadline, Some(max)) if count < max => {
+            Err(Fail(1, format!("timed out with {count} of {max} messages")))
+        }
+        // Stdout closed (`| head`): the reader has what it wanted.
+        _ => Ok(0),
+    }
+}
+
+/// `publish`.
+fn publish(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    a: &PublishArgs,
+    config: &Settings,
+    ctx: &Ctx,
+) -> Result<u8, Fail> {
+    let as_string = a.string;
+    let single = match a.message.as_deref().filter(|m| *m != "-") {
+        Some(m) => Some(message_json(m, as_string).map_err(|e| Fail(EXIT_INVALID, e))?),
+        None => None,
+    };
+    let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
+    let session = connect()?;
+    let channel = a.channel.clone();
+    if single.is_none() && !ctx.jsonl {
+        println!("Sending input to {channel}, press C-d or C-c to stop");
+        let _ = io::stdout().flush();
+    }
+    let produce = move |p: &mut Publisher| match single {
+        Some(json) => p.publish(&channel, json),
+        None => {
+            for line in lines(io::stdin().lock(), "stdin") {
+                if p.refused() {
+                    break;
+                }
+                let (n, line) = line?;
+                let text = if as_string { &line } else { line.trim_end() };
+                let json = message_json(text, as_string)
+                    .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
+                p.publish(&channel, json)?;
+            }
+            Ok(())
+        }
+    };
+    let out = &mut io::stdout().lock();
+    let jsonl = ctx.jsonl;
+    let published = session.pipeline(ctx, acks, produce, |channel, position| {
+        if jsonl {
+            let line = serde_json::json!({ "channel": channel, "position": position });
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    })?;
+    Ok(u8::from(published.failed > 0))
+}
+
+/// Longest input line (a message for publish, a record for replay) held in memory.
+const MAX_LINE: usize = 16 << 20;
+
+/// The lines of `input` (numbered from 1, without their line ending), each at most
+/// [`MAX_LINE`] bytes: input without newlines cannot exhaust memory. A longer line, or
+/// one that is not UTF-8, is an invalid value; `name` says where in messages.
+fn lines<'a>(
+    mut input: impl BufRead + 'a,
+    name: &'a str,
+) -> impl Iterator<Item = Result<(usize, String), Fail>> + 'a {
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        let mut buf = Vec::new();
+        n += 1;
+        let read = input
+            .by_ref()
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf);
+        match read {
+            Ok(0) => None,
+            Err(e) => Some(Err(Fail(1, format!("{name}: {e}")))),
+            Ok(_) => {
+                if buf.last() == Some(&b'\n') {
+                    buf.pop();
+                    if buf.last() == Some(&b'\r') {
+                        buf.pop();
+                    }
+                } else if buf.len() > MAX_LINE {
+                    return Some(Err(Fail(
+                        EXIT_INVALID,
+                        format!("{name}:{n}: a line longer than {MAX_LINE} bytes"),
+                    )));
+                }
+                Some(
+                    String::from_utf8(buf)
+                        .map(|line| (n, line))
+                        .map_err(|_| Fail(EXIT_INVALID, format!("{name}:{n}: not UTF-8"))),
+                )
+            }
+        }
+    })
+}
+
+/// `record`.
+fn record(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    a: &RecordArgs,
+    config: &Settings,
+    ctx: &Ctx,
+) -> Result<u8, Fail> {
+    let wanted = subscriptions(&a.channels, &a.start, None, config)?;
+    let size = config.or(a.size_limit, "size_limit_in_bytes")?;
+    let time = config.or(a.time_limit, "time_limit_in_seconds")?;
+    let messages = config.or(a.count_limit, "message_count_limit")?;
+    let path = config
+        .or(a.output_file.clone(), "output_file")?
+        .filter(|p| p.as_os_str() != "-");
+    let name = path
+        .as_ref()
+        .map_or("stdout".into(), |p| p.display().to_string());
+    let mut out: Box<dyn Write> = match &path {
+        None => Box::new(io::stdout()),
+        Some(p) => Box::new(BufWriter::new(
+            File::create(p).map_err(|e| Fail(1, format!("{name}: {e}")))?,
+        )),
+    };
+    let session = connect()?;
+    let log = ctx.log;
+    if let Some(Size(n)) = size {
+        log.info(format_args!("Log size limit: {n} bytes"));
+    }
+    if let Some(Size(n)) = messages {
+        log.info(format_args!("Log size limit: {n} messages"));
+    }
+    if let Some(Size(n)) = time {
+        log.info(format_args!("Time limit: {n} seconds"));
+    }
+    let deadline = time.and_then(|Size(s)| Instant::now().checked_add(Duration::from_secs(s)));
+    let (mut bytes_left, mut messages_left) = (size.map(|s| s.0), messages.map(|s| s.0));
+    let ended = session.follow(wanted, ctx, deadline, |data| {
+        let timestamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let batch = data.messages();
+        let line = recording::line(
+            &data.subscription_id(),
+            data.position().as_deref(),
+            &batch,
+            timestamp,
+        )
+        .map_err(io::Error::other)?;
+        writeln!(out, "{line}")?;
+        out.flush()?;
+        // Stops right after the line that reaches a limit (satori-rtm-cli overshoots).
+        let spend = |left: &mut Option<u64>, used: usize, why: &str| {
+            let Some(left) = left else { return false };
+            *left = left.saturating_sub(used as u64);
+            if *left == 0 {
+                log.info(why);
+            }
+            *left == 0
+        };
+        let full = spend(
+            &mut messages_left,
+            batch.len(),
+            "Message count limit reached",
+        ) | spend(&mut bytes_left, line.len(), "Log size limit reached");
+        Ok(if full { Flow::Stop } else { Flow::Go })
+    })?;
+    match ended {
+        Ended::Output(e) => Err(Fail(1, format!("{name}: {e}"))),
+        Ended::Deadline => {
+            log.info("Time limit reached");
+            Ok(0)
+        }
+        Ended::Stopped => Ok(0),
+    }
+}
+
+/// Where `replay` reads.
+#[derive(Clone)]
+enum Input {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Input {
+    fn open(&self) -> Result<Box<dyn BufRead>, Fail> {
+        match self {
+            Input::Stdin => Ok(Box::new(io::stdin().lock())),
+            Input::File(p) => File::open(p)
+                .map(|f| Box::new(BufReader::new(f)) as Box<dyn BufRead>)
+                .map_err(|e| Fail(1, format!("{}: {e}", p.display()))),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Input::Stdin => "stdin".into(),
+            Input::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// `replay`.
+fn replay(
+    connect: impl FnOnce() -> Result<Session, Fail>,
+    a: &ReplayArgs,
+    config: &Settings,
+    ctx: &Ctx,
+) -> Result<u8, Fail> {
+    let input = match config.or(a.input_file.clone().or(a.file.clone()), "input_file")? {
+        Some(p) if p.as_os_str() != "-" => Input::File(p),
+        _ => Input::Stdin,
+    };
+    let loops = config.or(a.loops, "loop")?;
+    if matches!(input, Input::Stdin) && loops.is_some_and(|l| l != Loops::Times(1)) {
+        // satori-rtm-cli accepts it and plays stdin once.
+        return Err(Fail(
+            1,
+            "--loop needs --input_file: stdin is read once".into(),
+        ));
+    }
+    let loops = loops.unwrap_or(Loops::Times(1));
+    let rate = config.or(a.rate, "rate")?.unwrap_or(Rate::Times(1.0));
+    let target = config.or(a.override_channel.clone(), "override_channel")?;
+    let prefix = a.channel_prefix.clone();
+    let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
+    if let Input::File(p) = &input {
+        // Said now rather than after connecting.
+        File::open(p).map_err(|e| Fail(1, format!("{}: {e}", p.display())))?;
+    }
+    let session = connect()?;
+    let log = ctx.log;
+    let started = Instant::now();
+    let produce = move |p: &mut Publisher| {
+        let name = input.name();
+        let mut cycle = 0u64;
+        while loops != Loops::Times(cycle) {
+            let mut schedule = Schedule::new(rate);
+            for line in lines(input.open()?, &name) {
+                if p.refused() {
+                    return Ok(());
+                }
+                let (n, line) = line?;
+                let at = || format!("{name}:{n}");
+                let record = match recording::parse(&line) {
+                    Ok(r) => r,
+                    Err(BadRecord::NotJson) => {
+                        log.error(format_args!("Bad line: {line}"));
+                        continue;
+                    }
+                    Err(BadRecord::Invalid(why)) => {
+                        return Err(Fail(
+                            EXIT_INVALID,
+                            format!("Exception: {}: not a recording line: {why}", at()),
+                        ))
+                    }
+                };
+                let channel = match (&target, record.channel) {
+                    (Some(t), _) => t.clone(),
+                    (None, Some(c)) => format!("{prefix}{c}"),
+                    (None, None) => {
+                        return Err(Fail(
+                            EXIT_INVALID,
+                            format!(
+                                "Exception: {}: no \"subscription_id\" (and no \
+                                 --override_channel)",
+                                at()
+                            ),
+                        ))
+                    }
+                };
+                let wait = schedule.wait(record.timestamp, Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                for m in record.messages {
+                    p.publish(&channel, m.get().to_owned())?;
+                }
+            }
+            cycle += 1;
+            if matches!(input, Input::Stdin) {
+                break;
+            }
+            log.warn(format_args!("Messages published: {}", p.sent));
+            match loops {
+                Loops::Times(n) if n > cycle => {
+                    log.warn(format_args!("Playback cycle finished, {} to go", n - cycle));
+                }
+                Loops::Forever => log.warn("Playback cycle finished"),
+                Loops::Times(_) => {}
+            }
+        }
+        Ok(())
+    };
+    let published = session.pipeline(ctx, acks, produce, |_, _| {})?;
+    let took = started.elapsed();
+    log.warn(format_args!(
+        "Playback finished, total time: {:.2} seconds",
+        took.as_secs_f64()
+    ));
+    if ctx.jsonl {
+        let summary = serde_json::json!({
+            "published": published.sent - published.failed,
+            "failed": published.failed,
+            "duration_ms": u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        });
+        println!("{summary}");
+    }
+    Ok(u8::from(published.failed > 0))
 }
 
 /// `message` on one line (JSON allows raw newlines only as whitespace).
@@ -410,17 +1044,19 @@ fn data_line(channel: &str, message: &str) -> String {
 }
 
 /// Prints a reply's body with the channel added.
-fn print_reply(out: &mut impl Write, channel: &str, reply: &Reply) {
+fn print_reply(channel: &str, reply: &Reply) {
     let mut body = match reply.json() {
         serde_json::Value::Object(m) => m,
         _ => serde_json::Map::new(),
     };
     body.insert("channel".into(), channel.into());
-    let _ = writeln!(out, "{}", serde_json::Value::Object(body));
+    println!("{}", serde_json::Value::Object(body));
 }
 
-/// Sends one request with a callback and waits up to `timeout` for its reply.
+/// Sends one `rtm/<op>` request with a callback and waits up to `timeout` for its reply;
+/// failures say so as satori-rtm-cli does (`rtm/read operation failed: …`).
 fn call(
+    op: &str,
     timeout: Duration,
     send: impl FnOnce(Callback) -> Result<(), Error>,
 ) -> Result<Reply, Fail> {
@@ -428,11 +1064,12 @@ fn call(
     send(Box::new(move |r| {
         let _ = tx.send(r);
     }))?;
+    let failed = |why: String| Fail(1, format!("rtm/{op} operation {why}"));
     match rx.recv_timeout(timeout) {
         Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
-        Ok(Response::Reply(r)) => Err(Error::Reply(r).into()),
-        Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => Err(Error::Timeout.into()),
-        Ok(Response::Disconnected) => Err(Error::Disconnected.into()),
+        Ok(Response::Reply(r)) => Err(failed(format!("failed: {}", r.body))),
+        Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => Err(failed("timed out".into())),
+        Ok(Response::Disconnected) => Err(failed("failed: the connection was lost".into())),
         Err(RecvTimeoutError::Disconnected) => Err(Error::Disposed.into()),
     }
 }
@@ -443,37 +1080,42 @@ enum Conn {
     Stopped,
 }
 
-/// Tells the command about connection changes; says on stderr why a connection dropped.
+/// Says on stderr what the connection does, as satori-rtm-cli does (`Connected`,
+/// `Disconnected`), with the reason of a drop; tells the command when it is connected.
 struct Watch {
     states: Sender<Conn>,
+    log: Log,
     /// Why the last connection ended, until the reconnect is announced.
     why: Option<String>,
 }
 
-impl Watch {
-    fn new(states: Sender<Conn>) -> Watch {
-        Watch { states, why: None }
-    }
-}
-
 impl ClientObserver for Watch {
     fn on_enter_connected(&mut self) {
+        self.log.warn("Connected");
         let _ = self.states.send(Conn::Connected);
     }
+    fn on_leave_connected(&mut self) {
+        self.log.warn("Disconnected");
+    }
     fn on_link_closed(&mut self, why: &str) {
+        self.log.debug(format_args!("connection closed: {why}"));
         self.why = Some(why.to_owned());
     }
     fn on_enter_awaiting(&mut self) {
         match self.why.take() {
-            Some(why) => eprintln!("warning: connection lost ({why}); reconnecting"),
-            None => eprintln!("warning: connection lost; reconnecting"),
+            Some(why) => self.log.warn(format_args!(
+                "Reconnecting: the connection was lost ({why})"
+            )),
+            None => self.log.warn("Reconnecting: the connection was lost"),
         }
     }
     fn on_enter_stopped(&mut self) {
         let _ = self.states.send(Conn::Stopped);
     }
     fn on_fast_forward(&mut self, channel: &str) {
-        eprintln!("warning: the server skipped messages of {channel} (fast-forward)");
+        self.log.warn(format_args!(
+            "the server skipped messages of {channel} (fast-forward)"
+        ));
     }
 }
 
@@ -486,19 +1128,49 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Before the local server goes: close cleanly and join the I/O thread.
+        // Stop first: its close goes out behind the requests not yet written (those sent
+        // without acknowledgement included), where dispose alone would drop them. Then,
+        // before the local server goes, dispose and join the I/O thread.
+        if self.client.stop().is_ok() {
+            self.client
+                .wait_for_state(|s| s == ClientState::Stopped, STOP_WAIT);
+        }
         let _ = self.client.dispose();
     }
 }
 
+/// What a subscribing command's output says after each batch.
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// How [`Session::follow`] ended.
+enum Ended {
+    /// The output said stop.
+    Stopped,
+    /// The deadline passed.
+    Deadline,
+    /// The output failed (stdout closed, disk full).
+    Output(io::Error),
+}
+
+/// What [`Session::pipeline`] did.
+struct Published {
+    /// Messages sent.
+    sent: u64,
+    /// Messages refused or not acknowledged.
+    failed: u64,
+}
+
 impl Session {
-    fn connect(args: &RtmArgs) -> Result<Session, Fail> {
+    fn connect(args: &RtmArgs, config: &Settings, log: Log) -> Result<Session, Fail> {
         let Target {
             endpoint,
             appkey,
             auth,
             local,
-        } = Target::resolve(args)?;
+        } = Target::resolve(args, config, log)?;
         if let Err(e) = Endpoint::parse(&endpoint) {
             return Err(Fail(EXIT_INVALID, format!("--endpoint {endpoint:?}: {e}")));
         }
@@ -507,7 +1179,7 @@ impl Session {
             .clone()
             .or_else(|| std::env::var("https_proxy").ok())
             .filter(|p| !p.is_empty());
-        let mut options = ClientOptions::new(endpoint.clone(), appkey);
+        let mut options = ClientOptions::new(endpoint.clone(), appkey.clone());
         options.transport.https_proxy = match proxy {
             Some(p) => Some(parse_proxy(&p).map_err(|e| Fail(EXIT_INVALID, e))?),
             None => None,
@@ -515,8 +1187,16 @@ impl Session {
         options.transport.tls =
             TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
                 .map_err(|e| Fail(1, e.to_string()))?;
+        log.warn(format_args!(
+            "Connecting to {endpoint} using appkey {appkey}"
+        ));
         let (tx, rx) = mpsc::channel();
-        let client = Client::with_observer(options, Some(Box::new(Watch::new(tx))))?;
+        let watch = Watch {
+            states: tx,
+            log,
+            why: None,
+        };
+        let client = Client::with_observer(options, Some(Box::new(watch)))?;
         let session = Session {
             client,
             _local: local,
@@ -581,52 +1261,44 @@ impl Session {
         }
     }
 
-    /// Subscribes as `args` says and hands every message to `sink` (channel, arrival
-    /// time, raw JSON) until `--max` messages, the deadline, or a failed sink.
+    /// Opens the subscriptions `wanted` (key, options) and hands every batch of
+    /// messages to `output` until it says stop, the deadline passes, or a subscription
+    /// fails (an error).
     fn follow(
         &self,
-        args: &SubscriptionArgs,
+        wanted: Vec<(String, SubscribeOptions)>,
+        ctx: &Ctx,
         deadline: Option<Instant>,
-        mut sink: impl FnMut(&str, Instant, &str) -> io::Result<()>,
-    ) -> Result<Followed, Fail> {
+        mut output: impl FnMut(&SubscriptionData) -> io::Result<Flow>,
+    ) -> Result<Ended, Fail> {
         // Bounded: when the output is slower than the server, the client's thread waits
         // here, stops reading the socket, and TCP slows the server down (nothing grows).
         // Leaving this function drops the receiver, which releases a waiting sender.
         let (tx, rx) = mpsc::sync_channel(FOLLOW_BACKLOG);
-        for channel in &args.channels {
-            let options = SubscribeOptions {
-                position: args.position.clone(),
-                history_count: args.count,
-                history_age: args.age,
-                filter: args.filter.clone(),
-                ..SubscribeOptions::default()
-            };
+        match wanted.as_slice() {
+            [(key, _)] => ctx
+                .log
+                .info(format_args!("Subscribing to {key}, press C-c to stop")),
+            many => ctx.log.info(format_args!(
+                "Subscribing to {} channels, press C-c to stop",
+                many.len()
+            )),
+        }
+        for (key, options) in wanted {
             let observer = Sub {
-                channel: channel.clone(),
+                key: key.clone(),
                 tx: tx.clone(),
-                subscribed: false,
             };
             self.client
-                .subscribe(channel, args.mode.into(), observer, options)
-                .map_err(|e| Fail(1, format!("subscribing to {channel}: {e}")))?;
+                .subscribe(&key, ctx.mode, observer, options)
+                .map_err(|e| Fail(1, format!("subscribing to {key}: {e}")))?;
         }
         drop(tx);
-        let mut ended = Followed {
-            count: 0,
-            timed_out: None,
-            write_error: None,
-        };
-        if args.max == Some(0) {
-            return Ok(ended);
-        }
         loop {
             let event = match deadline {
                 Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
                     Ok(e) => e,
-                    Err(RecvTimeoutError::Timeout) => {
-                        ended.timed_out = Some(ended.count);
-                        return Ok(ended);
-                    }
+                    Err(RecvTimeoutError::Timeout) => return Ok(Ended::Deadline),
                     Err(RecvTimeoutError::Disconnected) => break,
                 },
                 None => match rx.recv() {
@@ -635,168 +1307,100 @@ impl Session {
                 },
             };
             match event {
-                SubEvent::Subscribed(channel) => eprintln!("subscribed to {channel}"),
-                SubEvent::Failed(channel, reason) => {
+                SubEvent::Subscribed => ctx.log.info("Subscription became active"),
+                SubEvent::Failed(key, reason) => {
                     return Err(Fail(
                         1,
-                        format!("subscription to {channel} failed: {reason}"),
+                        format!("Subscription failed because: {reason} ({key})"),
                     ))
                 }
-                SubEvent::Data(channel, at, messages) => {
-                    for m in messages {
-                        if let Err(e) = sink(&channel, at, &m) {
-                            ended.write_error = Some(e);
-                            return Ok(ended);
-                        }
-                        ended.count += 1;
-                        if Some(ended.count) == args.max {
-                            return Ok(ended);
-                        }
-                    }
-                }
+                SubEvent::Data(data) => match output(&data) {
+                    Ok(Flow::Go) => {}
+                    Ok(Flow::Stop) => return Ok(Ended::Stopped),
+                    Err(e) => return Ok(Ended::Output(e)),
+                },
             }
         }
         Err(Fail(1, "the client stopped".into()))
     }
 
-    /// Runs `produce` on its own thread with a [`Publisher`]; `on_ok` receives every
-    /// acknowledged message in order (sequence number, channel, position). Failed
-    /// messages are reported on stderr; returns how many failed.
+    /// Runs `produce` on its own thread with a [`Publisher`]; with `acks`, `on_ok`
+    /// receives every acknowledged message in order (channel, position) and refusals
+    /// are said on stderr (`Publish failed: …`), after which the producer is asked to
+    /// stop.
     fn pipeline(
         &self,
-        timeout: Duration,
+        ctx: &Ctx,
+        acks: bool,
         produce: impl FnOnce(&mut Publisher) -> Result<(), Fail> + Send + 'static,
-        mut on_ok: impl FnMut(u64, &str, &str),
-    ) -> Result<u64, Fail> {
+        mut on_ok: impl FnMut(&str, &str),
+    ) -> Result<Published, Fail> {
         let (tx, rx) = mpsc::channel();
         let inflight = Arc::new(Inflight::default());
         let mut publisher = Publisher {
             client: self.client.clone(),
             tx,
             inflight: Arc::clone(&inflight),
+            acks,
             next: 0,
-            timeout,
+            sent: 0,
+            timeout: ctx.timeout,
         };
         std::thread::Builder::new()
             .name("benchlink-publish".into())
             .spawn(move || {
                 let result = produce(&mut publisher);
-                let _ = publisher.tx.send(PubEvent::Done(publisher.next, result));
+                let _ = publisher
+                    .tx
+                    .send(PubEvent::Done(publisher.next, publisher.sent, result));
             })
             .map_err(|e| Fail(1, format!("cannot spawn a thread: {e}")))?;
         collect_acks(
             &rx,
             &inflight,
-            timeout,
-            |seq, channel, outcome| match outcome {
-                Ok(position) => on_ok(seq, channel, position),
-                Err(e) => eprintln!("error: message {} to {channel}: {e}", seq + 1),
+            ctx.timeout,
+            |channel, outcome| match outcome {
+                Ok(position) => on_ok(channel, position),
+                Err(e) => eprintln!("Publish failed: {channel}: {e}"),
             },
         )
     }
-
-    /// `benchlink rtm replay`.
-    fn replay(&self, a: &ReplayArgs, timeout: Duration) -> Result<u8, Fail> {
-        let text = std::fs::read_to_string(&a.file)
-            .map_err(|e| Fail(1, format!("{}: {e}", a.file.display())))?;
-        let mut lines = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let r: Recorded<'_> = serde_json::from_str(line).map_err(|e| {
-                Fail(
-                    EXIT_INVALID,
-                    format!("{}:{}: not a recording line: {e}", a.file.display(), n + 1),
-                )
-            })?;
-            lines.push((
-                r.t_ms,
-                format!("{}{}", a.channel_prefix, r.channel),
-                r.message.get().to_owned(),
-            ));
-        }
-        let speed = a.speed;
-        let total = lines.len();
-        let started = Instant::now();
-        let failed = self.pipeline(
-            timeout,
-            move |p| {
-                let t0 = lines.first().map_or(0, |l| l.0);
-                for (t, channel, message) in lines {
-                    let offset = Duration::from_millis(t.saturating_sub(t0)).div_f64(speed);
-                    let due = started + offset;
-                    let now = Instant::now();
-                    if due > now {
-                        std::thread::sleep(due - now);
-                    }
-                    p.publish(&channel, message)?;
-                }
-                Ok(())
-            },
-            |_, _, _| {},
-        )?;
-        let summary = serde_json::json!({
-            "published": total as u64 - failed,
-            "failed": failed,
-            "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        });
-        println!("{summary}");
-        Ok(u8::from(failed > 0))
-    }
-}
-
-/// How [`Session::follow`] ended.
-struct Followed {
-    count: u64,
-    /// The deadline passed, with this many messages.
-    timed_out: Option<u64>,
-    /// The sink failed (stdout closed, disk full).
-    write_error: Option<io::Error>,
 }
 
 enum SubEvent {
-    Subscribed(String),
+    Subscribed,
     Failed(String, String),
-    Data(String, Instant, Vec<String>),
+    Data(SubscriptionData),
 }
 
 /// Data PDUs a subscribing command holds between the client's thread and its output.
 const FOLLOW_BACKLOG: usize = 256;
 
 struct Sub {
-    channel: String,
+    key: String,
     tx: SyncSender<SubEvent>,
-    subscribed: bool,
 }
 
 impl SubscriptionObserver for Sub {
     fn on_enter_subscribed(&mut self) {
-        if !self.subscribed {
-            self.subscribed = true;
-            let _ = self.tx.send(SubEvent::Subscribed(self.channel.clone()));
-        }
+        let _ = self.tx.send(SubEvent::Subscribed);
     }
     fn on_enter_failed(&mut self, reason: &str) {
         let _ = self
             .tx
-            .send(SubEvent::Failed(self.channel.clone(), reason.to_owned()));
+            .send(SubEvent::Failed(self.key.clone(), reason.to_owned()));
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
-        let messages = data.messages().into_iter().map(str::to_owned).collect();
-        let _ = self.tx.send(SubEvent::Data(
-            self.channel.clone(),
-            Instant::now(),
-            messages,
-        ));
+        let _ = self.tx.send(SubEvent::Data(data.clone()));
     }
 }
 
-/// Publishes waiting for their acknowledgement.
+/// Publishes waiting for their acknowledgement, and whether one was refused.
 #[derive(Default)]
 struct Inflight {
     n: Mutex<usize>,
     changed: Condvar,
+    refused: AtomicBool,
 }
 
 impl Inflight {
@@ -830,8 +1434,9 @@ impl Inflight {
 
 enum PubEvent {
     Ack(u64, String, Response),
-    /// The producer finished after publishing this many messages.
-    Done(u64, Result<(), Fail>),
+    /// The producer finished after publishing this many messages with acks, this many
+    /// in all.
+    Done(u64, u64, Result<(), Fail>),
 }
 
 /// The producer's side of [`Session::pipeline`].
@@ -839,12 +1444,23 @@ struct Publisher {
     client: Client,
     tx: Sender<PubEvent>,
     inflight: Arc<Inflight>,
+    acks: bool,
+    /// Sequence number of the next acknowledged publish.
     next: u64,
+    /// Messages sent.
+    sent: u64,
     timeout: Duration,
 }
 
 impl Publisher {
     fn publish(&mut self, channel: &str, json: String) -> Result<(), Fail> {
+        if !self.acks {
+            self.client
+                .publish_json(channel, json, None)
+                .map_err(|e| Fail(1, format!("publishing to {channel}: {e}")))?;
+            self.sent += 1;
+            return Ok(());
+        }
         if !self.inflight.acquire(self.timeout) {
             return Err(Fail(
                 1,
@@ -869,25 +1485,31 @@ impl Publisher {
             return Err(Fail(1, format!("publishing to {channel}: {e}")));
         }
         self.next += 1;
+        self.sent += 1;
         Ok(())
+    }
+
+    /// Whether the server refused a message: the producer should stop.
+    fn refused(&self) -> bool {
+        self.inflight.refused.load(Ordering::Relaxed)
     }
 }
 
 /// Receives acknowledgements until the producer is done and every message it published
-/// is acknowledged; hands them to `each` in publication order. Returns how many failed.
+/// is acknowledged; hands them to `each` in publication order.
 fn collect_acks(
     rx: &Receiver<PubEvent>,
     inflight: &Inflight,
     timeout: Duration,
-    mut each: impl FnMut(u64, &str, Result<&str, String>),
-) -> Result<u64, Fail> {
+    mut each: impl FnMut(&str, Result<&str, String>),
+) -> Result<Published, Fail> {
     let mut pending = BTreeMap::new();
     let mut next = 0u64;
     let mut failed = 0u64;
-    let mut done: Option<(u64, Result<(), Fail>)> = None;
+    let mut done: Option<(u64, u64, Result<(), Fail>)> = None;
     loop {
-        if let Some((total, _)) = &done {
-            if next >= *total {
+        if let Some((acked, _, _)) = &done {
+            if next >= *acked {
                 break;
             }
         }
@@ -907,18 +1529,19 @@ fn collect_acks(
                     };
                     if outcome.is_err() {
                         failed += 1;
+                        inflight.refused.store(true, Ordering::Relaxed);
                     }
-                    each(next, &channel, outcome.as_deref().map_err(Clone::clone));
+                    each(&channel, outcome.as_deref().map_err(Clone::clone));
                     next += 1;
                 }
             }
-            Ok(PubEvent::Done(total, result)) => done = Some((total, result)),
+            Ok(PubEvent::Done(acked, sent, result)) => done = Some((acked, sent, result)),
             Err(RecvTimeoutError::Timeout) if inflight.count() == 0 => {}
             Err(RecvTimeoutError::Timeout) => {
                 return Err(Fail(
                     1,
                     format!(
-                        "{} messages not acknowledged within {timeout:?}",
+                        "{} publishes remain unacked after {timeout:?}",
                         inflight.count()
                     ),
                 ))
@@ -929,8 +1552,9 @@ fn collect_acks(
         }
     }
     match done {
-        Some((_, Err(e))) => Err(e),
-        _ => Ok(failed),
+        Some((_, _, Err(e))) => Err(e),
+        Some((_, sent, Ok(()))) => Ok(Published { sent, failed }),
+        None => Ok(Published { sent: 0, failed }),
     }
 }
 
@@ -939,13 +1563,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn messages_from_the_command_line() {
-        assert_eq!(message_json(r#"{"a": 1}"#), r#"{"a": 1}"#);
-        assert_eq!(message_json("42"), "42");
-        assert_eq!(message_json(" true "), "true");
-        assert_eq!(message_json("hello"), r#""hello""#);
-        assert_eq!(message_json(r#"say "hi""#), r#""say \"hi\"""#);
-        assert_eq!(message_json(""), r#""""#);
+    fn messages_from_input_lines() {
+        assert_eq!(message_json(r#"{"a": 1}"#, false).unwrap(), r#"{"a": 1}"#);
+        assert_eq!(message_json("42", false).unwrap(), "42");
+        assert_eq!(message_json(" true ", false).unwrap(), "true");
+        assert_eq!(message_json("hello", false).unwrap(), r#""hello""#);
+        assert_eq!(message_json(r#""quoted""#, false).unwrap(), r#""quoted""#);
+        assert_eq!(
+            message_json(r#"say "hi""#, false).unwrap(),
+            r#""say \"hi\"""#
+        );
+        assert_eq!(message_json("", false).unwrap(), r#""""#);
+        for bad in [r#"{"who":"#, "[1,", r#""open"#, r#"  {"a" 1}"#] {
+            assert!(message_json(bad, false).is_err(), "{bad}");
+        }
+        assert_eq!(message_json(r#"{"who":"#, true).unwrap(), r#""{\"who\":""#);
+        assert_eq!(message_json("42", true).unwrap(), r#""42""#);
     }
 
     #[test]
@@ -964,12 +1597,38 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_speeds() {
+    fn lines_are_bounded() {
+        let text = b"a\r\nb\n\nlast".as_slice();
+        let got: Vec<_> = lines(text, "t").map(|l| l.ok().unwrap()).collect();
+        assert_eq!(
+            got,
+            [
+                (1, "a".into()),
+                (2, "b".into()),
+                (3, String::new()),
+                (4, "last".into())
+            ]
+        );
+        let long = vec![b'x'; MAX_LINE + 1];
+        let mut it = lines(long.as_slice(), "t");
+        assert!(
+            matches!(it.next(), Some(Err(Fail(EXIT_INVALID, m))) if m.contains("t:1: a line longer"))
+        );
+        let mut exact = vec![b'x'; MAX_LINE];
+        exact.push(b'\n');
+        assert!(
+            matches!(lines(exact.as_slice(), "t").next(), Some(Ok((1, l))) if l.len() == MAX_LINE)
+        );
+        assert!(matches!(
+            lines(b"\xff\n".as_slice(), "t").next(),
+            Some(Err(Fail(EXIT_INVALID, _)))
+        ));
+    }
+
+    #[test]
+    fn durations() {
         assert_eq!(parse_secs("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_secs("-1").is_err());
         assert!(parse_secs("x").is_err());
-        assert!(parse_speed("0").is_err());
-        assert!(parse_speed("inf").is_err());
-        assert_eq!(parse_speed("2"), Ok(2.0));
     }
 }

@@ -6,11 +6,13 @@
 //! server started in the process, and the command says so on stderr.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
-use super::rtm::{Fail, RtmArgs, Secret, EXIT_INVALID};
+use super::rtm::{Fail, Log, RtmArgs, Secret, EXIT_INVALID};
 use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 
 /// Where `benchlink sandbox` serves RTM by default.
@@ -30,14 +32,53 @@ pub(super) struct Target {
 /// Values of satori-rtm-cli's config file, by option name.
 type ConfigValues = BTreeMap<String, String>;
 
+/// satori-rtm-cli's config file, read once: any long option can be set there under its
+/// underscore name (`delivery = "simple"`, `count = 10`, `prettify_json = true`); the
+/// command line wins over it.
+#[derive(Default)]
+pub(super) struct Settings {
+    values: ConfigValues,
+}
+
+impl Settings {
+    /// Reads the file named by `-c`, else the default one; says on stderr what it read.
+    pub(super) fn read(explicit: Option<&Path>) -> Settings {
+        Settings {
+            values: read_config(explicit),
+        }
+    }
+
+    /// `given` when the command line has it, else the file's `key`, checked.
+    pub(super) fn or<T: FromStr>(&self, given: Option<T>, key: &str) -> Result<Option<T>, Fail>
+    where
+        T::Err: Display,
+    {
+        if given.is_some() {
+            return Ok(given);
+        }
+        self.values
+            .get(key)
+            .map(|v| {
+                v.parse()
+                    .map_err(|e| Fail(EXIT_INVALID, format!("config file: {key} = {v}: {e}")))
+            })
+            .transpose()
+    }
+
+    /// A flag: on when given on the command line or set `true` in the file.
+    /// (satori-rtm-cli ignores boolean keys of its file; benchlink honours them.)
+    pub(super) fn flag(&self, given: bool, key: &str) -> Result<bool, Fail> {
+        Ok(given || self.or(None::<bool>, key)?.unwrap_or(false))
+    }
+}
+
 impl Target {
-    pub(super) fn resolve(args: &RtmArgs) -> Result<Target, Fail> {
-        let config = read_config(args.config.as_deref());
+    pub(super) fn resolve(args: &RtmArgs, config: &Settings, log: Log) -> Result<Target, Fail> {
         let pick = |given: &Option<String>, env: &str, key: &str| {
             given
                 .clone()
                 .or_else(|| std::env::var(env).ok().filter(|v| !v.is_empty()))
-                .or_else(|| config.get(key).cloned())
+                .or_else(|| config.values.get(key).cloned())
         };
         let endpoint = pick(&args.endpoint, "SATORI_ENDPOINT", "endpoint");
         let appkey = pick(&args.appkey, "SATORI_APPKEY", "appkey");
@@ -50,19 +91,20 @@ impl Target {
         let auth = match (role, secret) {
             (Some(role), Some(secret)) => Some((role, Secret(secret))),
             (None, None) => None,
+            // satori-rtm-cli silently skips authentication here.
             _ => {
                 return Err(Fail(
-                    EXIT_INVALID,
-                    "--role and --role-secret go together".into(),
+                    1,
+                    "--role_name and --role_secret go together (one of them is missing)".into(),
                 ))
             }
         };
         if let Some(endpoint) = endpoint {
             let appkey = appkey.ok_or_else(|| {
                 Fail(
-                    EXIT_INVALID,
-                    "--appkey (or BENCHLINK_RTM_APPKEY, SATORI_APPKEY) is required with an \
-                     endpoint"
+                    1,
+                    "Missing --appkey parameter (or BENCHLINK_RTM_APPKEY, SATORI_APPKEY, the \
+                     config file's appkey)"
                         .into(),
                 )
             })?;
@@ -76,7 +118,9 @@ impl Target {
         let appkey = appkey.unwrap_or_else(|| DEFAULT_APPKEY.to_owned());
         let sandbox: SocketAddr = ([127, 0, 0, 1], 8080).into();
         if TcpStream::connect_timeout(&sandbox, PROBE).is_ok() {
-            eprintln!("no endpoint given: using the server answering at {LOCAL_ENDPOINT}");
+            log.warn(format_args!(
+                "no endpoint given: using the server answering at {LOCAL_ENDPOINT}"
+            ));
             return Ok(Target {
                 endpoint: LOCAL_ENDPOINT.to_owned(),
                 appkey,
@@ -86,12 +130,12 @@ impl Target {
         }
         let server = RtmServer::start(RtmServerConfig::default())
             .map_err(|e| Fail(1, format!("could not start the local RTM server: {e}")))?;
-        eprintln!(
+        log.warn(format_args!(
             "no endpoint given and nothing answers at {LOCAL_ENDPOINT}: using a local RTM \
              server at {} whose channels end with this command (run `benchlink sandbox` to \
              keep one)",
             server.endpoint()
-        );
+        ));
         Ok(Target {
             endpoint: server.endpoint(),
             appkey,
