@@ -507,10 +507,14 @@ fn view_prints_under_the_view_id() {
     ));
     wait_subscribed(&server, &["view"]);
     server.publish("zoo", r#"{"who":"lion"}"#).expect("publish");
+    // A view sees structured messages only: the number is not delivered.
     server.publish("zoo", "7").expect("publish");
+    server
+        .publish("zoo", r#"{"who":"tiger"}"#)
+        .expect("publish");
     assert_eq!(
         ok(finish(viewer)).stdout,
-        "view: {\"who\": \"lion\"}\nview: 7\n"
+        "view: {\"who\": \"lion\"}\nview: {\"who\": \"tiger\"}\n"
     );
 }
 
