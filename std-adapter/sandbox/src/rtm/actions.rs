@@ -16,9 +16,10 @@ use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
 use super::config::Op;
 use super::faults::Reply;
 use super::filter::Filter;
+use super::outbox::close_frame;
 use super::pdu::{
-    envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Positions,
-    Request,
+    envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Position,
+    Positions, Request,
 };
 use super::state::{
     deliver, fast_forward_info, subscription_error, Batch, Channel, Shared, State, Sub,
@@ -72,6 +73,7 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str) {
         action: &req.action,
         id: req.id,
     };
+    let mut failed_auth = None;
     match req.action.as_ref() {
         "rtm/publish" => publish(&mut ctx, &req, Op::Publish),
         "rtm/write" => publish(&mut ctx, &req, Op::Write),
@@ -80,12 +82,47 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str) {
         "rtm/subscribe" => subscribe(&mut ctx, &req),
         "rtm/unsubscribe" => unsubscribe(&mut ctx, &req),
         "auth/handshake" => handshake(&mut ctx, &req),
-        "auth/authenticate" => authenticate(&mut ctx, &req),
+        "auth/authenticate" => failed_auth = authenticate(&mut ctx, &req),
         "rtm/search" if shared.config.search => search(&mut ctx, &req),
         other => {
             let reason = format!("Unknown action '{other}'");
             ctx.err("invalid_operation", &reason);
         }
+    }
+    if let Some(failure) = failed_auth {
+        refuse_auth(batch, conn, &req, failure);
+    }
+}
+
+/// A failed `auth/authenticate`, before its reply goes out (see [`refuse_auth`]).
+struct AuthFailure {
+    /// How long the reply waits.
+    delay: Duration,
+    /// The connection has used up its attempts: it is closed after the reply.
+    last: bool,
+}
+
+/// Answers a failed `auth/authenticate` after its delay, and closes the connection
+/// (code 1008) after its last allowed failure, so that guessing a role secret is slow:
+/// see [`RtmServerConfig::auth_failure_delay`](super::RtmServerConfig::auth_failure_delay).
+/// The connection's reader waits without the state lock, so only this connection is
+/// held up.
+fn refuse_auth(batch: &mut Batch<'_>, conn: u64, req: &Request<'_>, failure: AuthFailure) {
+    let shared = batch.shared;
+    batch.end();
+    sleep_unless_shutdown(shared, failure.delay);
+    let ctx = Ctx {
+        shared,
+        st: batch.state(),
+        conn,
+        action: &req.action,
+        id: req.id,
+    };
+    ctx.err("authentication_failed", "Unauthenticated");
+    if let Some(c) = ctx.st.conns.get(&conn).filter(|_| failure.last) {
+        log::debug!("rtm server: connection {conn}: too many failed authentications");
+        let _ = c.outbox.push_frames(&close_frame(1008));
+        c.outbox.push_shutdown();
     }
 }
 
@@ -249,10 +286,13 @@ fn read(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let Ok(channel) = req.string("channel") else {
         return ctx.invalid("channel");
     };
+    // Another run's position reads from the oldest stored message, as an expired one
+    // of this run does.
     let position = match req.field::<String>("position") {
         Ok(None) => None,
-        Ok(Some(p)) => match Positions::parse(&p) {
-            Some(n) => Some(n),
+        Ok(Some(p)) => match ctx.positions().parse(&p) {
+            Some(Position::Here(n)) => Some(n),
+            Some(Position::OtherRun) => Some(0),
             None => return ctx.invalid("position"),
         },
         Err(()) => return ctx.invalid("position"),
@@ -310,7 +350,7 @@ struct SubscribeArgs {
     sid: String,
     channel: String,
     filter: Option<Filter>,
-    position: Option<u64>,
+    position: Option<Position>,
     count: Option<u64>,
     age: Option<u64>,
     fast_forward: bool,
@@ -319,7 +359,7 @@ struct SubscribeArgs {
 }
 
 /// Validates a subscribe body; `Err` carries the `invalid_format` reason.
-fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
+fn subscribe_args(req: &Request<'_>, positions: Positions) -> Result<SubscribeArgs, String> {
     let filter_text = req
         .field::<String>("filter")
         .map_err(|()| invalid("filter"))?;
@@ -343,7 +383,7 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
     };
     let position = match req.field::<String>("position") {
         Ok(None) => None,
-        Ok(Some(p)) => Some(Positions::parse(&p).ok_or_else(|| invalid("position"))?),
+        Ok(Some(p)) => Some(positions.parse(&p).ok_or_else(|| invalid("position"))?),
         Err(()) => return Err(invalid("position")),
     };
     let (mut count, mut age) = (None, None);
@@ -402,14 +442,14 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, String> {
     })
 }
 
-/// `rtm/subscribe`: a position `"<epoch>:<n>"` starts the subscription at message `n`
-/// (the stored messages from `n` on, then live traffic), and `subscribe/ok` says where
-/// it started.
+/// `rtm/subscribe`: a position `"<generation>:<n>"` of this run starts the subscription
+/// at message `n` (the stored messages from `n` on, then live traffic), and
+/// `subscribe/ok` says where it started. A position of another run is expired.
 fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if ctx.st.faults.reject_subscribes {
         return ctx.err("invalid_format", "Invalid PDU: rejected by fault injection");
     }
-    let args = match subscribe_args(req) {
+    let args = match subscribe_args(req, ctx.positions()) {
         Ok(a) => a,
         Err(reason) => return ctx.err("invalid_format", &reason),
     };
@@ -440,8 +480,13 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             }
             None => &empty,
         };
-        let requested = args.position.map(|p| p.min(ch.next));
-        let expired = requested.is_some_and(|p| p < ch.expired_before);
+        // Another run's position is expired, whatever its number says.
+        let other_run = args.position == Some(Position::OtherRun);
+        let requested = args.position.map(|p| match p {
+            Position::Here(n) => n.min(ch.next),
+            Position::OtherRun => ch.first_available(),
+        });
+        let expired = other_run || requested.is_some_and(|p| p < ch.expired_before);
         let mut start = requested.unwrap_or(ch.next);
         if let Some(k) = args.count {
             start = start.saturating_sub(k);
@@ -567,20 +612,23 @@ fn handshake(ctx: &mut Ctx<'_>, req: &Request<'_>) {
 
 /// `auth/authenticate`, the second step: checks the hash against the nonce of the last
 /// handshake (each nonce serves one attempt); on success the role's permissions hold for
-/// the rest of the connection.
-fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
+/// the rest of the connection. A failure is counted and answered later, by
+/// [`refuse_auth`].
+fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Option<AuthFailure> {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
-        return ctx.err(
+        ctx.err(
             "invalid_format",
             "Invalid PDU: 'method' must be 'role_secret'",
         );
+        return None;
     }
     let hash = match req.field::<Value>("credentials") {
         Ok(Some(c)) => c.get("hash").and_then(Value::as_str).map(str::to_owned),
         _ => None,
     };
     let Some(hash) = hash else {
-        return ctx.invalid("credentials.hash");
+        ctx.invalid("credentials.hash");
+        return None;
     };
     let reject = ctx.st.faults.reject_auth;
     let config = &ctx.shared.config;
@@ -592,7 +640,14 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             })
     });
     let Some((role, _)) = role else {
-        return ctx.err("authentication_failed", "Unauthenticated");
+        let conn = ctx.conn_mut()?;
+        conn.auth_failures = conn.auth_failures.saturating_add(1);
+        // The n-th failure waits first delay × 2^(n-1).
+        let doublings = conn.auth_failures.saturating_sub(1).min(16);
+        return Some(AuthFailure {
+            delay: config.auth_failure_delay.saturating_mul(1 << doublings),
+            last: conn.auth_failures >= config.max_auth_failures.max(1),
+        });
     };
     if let Some(conn) = ctx.conn_mut() {
         conn.role = Some(role.clone());
@@ -601,11 +656,13 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         r.role = Some(role);
     }
     ctx.ok("{}");
+    None
 }
 
 /// Legacy `rtm/search` (removed from the SDKs in 2017): the channels whose names start
 /// with `prefix`, each once, in `rtm/search/data` replies of [`search_batch`] names, the
-/// last batch in `rtm/search/ok`.
+/// last batch in `rtm/search/ok`. Only channels the connection may read or subscribe to
+/// are listed: a name is information too.
 ///
 /// [`search_batch`]: super::RtmServerConfig::search_batch
 fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {
@@ -613,11 +670,13 @@ fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         return ctx.invalid("prefix");
     };
     let prefix = prefix.unwrap_or_default();
-    let names: Vec<String> = ctx
-        .st
+    let (st, config, conn) = (&*ctx.st, &ctx.shared.config, ctx.conn);
+    let visible =
+        |c: &str| st.allows(config, conn, Op::Read, c) || st.allows(config, conn, Op::Subscribe, c);
+    let names: Vec<String> = st
         .channels
         .keys()
-        .filter(|c| c.starts_with(&prefix))
+        .filter(|c| c.starts_with(&prefix) && visible(c))
         .map(|c| quote(c))
         .collect();
     let mut batches: Vec<&[String]> = names

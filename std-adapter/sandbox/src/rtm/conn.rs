@@ -19,7 +19,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::http::{HeaderValue, StatusCode};
@@ -53,12 +53,23 @@ struct WsIo {
     /// has no complete frame left, so that the reader can end its batch before it would
     /// block (tungstenite keeps a partial frame and reads on at the next call).
     yield_before_read: bool,
+    /// Until the upgrade is done: when it must be done by (none: no limit). Each read
+    /// waits only for the time left, so a client that trickles its request byte by
+    /// byte cannot stretch it.
+    deadline: Option<Instant>,
 }
 
 impl Read for WsIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if std::mem::take(&mut self.yield_before_read) {
             return Err(ErrorKind::WouldBlock.into());
+        }
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ErrorKind::TimedOut.into());
+            }
+            self.tcp.set_read_timeout(Some(left))?;
         }
         if let Some(outbox) = &self.outbox {
             outbox.wait_while_silent();
@@ -175,7 +186,7 @@ fn run(
     // The 101 must leave as its own segment, before any frame: the C SDK misreads a frame
     // that arrives in the same read as the 101.
     let _ = tcp.set_nodelay(true);
-    let _ = tcp.set_read_timeout(Some(config.handshake_timeout.max(Duration::from_millis(1))));
+    let deadline = Instant::now().checked_add(config.handshake_timeout);
     let Ok(writer_tcp) = tcp.try_clone() else {
         return Some(AttemptOutcome::HandshakeFailed);
     };
@@ -184,6 +195,7 @@ fn run(
         outbox: None,
         shared: Arc::clone(shared),
         yield_before_read: false,
+        deadline,
     };
     let mut upgrade = Upgrade::default();
     // The signature is tungstenite's `Callback`; its error type is not ours to shrink.
@@ -256,6 +268,7 @@ fn run(
         let _ = writer_tcp.shutdown(Shutdown::Both);
         return Some(AttemptOutcome::ClosedAfterUpgrade);
     }
+    ws.get_mut().deadline = None;
     let _ = ws.get_ref().tcp.set_read_timeout(None);
     let outbox = Arc::new(Outbox::new(config.max_queued_frames));
     {
@@ -292,6 +305,7 @@ fn run(
                 socket,
                 role: None,
                 pending_auth: None,
+                auth_failures: 0,
                 subs: Default::default(),
             },
         );

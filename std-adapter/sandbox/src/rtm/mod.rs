@@ -74,15 +74,15 @@ mod pdu;
 mod records;
 mod state;
 
-use std::io;
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE,
-    SUPERUSER_SECRET,
+    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, STORED_MESSAGE_OVERHEAD,
+    SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 pub use faults::{ConnectFault, Faults, Reply, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
@@ -144,6 +144,29 @@ impl RtmServer {
     #[must_use]
     pub fn endpoint(&self) -> String {
         format!("ws://{}", self.addr)
+    }
+
+    /// Bytes the stored messages of all channels take now, as counted against
+    /// [`RtmServerConfig::history_total_bytes`] (message texts and channel names plus
+    /// [`STORED_MESSAGE_OVERHEAD`] each): for checking that bound.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, STORED_MESSAGE_OVERHEAD};
+    ///
+    /// let config = RtmServerConfig { history_total_bytes: 1000, ..RtmServerConfig::default() };
+    /// let server = RtmServer::start(config)?;
+    /// for i in 0..100 {
+    ///     server.publish(&format!("c{i}"), "\"0123456789\"").expect("stored");
+    /// }
+    /// let kept = server.history_bytes();
+    /// assert!(kept <= 1000 && kept >= 1000 - (14 + STORED_MESSAGE_OVERHEAD), "{kept}");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[must_use]
+    pub fn history_bytes(&self) -> usize {
+        self.shared.history.bytes()
     }
 
     /// The fault-injection handle.
@@ -259,18 +282,25 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 continue;
             }
         };
-        let (id, fault) = {
+        let (id, fault, room) = {
             let mut st = shared.lock();
             let id = st.new_attempt(shared.config.max_records, Instant::now());
             let fault = st.faults.take_connect();
+            let room = fault != Some(ConnectFault::CloseTcp) && st.make_room(&shared.config);
             if fault == Some(ConnectFault::CloseTcp) {
                 st.set_outcome(id, AttemptOutcome::Refused);
+            } else if !room {
+                st.set_outcome(id, AttemptOutcome::Rejected(503));
             } else if let Ok(clone) = stream.try_clone() {
                 st.sockets.insert(id, clone);
             }
-            (id, fault)
+            (id, fault, room)
         };
-        if fault == Some(ConnectFault::CloseTcp) {
+        if !room {
+            if fault != Some(ConnectFault::CloseTcp) {
+                log::debug!("rtm server: connection {id}: over the connection cap");
+                refuse_busy(&stream);
+            }
             let _ = stream.shutdown(Shutdown::Both);
             continue;
         }
@@ -288,4 +318,15 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             }
         }
     }
+}
+
+/// Answers a connection over [`RtmServerConfig::max_connections`] with `503 Service
+/// Unavailable` (without reading its request), so that a client sees why. The write
+/// never blocks the accept loop: the socket is fresh, and a failed write only means the
+/// client sees a closed connection instead.
+fn refuse_busy(stream: &TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&mut &*stream).write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+    );
 }

@@ -10,14 +10,14 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::config::{Op, Permissions, RtmServerConfig};
+use super::config::{Op, Permissions, RtmServerConfig, STORED_MESSAGE_OVERHEAD};
 use super::faults::FaultState;
 use super::filter::Filter;
 use super::outbox::{append_frame, hold_kicks, release_kicks, Outbox, Pushed};
@@ -34,6 +34,8 @@ const REPLAY_BYTES: usize = 64 * 1024;
 pub(crate) struct Shared {
     pub config: RtmServerConfig,
     pub positions: Positions,
+    /// What the stored messages of every channel take together.
+    pub history: Arc<HistoryTotals>,
     state: Mutex<State>,
     /// Fault: pongs are not sent (read without the state lock by the reader threads).
     pub mute_pongs: AtomicBool,
@@ -43,13 +45,16 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: RtmServerConfig) -> Shared {
-        let epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let epoch = config.generation.unwrap_or_else(next_generation);
+        let history = Arc::new(HistoryTotals::default());
         Shared {
             config,
             positions: Positions { epoch },
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                history: Arc::clone(&history),
+                ..State::default()
+            }),
+            history,
             mute_pongs: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -82,6 +87,70 @@ impl Shared {
 
     pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
         std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// A generation for a new run (see
+/// [`RtmServerConfig::generation`](super::RtmServerConfig::generation)): the time in unix
+/// milliseconds, or one more than the last generation of this process if that is not
+/// smaller, so that servers started in the same millisecond differ too.
+fn next_generation() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let next = |last: u64| now.max(last.saturating_add(1));
+    match LAST.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(next(last))) {
+        Ok(last) | Err(last) => next(last),
+    }
+}
+
+/// What the stored messages of all channels take together. Every stored message holds a
+/// [`Charge`] on it, so the totals stay right however a message goes (the per-channel
+/// limits, age, the total budget, fault injection) without each of those knowing.
+#[derive(Debug, Default)]
+pub(crate) struct HistoryTotals {
+    /// Bytes: message texts plus [`STORED_MESSAGE_OVERHEAD`] each.
+    bytes: AtomicUsize,
+    /// Messages.
+    messages: AtomicUsize,
+}
+
+impl HistoryTotals {
+    /// Bytes the stored messages take (as counted against
+    /// [`RtmServerConfig::history_total_bytes`]).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn messages(&self) -> usize {
+        self.messages.load(Ordering::Relaxed)
+    }
+}
+
+/// One stored message's share of the [`HistoryTotals`], given back when it is dropped.
+#[derive(Debug)]
+pub(crate) struct Charge {
+    totals: Arc<HistoryTotals>,
+    bytes: usize,
+}
+
+impl Charge {
+    fn new(totals: &Arc<HistoryTotals>, text_len: usize) -> Charge {
+        let bytes = text_len.saturating_add(STORED_MESSAGE_OVERHEAD);
+        totals.bytes.fetch_add(bytes, Ordering::Relaxed);
+        totals.messages.fetch_add(1, Ordering::Relaxed);
+        Charge {
+            totals: Arc::clone(totals),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.totals.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.totals.messages.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -148,6 +217,8 @@ pub(crate) struct Stored {
     pub at: Instant,
     /// The raw JSON text, exactly as published.
     pub message: Arc<str>,
+    /// Its share of the history's totals, given back when it goes (held, never read).
+    pub _charge: Charge,
 }
 
 /// A channel: its sequence numbers, history and key-value value.
@@ -227,6 +298,9 @@ pub(crate) struct Conn {
     pub role: Option<String>,
     /// `(role, nonce)` of the handshake awaiting `auth/authenticate`.
     pub pending_auth: Option<(String, String)>,
+    /// Failed `auth/authenticate` requests so far (see
+    /// [`RtmServerConfig::max_auth_failures`]).
+    pub auth_failures: u32,
     pub subs: BTreeMap<String, Sub>,
 }
 
@@ -262,6 +336,13 @@ pub(crate) struct Record {
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub channels: BTreeMap<String, Channel>,
+    /// `(channel, sequence number)` of the stored messages, oldest first across
+    /// channels: the eviction order of [`RtmServerConfig::history_total_bytes`]. Entries
+    /// of messages already gone (age, per-channel limits) are skipped when met, and
+    /// swept out when they outnumber the stored messages.
+    pub history_order: VecDeque<(Arc<str>, u64)>,
+    /// The same totals as [`Shared::history`].
+    pub history: Arc<HistoryTotals>,
     /// Upgraded connections.
     pub conns: BTreeMap<u64, Conn>,
     /// Every open TCP connection, upgraded or not, so that shutdown can close them.
@@ -365,6 +446,8 @@ impl State {
         ch.history.push_back(Stored {
             seq,
             at: now,
+            // The channel's name is counted too: its entry in `history_order` has a copy.
+            _charge: Charge::new(&self.history, message.len() + channel.len()),
             message: Arc::clone(&message),
         });
         while ch.history.len() > 1
@@ -373,7 +456,9 @@ impl State {
             ch.pop_oldest();
         }
         ch.value = Some((seq, message));
-        let Some(stored) = ch.history.back() else {
+        self.history_order.push_back((Arc::from(channel), seq));
+        self.keep_history_budget(config.history_total_bytes);
+        let Some(stored) = self.channels.get(channel).and_then(|ch| ch.history.back()) else {
             return Some(seq);
         };
         let batch = [stored];
@@ -384,6 +469,61 @@ impl State {
             });
         }
         Some(seq)
+    }
+}
+
+impl State {
+    /// Drops the oldest stored messages, whatever their channel, until the history
+    /// takes at most `budget` bytes; the message published last always stays. A
+    /// channel that loses its last message this way loses its `rtm/read` value with it
+    /// (the value is that message: it would keep its memory otherwise).
+    fn keep_history_budget(&mut self, budget: usize) {
+        while self.history.bytes() > budget && self.history_order.len() > 1 {
+            let Some((name, seq)) = self.history_order.pop_front() else {
+                break;
+            };
+            let Some(ch) = self.channels.get_mut(&*name) else {
+                continue;
+            };
+            if ch.history.front().is_some_and(|s| s.seq == seq) {
+                ch.pop_oldest();
+                if ch.history.is_empty() && ch.value.as_ref().is_some_and(|(v, _)| *v == seq) {
+                    ch.value = None;
+                }
+            }
+        }
+        // Entries of messages that went another way pile up while the budget is not
+        // reached: sweep them out once they outnumber the stored messages.
+        if self.history_order.len() > 2 * self.history.messages() + 1024 {
+            let channels = &self.channels;
+            self.history_order.retain(|(name, seq)| {
+                channels
+                    .get(&**name)
+                    .is_some_and(|ch| *seq >= ch.first_available())
+            });
+        }
+    }
+
+    /// Makes room for one more TCP connection under
+    /// [`RtmServerConfig::max_connections`] and
+    /// [`RtmServerConfig::max_pending_upgrades`]: at either cap, the oldest connection
+    /// still in its upgrade is closed (its thread then ends). False when there is no
+    /// room: every connection is upgraded.
+    pub(crate) fn make_room(&mut self, config: &RtmServerConfig) -> bool {
+        let conns = &self.conns;
+        let mut pending = self.sockets.keys().filter(|id| !conns.contains_key(id));
+        let oldest = pending.next().copied();
+        let pending_count = usize::from(oldest.is_some()) + pending.count();
+        let full = self.sockets.len() >= config.max_connections.max(1)
+            || pending_count >= config.max_pending_upgrades.max(1);
+        if !full {
+            return true;
+        }
+        let Some(socket) = oldest.and_then(|id| self.sockets.remove(&id)) else {
+            return false;
+        };
+        let _ = socket.shutdown(Shutdown::Both);
+        true
     }
 }
 
