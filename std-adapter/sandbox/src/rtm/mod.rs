@@ -293,6 +293,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 st.set_outcome(id, AttemptOutcome::Rejected(503));
             } else if let Ok(clone) = stream.try_clone() {
                 st.sockets.insert(id, clone);
+                st.pending.insert(id);
             }
             (id, fault, room)
         };

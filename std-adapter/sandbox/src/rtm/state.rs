@@ -7,7 +7,7 @@
 //! and handling them all under one lock also lets every outbox they touch be woken once
 //! (see [`Locked`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{Shutdown, TcpStream};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -347,6 +347,9 @@ pub(crate) struct State {
     pub conns: BTreeMap<u64, Conn>,
     /// Every open TCP connection, upgraded or not, so that shutdown can close them.
     pub sockets: BTreeMap<u64, TcpStream>,
+    /// The connections in `sockets` whose upgrade is not yet decided (no outcome yet),
+    /// oldest first: the ones to close when a new connection needs room.
+    pub pending: BTreeSet<u64>,
     pub records: BTreeMap<u64, Record>,
     pub attempts: VecDeque<Attempt>,
     pub faults: FaultState,
@@ -379,6 +382,7 @@ impl State {
     }
 
     pub(crate) fn set_outcome(&mut self, id: u64, outcome: AttemptOutcome) {
+        self.pending.remove(&id);
         if let Some(a) = self.attempts.iter_mut().rev().find(|a| a.id == id) {
             a.outcome = outcome;
         }
@@ -510,19 +514,17 @@ impl State {
     /// still in its upgrade is closed (its thread then ends). False when there is no
     /// room: every connection is upgraded.
     pub(crate) fn make_room(&mut self, config: &RtmServerConfig) -> bool {
-        let conns = &self.conns;
-        let mut pending = self.sockets.keys().filter(|id| !conns.contains_key(id));
-        let oldest = pending.next().copied();
-        let pending_count = usize::from(oldest.is_some()) + pending.count();
         let full = self.sockets.len() >= config.max_connections.max(1)
-            || pending_count >= config.max_pending_upgrades.max(1);
+            || self.pending.len() >= config.max_pending_upgrades.max(1);
         if !full {
             return true;
         }
-        let Some(socket) = oldest.and_then(|id| self.sockets.remove(&id)) else {
+        let Some(oldest) = self.pending.pop_first() else {
             return false;
         };
-        let _ = socket.shutdown(Shutdown::Both);
+        if let Some(socket) = self.sockets.remove(&oldest) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
         true
     }
 }
