@@ -5,7 +5,7 @@
 //! It serves `ws://127.0.0.1:PORT/<any prefix>/v2?appkey=K` with one reader thread and
 //! one writer thread per connection around a shared state (channels with a bounded
 //! history, subscriptions, key-value values). PDUs are JSON text frames; positions follow
-//! one model built on a sequence number per channel (`"<epoch>:<n>"`, `publish/ok` =
+//! one model built on a sequence number per channel (`"<generation>:<n>"`, `publish/ok` =
 //! the message's own position, data = one past the last message, `subscribe/ok` = where
 //! the subscription starts). Role-secret auth, per-role channel permissions, views
 //! (`select … from …`), `only: value_changes`, `history`, `fast_forward`, legacy search,
@@ -21,16 +21,46 @@
 //! acknowledged publish; `cargo run --release -p benchlink-sandbox --example hub_load`
 //! measures it.
 //!
+//! # Limits
+//!
+//! Clients may be hostile (a test of a client's robustness is one); every resource
+//! they can make the server hold is bounded, with defaults in [`RtmServerConfig`]:
+//! - connections: at most [`max_connections`](RtmServerConfig::max_connections) (256),
+//!   then `503`; at most [`max_pending_upgrades`](RtmServerConfig::max_pending_upgrades)
+//!   (32) of them before their `101`, a new one closing the oldest, and each has
+//!   [`handshake_timeout`](RtmServerConfig::handshake_timeout) (10 s) from its accept
+//!   to finish the upgrade: sockets that sit idle or trickle a request byte by byte
+//!   neither pile up threads nor lock a normal client out;
+//! - history: [`history_len`](RtmServerConfig::history_len) messages and
+//!   [`history_bytes`](RtmServerConfig::history_bytes) per channel, and
+//!   [`history_total_bytes`](RtmServerConfig::history_total_bytes) (64 MiB) across all
+//!   channels, oldest first ([`RtmServer::history_bytes`] shows the count);
+//! - authentication: each failed `auth/authenticate` of a connection is answered after
+//!   a delay that doubles ([`auth_failure_delay`](RtmServerConfig::auth_failure_delay),
+//!   50 ms first), and the connection is closed after
+//!   [`max_auth_failures`](RtmServerConfig::max_auth_failures) (5);
+//! - what a connection may learn: `rtm/search` lists only channels it may read or
+//!   subscribe to;
+//! - per connection: [`max_message_size`](RtmServerConfig::max_message_size),
+//!   [`max_queued_frames`](RtmServerConfig::max_queued_frames),
+//!   [`max_subscriptions`](RtmServerConfig::max_subscriptions); and
+//!   [`max_channels`](RtmServerConfig::max_channels) in all.
+//!
 //! Choices where the real service's behaviour is not known:
-//! - positions are `"<server start, unix seconds>:<n>"`; only `n` is read back, so any
-//!   `<digits>:<digits>` is accepted and a position past the end means "from now";
+//! - positions are `"<generation>:<n>"`, the generation naming the server's run (its
+//!   start in unix milliseconds unless [`RtmServerConfig::generation`] says otherwise);
+//!   a position of another run is expired (sequence numbers start again in every run,
+//!   so reading its `n` as ours would silently deliver the wrong messages), any other
+//!   string than `<digits>:<digits>` is invalid, and a position past the end means
+//!   "from now";
 //! - `subscribe/ok` carries where the subscription starts (the next sequence number for
 //!   a live subscribe); an expired position without `fast_forward` still gets the
 //!   `subscribe/ok`, then `rtm/subscription/error` ([`RtmServerConfig::expired_error`]),
 //!   and the subscription is gone;
 //! - `rtm/write` is `rtm/publish` under the `write` permission; `rtm/read` returns the
-//!   channel's latest message (kept even when the history expires); `rtm/delete` clears
-//!   it without telling subscribers;
+//!   channel's latest message (kept when the history expires by age, but not when
+//!   [`history_total_bytes`](RtmServerConfig::history_total_bytes) evicts it);
+//!   `rtm/delete` clears it without telling subscribers;
 //! - the data for a client's own subscription may arrive before its `publish/ok`;
 //! - error codes: unknown action `invalid_operation`, non-JSON frame `/error`
 //!   `invalid_json` (no id), subscription id in use `already_subscribed` (unless
