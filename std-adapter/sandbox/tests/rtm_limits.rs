@@ -375,6 +375,39 @@ fn history_stays_within_its_total_budget_under_a_flood_of_large_publishes() {
 }
 
 #[test]
+fn a_subscriber_that_does_not_read_holds_at_most_the_queued_bytes() {
+    const MESSAGES: usize = 60;
+    let server = start(RtmServerConfig {
+        max_queued_bytes: 2 << 20,
+        ..RtmServerConfig::default()
+    });
+    let mut slow = connect(&server);
+    slow.ok("rtm/subscribe", &json!({"channel": "big"}));
+    // 60 MB for a subscriber that reads nothing meanwhile: the frame limit (10,000)
+    // would queue them all.
+    let big = format!("\"{}\"", "x".repeat(1_000_000));
+    for _ in 0..MESSAGES {
+        server.publish("big", &big).unwrap();
+    }
+    let mut delivered = 0;
+    let error = loop {
+        let pdu = slow.recv();
+        match pdu["action"].as_str() {
+            Some("rtm/subscription/data") => {
+                delivered += pdu["body"]["messages"].as_array().unwrap().len();
+            }
+            _ => break pdu,
+        }
+    };
+    assert_eq!(error["action"], "rtm/subscription/error", "{error}");
+    assert_eq!(error["body"]["error"], "out_of_sync");
+    // What the kernel's socket buffers took, plus the queue's 2 MiB.
+    assert!(delivered < MESSAGES / 2, "{delivered}");
+    // The connection is served as before.
+    slow.ok("rtm/publish", &json!({"channel": "c", "message": 1}));
+}
+
+#[test]
 fn guessing_a_role_secret_is_slowed_down_then_the_connection_closed() {
     let server = start(RtmServerConfig {
         auth_failure_delay: Duration::from_millis(250),

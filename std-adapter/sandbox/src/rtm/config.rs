@@ -201,6 +201,13 @@ pub struct RtmServerConfig {
     /// client (TCP then slows it down); replies beyond twice this (a safety net: the
     /// server stops reading long before) drop the connection.
     pub max_queued_frames: usize,
+    /// Bytes of frames that may wait for a slow client, on top of
+    /// [`max_queued_frames`](Self::max_queued_frames) and with the same consequences
+    /// (the data of one more push may cross it): a slow subscriber to a channel of large
+    /// messages holds at most this much, not that many frames of them. A history replay
+    /// is queued at once, so a replay larger than this fast-forwards or fails too.
+    /// Default 16 MiB.
+    pub max_queued_bytes: usize,
     /// Channels the server keeps; publishing to a new channel beyond this fails with
     /// `limit_exceeded`.
     pub max_channels: usize,
@@ -279,6 +286,7 @@ impl Default for RtmServerConfig {
             fixed_nonce: None,
             max_message_size: 1 << 20,
             max_queued_frames: 10_000,
+            max_queued_bytes: 16 << 20,
             max_channels: 10_000,
             max_subscriptions: 20_000,
             upgrade_pause: Duration::from_millis(10),

@@ -270,7 +270,10 @@ fn run(
     }
     ws.get_mut().deadline = None;
     let _ = ws.get_ref().tcp.set_read_timeout(None);
-    let outbox = Arc::new(Outbox::new(config.max_queued_frames));
+    let outbox = Arc::new(Outbox::new(
+        config.max_queued_frames,
+        config.max_queued_bytes,
+    ));
     {
         let mut st = shared.lock();
         if shared.is_shutdown() {
@@ -357,7 +360,7 @@ fn run(
                 handled += 1;
                 // The client lets replies pile up (or the batch is long): let the writer
                 // catch up, and other threads have the lock.
-                if handled >= MAX_BATCH || outbox.queued() >= limit {
+                if handled >= MAX_BATCH || outbox.needs_room(limit) {
                     handled = 0;
                     end(&mut batch, &ws, &mut spare);
                     outbox.wait_for_room(limit);

@@ -42,7 +42,8 @@
 //! - what a connection may learn: `rtm/search` lists only channels it may read or
 //!   subscribe to;
 //! - per connection: [`max_message_size`](RtmServerConfig::max_message_size),
-//!   [`max_queued_frames`](RtmServerConfig::max_queued_frames),
+//!   [`max_queued_frames`](RtmServerConfig::max_queued_frames) and
+//!   [`max_queued_bytes`](RtmServerConfig::max_queued_bytes) (16 MiB) for a slow client,
 //!   [`max_subscriptions`](RtmServerConfig::max_subscriptions); and
 //!   [`max_channels`](RtmServerConfig::max_channels) in all.
 //!
