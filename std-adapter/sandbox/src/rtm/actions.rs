@@ -109,7 +109,16 @@ struct AuthFailure {
 /// held up.
 fn refuse_auth(batch: &mut Batch<'_>, conn: u64, req: &Request<'_>, failure: AuthFailure) {
     let shared = batch.shared;
+    let outbox = batch
+        .state()
+        .conns
+        .get(&conn)
+        .map(|c| Arc::clone(&c.outbox));
     batch.end();
+    // The replies before this one go out now; only this one waits.
+    if let Some(outbox) = outbox {
+        outbox.hand_over();
+    }
     sleep_unless_shutdown(shared, failure.delay);
     let ctx = Ctx {
         shared,

@@ -420,6 +420,18 @@ impl Outbox {
         q.owner_flushes = true;
     }
 
+    /// The reader hands what its batch queued so far to the writer thread, and pushes
+    /// wake the writer again until the next [`begin_batch`](Self::begin_batch): for a
+    /// reader about to wait in the middle of a batch, whose replies so far must not
+    /// wait with it.
+    pub(crate) fn hand_over(self: &Arc<Self>) {
+        let mut q = self.lock();
+        q.owner_flushes = false;
+        if !q.bytes.is_empty() {
+            self.kick(&mut q);
+        }
+    }
+
     /// The reader's batch is over: it writes what is queued to `tcp` itself, with one
     /// syscall, when the writer thread is not writing and no socket fault needs the
     /// writer's care; otherwise it wakes the writer. For a client that waits for each
