@@ -9,7 +9,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use benchlink_sandbox::rtm::{
-    AttemptOutcome, Permissions, Role, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
+    AttemptOutcome, Permissions, Role, RtmServer, RtmServerConfig, DEFAULT_APPKEY, MAX_NAME_BYTES,
+    SUPERUSER_ROLE,
 };
 use serde_json::{json, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -582,4 +583,44 @@ fn a_position_of_another_run_is_expired_never_misread() {
     let (ga, gb) = (generation(&a), generation(&b));
     assert_ne!(ga, gb);
     assert!(ga > 1_600_000_000_000, "unix milliseconds: {ga}");
+}
+
+#[test]
+fn channel_names_and_subscription_ids_are_bounded() {
+    let server = start(RtmServerConfig::default());
+    let mut c = connect(&server);
+    let longest = "n".repeat(MAX_NAME_BYTES);
+    let too_long = "n".repeat(MAX_NAME_BYTES + 1);
+    c.ok("rtm/publish", &json!({"channel": longest, "message": 1}));
+    c.ok("rtm/subscribe", &json!({"channel": longest}));
+    for (action, body, field) in [
+        (
+            "rtm/publish",
+            json!({"channel": too_long, "message": 1}),
+            "channel",
+        ),
+        (
+            "rtm/write",
+            json!({"channel": too_long, "message": 1}),
+            "channel",
+        ),
+        ("rtm/subscribe", json!({"channel": too_long}), "channel"),
+        (
+            "rtm/subscribe",
+            json!({"channel": "c", "subscription_id": too_long}),
+            "subscription_id",
+        ),
+    ] {
+        let reply = c.call(action, &body);
+        assert_eq!(reply["action"], format!("{action}/error"));
+        assert_eq!(
+            reply["body"]["reason"],
+            format!("Invalid PDU: '{field}' was invalid")
+        );
+    }
+    assert_eq!(
+        server.connections()[0].subscriptions,
+        [longest],
+        "only the subscription with the longest allowed name"
+    );
 }

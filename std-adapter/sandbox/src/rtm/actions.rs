@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
-use super::config::Op;
+use super::config::{Op, MAX_NAME_BYTES};
 use super::faults::Reply;
 use super::filter::Filter;
 use super::outbox::close_frame;
@@ -265,7 +265,8 @@ impl Ctx<'_> {
 /// a publishing client: nothing is copied but the message itself (once, into the
 /// history), and the reply is built in place.
 fn publish(ctx: &mut Ctx<'_>, req: &Request<'_>, op: Op) {
-    let Ok(channel) = req.str("channel") else {
+    let channel = req.str("channel").ok();
+    let Some(channel) = channel.filter(|c| c.len() <= MAX_NAME_BYTES) else {
         return ctx.invalid("channel");
     };
     let Some(message) = req.raw("message") else {
@@ -390,6 +391,13 @@ fn subscribe_args(req: &Request<'_>, positions: Positions) -> Result<SubscribeAr
             (sid, channel, None)
         }
     };
+    // Both are kept as long as the subscription lives.
+    if channel.len() > MAX_NAME_BYTES {
+        return Err(invalid("channel"));
+    }
+    if sid.len() > MAX_NAME_BYTES {
+        return Err(invalid("subscription_id"));
+    }
     let position = match req.field::<String>("position") {
         Ok(None) => None,
         Ok(Some(p)) => Some(positions.parse(&p).ok_or_else(|| invalid("position"))?),

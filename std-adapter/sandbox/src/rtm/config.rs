@@ -135,6 +135,13 @@ impl fmt::Debug for Role {
     }
 }
 
+/// The longest channel name `rtm/publish` and `rtm/write` accept, and the longest
+/// channel name and subscription id `rtm/subscribe` accepts, in bytes: the server keeps
+/// them (a channel for as long as it runs), so their size is bounded like everything
+/// else a client can make it keep. Longer ones are `invalid_format`. (The C SDK's own
+/// limit for channel names is 256.)
+pub const MAX_NAME_BYTES: usize = 1024;
+
 /// What one stored message costs the server beyond its text (its entry in the channel's
 /// history, in the eviction order across channels, and its allocation's header), as
 /// counted against [`RtmServerConfig::history_total_bytes`]: so that a flood of tiny

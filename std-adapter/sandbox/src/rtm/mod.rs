@@ -45,7 +45,8 @@
 //!   [`max_queued_frames`](RtmServerConfig::max_queued_frames) and
 //!   [`max_queued_bytes`](RtmServerConfig::max_queued_bytes) (16 MiB) for a slow client,
 //!   [`max_subscriptions`](RtmServerConfig::max_subscriptions); and
-//!   [`max_channels`](RtmServerConfig::max_channels) in all.
+//!   [`max_channels`](RtmServerConfig::max_channels) in all, with names of at most
+//!   [`MAX_NAME_BYTES`].
 //!
 //! Choices where the real service's behaviour is not known:
 //! - positions are `"<generation>:<n>"`, the generation naming the server's run (its
@@ -112,8 +113,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, STORED_MESSAGE_OVERHEAD,
-    SUPERUSER_ROLE, SUPERUSER_SECRET,
+    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, MAX_NAME_BYTES, RESTRICTED_PREFIX,
+    STORED_MESSAGE_OVERHEAD, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 pub use faults::{ConnectFault, Faults, Reply, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
