@@ -624,3 +624,35 @@ fn channel_names_and_subscription_ids_are_bounded() {
         "only the subscription with the longest allowed name"
     );
 }
+
+#[test]
+fn guessing_on_many_connections_at_once_is_no_faster_than_the_server_wide_rate() {
+    const GUESSERS: usize = 25;
+    let server = start(RtmServerConfig {
+        auth_failure_delay: Duration::from_millis(1),
+        auth_failures_per_second: 10,
+        fixed_nonce: Some(NONCE.to_owned()),
+        ..RtmServerConfig::default()
+    });
+    let mut guessers: Vec<Client> = (0..GUESSERS).map(|_| connect(&server)).collect();
+    let started = Instant::now();
+    for g in &mut guessers {
+        g.send_auth("AAAAAAAAAAAAAAAAAAAAAA==");
+    }
+    // The right secret is not held up by the others' failures.
+    let mut superuser = connect(&server);
+    superuser.send_auth(SUPERUSER_HASH);
+    assert_eq!(superuser.recv()["action"], "auth/handshake/ok");
+    assert_eq!(superuser.recv()["action"], "auth/authenticate/ok");
+    let authenticated = started.elapsed();
+    let mut last = Duration::ZERO;
+    for g in &mut guessers {
+        assert_eq!(g.recv()["action"], "auth/handshake/ok");
+        let reply = g.recv();
+        assert_eq!(reply["action"], "auth/authenticate/error", "{reply}");
+        last = last.max(started.elapsed());
+    }
+    // Ten at once (a second's worth), then one per 100 ms: the 25th after 1.5 s.
+    assert!(last >= Duration::from_millis(1400), "{last:?}");
+    assert!(authenticated < last, "{authenticated:?} {last:?}");
+}

@@ -657,12 +657,14 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Option<AuthFailure> {
             })
     });
     let Some((role, _)) = role else {
+        let turn = ctx.st.auth_failure_turn(config, Instant::now());
         let conn = ctx.conn_mut()?;
         conn.auth_failures = conn.auth_failures.saturating_add(1);
-        // The n-th failure waits first delay × 2^(n-1).
+        // The n-th failure of a connection waits first delay × 2^(n-1), and for its
+        // turn among all connections' failures.
         let doublings = conn.auth_failures.saturating_sub(1).min(16);
         return Some(AuthFailure {
-            delay: config.auth_failure_delay.saturating_mul(1 << doublings),
+            delay: (config.auth_failure_delay.saturating_mul(1 << doublings)).max(turn),
             last: conn.auth_failures >= config.max_auth_failures.max(1),
         });
     };

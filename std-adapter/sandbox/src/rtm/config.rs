@@ -154,7 +154,8 @@ pub const STORED_MESSAGE_OVERHEAD: usize = 96;
 /// bounded when clients misbehave: with the defaults, a flood of large publishes keeps
 /// at most 64 MiB of history, at most 256 connections (32 of them before their upgrade,
 /// each for at most 10 s) are served, and guessing a role secret costs a connection a
-/// growing delay per failure and the connection after the fifth.
+/// growing delay per failure and the connection after the fifth, and all connections
+/// together get 20 failures per second.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RtmServerConfig {
     /// TCP port on `127.0.0.1`; 0 picks a free one.
@@ -250,6 +251,11 @@ pub struct RtmServerConfig {
     /// least 1.5 s per connection, and [`max_connections`](Self::max_connections)
     /// bounds how many connections guess at once. Default 5.
     pub max_auth_failures: u32,
+    /// Failed `auth/authenticate` requests per second across all connections, after a
+    /// burst of as many: more wait for their turn (on top of
+    /// [`auth_failure_delay`](Self::auth_failure_delay)), so that guessing on many
+    /// connections at once is no faster than this. Default 20.
+    pub auth_failures_per_second: u32,
     /// The generation of this run: the first half of every position
     /// (`"<generation>:<n>"`). A position of another generation (a client resuming
     /// from an earlier run of a server on the same port) is handled as an expired
@@ -302,6 +308,7 @@ impl Default for RtmServerConfig {
             max_pending_upgrades: 32,
             auth_failure_delay: Duration::from_millis(50),
             max_auth_failures: 5,
+            auth_failures_per_second: 20,
             generation: None,
             record_bytes: 256 * 1024,
             max_records: 1000,

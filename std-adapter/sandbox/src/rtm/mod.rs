@@ -38,7 +38,9 @@
 //! - authentication: each failed `auth/authenticate` of a connection is answered after
 //!   a delay that doubles ([`auth_failure_delay`](RtmServerConfig::auth_failure_delay),
 //!   50 ms first), and the connection is closed after
-//!   [`max_auth_failures`](RtmServerConfig::max_auth_failures) (5);
+//!   [`max_auth_failures`](RtmServerConfig::max_auth_failures) (5); all connections
+//!   together get [`auth_failures_per_second`](RtmServerConfig::auth_failures_per_second)
+//!   (20) failures, the rest wait their turn;
 //! - what a connection may learn: `rtm/search` lists only channels it may read or
 //!   subscribe to;
 //! - per connection: [`max_message_size`](RtmServerConfig::max_message_size),

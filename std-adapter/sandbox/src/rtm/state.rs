@@ -354,6 +354,9 @@ pub(crate) struct State {
     pub attempts: VecDeque<Attempt>,
     pub faults: FaultState,
     pub next_id: u64,
+    /// When the server-wide allowance of failed authentications is next free (see
+    /// [`State::auth_failure_turn`]).
+    pub auth_free_at: Option<Instant>,
 }
 
 impl State {
@@ -506,6 +509,20 @@ impl State {
                     .is_some_and(|ch| *seq >= ch.first_available())
             });
         }
+    }
+
+    /// How long a failed authentication at `now` waits for its turn under
+    /// [`RtmServerConfig::auth_failures_per_second`]: each failure takes one slot of
+    /// `1/rate` s; a second's worth of slots may be taken ahead (a burst), later ones
+    /// wait. Many connections guessing together are then no faster than one rate.
+    pub(crate) fn auth_failure_turn(&mut self, config: &RtmServerConfig, now: Instant) -> Duration {
+        let rate = config.auth_failures_per_second.max(1);
+        let slot = Duration::from_secs(1) / rate;
+        let free_at = self.auth_free_at.map_or(now, |t| t.max(now)) + slot;
+        self.auth_free_at = Some(free_at);
+        free_at
+            .saturating_duration_since(now)
+            .saturating_sub(Duration::from_secs(1))
     }
 
     /// Makes room for one more TCP connection under
