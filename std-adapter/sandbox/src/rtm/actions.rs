@@ -14,12 +14,13 @@ use serde_json::Value;
 
 use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
 use super::cbor::{self, Encoding};
-use super::config::Op;
+use super::config::{Op, MAX_NAME_BYTES};
 use super::faults::Reply;
 use super::message::Message;
+use super::outbox::close_frame;
 use super::pdu::{
-    envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Positions,
-    Request,
+    envelope, error_body, invalid, object, push_position, push_quoted, quote, Malformed, Position,
+    Positions, Request,
 };
 use super::state::{
     deliver, fast_forward_info, subscription_error, Batch, Channel, Shared, State, Sub,
@@ -76,6 +77,7 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str, cbor_message:
         id: req.id,
         cbor_message,
     };
+    let mut failed_auth = None;
     match req.action.as_ref() {
         "rtm/publish" => publish(&mut ctx, &req, Op::Publish),
         "rtm/write" => publish(&mut ctx, &req, Op::Write),
@@ -84,12 +86,57 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str, cbor_message:
         "rtm/subscribe" => subscribe(&mut ctx, &req),
         "rtm/unsubscribe" => unsubscribe(&mut ctx, &req),
         "auth/handshake" => handshake(&mut ctx, &req),
-        "auth/authenticate" => authenticate(&mut ctx, &req),
+        "auth/authenticate" => failed_auth = authenticate(&mut ctx, &req),
         "rtm/search" if shared.config.search => search(&mut ctx, &req),
         other => {
             let reason = format!("Unknown action '{other}'");
             ctx.err("invalid_operation", &reason);
         }
+    }
+    if let Some(failure) = failed_auth {
+        refuse_auth(batch, conn, &req, failure);
+    }
+}
+
+/// A failed `auth/authenticate`, before its reply goes out (see [`refuse_auth`]).
+struct AuthFailure {
+    /// How long the reply waits.
+    delay: Duration,
+    /// The connection has used up its attempts: it is closed after the reply.
+    last: bool,
+}
+
+/// Answers a failed `auth/authenticate` after its delay, and closes the connection
+/// (code 1008) after its last allowed failure, so that guessing a role secret is slow:
+/// see [`RtmServerConfig::auth_failure_delay`](super::RtmServerConfig::auth_failure_delay).
+/// The connection's reader waits without the state lock, so only this connection is
+/// held up.
+fn refuse_auth(batch: &mut Batch<'_>, conn: u64, req: &Request<'_>, failure: AuthFailure) {
+    let shared = batch.shared;
+    let outbox = batch
+        .state()
+        .conns
+        .get(&conn)
+        .map(|c| Arc::clone(&c.outbox));
+    batch.end();
+    // The replies before this one go out now; only this one waits.
+    if let Some(outbox) = outbox {
+        outbox.hand_over();
+    }
+    sleep_unless_shutdown(shared, failure.delay);
+    let ctx = Ctx {
+        shared,
+        st: batch.state(),
+        conn,
+        action: &req.action,
+        id: req.id,
+        cbor_message: None,
+    };
+    ctx.err("authentication_failed", "Unauthenticated");
+    if let Some(c) = ctx.st.conns.get(&conn).filter(|_| failure.last) {
+        log::debug!("rtm server: connection {conn}: too many failed authentications");
+        let _ = c.outbox.push_frames(&close_frame(1008));
+        c.outbox.push_shutdown();
     }
 }
 
@@ -225,7 +272,8 @@ impl Ctx<'_> {
 /// a publishing client: nothing is copied but the message itself (once, into the
 /// history), and the reply is built in place.
 fn publish(ctx: &mut Ctx<'_>, req: &Request<'_>, op: Op) {
-    let Ok(channel) = req.str("channel") else {
+    let channel = req.str("channel").ok();
+    let Some(channel) = channel.filter(|c| c.len() <= MAX_NAME_BYTES) else {
         return ctx.invalid("channel");
     };
     let Some(message) = req.raw("message") else {
@@ -259,10 +307,13 @@ fn read(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let Ok(channel) = req.string("channel") else {
         return ctx.invalid("channel");
     };
+    // Another run's position reads from the oldest stored message, as an expired one
+    // of this run does.
     let position = match req.field::<String>("position") {
         Ok(None) => None,
-        Ok(Some(p)) => match Positions::parse(&p) {
-            Some(n) => Some(n),
+        Ok(Some(p)) => match ctx.positions().parse(&p) {
+            Some(Position::Here(n)) => Some(n),
+            Some(Position::OtherRun) => Some(0),
             None => return ctx.invalid("position"),
         },
         Err(()) => return ctx.invalid("position"),
@@ -332,7 +383,7 @@ struct SubscribeArgs {
     channel: String,
     /// A view and its `period`.
     view: Option<(View, Duration)>,
-    position: Option<u64>,
+    position: Option<Position>,
     count: Option<u64>,
     age: Option<u64>,
     fast_forward: bool,
@@ -350,7 +401,7 @@ fn bad(name: &str) -> Refusal {
 /// Validates a subscribe body: its shape first (`invalid_format`), then the view's
 /// SQL (`invalid_filter`). A view is a non-empty `filter`, or `view` (the Ruby SDK's
 /// key for it); its channel comes from `FROM`.
-fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
+fn subscribe_args(req: &Request<'_>, positions: Positions) -> Result<SubscribeArgs, Refusal> {
     let text = |name: &str| {
         req.field::<String>(name)
             .map(|t| t.filter(|t| !t.is_empty()))
@@ -385,6 +436,9 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
         }
         None => {
             let channel = req.string("channel").map_err(|()| bad("channel"))?;
+            if channel.len() > MAX_NAME_BYTES {
+                return Err(bad("channel"));
+            }
             let sid = match req.field::<String>("subscription_id") {
                 Ok(None) => channel.clone(),
                 Ok(Some(s)) if !s.is_empty() => s,
@@ -399,9 +453,13 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
             (sid, Some(channel), Duration::ZERO)
         }
     };
+    // Kept as long as the subscription lives (the channel too, checked below).
+    if sid.len() > MAX_NAME_BYTES {
+        return Err(bad("subscription_id"));
+    }
     let position = match req.field::<String>("position") {
         Ok(None) => None,
-        Ok(Some(p)) => Some(Positions::parse(&p).ok_or_else(|| bad("position"))?),
+        Ok(Some(p)) => Some(positions.parse(&p).ok_or_else(|| bad("position"))?),
         Err(()) => return Err(bad("position")),
     };
     let (mut count, mut age) = (None, None);
@@ -447,6 +505,9 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
             (view.channel().to_owned(), Some((view, period)))
         }
     };
+    if channel.len() > MAX_NAME_BYTES {
+        return Err(bad("channel"));
+    }
     Ok(SubscribeArgs {
         sid,
         channel,
@@ -460,14 +521,14 @@ fn subscribe_args(req: &Request<'_>) -> Result<SubscribeArgs, Refusal> {
     })
 }
 
-/// `rtm/subscribe`: a position `"<epoch>:<n>"` starts the subscription at message `n`
-/// (the stored messages from `n` on, then live traffic), and `subscribe/ok` says where
-/// it started.
+/// `rtm/subscribe`: a position `"<generation>:<n>"` of this run starts the subscription
+/// at message `n` (the stored messages from `n` on, then live traffic), and
+/// `subscribe/ok` says where it started. A position of another run is expired.
 fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     if ctx.st.faults.reject_subscribes {
         return ctx.err("invalid_format", "Invalid PDU: rejected by fault injection");
     }
-    let args = match subscribe_args(req) {
+    let args = match subscribe_args(req, ctx.positions()) {
         Ok(a) => a,
         Err((error, reason)) => {
             // The reply names the subscription when the request did.
@@ -511,8 +572,13 @@ fn subscribe(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             }
             None => &empty,
         };
-        let requested = args.position.map(|p| p.min(ch.next));
-        let expired = requested.is_some_and(|p| p < ch.expired_before);
+        // Another run's position is expired, whatever its number says.
+        let other_run = args.position == Some(Position::OtherRun);
+        let requested = args.position.map(|p| match p {
+            Position::Here(n) => n.min(ch.next),
+            Position::OtherRun => ch.first_available(),
+        });
+        let expired = other_run || requested.is_some_and(|p| p < ch.expired_before);
         let mut start = requested.unwrap_or(ch.next);
         if let Some(k) = args.count {
             start = start.saturating_sub(k);
@@ -650,20 +716,23 @@ fn handshake(ctx: &mut Ctx<'_>, req: &Request<'_>) {
 
 /// `auth/authenticate`, the second step: checks the hash against the nonce of the last
 /// handshake (each nonce serves one attempt); on success the role's permissions hold for
-/// the rest of the connection.
-fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
+/// the rest of the connection. A failure is counted and answered later, by
+/// [`refuse_auth`].
+fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Option<AuthFailure> {
     if req.field::<String>("method") != Ok(Some("role_secret".to_owned())) {
-        return ctx.err(
+        ctx.err(
             "invalid_format",
             "Invalid PDU: 'method' must be 'role_secret'",
         );
+        return None;
     }
     let hash = match req.field::<Value>("credentials") {
         Ok(Some(c)) => c.get("hash").and_then(Value::as_str).map(str::to_owned),
         _ => None,
     };
     let Some(hash) = hash else {
-        return ctx.invalid("credentials.hash");
+        ctx.invalid("credentials.hash");
+        return None;
     };
     let reject = ctx.st.faults.reject_auth;
     let config = &ctx.shared.config;
@@ -675,7 +744,16 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             })
     });
     let Some((role, _)) = role else {
-        return ctx.err("authentication_failed", "Unauthenticated");
+        let turn = ctx.st.auth_failure_turn(config, Instant::now());
+        let conn = ctx.conn_mut()?;
+        conn.auth_failures = conn.auth_failures.saturating_add(1);
+        // The n-th failure of a connection waits first delay × 2^(n-1), and for its
+        // turn among all connections' failures.
+        let doublings = conn.auth_failures.saturating_sub(1).min(16);
+        return Some(AuthFailure {
+            delay: (config.auth_failure_delay.saturating_mul(1 << doublings)).max(turn),
+            last: conn.auth_failures >= config.max_auth_failures.max(1),
+        });
     };
     if let Some(conn) = ctx.conn_mut() {
         conn.role = Some(role.clone());
@@ -684,11 +762,13 @@ fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         r.role = Some(role);
     }
     ctx.ok("{}");
+    None
 }
 
 /// Legacy `rtm/search` (removed from the SDKs in 2017): the channels whose names start
 /// with `prefix`, each once, in `rtm/search/data` replies of [`search_batch`] names, the
-/// last batch in `rtm/search/ok`.
+/// last batch in `rtm/search/ok`. Only channels the connection may read or subscribe to
+/// are listed: a name is information too.
 ///
 /// [`search_batch`]: super::RtmServerConfig::search_batch
 fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {
@@ -696,11 +776,13 @@ fn search(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         return ctx.invalid("prefix");
     };
     let prefix = prefix.unwrap_or_default();
-    let names: Vec<String> = ctx
-        .st
+    let (st, config, conn) = (&*ctx.st, &ctx.shared.config, ctx.conn);
+    let visible =
+        |c: &str| st.allows(config, conn, Op::Read, c) || st.allows(config, conn, Op::Subscribe, c);
+    let names: Vec<String> = st
         .channels
         .keys()
-        .filter(|c| c.starts_with(&prefix))
+        .filter(|c| c.starts_with(&prefix) && visible(c))
         .map(|c| quote(c))
         .collect();
     let mut batches: Vec<&[String]> = names

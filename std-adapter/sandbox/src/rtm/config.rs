@@ -135,10 +135,27 @@ impl fmt::Debug for Role {
     }
 }
 
+/// The longest channel name `rtm/publish` and `rtm/write` accept, and the longest
+/// channel name and subscription id `rtm/subscribe` accepts, in bytes: the server keeps
+/// them (a channel for as long as it runs), so their size is bounded like everything
+/// else a client can make it keep. Longer ones are `invalid_format`. (The C SDK's own
+/// limit for channel names is 256.)
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// What one stored message costs the server beyond its text (its entry in the channel's
+/// history, in the eviction order across channels, and its allocation's header), as
+/// counted against [`RtmServerConfig::history_total_bytes`]: so that a flood of tiny
+/// messages is bounded too.
+pub const STORED_MESSAGE_OVERHEAD: usize = 96;
+
 /// Configuration of an [`RtmServer`](super::RtmServer).
 ///
 /// Every limit has a default that is generous for tests and keeps the server's memory
-/// bounded when a client misbehaves.
+/// bounded when clients misbehave: with the defaults, a flood of large publishes keeps
+/// at most 64 MiB of history, at most 256 connections (32 of them before their upgrade,
+/// each for at most 10 s) are served, and guessing a role secret costs a connection a
+/// growing delay per failure and the connection after the fifth, and all connections
+/// together get 20 failures per second.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RtmServerConfig {
     /// TCP port (on [`listen`](Self::listen)); 0 picks a free one.
@@ -155,6 +172,17 @@ pub struct RtmServerConfig {
     /// Bytes of messages kept per channel, on top of [`history_len`](Self::history_len):
     /// the oldest go first (the newest message is always kept).
     pub history_bytes: usize,
+    /// Memory all channels' histories may take together, in bytes: each stored message
+    /// counts its JSON text and its channel's name plus [`STORED_MESSAGE_OVERHEAD`] for
+    /// the server's bookkeeping (its CBOR form, kept once a CBOR client needs it, is not
+    /// counted: it is no larger than the JSON, so the memory is at most twice this).
+    /// Above it the oldest messages go first, whatever their channel (a channel may lose
+    /// its whole history, and with its last message its `rtm/read` value); only the
+    /// message just published always stays. Without this bound, what clients publish to
+    /// many channels would stay in memory: [`history_len`](Self::history_len) and
+    /// [`history_bytes`](Self::history_bytes) are per channel, and there are up to
+    /// [`max_channels`](Self::max_channels). Default 64 MiB.
+    pub history_total_bytes: usize,
     /// Age after which a stored message expires (`None`: only
     /// [`history_len`](Self::history_len) discards messages). A subscribe from an expired
     /// position fast-forwards or fails, see [`expired_error`](Self::expired_error).
@@ -186,6 +214,13 @@ pub struct RtmServerConfig {
     /// client (TCP then slows it down); replies beyond twice this (a safety net: the
     /// server stops reading long before) drop the connection.
     pub max_queued_frames: usize,
+    /// Bytes of frames that may wait for a slow client, on top of
+    /// [`max_queued_frames`](Self::max_queued_frames) and with the same consequences
+    /// (the data of one more push may cross it): a slow subscriber to a channel of large
+    /// messages holds at most this much, not that many frames of them. A history replay
+    /// is queued at once, so a replay larger than this fast-forwards or fails too.
+    /// Default 16 MiB.
+    pub max_queued_bytes: usize,
     /// Channels the server keeps; publishing to a new channel beyond this fails with
     /// `limit_exceeded`.
     pub max_channels: usize,
@@ -195,8 +230,46 @@ pub struct RtmServerConfig {
     /// that no frame shares a TCP segment with the 101 (the C SDK corrupts such a frame).
     /// The 101 is written with `TCP_NODELAY` before the pause starts.
     pub upgrade_pause: Duration,
-    /// Time a client has to send its upgrade request.
+    /// Time a client has to complete its upgrade request, counted from the TCP accept
+    /// (bytes that trickle in do not extend it): then the socket is closed. Default
+    /// 10 s.
     pub handshake_timeout: Duration,
+    /// TCP connections served at once, upgraded or not. At the cap a new connection
+    /// takes the place of the oldest one still in its upgrade (see
+    /// [`max_pending_upgrades`](Self::max_pending_upgrades)); when every connection is
+    /// upgraded it gets `503 Service Unavailable` and is closed. Each connection costs
+    /// two threads and up to [`max_message_size`](Self::max_message_size) of buffers
+    /// while a message arrives. Default 256.
+    pub max_connections: usize,
+    /// Connections that may be in their upgrade (before the `101`) at once. One more
+    /// closes the oldest of them: a normal client upgrades in a round trip, so sockets
+    /// that sit there (idle, or trickling a request byte by byte) are the ones to go,
+    /// and a thousand of them cannot lock a normal client out. Default 32.
+    pub max_pending_upgrades: usize,
+    /// Delay of the reply to the first failed `auth/authenticate` on a connection; each
+    /// further failure on the same connection waits twice as long as the one before.
+    /// The delay holds up that connection's requests only (its reader waits; other
+    /// connections go on). Default 50 ms.
+    pub auth_failure_delay: Duration,
+    /// Failed `auth/authenticate` requests a connection may make: the last one's error
+    /// reply is followed by a close (code 1008). With the defaults, 5 guesses take at
+    /// least 1.5 s per connection, and [`max_connections`](Self::max_connections)
+    /// bounds how many connections guess at once. Default 5.
+    pub max_auth_failures: u32,
+    /// Failed `auth/authenticate` requests per second across all connections, after a
+    /// burst of as many: more wait for their turn (on top of
+    /// [`auth_failure_delay`](Self::auth_failure_delay)), so that guessing on many
+    /// connections at once is no faster than this. Default 20.
+    pub auth_failures_per_second: u32,
+    /// The generation of this run: the first half of every position
+    /// (`"<generation>:<n>"`). A position of another generation (a client resuming
+    /// from an earlier run of a server on the same port) is handled as an expired
+    /// position: a subscribe fast-forwards (with `fast_forward`) or fails with
+    /// [`expired_error`](Self::expired_error); an `rtm/read` reads from the oldest
+    /// stored message. `None` (the default) takes the start time in unix milliseconds,
+    /// made larger than every generation this process used before, so that two runs
+    /// never share one; tests set it to check positions of another run.
+    pub generation: Option<u64>,
     /// Bytes of received PDUs recorded per connection for
     /// [`RtmServer::connections`](super::RtmServer::connections); later PDUs are counted
     /// but not kept.
@@ -211,7 +284,8 @@ impl Default for RtmServerConfig {
     /// Any port; appkey [`DEFAULT_APPKEY`]; role [`SUPERUSER_ROLE`] with
     /// [`SUPERUSER_SECRET`] and every permission; unauthenticated clients may do
     /// everything except use channels starting with [`RESTRICTED_PREFIX`]; 1000 messages
-    /// (up to 64 MiB) per channel, no expiry by age; search and CBOR on.
+    /// (up to 64 MiB) per channel and 64 MiB of history in all, no expiry by age; search
+    /// and CBOR on; 256 connections, 32 of them in their upgrade.
     fn default() -> RtmServerConfig {
         RtmServerConfig {
             port: 0,
@@ -224,6 +298,7 @@ impl Default for RtmServerConfig {
             default_permissions: Permissions::all().denying(&[&format!("{RESTRICTED_PREFIX}*")]),
             history_len: 1000,
             history_bytes: 64 << 20,
+            history_total_bytes: 64 << 20,
             message_ttl: None,
             expired_error: "out_of_sync".to_owned(),
             search: true,
@@ -232,10 +307,17 @@ impl Default for RtmServerConfig {
             fixed_nonce: None,
             max_message_size: 1 << 20,
             max_queued_frames: 10_000,
+            max_queued_bytes: 16 << 20,
             max_channels: 10_000,
             max_subscriptions: 20_000,
             upgrade_pause: Duration::from_millis(10),
             handshake_timeout: Duration::from_secs(10),
+            max_connections: 256,
+            max_pending_upgrades: 32,
+            auth_failure_delay: Duration::from_millis(50),
+            max_auth_failures: 5,
+            auth_failures_per_second: 20,
+            generation: None,
             record_bytes: 256 * 1024,
             max_records: 1000,
             listen: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),

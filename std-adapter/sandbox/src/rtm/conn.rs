@@ -28,7 +28,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::http::{HeaderValue, StatusCode};
@@ -66,12 +66,23 @@ struct WsIo {
     yield_before_read: bool,
     /// On a CBOR connection, once upgraded: relabels the client's text frames.
     text_as_binary: Option<TextAsBinary>,
+    /// Until the upgrade is done: when it must be done by (none: no limit). Each read
+    /// waits only for the time left, so a client that trickles its request byte by
+    /// byte cannot stretch it.
+    deadline: Option<Instant>,
 }
 
 impl Read for WsIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if std::mem::take(&mut self.yield_before_read) {
             return Err(ErrorKind::WouldBlock.into());
+        }
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ErrorKind::TimedOut.into());
+            }
+            self.tcp.set_read_timeout(Some(left))?;
         }
         if let Some(outbox) = &self.outbox {
             outbox.wait_while_silent();
@@ -271,7 +282,7 @@ fn run(
     // The 101 must leave as its own segment, before any frame: the C SDK misreads a frame
     // that arrives in the same read as the 101.
     let _ = tcp.set_nodelay(true);
-    let _ = tcp.set_read_timeout(Some(config.handshake_timeout.max(Duration::from_millis(1))));
+    let deadline = Instant::now().checked_add(config.handshake_timeout);
     let Ok(writer_tcp) = tcp.try_clone() else {
         return Some(AttemptOutcome::HandshakeFailed);
     };
@@ -281,6 +292,7 @@ fn run(
         shared: Arc::clone(shared),
         yield_before_read: false,
         text_as_binary: None,
+        deadline,
     };
     let mut upgrade = Upgrade::default();
     // The signature is tungstenite's `Callback`; its error type is not ours to shrink.
@@ -354,6 +366,7 @@ fn run(
         let _ = writer_tcp.shutdown(Shutdown::Both);
         return Some(AttemptOutcome::ClosedAfterUpgrade);
     }
+    ws.get_mut().deadline = None;
     let _ = ws.get_ref().tcp.set_read_timeout(None);
     let encoding = upgrade.encoding;
     if encoding == Encoding::Cbor {
@@ -361,7 +374,9 @@ fn run(
         // already, unrelabelled; the SDKs wait for the 101.
         ws.get_mut().text_as_binary = Some(TextAsBinary::default());
     }
-    let outbox = Arc::new(Outbox::new(config.max_queued_frames).with_encoding(encoding));
+    let outbox = Arc::new(
+        Outbox::new(config.max_queued_frames, config.max_queued_bytes).with_encoding(encoding),
+    );
     {
         let mut st = shared.lock();
         if shared.is_shutdown() {
@@ -396,6 +411,7 @@ fn run(
                 socket,
                 role: None,
                 pending_auth: None,
+                auth_failures: 0,
                 subs: Default::default(),
             },
         );
@@ -455,7 +471,7 @@ fn run(
                 handled += 1;
                 // The client lets replies pile up (or the batch is long): let the writer
                 // catch up, and other threads have the lock.
-                if handled >= MAX_BATCH || outbox.queued() >= limit {
+                if handled >= MAX_BATCH || outbox.needs_room(limit) {
                     handled = 0;
                     end(&mut batch, &ws, &mut spare);
                     outbox.wait_for_room(limit);

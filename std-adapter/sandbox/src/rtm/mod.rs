@@ -7,7 +7,7 @@
 //! history, subscriptions, key-value values). PDUs are JSON text frames, or CBOR in
 //! binary frames for a client that offers the `cbor` subprotocol (the reference Python
 //! SDK's `protocol='cbor'`; JSON and CBOR clients share channels); positions follow
-//! one model built on a sequence number per channel (`"<epoch>:<n>"`, `publish/ok` =
+//! one model built on a sequence number per channel (`"<generation>:<n>"`, `publish/ok` =
 //! the message's own position, data = one past the last message, `subscribe/ok` = where
 //! the subscription starts). Role-secret auth, per-role channel permissions, views
 //! (stream SQL: `select … from … where … group by …`, aggregated over `period`
@@ -24,16 +24,50 @@
 //! acknowledged publish; `cargo run --release -p benchlink-sandbox --example hub_load`
 //! measures it.
 //!
+//! # Limits
+//!
+//! Clients may be hostile (a test of a client's robustness is one); every resource
+//! they can make the server hold is bounded, with defaults in [`RtmServerConfig`]:
+//! - connections: at most [`max_connections`](RtmServerConfig::max_connections) (256),
+//!   then `503`; at most [`max_pending_upgrades`](RtmServerConfig::max_pending_upgrades)
+//!   (32) of them before their `101`, a new one closing the oldest, and each has
+//!   [`handshake_timeout`](RtmServerConfig::handshake_timeout) (10 s) from its accept
+//!   to finish the upgrade: sockets that sit idle or trickle a request byte by byte
+//!   neither pile up threads nor lock a normal client out;
+//! - history: [`history_len`](RtmServerConfig::history_len) messages and
+//!   [`history_bytes`](RtmServerConfig::history_bytes) per channel, and
+//!   [`history_total_bytes`](RtmServerConfig::history_total_bytes) (64 MiB) across all
+//!   channels, oldest first ([`RtmServer::history_bytes`] shows the count);
+//! - authentication: each failed `auth/authenticate` of a connection is answered after
+//!   a delay that doubles ([`auth_failure_delay`](RtmServerConfig::auth_failure_delay),
+//!   50 ms first), and the connection is closed after
+//!   [`max_auth_failures`](RtmServerConfig::max_auth_failures) (5); all connections
+//!   together get [`auth_failures_per_second`](RtmServerConfig::auth_failures_per_second)
+//!   (20) failures, the rest wait their turn;
+//! - what a connection may learn: `rtm/search` lists only channels it may read or
+//!   subscribe to;
+//! - per connection: [`max_message_size`](RtmServerConfig::max_message_size),
+//!   [`max_queued_frames`](RtmServerConfig::max_queued_frames) and
+//!   [`max_queued_bytes`](RtmServerConfig::max_queued_bytes) (16 MiB) for a slow client,
+//!   [`max_subscriptions`](RtmServerConfig::max_subscriptions); and
+//!   [`max_channels`](RtmServerConfig::max_channels) in all, with names of at most
+//!   [`MAX_NAME_BYTES`].
+//!
 //! Choices where the real service's behaviour is not known:
-//! - positions are `"<server start, unix seconds>:<n>"`; only `n` is read back, so any
-//!   `<digits>:<digits>` is accepted and a position past the end means "from now";
+//! - positions are `"<generation>:<n>"`, the generation naming the server's run (its
+//!   start in unix milliseconds unless [`RtmServerConfig::generation`] says otherwise);
+//!   a position of another run is expired (sequence numbers start again in every run,
+//!   so reading its `n` as ours would silently deliver the wrong messages), any other
+//!   string than `<digits>:<digits>` is invalid, and a position past the end means
+//!   "from now";
 //! - `subscribe/ok` carries where the subscription starts (the next sequence number for
 //!   a live subscribe); an expired position without `fast_forward` still gets the
 //!   `subscribe/ok`, then `rtm/subscription/error` ([`RtmServerConfig::expired_error`]),
 //!   and the subscription is gone;
 //! - `rtm/write` is `rtm/publish` under the `write` permission; `rtm/read` returns the
-//!   channel's latest message (kept even when the history expires); `rtm/delete` clears
-//!   it without telling subscribers;
+//!   channel's latest message (kept when the history expires by age, but not when
+//!   [`history_total_bytes`](RtmServerConfig::history_total_bytes) evicts it);
+//!   `rtm/delete` clears it without telling subscribers;
 //! - the data for a client's own subscription may arrive before its `publish/ok`;
 //! - error codes: unknown action `invalid_operation`, non-JSON frame `/error`
 //!   `invalid_json` (no id), subscription id in use `already_subscribed` (unless
@@ -83,15 +117,15 @@ mod records;
 mod state;
 mod view;
 
-use std::io;
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE,
-    SUPERUSER_SECRET,
+    Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, MAX_NAME_BYTES, RESTRICTED_PREFIX,
+    STORED_MESSAGE_OVERHEAD, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 pub use faults::{ConnectFault, Faults, Reply, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
@@ -168,6 +202,29 @@ impl RtmServer {
     #[must_use]
     pub fn endpoint(&self) -> String {
         format!("ws://{}", self.addr)
+    }
+
+    /// Bytes the stored messages of all channels take now, as counted against
+    /// [`RtmServerConfig::history_total_bytes`] (message texts and channel names plus
+    /// [`STORED_MESSAGE_OVERHEAD`] each): for checking that bound.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, STORED_MESSAGE_OVERHEAD};
+    ///
+    /// let config = RtmServerConfig { history_total_bytes: 1000, ..RtmServerConfig::default() };
+    /// let server = RtmServer::start(config)?;
+    /// for i in 0..100 {
+    ///     server.publish(&format!("c{i}"), "\"0123456789\"").expect("stored");
+    /// }
+    /// let kept = server.history_bytes();
+    /// assert!(kept <= 1000 && kept >= 1000 - (14 + STORED_MESSAGE_OVERHEAD), "{kept}");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[must_use]
+    pub fn history_bytes(&self) -> usize {
+        self.shared.history.bytes()
     }
 
     /// The fault-injection handle.
@@ -284,18 +341,26 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 continue;
             }
         };
-        let (id, fault) = {
+        let (id, fault, room) = {
             let mut st = shared.lock();
             let id = st.new_attempt(shared.config.max_records, Instant::now());
             let fault = st.faults.take_connect();
+            let room = fault != Some(ConnectFault::CloseTcp) && st.make_room(&shared.config);
             if fault == Some(ConnectFault::CloseTcp) {
                 st.set_outcome(id, AttemptOutcome::Refused);
+            } else if !room {
+                st.set_outcome(id, AttemptOutcome::Rejected(503));
             } else if let Ok(clone) = stream.try_clone() {
                 st.sockets.insert(id, clone);
+                st.pending.insert(id);
             }
-            (id, fault)
+            (id, fault, room)
         };
-        if fault == Some(ConnectFault::CloseTcp) {
+        if !room {
+            if fault != Some(ConnectFault::CloseTcp) {
+                log::debug!("rtm server: connection {id}: over the connection cap");
+                refuse_busy(&stream);
+            }
             let _ = stream.shutdown(Shutdown::Both);
             continue;
         }
@@ -313,4 +378,15 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             }
         }
     }
+}
+
+/// Answers a connection over [`RtmServerConfig::max_connections`] with `503 Service
+/// Unavailable` (without reading its request), so that a client sees why. The write
+/// never blocks the accept loop: the socket is fresh, and a failed write only means the
+/// client sees a closed connection instead.
+fn refuse_busy(stream: &TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&mut &*stream).write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+    );
 }

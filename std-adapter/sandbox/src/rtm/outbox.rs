@@ -32,11 +32,14 @@
 //!
 //! # Bounds
 //!
-//! The queue counts frames (a push of several frames at once counts as one) and refuses
-//! subscription data beyond [`limit`](Outbox::new) and anything else beyond twice that.
-//! The reader of the connection waits for room ([`Outbox::wait_for_room`]) instead of
-//! handling more requests while its own client lets replies pile up, so TCP slows a
-//! client that does not read instead of the server's memory growing.
+//! The queue counts frames (a push of several frames at once counts as one) and bytes,
+//! and refuses subscription data beyond either [limit](Outbox::new) and anything else
+//! beyond twice that. The reader of the connection waits for room
+//! ([`Outbox::wait_for_room`]) instead of handling more requests while its own client
+//! lets replies pile up, so TCP slows a client that does not read instead of the
+//! server's memory growing. Bytes are bounded as well as frames because a frame may be
+//! large: a slow subscriber to a channel of 1 MB messages would otherwise hold
+//! gigabytes.
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -100,8 +103,13 @@ pub(crate) struct Outbox {
     to_reader: Condvar,
     /// Frames of subscription data that may wait; replies may use twice as many.
     limit: usize,
+    /// Bytes of frames that may wait before subscription data is refused; replies may
+    /// use twice as many.
+    max_bytes: usize,
     /// `Queue::frames`, readable without the lock (the reader checks it per request).
     queued: AtomicUsize,
+    /// The length of `Queue::bytes`, likewise.
+    queued_bytes: AtomicUsize,
     /// The fault is [`SocketFault::Silent`] (readable without the lock, per request).
     silent: AtomicBool,
     /// How PDUs are framed and encoded for this client.
@@ -151,7 +159,7 @@ pub(crate) fn release_kicks() {
 }
 
 impl Outbox {
-    pub(crate) fn new(limit: usize) -> Outbox {
+    pub(crate) fn new(limit: usize, max_bytes: usize) -> Outbox {
         Outbox {
             queue: Mutex::new(Queue {
                 writing: true,
@@ -160,7 +168,9 @@ impl Outbox {
             to_writer: Condvar::new(),
             to_reader: Condvar::new(),
             limit: limit.max(1),
+            max_bytes: max_bytes.max(1),
             queued: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
             silent: AtomicBool::new(false),
             encoding: Encoding::Json,
         }
@@ -203,33 +213,41 @@ impl Outbox {
     }
 
     /// Appends what `write` puts in the buffer (complete frames) as one push, unless
-    /// `limit` pushes already wait.
-    fn push_within(self: &Arc<Self>, limit: usize, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
+    /// `factor` times the limits (frames or bytes) already wait.
+    fn push_within(self: &Arc<Self>, factor: usize, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
         let mut q = self.lock();
         if q.closed || q.shutdown {
             return Pushed::Ok;
         }
-        if q.frames >= limit {
+        if q.frames >= self.limit.saturating_mul(factor)
+            || q.bytes.len() >= self.max_bytes.saturating_mul(factor)
+        {
             return Pushed::Full;
         }
         write(&mut q.bytes);
         q.frames += 1;
-        self.queued.store(q.frames, Ordering::Relaxed);
+        self.count(&q);
         self.kick(&mut q);
         Pushed::Ok
     }
 
+    /// Publishes the queue's size to the lock-free hints.
+    fn count(&self, q: &Queue) {
+        self.queued.store(q.frames, Ordering::Relaxed);
+        self.queued_bytes.store(q.bytes.len(), Ordering::Relaxed);
+    }
+
     /// Queues subscription data: the frames `write` appends count as one push, refused
-    /// when [`limit`](Self::new) pushes already wait.
+    /// when the [limits](Self::new) are reached.
     pub(crate) fn push_data_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
-        self.push_within(self.limit, write)
+        self.push_within(1, write)
     }
 
     /// Queues a reply PDU whose JSON text `write` appends, in the client's encoding (see
     /// [`Encoding::append_pdu`]), unless twice the limit already waits.
     pub(crate) fn push_pdu_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
         let encoding = self.encoding;
-        self.push_within(self.limit.saturating_mul(2), |out| {
+        self.push_within(2, |out| {
             encoding.append_pdu(out, write);
         })
     }
@@ -237,7 +255,7 @@ impl Outbox {
     /// Queues a binary frame (a reply built in CBOR) whose payload `write` appends,
     /// unless twice the limit already waits.
     pub(crate) fn push_binary_with(self: &Arc<Self>, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
-        self.push_within(self.limit.saturating_mul(2), |out| {
+        self.push_within(2, |out| {
             append_frame(out, 0x2, true, write);
         })
     }
@@ -245,14 +263,14 @@ impl Outbox {
     /// Queues a text frame with payload `text`, as it is whatever the client's encoding
     /// (injected faults), unless twice the limit already waits.
     pub(crate) fn push_text(self: &Arc<Self>, text: &[u8]) -> Pushed {
-        self.push_within(self.limit.saturating_mul(2), |out| {
+        self.push_within(2, |out| {
             append_frame(out, 0x1, true, |o| o.extend_from_slice(text));
         })
     }
 
     /// Queues bytes that already are complete frames (a reply's limit).
     pub(crate) fn push_frames(self: &Arc<Self>, frames: &[u8]) -> Pushed {
-        self.push_within(self.limit.saturating_mul(2), |out| {
+        self.push_within(2, |out| {
             out.extend_from_slice(frames);
         })
     }
@@ -280,7 +298,7 @@ impl Outbox {
         q.closed = true;
         q.bytes = Vec::new();
         q.frames = 0;
-        self.queued.store(0, Ordering::Relaxed);
+        self.count(&q);
         self.wake_all(&mut q);
     }
 
@@ -304,15 +322,22 @@ impl Outbox {
         self.queued.load(Ordering::Relaxed)
     }
 
-    /// The reader's backpressure: waits while `limit` pushes or more wait for the writer
-    /// (the client does not read its replies), until the writer has taken them or the
-    /// connection ends.
+    /// Whether `limit` pushes or the byte limit wait for the writer (a hint: read
+    /// without the lock): the reader is to stop handling requests until
+    /// [`wait_for_room`](Self::wait_for_room) returns.
+    pub(crate) fn needs_room(&self, limit: usize) -> bool {
+        self.queued() >= limit || self.queued_bytes.load(Ordering::Relaxed) >= self.max_bytes
+    }
+
+    /// The reader's backpressure: waits while `limit` pushes or more (or the byte limit)
+    /// wait for the writer (the client does not read its replies), until the writer has
+    /// taken them or the connection ends.
     pub(crate) fn wait_for_room(&self, limit: usize) {
-        if self.queued() < limit {
+        if !self.needs_room(limit) {
             return;
         }
         let mut q = self.lock();
-        while q.frames >= limit && !q.closed {
+        while (q.frames >= limit || q.bytes.len() >= self.max_bytes) && !q.closed {
             q.reader_waiting = true;
             q = self
                 .to_reader
@@ -421,6 +446,18 @@ impl Outbox {
         q.owner_flushes = true;
     }
 
+    /// The reader hands what its batch queued so far to the writer thread, and pushes
+    /// wake the writer again until the next [`begin_batch`](Self::begin_batch): for a
+    /// reader about to wait in the middle of a batch, whose replies so far must not
+    /// wait with it.
+    pub(crate) fn hand_over(self: &Arc<Self>) {
+        let mut q = self.lock();
+        q.owner_flushes = false;
+        if !q.bytes.is_empty() {
+            self.kick(&mut q);
+        }
+    }
+
     /// The reader's batch is over: it writes what is queued to `tcp` itself, with one
     /// syscall, when the writer thread is not writing and no socket fault needs the
     /// writer's care; otherwise it wakes the writer. For a client that waits for each
@@ -464,7 +501,7 @@ impl Outbox {
 
     /// Pushes were taken by the writer: the reader may go on.
     fn took(&self, q: &mut Queue) {
-        self.queued.store(q.frames, Ordering::Relaxed);
+        self.count(q);
         if q.reader_waiting {
             self.to_reader.notify_all();
         }
@@ -637,7 +674,7 @@ mod tests {
 
     #[test]
     fn queue_limits() {
-        let o = Arc::new(Outbox::new(1));
+        let o = Arc::new(Outbox::new(1, usize::MAX));
         let data = |o: &Arc<Outbox>| o.push_data_with(|b| b.push(0));
         assert_eq!(data(&o), Pushed::Ok);
         assert_eq!(data(&o), Pushed::Full);
@@ -658,8 +695,26 @@ mod tests {
     }
 
     #[test]
+    fn byte_limits() {
+        let o = Arc::new(Outbox::new(100, 10));
+        let data = |o: &Arc<Outbox>, n: usize| o.push_data_with(|b| b.resize(b.len() + n, 0));
+        assert_eq!(data(&o, 6), Pushed::Ok);
+        assert!(!o.needs_room(100));
+        assert_eq!(data(&o, 6), Pushed::Ok, "one push may cross the limit");
+        assert!(o.needs_room(100));
+        assert_eq!(data(&o, 1), Pushed::Full);
+        // Replies may use twice the bytes.
+        assert_eq!(o.push_text(b"123456"), Pushed::Ok);
+        assert_eq!(o.push_text(b"1"), Pushed::Full);
+        let mut buf = Vec::new();
+        assert!(matches!(o.next(&mut buf, false), Next::Bytes));
+        assert!(!o.needs_room(100));
+        assert_eq!(data(&o, 1), Pushed::Ok);
+    }
+
+    #[test]
     fn kicks_wait_for_the_release() {
-        let o = Arc::new(Outbox::new(10));
+        let o = Arc::new(Outbox::new(10, usize::MAX));
         o.lock().writer_idle = true;
         hold_kicks();
         o.push_text(b"a");

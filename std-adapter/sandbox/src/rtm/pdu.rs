@@ -207,7 +207,7 @@ pub(crate) fn push_quoted(out: &mut Vec<u8>, text: &str) {
     let _ = serde_json::to_writer(out, text);
 }
 
-/// Appends the JSON string of position `n` (`"<epoch>:<n>"`).
+/// Appends the JSON string of position `n` (`"<generation>:<n>"`).
 pub(crate) fn push_position(out: &mut Vec<u8>, positions: Positions, n: u64) {
     out.push(b'"');
     push_decimal(out, positions.epoch);
@@ -273,11 +273,25 @@ pub(crate) fn invalid(name: &str) -> String {
     format!("Invalid PDU: '{name}' was invalid")
 }
 
-/// Positions are `"<epoch>:<n>"` strings, never numbers: the epoch is the server's start
-/// time in unix seconds, `n` a per-channel sequence number.
+/// Positions are `"<generation>:<n>"` strings, never numbers: the generation names one
+/// run of the server (see [`RtmServerConfig::generation`](super::RtmServerConfig::generation)),
+/// `n` is a per-channel sequence number. Sequence numbers start again at 0 in every run,
+/// so `n` means something only together with the generation it came with.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Positions {
+    /// This run's generation.
     pub epoch: u64,
+}
+
+/// A position a client sent, read against this run of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// Sequence number `n` of this run.
+    Here(u64),
+    /// A position of another run (an earlier server on the same port, say): its
+    /// sequence number says nothing about this run's messages, so it is handled as an
+    /// expired position, never read as one of ours.
+    OtherRun,
 }
 
 impl Positions {
@@ -286,16 +300,18 @@ impl Positions {
         format!("\"{}:{n}\"", self.epoch)
     }
 
-    /// The sequence number of a position. Any `<digits>:<digits>` is accepted (only the
-    /// counter counts, so positions survive a client's clock and a server restart's
-    /// epoch); anything else is invalid.
-    pub(crate) fn parse(text: &str) -> Option<u64> {
-        let (epoch, n) = text.split_once(':')?;
+    /// Reads a position: `<digits>:<digits>`, anything else is invalid (`None`).
+    pub(crate) fn parse(self, text: &str) -> Option<Position> {
+        let (generation, n) = text.split_once(':')?;
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(epoch) || !digits(n) {
+        if !digits(generation) || !digits(n) {
             return None;
         }
-        n.parse().ok()
+        let n = n.parse().ok()?;
+        Some(match generation.parse::<u64>() {
+            Ok(g) if g == self.epoch => Position::Here(n),
+            _ => Position::OtherRun,
+        })
     }
 }
 
@@ -369,7 +385,16 @@ mod tests {
 
     #[test]
     fn positions() {
-        assert_eq!(Positions::parse("1479315802:6"), Some(6));
+        let here = Positions {
+            epoch: 1_479_315_802,
+        };
+        assert_eq!(here.parse("1479315802:6"), Some(Position::Here(6)));
+        assert_eq!(here.parse("1479315801:6"), Some(Position::OtherRun));
+        assert_eq!(here.parse("01479315802:6"), Some(Position::Here(6)));
+        assert_eq!(
+            here.parse("99999999999999999999999:6"),
+            Some(Position::OtherRun)
+        );
         for bad in [
             "bad",
             "1:",
@@ -379,7 +404,7 @@ mod tests {
             "1:2:3",
             "1:99999999999999999999999",
         ] {
-            assert_eq!(Positions::parse(bad), None, "{bad}");
+            assert_eq!(here.parse(bad), None, "{bad}");
         }
         assert_eq!(Positions { epoch: 5 }.json(3), r#""5:3""#);
     }

@@ -11,14 +11,18 @@ pub enum AttemptOutcome {
     Pending,
     /// Closed right after the TCP accept (fault injection).
     Refused,
-    /// The upgrade was answered with this non-101 status (unknown appkey, wrong path, or
-    /// fault injection).
+    /// The upgrade was answered with this non-101 status (unknown appkey, wrong path,
+    /// fault injection, or `503` without reading the request: every one of
+    /// [`max_connections`](super::RtmServerConfig::max_connections) was upgraded).
     Rejected(u16),
     /// Upgraded, then closed at once (fault injection).
     ClosedAfterUpgrade,
     /// Upgraded; the connection served PDUs.
     Upgraded,
-    /// The client sent no valid upgrade request (garbage, timeout, or it went away).
+    /// The client sent no valid upgrade request (garbage, it went away, its
+    /// [`handshake_timeout`](super::RtmServerConfig::handshake_timeout) ran out, or it
+    /// was closed to make room for a newer connection, see
+    /// [`max_pending_upgrades`](super::RtmServerConfig::max_pending_upgrades)).
     HandshakeFailed,
 }
 

@@ -7,10 +7,10 @@
 //! and handling them all under one lock also lets every outbox they touch be woken once
 //! (see [`Locked`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{Shutdown, TcpStream};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::cbor::{self, Encoding};
-use super::config::{Op, Permissions, RtmServerConfig};
+use super::config::{Op, Permissions, RtmServerConfig, STORED_MESSAGE_OVERHEAD};
 use super::faults::FaultState;
 use super::message::Message;
 use super::outbox::{append_frame, hold_kicks, release_kicks, Outbox, Pushed};
@@ -36,6 +36,8 @@ const REPLAY_BYTES: usize = 64 * 1024;
 pub(crate) struct Shared {
     pub config: RtmServerConfig,
     pub positions: Positions,
+    /// What the stored messages of every channel take together.
+    pub history: Arc<HistoryTotals>,
     state: Mutex<State>,
     /// Fault: pongs are not sent (read without the state lock by the reader threads).
     pub mute_pongs: AtomicBool,
@@ -47,13 +49,16 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: RtmServerConfig) -> Shared {
-        let epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let epoch = config.generation.unwrap_or_else(next_generation);
+        let history = Arc::new(HistoryTotals::default());
         Shared {
             config,
             positions: Positions { epoch },
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                history: Arc::clone(&history),
+                ..State::default()
+            }),
+            history,
             mute_pongs: AtomicBool::new(false),
             view_clock: clock::Wake::default(),
             shutdown: AtomicBool::new(false),
@@ -87,6 +92,70 @@ impl Shared {
 
     pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
         std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// A generation for a new run (see
+/// [`RtmServerConfig::generation`](super::RtmServerConfig::generation)): the time in unix
+/// milliseconds, or one more than the last generation of this process if that is not
+/// smaller, so that servers started in the same millisecond differ too.
+fn next_generation() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let next = |last: u64| now.max(last.saturating_add(1));
+    match LAST.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(next(last))) {
+        Ok(last) | Err(last) => next(last),
+    }
+}
+
+/// What the stored messages of all channels take together. Every stored message holds a
+/// [`Charge`] on it, so the totals stay right however a message goes (the per-channel
+/// limits, age, the total budget, fault injection) without each of those knowing.
+#[derive(Debug, Default)]
+pub(crate) struct HistoryTotals {
+    /// Bytes: message texts plus [`STORED_MESSAGE_OVERHEAD`] each.
+    bytes: AtomicUsize,
+    /// Messages.
+    messages: AtomicUsize,
+}
+
+impl HistoryTotals {
+    /// Bytes the stored messages take (as counted against
+    /// [`RtmServerConfig::history_total_bytes`]).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn messages(&self) -> usize {
+        self.messages.load(Ordering::Relaxed)
+    }
+}
+
+/// One stored message's share of the [`HistoryTotals`], given back when it is dropped.
+#[derive(Debug)]
+pub(crate) struct Charge {
+    totals: Arc<HistoryTotals>,
+    bytes: usize,
+}
+
+impl Charge {
+    fn new(totals: &Arc<HistoryTotals>, text_len: usize) -> Charge {
+        let bytes = text_len.saturating_add(STORED_MESSAGE_OVERHEAD);
+        totals.bytes.fetch_add(bytes, Ordering::Relaxed);
+        totals.messages.fetch_add(1, Ordering::Relaxed);
+        Charge {
+            totals: Arc::clone(totals),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.totals.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.totals.messages.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -153,6 +222,8 @@ pub(crate) struct Stored {
     pub at: Instant,
     /// As published.
     pub message: Arc<Message>,
+    /// Its share of the history's totals, given back when it goes (held, never read).
+    pub _charge: Charge,
 }
 
 /// A channel: its sequence numbers, history and key-value value.
@@ -233,6 +304,9 @@ pub(crate) struct Conn {
     pub role: Option<String>,
     /// `(role, nonce)` of the handshake awaiting `auth/authenticate`.
     pub pending_auth: Option<(String, String)>,
+    /// Failed `auth/authenticate` requests so far (see
+    /// [`RtmServerConfig::max_auth_failures`]).
+    pub auth_failures: u32,
     pub subs: BTreeMap<String, Sub>,
 }
 
@@ -279,16 +353,29 @@ pub(crate) struct Record {
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub channels: BTreeMap<String, Channel>,
+    /// `(channel, sequence number)` of the stored messages, oldest first across
+    /// channels: the eviction order of [`RtmServerConfig::history_total_bytes`]. Entries
+    /// of messages already gone (age, per-channel limits) are skipped when met, and
+    /// swept out when they outnumber the stored messages.
+    pub history_order: VecDeque<(Arc<str>, u64)>,
+    /// The same totals as [`Shared::history`].
+    pub history: Arc<HistoryTotals>,
     /// Upgraded connections.
     pub conns: BTreeMap<u64, Conn>,
     /// Every open TCP connection, upgraded or not, so that shutdown can close them.
     pub sockets: BTreeMap<u64, TcpStream>,
+    /// The connections in `sockets` whose upgrade is not yet decided (no outcome yet),
+    /// oldest first: the ones to close when a new connection needs room.
+    pub pending: BTreeSet<u64>,
     pub records: BTreeMap<u64, Record>,
     pub attempts: VecDeque<Attempt>,
     pub faults: FaultState,
     pub next_id: u64,
     /// When the windows of aggregated views close.
     pub views: clock::Schedule,
+    /// When the server-wide allowance of failed authentications is next free (see
+    /// [`State::auth_failure_turn`]).
+    pub auth_free_at: Option<Instant>,
 }
 
 impl State {
@@ -317,6 +404,7 @@ impl State {
     }
 
     pub(crate) fn set_outcome(&mut self, id: u64, outcome: AttemptOutcome) {
+        self.pending.remove(&id);
         if let Some(a) = self.attempts.iter_mut().rev().find(|a| a.id == id) {
             a.outcome = outcome;
         }
@@ -384,6 +472,8 @@ impl State {
         ch.history.push_back(Stored {
             seq,
             at: now,
+            // The channel's name is counted too: its entry in `history_order` has a copy.
+            _charge: Charge::new(&self.history, message.len() + channel.len()),
             message: Arc::clone(&message),
         });
         while ch.history.len() > 1
@@ -392,7 +482,9 @@ impl State {
             ch.pop_oldest();
         }
         ch.value = Some((seq, message));
-        let Some(stored) = ch.history.back() else {
+        self.history_order.push_back((Arc::from(channel), seq));
+        self.keep_history_budget(config.history_total_bytes);
+        let Some(stored) = self.channels.get(channel).and_then(|ch| ch.history.back()) else {
             return Some(seq);
         };
         let batch = [stored];
@@ -403,6 +495,73 @@ impl State {
             });
         }
         Some(seq)
+    }
+}
+
+impl State {
+    /// Drops the oldest stored messages, whatever their channel, until the history
+    /// takes at most `budget` bytes; the message published last always stays. A
+    /// channel that loses its last message this way loses its `rtm/read` value with it
+    /// (the value is that message: it would keep its memory otherwise).
+    fn keep_history_budget(&mut self, budget: usize) {
+        while self.history.bytes() > budget && self.history_order.len() > 1 {
+            let Some((name, seq)) = self.history_order.pop_front() else {
+                break;
+            };
+            let Some(ch) = self.channels.get_mut(&*name) else {
+                continue;
+            };
+            if ch.history.front().is_some_and(|s| s.seq == seq) {
+                ch.pop_oldest();
+                if ch.history.is_empty() && ch.value.as_ref().is_some_and(|(v, _)| *v == seq) {
+                    ch.value = None;
+                }
+            }
+        }
+        // Entries of messages that went another way pile up while the budget is not
+        // reached: sweep them out once they outnumber the stored messages.
+        if self.history_order.len() > 2 * self.history.messages() + 1024 {
+            let channels = &self.channels;
+            self.history_order.retain(|(name, seq)| {
+                channels
+                    .get(&**name)
+                    .is_some_and(|ch| *seq >= ch.first_available())
+            });
+        }
+    }
+
+    /// How long a failed authentication at `now` waits for its turn under
+    /// [`RtmServerConfig::auth_failures_per_second`]: each failure takes one slot of
+    /// `1/rate` s; a second's worth of slots may be taken ahead (a burst), later ones
+    /// wait. Many connections guessing together are then no faster than one rate.
+    pub(crate) fn auth_failure_turn(&mut self, config: &RtmServerConfig, now: Instant) -> Duration {
+        let rate = config.auth_failures_per_second.max(1);
+        let slot = Duration::from_secs(1) / rate;
+        let free_at = self.auth_free_at.map_or(now, |t| t.max(now)) + slot;
+        self.auth_free_at = Some(free_at);
+        free_at
+            .saturating_duration_since(now)
+            .saturating_sub(Duration::from_secs(1))
+    }
+
+    /// Makes room for one more TCP connection under
+    /// [`RtmServerConfig::max_connections`] and
+    /// [`RtmServerConfig::max_pending_upgrades`]: at either cap, the oldest connection
+    /// still in its upgrade is closed (its thread then ends). False when there is no
+    /// room: every connection is upgraded.
+    pub(crate) fn make_room(&mut self, config: &RtmServerConfig) -> bool {
+        let full = self.sockets.len() >= config.max_connections.max(1)
+            || self.pending.len() >= config.max_pending_upgrades.max(1);
+        if !full {
+            return true;
+        }
+        let Some(oldest) = self.pending.pop_first() else {
+            return false;
+        };
+        if let Some(socket) = self.sockets.remove(&oldest) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        true
     }
 }
 
