@@ -3,7 +3,7 @@
 //! from the receive buffer. No heap.
 //!
 //! Writing goes through this module's own serializer over the escaping writer of
-//! [`write`](super::write), so a serialized value gets exactly the escaping of every other
+//! [`write`](mod@super::write), so a serialized value gets exactly the escaping of every other
 //! string core writes (quotes, backslashes, control characters) and never panics: a
 //! `char` is a one-character string, a byte array an array of numbers, a non-finite float
 //! `null` (as serde_json does), and what JSON cannot express (a map key that is not a
