@@ -19,11 +19,11 @@ use benchlink_core::blocking::{rtm, Transport};
 use benchlink_core::http::DecompressorOxide;
 use benchlink_core::rtm::pdu::SubscriptionData;
 use benchlink_core::rtm::{
-    Ack, ClientState, Config, ConnectError, Handler, Link, LinkConfig, Mode, Outcome, SubState,
-    SubscribeArgs, Ticket,
+    Ack, ClientState, Config, ConnectError, Disconnect, Handler, Link, LinkConfig, Mode, Outcome,
+    SubState, SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
-use benchlink_sandbox::rtm::DEFAULT_APPKEY;
+use benchlink_sandbox::rtm::{SocketFault, DEFAULT_APPKEY};
 use benchlink_sandbox::{RtmServer, RtmServerConfig};
 use benchlink_tests::{fast_server, within};
 use embedded_io_adapters::std::FromStd;
@@ -264,6 +264,52 @@ fn a_silent_bench_server_times_out_at_the_reply_deadline() {
     });
 }
 
+#[test]
+fn a_dripping_bench_server_times_out_at_the_reply_deadline_too() {
+    // One byte of a valid response every 50 ms: never silent, never done in time.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _server = thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            use std::io::Write as _;
+            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}";
+            for b in reply {
+                if s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+    });
+    within(
+        Duration::from_secs(10),
+        "dripping bench server",
+        move || {
+            let mut client = BenchClient::new(
+                StdTransport::new(),
+                Server::new("127.0.0.1", port),
+                buffers(),
+            )
+            .unwrap()
+            .with_timeouts(Timeouts {
+                reply: Some(Duration::from_millis(400)),
+                stream_idle: None,
+            });
+            let result = client.call(&request::Status { id: 1 });
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::Timeout {
+                        waiting: Waiting::Reply,
+                        ..
+                    })
+                ),
+                "{result:?}"
+            );
+        },
+    );
+}
+
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 struct Sample {
     metric: String,
@@ -278,6 +324,9 @@ struct Seen {
     received: Vec<Sample>,
     acked: Vec<Ticket>,
     read: Option<Sample>,
+    /// Messages delivered (only the first few are kept).
+    count: usize,
+    dead_peer: bool,
 }
 
 impl Handler for Seen {
@@ -292,9 +341,16 @@ impl Handler for Seen {
     fn subscription_data(&mut self, _key: &str, data: SubscriptionData<'_>) {
         for m in data.messages.elements() {
             let mut scratch = [0u8; 256];
-            self.received
-                .push(m.deserialize_unescaped(&mut scratch).expect("a Sample"));
+            let sample = m.deserialize_unescaped(&mut scratch).expect("a Sample");
+            self.count += 1;
+            if self.received.len() < 16 {
+                self.received.push(sample);
+            }
         }
+    }
+
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        self.dead_peer |= matches!(why, Disconnect::DeadPeer { .. });
     }
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
@@ -450,5 +506,99 @@ fn a_silent_rtm_server_fails_the_upgrade_at_the_connect_timeout() {
             took >= Duration::from_millis(800) && took < Duration::from_secs(5),
             "{took:?}"
         );
+    });
+}
+
+/// Connects `link` and subscribes to `channel`.
+fn subscribed(link: &mut TestLink, t: &mut StdTransport, seen: &mut Seen, channel: &str) {
+    let now = t.now();
+    link.client_mut().start(now, seen);
+    link.client_mut()
+        .subscribe(now, channel, Mode::Reliable, SubscribeArgs::default(), seen)
+        .unwrap();
+    run_until(link, t, seen, Duration::from_secs(10), |s| s.subscribed);
+    assert!(seen.subscribed);
+}
+
+#[test]
+fn a_data_flood_is_taken_in_bounded_reads_and_the_loop_keeps_its_deadlines() {
+    let server = RtmServer::start(RtmServerConfig::default()).expect("RTM server");
+    let endpoint = server.endpoint();
+    let faults = server.faults();
+    within(Duration::from_secs(30), "blocking flood", move || {
+        let mut t = StdTransport::new();
+        let mut link = link(&endpoint, Config::default(), LinkConfig::DEFAULT);
+        let mut seen = Seen::default();
+        subscribed(&mut link, &mut t, &mut seen, "flood");
+        faults.set_socket_fault(Some(SocketFault::DataFlood {
+            subscription_id: "flood".to_owned(),
+            message: r#"{"metric":"m","value":1}"#.to_owned(),
+        }));
+        // The server writes as fast as the socket takes it; every call still returns
+        // at its deadline (one 512-byte read at a time, the time checked after each).
+        let mut chunk = [0u8; 512];
+        for _ in 0..10 {
+            let until = t.now().saturating_add(Duration::from_millis(100));
+            rtm::run(&mut link, &mut t, &mut chunk, &mut seen, until);
+            let late = t.now().as_micros().saturating_sub(until.as_micros());
+            assert!(late < 1_000_000, "returned {late} us after its deadline");
+        }
+        assert!(seen.count > 10, "{} messages", seen.count);
+        assert_eq!(seen.state, Some(ClientState::Connected));
+        // Once the flood stops, the link works as before.
+        faults.set_socket_fault(None);
+        let sample = Sample {
+            metric: "after".to_owned(),
+            value: 1,
+        };
+        let now = t.now();
+        let ticket = link
+            .client_mut()
+            .publish_typed(
+                now,
+                "flood",
+                &sample,
+                Ack::Reply { deadline: None },
+                &mut seen,
+            )
+            .unwrap()
+            .unwrap();
+        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(10), |s| {
+            s.acked.contains(&ticket)
+        });
+        assert!(seen.acked.contains(&ticket));
+    });
+}
+
+#[test]
+fn a_hung_server_is_declared_dead_and_the_link_comes_back() {
+    let server = RtmServer::start(RtmServerConfig::default()).expect("RTM server");
+    let endpoint = server.endpoint();
+    let faults = server.faults();
+    within(Duration::from_secs(30), "blocking dead peer", move || {
+        let mut t = StdTransport::new();
+        let config = LinkConfig {
+            ping_interval: Duration::from_millis(200),
+            dead_peer_timeout: Duration::from_millis(600),
+            ..LinkConfig::DEFAULT
+        };
+        let client = Config {
+            reconnect_interval: Duration::from_millis(100),
+            ..Config::default()
+        };
+        let mut link = link(&endpoint, client, config);
+        let mut seen = Seen::default();
+        subscribed(&mut link, &mut t, &mut seen, "hung");
+        assert_eq!(faults.set_socket_fault(Some(SocketFault::Silent)), 1);
+        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(5), |s| {
+            s.dead_peer
+        });
+        assert!(seen.dead_peer, "the silence was noticed");
+        faults.set_socket_fault(None);
+        seen.subscribed = false;
+        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(10), |s| {
+            s.subscribed && s.state == Some(ClientState::Connected)
+        });
+        assert!(seen.subscribed, "reconnected and resubscribed");
     });
 }
