@@ -13,6 +13,8 @@
 pub mod bench;
 pub mod rtm;
 
+/// The embedded-io release the [`Transport`] trait builds on, for implementing it.
+pub use embedded_io;
 use embedded_io::{Read, Write};
 
 use crate::time::Instant;
