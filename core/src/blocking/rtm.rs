@@ -65,7 +65,10 @@ pub fn run<T, B, H, const SUBS: usize, const PENDING: usize, const QUEUE: usize,
                 Output::Connect { host, port, tls } => {
                     Done::Connected(transport.connect(host, port, tls).is_ok())
                 }
-                Output::Transmit(bytes) => Done::Wrote(transport.write(bytes).ok()),
+                // A write that takes nothing is a dead connection (and would spin).
+                Output::Transmit(bytes) => {
+                    Done::Wrote(transport.write(bytes).ok().filter(|&n| n > 0))
+                }
                 Output::Close => {
                     transport.close();
                     Done::Closed
