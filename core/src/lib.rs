@@ -13,6 +13,8 @@
 //! - [`json`]: a small zero-copy JSON reader that the typed replies are built on, and
 //!   the escaping writer the RTM PDUs are written with.
 //! - [`rtm`]: the real-time messaging protocol — PDUs, role-secret auth.
+//! - `blocking` (feature `embedded-io`): blocking clients of both protocols over any
+//!   `embedded_io::{Read, Write}` transport, each a small loop around the machines above.
 //! - [`ws`]: RFC 6455 WebSocket client codec — upgrade request and accept check, masked
 //!   frames, a push-style frame decoder with reassembly, and a ping/pong/close session.
 // The library is `no_std` (the thumbv7em build in the test command proves it); unit tests
@@ -32,6 +34,8 @@
 mod text_enum;
 
 pub mod bench;
+#[cfg(feature = "embedded-io")]
+pub mod blocking;
 pub mod http;
 pub mod json;
 pub mod rtm;

@@ -8,14 +8,15 @@
 
 use core::ops::ControlFlow;
 
-use benchlink_core::bench::{
-    self, Body as BenchBody, JsonRequest, LineDecoder, LineFormat, Request, StreamRequest,
+use benchlink_core::bench::exchange::{
+    self as sansio, Chunk, Outgoing, OutgoingError, ReplyBody, ReplyError, Sink, StreamBody,
+    MAX_HEADERS,
 };
+use benchlink_core::bench::{self, JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::DecompressorOxide;
 use benchlink_core::http::{
-    Body, Boundary, Cursor, DecodeError, EncodeError, Event, InflateMemory, Limits, Method, Part,
-    RequestHead, ResponseDecoder, Section, BOUNDARY_LEN,
+    DecodeError, EncodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
 };
 use embassy_time::{with_deadline, with_timeout, Duration, Instant};
 use embedded_io_async::ErrorKind;
@@ -23,83 +24,9 @@ use heapless::String;
 
 use crate::transport::{ConnectError, Transport};
 
-/// Longest `Host` header value: a 253-byte DNS name, brackets, colon and port.
-pub const MAX_AUTHORITY: usize = 264;
-
-/// Header lines a response head may have (the benchmark server sends about ten).
-const MAX_HEADERS: usize = 24;
-
-/// Where the server is and who the client says it is.
-#[derive(Clone, Copy)]
-pub struct Server<'b> {
-    /// Host name or IPv4 address; names go through the stack's DNS client.
-    pub host: &'b str,
-    /// TCP port (the real server listens on 4800).
-    pub port: u16,
-    /// Sent as `Authorization: Bearer <token>` with every request.
-    pub token: Option<&'b str>,
-    /// The `User-Agent` value.
-    pub user_agent: &'b str,
-}
-
-impl<'b> Server<'b> {
-    /// `host:port` without a token, with this crate's user agent.
-    pub const fn new(host: &'b str, port: u16) -> Self {
-        Server {
-            host,
-            port,
-            token: None,
-            user_agent: concat!("benchlink-embassy/", env!("CARGO_PKG_VERSION")),
-        }
-    }
-}
-
-/// The token is a secret: `Debug` shows only whether there is one.
-impl core::fmt::Debug for Server<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Server")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("token", &self.token.map(|_| "<redacted>"))
-            .field("user_agent", &self.user_agent)
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Server<'_> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "Server {{ host: {=str}, port: {=u16}, token: {=bool} }}",
-            self.host,
-            self.port,
-            self.token.is_some()
-        )
-    }
-}
-
-/// The client's memory. Each buffer's size is a limit:
-///
-/// - `rx`: socket reads (512 B – 2 KiB; any size works, larger is fewer reads).
-/// - `tx`: the request head and multipart part heads (512 B; grows with query length).
-/// - `head`: the response head (1 KiB covers the server's heads).
-/// - `body`: a JSON reply, and an error body of a stream (the largest reply you read:
-///   `/results` of a benchmark with many metrics is the big one).
-/// - `line`: the longest log or metric line of a stream.
-#[derive(Debug)]
-pub struct Buffers<'b> {
-    /// Socket reads.
-    pub rx: &'b mut [u8],
-    /// Request heads.
-    pub tx: &'b mut [u8],
-    /// Response heads.
-    pub head: &'b mut [u8],
-    /// JSON reply bodies.
-    pub body: &'b mut [u8],
-    /// Stream lines.
-    pub line: &'b mut [u8],
-}
+pub use benchlink_core::bench::exchange::{
+    Buffers, Server, Waiting, MAX_AUTHORITY, MAX_UPLOAD_FILES,
+};
 
 /// How long each step may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,18 +123,6 @@ impl core::fmt::Display for Error<'_> {
 
 impl core::error::Error for Error<'_> {}
 
-/// What a timed-out request was waiting for ([`Error::Timeout`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Waiting {
-    /// The connection to open.
-    Connect,
-    /// The server to take the request or to send (all of) its reply.
-    Reply,
-    /// The next bytes of a stream.
-    StreamData,
-}
-
 impl From<EncodeError> for Error<'_> {
     fn from(e: EncodeError) -> Self {
         Error::Encode(e)
@@ -220,13 +135,22 @@ impl From<DecodeError> for Error<'_> {
     }
 }
 
-/// Most files in one upload (`/start`: the scenario and its includes).
-pub const MAX_UPLOAD_FILES: usize = 16;
+impl From<OutgoingError> for Error<'_> {
+    fn from(e: OutgoingError) -> Self {
+        match e {
+            OutgoingError::TooManyFiles => Error::TooManyFiles,
+            OutgoingError::Encode(e) => Error::Encode(e),
+        }
+    }
+}
 
-/// One piece of a response, as the exchange hands it to its sink.
-enum Piece<'a> {
-    Head(u16),
-    Data(&'a [u8]),
+impl<'a> From<ReplyError<'a>> for Error<'a> {
+    fn from(e: ReplyError<'a>) -> Self {
+        match e {
+            ReplyError::TooLarge { max } => Error::BodyTooLarge { max },
+            ReplyError::Server(e) => Error::Server(e),
+        }
+    }
 }
 
 /// The async client of one benchmark server over a [`Transport`].
@@ -287,7 +211,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// A client of `server`. Fails when the `Host` value would be longer than
     /// [`MAX_AUTHORITY`].
     pub fn new(transport: T, server: Server<'b>, buffers: Buffers<'b>) -> Result<Self, Error<'b>> {
-        let authority = authority(server.host, server.port)?;
+        let authority = sansio::authority(server.host, server.port)?;
         let seed = embassy_time::Instant::now().as_ticks() | 1;
         Ok(BenchClient {
             conn: Conn {
@@ -364,39 +288,9 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// A kept-alive connection the server closed meanwhile is replaced, and a `GET` that
     /// met a stale connection before any response byte is sent once more.
     pub async fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let body = &mut *self.body;
-        let max = body.len();
-        let mut len = 0usize;
-        let mut status = 0u16;
-        let mut overflow = false;
-        self.conn
-            .exchange(req, false, &mut |piece| match piece {
-                Piece::Head(s) => {
-                    status = s;
-                    ControlFlow::Continue(())
-                }
-                Piece::Data(d) => match len
-                    .checked_add(d.len())
-                    .and_then(|end| body.get_mut(len..end))
-                {
-                    Some(dst) => {
-                        dst.copy_from_slice(d);
-                        len += d.len();
-                        ControlFlow::Continue(())
-                    }
-                    None => {
-                        overflow = true;
-                        ControlFlow::Break(())
-                    }
-                },
-            })
-            .await?;
-        let body = self.body.get(..len).unwrap_or_default();
-        if overflow && status == 200 {
-            return Err(Error::BodyTooLarge { max });
-        }
-        // An oversized error body is read as far as it fits: enough to classify it.
-        R::read_reply(status, body).map_err(Error::Server)
+        let mut reply = ReplyBody::new(self.body);
+        self.conn.exchange(req, false, &mut reply).await?;
+        Ok(reply.finish::<R>()?)
     }
 
     /// Sends a stream request (`/log`, `/userlog`, `/data`, `/server_logs`) and hands
@@ -407,111 +301,16 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     ///
     /// The server's `/data` does not answer for a `failed` benchmark: check `/status`
     /// first, or set [`Timeouts::stream_idle`].
-    pub async fn stream<R, F>(&mut self, req: &R, mut on_line: F) -> Result<(), Error<'_>>
+    pub async fn stream<R, F>(&mut self, req: &R, on_line: F) -> Result<(), Error<'_>>
     where
         R: StreamRequest,
         F: FnMut(
             Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        let body = &mut *self.body;
-        let mut lines = LineDecoder::<R::Format>::new(self.line);
-        let mut err_len = 0usize;
-        let mut status = 0u16;
-        let mut stopped = false;
-        self.conn
-            .exchange(req, true, &mut |piece| match piece {
-                Piece::Head(s) => {
-                    status = s;
-                    ControlFlow::Continue(())
-                }
-                Piece::Data(mut d) if status == 200 => {
-                    while let Some(line) = lines.next(&mut d) {
-                        if on_line(line).is_break() {
-                            stopped = true;
-                            return ControlFlow::Break(());
-                        }
-                    }
-                    ControlFlow::Continue(())
-                }
-                Piece::Data(d) => {
-                    // An error reply: keep what fits, for its reason.
-                    let room = body.len().saturating_sub(err_len);
-                    let take = d.get(..room.min(d.len())).unwrap_or_default();
-                    if let Some(dst) = body.get_mut(err_len..err_len + take.len()) {
-                        dst.copy_from_slice(take);
-                    }
-                    err_len += take.len();
-                    ControlFlow::Continue(())
-                }
-            })
-            .await?;
-        if status != 200 {
-            let body = self.body.get(..err_len).unwrap_or_default();
-            return Err(Error::Server(bench::Error::from_reply(status, body)));
-        }
-        if !stopped {
-            if let Some(last) = lines.finish() {
-                let _ = on_line(last);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `host` or `host:port` (with brackets for IPv6), as the `Host` header wants it.
-fn authority(host: &str, port: u16) -> Result<String<MAX_AUTHORITY>, EncodeError> {
-    let mut buf = [0u8; MAX_AUTHORITY];
-    let mut out = Cursor::new(&mut buf);
-    let v6 = host.contains(':');
-    if v6 {
-        out.push(b"[")?;
-    }
-    out.push_str(host)?;
-    if v6 {
-        out.push(b"]")?;
-    }
-    if port != 80 {
-        out.push(b":")?;
-        out.push_u64(u64::from(port))?;
-    }
-    let text = core::str::from_utf8(out.written())
-        .map_err(|_| EncodeError::InvalidValue { field: "host" })?;
-    String::try_from(text).map_err(|()| EncodeError::BufferTooSmall {
-        capacity: MAX_AUTHORITY,
-    })
-}
-
-/// The media type the official client gives a part's file name (it matters only to
-/// humans reading the upload; the server ignores it).
-fn content_type(filename: &str) -> &'static str {
-    let ext = filename.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    let is = |e: &str| ext.eq_ignore_ascii_case(e);
-    if is("txt") {
-        "text/plain"
-    } else if is("json") {
-        "application/json"
-    } else if is("csv") {
-        "text/csv"
-    } else {
-        "application/octet-stream"
-    }
-}
-
-/// The files of a multipart body, `bench` first.
-fn for_each_file<'a>(
-    bench: bench::request::File<'a>,
-    includes: &'a [bench::request::File<'a>],
-) -> impl Iterator<Item = (&'static str, bench::request::File<'a>)> + 'a {
-    core::iter::once(("bench", bench)).chain(includes.iter().map(|f| ("include", *f)))
-}
-
-fn part<'a>(name: &'a str, file: &bench::request::File<'a>) -> Part<'a> {
-    Part {
-        name,
-        filename: file.name,
-        content_type: content_type(file.name),
-        len: file.content.len() as u64,
+        let mut lines = StreamBody::<R::Format, F>::new(self.line, self.body, on_line);
+        self.conn.exchange(req, true, &mut lines).await?;
+        lines.finish().map_err(Error::Server)
     }
 }
 
@@ -530,105 +329,14 @@ impl<T: Transport> Conn<'_, T> {
         self.end = 0;
     }
 
-    /// A boundary that occurs in none of the files (a random one almost never does; the
-    /// check makes it certain).
-    fn boundary(
-        &mut self,
-        bench: bench::request::File<'_>,
-        includes: &[bench::request::File<'_>],
-    ) -> Boundary {
-        loop {
-            let mut random = [0u8; BOUNDARY_LEN];
-            for b in random.iter_mut() {
-                self.seed ^= self.seed << 13;
-                self.seed ^= self.seed >> 7;
-                self.seed ^= self.seed << 17;
-                *b = (self.seed >> 24) as u8;
-            }
-            let boundary = Boundary::from_random(random);
-            let needle = boundary.as_str().as_bytes();
-            if !for_each_file(bench, includes)
-                .any(|(_, f)| f.content.windows(needle.len()).any(|w| w == needle))
-            {
-                return boundary;
-            }
-        }
-    }
-
-    /// Writes the request head for `req` into `tx`; returns its length and the boundary
-    /// of a multipart body.
-    fn encode_head<R: Request>(
-        &mut self,
-        req: &R,
-    ) -> Result<(usize, Option<Boundary>), Error<'static>> {
-        let (boundary, body) = match req.body() {
-            BenchBody::Empty => (None, None),
-            BenchBody::Multipart { bench, includes } => {
-                if includes.len() >= MAX_UPLOAD_FILES {
-                    return Err(Error::TooManyFiles);
-                }
-                let boundary = self.boundary(bench, includes);
-                // content_length is additive over parts apart from the closing
-                // delimiter, so parts are measured one at a time (no array of parts).
-                let closing = boundary.content_length(&[])?;
-                let mut len = closing;
-                for (name, file) in for_each_file(bench, includes) {
-                    let one = boundary.content_length(&[part(name, &file)])?;
-                    len = len.saturating_add(one.saturating_sub(closing));
-                }
-                (Some(boundary), Some(len))
-            }
-        };
-        let head = RequestHead {
-            method: R::METHOD,
-            path: R::PATH,
-            host: &self.authority,
-            user_agent: self.server.user_agent,
-            bearer: self.server.token,
-            body: match (&boundary, body) {
-                (Some(boundary), Some(len)) => Body::Multipart { boundary, len },
-                _ => Body::Empty,
-            },
-            keep_alive: true,
-        };
-        let mut out = Cursor::new(self.tx);
-        head.encode(req, &mut out)?;
-        Ok((out.len(), boundary))
-    }
-
-    async fn write_all(&mut self, bytes: &[u8]) -> Result<(), Error<'static>> {
-        embedded_io_async::Write::write_all(&mut self.transport, bytes)
-            .await
-            .map_err(io_error)
-    }
-
-    /// Sends the head (already in `tx[..head_len]`) and the body.
-    async fn send<R: Request>(
-        &mut self,
-        req: &R,
-        head_len: usize,
-        boundary: Option<&Boundary>,
-    ) -> Result<(), Error<'static>> {
-        let head = self.tx.get(..head_len).unwrap_or_default();
-        embedded_io_async::Write::write_all(&mut self.transport, head)
-            .await
-            .map_err(io_error)?;
-        if let (BenchBody::Multipart { bench, includes }, Some(boundary)) = (req.body(), boundary) {
-            for (name, file) in for_each_file(bench, includes) {
-                let mut out = Cursor::new(self.tx);
-                boundary.part_head(&part(name, &file), &mut out)?;
-                let n = out.len();
-                let bytes = self.tx.get(..n).unwrap_or_default();
-                embedded_io_async::Write::write_all(&mut self.transport, bytes)
-                    .await
-                    .map_err(io_error)?;
-                self.write_all(file.content).await?;
-                self.write_all(b"\r\n").await?;
-            }
-            let mut out = Cursor::new(self.tx);
-            boundary.closing(&mut out)?;
-            let n = out.len();
-            let bytes = self.tx.get(..n).unwrap_or_default();
+    /// Sends the whole request, chunk by chunk.
+    async fn send<R: Request>(&mut self, out: &mut Outgoing<'_, R>) -> Result<(), Error<'static>> {
+        let headers = self.server.headers(&self.authority);
+        while let Some(chunk) = out.next(&headers, self.tx)? {
+            let bytes = match chunk {
+                Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
+                Chunk::Content(content) => content,
+            };
             embedded_io_async::Write::write_all(&mut self.transport, bytes)
                 .await
                 .map_err(io_error)?;
@@ -644,9 +352,12 @@ impl<T: Transport> Conn<'_, T> {
         &mut self,
         req: &R,
         stream: bool,
-        sink: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
+        sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
-        let (head_len, boundary) = self.encode_head(req)?;
+        let headers = self.server.headers(&self.authority);
+        let mut outgoing = Outgoing::new(req, &headers, self.seed, self.tx)?;
+        // Every upload draws its boundary from a new seed.
+        self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
         if self.open && self.transport.peer_closed() {
             self.drop_connection().await;
         }
@@ -682,10 +393,10 @@ impl<T: Transport> Conn<'_, T> {
             let mut got_response = false;
             // A TCP flush waits for the peer's acknowledgement: bound it like a reply.
             let sent = match deadline {
-                Some(d) => with_deadline(d, self.send(req, head_len, boundary.as_ref()))
+                Some(d) => with_deadline(d, self.send(&mut outgoing))
                     .await
                     .unwrap_or(Err(timed_out(Waiting::Reply))),
-                None => self.send(req, head_len, boundary.as_ref()).await,
+                None => self.send(&mut outgoing).await,
             };
             let result = match sent {
                 Ok(()) => {
@@ -716,6 +427,7 @@ impl<T: Transport> Conn<'_, T> {
                         return Err(e);
                     }
                     retried = true;
+                    outgoing.restart();
                 }
             }
         }
@@ -726,7 +438,7 @@ impl<T: Transport> Conn<'_, T> {
         method: Method,
         stream: bool,
         deadline: Option<Instant>,
-        sink: &mut dyn FnMut(Piece<'_>) -> ControlFlow<()>,
+        sink: &mut dyn Sink,
         got_response: &mut bool,
     ) -> Result<After, Error<'static>> {
         let Conn {
@@ -751,12 +463,12 @@ impl<T: Transport> Conn<'_, T> {
             match event {
                 Event::Head(h) => {
                     head_seen = true;
-                    if sink(Piece::Head(h.status)).is_break() {
+                    if sink.head(h.status).is_break() {
                         return Ok(After::Close);
                     }
                 }
                 Event::Data(d) => {
-                    if sink(Piece::Data(d)).is_break() {
+                    if sink.data(d).is_break() {
                         return Ok(After::Close);
                     }
                 }
@@ -803,7 +515,7 @@ impl<T: Transport> Conn<'_, T> {
                     loop {
                         match decoder.finish()? {
                             Event::Data(d) => {
-                                if sink(Piece::Data(d)).is_break() {
+                                if sink.data(d).is_break() {
                                     break;
                                 }
                             }

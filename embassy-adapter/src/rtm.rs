@@ -707,6 +707,98 @@ impl<
             .await
     }
 
+    /// [`publish`](Self::publish) of a typed message (feature `serde`): `message` is
+    /// serialized as JSON straight into the core's outbox or offline-queue record, escaped
+    /// like every string the core writes (see
+    /// [`Client::publish_typed`](benchlink_core::rtm::Client::publish_typed) for the
+    /// errors).
+    ///
+    /// ```
+    /// use benchlink_embassy::rtm::{LinkConfig, Messaging, RunnerBuffers};
+    /// use benchlink_embassy::core::rtm::Config;
+    /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Sample<'a> { ts: u64, metric: &'a str, value: i32 }
+    ///
+    /// # struct Rng(u64);
+    /// # impl rand_core::RngCore for Rng {
+    /// #     fn next_u32(&mut self) -> u32 { self.next_u64() as u32 }
+    /// #     fn next_u64(&mut self) -> u64 { self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1); self.0 }
+    /// #     fn fill_bytes(&mut self, dst: &mut [u8]) { for b in dst { *b = self.next_u64() as u8 } }
+    /// # }
+    /// let buffers = RunnerBuffers {
+    ///     message: Box::leak(vec![0; 1024].into_boxed_slice()),
+    ///     tx: Box::leak(vec![0; 512 + 1024].into_boxed_slice()),
+    /// };
+    /// let rtm: Messaging<CriticalSectionRawMutex, 1, 4, 512, 512, 4, 256> =
+    ///     Messaging::new(Config::default(), LinkConfig::new("ws://10.0.0.1:8080", "KEY"), buffers, &mut Rng(7))
+    ///         .unwrap();
+    /// // Not started: queued (already serialized) until the runner connects.
+    /// rtm.publish_typed("metrics", &Sample { ts: 1, metric: "rx \"eth0\"", value: 3 }).unwrap();
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn publish_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        channel: &str,
+        message: &T,
+    ) -> Result<(), RequestError> {
+        self.command(|c, h| {
+            c.publish_typed(now(), channel, message, Ack::None, h)
+                .map(|_| ())
+        })
+    }
+
+    /// [`publish_acked`](Self::publish_acked) of a typed message (feature `serde`),
+    /// serialized like [`publish_typed`](Self::publish_typed).
+    ///
+    /// ```no_run
+    /// # use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex as Raw;
+    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 512, 512, 4, 256>) {
+    /// let timeout = Some(embassy_time::Duration::from_secs(5));
+    /// let reply = rtm.publish_acked_typed("metrics", &("rx", 3), timeout).await;
+    /// assert!(reply.is_ok_and(|r| r.is_ok()));
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub async fn publish_acked_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        channel: &str,
+        message: &T,
+        timeout: Option<Duration>,
+    ) -> Result<Reply<MSG>, RequestError> {
+        let ack = Ack::Reply {
+            deadline: deadline(timeout),
+        };
+        self.acked(|c, h| c.publish_typed(now(), channel, message, ack, h))
+            .await
+    }
+
+    /// [`write`](Self::write) of a typed value (feature `serde`), serialized like
+    /// [`publish_typed`](Self::publish_typed).
+    ///
+    /// ```no_run
+    /// # use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex as Raw;
+    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 512, 512, 4, 256>) {
+    /// let timeout = Some(embassy_time::Duration::from_secs(5));
+    /// let reply = rtm.write_typed("config", &("mode", [1, 2]), timeout).await;
+    /// assert!(reply.is_ok_and(|r| r.is_ok()));
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub async fn write_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        channel: &str,
+        value: &T,
+        timeout: Option<Duration>,
+    ) -> Result<Reply<MSG>, RequestError> {
+        let ack = Ack::Reply {
+            deadline: deadline(timeout),
+        };
+        self.acked(|c, h| c.write_typed(now(), channel, value, ack, h))
+            .await
+    }
+
     /// Read the value of `channel` (the reply's body has `message`, `null` when never
     /// written).
     pub async fn read(

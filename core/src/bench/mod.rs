@@ -38,6 +38,7 @@
 
 mod clusters;
 mod error;
+pub mod exchange;
 mod lines;
 mod reply;
 pub mod request;

@@ -176,6 +176,16 @@ impl<'a> Cursor<'a> {
         self.len
     }
 
+    /// The size of the buffer: the most this cursor can ever hold.
+    ///
+    /// ```
+    /// let mut buf = [0u8; 8];
+    /// assert_eq!(benchlink_core::http::Cursor::new(&mut buf).capacity(), 8);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
     /// True when nothing was written yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0

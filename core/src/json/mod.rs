@@ -28,6 +28,8 @@ use core::fmt::{self, Write as _};
 
 use crate::http::{Cursor, EncodeError};
 
+#[cfg(feature = "serde")]
+pub mod typed;
 pub mod write;
 
 pub use write::WriteError;

@@ -69,6 +69,10 @@ pub enum WriteError {
     /// Pre-serialized members (extra arguments, a request body) must be a JSON object;
     /// this is some other valid JSON value.
     NotAnObject,
+    /// A typed value (feature `serde`) has no JSON form: its `Serialize` implementation
+    /// reported an error, a map key is not a string, number, bool or unit variant, or an
+    /// integer is beyond 64 bits.
+    Unserializable,
 }
 
 impl From<EncodeError> for WriteError {
@@ -89,6 +93,7 @@ impl fmt::Display for WriteError {
                 write!(f, "pre-serialized value: {e}")
             }
             WriteError::NotAnObject => f.write_str("pre-serialized members are not a JSON object"),
+            WriteError::Unserializable => f.write_str("value has no JSON form"),
         }
     }
 }
@@ -130,9 +135,15 @@ pub fn parse_object(json: &str) -> Result<Object<'_>, WriteError> {
 /// assert_eq!(out.written(), "\"q\\\"\\\\\\u0001\\t€\"".as_bytes());
 /// ```
 pub fn string(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
+    out.push(b"\"")?;
+    escaped(out, s)?;
+    Ok(out.push(b"\"")?)
+}
+
+/// Writes the escaped content of a JSON string, without the quotes.
+pub(crate) fn escaped(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let hex = |n: u8| HEX.get(usize::from(n & 0xF)).copied().unwrap_or(b'0');
-    out.push(b"\"")?;
     let bytes = s.as_bytes();
     let mut plain_from = 0;
     for (i, &b) in bytes.iter().enumerate() {
@@ -155,8 +166,7 @@ pub fn string(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
         out.push(escape)?;
         plain_from = i + 1;
     }
-    out.push(bytes.get(plain_from..).unwrap_or_default())?;
-    Ok(out.push(b"\"")?)
+    Ok(out.push(bytes.get(plain_from..).unwrap_or_default())?)
 }
 
 /// Writes a signed integer in decimal without `core::fmt`.
@@ -404,6 +414,25 @@ impl<'b> ObjectWriter<'_, 'b> {
     pub fn raw(&mut self, key: &str, json: &str) -> Result<&mut Self, WriteError> {
         let value = validate(json)?;
         self.member(key, |out| Ok(out.push_str(value)?))
+    }
+
+    /// A member whose value is `value` serialized in place (feature `serde`; see
+    /// [`typed::serialize`](super::typed::serialize)).
+    ///
+    /// ```
+    /// # use benchlink_core::{http::Cursor, json::write};
+    /// let mut buf = [0u8; 32];
+    /// let mut out = Cursor::new(&mut buf);
+    /// write::object(&mut out, |o| { o.serialized("m", &("a\n", 2))?; Ok(()) }).unwrap();
+    /// assert_eq!(out.written(), br#"{"m":["a\n",2]}"#);
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn serialized<T: serde::Serialize + ?Sized>(
+        &mut self,
+        key: &str,
+        value: &T,
+    ) -> Result<&mut Self, WriteError> {
+        self.member(key, |out| super::typed::serialize(out, value))
     }
 
     /// A nested object member filled by `f` (not called when `key` is overridden).

@@ -7,7 +7,9 @@ use heapless::{String, Vec};
 
 use super::auth::{AuthState, AuthStep, RoleSecretAuth};
 use super::backoff::Backoff;
-use super::connection::{escaped_len, Meta, Pending, ReqKind, UserRequest, AUTH_OVERHEAD};
+use super::connection::{
+    escaped_len, Meta, Pending, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
+};
 use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
@@ -15,7 +17,7 @@ use super::events::{
 use super::pdu::{write_envelope, Action, Id, Incoming, Outcome as Suffix, Pdu};
 use super::queue::RecordFifo;
 use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
-use crate::http::Cursor;
+use crate::http::{Cursor, EncodeError};
 use crate::json::WriteError;
 use crate::time::Instant;
 
@@ -675,7 +677,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             channel,
             message: message_json,
         };
-        self.submit(now, req, ack, h)
+        self.submit(now, Untyped::from(req), ack, h)
     }
 
     /// Read the value of `channel`; `args_json` is a JSON object of extra body members
@@ -724,7 +726,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             channel,
             value: value_json,
         };
-        self.submit(now, req, ack, h)
+        self.submit(now, Untyped::from(req), ack, h)
     }
 
     /// Delete the value of `channel`.
@@ -742,7 +744,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
-        self.submit(now, UserRequest::Delete { channel }, ack, h)
+        self.submit(now, Untyped::from(UserRequest::Delete { channel }), ack, h)
     }
 
     /// Search channels by name prefix (legacy; the service removed it in 2017): zero or
@@ -799,7 +801,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         if !req.json_is_valid() {
             return Err(RequestError::InvalidJson);
         }
-        self.submit(now, req, ack, h)
+        self.submit(now, Untyped::from(req), ack, h)
     }
 
     /// Authenticate as `role` with its secret (role-secret HMAC-MD5). The result comes
@@ -1585,7 +1587,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         deadline: Option<Instant>,
         h: &mut H,
     ) -> Result<Ticket, RequestError> {
-        self.submit(now, req, Ack::Reply { deadline }, h)?
+        self.submit(now, Untyped::from(req), Ack::Reply { deadline }, h)?
             .ok_or(RequestError::Full)
     }
 
@@ -1618,10 +1620,10 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             && (!acked || !self.pending.is_full())
     }
 
-    fn submit<H: Handler>(
+    pub(super) fn submit<R: Submit, H: Handler>(
         &mut self,
         now: Instant,
-        req: UserRequest<'_>,
+        req: R,
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
@@ -1638,12 +1640,11 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             Ack::Reply { deadline } => (true, deadline),
         };
         let ticket = Ticket::from_raw(self.next_ticket);
-        let pdu = req.to_pdu();
         let mut sent = false;
         if self.can_send_now(acked) {
             let id = self.next_id;
             match push_encoded(&mut self.outbox, None, |out| {
-                pdu.encode(acked.then_some(u64::from(id)), out)
+                req.encode(acked.then_some(u64::from(id)), out)
             }) {
                 Ok(()) => {
                     sent = true;
@@ -1666,12 +1667,27 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 ticket,
                 deadline,
             };
+            // A queued body must fit an outbox record once wrapped in its envelope. A
+            // typed message's size is only known once written: a body that turned out
+            // larger, or that did not fit even that much room, is `TooLarge`.
+            let cap = RecordFifo::<OUT>::max_record().saturating_sub(ENVELOPE);
+            let mut too_large = false;
             let write_body = |out: &mut Cursor<'_>| {
-                if let UserRequest::Other { action, .. } = req {
-                    out.push_str(action)?;
-                    out.push(b"\n")?;
+                let written = req.encode_queued(out);
+                if !R::BOUNDED_UPFRONT {
+                    let room = out.capacity();
+                    too_large |= match written {
+                        Ok(()) => out.len() > cap,
+                        Err(WriteError::Encode(_)) => room >= cap,
+                        Err(_) => false,
+                    };
+                    if too_large {
+                        return Err(WriteError::Encode(EncodeError::BufferTooSmall {
+                            capacity: cap,
+                        }));
+                    }
                 }
-                pdu.encode_body(out)
+                written
             };
             match push_encoded(&mut self.queue, Some(&meta), write_body) {
                 Ok(()) => {
@@ -1681,6 +1697,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 Err(WriteError::Encode(_)) if !req.json_is_valid() => {
                     return Err(RequestError::InvalidJson)
                 }
+                Err(WriteError::Encode(_)) if too_large => return Err(RequestError::TooLarge),
                 Err(WriteError::Encode(_)) => return Err(self.queue_refusal()),
                 Err(_) => return Err(RequestError::InvalidJson),
             }

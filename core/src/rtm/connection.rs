@@ -4,7 +4,8 @@
 
 use super::events::Ticket;
 use super::pdu::{Action, Request};
-use crate::json;
+use crate::http::Cursor;
+use crate::json::{self, WriteError};
 use crate::time::Instant;
 
 /// Upper bound of the envelope around a request body with the largest id:
@@ -14,7 +15,7 @@ pub(crate) const ENVELOPE: usize = 52;
 
 /// Upper bound of the fixed members of a publish, read, write, delete or search body:
 /// `{"channel":"","message":}` (25 bytes; the others are shorter).
-const REQUEST_MEMBERS: usize = 26;
+pub(crate) const REQUEST_MEMBERS: usize = 26;
 
 /// Upper bound of an `auth/handshake` or `auth/authenticate` PDU besides the role:
 /// `{"method":"role_secret","data":{"role":""}}` in the envelope (or the 24-byte hash in
@@ -87,6 +88,75 @@ impl ReqKind {
             6 => ReqKind::Other,
             _ => return None,
         })
+    }
+}
+
+/// What the client needs of a user request to send or queue it: a [`UserRequest`] of
+/// pre-serialized JSON, or a typed one serialized as it is written.
+pub(crate) trait Submit {
+    /// [`pdu_bound`](Self::pdu_bound) bounds the whole PDU, so a request that passed it
+    /// fits the outbox; otherwise (a typed message) the queued body is measured as it is
+    /// written.
+    const BOUNDED_UPFRONT: bool;
+
+    fn kind(&self) -> ReqKind;
+
+    /// An upper bound of the encoded PDU's length, checked before anything is written
+    /// (for a typed message: without the message, which is bounded as it is written).
+    fn pdu_bound(&self) -> usize;
+
+    /// The whole PDU.
+    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError>;
+
+    /// The offline-queue record after its [`Meta`]: the body, which the client wraps in
+    /// an envelope once connected (a raw action's name and a newline first).
+    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError>;
+
+    /// Whether the pre-serialized parts are valid JSON (used to tell `InvalidJson` from
+    /// `Full` when encoding failed for lack of space, before validation could run).
+    fn json_is_valid(&self) -> bool;
+}
+
+/// A [`UserRequest`] with its PDU, made once.
+pub(crate) struct Untyped<'a> {
+    req: UserRequest<'a>,
+    pdu: Request<'a>,
+}
+
+impl<'a> From<UserRequest<'a>> for Untyped<'a> {
+    fn from(req: UserRequest<'a>) -> Self {
+        Untyped {
+            req,
+            pdu: req.to_pdu(),
+        }
+    }
+}
+
+impl Submit for Untyped<'_> {
+    const BOUNDED_UPFRONT: bool = true;
+
+    fn kind(&self) -> ReqKind {
+        self.req.kind()
+    }
+
+    fn pdu_bound(&self) -> usize {
+        self.req.pdu_bound()
+    }
+
+    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        self.pdu.encode(id, out)
+    }
+
+    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        if let UserRequest::Other { action, .. } = self.req {
+            out.push_str(action)?;
+            out.push(b"\n")?;
+        }
+        self.pdu.encode_body(out)
+    }
+
+    fn json_is_valid(&self) -> bool {
+        self.req.json_is_valid()
     }
 }
 

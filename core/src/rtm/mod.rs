@@ -20,6 +20,8 @@ mod events;
 mod link;
 mod queue;
 mod subscription;
+#[cfg(feature = "serde")]
+mod typed;
 
 pub use client::{Client, Config, MAX_ROLE_LEN, MAX_SECRET_LEN};
 pub use events::{

@@ -389,7 +389,7 @@ pub fn write_envelope(
 }
 
 /// The envelope shared by every request: action, optional id, then what `body` writes.
-fn envelope<F>(
+pub(crate) fn envelope<F>(
     action: &str,
     id: Option<u64>,
     out: &mut Cursor<'_>,

@@ -37,6 +37,8 @@ mod tests;
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
+#[cfg(feature = "serde")]
+pub(crate) use encode::envelope;
 pub use encode::{write_envelope, History, Request, SubscribeRequest, Target};
 
 /// The suffix of a reply action: how the request ended, or that more replies follow.

@@ -16,7 +16,7 @@
 
 use benchlink_core::bench::{request, JsonRequest, LineSplitter, Request, Sample, Status};
 use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDecoder};
-use benchlink_core::json::write;
+use benchlink_core::json::typed::RawJson;
 use benchlink_core::rtm::pdu::{Action, Id, Pdu};
 use benchlink_core::rtm::{
     Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
@@ -352,22 +352,23 @@ impl<'b> Rtm<'b> {
         let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
         // The value exactly as the server wrote it (a JSON number, checked but not
         // converted by `Sample::parse`): no float parsing or formatting to forward it.
-        let value = sample.value.as_str();
-        let mut buf = [0u8; 160];
-        let mut out = Cursor::new(&mut buf);
-        write::object(&mut out, |o| {
-            o.u64("ts", sample.timestamp)?
-                .string("metric", sample.name)?
-                .raw("value", value)?;
-            Ok(())
-        })
-        .map_err(|_| "sample message")?;
-        let message = core::str::from_utf8(out.written()).map_err(|_| "utf8")?;
+        // Serialized straight into the client's outbox record: no message buffer here.
+        #[derive(serde::Serialize)]
+        struct Message<'a> {
+            ts: u64,
+            metric: &'a str,
+            value: RawJson<'a>,
+        }
+        let message = Message {
+            ts: sample.timestamp,
+            metric: sample.name,
+            value: RawJson(sample.value.as_str()),
+        };
         self.client
-            .publish(
+            .publish_typed(
                 self.now,
                 CHANNEL,
-                message,
+                &message,
                 Ack::Reply { deadline: None },
                 &mut self.app,
             )

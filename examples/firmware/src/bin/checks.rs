@@ -10,9 +10,12 @@
 #![no_std]
 #![no_main]
 
+use benchlink_core::bench::exchange::{Buffers, Server};
 use benchlink_core::bench::{
     request, JsonRequest, LogDecoder, MetricDecoder, MetricKind, StatKey, Status,
 };
+use benchlink_core::blocking::bench::BenchClient;
+use benchlink_core::blocking::{embedded_io, Transport};
 use benchlink_core::http::{Cursor, Event, Limits, ResponseDecoder};
 use benchlink_core::rtm::auth::{role_secret_hash, SPEC_VECTORS};
 use benchlink_core::rtm::pdu::{Id, Incoming};
@@ -64,6 +67,10 @@ fn main() -> ! {
         (
             "http: /log stream (zlib) without deflate support is a typed error",
             log_deflate_unsupported,
+        ),
+        (
+            "blocking: BenchClient over an embedded-io transport (7-byte reads)",
+            blocking_status,
         ),
         ("rtm: subscription data PDU", pdu_subscription_data),
         ("rtm: publish/ok PDU", pdu_publish_ok),
@@ -172,6 +179,104 @@ fn status_reply() -> Check {
     ensure(
         reply.create_time.map(|t| t.unix_seconds()) == Some(1_446_557_960),
         "wrong create_time",
+    )
+}
+
+/// A recorded server on the other end of an embedded-io byte stream: it takes the
+/// request, then answers with `reply` in reads of `step` bytes; its clock advances 1 ms a
+/// look.
+struct Scripted {
+    reply: &'static [u8],
+    step: usize,
+    request: [u8; 256],
+    written: usize,
+    now: Instant,
+}
+
+impl embedded_io::ErrorType for Scripted {
+    type Error = embedded_io::ErrorKind;
+}
+
+impl embedded_io::Read for Scripted {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        let n = self.step.min(buf.len()).min(self.reply.len());
+        let (now, rest) = self.reply.split_at(n);
+        buf.get_mut(..n)
+            .ok_or(embedded_io::ErrorKind::Other)?
+            .copy_from_slice(now);
+        self.reply = rest;
+        Ok(n)
+    }
+}
+
+impl embedded_io::Write for Scripted {
+    fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
+        let room = self.request.len() - self.written;
+        let n = buf.len().min(room);
+        self.request[self.written..self.written + n].copy_from_slice(&buf[..n]);
+        self.written += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+impl Transport for Scripted {
+    fn now(&mut self) -> Instant {
+        self.now = self
+            .now
+            .saturating_add(core::time::Duration::from_millis(1));
+        self.now
+    }
+
+    fn wait_readable(&mut self, _deadline: Option<Instant>) -> Result<bool, Self::Error> {
+        // Everything is there once the request was written; an empty script is EOF.
+        Ok(self.written > 0)
+    }
+
+    fn connect(&mut self, _host: &str, _port: u16, tls: bool) -> Result<(), Self::Error> {
+        if tls {
+            return Err(embedded_io::ErrorKind::Unsupported);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) {}
+}
+
+/// Core's blocking benchmark client on the target: the request it writes, the recorded
+/// `/status` reply it reads back.
+fn blocking_status() -> Check {
+    let transport = Scripted {
+        reply: include_bytes!("../../fixtures/status.http"),
+        step: 7,
+        request: [0; 256],
+        written: 0,
+        now: Instant::ZERO,
+    };
+    let (mut rx, mut tx, mut head, mut body, mut line) =
+        ([0u8; 64], [0u8; 256], [0u8; 512], [0u8; 256], [0u8; 8]);
+    let buffers = Buffers {
+        rx: &mut rx,
+        tx: &mut tx,
+        head: &mut head,
+        body: &mut body,
+        line: &mut line,
+    };
+    let server = Server::new("bench.local", 4800);
+    let mut client = BenchClient::new(transport, server, buffers).map_err(|_| "client")?;
+    let complete = client
+        .call(&request::Status { id: 9 })
+        .map(|reply| reply.status == Status::Complete)
+        .map_err(|_| "no status reply")?;
+    ensure(complete, "status is not complete")?;
+    let sent = client.into_transport();
+    ensure(
+        sent.request
+            .starts_with(b"GET /status?id=9&wait=false HTTP/1.1\r\nHost: bench.local:4800\r\n"),
+        "wrong request head",
     )
 }
 

@@ -1,0 +1,752 @@
+//! One request to the benchmark server and its response, sans IO: the pieces every
+//! client of the server shares whatever its I/O (async on embassy-net, blocking on
+//! `embedded-io`). [`Outgoing`] yields the request's bytes in order — the head, then for
+//! an upload each part's head, its file borrowed as it is, and the closing delimiter —
+//! and a [`Sink`] ([`ReplyBody`] for JSON calls, [`StreamBody`] for log and metric
+//! streams) takes the response as a [`ResponseDecoder`](crate::http::ResponseDecoder)
+//! hands it out. A client's own loop only writes chunks, reads bytes and keeps time.
+//!
+//! ```
+//! use benchlink_core::bench::exchange::{Chunk, Headers, Outgoing, ReplyBody, Sink};
+//! use benchlink_core::bench::request::Status;
+//! use benchlink_core::http::{Event, Limits, ResponseDecoder};
+//!
+//! let req = Status { id: 7 };
+//! let headers = Headers { authority: "bench:4800", user_agent: "doc", bearer: None };
+//! let mut tx = [0u8; 256];
+//! let mut out = Outgoing::new(&req, &headers, 1, &mut tx).unwrap();
+//! let Ok(Some(Chunk::Tx(n))) = out.next(&headers, &mut tx) else { panic!() };
+//! assert!(tx[..n].starts_with(b"GET /status?id=7&wait=false HTTP/1.1\r\nHost: bench:4800\r\n"));
+//! assert!(matches!(out.next(&headers, &mut tx), Ok(None)));
+//!
+//! let (mut head, mut body) = ([0u8; 512], [0u8; 128]);
+//! let mut decoder: ResponseDecoder<'_, 16> = ResponseDecoder::new(&mut head, None, Limits::DEFAULT);
+//! let mut reply = ReplyBody::new(&mut body);
+//! let mut input = &b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}"[..];
+//! loop {
+//!     let (used, event) = decoder.decode(input).unwrap();
+//!     input = &input[used..];
+//!     match event {
+//!         Event::Head(h) => { let _ = reply.head(h.status); }
+//!         Event::Data(d) => { let _ = reply.data(d); }
+//!         Event::End { .. } => break,
+//!         Event::NeedMore => unreachable!("all of it is here"),
+//!     }
+//! }
+//! let status = reply.finish::<Status>().unwrap();
+//! assert!(!status.status.is_final());
+//! ```
+
+use core::ops::ControlFlow;
+
+use heapless::String;
+
+use super::request::{Body as BenchBody, File};
+use super::{Error, JsonRequest, LineDecoder, LineFormat, Request};
+use crate::http::{Body, Boundary, Cursor, EncodeError, Part, RequestHead, BOUNDARY_LEN};
+
+/// Longest `Host` header value: a 253-byte DNS name, brackets, colon and port.
+pub const MAX_AUTHORITY: usize = 264;
+
+/// Header lines a response head may have (the benchmark server sends about ten).
+pub const MAX_HEADERS: usize = 24;
+
+/// Most files in one upload (`/start`: the scenario and its includes).
+pub const MAX_UPLOAD_FILES: usize = 16;
+
+/// `host` or `host:port` (with brackets for IPv6), as the `Host` header wants it.
+///
+/// ```
+/// use benchlink_core::bench::exchange::authority;
+/// assert_eq!(authority("10.0.0.1", 4800).unwrap(), "10.0.0.1:4800");
+/// assert_eq!(authority("::1", 80).unwrap(), "[::1]");
+/// ```
+pub fn authority(host: &str, port: u16) -> Result<String<MAX_AUTHORITY>, EncodeError> {
+    let mut buf = [0u8; MAX_AUTHORITY];
+    let mut out = Cursor::new(&mut buf);
+    let v6 = host.contains(':');
+    if v6 {
+        out.push(b"[")?;
+    }
+    out.push_str(host)?;
+    if v6 {
+        out.push(b"]")?;
+    }
+    if port != 80 {
+        out.push(b":")?;
+        out.push_u64(u64::from(port))?;
+    }
+    let text = core::str::from_utf8(out.written())
+        .map_err(|_| EncodeError::InvalidValue { field: "host" })?;
+    String::try_from(text).map_err(|()| EncodeError::BufferTooSmall {
+        capacity: MAX_AUTHORITY,
+    })
+}
+
+/// Where the server is and who the client says it is.
+#[derive(Clone, Copy)]
+pub struct Server<'b> {
+    /// Host name or IP address, as the transport resolves it.
+    pub host: &'b str,
+    /// TCP port (the real server listens on 4800).
+    pub port: u16,
+    /// Sent as `Authorization: Bearer <token>` with every request.
+    pub token: Option<&'b str>,
+    /// The `User-Agent` value.
+    pub user_agent: &'b str,
+}
+
+impl<'b> Server<'b> {
+    /// `host:port` without a token, with benchlink's user agent.
+    ///
+    /// ```
+    /// let server = benchlink_core::bench::exchange::Server::new("10.0.0.1", 4800);
+    /// assert!(server.token.is_none() && server.user_agent.starts_with("benchlink/"));
+    /// ```
+    pub const fn new(host: &'b str, port: u16) -> Self {
+        Server {
+            host,
+            port,
+            token: None,
+            user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// The token is a secret: `Debug` shows only whether there is one.
+impl core::fmt::Debug for Server<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("token", &self.token.map(|_| "<redacted>"))
+            .field("user_agent", &self.user_agent)
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Server<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Server {{ host: {=str}, port: {=u16}, token: {=bool} }}",
+            self.host,
+            self.port,
+            self.token.is_some()
+        )
+    }
+}
+
+impl<'b> Server<'b> {
+    /// The header values of its requests, with `authority` from [`authority`].
+    pub fn headers<'h>(&'h self, authority: &'h str) -> Headers<'h> {
+        Headers {
+            authority,
+            user_agent: self.user_agent,
+            bearer: self.token,
+        }
+    }
+}
+
+/// The client's memory. Each buffer's size is a limit:
+///
+/// - `rx`: socket reads (512 B – 2 KiB; any size works, larger is fewer reads).
+/// - `tx`: the request head and multipart part heads (512 B; grows with query length).
+/// - `head`: the response head (1 KiB covers the server's heads).
+/// - `body`: a JSON reply, and an error body of a stream (the largest reply you read:
+///   `/results` of a benchmark with many metrics is the big one).
+/// - `line`: the longest log or metric line of a stream.
+#[derive(Debug)]
+pub struct Buffers<'b> {
+    /// Socket reads.
+    pub rx: &'b mut [u8],
+    /// Request heads.
+    pub tx: &'b mut [u8],
+    /// Response heads.
+    pub head: &'b mut [u8],
+    /// JSON reply bodies.
+    pub body: &'b mut [u8],
+    /// Stream lines.
+    pub line: &'b mut [u8],
+}
+
+/// What a timed-out request was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Waiting {
+    /// The connection to open.
+    Connect,
+    /// The server to take the request or to send (all of) its reply.
+    Reply,
+    /// The next bytes of a stream.
+    StreamData,
+}
+
+/// The header values of every request to one server.
+#[derive(Clone, Copy)]
+pub struct Headers<'a> {
+    /// The `Host` value, from [`authority`].
+    pub authority: &'a str,
+    /// The `User-Agent` value.
+    pub user_agent: &'a str,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer: Option<&'a str>,
+}
+
+/// The token is a secret: `Debug` shows only whether there is one.
+impl core::fmt::Debug for Headers<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Headers")
+            .field("authority", &self.authority)
+            .field("user_agent", &self.user_agent)
+            .field("bearer", &self.bearer.map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Why a request cannot be sent at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum OutgoingError {
+    /// More than [`MAX_UPLOAD_FILES`] files in an upload.
+    TooManyFiles,
+    /// The head does not fit `tx`, or a value would break HTTP.
+    Encode(EncodeError),
+}
+
+impl From<EncodeError> for OutgoingError {
+    fn from(e: EncodeError) -> Self {
+        OutgoingError::Encode(e)
+    }
+}
+
+impl core::fmt::Display for OutgoingError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OutgoingError::TooManyFiles => write!(f, "more than {MAX_UPLOAD_FILES} files"),
+            OutgoingError::Encode(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for OutgoingError {}
+
+/// One piece of a request to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk<'r> {
+    /// The first `n` bytes of `tx`.
+    Tx(usize),
+    /// A file's content, borrowed from the request.
+    Content(&'r [u8]),
+}
+
+/// Where [`Outgoing`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The head is in `tx[..len]` already.
+    HeadWritten(usize),
+    /// The head is to be written (again).
+    Head,
+    /// File `i`: its part head, its content, the `\r\n` after it.
+    PartHead(usize),
+    Content(usize),
+    PartEnd(usize),
+    Done,
+}
+
+/// The bytes of one request, chunk by chunk: see the [module docs](self).
+#[derive(Debug)]
+pub struct Outgoing<'r, R> {
+    req: &'r R,
+    boundary: Option<Boundary>,
+    /// The upload's `Content-Length`.
+    len: u64,
+    step: Step,
+}
+
+impl<'r, R: Request> Outgoing<'r, R> {
+    /// The request `req`, its head written into `tx` now (so what cannot be sent fails
+    /// before a connection is opened). An upload gets a boundary that occurs in none of
+    /// its files, drawn from `seed` (a random number; any value works).
+    ///
+    /// `tx` must be handed to [`next`](Self::next) untouched until its first chunk was
+    /// written.
+    pub fn new(
+        req: &'r R,
+        headers: &Headers<'_>,
+        seed: u64,
+        tx: &mut [u8],
+    ) -> Result<Self, OutgoingError> {
+        let (boundary, len) = match req.body() {
+            BenchBody::Empty => (None, 0),
+            BenchBody::Multipart { bench, includes } => {
+                if includes.len() >= MAX_UPLOAD_FILES {
+                    return Err(OutgoingError::TooManyFiles);
+                }
+                let boundary = pick_boundary(seed, bench, includes);
+                // content_length is additive over parts apart from the closing
+                // delimiter, so parts are measured one at a time (no array of parts).
+                let closing = boundary.content_length(&[])?;
+                let mut len = closing;
+                for (name, file) in files(bench, includes) {
+                    let one = boundary.content_length(&[part(name, &file)])?;
+                    len = len.saturating_add(one.saturating_sub(closing));
+                }
+                (Some(boundary), len)
+            }
+        };
+        let mut outgoing = Outgoing {
+            req,
+            boundary,
+            len,
+            step: Step::Head,
+        };
+        outgoing.step = Step::HeadWritten(outgoing.write_head(headers, tx)?);
+        Ok(outgoing)
+    }
+
+    /// Starts over (to send the request again on a new connection).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Chunk, Headers, Outgoing};
+    /// use benchlink_core::bench::request::Status;
+    /// let headers = Headers { authority: "h", user_agent: "doc", bearer: None };
+    /// let mut tx = [0u8; 256];
+    /// let mut out = Outgoing::new(&Status { id: 1 }, &headers, 1, &mut tx).unwrap();
+    /// let first = out.next(&headers, &mut tx).unwrap();
+    /// assert!(out.next(&headers, &mut tx).unwrap().is_none());
+    /// out.restart();
+    /// assert_eq!(out.next(&headers, &mut tx).unwrap(), first);
+    /// ```
+    pub fn restart(&mut self) {
+        self.step = Step::Head;
+    }
+
+    /// The next chunk to write, `None` once the whole request was handed out. `tx` is
+    /// overwritten for every [`Chunk::Tx`]; `headers` are those given to
+    /// [`new`](Self::new).
+    pub fn next(
+        &mut self,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<Option<Chunk<'r>>, EncodeError> {
+        let upload = match (self.req.body(), self.boundary.as_ref()) {
+            (BenchBody::Multipart { bench, includes }, Some(b)) => Some((bench, includes, b)),
+            _ => None,
+        };
+        let file = |i: usize| upload.and_then(|(bench, includes, _)| files(bench, includes).nth(i));
+        let (chunk, next) = match self.step {
+            Step::Done => return Ok(None),
+            Step::HeadWritten(n) => (Chunk::Tx(n), Step::PartHead(0)),
+            Step::Head => (Chunk::Tx(self.write_head(headers, tx)?), Step::PartHead(0)),
+            Step::PartHead(i) => match (file(i), upload) {
+                (Some((name, f)), Some((_, _, boundary))) => {
+                    let mut out = Cursor::new(tx);
+                    boundary.part_head(&part(name, &f), &mut out)?;
+                    (Chunk::Tx(out.len()), Step::Content(i))
+                }
+                (None, Some(_)) => return self.closing(tx),
+                _ => {
+                    self.step = Step::Done;
+                    return Ok(None);
+                }
+            },
+            Step::Content(i) => {
+                let content = file(i).map_or(&[][..], |(_, f)| f.content);
+                (Chunk::Content(content), Step::PartEnd(i))
+            }
+            Step::PartEnd(i) => {
+                let mut out = Cursor::new(tx);
+                out.push(b"\r\n")?;
+                (Chunk::Tx(out.len()), Step::PartHead(i.saturating_add(1)))
+            }
+        };
+        self.step = next;
+        Ok(Some(chunk))
+    }
+
+    fn closing(&mut self, tx: &mut [u8]) -> Result<Option<Chunk<'r>>, EncodeError> {
+        let mut out = Cursor::new(tx);
+        if let Some(boundary) = &self.boundary {
+            boundary.closing(&mut out)?;
+        }
+        self.step = Step::Done;
+        Ok(Some(Chunk::Tx(out.len())))
+    }
+
+    fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
+        let head = RequestHead {
+            method: R::METHOD,
+            path: R::PATH,
+            host: headers.authority,
+            user_agent: headers.user_agent,
+            bearer: headers.bearer,
+            body: match &self.boundary {
+                Some(boundary) => Body::Multipart {
+                    boundary,
+                    len: self.len,
+                },
+                None => Body::Empty,
+            },
+            keep_alive: true,
+        };
+        let mut out = Cursor::new(tx);
+        head.encode(self.req, &mut out)?;
+        Ok(out.len())
+    }
+}
+
+/// A boundary that occurs in none of the files (a random one almost never does; the
+/// check makes it certain).
+fn pick_boundary(seed: u64, bench: File<'_>, includes: &[File<'_>]) -> Boundary {
+    let mut seed = seed | 1;
+    loop {
+        let mut random = [0u8; BOUNDARY_LEN];
+        for b in random.iter_mut() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            *b = (seed >> 24) as u8;
+        }
+        let boundary = Boundary::from_random(random);
+        let needle = boundary.as_str().as_bytes();
+        if !files(bench, includes)
+            .any(|(_, f)| f.content.windows(needle.len()).any(|w| w == needle))
+        {
+            return boundary;
+        }
+    }
+}
+
+/// The files of an upload, `bench` first.
+fn files<'a>(
+    bench: File<'a>,
+    includes: &'a [File<'a>],
+) -> impl Iterator<Item = (&'static str, File<'a>)> + 'a {
+    core::iter::once(("bench", bench)).chain(includes.iter().map(|f| ("include", *f)))
+}
+
+fn part<'a>(name: &'a str, file: &File<'a>) -> Part<'a> {
+    Part {
+        name,
+        filename: file.name,
+        content_type: content_type(file.name),
+        len: file.content.len() as u64,
+    }
+}
+
+/// The media type the official client gives a part's file name (it matters only to
+/// humans reading the upload; the server ignores it).
+fn content_type(filename: &str) -> &'static str {
+    let ext = filename.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    let is = |e: &str| ext.eq_ignore_ascii_case(e);
+    if is("txt") {
+        "text/plain"
+    } else if is("json") {
+        "application/json"
+    } else if is("csv") {
+        "text/csv"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// Where a response goes as it is decoded: its status, then its body piece by piece.
+/// Breaking stops the exchange (the connection must then be dropped: its framing is
+/// unknown).
+pub trait Sink {
+    /// The response head arrived with this status.
+    fn head(&mut self, status: u16) -> ControlFlow<()>;
+    /// The next piece of the body.
+    fn data(&mut self, data: &[u8]) -> ControlFlow<()>;
+}
+
+/// A JSON reply gathered into a buffer; an error reply as far as it fits (enough to
+/// classify it).
+#[derive(Debug)]
+pub struct ReplyBody<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+    status: u16,
+    overflow: bool,
+}
+
+/// Why a JSON call failed once its response was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ReplyError<'b> {
+    /// A 200 reply larger than the body buffer.
+    TooLarge {
+        /// The body buffer's size.
+        max: usize,
+    },
+    /// The server's error, or a reply of the wrong shape.
+    Server(Error<'b>),
+}
+
+impl<'b> ReplyBody<'b> {
+    /// Gathers into `buf`, whose size is the largest reply accepted.
+    pub fn new(buf: &'b mut [u8]) -> Self {
+        ReplyBody {
+            buf,
+            len: 0,
+            status: 0,
+            overflow: false,
+        }
+    }
+
+    /// The typed reply of `R` (a zero-copy view into the buffer), or why there is none.
+    pub fn finish<R: JsonRequest>(self) -> Result<R::Reply<'b>, ReplyError<'b>> {
+        let max = self.buf.len();
+        if self.overflow && self.status == 200 {
+            return Err(ReplyError::TooLarge { max });
+        }
+        let body: &'b [u8] = self.buf;
+        let body = body.get(..self.len).unwrap_or_default();
+        R::read_reply(self.status, body).map_err(ReplyError::Server)
+    }
+}
+
+impl Sink for ReplyBody<'_> {
+    fn head(&mut self, status: u16) -> ControlFlow<()> {
+        self.status = status;
+        ControlFlow::Continue(())
+    }
+
+    fn data(&mut self, data: &[u8]) -> ControlFlow<()> {
+        let end = self.len.checked_add(data.len());
+        match end.and_then(|end| self.buf.get_mut(self.len..end)) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                self.len += data.len();
+                ControlFlow::Continue(())
+            }
+            None => {
+                // An error body is kept as far as it fits; a reply is not read further.
+                let room = self.buf.len().saturating_sub(self.len);
+                let take = data.get(..room).unwrap_or(data);
+                if let Some(dst) = self.buf.get_mut(self.len..self.len + take.len()) {
+                    dst.copy_from_slice(take);
+                    self.len += take.len();
+                }
+                self.overflow = true;
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+/// A stream's lines handed to `on_line` as they arrive (decoded per `F`; a bad line is
+/// an `Err` item and the stream goes on), or an error reply kept as far as it fits.
+pub struct StreamBody<'b, 'l, F: LineFormat, C> {
+    lines: LineDecoder<'l, F>,
+    err: &'b mut [u8],
+    err_len: usize,
+    status: u16,
+    stopped: bool,
+    on_line: C,
+}
+
+impl<F: LineFormat, C> core::fmt::Debug for StreamBody<'_, '_, F, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StreamBody")
+            .field("status", &self.status)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'b, 'l, F, C> StreamBody<'b, 'l, F, C>
+where
+    F: LineFormat,
+    C: FnMut(Result<F::Item<'_>, F::Error<'_>>) -> ControlFlow<()>,
+{
+    /// Lines of up to `line.len()` bytes; an error body of up to `err.len()`.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Sink, StreamBody};
+    /// use benchlink_core::bench::MetricLine;
+    /// use core::ops::ControlFlow;
+    /// let (mut line, mut err) = ([0u8; 64], [0u8; 64]);
+    /// let mut names = Vec::new();
+    /// let mut body = StreamBody::<MetricLine, _>::new(&mut line, &mut err, |sample| {
+    ///     names.push(sample.unwrap().name.to_owned());
+    ///     ControlFlow::Continue(())
+    /// });
+    /// let _ = body.head(200);
+    /// let _ = body.data(b"1439245024\tprint\t30\n1439245025\tpr");
+    /// let _ = body.data(b"int\t31");
+    /// body.finish().unwrap();
+    /// assert_eq!(names, ["print", "print"]);
+    /// ```
+    pub fn new(line: &'l mut [u8], err: &'b mut [u8], on_line: C) -> Self {
+        StreamBody {
+            lines: LineDecoder::new(line),
+            err,
+            err_len: 0,
+            status: 0,
+            stopped: false,
+            on_line,
+        }
+    }
+
+    /// After the body ended: hands out the last, unterminated line (unless `on_line`
+    /// stopped the stream), or returns the server's error.
+    pub fn finish(mut self) -> Result<(), Error<'b>> {
+        if self.status != 200 {
+            let body: &'b [u8] = self.err;
+            let body = body.get(..self.err_len).unwrap_or_default();
+            return Err(Error::from_reply(self.status, body));
+        }
+        if !self.stopped {
+            if let Some(last) = self.lines.finish() {
+                let _ = (self.on_line)(last);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F, C> Sink for StreamBody<'_, '_, F, C>
+where
+    F: LineFormat,
+    C: FnMut(Result<F::Item<'_>, F::Error<'_>>) -> ControlFlow<()>,
+{
+    fn head(&mut self, status: u16) -> ControlFlow<()> {
+        self.status = status;
+        ControlFlow::Continue(())
+    }
+
+    fn data(&mut self, mut data: &[u8]) -> ControlFlow<()> {
+        if self.status == 200 {
+            while let Some(line) = self.lines.next(&mut data) {
+                if (self.on_line)(line).is_break() {
+                    self.stopped = true;
+                    return ControlFlow::Break(());
+                }
+            }
+        } else {
+            let room = self.err.len().saturating_sub(self.err_len);
+            let take = data.get(..room.min(data.len())).unwrap_or_default();
+            if let Some(dst) = self.err.get_mut(self.err_len..self.err_len + take.len()) {
+                dst.copy_from_slice(take);
+            }
+            self.err_len += take.len();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::request::Start;
+    use std::vec::Vec;
+
+    /// Every chunk of a request, concatenated.
+    fn wire<R: Request>(
+        out: &mut Outgoing<'_, R>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = out.next(headers, tx).unwrap() {
+            match chunk {
+                Chunk::Tx(n) => bytes.extend_from_slice(&tx[..n]),
+                Chunk::Content(c) => bytes.extend_from_slice(c),
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn an_upload_is_written_as_its_content_length_says_and_again_after_restart() {
+        let includes = [File {
+            name: "data.txt",
+            content: b"hello\nworld\n",
+        }];
+        let start = Start {
+            includes: &includes,
+            ..Start::new(File {
+                name: "s.bdl",
+                content: b"#!benchDL\n",
+            })
+        };
+        let headers = Headers {
+            authority: "h:1",
+            user_agent: "t",
+            bearer: Some("tok"),
+        };
+        let mut tx = [0u8; 512];
+        let mut out = Outgoing::new(&start, &headers, 42, &mut tx).unwrap();
+        let bytes = wire(&mut out, &headers, &mut tx);
+        let text = std::string::String::from_utf8(bytes.clone()).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(body.len(), len);
+        assert!(head.contains("Authorization: Bearer tok"));
+        assert!(body.contains(
+            "filename=\"data.txt\"\r\nContent-Type: text/plain\r\n\r\nhello\nworld\n\r\n"
+        ));
+        assert!(body.ends_with("--\r\n"));
+        out.restart();
+        assert_eq!(wire(&mut out, &headers, &mut tx), bytes);
+    }
+
+    #[test]
+    fn too_many_files_and_a_small_tx_are_refused_before_anything_is_sent() {
+        let file = File {
+            name: "i",
+            content: b"x",
+        };
+        let includes = [file; MAX_UPLOAD_FILES];
+        let start = Start {
+            includes: &includes,
+            ..Start::new(file)
+        };
+        let headers = Headers {
+            authority: "h",
+            user_agent: "t",
+            bearer: None,
+        };
+        let mut tx = [0u8; 512];
+        assert_eq!(
+            Outgoing::new(&start, &headers, 1, &mut tx).err(),
+            Some(OutgoingError::TooManyFiles)
+        );
+        let mut small = [0u8; 16];
+        assert!(matches!(
+            Outgoing::new(&Start::new(file), &headers, 1, &mut small),
+            Err(OutgoingError::Encode(EncodeError::BufferTooSmall {
+                capacity: 16
+            }))
+        ));
+    }
+
+    #[test]
+    fn a_reply_larger_than_the_body_buffer_is_a_typed_error() {
+        let mut buf = [0u8; 8];
+        let mut reply = ReplyBody::new(&mut buf);
+        assert!(reply.head(200).is_continue());
+        assert!(reply.data(b"{\"status\":").is_break());
+        assert_eq!(
+            reply.finish::<crate::bench::request::Status>().err(),
+            Some(ReplyError::TooLarge { max: 8 })
+        );
+        // An error body is kept as far as it fits, enough to classify it.
+        let mut buf = [0u8; 64];
+        let mut reply = ReplyBody::new(&mut buf);
+        let _ = reply.head(404);
+        let _ = reply.data(br#"{"reason_code":"not_found","reason":"no such benchmark, really"}"#);
+        assert!(matches!(
+            reply.finish::<crate::bench::request::Status>(),
+            Err(ReplyError::Server(e)) if e.http_status() == Some(404)
+        ));
+    }
+}

@@ -1,0 +1,217 @@
+//! Drives a messaging [`Link`] over a blocking [`Transport`]: see [`run`].
+
+use super::Transport;
+use crate::rtm::{ConnectError, Handler, Link, Output};
+use crate::time::Instant;
+
+/// What the transport did with the link's last output.
+enum Done {
+    Connected(bool),
+    Wrote(Option<usize>),
+    Closed,
+}
+
+/// Runs `link` over `transport` until `until`, then returns (call it again, and make
+/// user calls such as `link.client_mut().publish(…)` between calls). The whole driver:
+///
+/// - the link's outputs are acted on in order — `Connect` through
+///   [`Transport::connect`], `Transmit` through one `write` (a partial write is fine),
+///   `Close` through [`Transport::close`] — and each result is reported back;
+/// - in between it waits with [`Transport::wait_readable`] until the link's next
+///   deadline (or `until`), reads at most `chunk.len()` bytes and feeds them in, so a
+///   flooding server is slowed down by TCP flow control, never buffered without bound;
+/// - at the link's deadlines it calls [`Link::handle_timeout`] (pings, dead-peer and
+///   stalled-write detection, reconnect backoff, request deadlines).
+///
+/// Transport errors are not returned: a failed connect is a failed attempt, a failed
+/// read or write closes the connection, and the link reconnects as configured (the
+/// [`Handler`] hears about both). Events reach `h` during the call.
+///
+/// ```no_run
+/// use benchlink_core::blocking::{rtm, Transport};
+/// use benchlink_core::rtm::{Ack, Config, Link, LinkConfig, NoopHandler};
+/// use core::time::Duration;
+///
+/// fn publish_forever<T: Transport>(mut transport: T) -> ! {
+///     let (mut rx, mut tx, mut chunk) = ([0u8; 2048], [0u8; 2048], [0u8; 512]);
+///     let mut link: Link<&mut [u8], 1, 4, 512, 1024> = Link::new(
+///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", &mut rx[..], &mut tx[..],
+///     ).unwrap();
+///     let h = &mut NoopHandler;
+///     let now = transport.now();
+///     link.client_mut().start(now, h);
+///     loop {
+///         let now = transport.now();
+///         let _ = link.client_mut().publish(now, "metrics", "{\"up\":1}", Ack::None, h);
+///         rtm::run(&mut link, &mut transport, &mut chunk, h, now.saturating_add(Duration::from_secs(1)));
+///     }
+/// }
+/// ```
+pub fn run<T, B, H, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>(
+    link: &mut Link<B, SUBS, PENDING, QUEUE, OUT>,
+    transport: &mut T,
+    chunk: &mut [u8],
+    h: &mut H,
+    until: Instant,
+) where
+    T: Transport,
+    B: AsRef<[u8]> + AsMut<[u8]>,
+    H: Handler,
+{
+    loop {
+        let mut now = transport.now();
+        while let Some(output) = link.poll_output(now) {
+            let done = match output {
+                Output::Connect { host, port, tls } => {
+                    Done::Connected(transport.connect(host, port, tls).is_ok())
+                }
+                // A write that takes nothing is a dead connection (and would spin).
+                Output::Transmit(bytes) => {
+                    Done::Wrote(transport.write(bytes).ok().filter(|&n| n > 0))
+                }
+                Output::Close => {
+                    transport.close();
+                    Done::Closed
+                }
+            };
+            now = transport.now();
+            match done {
+                Done::Connected(true) => link.handle_connected(now, h),
+                Done::Connected(false) => {
+                    link.handle_connect_failed(now, ConnectError::Io { code: 0 }, h)
+                }
+                Done::Wrote(Some(n)) => link.transmitted(now, n),
+                Done::Wrote(None) => closed(link, transport, h),
+                Done::Closed => link.handle_closed(now, h),
+            }
+        }
+        if transport.flush().is_err() {
+            closed(link, transport, h);
+            continue;
+        }
+        let next = link.poll_timeout();
+        if next.is_some_and(|t| t <= now) {
+            link.handle_timeout(now, h);
+            continue;
+        }
+        if now >= until {
+            return;
+        }
+        let wake = next.map_or(until, |t| t.min(until));
+        match transport.wait_readable(Some(wake)) {
+            Ok(true) => match transport.read(chunk) {
+                Ok(n) if n > 0 => {
+                    let now = transport.now();
+                    link.handle_input(now, chunk.get(..n).unwrap_or_default(), h);
+                }
+                // End of stream, or a broken connection.
+                _ => closed(link, transport, h),
+            },
+            Ok(false) => {}
+            Err(_) => closed(link, transport, h),
+        }
+    }
+}
+
+/// The connection ended by itself: close our end and tell the link (a no-op when the
+/// link had no connection).
+fn closed<T, B, H, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>(
+    link: &mut Link<B, SUBS, PENDING, QUEUE, OUT>,
+    transport: &mut T,
+    h: &mut H,
+) where
+    T: Transport,
+    B: AsRef<[u8]> + AsMut<[u8]>,
+    H: Handler,
+{
+    transport.close();
+    let now = transport.now();
+    link.handle_closed(now, h);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rtm::{ClientState, Config, LinkConfig, NoopHandler};
+    use core::time::Duration;
+    use std::vec::Vec;
+
+    /// A peer that accepts the connection and then takes no bytes; the clock moves 1 ms
+    /// a look.
+    struct Stuck {
+        now: Instant,
+        connects: usize,
+    }
+
+    impl embedded_io::ErrorType for Stuck {
+        type Error = embedded_io::ErrorKind;
+    }
+
+    impl embedded_io::Read for Stuck {
+        fn read(&mut self, _buf: &mut [u8]) -> Result<usize, Self::Error> {
+            Ok(0)
+        }
+    }
+
+    impl embedded_io::Write for Stuck {
+        fn write(&mut self, _buf: &[u8]) -> Result<usize, Self::Error> {
+            Ok(0)
+        }
+
+        fn flush(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    impl Transport for Stuck {
+        fn now(&mut self) -> Instant {
+            self.now = self.now.saturating_add(Duration::from_millis(1));
+            self.now
+        }
+
+        fn wait_readable(&mut self, deadline: Option<Instant>) -> Result<bool, Self::Error> {
+            if let Some(d) = deadline {
+                self.now = self.now.max(d);
+            }
+            Ok(false)
+        }
+
+        fn connect(&mut self, _host: &str, _port: u16, _tls: bool) -> Result<(), Self::Error> {
+            self.connects += 1;
+            Ok(())
+        }
+
+        fn close(&mut self) {}
+    }
+
+    #[test]
+    fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
+        let config = Config {
+            retry_first_connect: true,
+            reconnect_interval: Duration::from_millis(100),
+            jitter_seed: 0,
+            ..Config::default()
+        };
+        let mut link: Link<Vec<u8>, 1, 1, 256, 256> = Link::new(
+            config,
+            LinkConfig::DEFAULT,
+            "ws://h:1",
+            "k",
+            std::vec![0; 1024],
+            std::vec![0; 2048],
+        )
+        .unwrap();
+        let mut t = Stuck {
+            now: Instant::ZERO,
+            connects: 0,
+        };
+        let h = &mut NoopHandler;
+        link.client_mut().start(Instant::ZERO, h);
+        let mut chunk = [0u8; 64];
+        // Returns at its deadline (the old behaviour spun on the zero-byte write).
+        run(&mut link, &mut t, &mut chunk, h, Instant::from_secs(2));
+        // Every attempt failed at its first write and the next one followed the backoff.
+        assert!(t.connects >= 2, "{} attempts", t.connects);
+        assert_ne!(link.client().state(), ClientState::Connected);
+    }
+}

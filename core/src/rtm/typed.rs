@@ -1,0 +1,185 @@
+//! Typed messages (feature `serde`): publish and write any `T: Serialize`, serialized
+//! straight into the outbox record (or the offline-queue record) the PDU is sent from —
+//! no intermediate buffer, no JSON built by hand — and read subscription messages and
+//! read replies into any `T: Deserialize<'a>` borrowing from the received frame.
+
+use serde::{Deserialize, Serialize};
+
+use super::connection::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
+use super::events::{Ack, Handler, RequestError, Ticket};
+use super::pdu::{envelope, Pdu, SubscriptionData};
+use super::Client;
+use crate::http::Cursor;
+use crate::json::typed::DeserializeError;
+use crate::json::write::{self, ObjectWriter};
+use crate::json::WriteError;
+use crate::time::Instant;
+
+/// A publish or write whose message is serialized as the PDU is written.
+struct Typed<'a, T: ?Sized> {
+    kind: ReqKind,
+    channel: &'a str,
+    message: &'a T,
+}
+
+impl<T: Serialize + ?Sized> Typed<'_, T> {
+    fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
+        b.string("channel", self.channel)?
+            .serialized("message", self.message)?;
+        Ok(())
+    }
+}
+
+impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
+    const BOUNDED_UPFRONT: bool = false;
+
+    fn kind(&self) -> ReqKind {
+        self.kind
+    }
+
+    fn pdu_bound(&self) -> usize {
+        escaped_len(self.channel).saturating_add(ENVELOPE + REQUEST_MEMBERS)
+    }
+
+    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        envelope(self.kind.action().as_str(), id, out, |o| {
+            o.object("body", |b| self.members(b))?;
+            Ok(())
+        })
+    }
+
+    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        write::object(out, |b| self.members(b))
+    }
+
+    fn json_is_valid(&self) -> bool {
+        // Serialization fails for lack of room or with `Unserializable`, never silently.
+        true
+    }
+}
+
+impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>
+    Client<SUBS, PENDING, QUEUE, OUT>
+{
+    /// [`publish`](Self::publish) of a typed message: `message` is serialized as JSON
+    /// straight into the record the PDU is sent (or queued) from, with the same escaping
+    /// as every other string the client writes. A message that does not fit the outbox
+    /// (`OUT`, less the envelope) is [`RequestError::TooLarge`]; one that must wait and
+    /// does not fit the offline queue is [`RequestError::QueueTooSmall`] or
+    /// [`RequestError::Full`] (also when it would not fit the outbox either, if the queue
+    /// is the smaller: its size is only known as it is written); one with no JSON form
+    /// ([`WriteError::Unserializable`](crate::json::WriteError::Unserializable)) is
+    /// [`RequestError::InvalidJson`]. Nothing is sent or queued then.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Sample<'a> { ts: u64, metric: &'a str, value: f64 }
+    ///
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// client.start(t, h);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// client.handle_connected(t, h);
+    /// let sample = Sample { ts: 1700000000, metric: "rx \"eth0\"", value: 2.5 };
+    /// client.publish_typed(t, "metrics", &sample, Ack::None, h).unwrap();
+    /// assert_eq!(
+    ///     client.poll_transmit(),
+    ///     Some(Transmit::Send(r#"{"action":"rtm/publish","body":{"channel":"metrics","message":{"ts":1700000000,"metric":"rx \"eth0\"","value":2.5}}}"#))
+    /// );
+    /// ```
+    pub fn publish_typed<T: Serialize + ?Sized, H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        message: &T,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        let req = Typed {
+            kind: ReqKind::Publish,
+            channel,
+            message,
+        };
+        self.submit(now, req, ack, h)
+    }
+
+    /// [`write`](Self::write) of a typed value, serialized in place like
+    /// [`publish_typed`](Self::publish_typed).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 1024, 512> = Client::new(Config::default());
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// // Not connected: the value waits in the offline queue, already serialized.
+    /// assert!(client.write_typed(t, "kv", &[1, 2, 3], Ack::Reply { deadline: None }, h).unwrap().is_some());
+    /// assert_eq!(client.queued_requests(), 1);
+    /// // 300 × `120,`: more than the 512-byte outbox can ever hold.
+    /// assert_eq!(client.write_typed(t, "kv", &[b'x'; 300][..], Ack::None, h), Err(RequestError::TooLarge));
+    /// ```
+    pub fn write_typed<T: Serialize + ?Sized, H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        value: &T,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        let req = Typed {
+            kind: ReqKind::Write,
+            channel,
+            message: value,
+        };
+        self.submit(now, req, ack, h)
+    }
+}
+
+impl<'a> SubscriptionData<'a> {
+    /// Each message read into `T`, borrowing from the received frame (see
+    /// [`Value::deserialize`](crate::json::Value::deserialize): a `&'a str` field must
+    /// hold no escapes). One result per message: a message of another shape does not
+    /// hide the others.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::Incoming;
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Sample<'a> { metric: &'a str, value: i64 }
+    /// let text = r#"{"action":"rtm/subscription/data","body":{"subscription_id":"m","position":"1:2",
+    ///     "messages":[{"metric":"rx","value":1},"oops",{"metric":"tx","value":-2}]}}"#;
+    /// let Ok(Incoming::Data(data)) = Incoming::parse(text) else { panic!() };
+    /// let got: Vec<_> = data.messages_as::<Sample>().collect();
+    /// assert_eq!(got[0], Ok(Sample { metric: "rx", value: 1 }));
+    /// assert!(got[1].is_err());
+    /// assert_eq!(got[2], Ok(Sample { metric: "tx", value: -2 }));
+    /// ```
+    pub fn messages_as<T: Deserialize<'a>>(
+        &self,
+    ) -> impl Iterator<Item = Result<T, DeserializeError>> + 'a {
+        self.messages.elements().map(|m| m.deserialize())
+    }
+}
+
+impl<'a> Pdu<'a> {
+    /// `body.message` (of `rtm/read/ok`) read into `T`, borrowing from the received frame;
+    /// `None` when the reply has no message. A channel never written holds `null`: read it
+    /// as an `Option<T>`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::Pdu;
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Config<'a> { mode: &'a str, rate: u32 }
+    /// let p = Pdu::parse(r#"{"action":"rtm/read/ok","id":1,"body":{"message":{"mode":"fast","rate":9},"position":"1:0"}}"#).unwrap();
+    /// assert_eq!(p.message_as::<Config>(), Some(Ok(Config { mode: "fast", rate: 9 })));
+    /// let empty = Pdu::parse(r#"{"action":"rtm/read/ok","id":1,"body":{"message":null}}"#).unwrap();
+    /// assert_eq!(empty.message_as::<Option<Config>>(), Some(Ok(None)));
+    /// ```
+    pub fn message_as<T: Deserialize<'a>>(&self) -> Option<Result<T, DeserializeError>> {
+        self.message().map(|m| m.deserialize())
+    }
+}
+
+#[cfg(test)]
+mod tests;

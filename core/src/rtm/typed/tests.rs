@@ -1,0 +1,328 @@
+use std::collections::BTreeMap;
+use std::string::String;
+use std::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+
+use crate::http::{Cursor, EncodeError};
+use crate::json::{self, typed, WriteError};
+use crate::rtm::pdu::{Incoming, Pdu};
+use crate::rtm::{Ack, Client, Config, NoopHandler, RequestError, Transmit};
+use crate::time::Instant;
+
+#[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
+struct Sample<'a> {
+    ts: u64,
+    metric: &'a str,
+    value: i64,
+}
+
+#[derive(Serialize, Debug)]
+enum Shape {
+    Unit,
+    Newtype(u8),
+    Tuple(i8, char),
+    Struct { a: Option<bool>, b: () },
+}
+
+/// A metric name with every kind of character a JSON string must escape.
+const HOSTILE: &str = "a\"b\\c\u{0}\u{1f}\n\r\t\u{8}\u{c}\u{7f}é\"}";
+
+fn connected<const OUT: usize>() -> Client<1, 4, 512, OUT> {
+    let mut client = Client::new(Config::default());
+    client.start(Instant::ZERO, &mut NoopHandler);
+    assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    client
+}
+
+fn serialized<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut buf = [0u8; 512];
+    let mut out = Cursor::new(&mut buf);
+    typed::serialize(&mut out, value).unwrap();
+    String::from_utf8(out.written().to_vec()).unwrap()
+}
+
+#[test]
+fn serialized_values_match_serde_json() {
+    let mut map = BTreeMap::new();
+    map.insert(HOSTILE, 1u8);
+    let mut int_keys = BTreeMap::new();
+    int_keys.insert(-7i32, "x");
+    int_keys.insert(3, "y");
+    let sample = Sample {
+        ts: u64::MAX,
+        metric: HOSTILE,
+        value: i64::MIN,
+    };
+    assert_eq!(serialized(&sample), serde_json::to_string(&sample).unwrap());
+    assert_eq!(serialized(&map), serde_json::to_string(&map).unwrap());
+    assert_eq!(
+        serialized(&int_keys),
+        serde_json::to_string(&int_keys).unwrap()
+    );
+    for shape in [
+        Shape::Unit,
+        Shape::Newtype(9),
+        Shape::Tuple(-1, '"'),
+        Shape::Struct { a: None, b: () },
+        Shape::Struct {
+            a: Some(true),
+            b: (),
+        },
+    ] {
+        assert_eq!(serialized(&shape), serde_json::to_string(&shape).unwrap());
+    }
+    let mixed = (
+        'é',
+        "\u{1}",
+        [0.5f32, -1.25],
+        Some(3u128),
+        -4i128,
+        (),
+        Vec::<u8>::new(),
+    );
+    assert_eq!(serialized(&mixed), serde_json::to_string(&mixed).unwrap());
+    assert_eq!(serialized(&[f64::NAN, f64::INFINITY]), "[null,null]");
+}
+
+#[test]
+fn values_without_a_json_form_are_typed_errors() {
+    struct Failing;
+    impl Serialize for Failing {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("no"))
+        }
+    }
+    let mut array_keys = BTreeMap::new();
+    array_keys.insert([1u8], 0);
+    let mut buf = [0u8; 64];
+    for result in [
+        typed::serialize(&mut Cursor::new(&mut buf), &Failing),
+        typed::serialize(&mut Cursor::new(&mut buf), &array_keys),
+        typed::serialize(&mut Cursor::new(&mut buf), &u128::MAX),
+        typed::serialize(&mut Cursor::new(&mut buf), &i128::MIN),
+    ] {
+        assert_eq!(result, Err(WriteError::Unserializable));
+    }
+    let mut client = connected::<512>();
+    let h = &mut NoopHandler;
+    assert_eq!(
+        client.publish_typed(Instant::ZERO, "c", &Failing, Ack::None, h),
+        Err(RequestError::InvalidJson)
+    );
+    assert_eq!(
+        client.poll_transmit(),
+        None,
+        "nothing half-written was sent"
+    );
+}
+
+#[test]
+fn every_too_small_buffer_is_an_error_never_a_panic() {
+    let sample = Sample {
+        ts: 17,
+        metric: HOSTILE,
+        value: -3,
+    };
+    let full = serialized(&sample);
+    for size in 0..full.len() {
+        let mut buf = std::vec![0u8; size];
+        assert_eq!(
+            typed::serialize(&mut Cursor::new(&mut buf), &sample),
+            Err(WriteError::Encode(EncodeError::BufferTooSmall {
+                capacity: size
+            })),
+            "{size}"
+        );
+    }
+    let mut buf = std::vec![0u8; full.len()];
+    let mut out = Cursor::new(&mut buf);
+    typed::serialize(&mut out, &sample).unwrap();
+    assert_eq!(out.written(), full.as_bytes());
+}
+
+#[test]
+fn a_hostile_metric_name_is_escaped_in_the_sent_pdu() {
+    let mut client = connected::<512>();
+    let h = &mut NoopHandler;
+    let sample = Sample {
+        ts: 1,
+        metric: HOSTILE,
+        value: 2,
+    };
+    let ticket = client.publish_typed(
+        Instant::ZERO,
+        "ch\"an",
+        &sample,
+        Ack::Reply { deadline: None },
+        h,
+    );
+    assert!(ticket.unwrap().is_some());
+    let Some(Transmit::Send(pdu)) = client.poll_transmit() else {
+        panic!("no PDU")
+    };
+    let parsed: serde_json::Value = serde_json::from_str(pdu).unwrap();
+    assert_eq!(parsed["action"], "rtm/publish");
+    assert_eq!(parsed["id"], 0);
+    assert_eq!(parsed["body"]["channel"], "ch\"an");
+    assert_eq!(parsed["body"]["message"]["metric"], HOSTILE);
+    // The client's own reader agrees, and reads the message back typed.
+    let ours = Pdu::parse(pdu).unwrap();
+    let message = ours.body.and_then(|b| b.get("message")).unwrap();
+    let mut scratch = [0u8; 64];
+    #[derive(Deserialize)]
+    struct Owned {
+        metric: String,
+    }
+    let owned: Owned = message.deserialize_unescaped(&mut scratch).unwrap();
+    assert_eq!(owned.metric, HOSTILE);
+}
+
+#[test]
+fn a_queued_typed_request_is_sent_as_the_direct_one_would_be() {
+    let h = &mut NoopHandler;
+    let sample = Sample {
+        ts: 5,
+        metric: "m\\",
+        value: 6,
+    };
+    let mut direct = connected::<512>();
+    direct
+        .write_typed(
+            Instant::ZERO,
+            "kv",
+            &sample,
+            Ack::Reply { deadline: None },
+            h,
+        )
+        .unwrap();
+    let Some(Transmit::Send(expected)) = direct.poll_transmit() else {
+        panic!()
+    };
+
+    let mut offline: Client<1, 4, 512, 512> = Client::new(Config::default());
+    offline
+        .write_typed(
+            Instant::ZERO,
+            "kv",
+            &sample,
+            Ack::Reply { deadline: None },
+            h,
+        )
+        .unwrap();
+    assert_eq!(offline.queued_requests(), 1);
+    offline.start(Instant::ZERO, h);
+    assert_eq!(offline.poll_transmit(), Some(Transmit::Connect));
+    offline.handle_connected(Instant::ZERO, h);
+    assert_eq!(offline.poll_transmit(), Some(Transmit::Send(expected)));
+}
+
+#[test]
+fn too_large_messages_are_refused_whole() {
+    let h = &mut NoopHandler;
+    let big = &[u64::MAX; 40][..]; // 40 × 21 bytes: more than a 512-byte outbox
+    let mut client = connected::<512>();
+    assert_eq!(
+        client.publish_typed(Instant::ZERO, "c", big, Ack::Reply { deadline: None }, h),
+        Err(RequestError::TooLarge)
+    );
+    assert_eq!(client.poll_transmit(), None);
+    assert_eq!(
+        (client.queued_requests(), client.requests_in_flight()),
+        (0, 0)
+    );
+    // Offline too: never queued where it could never be sent.
+    let mut offline: Client<1, 4, 2048, 512> = Client::new(Config::default());
+    assert_eq!(
+        offline.publish_typed(Instant::ZERO, "c", big, Ack::None, h),
+        Err(RequestError::TooLarge)
+    );
+    assert_eq!(offline.queued_requests(), 0);
+    // A queue smaller than the message, with a big enough outbox: the queue is too small.
+    let mut small_queue: Client<1, 4, 64, 2048> = Client::new(Config::default());
+    assert_eq!(
+        small_queue.publish_typed(Instant::ZERO, "c", big, Ack::None, h),
+        Err(RequestError::QueueTooSmall)
+    );
+    // What fits still goes.
+    assert_eq!(
+        client.publish_typed(Instant::ZERO, "c", &big[..10], Ack::None, h),
+        Ok(None)
+    );
+    assert!(matches!(client.poll_transmit(), Some(Transmit::Send(_))));
+}
+
+#[test]
+fn received_messages_are_read_borrowing_the_frame() {
+    let frame = r#"{"action":"rtm/subscription/data","body":{"subscription_id":"m","position":"1:2","messages":[{"ts":1,"metric":"rx","value":3},{"ts":2,"metric":"t\"x","value":4}]}}"#;
+    let Ok(Incoming::Data(data)) = Incoming::parse(frame) else {
+        panic!()
+    };
+    let got: Vec<_> = data.messages_as::<Sample>().collect();
+    let first = got[0].as_ref().unwrap();
+    assert_eq!(first.metric, "rx");
+    let at = first.metric.as_ptr() as usize - frame.as_ptr() as usize;
+    assert_eq!(frame.get(at..at + 2), Some("rx"), "borrowed from the frame");
+    // An escaped string cannot be borrowed as it is: a typed error, never raw escapes.
+    assert_eq!(
+        got[1],
+        Err(json::typed::DeserializeError::EscapedStringIsTooLong)
+    );
+
+    let reply =
+        r#"{"action":"rtm/read/ok","id":3,"body":{"message":{"ts":9,"metric":"cpu","value":-1}}}"#;
+    let pdu = Pdu::parse(reply).unwrap();
+    let sample: Sample = pdu.message_as().unwrap().unwrap();
+    assert_eq!(
+        sample,
+        Sample {
+            ts: 9,
+            metric: "cpu",
+            value: -1
+        }
+    );
+    assert!(Pdu::parse(r#"{"action":"rtm/read/ok","id":3}"#)
+        .unwrap()
+        .message_as::<Sample>()
+        .is_none());
+}
+
+#[test]
+fn raw_json_members_are_validated_and_spliced_verbatim() {
+    use crate::json::typed::RawJson;
+    #[derive(Serialize)]
+    struct Forward<'a> {
+        metric: &'a str,
+        value: RawJson<'a>,
+    }
+    let ok = Forward {
+        metric: "m",
+        value: RawJson(" -1.25E+3 "),
+    };
+    assert_eq!(serialized(&ok), r#"{"metric":"m","value":-1.25E+3}"#);
+    let mut buf = [0u8; 64];
+    for bad in ["1.", "", "{\"a\":}", "1 2"] {
+        let value = Forward {
+            metric: "m",
+            value: RawJson(bad),
+        };
+        assert!(
+            matches!(
+                typed::serialize(&mut Cursor::new(&mut buf), &value),
+                Err(WriteError::InvalidJson { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    let mut client = connected::<512>();
+    let bad = Forward {
+        metric: "m",
+        value: RawJson("nope"),
+    };
+    assert_eq!(
+        client.publish_typed(Instant::ZERO, "c", &bad, Ack::None, &mut NoopHandler),
+        Err(RequestError::InvalidJson)
+    );
+    assert_eq!(client.poll_transmit(), None);
+}
