@@ -20,6 +20,12 @@ use benchlink_std::bench::{BenchClient, Scenario, ServerAddress, StatusInfo};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection};
 
+/// The README's Rust examples, compiled (and, where they need no server, run) by
+/// `cargo test --doc -p benchlink-tests`, so that what the README shows keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
+
 /// How long any single wait in these tests may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
