@@ -701,7 +701,7 @@ fn check_request(u: &mut Unstructured<'_>) {
 // Escaping
 // ------------------------------------------------------------------------------------
 
-/// The C SDK's escaping (spec §2.7): `"` and `\`, control characters as short escapes or
+/// The C SDK's escaping: `"` and `\`, control characters as short escapes or
 /// `\u00XX`, everything else verbatim.
 fn model_escape(s: &str) -> String {
     let mut out = String::from("\"");
