@@ -9,14 +9,13 @@
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::exchange::{
-    self as sansio, Chunk, Outgoing, OutgoingError, ReplyBody, ReplyError, Sink, StreamBody,
-    MAX_HEADERS,
+    self as sansio, Chunk, Outgoing, ReplyBody, Sink, StreamBody, MAX_HEADERS,
 };
-use benchlink_core::bench::{self, JsonRequest, LineFormat, Request, StreamRequest};
+use benchlink_core::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::DecompressorOxide;
 use benchlink_core::http::{
-    DecodeError, EncodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
+    DecodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
 };
 use embassy_time::{with_deadline, with_timeout, Duration, Instant};
 use embedded_io_async::ErrorKind;
@@ -25,7 +24,7 @@ use heapless::String;
 use crate::transport::{ConnectError, Transport};
 
 pub use benchlink_core::bench::exchange::{
-    Buffers, Server, Waiting, MAX_AUTHORITY, MAX_UPLOAD_FILES,
+    Buffers, ClientError, Server, Waiting, MAX_AUTHORITY, MAX_UPLOAD_FILES,
 };
 
 /// How long each step may take.
@@ -52,106 +51,9 @@ impl Default for Timeouts {
     }
 }
 
-/// What a call can fail with. [`Error::Server`] borrows the client's body buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Error<'a> {
-    /// Opening the connection failed.
-    Connect(ConnectError),
-    /// The connection failed while sending or receiving.
-    Io(ErrorKind),
-    /// A limit of [`Timeouts`] passed.
-    Timeout {
-        /// The limit.
-        after: Duration,
-        /// What the client was waiting for.
-        waiting: Waiting,
-    },
-    /// The request does not fit the `tx` buffer, or has a value that would break HTTP.
-    Encode(EncodeError),
-    /// The response is not valid HTTP, was cut short, or is compressed and the client
-    /// has no inflate window ([`DecodeError::CompressedBodyUnsupported`]).
-    Decode(DecodeError),
-    /// A JSON reply larger than the `body` buffer.
-    BodyTooLarge {
-        /// The body buffer's size.
-        max: usize,
-    },
-    /// More files in a multipart upload than the client writes (see [`MAX_UPLOAD_FILES`]).
-    TooManyFiles,
-    /// The server answered, but with an error (its `reason_code` and `reason`), or with
-    /// a reply of the wrong shape.
-    Server(bench::Error<'a>),
-}
-
-impl Error<'_> {
-    /// The HTTP status when the server answered with something other than 200.
-    pub fn http_status(&self) -> Option<u16> {
-        match self {
-            Error::Server(e) => e.http_status(),
-            _ => None,
-        }
-    }
-}
-
-impl core::fmt::Display for Error<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::Connect(e) => write!(f, "connect: {e}"),
-            Error::Io(kind) => write!(f, "connection failed: {kind:?}"),
-            Error::Timeout { after, waiting } => {
-                let (s, ms) = (after.as_secs(), after.as_millis() % 1000);
-                match waiting {
-                    Waiting::Connect => f.write_str("could not connect to the server within ")?,
-                    Waiting::Reply => f.write_str("no reply from the server within ")?,
-                    Waiting::StreamData => f.write_str("no data from the server for ")?,
-                }
-                if ms == 0 {
-                    write!(f, "{s} s")
-                } else {
-                    write!(f, "{} ms", after.as_millis())
-                }
-            }
-            Error::Encode(e) => write!(f, "request: {e}"),
-            Error::Decode(e) => write!(f, "response: {e:?}"),
-            Error::BodyTooLarge { max } => write!(f, "reply larger than {max} bytes"),
-            Error::TooManyFiles => f.write_str("too many files to upload"),
-            Error::Server(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for Error<'_> {}
-
-impl From<EncodeError> for Error<'_> {
-    fn from(e: EncodeError) -> Self {
-        Error::Encode(e)
-    }
-}
-
-impl From<DecodeError> for Error<'_> {
-    fn from(e: DecodeError) -> Self {
-        Error::Decode(e)
-    }
-}
-
-impl From<OutgoingError> for Error<'_> {
-    fn from(e: OutgoingError) -> Self {
-        match e {
-            OutgoingError::TooManyFiles => Error::TooManyFiles,
-            OutgoingError::Encode(e) => Error::Encode(e),
-        }
-    }
-}
-
-impl<'a> From<ReplyError<'a>> for Error<'a> {
-    fn from(e: ReplyError<'a>) -> Self {
-        match e {
-            ReplyError::TooLarge { max } => Error::BodyTooLarge { max },
-            ReplyError::Server(e) => Error::Server(e),
-        }
-    }
-}
+/// What a call can fail with (see [`ClientError`]): the transport's [`ConnectError`] and
+/// I/O [`ErrorKind`]. [`ClientError::Server`] borrows the client's body buffer.
+pub type Error<'a> = ClientError<'a, ConnectError, ErrorKind>;
 
 /// The async client of one benchmark server over a [`Transport`].
 ///
@@ -366,7 +268,7 @@ impl<T: Transport> Conn<'_, T> {
         let reply = self.timeouts.reply;
         let deadline = reply.map(|t| Instant::now().saturating_add(t));
         let timed_out = |waiting| Error::Timeout {
-            after: reply.unwrap_or_default(),
+            after: reply.unwrap_or_default().into(),
             waiting,
         };
         loop {
@@ -489,7 +391,7 @@ impl<T: Transport> Conn<'_, T> {
                     let n = if stream && head_seen {
                         match timeouts.stream_idle {
                             Some(t) => with_timeout(t, read).await.map_err(|_| Error::Timeout {
-                                after: t,
+                                after: t.into(),
                                 waiting: Waiting::StreamData,
                             })?,
                             None => read.await,
@@ -498,7 +400,7 @@ impl<T: Transport> Conn<'_, T> {
                         match deadline {
                             Some(d) => {
                                 with_deadline(d, read).await.map_err(|_| Error::Timeout {
-                                    after: timeouts.reply.unwrap_or_default(),
+                                    after: timeouts.reply.unwrap_or_default().into(),
                                     waiting: Waiting::Reply,
                                 })?
                             }

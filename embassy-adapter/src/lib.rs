@@ -5,7 +5,7 @@
 //! ([`benchlink_core`]) as the std adapter. `no_std`, no allocator: every buffer is the
 //! caller's (`&mut [u8]` or a const-generic capacity), sized for the device.
 //!
-//! - [`bench`]: [`BenchClient`](bench::BenchClient) — every endpoint of
+//! - [`bench`](mod@bench): [`BenchClient`](bench::BenchClient) — every endpoint of
 //!   [`benchlink_core::bench::request`] through [`call`](bench::BenchClient::call) (typed
 //!   JSON replies) and [`stream`](bench::BenchClient::stream) (log and metric lines to a
 //!   callback as they arrive, chunked and deflate/gzip decoded into an optional

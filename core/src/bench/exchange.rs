@@ -43,7 +43,9 @@ use heapless::String;
 
 use super::request::{Body as BenchBody, File};
 use super::{Error, JsonRequest, LineDecoder, LineFormat, Request};
-use crate::http::{Body, Boundary, Cursor, EncodeError, Part, RequestHead, BOUNDARY_LEN};
+use crate::http::{
+    Body, Boundary, Cursor, DecodeError, EncodeError, Part, RequestHead, BOUNDARY_LEN,
+};
 
 /// Longest `Host` header value: a 253-byte DNS name, brackets, colon and port.
 pub const MAX_AUTHORITY: usize = 264;
@@ -181,6 +183,121 @@ pub enum Waiting {
     Reply,
     /// The next bytes of a stream.
     StreamData,
+}
+
+/// What a benchmark-server call can fail with, whatever the transport: `C` is the
+/// transport's connect error and `I` its I/O error kind, the rest is the protocol's. The
+/// embassy and the blocking clients name it `Error` with their own `C` and `I`.
+/// [`ClientError::Server`] borrows the client's body buffer.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{ClientError, Waiting};
+/// use core::time::Duration;
+/// let e: ClientError<'_, &str, &str> =
+///     ClientError::Timeout { after: Duration::from_secs(5), waiting: Waiting::Reply };
+/// assert_eq!(e.to_string(), "no reply from the server within 5 s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ClientError<'a, C, I> {
+    /// Opening the connection failed.
+    Connect(C),
+    /// The connection failed while sending or receiving.
+    Io(I),
+    /// A limit of the client's timeouts passed.
+    Timeout {
+        /// The limit.
+        after: core::time::Duration,
+        /// What the client was waiting for.
+        waiting: Waiting,
+    },
+    /// The request does not fit the `tx` buffer, or has a value that would break HTTP.
+    Encode(EncodeError),
+    /// The response is not valid HTTP, was cut short, or is compressed and the client
+    /// has no inflate window ([`DecodeError::CompressedBodyUnsupported`]).
+    Decode(DecodeError),
+    /// A JSON reply larger than the `body` buffer.
+    BodyTooLarge {
+        /// The body buffer's size.
+        max: usize,
+    },
+    /// More files in a multipart upload than the client writes ([`MAX_UPLOAD_FILES`]).
+    TooManyFiles,
+    /// The server answered, but with an error (its `reason_code` and `reason`), or with
+    /// a reply of the wrong shape.
+    Server(Error<'a>),
+}
+
+impl<C, I> ClientError<'_, C, I> {
+    /// The HTTP status when the server answered with something other than 200.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            ClientError::Server(e) => e.http_status(),
+            _ => None,
+        }
+    }
+}
+
+impl<C: core::fmt::Display, I: core::fmt::Debug> core::fmt::Display for ClientError<'_, C, I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ClientError::Connect(e) => write!(f, "connect: {e}"),
+            ClientError::Io(kind) => write!(f, "connection failed: {kind:?}"),
+            ClientError::Timeout { after, waiting } => {
+                f.write_str(match waiting {
+                    Waiting::Connect => "could not connect to the server within ",
+                    Waiting::Reply => "no reply from the server within ",
+                    Waiting::StreamData => "no data from the server for ",
+                })?;
+                let (s, ms) = (after.as_secs(), after.subsec_millis());
+                if ms == 0 {
+                    write!(f, "{s} s")
+                } else {
+                    write!(f, "{} ms", after.as_millis())
+                }
+            }
+            ClientError::Encode(e) => write!(f, "request: {e}"),
+            ClientError::Decode(e) => write!(f, "response: {e:?}"),
+            ClientError::BodyTooLarge { max } => write!(f, "reply larger than {max} bytes"),
+            ClientError::TooManyFiles => f.write_str("too many files to upload"),
+            ClientError::Server(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<C: core::fmt::Display + core::fmt::Debug, I: core::fmt::Debug> core::error::Error
+    for ClientError<'_, C, I>
+{
+}
+
+impl<C, I> From<EncodeError> for ClientError<'_, C, I> {
+    fn from(e: EncodeError) -> Self {
+        ClientError::Encode(e)
+    }
+}
+
+impl<C, I> From<DecodeError> for ClientError<'_, C, I> {
+    fn from(e: DecodeError) -> Self {
+        ClientError::Decode(e)
+    }
+}
+
+impl<C, I> From<OutgoingError> for ClientError<'_, C, I> {
+    fn from(e: OutgoingError) -> Self {
+        match e {
+            OutgoingError::TooManyFiles => ClientError::TooManyFiles,
+            OutgoingError::Encode(e) => ClientError::Encode(e),
+        }
+    }
+}
+
+impl<'a, C, I> From<ReplyError<'a>> for ClientError<'a, C, I> {
+    fn from(e: ReplyError<'a>) -> Self {
+        match e {
+            ReplyError::TooLarge { max } => ClientError::BodyTooLarge { max },
+            ReplyError::Server(e) => ClientError::Server(e),
+        }
+    }
 }
 
 /// The header values of every request to one server.

@@ -13,16 +13,15 @@ use embedded_io::{Error as _, ErrorKind};
 use heapless::String;
 
 use super::Transport;
+pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, Buffers, Chunk, Outgoing, OutgoingError, ReplyBody, ReplyError, Server, Sink, StreamBody,
-    Waiting, MAX_AUTHORITY, MAX_HEADERS,
+    self, Buffers, Chunk, Outgoing, ReplyBody, Server, Sink, StreamBody, Waiting, MAX_AUTHORITY,
+    MAX_HEADERS,
 };
-use crate::bench::{self as api, JsonRequest, LineFormat, Request, StreamRequest};
+use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use crate::http::DecompressorOxide;
-use crate::http::{
-    DecodeError, EncodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
-};
+use crate::http::{DecodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section};
 use crate::time::Instant;
 
 /// How long a request may take.
@@ -47,89 +46,10 @@ impl Default for Timeouts {
     }
 }
 
-/// What a call can fail with. [`Error::Server`] borrows the client's body buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Error<'a> {
-    /// Opening the connection failed.
-    Connect(ErrorKind),
-    /// The connection failed while sending or receiving.
-    Io(ErrorKind),
-    /// A limit of [`Timeouts`] passed.
-    Timeout {
-        /// The limit.
-        after: Duration,
-        /// What the client was waiting for.
-        waiting: Waiting,
-    },
-    /// The request does not fit the `tx` buffer, or has a value that would break HTTP.
-    Encode(EncodeError),
-    /// The response is not valid HTTP, was cut short, or is compressed and the client
-    /// has no inflate window.
-    Decode(DecodeError),
-    /// A JSON reply larger than the `body` buffer.
-    BodyTooLarge {
-        /// The body buffer's size.
-        max: usize,
-    },
-    /// More files in an upload than [`MAX_UPLOAD_FILES`](exchange::MAX_UPLOAD_FILES).
-    TooManyFiles,
-    /// The server answered, but with an error, or with a reply of the wrong shape.
-    Server(api::Error<'a>),
-}
-
-impl core::fmt::Display for Error<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::Connect(kind) => write!(f, "connect failed: {kind:?}"),
-            Error::Io(kind) => write!(f, "connection failed: {kind:?}"),
-            Error::Timeout { after, waiting } => {
-                let what = match waiting {
-                    Waiting::Connect => "could not connect to the server within",
-                    Waiting::Reply => "no reply from the server within",
-                    Waiting::StreamData => "no data from the server for",
-                };
-                write!(f, "{what} {} ms", after.as_millis())
-            }
-            Error::Encode(e) => write!(f, "request: {e}"),
-            Error::Decode(e) => write!(f, "response: {e:?}"),
-            Error::BodyTooLarge { max } => write!(f, "reply larger than {max} bytes"),
-            Error::TooManyFiles => f.write_str("too many files to upload"),
-            Error::Server(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for Error<'_> {}
-
-impl From<EncodeError> for Error<'_> {
-    fn from(e: EncodeError) -> Self {
-        Error::Encode(e)
-    }
-}
-
-impl From<DecodeError> for Error<'_> {
-    fn from(e: DecodeError) -> Self {
-        Error::Decode(e)
-    }
-}
-
-impl From<OutgoingError> for Error<'_> {
-    fn from(e: OutgoingError) -> Self {
-        match e {
-            OutgoingError::TooManyFiles => Error::TooManyFiles,
-            OutgoingError::Encode(e) => Error::Encode(e),
-        }
-    }
-}
-
-impl<'a> From<ReplyError<'a>> for Error<'a> {
-    fn from(e: ReplyError<'a>) -> Self {
-        match e {
-            ReplyError::TooLarge { max } => Error::BodyTooLarge { max },
-            ReplyError::Server(e) => Error::Server(e),
-        }
-    }
-}
+/// What a call can fail with (see [`ClientError`]): a connect error and an I/O error
+/// are the transport's [`ErrorKind`]. [`ClientError::Server`] borrows the client's body
+/// buffer.
+pub type Error<'a> = ClientError<'a, ErrorKind, ErrorKind>;
 
 fn io<E: embedded_io::Error>(e: E) -> Error<'static> {
     Error::Io(e.kind())
