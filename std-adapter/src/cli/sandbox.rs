@@ -2,10 +2,13 @@
 //! RTM server — for demos and for pointing other clients (the official `mzbench` CLI, an
 //! RTM SDK, other `benchlink` processes, a board on the LAN) at. Everything the servers
 //! can do from Rust is a flag here: the listen address, token users, the real server's
-//! quirks, the faults, the limits.
+//! quirks, the faults, the limits. The faults and observations that only make sense
+//! while the servers run (drop connections now, crash benchmark 3, who is connected)
+//! are on the control endpoint (`--control-port`).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -13,6 +16,7 @@ use clap::{Args, ValueEnum};
 use benchlink_sandbox::bench::{
     BenchFault, BenchServer, BenchServerConfig, Fault, LogCompression, Speed, User, STAGES,
 };
+use benchlink_sandbox::control::ControlServer;
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
@@ -152,6 +156,12 @@ pub(super) struct SandboxArgs {
     /// The raw JSON of each message of --rtm-fault data-flood.
     #[arg(long, default_value = r#"{"n":1}"#, value_name = "JSON")]
     rtm_flood_message: String,
+    /// Serve the control endpoint on this port (0 picks any free port): HTTP endpoints
+    /// for the runtime faults and observations of both servers (`curl
+    /// http://ADDR:PORT/` lists them). It has no authentication: keep it on loopback or
+    /// a test network.
+    #[arg(long, value_name = "PORT")]
+    control_port: Option<u16>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -298,8 +308,32 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         "try: BENCHLINK_RTM_ENDPOINT={} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals",
         rtm.endpoint()
     );
+    let (bench, rtm) = (Arc::new(bench), Arc::new(rtm));
+    let control = match args.control_port {
+        Some(port) => {
+            let addr = SocketAddr::new(args.listen, port);
+            match ControlServer::start(addr, Some(Arc::clone(&bench)), Some(Arc::clone(&rtm))) {
+                Ok(control) => Some(control),
+                Err(e) => {
+                    eprintln!("error: could not start the control endpoint on {addr}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some(control) = &control {
+        println!("control endpoint listening on http://{}", control.addr());
+        println!("try: curl http://{}/", control.addr());
+        if !args.listen.is_loopback() {
+            eprintln!(
+                "warning: the control endpoint has no authentication: anyone who reaches {} can drop connections and crash benchmarks; keep it on loopback or a test network",
+                control.addr()
+            );
+        }
+    }
     // The servers run on their own threads until the process is killed.
-    let _servers = (bench, rtm);
+    let _servers = (bench, rtm, control);
     loop {
         std::thread::park();
     }
