@@ -6,6 +6,7 @@
 //! while the servers run (drop connections now, crash benchmark 3, who is connected)
 //! are on the control endpoint (`--control-port`).
 
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -296,18 +297,6 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     if rtm_fault.is_some() {
         rtm.faults().set_socket_fault(rtm_fault);
     }
-    println!("benchmark server listening on http://{}", bench.host());
-    println!(
-        "try: MZBENCH_API_HOST={} benchlink bench run examples/scenarios/hello.bdl",
-        bench.host()
-    );
-    println!("RTM server listening on {}", rtm.endpoint());
-    println!("  appkey: {DEFAULT_APPKEY}");
-    println!("  role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})");
-    println!(
-        "try: BENCHLINK_RTM_ENDPOINT={} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals",
-        rtm.endpoint()
-    );
     let (bench, rtm) = (Arc::new(bench), Arc::new(rtm));
     let control = match args.control_port {
         Some(port) => {
@@ -322,16 +311,33 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         }
         None => None,
     };
+    let mut banner = format!(
+        "benchmark server listening on http://{host}\n\
+         try: MZBENCH_API_HOST={host} benchlink bench run examples/scenarios/hello.bdl\n\
+         RTM server listening on {endpoint}\n  \
+         appkey: {DEFAULT_APPKEY}\n  \
+         role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})\n\
+         try: BENCHLINK_RTM_ENDPOINT={endpoint} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals\n",
+        host = bench.host(),
+        endpoint = rtm.endpoint(),
+    );
+    let mut warning = String::new();
     if let Some(control) = &control {
-        println!("control endpoint listening on http://{}", control.addr());
-        println!("try: curl http://{}/", control.addr());
+        let addr = control.addr();
+        banner.push_str(&format!(
+            "control endpoint listening on http://{addr}\ntry: curl http://{addr}/\n"
+        ));
         if !args.listen.is_loopback() {
-            eprintln!(
-                "warning: the control endpoint has no authentication: anyone who reaches {} can drop connections and crash benchmarks; keep it on loopback or a test network",
-                control.addr()
+            warning = format!(
+                "warning: the control endpoint has no authentication: anyone who reaches {addr} can drop connections and crash benchmarks; keep it on loopback or a test network\n"
             );
         }
     }
+    // In one write, and without failing: the servers keep running when whoever started
+    // them stops reading (a script that read the addresses and closed the pipe).
+    let _ = io::stdout().write_all(banner.as_bytes());
+    let _ = io::stdout().flush();
+    let _ = io::stderr().write_all(warning.as_bytes());
     // The servers run on their own threads until the process is killed.
     let _servers = (bench, rtm, control);
     loop {
