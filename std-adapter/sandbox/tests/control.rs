@@ -584,18 +584,9 @@ fn busy_reply(addr: SocketAddr) -> Option<String> {
 fn hostile_peers_meet_the_limits() {
     let s = servers();
     let a = s.control.addr();
-    // Too large: the head (400) and the announced body (413), answered at once.
-    let mut endless = b"GET /".to_vec();
-    endless.extend(vec![b'a'; MAX_HEAD + 10]);
-    assert_eq!(exchange(a, &endless).0, 400);
-    let huge = format!(
-        "POST /rtm/faults/send-raw HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
-        MAX_BODY + 1
-    );
-    assert_eq!(exchange(a, huge.as_bytes()).0, 413);
-
     // Every slot taken: one silent peer, the others trickling a request byte by byte
-    // (all connected before the probes, so accepted first).
+    // (all connected before the probes, so accepted first, and before any other
+    // connection, so that none is still closing).
     let started = Instant::now();
     let silent = TcpStream::connect(a).unwrap();
     let tricklers: Vec<_> = (1..MAX_CONNECTIONS)
@@ -637,8 +628,18 @@ fn hostile_peers_meet_the_limits() {
         t.join().unwrap();
     }
     let deadline = Instant::now() + WAIT;
-    while call(a, "GET", "/", b"").0 != 200 {
+    while busy_reply(a).is_some() {
         assert!(Instant::now() < deadline, "slots never freed");
         thread::sleep(Duration::from_millis(20));
     }
+
+    // Too large: the head (400) and the announced body (413), answered at once.
+    let mut endless = b"GET /".to_vec();
+    endless.extend(vec![b'a'; MAX_HEAD + 10]);
+    assert_eq!(exchange(a, &endless).0, 400);
+    let huge = format!(
+        "POST /rtm/faults/send-raw HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+        MAX_BODY + 1
+    );
+    assert_eq!(exchange(a, huge.as_bytes()).0, 413);
 }
