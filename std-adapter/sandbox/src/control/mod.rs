@@ -195,10 +195,7 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
             room
         };
         if !admitted {
-            let _ = stream.set_nonblocking(true);
-            let body = routes::error_body("busy: too many control connections open");
-            let _ = (&stream).write_all(&response(503, &[], &body));
-            let _ = stream.shutdown(Shutdown::Both);
+            refuse_busy(&stream);
             continue;
         }
         let (i, id) = (Arc::clone(inner), next_id);
@@ -217,6 +214,24 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
             }
         }
     }
+}
+
+/// Answers `503` without waiting for anything (the accept loop must not block): the
+/// reply goes into the fresh socket's send buffer, and what the client has already sent
+/// is read and dropped first, so that closing does not reset the connection before the
+/// client reads the reply.
+fn refuse_busy(stream: &TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let mut sink = [0u8; 4096];
+    for _ in 0..(MAX_HEAD / sink.len() + 1) {
+        match (&*stream).read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    let body = routes::error_body("busy: too many control connections open");
+    let _ = (&*stream).write_all(&response(503, &[], &body));
+    let _ = stream.shutdown(Shutdown::Write);
 }
 
 /// A whole response: JSON body, `connection: close`.
