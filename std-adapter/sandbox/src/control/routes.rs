@@ -6,6 +6,8 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::Targets;
@@ -490,31 +492,56 @@ fn available(targets: &Targets, endpoint: &Endpoint) -> bool {
     }
 }
 
-fn index(targets: &Targets) -> Value {
-    let endpoints: Vec<Value> = ENDPOINTS
-        .iter()
-        .filter(|e| available(targets, e))
-        .map(|e| {
-            let args: serde_json::Map<String, Value> = e
-                .args
-                .iter()
-                .map(|(name, help)| ((*name).to_owned(), Value::from(*help)))
-                .collect();
-            let mut v = json!({"method": e.method, "path": e.path, "about": e.about, "args": args});
-            if let Some(body) = e.body {
-                v["body"] = json!(body);
-            }
-            v
-        })
-        .collect();
-    json!({
-        "about": "Control endpoint of the local servers. No authentication: for loopback and test networks only. Arguments go in the query string; replies are JSON.",
-        "endpoints": endpoints,
-    })
+/// The listing on `GET /`, in the table's order, each entry's fields in this order
+/// (a `Value` would sort them, putting `about` before `method` and `path`).
+#[derive(Serialize)]
+struct Index {
+    about: &'static str,
+    endpoints: Vec<Listed>,
+}
+
+#[derive(Serialize)]
+struct Listed {
+    method: &'static str,
+    path: &'static str,
+    about: &'static str,
+    args: Args,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'static str>,
+}
+
+/// Arguments as a JSON object, in the order the endpoint declares them.
+struct Args(&'static [(&'static str, &'static str)]);
+
+impl Serialize for Args {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, help) in self.0 {
+            map.serialize_entry(name, help)?;
+        }
+        map.end()
+    }
+}
+
+fn index(targets: &Targets) -> Index {
+    Index {
+        about: "Control endpoint of the local servers. No authentication: for loopback and test networks only. Arguments go in the query string; replies are JSON.",
+        endpoints: ENDPOINTS
+            .iter()
+            .filter(|e| available(targets, e))
+            .map(|e| Listed {
+                method: e.method,
+                path: e.path,
+                about: e.about,
+                args: Args(e.args),
+                body: e.body,
+            })
+            .collect(),
+    }
 }
 
 /// Replies as pretty JSON with a final newline, for people reading them in a terminal.
-fn pretty(value: &Value) -> Vec<u8> {
+fn pretty(value: &impl Serialize) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
     bytes.push(b'\n');
     bytes
@@ -550,7 +577,7 @@ pub(super) fn answer(
         body: &request.body,
     };
     match check(endpoint, &call).and_then(|()| run(targets, endpoint, &call)) {
-        Ok(value) => (200, Vec::new(), pretty(&value)),
+        Ok(body) => (200, Vec::new(), body),
         Err(f) => (f.status, Vec::new(), error_body(&f.message)),
     }
 }
@@ -580,14 +607,15 @@ fn check(endpoint: &Endpoint, call: &Call<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run(targets: &Targets, endpoint: &Endpoint, call: &Call<'_>) -> Outcome {
+/// The body of the reply.
+fn run(targets: &Targets, endpoint: &Endpoint, call: &Call<'_>) -> Result<Vec<u8>, Failure> {
     let missing = || Failure {
         status: 404,
         message: "that server is not behind this control endpoint".to_owned(),
     };
     match endpoint.run {
-        Run::Index => Ok(index(targets)),
-        Run::Rtm(f) => f(targets.rtm.as_deref().ok_or_else(missing)?, call),
-        Run::Bench(f) => f(targets.bench.as_deref().ok_or_else(missing)?, call),
+        Run::Index => Ok(pretty(&index(targets))),
+        Run::Rtm(f) => f(targets.rtm.as_deref().ok_or_else(missing)?, call).map(|v| pretty(&v)),
+        Run::Bench(f) => f(targets.bench.as_deref().ok_or_else(missing)?, call).map(|v| pretty(&v)),
     }
 }
