@@ -1,5 +1,5 @@
 //! The control endpoint over real sockets: every family of operations has an effect a
-//! client of the servers sees (a close code, a raw frame, a substituted reply, a flood,
+//! client of the servers sees (a close code, a raw frame, a substituted reply, floods,
 //! a refused upgrade, a crashed benchmark), the observations list what is connected,
 //! bad arguments are 400, unknown paths 404, `GET /` lists everything, and hostile
 //! peers (silent, trickling, endless head, huge body, too many) meet its limits.
@@ -642,4 +642,49 @@ fn hostile_peers_meet_the_limits() {
         MAX_BODY + 1
     );
     assert_eq!(exchange(a, huge.as_bytes()).0, 413);
+}
+
+#[test]
+fn switches_floods_and_view_windows() {
+    let s = servers();
+    let a = s.control.addr();
+    let mut client = ws(&s.rtm);
+    let id = only_connection(a);
+    let publish = r#"{"action":"rtm/publish","id":1,"body":{"channel":"c","message":{}}}"#;
+
+    // Pongs dropped: a ping goes unanswered (the publish after it is answered).
+    ok(a, "POST", "/rtm/faults/answer-pings?answer=false", b"");
+    client.send(Message::Ping(b"p".to_vec().into())).unwrap();
+    send(&mut client, publish);
+    match client.read().unwrap() {
+        Message::Text(t) => assert!(t.contains("rtm/publish/ok"), "{t}"),
+        other => panic!("expected no pong, got {other:?}"),
+    }
+    ok(a, "POST", "/rtm/faults/answer-pings", b"");
+    client.send(Message::Ping(b"p".to_vec().into())).unwrap();
+    assert_eq!(client.read().unwrap(), Message::Pong(b"p".to_vec().into()));
+
+    // An aggregated view's window, closed on demand.
+    send(
+        &mut client,
+        r#"{"action":"rtm/subscribe","id":2,"body":{"subscription_id":"n","period":60,"filter":"select count(*) as n from c"}}"#,
+    );
+    assert!(text(&mut client).contains("rtm/subscribe/ok"));
+    send(&mut client, publish);
+    assert!(text(&mut client).contains("rtm/publish/ok"));
+    assert_eq!(affected(a, "/rtm/faults/close-view-windows", b""), 1);
+    let data = text(&mut client);
+    assert!(data.ends_with(r#""messages":[{"n":1}]}}"#), "{data}");
+
+    // A data flood for that subscription, with our message, on this connection.
+    let target = format!("/rtm/faults/socket-fault?kind=data-flood&subscription=n&connection={id}");
+    assert_eq!(affected(a, &target, br#"{"flood":true}"#), 1);
+    for _ in 0..3 {
+        let data = text(&mut client);
+        assert!(
+            data.contains("rtm/subscription/data") && data.contains(r#"[{"flood":true}]"#),
+            "{data}"
+        );
+    }
+    ok(a, "POST", "/rtm/faults/clear", b"");
 }
