@@ -6,11 +6,16 @@
 //!
 //! [`rtm`] is a local RTM (Satori-compatible) publish/subscribe server over WebSocket,
 //! with fault injection for porting the reference SDK's tests.
+//!
+//! [`control`] is an HTTP endpoint that drives both while they run: every runtime fault
+//! and observation of their Rust API, for scripts and tests in any language.
 
 pub mod bench;
+pub mod control;
 pub mod rtm;
 
 pub use bench::{
     BenchServer, BenchServerConfig, BenchmarkInfo, EmailReport, LogCompression, Quirks, Speed,
 };
+pub use control::ControlServer;
 pub use rtm::{RtmServer, RtmServerConfig};

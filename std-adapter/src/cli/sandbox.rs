@@ -2,10 +2,14 @@
 //! RTM server — for demos and for pointing other clients (the official `mzbench` CLI, an
 //! RTM SDK, other `benchlink` processes, a board on the LAN) at. Everything the servers
 //! can do from Rust is a flag here: the listen address, token users, the real server's
-//! quirks, the faults, the limits.
+//! quirks, the faults, the limits. The faults and observations that only make sense
+//! while the servers run (drop connections now, crash benchmark 3, who is connected)
+//! are on the control endpoint (`--control-port`).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -13,6 +17,7 @@ use clap::{Args, ValueEnum};
 use benchlink_sandbox::bench::{
     BenchFault, BenchServer, BenchServerConfig, Fault, LogCompression, Speed, User, STAGES,
 };
+use benchlink_sandbox::control::ControlServer;
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
@@ -152,6 +157,12 @@ pub(super) struct SandboxArgs {
     /// The raw JSON of each message of --rtm-fault data-flood.
     #[arg(long, default_value = r#"{"n":1}"#, value_name = "JSON")]
     rtm_flood_message: String,
+    /// Serve the control endpoint on this port (0 picks any free port): HTTP endpoints
+    /// for the runtime faults and observations of both servers (`curl
+    /// http://ADDR:PORT/` lists them). It has no authentication: keep it on loopback or
+    /// a test network.
+    #[arg(long, value_name = "PORT")]
+    control_port: Option<u16>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -286,20 +297,49 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     if rtm_fault.is_some() {
         rtm.faults().set_socket_fault(rtm_fault);
     }
-    println!("benchmark server listening on http://{}", bench.host());
-    println!(
-        "try: MZBENCH_API_HOST={} benchlink bench run examples/scenarios/hello.bdl",
-        bench.host()
+    let (bench, rtm) = (Arc::new(bench), Arc::new(rtm));
+    let control = match args.control_port {
+        Some(port) => {
+            let addr = SocketAddr::new(args.listen, port);
+            match ControlServer::start(addr, Some(Arc::clone(&bench)), Some(Arc::clone(&rtm))) {
+                Ok(control) => Some(control),
+                Err(e) => {
+                    eprintln!("error: could not start the control endpoint on {addr}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
+    let mut banner = format!(
+        "benchmark server listening on http://{host}\n\
+         try: MZBENCH_API_HOST={host} benchlink bench run examples/scenarios/hello.bdl\n\
+         RTM server listening on {endpoint}\n  \
+         appkey: {DEFAULT_APPKEY}\n  \
+         role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})\n\
+         try: BENCHLINK_RTM_ENDPOINT={endpoint} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals\n",
+        host = bench.host(),
+        endpoint = rtm.endpoint(),
     );
-    println!("RTM server listening on {}", rtm.endpoint());
-    println!("  appkey: {DEFAULT_APPKEY}");
-    println!("  role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})");
-    println!(
-        "try: BENCHLINK_RTM_ENDPOINT={} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals",
-        rtm.endpoint()
-    );
+    let mut warning = String::new();
+    if let Some(control) = &control {
+        let addr = control.addr();
+        banner.push_str(&format!(
+            "control endpoint listening on http://{addr}\ntry: curl http://{addr}/\n"
+        ));
+        if !args.listen.is_loopback() {
+            warning = format!(
+                "warning: the control endpoint has no authentication: anyone who reaches {addr} can drop connections and crash benchmarks; keep it on loopback or a test network\n"
+            );
+        }
+    }
+    // In one write, and without failing: the servers keep running when whoever started
+    // them stops reading (a script that read the addresses and closed the pipe).
+    let _ = io::stdout().write_all(banner.as_bytes());
+    let _ = io::stdout().flush();
+    let _ = io::stderr().write_all(warning.as_bytes());
     // The servers run on their own threads until the process is killed.
-    let _servers = (bench, rtm);
+    let _servers = (bench, rtm, control);
     loop {
         std::thread::park();
     }

@@ -35,13 +35,13 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 mod clock;
 mod config;
 mod endpoints;
 mod erlang;
 mod error;
-mod http;
+pub(crate) mod http;
 mod json;
 mod listener;
 mod logfile;
@@ -49,8 +49,8 @@ mod metrics;
 mod multipart;
 mod params;
 mod pipeline;
-mod query;
-mod request;
+pub(crate) mod query;
+pub(crate) mod request;
 mod results;
 mod scenario;
 mod server_log;
