@@ -10,7 +10,7 @@ use benchlink_core::http::{
     RequestHead, ResponseDecoder, Section,
 };
 
-use crate::net::{Stream, Tls};
+use crate::net::{tunnel, Stream, Tls};
 
 /// The size of the buffer socket reads go into (a stream at full speed fills it on
 /// every read: larger means fewer system calls).
@@ -182,6 +182,8 @@ pub(crate) struct Endpoint {
     pub(crate) port: u16,
     pub(crate) tls: Option<Tls>,
     pub(crate) connect_timeout: Duration,
+    /// An HTTPS proxy `(host, port)` to tunnel through with `CONNECT`.
+    pub(crate) proxy: Option<(String, u16)>,
 }
 
 impl Endpoint {
@@ -195,7 +197,15 @@ impl Endpoint {
         if timeout.is_zero() {
             return Err(deadline.timed_out(Waiting::Connect));
         }
-        match Stream::connect(&self.host, self.port, self.tls.as_ref(), timeout) {
+        let stream = match &self.proxy {
+            None => Stream::connect(&self.host, self.port, self.tls.as_ref(), timeout),
+            Some((proxy_host, proxy_port)) => {
+                tunnel(proxy_host, *proxy_port, &self.host, self.port, timeout)
+                    .map_err(io::Error::from)
+                    .and_then(|tcp| Stream::over(tcp, &self.host, self.tls.as_ref()))
+            }
+        };
+        match stream {
             Ok(stream) => Ok(Connection::new(stream)),
             Err(e)
                 if matches!(

@@ -4,12 +4,14 @@
 //! self-signed certificate) or, explicitly, switch verification off like the official
 //! MZBench client's `--no_cert_check`.
 
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use benchlink_core::http::{ConnectHead, DecodeError, Event, Limits, Method, ResponseDecoder};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -236,6 +238,133 @@ impl Stream {
     /// Sets the read timeout of the underlying socket (`None` blocks forever).
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.tcp().set_read_timeout(timeout)
+    }
+}
+
+/// Why a `CONNECT` tunnel through an HTTPS proxy could not be opened.
+#[derive(Debug)]
+pub enum TunnelError {
+    /// Reaching the proxy, or talking to it, failed (a timeout included).
+    Io(io::Error),
+    /// The proxy answered `CONNECT` with this status instead of 2xx.
+    Refused {
+        /// The proxy's status code.
+        status: u16,
+    },
+    /// The proxy's answer was not HTTP, or it sent bytes for the server before the tunnel
+    /// was used ([`DecodeError::TrailingData`]).
+    Http(DecodeError),
+}
+
+impl fmt::Display for TunnelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TunnelError::Io(e) => write!(f, "proxy: {e}"),
+            TunnelError::Refused { status } => write!(f, "proxy answered CONNECT with {status}"),
+            TunnelError::Http(e) => write!(f, "proxy: bad HTTP response: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TunnelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TunnelError::Io(e) => Some(e),
+            TunnelError::Http(e) => Some(e),
+            TunnelError::Refused { .. } => None,
+        }
+    }
+}
+
+impl From<io::Error> for TunnelError {
+    fn from(e: io::Error) -> TunnelError {
+        TunnelError::Io(e)
+    }
+}
+
+/// For callers that report connect failures as I/O errors: a refusal or a bad answer is
+/// an error of kind `Other` that says what the proxy did.
+impl From<TunnelError> for io::Error {
+    fn from(e: TunnelError) -> io::Error {
+        match e {
+            TunnelError::Io(e) => e,
+            other => io::Error::other(other),
+        }
+    }
+}
+
+/// Opens a `CONNECT` tunnel to `host:port` through the HTTPS proxy at
+/// `proxy_host:proxy_port`, each step within `timeout`; the socket then carries the
+/// connection to the server (TLS included, end to end). Both clients use it: the RTM
+/// client for `--https-proxy`, the benchmark client likewise.
+///
+/// ```no_run
+/// let tcp = benchlink_std::net::tunnel("proxy.example", 3128, "rtm.example", 443, std::time::Duration::from_secs(5))?;
+/// let stream = benchlink_std::net::Stream::over(tcp, "rtm.example", None)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn tunnel(
+    proxy_host: &str,
+    proxy_port: u16,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<TcpStream, TunnelError> {
+    let mut tcp = connect_tcp(proxy_host, proxy_port, timeout)?;
+    tcp.set_read_timeout(Some(timeout))?;
+    let head = ConnectHead {
+        host,
+        port,
+        proxy_authorization: None,
+    };
+    let bytes = crate::http::encode_to_vec(|c| head.encode(c))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    tcp.write_all(&bytes)?;
+    let leftover = read_connect_reply(&mut tcp)?;
+    if !leftover.is_empty() {
+        // A proxy must not speak for the server before the tunnel is used.
+        return Err(TunnelError::Http(DecodeError::TrailingData));
+    }
+    tcp.set_read_timeout(None)?;
+    Ok(tcp)
+}
+
+/// Reads the proxy's answer to `CONNECT` through the core decoder; returns the bytes that
+/// came after its head.
+fn read_connect_reply(stream: &mut impl Read) -> Result<Vec<u8>, TunnelError> {
+    let mut head_buf = [0u8; 8192];
+    let mut decoder: ResponseDecoder = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+    decoder.set_request_method(Method::Connect);
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Err(TunnelError::Http(decoder.finish().err().unwrap_or(
+                DecodeError::UnexpectedEof {
+                    section: benchlink_core::http::Section::Head,
+                },
+            )));
+        }
+        let input = buf.get(..n).unwrap_or_default();
+        let mut pos = 0;
+        while pos < n {
+            let (used, event) = decoder
+                .decode(input.get(pos..).unwrap_or_default())
+                .map_err(TunnelError::Http)?;
+            pos += used;
+            match event {
+                Event::Head(head) if (200..300).contains(&head.status) => {
+                    return Ok(input.get(pos..).unwrap_or_default().to_vec());
+                }
+                Event::Head(head) => {
+                    return Err(TunnelError::Refused {
+                        status: head.status,
+                    })
+                }
+                Event::NeedMore => break,
+                Event::Data(_) | Event::End { .. } => {}
+            }
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use benchlink_std::bench::{BenchClient, ErrorKind, ServerAddress, StartOptions};
 use benchlink_std::net::TlsOptions;
 use benchlink_tests::{
-    fast_server, hello, server_with, wait_process_gone, within, TlsProxy, PATIENCE,
+    fast_server, hello, server_with, wait_process_gone, within, ConnectProxy, TlsProxy, PATIENCE,
 };
 
 fn https_client(url: &str, tls: TlsOptions) -> BenchClient {
@@ -167,4 +167,49 @@ fn https_idle_connection_closed_without_close_notify_is_replaced() {
     c.clusters_info()
         .expect("clusters_info after a bare TCP close of an idle TLS connection");
     assert_eq!(proxy.accepted(), 2);
+}
+
+/// Through an HTTPS proxy's `CONNECT` tunnel, TLS end to end: the proxy sees only the
+/// target, the certificate is still checked against the server's name.
+#[test]
+fn https_through_a_connect_proxy() {
+    let server = fast_server();
+    let tls = TlsProxy::start(server.addr());
+    let proxy = ConnectProxy::start();
+    let url = format!("https://localhost:{}", tls.port());
+    let mut c =
+        https_client(&url, trusting(&tls)).with_https_proxy("127.0.0.1", proxy.addr().port());
+    let id = c
+        .start(&hello(), &StartOptions::default())
+        .expect("start through the proxy");
+    assert!(server.benchmark(id).is_some());
+    c.status(id).expect("status on the same tunnel");
+    assert_eq!(proxy.targets(), [format!("localhost:{}", tls.port())]);
+
+    // The tunnel carries TLS: without the certificate as a root, verification fails.
+    let mut untrusting = https_client(&url, TlsOptions::default())
+        .with_https_proxy("127.0.0.1", proxy.addr().port());
+    assert!(untrusting.status(id).is_err());
+}
+
+/// A proxy that refuses `CONNECT` (here: it can not reach the target) is a connect
+/// error that says what the proxy answered, not a hang or a decode error.
+#[test]
+fn a_refusing_proxy_is_a_connect_error_with_its_status() {
+    let proxy = ConnectProxy::start();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let mut c = BenchClient::new(
+        ServerAddress::parse(&format!("http://127.0.0.1:{port}")).expect("address"),
+    )
+    .expect("client")
+    .with_https_proxy("127.0.0.1", proxy.addr().port())
+    .with_reply_timeout(Some(PATIENCE));
+    let e = c.status(1).expect_err("refused");
+    assert!(matches!(e.kind(), ErrorKind::Connect(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("proxy answered CONNECT with 502"),
+        "{e}"
+    );
 }

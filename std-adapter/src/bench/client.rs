@@ -130,6 +130,7 @@ impl BenchClient {
                     port: address.port,
                     tls,
                     connect_timeout: Duration::from_secs(10),
+                    proxy: None,
                 },
                 conn: None,
                 bufs: Buffers::new(),
@@ -191,6 +192,22 @@ impl BenchClient {
             self.transport.conn = None;
         }
         Ok(self)
+    }
+
+    /// Reaches the server through an HTTPS proxy's `CONNECT` tunnel (`benchlink bench
+    /// --https-proxy`), as the messaging client does; TLS to an https server stays end to
+    /// end. A proxy that refuses is a connect error that names its status.
+    ///
+    /// ```
+    /// let client = benchlink_std::bench::BenchClient::from_host("https://mzbench.example")
+    ///     .unwrap()
+    ///     .with_https_proxy("proxy.example", 3128);
+    /// # let _ = client;
+    /// ```
+    pub fn with_https_proxy(mut self, host: impl Into<String>, port: u16) -> BenchClient {
+        self.transport.endpoint.proxy = Some((host.into(), port));
+        self.transport.conn = None;
+        self
     }
 
     /// The deadlines of `benchlink bench --timeout`: `timeout` is both the whole-request

@@ -3,16 +3,13 @@
 //! upgrade, frames, pings, close) is the core's link, the same for std and embassy.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::time::Duration;
 
-use benchlink_core::http::{
-    ConnectHead, DecodeError, Event, Head, Limits, Method, ResponseDecoder,
-};
+use benchlink_core::http::DecodeError;
 use benchlink_core::ws::UrlError;
 
-use crate::http::encode_to_vec;
-use crate::net::{connect_tcp, Stream, Tls, TlsOptions};
+use crate::net::{connect_tcp, tunnel, Stream, Tls, TlsOptions, TunnelError};
 
 /// How to reach the service.
 #[derive(Debug, Clone)]
@@ -95,6 +92,16 @@ impl std::error::Error for ConnectError {
     }
 }
 
+impl From<TunnelError> for ConnectError {
+    fn from(e: TunnelError) -> ConnectError {
+        match e {
+            TunnelError::Io(e) => ConnectError::Io(e),
+            TunnelError::Refused { status } => ConnectError::Proxy { status },
+            TunnelError::Http(e) => ConnectError::Http(e),
+        }
+    }
+}
+
 impl From<io::Error> for ConnectError {
     fn from(e: io::Error) -> ConnectError {
         ConnectError::Io(e)
@@ -141,75 +148,4 @@ pub fn open(
     stream.tcp().set_read_timeout(None)?;
     stream.tcp().set_write_timeout(None)?;
     Ok(stream)
-}
-
-/// Opens a `CONNECT` tunnel to `host:port` through the proxy.
-fn tunnel(
-    proxy_host: &str,
-    proxy_port: u16,
-    host: &str,
-    port: u16,
-    timeout: Duration,
-) -> Result<std::net::TcpStream, ConnectError> {
-    let mut tcp = connect_tcp(proxy_host, proxy_port, timeout)?;
-    tcp.set_read_timeout(Some(timeout))?;
-    let head = ConnectHead {
-        host,
-        port,
-        proxy_authorization: None,
-    };
-    let bytes = encode_to_vec(|c| head.encode(c))
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    tcp.write_all(&bytes)?;
-    let leftover = read_head(&mut tcp, Method::Connect, |head| match head.status {
-        200..=299 => Ok(()),
-        status => Err(ConnectError::Proxy { status }),
-    })?;
-    if !leftover.is_empty() {
-        // A proxy must not speak for the server before the tunnel is used.
-        return Err(ConnectError::Http(DecodeError::TrailingData));
-    }
-    Ok(tcp)
-}
-
-/// Reads one response head through the core decoder, lets `check` judge it, and
-/// returns the bytes that came after it.
-fn read_head(
-    stream: &mut impl Read,
-    method: Method,
-    check: impl FnOnce(&Head<'_>) -> Result<(), ConnectError>,
-) -> Result<Vec<u8>, ConnectError> {
-    let mut head_buf = [0u8; 8192];
-    let mut decoder: ResponseDecoder = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-    decoder.set_request_method(method);
-    let mut buf = [0u8; 4096];
-    let mut check = Some(check);
-    loop {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Err(ConnectError::Http(decoder.finish().err().unwrap_or(
-                DecodeError::UnexpectedEof {
-                    section: benchlink_core::http::Section::Head,
-                },
-            )));
-        }
-        let input = buf.get(..n).unwrap_or_default();
-        let mut pos = 0;
-        while pos < n {
-            let (used, event) = decoder
-                .decode(input.get(pos..).unwrap_or_default())
-                .map_err(ConnectError::Http)?;
-            pos += used;
-            match event {
-                Event::Head(head) => {
-                    if let Some(check) = check.take() {
-                        check(&head)?;
-                    }
-                    return Ok(input.get(pos..).unwrap_or_default().to_vec());
-                }
-                Event::NeedMore => break,
-                Event::Data(_) | Event::End { .. } => {}
-            }
-        }
-    }
 }
