@@ -1,7 +1,8 @@
 //! The `benchlink` binary as a user runs it: `benchlink bench …` against a local server
-//! started by the test (and, without `--host`, against the in-process one), checking
-//! stdout, stderr and the exit codes of the official CLI (0 ok, 1 error, 2 missing
-//! script, 3 failed benchmark under `--wait`, 4 invalid value).
+//! started by the test (and, without `--host`, against a probed or the in-process one),
+//! checking stdout, stderr and the exit codes of the official CLI (0 ok, 1 error,
+//! 2 missing script, 3 failed benchmark under `run` or `status --wait`, 4 invalid value,
+//! 130 interrupted).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -39,14 +40,24 @@ impl Out {
     }
 }
 
+/// A `host:port` on 127.0.0.1 where nothing listens (bound, then released).
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("local address");
+    drop(listener);
+    addr.to_string()
+}
+
 /// Runs the binary in the repository root with a clean environment (no host, no token,
-/// no token file), `adjust`ed; kills it and fails after [`CLI_PATIENCE`].
+/// no token file, no server probed on localhost:4800 whatever runs there), `adjust`ed;
+/// kills it and fails after [`CLI_PATIENCE`].
 fn benchlink_with(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Out {
     let mut cmd = Command::new(bin());
     cmd.args(args)
         .current_dir(repo_root())
         .env_remove("MZBENCH_API_HOST")
         .env_remove("BENCHLINK_TOKEN")
+        .env("BENCHLINK_BENCH_PROBE", closed_port())
         .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -524,7 +535,7 @@ fn tokens_and_https() {
     .expect_code(0);
 }
 
-/// The slowest test (demo timings, 3 s polls): its name sorts first so that it starts
+/// The slowest test (demo timings, a few seconds): its name sorts first so that it starts
 /// first and runs alongside the others.
 #[test]
 fn a_run_without_host_uses_the_in_process_server() {
@@ -532,7 +543,9 @@ fn a_run_without_host_uses_the_in_process_server() {
     let out =
         benchlink_with(&["bench", "run", "examples/scenarios/hello.bdl"], |_| {}).expect_code(0);
     assert!(
-        out.stderr.contains("local benchmark server"),
+        out.stderr.contains("local benchmark server")
+            && out.stderr.contains("nothing answers at")
+            && out.stderr.contains("end with this command"),
         "{}",
         out.stderr
     );
@@ -768,4 +781,324 @@ fn json_data_prints_what_it_collected_before_the_error() {
             out.stderr
         );
     }
+}
+
+/// `benchlink sandbox &`, then `bench start`, then `bench status`, all without `--host`:
+/// both commands find the server already answering at the probed address (the default
+/// is localhost:4800; the test moves it to its own server) instead of each starting a
+/// throw-away one.
+#[test]
+fn commands_without_host_meet_at_the_running_server() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let probe = server.host();
+    let at = |args: &[&str]| {
+        benchlink_with(args, |cmd| {
+            cmd.env("BENCHLINK_BENCH_PROBE", &probe);
+        })
+    };
+    let out = at(&["bench", "start", "examples/scenarios/hello.bdl"]).expect_code(0);
+    let id = out.json()["id"].as_u64().expect("an id");
+    assert!(
+        out.stderr
+            .contains(&format!("using the server answering at {probe}")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        server.benchmark(id).is_some(),
+        "started on the running server"
+    );
+    let out = at(&["bench", "status", "--wait", &id.to_string()]).expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    // MZBENCH_API_HOST wins over the probe.
+    let other = fast_server();
+    let out = benchlink_with(&["bench", "start", "examples/scenarios/hello.bdl"], |cmd| {
+        cmd.env("BENCHLINK_BENCH_PROBE", &probe)
+            .env("MZBENCH_API_HOST", other.host());
+    })
+    .expect_code(0);
+    assert!(other.benchmark(0).is_some(), "{out:?}");
+    assert!(!out.stderr.contains("answering at"), "{}", out.stderr);
+}
+
+/// A fast benchmark is reported as soon as it ends (polling starts at 100 ms rather
+/// than the official 3 s), with one plain progress line per stage when stderr is not a
+/// terminal.
+#[test]
+fn a_fast_run_reports_promptly_with_a_line_per_stage() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let started = Instant::now();
+    let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
+    let took = started.elapsed();
+    assert_eq!(out.json()["status"], "complete");
+    // The whole benchmark takes ~0.3 s on this server; one 3 s poll would exceed this.
+    assert!(took < Duration::from_secs(3), "run took {took:?}");
+    let stages: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("status: "))
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(stages.last(), Some(&"complete"), "{}", out.stderr);
+    let mut unique = stages.clone();
+    unique.dedup();
+    assert_eq!(unique, stages, "one line per stage change: {}", out.stderr);
+    assert!(!out.stderr.contains('\r'), "no redrawing off a terminal");
+}
+
+/// The official CLI's `--nodes_file` (one host per line) and `--workers_per_node` (pool
+/// sizes added up, divided, rounded up), and the contradictions refused with exit 4
+/// before anything is sent.
+#[test]
+fn nodes_file_workers_per_node_and_contradictions() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write nodes file");
+        path.to_str().expect("utf-8 path").to_owned()
+    };
+    let hosts = file("hosts", "h1\n\nh2\n");
+    let one = file("one", "h1\n");
+    let mixed = file("mixed", "a@h1\nb@h2\n");
+    let hello = "examples/scenarios/hello.bdl";
+
+    for bad in [
+        vec!["start", "--nodes", "2", "--nodes_file", &hosts, hello],
+        vec!["start", "--nodes", "2", "--workers_per_node", "1", hello],
+        vec!["run", "--workers_per_node", "0", hello],
+        vec!["start", "--nodes", "0", hello],
+        vec!["start", "--nodes", "h1", hello],
+        vec!["start", "--nodes_file", &one, hello],
+        vec!["start", "--nodes-file", &mixed, hello],
+        vec!["start", "--env", "=x", hello],
+        vec!["status", "--stop-on-interrupt", "0"],
+    ] {
+        let out = bench(&host, &bad);
+        assert_eq!(out.code, 4, "{bad:?}: {out:#?}");
+        assert!(!out.stderr.is_empty(), "{bad:?} says why");
+    }
+    assert!(server.benchmark(0).is_none(), "nothing was sent");
+    let missing = dir.join("absent");
+    let out = bench(
+        &host,
+        &[
+            "start",
+            "--nodes_file",
+            missing.to_str().expect("utf-8"),
+            hello,
+        ],
+    )
+    .expect_code(2);
+    assert!(out.stderr.contains("absent"), "{}", out.stderr);
+
+    // Two hosts from the file: the benchmark runs on them.
+    let out = bench(&host, &["run", "--nodes_file", &hosts, hello]).expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    // hello.bdl has one pool of 2 workers: 1 per node is 2 nodes, a cluster of 3 hosts
+    // with the director (kept, so that it can be looked at).
+    let out = bench(
+        &host,
+        &[
+            "run",
+            "--workers_per_node=1",
+            "--deallocate_after_bench=false",
+            hello,
+        ],
+    )
+    .expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    let clusters = bench(&host, &["clusters-info"]).expect_code(0).json();
+    let list = clusters.as_array().expect("a JSON array");
+    assert_eq!(list.len(), 1, "{clusters}");
+    assert_eq!(list[0]["n"], 3, "{clusters}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `results --wait` prints the results of a benchmark whatever its outcome and exits 0
+/// (as the official CLI); `status --wait` exits 3 for a failed one.
+#[test]
+fn results_wait_exits_0_status_wait_3_for_a_failed_benchmark() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let id = client(&host)
+        .start(
+            &hello(),
+            &StartOptions {
+                env: vec![("emulate_bench_crash".into(), "true".into())],
+                ..StartOptions::default()
+            },
+        )
+        .expect("start")
+        .to_string();
+    let out = bench(&host, &["results", "--wait", &id]).expect_code(0);
+    assert!(out.json().is_object(), "{out:?}");
+    let out = bench(&host, &["status", "--wait", &id]).expect_code(3);
+    assert_eq!(out.json()["status"], "failed");
+}
+
+/// Text of every `<text>` element of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split_once("</text>")?.0.trim().to_owned())
+        })
+        .collect()
+}
+
+/// `run --plot` draws one panel per metric, titled with its name; `plot --target`
+/// draws only those.
+#[test]
+fn plots_have_one_panel_per_metric() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let all = dir.join("all.svg");
+    let out = bench(
+        &host,
+        &[
+            "run",
+            "--plot",
+            all.to_str().expect("utf-8"),
+            "examples/scenarios/hello.bdl",
+        ],
+    )
+    .expect_code(0);
+    assert_eq!(out.json()["status"], "complete");
+    let csv = bench(&host, &["data", "--format", "csv", "0"]).expect_code(0);
+    let mut metrics: Vec<&str> = csv
+        .stdout
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    metrics.sort_unstable();
+    metrics.dedup();
+    assert!(metrics.contains(&"print"), "{metrics:?}");
+
+    let svg = std::fs::read_to_string(&all).expect("the SVG was written");
+    assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    let texts = svg_texts(&svg);
+    for m in &metrics {
+        let titles = texts.iter().filter(|t| t == m).count();
+        assert_eq!(titles, 1, "one panel titled {m}");
+    }
+    let panels = texts.iter().filter(|t| *t == "seconds").count();
+    assert_eq!(panels, metrics.len(), "one time axis per metric");
+
+    let two = dir.join("two.svg");
+    let out = bench(
+        &host,
+        &[
+            "plot",
+            "0",
+            "-o",
+            two.to_str().expect("utf-8"),
+            "--target",
+            "print",
+            "--target",
+            "print.rps",
+        ],
+    )
+    .expect_code(0);
+    assert!(out.stderr.contains("plotted 2 metrics"), "{}", out.stderr);
+    let texts = svg_texts(&std::fs::read_to_string(&two).expect("written"));
+    assert_eq!(texts.iter().filter(|t| *t == "seconds").count(), 2);
+    assert!(texts.iter().any(|t| t == "print") && texts.iter().any(|t| t == "print.rps"));
+    for m in metrics.iter().filter(|m| !m.starts_with("print")) {
+        assert!(!texts.iter().any(|t| t == m), "{m} is not plotted");
+    }
+    let out = bench(
+        &host,
+        &[
+            "plot",
+            "0",
+            "-o",
+            two.to_str().expect("utf-8"),
+            "--target",
+            "nope",
+        ],
+    )
+    .expect_code(1);
+    assert!(out.stderr.contains("no metric nope"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C during `run` without a terminal stops the benchmark and says so (exit 130),
+/// instead of leaving it running with nobody watching.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_during_run_stops_the_benchmark() {
+    use std::io::{BufRead, BufReader};
+    bin(); // built before any timing starts
+    let server = live_server();
+    let mut child = Command::new(bin())
+        .args([
+            "bench",
+            "--host",
+            &server.host(),
+            "run",
+            "examples/scenarios/hello.bdl",
+        ])
+        .current_dir(repo_root())
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning benchlink");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().expect("piped"));
+    thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + CLI_PATIENCE;
+    while !seen
+        .iter()
+        .any(|l: &String| l.starts_with("started benchmark"))
+    {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("never started: {seen:?}");
+            }
+        }
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("benchlink did not end after Ctrl-C: {seen:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    seen.extend(rx.iter());
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    let said = seen.join("\n");
+    assert!(said.contains("stopping benchmark 0"), "{said}");
+    assert!(said.contains("stopped benchmark 0"), "{said}");
+    let mut c = client(&server.host());
+    assert_eq!(wait_final(&mut c, 0).status_text, "stopped");
 }

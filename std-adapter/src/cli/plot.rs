@@ -17,33 +17,54 @@ use plotters::prelude::*;
 use super::bench::Fail;
 use crate::bench::{Available, BenchClient};
 
-/// How long a `/data` stream may be silent before the plot is drawn with what came.
+/// How long the `/data` stream of a finished benchmark may be silent before the plot is
+/// drawn with what came (the stream itself ends only after the server's finalize
+/// stages, which may take minutes).
 const QUIET: Duration = Duration::from_secs(2);
+/// The same for a running benchmark, whose stream goes on: the replay of the samples so
+/// far comes in one burst, new samples only every metric interval.
+const QUIET_RUNNING: Duration = Duration::from_millis(500);
 /// Size of one panel in pixels.
 const PANEL: (u32, u32) = (960, 240);
 
 /// Samples of one metric: (unix seconds, value).
 type Points = Vec<(u64, f64)>;
 
-/// Reads benchmark `id`'s samples (only the `targets` metrics, when there are any) and
-/// writes the SVG to `path`; returns the number of panels drawn.
+/// Reads benchmark `id`'s samples and writes the SVG of the `targets` metrics (all when
+/// there are none) to `path`; returns the number of panels drawn. A target the benchmark
+/// does not have is said on stderr, or is an error when no target is left.
 pub(super) fn plot(
     client: BenchClient,
     id: u64,
     targets: &[String],
     path: &Path,
 ) -> Result<usize, Fail> {
-    let series = collect(client, id, targets)?;
+    let mut series = collect(client, id)?;
     if series.is_empty() {
-        let which = if targets.is_empty() {
-            String::new()
-        } else {
-            format!(" named {}", targets.join(", "))
-        };
         return Err(Fail(
             1,
-            format!("benchmark {id} has no metric samples{which} to plot"),
+            format!("benchmark {id} has no metric samples to plot"),
         ));
+    }
+    if !targets.is_empty() {
+        let known: Vec<String> = series.keys().cloned().collect();
+        series.retain(|name, _| targets.contains(name));
+        let missing: Vec<&str> = targets
+            .iter()
+            .filter(|t| !known.contains(t))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            let message = format!(
+                "benchmark {id} has no metric {}; it has {}",
+                missing.join(", "),
+                known.join(", ")
+            );
+            if series.is_empty() {
+                return Err(Fail(1, message));
+            }
+            eprintln!("warning: {message}");
+        }
     }
     let svg = draw(&series).map_err(|e| Fail(1, format!("cannot draw the plot: {e}")))?;
     std::fs::write(path, svg).map_err(|e| Fail(1, format!("{}: {e}", path.display())))?;
@@ -51,26 +72,25 @@ pub(super) fn plot(
 }
 
 /// The samples of `/data`, by metric name.
-fn collect(
-    client: BenchClient,
-    id: u64,
-    targets: &[String],
-) -> Result<BTreeMap<String, Points>, Fail> {
-    let mut client = client.with_stream_idle_timeout(Some(QUIET));
+fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, Points>, Fail> {
+    let mut client = client;
+    let quiet = if client.status(id)?.status().is_final() {
+        QUIET
+    } else {
+        QUIET_RUNNING
+    };
+    let mut client = client.with_stream_idle_timeout(Some(quiet));
     let mut stream = client.data(id)?;
-    let wanted = |name: &str| targets.is_empty() || targets.iter().any(|t| t == name);
     let mut series: BTreeMap<String, Points> = BTreeMap::new();
     loop {
         let state = stream.read_available(|line| {
             if let Ok(s) = line {
                 let value = s.value.as_str().parse::<f64>().ok();
                 if let Some(value) = value.filter(|v| v.is_finite()) {
-                    if wanted(s.name) {
-                        match series.get_mut(s.name) {
-                            Some(points) => points.push((s.timestamp, value)),
-                            None => {
-                                series.insert(s.name.to_owned(), vec![(s.timestamp, value)]);
-                            }
+                    match series.get_mut(s.name) {
+                        Some(points) => points.push((s.timestamp, value)),
+                        None => {
+                            series.insert(s.name.to_owned(), vec![(s.timestamp, value)]);
                         }
                     }
                 }
@@ -117,7 +137,8 @@ fn draw(series: &BTreeMap<String, Points>) -> Result<String, Box<dyn std::error:
             chart
                 .configure_mesh()
                 .x_desc("seconds")
-                .light_line_style(WHITE)
+                .bold_line_style(BLACK.mix(0.1))
+                .max_light_lines(0)
                 .draw()?;
             let line = points
                 .iter()
