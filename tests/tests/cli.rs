@@ -820,6 +820,16 @@ fn commands_without_host_meet_at_the_running_server() {
     .expect_code(0);
     assert!(other.benchmark(0).is_some(), "{out:?}");
     assert!(!out.stderr.contains("answering at"), "{}", out.stderr);
+    // Nothing answers at the probe: a throw-away server, and a 404 says why.
+    let out = benchlink_with(&["bench", "status", "0"], |_| {}).expect_code(1);
+    assert!(
+        out.stderr.contains("not found")
+            && out
+                .stderr
+                .contains("hint: this command's own in-process server"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// A fast benchmark is reported as soon as it ends (polling starts at 100 ms rather

@@ -341,7 +341,15 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
     let out = &mut BufWriter::with_capacity(OUT_BUF, std::io::stdout().lock());
     let code = command(args.command, client, out);
     out.flush().map_err(Fail::output)?;
-    code
+    code.map_err(|Fail(code, mut message)| {
+        if target.local.is_some() && message.contains("not found") {
+            message.push_str(
+                "\nhint: this command's own in-process server knows only what the command \
+                 did; run `benchlink sandbox` (or give --host) so that commands share a server",
+            );
+        }
+        Fail(code, message)
+    })
 }
 
 /// Output is written in pieces of this size (or when a stream has nothing more to read).

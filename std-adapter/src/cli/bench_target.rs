@@ -26,7 +26,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 pub(super) struct Target {
     pub(super) address: ServerAddress,
     /// The in-process server, when nothing else was found; it lives as long as this.
-    pub(super) _local: Option<BenchServer>,
+    pub(super) local: Option<BenchServer>,
 }
 
 impl Target {
@@ -37,7 +37,7 @@ impl Target {
         if let Some(host) = host {
             return Ok(Target {
                 address: parse(host)?,
-                _local: None,
+                local: None,
             });
         }
         if let Some(probe) = probe {
@@ -45,7 +45,7 @@ impl Target {
                 eprintln!("no --host or MZBENCH_API_HOST: using the server answering at {probe}");
                 return Ok(Target {
                     address: parse(probe)?,
-                    _local: None,
+                    local: None,
                 });
             }
         }
@@ -63,7 +63,7 @@ impl Target {
         );
         Ok(Target {
             address: parse(&server.host())?,
-            _local: Some(server),
+            local: Some(server),
         })
     }
 
@@ -106,22 +106,19 @@ mod tests {
         let running = BenchServer::start(BenchServerConfig::fast()).unwrap();
         let given = Target::resolve(Some("example.org:1"), Some(&running.host())).unwrap();
         assert_eq!(given.address.authority, "example.org:1");
-        assert!(given._local.is_none(), "a given host wins over the probe");
+        assert!(given.local.is_none(), "a given host wins over the probe");
 
         let probed = Target::resolve(None, Some(&running.host())).unwrap();
         assert_eq!(probed.address.authority, running.host());
-        assert!(probed._local.is_none(), "the running server is used");
+        assert!(probed.local.is_none(), "the running server is used");
 
         let closed = closed_port();
         let fallback = Target::resolve(None, Some(&closed)).unwrap();
-        let local = fallback._local.as_ref().expect("an in-process server");
+        let local = fallback.local.as_ref().expect("an in-process server");
         assert_eq!(fallback.address.authority, local.host());
         assert_ne!(fallback.address.authority, closed);
 
         let unprobed = Target::resolve(None, None).unwrap();
-        assert!(
-            unprobed._local.is_some(),
-            "no probe: straight to in-process"
-        );
+        assert!(unprobed.local.is_some(), "no probe: straight to in-process");
     }
 }

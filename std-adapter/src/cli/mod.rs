@@ -3,7 +3,8 @@
 //! reads, writes, records and replays on the messaging service; `benchlink sandbox` runs
 //! the local servers.
 //!
-//! With no `--host` and no `MZBENCH_API_HOST`, `bench` commands talk to a local server
+//! With no `--host` and no `MZBENCH_API_HOST`, `bench` commands talk to the server
+//! answering on localhost:4800 (`benchlink sandbox`, a local MZBench), else to one
 //! started in-process, so a newcomer's first `benchlink bench run` works anywhere; `rtm`
 //! commands likewise without `--endpoint` and `BENCHLINK_RTM_ENDPOINT`.
 
@@ -26,8 +27,9 @@ Examples:
   benchlink bench run --plot metrics.svg examples/scenarios/hello.bdl
   benchlink bench start --nodes 2 --env rate=5 examples/scenarios/hello.bdl
   benchlink bench status --wait 0
+  benchlink bench plot 0 -o print.svg --target print --target print.rps
   benchlink bench data --format csv 0
-  benchlink --help; benchlink bench --help; benchlink bench run --help
+  benchlink rtm --help; benchlink bench run --help     every command's options
 
 Environment:
   MZBENCH_API_HOST        benchmark server (as --host); unset: localhost:4800 if something
