@@ -1112,3 +1112,80 @@ fn ctrl_c_during_run_stops_the_benchmark() {
     let mut c = client(&server.host());
     assert_eq!(wait_final(&mut c, 0).status_text, "stopped");
 }
+
+/// A hostile server for `plot`: `/status` says running; `/data?id=1` trickles an old
+/// sample every 100 ms (never quiet, never caught up), `/data?id=2` sends its headers
+/// and then nothing.
+fn trickling_data_server() -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let host = listener.local_addr().expect("addr").to_string();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    buf.clear();
+                    while !buf.ends_with(b"\r\n\r\n") {
+                        match conn.read(&mut byte) {
+                            Ok(1) => buf.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf).into_owned();
+                    if head.starts_with("GET /status") {
+                        let body = r#"{"create_time":"2015-11-03T13:39:20Z","start_time":"2015-11-03T13:39:21Z","status":"running"}"#;
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{body}",
+                            body.len()
+                        );
+                        continue;
+                    }
+                    let _ =
+                        conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+                    if head.starts_with("GET /data?id=2") {
+                        thread::sleep(Duration::from_secs(10));
+                        return;
+                    }
+                    // Bounded: a minute at most, ended earlier by the client hanging up.
+                    for i in 0..600u64 {
+                        let line = format!("{}\tprint\t{i}\n", 1_439_245_024 + i);
+                        let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                        if conn.write_all(chunk.as_bytes()).is_err() {
+                            return;
+                        }
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    return;
+                }
+            });
+        }
+    });
+    host
+}
+
+/// `plot` of a running benchmark against a server that trickles forever, or says
+/// nothing: the time budget and the quiet limit end it, with what came.
+#[test]
+fn plot_of_a_trickling_or_silent_stream_ends() {
+    bin(); // built before any timing starts
+    let host = trickling_data_server();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-trickle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let svg = dir.join("trickle.svg");
+    let path = svg.to_str().expect("utf-8");
+    let out = bench(&host, &["plot", "1", "-o", path]).expect_code(0);
+    assert!(
+        out.stderr.contains("warning: plotting what"),
+        "{}",
+        out.stderr
+    );
+    let texts = svg_texts(&std::fs::read_to_string(&svg).expect("written"));
+    assert!(texts.iter().any(|t| t == "print"), "{texts:?}");
+    let out = bench(&host, &["plot", "2", "-o", path]).expect_code(1);
+    assert!(out.stderr.contains("no metric samples"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use plotters::prelude::*;
 
@@ -24,6 +24,13 @@ const QUIET: Duration = Duration::from_secs(2);
 /// The same for a running benchmark, whose stream goes on: the replay of the samples so
 /// far comes in one burst, new samples only every metric interval.
 const QUIET_RUNNING: Duration = Duration::from_millis(500);
+/// Longest a running benchmark's `/data` is read: its replay comes at once, so a
+/// stream still trickling after this is drawn as far as it got.
+const BUDGET_RUNNING: Duration = Duration::from_secs(3);
+/// The same for a finished benchmark, whose replay may be long.
+const BUDGET: Duration = Duration::from_secs(60);
+/// Samples read at most (about 16 bytes each).
+const MAX_POINTS: usize = 1_000_000;
 /// Size of one panel in pixels.
 const PANEL: (u32, u32) = (960, 240);
 
@@ -74,37 +81,129 @@ pub(super) fn plot(
 /// The samples of `/data`, by metric name.
 fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, Points>, Fail> {
     let mut client = client;
-    let quiet = if client.status(id)?.status().is_final() {
-        QUIET
+    let running = !client.status(id)?.status().is_final();
+    let (quiet, budget) = if running {
+        (QUIET_RUNNING, BUDGET_RUNNING)
     } else {
-        QUIET_RUNNING
+        (QUIET, BUDGET)
+    };
+    let now = Instant::now();
+    let mut samples = Collector {
+        series: BTreeMap::new(),
+        points: 0,
+        max_points: MAX_POINTS,
+        // Unix seconds now: a running benchmark's sample after this is news, not replay.
+        caught_up: running.then(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        }),
+        deadline: now + budget,
+        cut: None,
     };
     let mut client = client.with_stream_idle_timeout(Some(quiet));
     let mut stream = client.data(id)?;
-    let mut series: BTreeMap<String, Points> = BTreeMap::new();
     loop {
-        let state = stream.read_available(|line| {
-            if let Ok(s) = line {
-                let value = s.value.as_str().parse::<f64>().ok();
-                if let Some(value) = value.filter(|v| v.is_finite()) {
-                    match series.get_mut(s.name) {
-                        Some(points) => points.push((s.timestamp, value)),
-                        None => {
-                            series.insert(s.name.to_owned(), vec![(s.timestamp, value)]);
-                        }
-                    }
-                }
-            }
-            ControlFlow::Continue(())
+        let state = stream.read_available(|line| match line {
+            Ok(s) => samples.push(s.name, s.timestamp, s.value.as_str(), Instant::now()),
+            Err(_) => ControlFlow::Continue(()),
         });
         match state {
-            Ok(Available::Idle) => {}
-            Ok(Available::End | Available::Stopped) => return Ok(series),
+            Ok(Available::Idle) if Instant::now() < samples.deadline => {}
+            Ok(Available::Idle) => {
+                samples.cut = Some(Cut::Budget);
+                break;
+            }
+            Ok(Available::End | Available::Stopped) => break,
             // Quiet for a while: a running benchmark, drawn as far as it got.
-            Err(e) if e.is_timeout() => return Ok(series),
+            Err(e) if e.is_timeout() => break,
             Err(e) => return Err(e.into()),
         }
     }
+    match samples.cut {
+        Some(Cut::Points) => {
+            eprintln!("warning: plotting the first {MAX_POINTS} samples of benchmark {id} only")
+        }
+        Some(Cut::Budget) => eprintln!(
+            "warning: plotting what benchmark {id}'s /data sent in {}s only",
+            budget.as_secs()
+        ),
+        None => {}
+    }
+    Ok(samples.series)
+}
+
+/// Why reading `/data` stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// [`MAX_POINTS`] samples were read.
+    Points,
+    /// The time budget ran out (a stream that trickles or floods on).
+    Budget,
+}
+
+/// The samples read so far, within bounds of memory and time.
+struct Collector {
+    series: BTreeMap<String, Points>,
+    points: usize,
+    max_points: usize,
+    /// For a running benchmark: the unix second at which the replay is caught up.
+    caught_up: Option<u64>,
+    deadline: Instant,
+    cut: Option<Cut>,
+}
+
+impl Collector {
+    /// Takes one sample (values that are not finite numbers are skipped); `Break` when
+    /// reading should stop.
+    fn push(&mut self, name: &str, timestamp: u64, value: &str, now: Instant) -> ControlFlow<()> {
+        if self.caught_up.is_some_and(|t| timestamp > t) {
+            return ControlFlow::Break(());
+        }
+        if self.points >= self.max_points {
+            self.cut = Some(Cut::Points);
+            return ControlFlow::Break(());
+        }
+        if now >= self.deadline {
+            self.cut = Some(Cut::Budget);
+            return ControlFlow::Break(());
+        }
+        let Some(value) = value.parse::<f64>().ok().filter(|v| v.is_finite()) else {
+            return ControlFlow::Continue(());
+        };
+        match self.series.get_mut(name) {
+            Some(points) => points.push((timestamp, value)),
+            None => {
+                self.series
+                    .insert(name.to_owned(), vec![(timestamp, value)]);
+            }
+        }
+        self.points += 1;
+        ControlFlow::Continue(())
+    }
+}
+
+/// At most about `2 * buckets` points with the same outline: the points split into
+/// `buckets` runs, each drawn as its lowest and highest point in time order, so that
+/// spikes survive. The SVG stays small however long the benchmark ran.
+fn decimate(points: &[(u64, f64)], buckets: usize) -> Vec<(u64, f64)> {
+    if points.len() <= 2 * buckets || buckets == 0 {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(buckets);
+    let mut out = Vec::with_capacity(2 * buckets);
+    for run in points.chunks(per) {
+        let low = run.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+        let high = run.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        if let (Some(low), Some(high)) = (low, high) {
+            if low.0 <= high.0 {
+                out.extend([*low, *high]);
+            } else {
+                out.extend([*high, *low]);
+            }
+        }
+    }
+    out
 }
 
 /// The SVG text: the panels stacked top to bottom, in name order.
@@ -140,9 +239,9 @@ fn draw(series: &BTreeMap<String, Points>) -> Result<String, Box<dyn std::error:
                 .bold_line_style(BLACK.mix(0.1))
                 .max_light_lines(0)
                 .draw()?;
-            let line = points
-                .iter()
-                .map(|(t, v)| (t.saturating_sub(origin) as f64, *v));
+            let line = decimate(points, PANEL.0 as usize)
+                .into_iter()
+                .map(|(t, v)| (t.saturating_sub(origin) as f64, v));
             chart.draw_series(LineSeries::new(line, &BLUE))?;
         }
         root.present()?;
@@ -162,4 +261,61 @@ fn value_range(points: &Points) -> (f64, f64) {
     }
     let margin = ((high - low) * 0.05).max(high.abs().max(1.0) * 0.05);
     (low - margin, high + margin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decimate, Collector, Cut};
+    use std::collections::BTreeMap;
+    use std::ops::ControlFlow;
+    use std::time::{Duration, Instant};
+
+    fn collector(max_points: usize, caught_up: Option<u64>, now: Instant) -> Collector {
+        Collector {
+            series: BTreeMap::new(),
+            points: 0,
+            max_points,
+            caught_up,
+            deadline: now + Duration::from_secs(1),
+            cut: None,
+        }
+    }
+
+    #[test]
+    fn collecting_stops_at_the_point_budget_and_at_news() {
+        let now = Instant::now();
+        let mut c = collector(3, None, now);
+        for t in 0..3 {
+            assert_eq!(c.push("m", t, "1.5", now), ControlFlow::Continue(()));
+        }
+        assert_eq!(c.push("m", 3, "1", now), ControlFlow::Break(()));
+        assert_eq!(c.cut, Some(Cut::Points));
+        assert_eq!(c.series["m"].len(), 3);
+
+        let mut c = collector(10, Some(100), now);
+        assert_eq!(c.push("m", 100, "1", now), ControlFlow::Continue(()));
+        assert_eq!(c.push("m", 101, "1", now), ControlFlow::Break(()), "news");
+        assert_eq!(c.cut, None, "caught up is no cut");
+
+        let mut c = collector(10, None, now);
+        assert_eq!(c.push("m", 1, "nan", now), ControlFlow::Continue(()));
+        assert_eq!(c.push("m", 1, "text", now), ControlFlow::Continue(()));
+        assert!(c.series.is_empty(), "nothing kept: {:?}", c.series);
+        let late = now + Duration::from_secs(2);
+        assert_eq!(c.push("m", 1, "2", late), ControlFlow::Break(()));
+        assert_eq!(c.cut, Some(Cut::Budget));
+    }
+
+    #[test]
+    fn decimation_bounds_the_points_and_keeps_the_extremes() {
+        let points: Vec<(u64, f64)> = (0..100_000u64)
+            .map(|t| (t, if t == 54_321 { 1e9 } else { (t % 7) as f64 }))
+            .collect();
+        let drawn = decimate(&points, 500);
+        assert!(drawn.len() <= 1000, "{}", drawn.len());
+        assert!(drawn.contains(&(54_321, 1e9)), "the spike survives");
+        assert!(drawn.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+        let few = &points[..10];
+        assert_eq!(decimate(few, 500), few, "short series as they are");
+    }
 }
