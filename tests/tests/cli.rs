@@ -16,7 +16,7 @@ use benchlink_tests::{
     server_with, wait_final, wait_process_gone, wait_running, TlsProxy,
 };
 
-/// How long one run of the binary may take (a `run` polls every 3 s).
+/// How long one run of the binary may take.
 const CLI_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What one run printed and how it exited.
@@ -284,6 +284,11 @@ fn start_passes_every_option() {
             "abc",
             "--cloud",
             "local",
+            "--node_git",
+            "https://example.org/mzbench.git",
+            "--vm-args",
+            "+K true",
+            "--metric_update_interval_ms=2000",
             "examples/scenarios/hello.bdl",
         ],
     )
@@ -295,6 +300,13 @@ fn start_passes_every_option() {
     assert_eq!(info.name, "named by cli");
     assert_eq!(info.tags, ["a", "b", "c"]);
     assert!(info.env.contains(&("greeting".into(), "hi=there".into())));
+    for param in ["node_git", "vm_args", "metric_update_interval_ms"] {
+        assert!(
+            info.env.iter().all(|(k, _)| k != param),
+            "{param} is taken as a parameter: {:?}",
+            info.env
+        );
+    }
     assert!(info.env.contains(&("rate".into(), "2".into())));
     assert_eq!(info.emails, ["x@example.com"]);
     assert_eq!(info.exclusive, ["lab"]);
@@ -888,6 +900,7 @@ fn nodes_file_workers_per_node_and_contradictions() {
         vec!["start", "--nodes-file", &mixed, hello],
         vec!["start", "--env", "=x", hello],
         vec!["status", "--stop-on-interrupt", "0"],
+        vec!["start", "--metric-update-interval-ms", "999", hello],
     ] {
         let out = bench(&host, &bad);
         assert_eq!(out.code, 4, "{bad:?}: {out:#?}");

@@ -199,6 +199,19 @@ struct StartArgs {
     /// Install the benchmark software on the nodes.
     #[arg(long, alias = "provision_nodes", action = clap::ArgAction::Set)]
     provision_nodes: Option<bool>,
+    /// Git repository of the benchmark software for the nodes (a `/start` parameter the
+    /// official CLI does not offer).
+    #[arg(long, alias = "node_git", value_name = "URL")]
+    node_git: Option<String>,
+    /// Erlang VM argument for the nodes (repeatable; a `/start` parameter the official CLI
+    /// does not offer).
+    #[arg(long, alias = "vm_args", value_name = "ARG")]
+    vm_args: Vec<String>,
+    /// Interval of the nodes' metric reports, at least 1000 (a `/start` parameter the
+    /// official CLI does not offer).
+    #[arg(long, alias = "metric_update_interval_ms", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1000..))]
+    metric_update_interval_ms: Option<u64>,
     /// The scenario file; files it includes are read relative to it.
     script: PathBuf,
 }
@@ -586,7 +599,7 @@ fn start_request(a: &StartArgs) -> Result<(Scenario, StartOptions), Fail> {
         }
         (nodes, None, None) => nodes.clone(),
     };
-    let options = StartOptions {
+    let mut options = StartOptions {
         nodes,
         deallocate_after_bench: a.deallocate_after_bench,
         provision_nodes: a.provision_nodes,
@@ -605,6 +618,18 @@ fn start_request(a: &StartArgs) -> Result<(Scenario, StartOptions), Fail> {
         emails: a.email.clone(),
         env: a.env.clone(),
     };
+    // The server takes a query key named like one of its parameters as that parameter,
+    // never as an environment variable, so these travel with the environment.
+    let params = a
+        .node_git
+        .iter()
+        .map(|g| ("node_git", g.clone()))
+        .chain(a.vm_args.iter().map(|v| ("vm_args", v.clone())))
+        .chain(
+            a.metric_update_interval_ms
+                .map(|ms| ("metric_update_interval_ms", ms.to_string())),
+        );
+    options.env.extend(params.map(|(k, v)| (k.to_owned(), v)));
     Ok((scenario, options))
 }
 
