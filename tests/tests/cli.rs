@@ -901,6 +901,7 @@ fn nodes_file_workers_per_node_and_contradictions() {
         vec!["start", "--env", "=x", hello],
         vec!["status", "--stop-on-interrupt", "0"],
         vec!["start", "--metric-update-interval-ms", "999", hello],
+        vec!["--no_cert_check", "--cacert", "x.pem", "status", "0"],
     ] {
         let out = bench(&host, &bad);
         assert_eq!(out.code, 4, "{bad:?}: {out:#?}");

@@ -347,7 +347,7 @@ pub(super) fn run(args: BenchArgs) -> ExitCode {
 
 fn execute(args: BenchArgs) -> Result<u8, Fail> {
     // Refuse contradictions before anything is resolved, started or sent.
-    validate(&args.command)?;
+    validate(&args)?;
     // The in-process server (if any) lives as long as `target`, i.e. the command.
     let target = Target::resolve(args.host.as_deref(), Target::probe_from_env().as_deref())?;
     let client = client(&args, &target)?;
@@ -369,9 +369,12 @@ fn execute(args: BenchArgs) -> Result<u8, Fail> {
 const OUT_BUF: usize = 64 * 1024;
 
 /// Option combinations that cannot mean anything, refused with [`EXIT_INVALID`].
-fn validate(command: &BenchCommand) -> Result<(), Fail> {
+fn validate(args: &BenchArgs) -> Result<(), Fail> {
     let invalid = |m: &str| Err(Fail(EXIT_INVALID, m.to_owned()));
-    match command {
+    if args.no_cert_check && args.cacert.is_some() {
+        return invalid("--cacert means nothing with --no_cert_check (nothing is verified)");
+    }
+    match &args.command {
         BenchCommand::Start(a) | BenchCommand::Run(RunArgs { start: a, .. }) => {
             let given = [
                 a.nodes.is_some(),
@@ -422,7 +425,7 @@ fn check_nodes(nodes: &str) -> Result<(), String> {
         ));
     }
     let user = |h: &str| h.split_once('@').map(|(u, _)| u.to_owned());
-    let first = user(hosts[0]);
+    let first = hosts.first().and_then(|h| user(h));
     if hosts.iter().any(|h| user(h) != first) {
         return Err(format!(
             "invalid value for --nodes: {nodes:?} (every host needs the same user)"

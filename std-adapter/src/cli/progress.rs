@@ -8,7 +8,9 @@
 //! stage change, which logs and CI read well.
 
 use std::io::{self, BufRead, IsTerminal};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -32,10 +34,14 @@ enum Event {
 }
 
 /// Ctrl-C, caught from the moment this exists so that an interrupt during `/start` is
-/// not lost either: the benchmark it created is then stopped or kept as asked.
+/// not lost either: the benchmark it created is then stopped or kept as asked. Once the
+/// benchmark ended ([`Interrupts::release`]), Ctrl-C ends the command at once again
+/// (during `run --plot`, say).
 pub(super) struct Interrupts {
     events: Receiver<Event>,
     answers: Sender<Event>,
+    /// True while a benchmark is watched; false: Ctrl-C exits.
+    watching: Arc<AtomicBool>,
     /// Stop without asking (`--stop-on-interrupt`, or no terminal to ask on).
     stop_without_asking: bool,
 }
@@ -45,14 +51,21 @@ impl Interrupts {
     pub(super) fn catch(stop_on_interrupt: bool) -> Result<Interrupts, Fail> {
         let (tx, events) = mpsc::channel();
         let answers = tx.clone();
+        let watching = Arc::new(AtomicBool::new(true));
+        let watched = Arc::clone(&watching);
         ctrlc::set_handler(move || {
-            let _ = tx.send(Event::Interrupt);
+            if watched.load(Ordering::SeqCst) {
+                let _ = tx.send(Event::Interrupt);
+            } else {
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
         })
         .map_err(|e| Fail(1, format!("cannot catch Ctrl-C: {e}")))?;
         let terminal = io::stdin().is_terminal() && io::stderr().is_terminal();
         Ok(Interrupts {
             events,
             answers,
+            watching,
             stop_without_asking: stop_on_interrupt || !terminal,
         })
     }
@@ -105,6 +118,11 @@ impl Interrupts {
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
             }
         }
+    }
+
+    /// The benchmark ended: Ctrl-C now just ends the command.
+    fn release(&self) {
+        self.watching.store(false, Ordering::SeqCst);
     }
 
     /// True when Ctrl-C is pending.
@@ -174,6 +192,7 @@ pub(super) fn wait(
         display.show(&status, started);
         if status.status().is_final() {
             display.finish();
+            interrupts.release();
             return Ok(status);
         }
         if interrupts.sleep(poll) {
