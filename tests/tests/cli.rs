@@ -1203,3 +1203,88 @@ fn plot_of_a_trickling_or_silent_stream_ends() {
     assert!(out.stderr.contains("no metric samples"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On a terminal (`script` provides one), `run` redraws its progress line in place and
+/// Ctrl-C asks "Stop the bench before quitting? [y/N]"; `y` stops it (exit 130).
+#[cfg(unix)]
+#[test]
+fn ctrl_c_on_a_terminal_asks_before_stopping() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    bin(); // built before any timing starts
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to provide a terminal");
+        return;
+    }
+    // Slow stages, so that the benchmark is still going when the answer comes.
+    let server = server_with(|c| {
+        c.speed = live_speed();
+        c.speed.stage = Duration::from_millis(300);
+    });
+    let line = format!(
+        "'{}' bench --host {} run examples/scenarios/hello.bdl",
+        bin().display(),
+        server.host()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .current_dir(repo_root())
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning script");
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().expect("piped");
+    let sink = Arc::clone(&seen);
+    thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            sink.lock().expect("lock").push_str(&text);
+        }
+    });
+    let deadline = Instant::now() + CLI_PATIENCE;
+    let child = KillOnDrop(&mut child);
+    let wait_for = |what: &str| {
+        while !seen.lock().expect("lock").contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {what:?} in {:?}",
+                seen.lock().expect("lock")
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("status: init");
+    let stdin = child.0.stdin.as_mut().expect("piped");
+    stdin.write_all(b"\x03").expect("Ctrl-C");
+    stdin.flush().expect("flush");
+    wait_for("Stop the bench before quitting? [y/N]");
+    stdin.write_all(b"y\r").expect("answer");
+    stdin.flush().expect("flush");
+    wait_for("stopped benchmark 0");
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("waiting") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "benchlink did not end");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{:?}", seen.lock().expect("lock"));
+    let text = seen.lock().expect("lock").clone();
+    assert!(text.contains("\r\x1b[2K"), "redrawn in place: {text:?}");
+    let mut c = client(&server.host());
+    assert_eq!(wait_final(&mut c, 0).status_text, "stopped");
+}
+
+/// Kills the child when the test fails before it ended.
+struct KillOnDrop<'a>(&'a mut std::process::Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
