@@ -706,9 +706,13 @@ fn data_of_a_large_stream_keeps_every_line() {
     assert_eq!(points[1], serde_json::json!([19.5, 1_700_000_001u64]));
 }
 
-/// A scripted server: `/status` says complete; `/data?id=1` has a malformed line after
-/// three good ones, `/data?id=2` is cut off after three lines.
-fn scripted_data_server() -> String {
+/// A scripted server on 127.0.0.1: `/status` answers `status_body`; every other request
+/// is handed to `respond` with its head, which writes the reply. Connections live until
+/// `respond` returns `Break` or the client goes away.
+fn scripted_server(
+    status_body: &'static str,
+    respond: fn(&str, &mut std::net::TcpStream) -> std::ops::ControlFlow<()>,
+) -> String {
     use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let host = listener.local_addr().expect("addr").to_string();
@@ -728,40 +732,50 @@ fn scripted_data_server() -> String {
                     }
                     let head = String::from_utf8_lossy(&buf).into_owned();
                     if head.starts_with("GET /status") {
-                        let body = r#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#;
                         let _ = write!(
                             conn,
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{body}",
-                            body.len()
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{status_body}",
+                            status_body.len()
                         );
                         continue;
                     }
-                    let mut reply =
-                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-                    let mut lines = vec![
-                        "1439245024\tprint\t3\n",
-                        "1439245034\tprint\t30\n",
-                        "1439245034\tprint.rps\t2.9975917348002614\n",
-                    ];
-                    let cut = head.starts_with("GET /data?id=2");
-                    if !cut {
-                        lines.extend(["oops\n", "1439245044\tprint\t60\n"]);
+                    if respond(&head, &mut conn).is_break() {
+                        return;
                     }
-                    for line in lines {
-                        reply.extend_from_slice(
-                            format!("{:x}\r\n{line}\r\n", line.len()).as_bytes(),
-                        );
-                    }
-                    if !cut {
-                        reply.extend_from_slice(b"0\r\n\r\n");
-                    }
-                    let _ = conn.write_all(&reply);
-                    return; // cut: the connection closes mid-body
                 }
             });
         }
     });
     host
+}
+
+/// A scripted server: `/status` says complete; `/data?id=1` has a malformed line after
+/// three good ones, `/data?id=2` is cut off after three lines.
+fn scripted_data_server() -> String {
+    scripted_server(
+        r#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#,
+        |head, conn| {
+            use std::io::Write;
+            let mut reply = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            let mut lines = vec![
+                "1439245024\tprint\t3\n",
+                "1439245034\tprint\t30\n",
+                "1439245034\tprint.rps\t2.9975917348002614\n",
+            ];
+            let cut = head.starts_with("GET /data?id=2");
+            if !cut {
+                lines.extend(["oops\n", "1439245044\tprint\t60\n"]);
+            }
+            for line in lines {
+                reply.extend_from_slice(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
+            }
+            if !cut {
+                reply.extend_from_slice(b"0\r\n\r\n");
+            }
+            let _ = conn.write_all(&reply);
+            std::ops::ControlFlow::Break(()) // cut: the connection closes mid-body
+        },
+    )
 }
 
 /// The JSON format prints what it collected before the error, for a malformed line and
@@ -1131,54 +1145,27 @@ fn ctrl_c_during_run_stops_the_benchmark() {
 /// sample every 100 ms (never quiet, never caught up), `/data?id=2` sends its headers
 /// and then nothing.
 fn trickling_data_server() -> String {
-    use std::io::Write;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let host = listener.local_addr().expect("addr").to_string();
-    thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { break };
-            thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut byte = [0u8; 1];
-                loop {
-                    buf.clear();
-                    while !buf.ends_with(b"\r\n\r\n") {
-                        match conn.read(&mut byte) {
-                            Ok(1) => buf.push(byte[0]),
-                            _ => return,
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf).into_owned();
-                    if head.starts_with("GET /status") {
-                        let body = r#"{"create_time":"2015-11-03T13:39:20Z","start_time":"2015-11-03T13:39:21Z","status":"running"}"#;
-                        let _ = write!(
-                            conn,
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{body}",
-                            body.len()
-                        );
-                        continue;
-                    }
-                    let _ =
-                        conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
-                    if head.starts_with("GET /data?id=2") {
-                        thread::sleep(Duration::from_secs(10));
-                        return;
-                    }
-                    // Bounded: a minute at most, ended earlier by the client hanging up.
-                    for i in 0..600u64 {
-                        let line = format!("{}\tprint\t{i}\n", 1_439_245_024 + i);
-                        let chunk = format!("{:x}\r\n{line}\r\n", line.len());
-                        if conn.write_all(chunk.as_bytes()).is_err() {
-                            return;
-                        }
-                        thread::sleep(Duration::from_millis(100));
-                    }
-                    return;
+    scripted_server(
+        r#"{"create_time":"2015-11-03T13:39:20Z","start_time":"2015-11-03T13:39:21Z","status":"running"}"#,
+        |head, conn| {
+            use std::io::Write;
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+            if head.starts_with("GET /data?id=2") {
+                thread::sleep(Duration::from_secs(10));
+                return std::ops::ControlFlow::Break(());
+            }
+            // Bounded: a minute at most, ended earlier by the client hanging up.
+            for i in 0..600u64 {
+                let line = format!("{}\tprint\t{i}\n", 1_439_245_024 + i);
+                let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                if conn.write_all(chunk.as_bytes()).is_err() {
+                    break;
                 }
-            });
-        }
-    });
-    host
+                thread::sleep(Duration::from_millis(100));
+            }
+            std::ops::ControlFlow::Break(())
+        },
+    )
 }
 
 /// `plot` of a running benchmark against a server that trickles forever, or says
