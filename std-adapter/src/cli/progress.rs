@@ -92,6 +92,8 @@ impl Interrupts {
                 _ => false,
             }
         };
+        // From here, another Ctrl-C ends the command at once (a stop that hangs, say).
+        self.release();
         if !stop {
             eprintln!("benchmark {id} goes on (`benchlink bench stop {id}` stops it)");
             return Fail(EXIT_INTERRUPTED, String::new());
