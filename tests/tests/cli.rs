@@ -1,7 +1,8 @@
 //! The `benchlink` binary as a user runs it: `benchlink bench …` against a local server
-//! started by the test (and, without `--host`, against the in-process one), checking
-//! stdout, stderr and the exit codes of the official CLI (0 ok, 1 error, 2 missing
-//! script, 3 failed benchmark under `--wait`, 4 invalid value).
+//! started by the test (and, without `--host`, against a probed or the in-process one),
+//! checking stdout, stderr and the exit codes of the official CLI (0 ok, 1 error,
+//! 2 missing script, 3 failed benchmark under `run` or `status --wait`, 4 invalid value,
+//! 130 interrupted).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -15,7 +16,7 @@ use benchlink_tests::{
     server_with, wait_final, wait_process_gone, wait_running, TlsProxy,
 };
 
-/// How long one run of the binary may take (a `run` polls every 3 s).
+/// How long one run of the binary may take.
 const CLI_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What one run printed and how it exited.
@@ -39,14 +40,24 @@ impl Out {
     }
 }
 
+/// A `host:port` on 127.0.0.1 where nothing listens (bound, then released).
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("local address");
+    drop(listener);
+    addr.to_string()
+}
+
 /// Runs the binary in the repository root with a clean environment (no host, no token,
-/// no token file), `adjust`ed; kills it and fails after [`CLI_PATIENCE`].
+/// no token file, no server probed on localhost:4800 whatever runs there), `adjust`ed;
+/// kills it and fails after [`CLI_PATIENCE`].
 fn benchlink_with(args: &[&str], adjust: impl FnOnce(&mut Command)) -> Out {
     let mut cmd = Command::new(bin());
     cmd.args(args)
         .current_dir(repo_root())
         .env_remove("MZBENCH_API_HOST")
         .env_remove("BENCHLINK_TOKEN")
+        .env("BENCHLINK_BENCH_PROBE", closed_port())
         .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -273,6 +284,11 @@ fn start_passes_every_option() {
             "abc",
             "--cloud",
             "local",
+            "--node_git",
+            "https://example.org/mzbench.git",
+            "--vm-args",
+            "+K true",
+            "--metric_update_interval_ms=2000",
             "examples/scenarios/hello.bdl",
         ],
     )
@@ -284,6 +300,13 @@ fn start_passes_every_option() {
     assert_eq!(info.name, "named by cli");
     assert_eq!(info.tags, ["a", "b", "c"]);
     assert!(info.env.contains(&("greeting".into(), "hi=there".into())));
+    for param in ["node_git", "vm_args", "metric_update_interval_ms"] {
+        assert!(
+            info.env.iter().all(|(k, _)| k != param),
+            "{param} is taken as a parameter: {:?}",
+            info.env
+        );
+    }
     assert!(info.env.contains(&("rate".into(), "2".into())));
     assert_eq!(info.emails, ["x@example.com"]);
     assert_eq!(info.exclusive, ["lab"]);
@@ -524,7 +547,7 @@ fn tokens_and_https() {
     .expect_code(0);
 }
 
-/// The slowest test (demo timings, 3 s polls): its name sorts first so that it starts
+/// The slowest test (demo timings, a few seconds): its name sorts first so that it starts
 /// first and runs alongside the others.
 #[test]
 fn a_run_without_host_uses_the_in_process_server() {
@@ -532,7 +555,9 @@ fn a_run_without_host_uses_the_in_process_server() {
     let out =
         benchlink_with(&["bench", "run", "examples/scenarios/hello.bdl"], |_| {}).expect_code(0);
     assert!(
-        out.stderr.contains("local benchmark server"),
+        out.stderr.contains("local benchmark server")
+            && out.stderr.contains("nothing answers at")
+            && out.stderr.contains("end with this command"),
         "{}",
         out.stderr
     );
@@ -681,9 +706,13 @@ fn data_of_a_large_stream_keeps_every_line() {
     assert_eq!(points[1], serde_json::json!([19.5, 1_700_000_001u64]));
 }
 
-/// A scripted server: `/status` says complete; `/data?id=1` has a malformed line after
-/// three good ones, `/data?id=2` is cut off after three lines.
-fn scripted_data_server() -> String {
+/// A scripted server on 127.0.0.1: `/status` answers `status_body`; every other request
+/// is handed to `respond` with its head, which writes the reply. Connections live until
+/// `respond` returns `Break` or the client goes away.
+fn scripted_server(
+    status_body: &'static str,
+    respond: fn(&str, &mut std::net::TcpStream) -> std::ops::ControlFlow<()>,
+) -> String {
     use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let host = listener.local_addr().expect("addr").to_string();
@@ -703,40 +732,50 @@ fn scripted_data_server() -> String {
                     }
                     let head = String::from_utf8_lossy(&buf).into_owned();
                     if head.starts_with("GET /status") {
-                        let body = r#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#;
                         let _ = write!(
                             conn,
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{body}",
-                            body.len()
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n{status_body}",
+                            status_body.len()
                         );
                         continue;
                     }
-                    let mut reply =
-                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-                    let mut lines = vec![
-                        "1439245024\tprint\t3\n",
-                        "1439245034\tprint\t30\n",
-                        "1439245034\tprint.rps\t2.9975917348002614\n",
-                    ];
-                    let cut = head.starts_with("GET /data?id=2");
-                    if !cut {
-                        lines.extend(["oops\n", "1439245044\tprint\t60\n"]);
+                    if respond(&head, &mut conn).is_break() {
+                        return;
                     }
-                    for line in lines {
-                        reply.extend_from_slice(
-                            format!("{:x}\r\n{line}\r\n", line.len()).as_bytes(),
-                        );
-                    }
-                    if !cut {
-                        reply.extend_from_slice(b"0\r\n\r\n");
-                    }
-                    let _ = conn.write_all(&reply);
-                    return; // cut: the connection closes mid-body
                 }
             });
         }
     });
     host
+}
+
+/// A scripted server: `/status` says complete; `/data?id=1` has a malformed line after
+/// three good ones, `/data?id=2` is cut off after three lines.
+fn scripted_data_server() -> String {
+    scripted_server(
+        r#"{"create_time":"2015-11-03T13:39:20Z","finish_time":"2015-11-03T13:41:27Z","start_time":"2015-11-03T13:39:21Z","status":"complete"}"#,
+        |head, conn| {
+            use std::io::Write;
+            let mut reply = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            let mut lines = vec![
+                "1439245024\tprint\t3\n",
+                "1439245034\tprint\t30\n",
+                "1439245034\tprint.rps\t2.9975917348002614\n",
+            ];
+            let cut = head.starts_with("GET /data?id=2");
+            if !cut {
+                lines.extend(["oops\n", "1439245044\tprint\t60\n"]);
+            }
+            for line in lines {
+                reply.extend_from_slice(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
+            }
+            if !cut {
+                reply.extend_from_slice(b"0\r\n\r\n");
+            }
+            let _ = conn.write_all(&reply);
+            std::ops::ControlFlow::Break(()) // cut: the connection closes mid-body
+        },
+    )
 }
 
 /// The JSON format prints what it collected before the error, for a malformed line and
@@ -767,5 +806,472 @@ fn json_data_prints_what_it_collected_before_the_error() {
             "names the server: {}",
             out.stderr
         );
+    }
+}
+
+/// `benchlink sandbox &`, then `bench start`, then `bench status`, all without `--host`:
+/// both commands find the server already answering at the probed address (the default
+/// is localhost:4800; the test moves it to its own server) instead of each starting a
+/// throw-away one.
+#[test]
+fn commands_without_host_meet_at_the_running_server() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let probe = server.host();
+    let at = |args: &[&str]| {
+        benchlink_with(args, |cmd| {
+            cmd.env("BENCHLINK_BENCH_PROBE", &probe);
+        })
+    };
+    let out = at(&["bench", "start", "examples/scenarios/hello.bdl"]).expect_code(0);
+    let id = out.json()["id"].as_u64().expect("an id");
+    assert!(
+        out.stderr
+            .contains(&format!("using the server answering at {probe}")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        server.benchmark(id).is_some(),
+        "started on the running server"
+    );
+    let out = at(&["bench", "status", "--wait", &id.to_string()]).expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    // MZBENCH_API_HOST wins over the probe.
+    let other = fast_server();
+    let out = benchlink_with(&["bench", "start", "examples/scenarios/hello.bdl"], |cmd| {
+        cmd.env("BENCHLINK_BENCH_PROBE", &probe)
+            .env("MZBENCH_API_HOST", other.host());
+    })
+    .expect_code(0);
+    assert!(other.benchmark(0).is_some(), "{out:?}");
+    assert!(!out.stderr.contains("answering at"), "{}", out.stderr);
+    // Nothing answers at the probe: a throw-away server, and a 404 says why.
+    let out = benchlink_with(&["bench", "status", "0"], |_| {}).expect_code(1);
+    assert!(
+        out.stderr.contains("not found")
+            && out
+                .stderr
+                .contains("hint: this command's own in-process server"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A fast benchmark is reported as soon as it ends (polling starts at 100 ms rather
+/// than the official 3 s), with one plain progress line per stage when stderr is not a
+/// terminal.
+#[test]
+fn a_fast_run_reports_promptly_with_a_line_per_stage() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let started = Instant::now();
+    let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
+    let took = started.elapsed();
+    assert_eq!(out.json()["status"], "complete");
+    // The whole benchmark takes ~0.3 s on this server; one 3 s poll would exceed this.
+    assert!(took < Duration::from_secs(3), "run took {took:?}");
+    let stages: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("status: "))
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(stages.last(), Some(&"complete"), "{}", out.stderr);
+    let mut unique = stages.clone();
+    unique.dedup();
+    assert_eq!(unique, stages, "one line per stage change: {}", out.stderr);
+    assert!(!out.stderr.contains('\r'), "no redrawing off a terminal");
+}
+
+/// The official CLI's `--nodes_file` (one host per line) and `--workers_per_node` (pool
+/// sizes added up, divided, rounded up), and the contradictions refused with exit 4
+/// before anything is sent.
+#[test]
+fn nodes_file_workers_per_node_and_contradictions() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write nodes file");
+        path.to_str().expect("utf-8 path").to_owned()
+    };
+    let hosts = file("hosts", "h1\n\nh2\n");
+    let one = file("one", "h1\n");
+    let mixed = file("mixed", "a@h1\nb@h2\n");
+    let hello = "examples/scenarios/hello.bdl";
+
+    for bad in [
+        vec!["start", "--nodes", "2", "--nodes_file", &hosts, hello],
+        vec!["start", "--nodes", "2", "--workers_per_node", "1", hello],
+        vec!["run", "--workers_per_node", "0", hello],
+        vec!["start", "--nodes", "0", hello],
+        vec!["start", "--nodes", "h1", hello],
+        vec!["start", "--nodes_file", &one, hello],
+        vec!["start", "--nodes-file", &mixed, hello],
+        vec!["start", "--env", "=x", hello],
+        vec!["status", "--stop-on-interrupt", "0"],
+        vec!["start", "--metric-update-interval-ms", "999", hello],
+        vec!["--no_cert_check", "--cacert", "x.pem", "status", "0"],
+    ] {
+        let out = bench(&host, &bad);
+        assert_eq!(out.code, 4, "{bad:?}: {out:#?}");
+        assert!(!out.stderr.is_empty(), "{bad:?} says why");
+    }
+    assert!(server.benchmark(0).is_none(), "nothing was sent");
+    let missing = dir.join("absent");
+    let out = bench(
+        &host,
+        &[
+            "start",
+            "--nodes_file",
+            missing.to_str().expect("utf-8"),
+            hello,
+        ],
+    )
+    .expect_code(2);
+    assert!(out.stderr.contains("absent"), "{}", out.stderr);
+
+    // Two hosts from the file: the benchmark runs on them.
+    let out = bench(&host, &["run", "--nodes_file", &hosts, hello]).expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    // hello.bdl has one pool of 2 workers: 1 per node is 2 nodes, a cluster of 3 hosts
+    // with the director (kept, so that it can be looked at).
+    let out = bench(
+        &host,
+        &[
+            "run",
+            "--workers_per_node=1",
+            "--deallocate_after_bench=false",
+            hello,
+        ],
+    )
+    .expect_code(0);
+    assert_eq!(out.json()["status"], "complete", "{out:?}");
+    let clusters = bench(&host, &["clusters-info"]).expect_code(0).json();
+    let list = clusters.as_array().expect("a JSON array");
+    assert_eq!(list.len(), 1, "{clusters}");
+    assert_eq!(list[0]["n"], 3, "{clusters}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `results --wait` prints the results of a benchmark whatever its outcome and exits 0
+/// (as the official CLI); `status --wait` exits 3 for a failed one.
+#[test]
+fn results_wait_exits_0_status_wait_3_for_a_failed_benchmark() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let id = client(&host)
+        .start(
+            &hello(),
+            &StartOptions {
+                env: vec![("emulate_bench_crash".into(), "true".into())],
+                ..StartOptions::default()
+            },
+        )
+        .expect("start")
+        .to_string();
+    let out = bench(&host, &["results", "--wait", &id]).expect_code(0);
+    assert!(out.json().is_object(), "{out:?}");
+    let out = bench(&host, &["status", "--wait", &id]).expect_code(3);
+    assert_eq!(out.json()["status"], "failed");
+}
+
+/// Text of every `<text>` element of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split_once("</text>")?.0.trim().to_owned())
+        })
+        .collect()
+}
+
+/// `run --plot` draws one panel per metric, titled with its name; `plot --target`
+/// draws only those.
+#[test]
+fn plots_have_one_panel_per_metric() {
+    bin(); // built before any timing starts
+    let server = fast_server();
+    let host = server.host();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let all = dir.join("all.svg");
+    let out = bench(
+        &host,
+        &[
+            "run",
+            "--plot",
+            all.to_str().expect("utf-8"),
+            "examples/scenarios/hello.bdl",
+        ],
+    )
+    .expect_code(0);
+    assert_eq!(out.json()["status"], "complete");
+    let csv = bench(&host, &["data", "--format", "csv", "0"]).expect_code(0);
+    let mut metrics: Vec<&str> = csv
+        .stdout
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    metrics.sort_unstable();
+    metrics.dedup();
+    assert!(metrics.contains(&"print"), "{metrics:?}");
+
+    let svg = std::fs::read_to_string(&all).expect("the SVG was written");
+    assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    let texts = svg_texts(&svg);
+    for m in &metrics {
+        let titles = texts.iter().filter(|t| t == m).count();
+        assert_eq!(titles, 1, "one panel titled {m}");
+    }
+    let panels = texts.iter().filter(|t| *t == "seconds").count();
+    assert_eq!(panels, metrics.len(), "one time axis per metric");
+
+    let two = dir.join("two.svg");
+    let out = bench(
+        &host,
+        &[
+            "plot",
+            "0",
+            "-o",
+            two.to_str().expect("utf-8"),
+            "--target",
+            "print",
+            "--target",
+            "print.rps",
+        ],
+    )
+    .expect_code(0);
+    assert!(out.stderr.contains("plotted 2 metrics"), "{}", out.stderr);
+    let texts = svg_texts(&std::fs::read_to_string(&two).expect("written"));
+    assert_eq!(texts.iter().filter(|t| *t == "seconds").count(), 2);
+    assert!(texts.iter().any(|t| t == "print") && texts.iter().any(|t| t == "print.rps"));
+    for m in metrics.iter().filter(|m| !m.starts_with("print")) {
+        assert!(!texts.iter().any(|t| t == m), "{m} is not plotted");
+    }
+    let out = bench(
+        &host,
+        &[
+            "plot",
+            "0",
+            "-o",
+            two.to_str().expect("utf-8"),
+            "--target",
+            "nope",
+        ],
+    )
+    .expect_code(1);
+    assert!(out.stderr.contains("no metric nope"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C during `run` without a terminal stops the benchmark and says so (exit 130),
+/// instead of leaving it running with nobody watching.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_during_run_stops_the_benchmark() {
+    use std::io::{BufRead, BufReader};
+    bin(); // built before any timing starts
+    let server = live_server();
+    let mut child = Command::new(bin())
+        .args([
+            "bench",
+            "--host",
+            &server.host(),
+            "run",
+            "examples/scenarios/hello.bdl",
+        ])
+        .current_dir(repo_root())
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning benchlink");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().expect("piped"));
+    thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + CLI_PATIENCE;
+    while !seen
+        .iter()
+        .any(|l: &String| l.starts_with("started benchmark"))
+    {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("never started: {seen:?}");
+            }
+        }
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("benchlink did not end after Ctrl-C: {seen:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    seen.extend(rx.iter());
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    let said = seen.join("\n");
+    assert!(said.contains("stopping benchmark 0"), "{said}");
+    assert!(said.contains("stopped benchmark 0"), "{said}");
+    let mut c = client(&server.host());
+    assert_eq!(wait_final(&mut c, 0).status_text, "stopped");
+}
+
+/// A hostile server for `plot`: `/status` says running; `/data?id=1` trickles an old
+/// sample every 100 ms (never quiet, never caught up), `/data?id=2` sends its headers
+/// and then nothing.
+fn trickling_data_server() -> String {
+    scripted_server(
+        r#"{"create_time":"2015-11-03T13:39:20Z","start_time":"2015-11-03T13:39:21Z","status":"running"}"#,
+        |head, conn| {
+            use std::io::Write;
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+            if head.starts_with("GET /data?id=2") {
+                thread::sleep(Duration::from_secs(10));
+                return std::ops::ControlFlow::Break(());
+            }
+            // Bounded: a minute at most, ended earlier by the client hanging up.
+            for i in 0..600u64 {
+                let line = format!("{}\tprint\t{i}\n", 1_439_245_024 + i);
+                let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                if conn.write_all(chunk.as_bytes()).is_err() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            std::ops::ControlFlow::Break(())
+        },
+    )
+}
+
+/// `plot` of a running benchmark against a server that trickles forever, or says
+/// nothing: the time budget and the quiet limit end it, with what came.
+#[test]
+fn plot_of_a_trickling_or_silent_stream_ends() {
+    bin(); // built before any timing starts
+    let host = trickling_data_server();
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-trickle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let svg = dir.join("trickle.svg");
+    let path = svg.to_str().expect("utf-8");
+    let out = bench(&host, &["plot", "1", "-o", path]).expect_code(0);
+    assert!(
+        out.stderr.contains("warning: plotting what"),
+        "{}",
+        out.stderr
+    );
+    let texts = svg_texts(&std::fs::read_to_string(&svg).expect("written"));
+    assert!(texts.iter().any(|t| t == "print"), "{texts:?}");
+    let out = bench(&host, &["plot", "2", "-o", path]).expect_code(1);
+    assert!(out.stderr.contains("no metric samples"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a terminal (`script` provides one), `run` redraws its progress line in place and
+/// Ctrl-C asks "Stop the bench before quitting? [y/N]"; `y` stops it (exit 130).
+#[cfg(unix)]
+#[test]
+fn ctrl_c_on_a_terminal_asks_before_stopping() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    bin(); // built before any timing starts
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to provide a terminal");
+        return;
+    }
+    // Slow stages, so that the benchmark is still going when the answer comes.
+    let server = server_with(|c| {
+        c.speed = live_speed();
+        c.speed.stage = Duration::from_millis(300);
+    });
+    let line = format!(
+        "'{}' bench --host {} run examples/scenarios/hello.bdl",
+        bin().display(),
+        server.host()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .current_dir(repo_root())
+        .env("MZBENCHTOKEN", repo_root().join("no-such-token-file"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning script");
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().expect("piped");
+    let sink = Arc::clone(&seen);
+    thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            sink.lock().expect("lock").push_str(&text);
+        }
+    });
+    let deadline = Instant::now() + CLI_PATIENCE;
+    let child = KillOnDrop(&mut child);
+    let wait_for = |what: &str| {
+        while !seen.lock().expect("lock").contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {what:?} in {:?}",
+                seen.lock().expect("lock")
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("status: init");
+    let stdin = child.0.stdin.as_mut().expect("piped");
+    stdin.write_all(b"\x03").expect("Ctrl-C");
+    stdin.flush().expect("flush");
+    wait_for("Stop the bench before quitting? [y/N]");
+    stdin.write_all(b"y\r").expect("answer");
+    stdin.flush().expect("flush");
+    wait_for("stopped benchmark 0");
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("waiting") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "benchlink did not end");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{:?}", seen.lock().expect("lock"));
+    let text = seen.lock().expect("lock").clone();
+    assert!(text.contains("\r\x1b[2K"), "redrawn in place: {text:?}");
+    let mut c = client(&server.host());
+    assert_eq!(wait_final(&mut c, 0).status_text, "stopped");
+}
+
+/// Kills the child when the test fails before it ended.
+struct KillOnDrop<'a>(&'a mut std::process::Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

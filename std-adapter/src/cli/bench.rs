@@ -3,28 +3,37 @@
 use std::collections::HashMap;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
 use benchlink_core::bench::{LogLineError, Sample, SampleError, Status};
 
+use super::bench_target::Target;
+use super::plot::plot;
+use super::progress::{wait, Interrupts};
 use crate::bench::{
-    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, ServerAddress,
-    StartOptions, StatusInfo,
+    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, StartOptions,
+    StatusInfo,
 };
 use crate::net::TlsOptions;
-use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
 
-/// Exit code of a benchmark that ended `failed` under `--wait` (as the official CLI).
+/// Exit code of a benchmark that ended `failed` under `run` or `status --wait` (as the
+/// official CLI; `results --wait` prints the results and exits 0).
 const EXIT_FAILED_BENCH: u8 = 3;
+/// Exit code of a missing scenario or nodes file (as the official CLI).
+const EXIT_MISSING_FILE: u8 = 2;
+/// Exit code of invalid or contradictory options, refused before anything is sent.
+const EXIT_INVALID: u8 = 4;
 
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
-    /// Server as `host:port` or `http(s)://host[:port]`; without it (and without
-    /// MZBENCH_API_HOST) a local server is started in-process.
+    /// Server as `host:port` or `http(s)://host[:port]`. Without it (and without
+    /// MZBENCH_API_HOST), a server answering at localhost:4800 (`benchlink sandbox`, a
+    /// local MZBench) is used — BENCHLINK_BENCH_PROBE=HOST:PORT looks elsewhere, `off`
+    /// not at all — and else a throw-away server started in-process.
     #[arg(long, global = true, env = "MZBENCH_API_HOST")]
     host: Option<String>,
     /// Bearer token; without it the official token file ($MZBENCHTOKEN or
@@ -49,12 +58,17 @@ pub(super) struct BenchArgs {
 enum BenchCommand {
     /// Start a benchmark; print its id.
     Start(StartArgs),
-    /// Start a benchmark and wait until it ends (exit 3 if it failed).
-    Run(StartArgs),
-    /// Print a benchmark's status.
+    /// Start a benchmark and wait until it ends, showing its stage; print the final
+    /// status (exit 3 if it failed, 130 after Ctrl-C).
+    Run(RunArgs),
+    /// Print a benchmark's status (with --wait: exit 3 if it failed, 130 after Ctrl-C).
     Status(WaitArgs),
-    /// Print a benchmark's results.
+    /// Print a benchmark's results (with --wait: once it ended, whatever the outcome,
+    /// exit 0 as the official CLI; 130 after Ctrl-C).
     Results(WaitArgs),
+    /// Draw a benchmark's metrics (finished or running) into an SVG file, one panel per
+    /// metric against time.
+    Plot(PlotArgs),
     /// Stop a benchmark.
     Stop(IdArg),
     /// Start a clone of a benchmark under a new id.
@@ -98,27 +112,66 @@ enum BenchCommand {
 
 #[derive(Debug, Args)]
 struct IdArg {
+    /// Benchmark id (cluster id for the cluster commands).
     id: u64,
 }
 
 #[derive(Debug, Args)]
 struct WaitArgs {
-    /// Poll until the benchmark ends, showing its progress on stderr.
+    /// Poll until the benchmark ends, showing its stage and elapsed time on stderr.
     #[arg(long)]
     wait: bool,
+    /// With --wait: on Ctrl-C, stop the benchmark without asking (the default when
+    /// there is no terminal to ask on).
+    #[arg(long, alias = "stop_on_interrupt")]
+    stop_on_interrupt: bool,
+    /// Benchmark id.
     id: u64,
 }
 
 #[derive(Debug, Args)]
 struct ScriptArg {
+    /// The scenario file; files it includes are read relative to it.
     script: PathBuf,
 }
 
 #[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    start: StartArgs,
+    /// On Ctrl-C, stop the benchmark without asking (the default when there is no
+    /// terminal to ask on).
+    #[arg(long, alias = "stop_on_interrupt")]
+    stop_on_interrupt: bool,
+    /// When the benchmark ended, draw its metrics into this SVG file (as `bench plot`).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// The SVG file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Only these metrics (repeatable).
+    #[arg(long)]
+    target: Vec<String>,
+    /// Benchmark id.
+    id: u64,
+}
+
+#[derive(Debug, Args)]
 struct StartArgs {
-    /// Node count, or a comma-separated list of preallocated hosts.
+    /// Node count, or a comma-separated list of preallocated hosts (`[user@]host`).
     #[arg(long)]
     nodes: Option<String>,
+    /// Preallocated hosts, one per line (instead of --nodes).
+    #[arg(long, alias = "nodes_file", value_name = "FILE")]
+    nodes_file: Option<PathBuf>,
+    /// Allocate enough nodes for this many workers each: the scenario's pool sizes
+    /// added up, divided by this, rounded up (instead of --nodes).
+    #[arg(long, alias = "workers_per_node", value_name = "N")]
+    workers_per_node: Option<u64>,
     /// Scenario environment variable K=V (repeatable).
     #[arg(long = "env", value_parser = parse_pair)]
     env: Vec<(String, String)>,
@@ -146,6 +199,19 @@ struct StartArgs {
     /// Install the benchmark software on the nodes.
     #[arg(long, alias = "provision_nodes", action = clap::ArgAction::Set)]
     provision_nodes: Option<bool>,
+    /// Git repository of the benchmark software for the nodes (a `/start` parameter the
+    /// official CLI does not offer).
+    #[arg(long, alias = "node_git", value_name = "URL")]
+    node_git: Option<String>,
+    /// Erlang VM argument for the nodes (repeatable; a `/start` parameter the official CLI
+    /// does not offer).
+    #[arg(long, alias = "vm_args", value_name = "ARG")]
+    vm_args: Vec<String>,
+    /// Interval of the nodes' metric reports, at least 1000 (a `/start` parameter the
+    /// official CLI does not offer).
+    #[arg(long, alias = "metric_update_interval_ms", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1000..))]
+    metric_update_interval_ms: Option<u64>,
     /// The scenario file; files it includes are read relative to it.
     script: PathBuf,
 }
@@ -162,16 +228,19 @@ enum DataFormat {
 
 #[derive(Debug, Args)]
 struct DataArgs {
+    /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     format: DataFormat,
     /// Only these metrics (repeatable).
     #[arg(long)]
     target: Vec<String>,
+    /// Benchmark id.
     id: u64,
 }
 
 #[derive(Debug, Args)]
 struct ChangeEnvArgs {
+    /// Benchmark id.
     id: u64,
     /// K=V pairs.
     #[arg(value_parser = parse_pair)]
@@ -189,6 +258,7 @@ struct RunCommandArgs {
     /// Percentage of the pool's workers, 1 to 100.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100))]
     percent: u32,
+    /// Benchmark id.
     id: u64,
     /// The BDL statement.
     command: String,
@@ -196,6 +266,7 @@ struct RunCommandArgs {
 
 #[derive(Debug, Args)]
 struct TagsArgs {
+    /// Benchmark id.
     id: u64,
     /// Comma-separated tags.
     tags: String,
@@ -203,7 +274,9 @@ struct TagsArgs {
 
 #[derive(Debug, Args)]
 struct EmailArgs {
+    /// Benchmark id.
     id: u64,
+    /// Addresses to send the report to.
     #[arg(required = true)]
     addrs: Vec<String>,
 }
@@ -231,7 +304,8 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
 }
 
 /// A failure with the exit code it maps to; an empty message prints nothing.
-struct Fail(u8, String);
+#[derive(Debug)]
+pub(super) struct Fail(pub(super) u8, pub(super) String);
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
@@ -272,37 +346,128 @@ pub(super) fn run(args: BenchArgs) -> ExitCode {
 }
 
 fn execute(args: BenchArgs) -> Result<u8, Fail> {
-    // Keep the in-process server alive for as long as the command runs.
-    let (mut client, _local) = client(&args)?;
+    // Refuse contradictions before anything is resolved, started or sent.
+    validate(&args)?;
+    // The in-process server (if any) lives as long as `target`, i.e. the command.
+    let target = Target::resolve(args.host.as_deref(), Target::probe_from_env().as_deref())?;
+    let client = client(&args, &target)?;
     let out = &mut BufWriter::with_capacity(OUT_BUF, std::io::stdout().lock());
-    let code = command(args.command, &mut client, out)?;
+    let code = command(args.command, client, out);
     out.flush().map_err(Fail::output)?;
-    Ok(code)
+    code.map_err(|Fail(code, mut message)| {
+        if target.local.is_some() && message.contains("not found") {
+            message.push_str(
+                "\nhint: this command's own in-process server knows only what the command \
+                 did; run `benchlink sandbox` (or give --host) so that commands share a server",
+            );
+        }
+        Fail(code, message)
+    })
 }
 
 /// Output is written in pieces of this size (or when a stream has nothing more to read).
 const OUT_BUF: usize = 64 * 1024;
 
+/// Option combinations that cannot mean anything, refused with [`EXIT_INVALID`].
+fn validate(args: &BenchArgs) -> Result<(), Fail> {
+    let invalid = |m: &str| Err(Fail(EXIT_INVALID, m.to_owned()));
+    if args.no_cert_check && args.cacert.is_some() {
+        return invalid("--cacert means nothing with --no_cert_check (nothing is verified)");
+    }
+    match &args.command {
+        BenchCommand::Start(a) | BenchCommand::Run(RunArgs { start: a, .. }) => {
+            let given = [
+                a.nodes.is_some(),
+                a.nodes_file.is_some(),
+                a.workers_per_node.is_some(),
+            ];
+            if given.iter().filter(|g| **g).count() > 1 {
+                return invalid("--nodes, --nodes_file and --workers_per_node exclude each other");
+            }
+            if a.workers_per_node == Some(0) {
+                return invalid("invalid value for --workers_per_node: 0");
+            }
+            if let Some(nodes) = &a.nodes {
+                check_nodes(nodes).map_err(|m| Fail(EXIT_INVALID, m))?;
+            }
+            if a.env.iter().any(|(k, _)| k.is_empty()) {
+                return invalid("--env needs a name before `=`");
+            }
+        }
+        BenchCommand::Status(a) | BenchCommand::Results(a) if a.stop_on_interrupt && !a.wait => {
+            return invalid("--stop-on-interrupt only applies with --wait");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A `--nodes` value the server can use: a count above 0, or at least two hosts that
+/// all have the same user (the server would otherwise fail the benchmark later, at
+/// `allocating_hosts`).
+fn check_nodes(nodes: &str) -> Result<(), String> {
+    if let Ok(count) = nodes.trim().parse::<u64>() {
+        return if count == 0 {
+            Err("invalid value for --nodes: 0 (a count is at least 1)".into())
+        } else {
+            Ok(())
+        };
+    }
+    let hosts: Vec<&str> = nodes
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hosts.len() < 2 {
+        return Err(format!(
+            "invalid value for --nodes: {nodes:?} (a host list needs at least 2 hosts, one \
+             of them the director)"
+        ));
+    }
+    let user = |h: &str| h.split_once('@').map(|(u, _)| u.to_owned());
+    let first = hosts.first().and_then(|h| user(h));
+    if hosts.iter().any(|h| user(h) != first) {
+        return Err(format!(
+            "invalid value for --nodes: {nodes:?} (every host needs the same user)"
+        ));
+    }
+    Ok(())
+}
+
 fn command(
     command: BenchCommand,
-    client: &mut BenchClient,
+    mut client: BenchClient,
     out: &mut impl Write,
 ) -> Result<u8, Fail> {
     match command {
         BenchCommand::Start(a) => {
-            let id = client.start(&scenario(&a.script)?, &start_options(&a))?;
+            let (scenario, options) = start_request(&a)?;
+            let id = client.start(&scenario, &options)?;
             print_json(out, &serde_json::json!({ "id": id, "status": "pending" }));
         }
         BenchCommand::Run(a) => {
-            let id = client.start(&scenario(&a.script)?, &start_options(&a))?;
+            let (scenario, options) = start_request(&a.start)?;
+            // Caught from before `/start`, so that no Ctrl-C orphans the benchmark.
+            let interrupts = Interrupts::catch(a.stop_on_interrupt)?;
+            let id = client.start(&scenario, &options)?;
             eprintln!("started benchmark {id} on {}", client.address());
-            let status = wait(client, id)?;
+            let status = wait(&mut client, id, &interrupts)?;
             print_json(out, &status);
-            return Ok(exit_for(&status));
+            let code = exit_for(&status);
+            if let Some(path) = &a.plot {
+                out.flush().map_err(Fail::output)?;
+                match plot(client, id, &[], path) {
+                    Ok(panels) => eprintln!("plotted {panels} metrics into {}", path.display()),
+                    // A failed benchmark's exit code says more than the missing plot.
+                    Err(Fail(_, m)) if code != 0 => eprintln!("error: {m}"),
+                    Err(fail) => return Err(fail),
+                }
+            }
+            return Ok(code);
         }
         BenchCommand::Status(a) => {
             let status = if a.wait {
-                wait(client, a.id)?
+                wait(&mut client, a.id, &Interrupts::catch(a.stop_on_interrupt)?)?
             } else {
                 client.status(a.id)?
             };
@@ -313,9 +478,13 @@ fn command(
         }
         BenchCommand::Results(a) => {
             if a.wait {
-                wait(client, a.id)?;
+                wait(&mut client, a.id, &Interrupts::catch(a.stop_on_interrupt)?)?;
             }
             print_json(out, &client.results(a.id)?);
+        }
+        BenchCommand::Plot(a) => {
+            let panels = plot(client, a.id, &a.target, &a.output)?;
+            eprintln!("plotted {panels} metrics into {}", a.output.display());
         }
         BenchCommand::Stop(a) => {
             client.stop(a.id)?;
@@ -325,9 +494,9 @@ fn command(
             let id = client.restart(a.id)?;
             print_json(out, &serde_json::json!({ "id": id, "status": "pending" }));
         }
-        BenchCommand::Log(a) => print_log(out, client, a.id, false)?,
-        BenchCommand::Userlog(a) => print_log(out, client, a.id, true)?,
-        BenchCommand::Data(a) => print_data(out, client, &a)?,
+        BenchCommand::Log(a) => print_log(out, &mut client, a.id, false)?,
+        BenchCommand::Userlog(a) => print_log(out, &mut client, a.id, true)?,
+        BenchCommand::Data(a) => print_data(out, &mut client, &a)?,
         BenchCommand::ChangeEnv(a) => {
             let vars: Vec<(&str, &str)> = a
                 .vars
@@ -381,48 +550,60 @@ fn command(
     Ok(0)
 }
 
-fn client(args: &BenchArgs) -> Result<(BenchClient, Option<BenchServer>), Fail> {
-    let (address, local) = match &args.host {
-        Some(host) => (
-            ServerAddress::parse(host).map_err(|e| Fail(1, e.to_string()))?,
-            None,
-        ),
-        None => {
-            let server = BenchServer::start(BenchServerConfig::default()).map_err(|e| {
-                Fail(
-                    1,
-                    format!("could not start the local benchmark server: {e}"),
-                )
-            })?;
-            eprintln!(
-                "no --host or MZBENCH_API_HOST: using a local benchmark server at {}",
-                server.host()
-            );
-            let address =
-                ServerAddress::parse(&server.host()).map_err(|e| Fail(1, e.to_string()))?;
-            (address, Some(server))
-        }
-    };
+fn client(args: &BenchArgs, target: &Target) -> Result<BenchClient, Fail> {
     let tls = TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
         .map_err(|e| Fail(1, e.to_string()))?;
-    let mut client = BenchClient::new(address)?.with_tls(tls)?;
+    let mut client = BenchClient::new(target.address.clone())?.with_tls(tls)?;
     if let Some(timeout) = args.timeout {
         client = client.with_timeout(timeout);
     }
-    let client = match &args.token {
+    Ok(match &args.token {
         Some(token) => client.with_token(token.clone()),
         None => client.with_token_file(),
+    })
+}
+
+fn scenario(path: &Path) -> Result<Scenario, Fail> {
+    Scenario::from_file(path)
+        .map_err(|e| Fail(EXIT_MISSING_FILE, format!("{}: {e}", path.display())))
+}
+
+/// The scenario and `/start` options of `start` / `run`, with the nodes worked out from
+/// `--nodes_file` or `--workers_per_node` as the official CLI does.
+fn start_request(a: &StartArgs) -> Result<(Scenario, StartOptions), Fail> {
+    let scenario = scenario(&a.script)?;
+    let nodes = match (&a.nodes, &a.nodes_file, a.workers_per_node) {
+        (_, Some(file), _) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| Fail(EXIT_MISSING_FILE, format!("{}: {e}", file.display())))?;
+            let hosts: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .collect();
+            let hosts = hosts.join(",");
+            check_nodes(&hosts)
+                .map_err(|m| Fail(EXIT_INVALID, format!("{}: {m}", file.display())))?;
+            Some(hosts)
+        }
+        (_, None, Some(per_node)) => {
+            let script = String::from_utf8_lossy(&scenario.script);
+            let workers = pool_workers(&script).ok_or_else(|| {
+                Fail(
+                    EXIT_INVALID,
+                    format!(
+                        "--workers_per_node: cannot add up the pool sizes of {} (each pool \
+                         needs a literal `size`); give --nodes instead",
+                        a.script.display()
+                    ),
+                )
+            })?;
+            Some(workers.div_ceil(per_node).max(1).to_string())
+        }
+        (nodes, None, None) => nodes.clone(),
     };
-    Ok((client, local))
-}
-
-fn scenario(path: &PathBuf) -> Result<Scenario, Fail> {
-    Scenario::from_file(path).map_err(|e| Fail(2, format!("{}: {e}", path.display())))
-}
-
-fn start_options(a: &StartArgs) -> StartOptions {
-    StartOptions {
-        nodes: a.nodes.clone(),
+    let mut options = StartOptions {
+        nodes,
         deallocate_after_bench: a.deallocate_after_bench,
         provision_nodes: a.provision_nodes,
         benchmark_name: a.name.clone(),
@@ -439,7 +620,48 @@ fn start_options(a: &StartArgs) -> StartOptions {
         node_commit: a.node_commit.clone(),
         emails: a.email.clone(),
         env: a.env.clone(),
-    }
+    };
+    // The server takes a query key named like one of its parameters as that parameter,
+    // never as an environment variable, so these travel with the environment.
+    let params = a
+        .node_git
+        .iter()
+        .map(|g| ("node_git", g.clone()))
+        .chain(a.vm_args.iter().map(|v| ("vm_args", v.clone())))
+        .chain(
+            a.metric_update_interval_ms
+                .map(|ms| ("metric_update_interval_ms", ms.to_string())),
+        );
+    options.env.extend(params.map(|(k, v)| (k.to_owned(), v)));
+    Ok((scenario, options))
+}
+
+/// The scenario's workers: its pools' sizes added up, or `None` when a pool's size is
+/// not a literal number. Pools are `pool(size = N, …)` in BDL and
+/// `{pool, [{size, N}, …], …}` in Erlang terms.
+fn pool_workers(script: &str) -> Option<u64> {
+    let code: String = script
+        .lines()
+        .map(|l| l.split(['#', '%']).next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    let bdl = compact.starts_with("!benchDL") || script.starts_with("#!benchDL");
+    let (pool, size) = if bdl {
+        ("pool(", "size=")
+    } else {
+        ("{pool,", "{size,")
+    };
+    let pools = compact.match_indices(pool).count();
+    let sizes: Vec<u64> = compact
+        .match_indices(size)
+        .map(|(at, m)| {
+            let rest = compact.get(at + m.len()..).unwrap_or_default();
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .collect::<Option<_>>()?;
+    (pools > 0 && sizes.len() == pools).then(|| sizes.iter().sum())
 }
 
 fn split_tags(tags: &str) -> Vec<&str> {
@@ -452,33 +674,6 @@ fn exit_for(status: &StatusInfo) -> u8 {
     } else {
         0
     }
-}
-
-/// Polls every 3 s (the official CLI's pace) until the benchmark ends; progress goes to
-/// stderr, rewritten in place on a terminal.
-fn wait(client: &mut BenchClient, id: u64) -> Result<StatusInfo, Fail> {
-    let started = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut last = String::new();
-    let status = client.wait(id, Duration::from_secs(3), |s| {
-        let elapsed = started.elapsed().as_secs();
-        let line = format!(
-            "status: {:<22}{:02}:{:02}",
-            Escaped::cut(s.status().as_str(), 64).to_string(),
-            elapsed / 60,
-            elapsed % 60
-        );
-        if tty {
-            eprint!("\r{line}");
-        } else if s.status().as_str() != last {
-            eprintln!("{line}");
-        }
-        last = s.status().as_str().to_owned();
-    })?;
-    if tty {
-        eprintln!();
-    }
-    Ok(status)
 }
 
 fn print_json(out: &mut impl Write, value: &impl serde::Serialize) {
@@ -788,5 +983,52 @@ fn print_data(out: &mut impl Write, client: &mut BenchClient, a: &DataArgs) -> R
                 .map_err(Fail::output)?;
             result
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool_workers;
+    use clap::CommandFactory;
+
+    /// Every command and argument of `benchlink bench` says what it is in `--help`.
+    #[test]
+    fn every_argument_has_a_description() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_name() != "help" && sub.get_about().is_none() {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let top = crate::cli::Cli::command();
+        let bench = top.find_subcommand("bench").expect("bench command");
+        let mut missing = Vec::new();
+        walk(bench, "bench", &mut missing);
+        assert!(missing.is_empty(), "without a description: {missing:?}");
+        let help = top.clone().render_long_help().to_string();
+        for needed in ["Examples:", "MZBENCH_API_HOST", "BENCHLINK_BENCH_PROBE"] {
+            assert!(help.contains(needed), "{needed} in benchlink --help");
+        }
+    }
+
+    #[test]
+    fn workers_of_bdl_and_erlang_scenarios() {
+        let bdl = "#!benchDL\npool(size = 3, worker_type = dummy_worker):\n  print(\"a\")\n\
+                   pool(size = 2,\n     worker_type = dummy_worker):\n  print(\"b\")\n";
+        assert_eq!(pool_workers(bdl), Some(5));
+        let erlang = "% two pools\n[{pool, [{size, 4}, {worker_type, dummy_worker}], []},\n \
+                      {pool, [{size, 1}], []}].\n";
+        assert_eq!(pool_workers(erlang), Some(5));
+        let variable = "#!benchDL\npool(size = numvar(\"workers\", 3), worker_type = w):\n";
+        assert_eq!(pool_workers(variable), None, "not a literal size");
+        assert_eq!(pool_workers("#!benchDL\n"), None, "no pool");
     }
 }

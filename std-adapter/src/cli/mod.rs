@@ -3,11 +3,15 @@
 //! reads, writes, records and replays on the messaging service; `benchlink sandbox` runs
 //! the local servers.
 //!
-//! With no `--host` and no `MZBENCH_API_HOST`, `bench` commands talk to a local server
+//! With no `--host` and no `MZBENCH_API_HOST`, `bench` commands talk to the server
+//! answering on localhost:4800 (`benchlink sandbox`, a local MZBench), else to one
 //! started in-process, so a newcomer's first `benchlink bench run` works anywhere; `rtm`
 //! commands likewise without `--endpoint` and `BENCHLINK_RTM_ENDPOINT`.
 
 mod bench;
+mod bench_target;
+mod plot;
+mod progress;
 mod rtm;
 mod rtm_target;
 mod sandbox;
@@ -16,12 +20,39 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Examples and environment variables, after the command list of `benchlink --help`.
+const AFTER_HELP: &str = "\
+Examples:
+  benchlink sandbox &                              local servers (benchmark :4800, RTM :8080)
+  benchlink bench run --plot metrics.svg examples/scenarios/hello.bdl
+  benchlink bench start --nodes 2 --env rate=5 examples/scenarios/hello.bdl
+  benchlink bench status --wait 0
+  benchlink bench plot 0 -o print.svg --target print --target print.rps
+  benchlink bench data --format csv 0
+  benchlink rtm --help; benchlink bench run --help     every command's options
+
+Environment:
+  MZBENCH_API_HOST        benchmark server (as --host); unset: localhost:4800 if something
+                          answers there, else a throw-away in-process server
+  BENCHLINK_BENCH_PROBE   where to look instead of localhost:4800 (HOST:PORT), or `off`
+  BENCHLINK_TOKEN         benchmark server token (as --token)
+  MZBENCHTOKEN            token file (default ~/.config/mzbench/token)
+  BENCHLINK_RTM_ENDPOINT, BENCHLINK_RTM_APPKEY, BENCHLINK_RTM_ROLE, BENCHLINK_RTM_ROLE_SECRET
+                          messaging service and role (as the rtm options); then
+                          satori-rtm-cli's SATORI_ENDPOINT, SATORI_APPKEY, SATORI_ROLE_NAME,
+                          SATORI_ROLE_SECRET
+  HTTPS_PROXY             proxy for `rtm` over wss
+
+Exit codes: 0 ok, 1 error, 2 missing scenario or nodes file, 3 failed benchmark (`bench run`,
+`bench status --wait`), 4 invalid or contradictory options, 130 interrupted.";
+
 /// Command-line arguments of `benchlink`.
 #[derive(Debug, Parser)]
 #[command(
     name = "benchlink",
     version,
-    about = "Benchmark-server and real-time messaging client"
+    about = "Benchmark-server and real-time messaging client",
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -39,8 +70,9 @@ enum Command {
 }
 
 /// Runs the command line with the process arguments; the exit code follows the official
-/// CLI (1 error or bad usage, 2 missing script, 3 failed benchmark after `--wait`,
-/// 4 invalid value).
+/// CLI (1 error or bad usage, 2 missing script, 3 failed benchmark after `bench run` or
+/// `bench status --wait` — not `results --wait`, which prints the results of any
+/// ending —, 4 invalid value, 130 interrupted).
 ///
 /// ```no_run
 /// fn main() -> std::process::ExitCode {
