@@ -1275,3 +1275,20 @@ impl Drop for KillOnDrop<'_> {
         let _ = self.0.wait();
     }
 }
+
+/// `--https-proxy` sends the requests through the proxy's `CONNECT` tunnel; a bad proxy
+/// address is an invalid value.
+#[test]
+fn https_proxy_tunnels_the_requests() {
+    let server = fast_server();
+    let proxy = benchlink_tests::ConnectProxy::start();
+    let via = proxy.addr().to_string();
+    let out = bench(&server.host(), &["--https-proxy", &via, "clusters-info"]).expect_code(0);
+    assert_eq!(out.json(), serde_json::json!([]), "{out:?}");
+    assert_eq!(proxy.targets(), [server.host()]);
+    bench(
+        &server.host(),
+        &["--https-proxy", "no-port", "clusters-info"],
+    )
+    .expect_code(4);
+}

@@ -18,7 +18,7 @@ use crate::bench::{
     Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, StartOptions,
     StatusInfo,
 };
-use crate::net::TlsOptions;
+use crate::net::{parse_proxy, TlsOptions};
 
 /// Exit code of a benchmark that ended `failed` under `run` or `status --wait` (as the
 /// official CLI; `results --wait` prints the results and exits 0).
@@ -46,6 +46,10 @@ pub(super) struct BenchArgs {
     /// Trust the CA certificates of this PEM file too.
     #[arg(long, global = true)]
     cacert: Option<PathBuf>,
+    /// Reach the server through this HTTPS proxy, `[http://]host:port` (a CONNECT
+    /// tunnel; TLS stays end to end). HTTPS_PROXY is honoured for https:// servers.
+    #[arg(long, global = true, value_name = "HOST:PORT", alias = "https_proxy")]
+    https_proxy: Option<String>,
     /// Give up on a request after this many seconds (default 60), and on a log or data
     /// stream after this many seconds without data (default: never).
     #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_seconds)]
@@ -554,6 +558,22 @@ fn client(args: &BenchArgs, target: &Target) -> Result<BenchClient, Fail> {
     let tls = TlsOptions::from_command_line(args.cacert.as_deref(), args.no_cert_check)
         .map_err(|e| Fail(1, e.to_string()))?;
     let mut client = BenchClient::new(target.address.clone())?.with_tls(tls)?;
+    // The proxy variables are for https (an http server on the local network is reached
+    // directly), the flag for any server.
+    let proxy_env = || {
+        ["HTTPS_PROXY", "https_proxy"]
+            .into_iter()
+            .find_map(|name| std::env::var(name).ok())
+    };
+    let proxy = match &args.https_proxy {
+        Some(p) => Some(p.clone()),
+        None if target.address.tls => proxy_env(),
+        None => None,
+    };
+    if let Some(p) = proxy.filter(|p| !p.is_empty()) {
+        let (host, port) = parse_proxy(&p).map_err(|e| Fail(EXIT_INVALID, e))?;
+        client = client.with_https_proxy(host, port);
+    }
     if let Some(timeout) = args.timeout {
         client = client.with_timeout(timeout);
     }
