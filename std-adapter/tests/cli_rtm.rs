@@ -286,6 +286,30 @@ fn publish_reads_stdin_line_by_line() {
     );
 }
 
+/// Publishing from stdin counts what went out: off a terminal (here) nothing is drawn
+/// while it runs, and `-v 2` gives one plain summary line with the rate.
+#[test]
+fn publish_from_stdin_summarises_its_count_at_info_level() {
+    let server = server();
+    let input = "1\n2\n3\n4\n5\n";
+    let quiet = ok(run_with_stdin(rtm(&server, &["publish", "counted"]), input));
+    assert!(!quiet.stderr.contains("published"), "{quiet:?}");
+    let told = ok(run_with_stdin(
+        rtm(&server, &["-v", "2", "publish", "counted"]),
+        input,
+    ));
+    assert!(
+        told.stderr
+            .lines()
+            .any(|l| l.contains("published 5 messages in ") && l.ends_with("/s)")),
+        "{told:?}"
+    );
+    assert!(
+        !told.stderr.contains('\r'),
+        "no redraws off a terminal: {told:?}"
+    );
+}
+
 #[test]
 fn a_line_that_looks_like_json_must_be_json_unless_string() {
     let server = server();
@@ -585,6 +609,8 @@ fn record_then_replay_gives_a_subscriber_the_same_messages() {
         "Log size limit: 3 messages",
         "Time limit: 15 seconds",
         "Message count limit reached",
+        // Off a terminal the count is one plain summary line at -v 2.
+        "recorded 3 messages in ",
     ] {
         assert!(recorded.stderr.contains(info), "{recorded:?}");
     }

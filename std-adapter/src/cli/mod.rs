@@ -10,6 +10,7 @@
 
 mod bench;
 mod bench_target;
+mod meter;
 mod plot;
 mod progress;
 mod rtm;

@@ -36,6 +36,7 @@ use benchlink_core::ws::Endpoint;
 
 use self::pyjson::Style;
 use self::recording::{BadRecord, Loops, Rate, Schedule};
+use super::meter::Meter;
 use super::rtm_target::{Settings, Target};
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
@@ -742,9 +743,11 @@ fn publish(
         println!("Sending input to {channel}, press C-d or C-c to stop");
         let _ = io::stdout().flush();
     }
+    let log = ctx.log;
     let produce = move |p: &mut Publisher| match single {
         Some(json) => p.publish(&channel, json),
         None => {
+            let mut meter = Meter::start("published");
             for line in lines(io::stdin().lock(), "stdin") {
                 if p.refused() {
                     break;
@@ -754,7 +757,9 @@ fn publish(
                 let json = message_json(text, as_string)
                     .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
                 p.publish(&channel, json)?;
+                meter.add(1);
             }
+            meter.finish(log);
             Ok(())
         }
     };
@@ -849,6 +854,7 @@ fn record(
     }
     let deadline = time.and_then(|Size(s)| Instant::now().checked_add(Duration::from_secs(s)));
     let (mut bytes_left, mut messages_left) = (size.map(|s| s.0), messages.map(|s| s.0));
+    let mut meter = Meter::start("recorded");
     let ended = session.follow(wanted, ctx, deadline, |data| {
         let timestamp = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -863,6 +869,7 @@ fn record(
         .map_err(io::Error::other)?;
         writeln!(out, "{line}")?;
         out.flush()?;
+        meter.add(batch.len());
         // Stops right after the line that reaches a limit (satori-rtm-cli overshoots).
         let spend = |left: &mut Option<u64>, used: usize, why: &str| {
             let Some(left) = left else { return false };
@@ -879,6 +886,7 @@ fn record(
         ) | spend(&mut bytes_left, line.len(), "Log size limit reached");
         Ok(if full { Flow::Stop } else { Flow::Go })
     })?;
+    meter.finish(log);
     match ended {
         Ended::Output(e) => Err(Fail(1, format!("{name}: {e}"))),
         Ended::Deadline => {
