@@ -442,7 +442,8 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize>
 }
 
 fn body_reply<const MSG: usize>(pdu: &pdu::Pdu<'_>, ok: bool) -> Reply<MSG> {
-    let body = pdu.body.map(|b| b.as_raw()).unwrap_or("{}");
+    // This adapter's links speak JSON, so every body is JSON text.
+    let body = pdu.body.and_then(|b| b.raw().as_json()).unwrap_or("{}");
     match String::try_from(body) {
         Ok(text) if ok => Reply::Ok(text),
         Ok(text) => Reply::Error(text),
@@ -496,8 +497,8 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> H
     }
 
     fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
-        for message in data.messages.elements() {
-            let raw = message.as_raw();
+        // This adapter's links speak JSON, so every message is JSON text.
+        for raw in data.messages.elements().filter_map(|m| m.raw().as_json()) {
             let event = match String::try_from(raw) {
                 Ok(message) => Event::Data {
                     key: truncated(key),

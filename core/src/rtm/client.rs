@@ -1405,7 +1405,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.subs.iter().position(|s| s.key() == key)
     }
 
-    fn find_sub_json(&self, key: crate::json::JsonStr<'_>) -> Option<usize> {
+    fn find_sub_json(&self, key: super::pdu::Text<'_>) -> Option<usize> {
         self.subs.iter().position(|s| key == s.key())
     }
 

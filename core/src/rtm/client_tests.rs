@@ -55,7 +55,11 @@ impl Handler for Rec {
         self.log.push(format!("client {leave:?}->{enter:?}"));
     }
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-        let body = |p: &Pdu<'_>| p.body.map_or("-", |b| b.as_raw()).to_string();
+        let body = |p: &Pdu<'_>| {
+            p.body
+                .map_or("-", |b| b.as_json().unwrap().as_raw())
+                .to_string()
+        };
         let what = match &outcome {
             Outcome::Ok(p) => format!("ok {}", body(p)),
             Outcome::Error(p) => format!("error {}", body(p)),
@@ -81,7 +85,11 @@ impl Handler for Rec {
         self.log.push(format!("deleted {key}"));
     }
     fn subscription_data(&mut self, key: &str, data: crate::rtm::pdu::SubscriptionData<'_>) {
-        let messages: Vec<&str> = data.messages.elements().map(|m| m.as_raw()).collect();
+        let messages: Vec<&str> = data
+            .messages
+            .elements()
+            .map(|m| m.as_json().unwrap().as_raw())
+            .collect();
         let position = data.position.map_or("-", |p| p.as_raw());
         self.log
             .push(format!("data {key} [{}] {position}", messages.join(",")));

@@ -395,7 +395,7 @@ impl<'a> FailReason<'a> {
     /// let text: String = FailReason::SubscribeError(pdu).reason_text().unwrap().chars().collect();
     /// assert_eq!(text, "café \"x\"");
     /// ```
-    pub fn reason_text(&self) -> Option<crate::json::JsonStr<'a>> {
+    pub fn reason_text(&self) -> Option<pdu::Text<'a>> {
         let (error, reason) = match self {
             FailReason::SubscribeError(pdu) => {
                 let e = pdu.error();

@@ -29,7 +29,10 @@ impl Handler for Log {
     }
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         let text = match outcome {
-            Outcome::Ok(p) => format!("ok {}", p.body.map_or("", |b| b.as_raw())),
+            Outcome::Ok(p) => format!(
+                "ok {}",
+                p.body.map_or("", |b| b.as_json().unwrap().as_raw())
+            ),
             Outcome::Error(_) => "error".to_string(),
             Outcome::Data(_) => "data".to_string(),
             Outcome::Timeout => "timeout".to_string(),
@@ -39,7 +42,7 @@ impl Handler for Log {
     }
     fn subscription_data(&mut self, _key: &str, data: pdu::SubscriptionData<'_>) {
         for m in data.messages.elements() {
-            self.data.push(m.as_raw().to_string());
+            self.data.push(m.as_json().unwrap().as_raw().to_string());
         }
     }
     fn link_closed(&mut self, why: Disconnect<'_>) {

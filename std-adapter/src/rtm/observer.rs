@@ -4,7 +4,7 @@
 //! (even `stop()` from `on_enter_connected`, or `start()` from `on_enter_stopped`). A
 //! callback that panics stops the client cleanly.
 
-use benchlink_core::json::{self, JsonStr};
+use benchlink_core::json;
 use benchlink_core::rtm::pdu::Pdu;
 
 /// Client state callbacks, named as in the reference (Python) SDK's client observer.
@@ -91,13 +91,13 @@ pub struct SubscriptionData {
 
 impl SubscriptionData {
     pub(crate) fn from_core(data: &benchlink_core::rtm::pdu::SubscriptionData<'_>) -> Self {
-        let raw = data.messages.as_raw();
+        let raw = data.messages.raw().as_bytes();
         let base = raw.as_ptr() as usize;
         let spans = data
             .messages
             .elements()
             .map(|m| {
-                let text = m.as_raw();
+                let text = m.raw().as_bytes();
                 // Each element is a slice of the array's text.
                 let at = (text.as_ptr() as usize).saturating_sub(base);
                 (at, at.saturating_add(text.len()))
@@ -106,7 +106,7 @@ impl SubscriptionData {
         SubscriptionData {
             subscription_id: text(data.subscription_id),
             position: data.position.map(text),
-            messages: raw.to_owned(),
+            messages: String::from_utf8_lossy(raw).into_owned(),
             spans,
         }
     }
@@ -160,7 +160,7 @@ impl Reply {
             action: pdu.action.as_str().to_owned(),
             body: pdu
                 .body
-                .map(|b| b.as_raw().to_owned())
+                .map(|b| String::from_utf8_lossy(b.raw().as_bytes()).into_owned())
                 .unwrap_or_else(|| "{}".to_owned()),
         }
     }
@@ -185,6 +185,7 @@ impl Reply {
     }
 }
 
-pub(crate) fn text(s: JsonStr<'_>) -> String {
-    s.chars().collect()
+/// A received string, decoded.
+pub(crate) fn text(s: impl std::fmt::Display) -> String {
+    s.to_string()
 }

@@ -33,11 +33,13 @@ mod decode;
 mod encode;
 #[cfg(test)]
 mod tests;
+mod view;
 
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
 pub use encode::{write_envelope, History, Request, SubscribeRequest, Target};
+pub use view::{Chars, Elements, Item, List, Map, Raw, Text};
 
 /// The suffix of a reply action: how the request ended, or that more replies follow.
 ///

@@ -686,7 +686,7 @@ mod loopback {
                         out.push(br#"","position":"1479315802:"#)?;
                         out.push_u64(position)?;
                         out.push(br#"","messages":["#)?;
-                        out.push_str(message.as_raw())?;
+                        out.push(message.raw().as_bytes())?;
                         out.push(b"]}}")
                     })()
                     .map_err(|_| "data PDU")?;
