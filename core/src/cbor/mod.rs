@@ -415,11 +415,17 @@ mod tests {
         // a huge length claimed by a short input.
         assert_eq!(parse(&[0xff], 4).unwrap_err().kind, ErrorKind::Malformed);
         assert_eq!(parse(&[0x1c], 4).unwrap_err().kind, ErrorKind::Malformed);
-        assert_eq!(parse(&[0x61, 0xff], 4).unwrap_err().kind, ErrorKind::Malformed);
+        assert_eq!(
+            parse(&[0x61, 0xff], 4).unwrap_err().kind,
+            ErrorKind::Malformed
+        );
         let deep = [0x81u8; 200];
         assert_eq!(parse(&deep, 1000).unwrap_err().kind, ErrorKind::TooDeep);
         let deep_indef = [0x9fu8; 200];
-        assert_eq!(parse(&deep_indef, 1000).unwrap_err().kind, ErrorKind::TooDeep);
+        assert_eq!(
+            parse(&deep_indef, 1000).unwrap_err().kind,
+            ErrorKind::TooDeep
+        );
         assert!(parse(&[0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 4).is_err());
         assert!(parse(&[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 4).is_err());
         assert!(parse(&[], 4).is_err());

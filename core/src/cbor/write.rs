@@ -123,12 +123,11 @@ pub fn json_str(out: &mut Cursor<'_>, s: JsonStr<'_>) -> Result<(), EncodeError>
 /// assert!(matches!(write::json(&mut Cursor::new(&mut buf), "[1,"), Err(WriteError::InvalidJson { .. })));
 /// ```
 pub fn json(out: &mut Cursor<'_>, text: &str) -> Result<(), WriteError> {
-    let value = json::parse(text, super::DEFAULT_MAX_DEPTH).map_err(|e| {
-        WriteError::InvalidJson {
+    let value =
+        json::parse(text, super::DEFAULT_MAX_DEPTH).map_err(|e| WriteError::InvalidJson {
             offset: e.offset,
             kind: e.kind,
-        }
-    })?;
+        })?;
     json_value(out, value, super::DEFAULT_MAX_DEPTH)
 }
 
@@ -190,7 +189,10 @@ mod tests {
             (65535, &[0x19, 0xff, 0xff]),
             (65536, &[0x1a, 0, 1, 0, 0]),
             (u64::from(u32::MAX), &[0x1a, 0xff, 0xff, 0xff, 0xff]),
-            (u64::MAX, &[0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            (
+                u64::MAX,
+                &[0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            ),
         ] {
             assert_eq!(written(|o| Ok(u64(o, n)?)), bytes, "{n}");
         }

@@ -5,7 +5,7 @@
 use core::fmt;
 
 use super::view::{Item, List, Map, Text};
-use super::Action;
+use super::{Action, Encoding};
 use crate::json::{self, Value};
 
 /// Why a text frame is not an acceptable PDU, and where (byte offsets into the frame).
@@ -26,6 +26,9 @@ use crate::json::{self, Value};
 pub enum PduError {
     /// Not JSON (or not UTF-8, or nested deeper than the limit).
     Json(json::Error),
+    /// Not one well-formed CBOR item (or nested deeper than the limit).
+    #[cfg(feature = "cbor")]
+    Cbor(crate::cbor::Error),
     /// Valid JSON, but not an object.
     NotAnObject {
         /// Where the value starts.
@@ -56,8 +59,10 @@ impl fmt::Display for PduError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PduError::Json(e) => write!(f, "PDU: {e}"),
+            #[cfg(feature = "cbor")]
+            PduError::Cbor(e) => write!(f, "PDU: {e}"),
             PduError::NotAnObject { offset } => {
-                write!(f, "PDU: not a JSON object (value at byte {offset})")
+                write!(f, "PDU: not an object/map (value at byte {offset})")
             }
             PduError::MissingField { field, offset } => {
                 write!(f, "PDU: no `{field}` in the object at byte {offset}")
@@ -176,6 +181,83 @@ impl<'a> Pdu<'a> {
     pub fn parse_with_depth(text: &'a str, max_depth: usize) -> Result<Pdu<'a>, PduError> {
         let value = json::parse(text, max_depth).map_err(PduError::Json)?;
         Self::from_value(value, text)
+    }
+
+    /// Parses one PDU in the RTM protocol's CBOR encoding: a map with the text keys
+    /// `action` (text), `id` (unsigned integer or text) and `body` (map), nested at most
+    /// [`cbor::DEFAULT_MAX_DEPTH`](crate::cbor::DEFAULT_MAX_DEPTH) deep. Bytes after the
+    /// item are an error.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+    /// // {"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}
+    /// let bytes = b"\xa3\x66action\x6ertm/publish/ok\x62id\x00\x64body\xa1\x68position\x631:0";
+    /// let p = Pdu::parse_cbor(bytes).unwrap();
+    /// assert_eq!((p.action, p.id), (Action::PublishOk, Some(Id::Int(0))));
+    /// assert!(p.position().is_some_and(|pos| pos == "1:0"));
+    /// ```
+    #[cfg(feature = "cbor")]
+    pub fn parse_cbor(bytes: &'a [u8]) -> Result<Pdu<'a>, PduError> {
+        use crate::cbor;
+        let envelope = cbor::parse(bytes, cbor::DEFAULT_MAX_DEPTH).map_err(PduError::Cbor)?;
+        if !envelope.is_map() {
+            return Err(PduError::NotAnObject { offset: 0 });
+        }
+        let invalid = |field, v: cbor::Item<'a>| PduError::InvalidField {
+            field,
+            offset: offset(bytes, v.as_raw()),
+        };
+        let (mut action, mut id, mut body) = (None, None, None);
+        for (key, v) in envelope.entries() {
+            let slot = match key.as_str() {
+                Some("action") => &mut action,
+                Some("id") => &mut id,
+                Some("body") => &mut body,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
+        }
+        let action = action.ok_or(PduError::MissingField {
+            field: "action",
+            offset: 0,
+        })?;
+        let action = action
+            .as_str()
+            .map(Action::parse)
+            .ok_or(invalid("action", action))?;
+        let id = match id {
+            None => None,
+            Some(v) => Some(match (v.as_u64(), Item::from(v).as_text()) {
+                (Some(n), _) => Id::Int(n),
+                (None, Some(s)) => Id::Str(s),
+                (None, None) => return Err(invalid("id", v)),
+            }),
+        };
+        let body = match body {
+            None => None,
+            Some(v) => Some(Item::from(v).as_map().ok_or(invalid("body", v))?),
+        };
+        Ok(Pdu {
+            action,
+            id,
+            body,
+            frame: bytes,
+        })
+    }
+
+    /// Parses one frame's payload in `encoding`: [`parse_bytes`](Self::parse_bytes) for
+    /// JSON, [`parse_cbor`](Self::parse_cbor) for CBOR.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Encoding, Pdu};
+    /// assert!(Pdu::decode(Encoding::Json, br#"{"action":"/error"}"#).is_ok());
+    /// ```
+    pub fn decode(encoding: Encoding, payload: &'a [u8]) -> Result<Pdu<'a>, PduError> {
+        match encoding {
+            Encoding::Json => Self::parse_bytes(payload),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Self::parse_cbor(payload),
+        }
     }
 
     fn from_value(value: Value<'a>, text: &'a str) -> Result<Pdu<'a>, PduError> {
@@ -531,5 +613,15 @@ impl<'a> Incoming<'a> {
     /// ```
     pub fn parse(text: &'a str) -> Result<Incoming<'a>, PduError> {
         Pdu::parse(text)?.classify()
+    }
+
+    /// [`Pdu::decode`] then [`Pdu::classify`]: one call per received frame in `encoding`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Encoding, Incoming};
+    /// assert!(matches!(Incoming::decode(Encoding::Json, br#"{"action":"/error","body":{}}"#), Ok(Incoming::GeneralError(_))));
+    /// ```
+    pub fn decode(encoding: Encoding, payload: &'a [u8]) -> Result<Incoming<'a>, PduError> {
+        Pdu::decode(encoding, payload)?.classify()
     }
 }

@@ -1,7 +1,7 @@
 //! Writing request PDUs: one [`Request`] per request action of the protocol, as a whole
 //! PDU or as a body alone (for an offline queue that adds action and id at send time).
 
-use super::Action;
+use super::{Action, Encoding};
 use crate::http::Cursor;
 use crate::json::write::{self, ObjectWriter};
 use crate::json::{Object, WriteError};
@@ -123,40 +123,37 @@ impl<'a> SubscribeRequest<'a> {
         }
     }
 
-    fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
+    fn members(&self, visit: Visit<'_>) -> Result<(), WriteError> {
         match self.target {
-            Target::Channel(channel) => b.string("channel", channel)?,
+            Target::Channel(channel) => visit("channel", Field::Str(channel))?,
             Target::View {
                 subscription_id, ..
-            } => b.string("subscription_id", subscription_id)?,
+            } => visit("subscription_id", Field::Str(subscription_id))?,
         };
         if self.fast_forward {
-            b.bool("fast_forward", true)?;
+            visit("fast_forward", Field::Bool(true))?;
         }
         if let Target::View { filter, .. } = self.target {
-            b.string("filter", filter)?;
+            visit("filter", Field::Str(filter))?;
         }
         if let Some(position) = self.position {
-            b.string("position", position)?;
+            visit("position", Field::Str(position))?;
         }
         if let Some(history) = self.history {
             let (key, n) = match history {
                 History::Count(n) => ("count", n),
                 History::Age(n) => ("age", n),
             };
-            b.object("history", |h| {
-                h.u64(key, n)?;
-                Ok(())
-            })?;
+            visit("history", Field::Map(&[(key, Field::U64(n))]))?;
         }
         if let Some(period) = self.period {
-            b.u64("period", u64::from(period))?;
+            visit("period", Field::U64(u64::from(period)))?;
         }
         if self.force {
-            b.bool("force", true)?;
+            visit("force", Field::Bool(true))?;
         }
         if self.only_value_changes {
-            b.string("only", "value_changes")?;
+            visit("only", Field::Str("value_changes"))?;
         }
         Ok(())
     }
@@ -284,7 +281,9 @@ impl<'a> Request<'a> {
     pub fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
         let extras = self.extras()?;
         envelope(self.action().as_str(), id, out, |o| {
-            o.object_with_extras("body", extras, |b| self.members(b))?;
+            o.object_with_extras("body", extras, |b| {
+                self.members(&mut |key, field| json_field(b, key, field))
+            })?;
             Ok(())
         })
     }
@@ -301,7 +300,9 @@ impl<'a> Request<'a> {
     /// assert_eq!(out.written(), br#"{"channel":"kv","message":42}"#);
     /// ```
     pub fn encode_body(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
-        write::object_with_extras(out, self.extras()?, |b| self.members(b))
+        write::object_with_extras(out, self.extras()?, |b| {
+            self.members(&mut |key, field| json_field(b, key, field))
+        })
     }
 
     /// The caller's pre-serialized members that complete (and override) the typed ones.
@@ -315,46 +316,259 @@ impl<'a> Request<'a> {
         extras.map(write::parse_object).transpose()
     }
 
-    /// The typed body members.
-    fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
+    /// The typed body members, in order, each handed to `visit` (the same list for
+    /// every encoding, and for counting them).
+    fn members(&self, visit: Visit<'_>) -> Result<(), WriteError> {
         match *self {
             Request::Publish { channel, message } | Request::Write { channel, message } => {
-                b.string("channel", channel)?.raw("message", message)?;
+                visit("channel", Field::Str(channel))?;
+                visit("message", Field::Json(message))?;
             }
-            Request::Subscribe(ref sub) => sub.members(b)?,
+            Request::Subscribe(ref sub) => sub.members(visit)?,
             Request::Unsubscribe { subscription_id } => {
-                b.string("subscription_id", subscription_id)?;
+                visit("subscription_id", Field::Str(subscription_id))?;
             }
             Request::Read {
                 channel, position, ..
             } => {
-                b.string("channel", channel)?;
+                visit("channel", Field::Str(channel))?;
                 if let Some(position) = position {
-                    b.string("position", position)?;
+                    visit("position", Field::Str(position))?;
                 }
             }
-            Request::Delete { channel } => {
-                b.string("channel", channel)?;
-            }
+            Request::Delete { channel } => visit("channel", Field::Str(channel))?,
             Request::Handshake { role } => {
-                b.string("method", "role_secret")?.object("data", |d| {
-                    d.string("role", role)?;
-                    Ok(())
-                })?;
+                visit("method", Field::Str("role_secret"))?;
+                visit("data", Field::Map(&[("role", Field::Str(role))]))?;
             }
             Request::Authenticate { hash } => {
-                b.string("method", "role_secret")?
-                    .object("credentials", |c| {
-                        c.string("hash", hash)?;
-                        Ok(())
-                    })?;
+                visit("method", Field::Str("role_secret"))?;
+                visit("credentials", Field::Map(&[("hash", Field::Str(hash))]))?;
             }
-            Request::Search { prefix } => {
-                b.string("prefix", prefix)?;
-            }
+            Request::Search { prefix } => visit("prefix", Field::Str(prefix))?,
             Request::Other { .. } => {}
         }
         Ok(())
+    }
+
+    /// Writes the whole PDU in `encoding`: [`encode`](Self::encode) for JSON; for CBOR a
+    /// map `action`, `id`, `body` (`action`, `body`, `id` for the auth requests, as the
+    /// Python SDK orders them), without `id` when it is `None`.
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::pdu::{Encoding, Request};
+    /// let mut buf = [0u8; 96];
+    /// let mut out = Cursor::new(&mut buf);
+    /// Request::Delete { channel: "c" }.encode_as(Encoding::Json, Some(1), &mut out).unwrap();
+    /// assert_eq!(out.written(), br#"{"action":"rtm/delete","id":1,"body":{"channel":"c"}}"#);
+    /// ```
+    pub fn encode_as(
+        &self,
+        encoding: Encoding,
+        id: Option<u64>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        match encoding {
+            Encoding::Json => self.encode(id, out),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => {
+                let extras = self.extras()?;
+                let auth = matches!(
+                    self,
+                    Request::Handshake { .. } | Request::Authenticate { .. }
+                );
+                cbor_envelope(self.action().as_str(), id, auth, out, |out| {
+                    self.cbor_body(extras, out)
+                })
+            }
+        }
+    }
+
+    /// Writes the body alone in `encoding`, as [`encode_as`](Self::encode_as) embeds it
+    /// (for an offline queue; [`write_envelope_as`] wraps it later).
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::pdu::{Encoding, Request};
+    /// let mut buf = [0u8; 64];
+    /// let mut out = Cursor::new(&mut buf);
+    /// Request::Delete { channel: "c" }.encode_body_as(Encoding::Json, &mut out).unwrap();
+    /// assert_eq!(out.written(), br#"{"channel":"c"}"#);
+    /// ```
+    pub fn encode_body_as(
+        &self,
+        encoding: Encoding,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        match encoding {
+            Encoding::Json => self.encode_body(out),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => self.cbor_body(self.extras()?, out),
+        }
+    }
+
+    /// The body as a CBOR map: the typed members not overridden by `extras`, then the
+    /// extras (each key once, its last occurrence) — the JSON writer's rule. A map's
+    /// length comes first, so the members are counted by a first pass over the same list.
+    #[cfg(feature = "cbor")]
+    fn cbor_body(
+        &self,
+        extras: Option<Object<'_>>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        use crate::cbor::write as cbor;
+        let overridden = |key: &str| extras.is_some_and(|e| e.get(key).is_some());
+        let last_of_its_key = |i: usize, key| {
+            extras.is_some_and(|e| {
+                !e.members()
+                    .skip(i.saturating_add(1))
+                    .any(|(later, _)| later == key)
+            })
+        };
+        let mut count = 0u64;
+        self.members(&mut |key, _| {
+            count = count.saturating_add(u64::from(!overridden(key)));
+            Ok(())
+        })?;
+        let extra_members = extras.into_iter().flat_map(|e| e.members().enumerate());
+        let kept = extra_members
+            .clone()
+            .filter(|&(i, (key, _))| last_of_its_key(i, key));
+        count = count.saturating_add(kept.clone().count() as u64);
+        cbor::map(out, count)?;
+        self.members(&mut |key, field| {
+            if overridden(key) {
+                return Ok(());
+            }
+            cbor::str(out, key)?;
+            cbor_field(out, field)
+        })?;
+        for (_, (key, value)) in kept {
+            cbor::json_str(out, key)?;
+            cbor::json_value(out, value, crate::cbor::DEFAULT_MAX_DEPTH)?;
+        }
+        Ok(())
+    }
+}
+
+/// A body member's value, as [`Request`]'s member list hands it out.
+#[derive(Debug, Clone, Copy)]
+enum Field<'v> {
+    Str(&'v str),
+    U64(u64),
+    Bool(bool),
+    /// A pre-serialized JSON value (a message), validated when written.
+    Json(&'v str),
+    /// A nested object.
+    Map(&'v [(&'v str, Field<'v>)]),
+}
+
+/// Receives the members of a body one by one.
+type Visit<'f> = &'f mut dyn FnMut(&str, Field<'_>) -> Result<(), WriteError>;
+
+/// Writes one member into a JSON object.
+fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+    match field {
+        Field::Str(s) => o.string(key, s)?,
+        Field::U64(n) => o.u64(key, n)?,
+        Field::Bool(b) => o.bool(key, b)?,
+        Field::Json(text) => o.raw(key, text)?,
+        Field::Map(fields) => o.object(key, |inner| {
+            fields
+                .iter()
+                .try_for_each(|&(k, f)| json_field(inner, k, f))
+        })?,
+    };
+    Ok(())
+}
+
+/// Writes one member's value as CBOR.
+#[cfg(feature = "cbor")]
+fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> {
+    use crate::cbor::write as cbor;
+    match field {
+        Field::Str(s) => cbor::str(out, s)?,
+        Field::U64(n) => cbor::u64(out, n)?,
+        Field::Bool(b) => cbor::bool(out, b)?,
+        Field::Json(text) => cbor::json(out, text)?,
+        Field::Map(fields) => {
+            cbor::map(out, fields.len() as u64)?;
+            for &(k, f) in fields {
+                cbor::str(out, k)?;
+                cbor_field(out, f)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CBOR envelope: a map of `action`, `id` (left out when `None`) and `body`, with
+/// `id` last when `id_last`.
+#[cfg(feature = "cbor")]
+fn cbor_envelope(
+    action: &str,
+    id: Option<u64>,
+    id_last: bool,
+    out: &mut Cursor<'_>,
+    body: impl FnOnce(&mut Cursor<'_>) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
+    use crate::cbor::write as cbor;
+    let write_id = |out: &mut Cursor<'_>| match id {
+        Some(id) => {
+            cbor::str(out, "id")?;
+            cbor::u64(out, id)
+        }
+        None => Ok(()),
+    };
+    cbor::map(out, if id.is_some() { 3 } else { 2 })?;
+    cbor::str(out, "action")?;
+    cbor::str(out, action)?;
+    if !id_last {
+        write_id(out)?;
+    }
+    cbor::str(out, "body")?;
+    body(out)?;
+    if id_last {
+        write_id(out)?;
+    }
+    Ok(())
+}
+
+/// [`write_envelope`] in `encoding`: for CBOR, `body` must be one CBOR map (it is checked
+/// and copied verbatim).
+///
+/// ```
+/// use benchlink_core::http::Cursor;
+/// use benchlink_core::rtm::pdu::{write_envelope_as, Encoding};
+/// let mut buf = [0u8; 96];
+/// let mut out = Cursor::new(&mut buf);
+/// write_envelope_as(Encoding::Json, "rtm/delete", None, br#"{"channel":"c"}"#, &mut out).unwrap();
+/// assert_eq!(out.written(), br#"{"action":"rtm/delete","body":{"channel":"c"}}"#);
+/// ```
+pub fn write_envelope_as(
+    encoding: Encoding,
+    action: &str,
+    id: Option<u64>,
+    body: &[u8],
+    out: &mut Cursor<'_>,
+) -> Result<(), WriteError> {
+    match encoding {
+        Encoding::Json => {
+            let body = core::str::from_utf8(body).map_err(|e| WriteError::InvalidJson {
+                offset: e.valid_up_to(),
+                kind: crate::json::ErrorKind::InvalidUtf8,
+            })?;
+            write_envelope(action, id, body, out)
+        }
+        #[cfg(feature = "cbor")]
+        Encoding::Cbor => {
+            let map = crate::cbor::parse(body, crate::cbor::MAX_DEPTH)
+                .ok()
+                .filter(|item| item.is_map())
+                .ok_or(WriteError::NotAnObject)?;
+            cbor_envelope(action, id, false, out, |out| Ok(out.push(map.as_raw())?))
+        }
     }
 }
 

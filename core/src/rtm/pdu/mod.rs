@@ -29,6 +29,8 @@
 //! }
 //! ```
 
+#[cfg(all(test, feature = "cbor"))]
+mod cbor_tests;
 mod decode;
 mod encode;
 #[cfg(test)]
@@ -38,8 +40,39 @@ mod view;
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
-pub use encode::{write_envelope, History, Request, SubscribeRequest, Target};
+pub use encode::{write_envelope, write_envelope_as, History, Request, SubscribeRequest, Target};
 pub use view::{Chars, Elements, Item, List, Map, Raw, Text};
+
+/// How PDUs travel on a connection: JSON text (the protocol's default) or CBOR (feature
+/// `cbor`), negotiated as the `cbor` WebSocket subprotocol. Both carry the same PDUs, and
+/// received PDUs are read through the same views ([`Pdu`], [`Item`], [`Text`]).
+///
+/// ```
+/// use benchlink_core::rtm::pdu::Encoding;
+/// assert_eq!(Encoding::default(), Encoding::Json);
+/// assert_eq!(Encoding::Json.subprotocol(), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Encoding {
+    /// JSON in text frames; no subprotocol is offered.
+    #[default]
+    Json,
+    /// CBOR in binary frames, after the server selected the `cbor` subprotocol.
+    #[cfg(feature = "cbor")]
+    Cbor,
+}
+
+impl Encoding {
+    /// The WebSocket subprotocol to offer in the upgrade request, if any.
+    pub const fn subprotocol(self) -> Option<&'static str> {
+        match self {
+            Encoding::Json => None,
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Some("cbor"),
+        }
+    }
+}
 
 /// The suffix of a reply action: how the request ended, or that more replies follow.
 ///

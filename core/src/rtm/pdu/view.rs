@@ -1,14 +1,16 @@
 //! Encoding-neutral views of a received PDU's parts: [`Text`], [`Item`], [`Map`] and
 //! [`List`]. Each borrows the frame it came from, whatever its encoding, so the client
 //! and its handlers read a reply or a subscription's messages the same way on every
-//! connection; [`Raw`] hands a value's encoded bytes to a deserializer.
+//! connection, JSON or CBOR; [`Raw`] hands a value's encoded bytes to a deserializer.
 
 use core::fmt::{self, Write as _};
 
+#[cfg(feature = "cbor")]
+use crate::cbor;
 use crate::http::{Cursor, EncodeError};
 use crate::json::{self, Array, JsonStr, Object, Value};
 
-/// One value exactly as it travelled: JSON text (a text frame).
+/// One value exactly as it travelled: JSON text, or CBOR bytes (feature `cbor`).
 ///
 /// ```
 /// use benchlink_core::rtm::pdu::{Incoming, Raw};
@@ -23,6 +25,9 @@ use crate::json::{self, Array, JsonStr, Object, Value};
 pub enum Raw<'a> {
     /// JSON text.
     Json(&'a str),
+    /// One CBOR item.
+    #[cfg(feature = "cbor")]
+    Cbor(&'a [u8]),
 }
 
 impl<'a> Raw<'a> {
@@ -30,6 +35,8 @@ impl<'a> Raw<'a> {
     pub fn as_bytes(&self) -> &'a [u8] {
         match self {
             Raw::Json(text) => text.as_bytes(),
+            #[cfg(feature = "cbor")]
+            Raw::Cbor(bytes) => bytes,
         }
     }
 
@@ -37,6 +44,8 @@ impl<'a> Raw<'a> {
     pub fn as_json(&self) -> Option<&'a str> {
         match self {
             Raw::Json(text) => Some(text),
+            #[cfg(feature = "cbor")]
+            Raw::Cbor(_) => None,
         }
     }
 }
@@ -59,6 +68,9 @@ pub struct Text<'a>(TextRepr<'a>);
 #[derive(Debug, Clone, Copy)]
 enum TextRepr<'a> {
     Json(JsonStr<'a>),
+    /// Decoded text (a CBOR text string needs no escapes).
+    #[cfg(feature = "cbor")]
+    Plain(&'a str),
 }
 
 impl<'a> From<JsonStr<'a>> for Text<'a> {
@@ -78,6 +90,8 @@ impl<'a> Text<'a> {
     pub fn as_raw(&self) -> &'a str {
         match self.0 {
             TextRepr::Json(s) => s.as_raw(),
+            #[cfg(feature = "cbor")]
+            TextRepr::Plain(s) => s,
         }
     }
 
@@ -86,6 +100,8 @@ impl<'a> Text<'a> {
     pub fn as_plain(&self) -> Option<&'a str> {
         match self.0 {
             TextRepr::Json(s) => s.as_plain(),
+            #[cfg(feature = "cbor")]
+            TextRepr::Plain(s) => Some(s),
         }
     }
 
@@ -93,6 +109,8 @@ impl<'a> Text<'a> {
     pub fn as_json(&self) -> Option<JsonStr<'a>> {
         match self.0 {
             TextRepr::Json(s) => Some(s),
+            #[cfg(feature = "cbor")]
+            TextRepr::Plain(_) => None,
         }
     }
 
@@ -100,6 +118,8 @@ impl<'a> Text<'a> {
     pub fn chars(&self) -> Chars<'a> {
         match self.0 {
             TextRepr::Json(s) => Chars(CharsRepr::Json(s.chars())),
+            #[cfg(feature = "cbor")]
+            TextRepr::Plain(s) => Chars(CharsRepr::Plain(s.chars())),
         }
     }
 
@@ -180,6 +200,8 @@ pub struct Chars<'a>(CharsRepr<'a>);
 #[derive(Debug, Clone)]
 enum CharsRepr<'a> {
     Json(json::Chars<'a>),
+    #[cfg(feature = "cbor")]
+    Plain(core::str::Chars<'a>),
 }
 
 impl Iterator for Chars<'_> {
@@ -188,6 +210,8 @@ impl Iterator for Chars<'_> {
     fn next(&mut self) -> Option<char> {
         match &mut self.0 {
             CharsRepr::Json(c) => c.next(),
+            #[cfg(feature = "cbor")]
+            CharsRepr::Plain(c) => c.next(),
         }
     }
 }
@@ -210,6 +234,8 @@ pub struct Item<'a>(ItemRepr<'a>);
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum ItemRepr<'a> {
     Json(Value<'a>),
+    #[cfg(feature = "cbor")]
+    Cbor(cbor::Item<'a>),
 }
 
 impl<'a> From<Value<'a>> for Item<'a> {
@@ -218,11 +244,20 @@ impl<'a> From<Value<'a>> for Item<'a> {
     }
 }
 
+#[cfg(feature = "cbor")]
+impl<'a> From<cbor::Item<'a>> for Item<'a> {
+    fn from(v: cbor::Item<'a>) -> Self {
+        Item(ItemRepr::Cbor(v))
+    }
+}
+
 impl<'a> Item<'a> {
     /// The value's encoded bytes, borrowed from the frame: hand them to a deserializer.
     pub fn raw(&self) -> Raw<'a> {
         match self.0 {
             ItemRepr::Json(v) => Raw::Json(v.as_raw()),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => Raw::Cbor(v.as_raw()),
         }
     }
 
@@ -230,6 +265,17 @@ impl<'a> Item<'a> {
     pub fn as_json(&self) -> Option<Value<'a>> {
         match self.0 {
             ItemRepr::Json(v) => Some(v),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(_) => None,
+        }
+    }
+
+    /// The CBOR item, when the item arrived as CBOR.
+    #[cfg(feature = "cbor")]
+    pub fn as_cbor(&self) -> Option<cbor::Item<'a>> {
+        match self.0 {
+            ItemRepr::Cbor(v) => Some(v),
+            ItemRepr::Json(_) => None,
         }
     }
 
@@ -237,6 +283,8 @@ impl<'a> Item<'a> {
     pub fn is_null(&self) -> bool {
         match self.0 {
             ItemRepr::Json(v) => v.is_null(),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => v.is_null(),
         }
     }
 
@@ -244,6 +292,8 @@ impl<'a> Item<'a> {
     pub fn as_text(&self) -> Option<Text<'a>> {
         match self.0 {
             ItemRepr::Json(v) => v.as_str().map(Text::from),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => v.as_str().map(|s| Text(TextRepr::Plain(s))),
         }
     }
 
@@ -251,6 +301,8 @@ impl<'a> Item<'a> {
     pub fn as_u64(&self) -> Option<u64> {
         match self.0 {
             ItemRepr::Json(v) => v.as_u64(),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => v.as_u64(),
         }
     }
 
@@ -258,6 +310,8 @@ impl<'a> Item<'a> {
     pub fn as_map(&self) -> Option<Map<'a>> {
         match self.0 {
             ItemRepr::Json(v) => v.as_object().map(Map::from),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => v.is_map().then_some(Map(MapRepr::Cbor(v))),
         }
     }
 
@@ -265,6 +319,8 @@ impl<'a> Item<'a> {
     pub fn as_list(&self) -> Option<List<'a>> {
         match self.0 {
             ItemRepr::Json(v) => v.as_array().map(List::from),
+            #[cfg(feature = "cbor")]
+            ItemRepr::Cbor(v) => v.is_array().then_some(List(ListRepr::Cbor(v))),
         }
     }
 
@@ -291,6 +347,8 @@ pub struct Map<'a>(MapRepr<'a>);
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum MapRepr<'a> {
     Json(Object<'a>),
+    #[cfg(feature = "cbor")]
+    Cbor(cbor::Item<'a>),
 }
 
 impl<'a> From<Object<'a>> for Map<'a> {
@@ -304,6 +362,8 @@ impl<'a> Map<'a> {
     pub fn get(&self, key: &str) -> Option<Item<'a>> {
         match self.0 {
             MapRepr::Json(o) => o.get(key).map(Item::from),
+            #[cfg(feature = "cbor")]
+            MapRepr::Cbor(m) => m.get(key).map(Item::from),
         }
     }
 
@@ -311,6 +371,8 @@ impl<'a> Map<'a> {
     pub fn is_empty(&self) -> bool {
         match self.0 {
             MapRepr::Json(o) => o.is_empty(),
+            #[cfg(feature = "cbor")]
+            MapRepr::Cbor(m) => m.is_empty(),
         }
     }
 
@@ -318,6 +380,8 @@ impl<'a> Map<'a> {
     pub fn raw(&self) -> Raw<'a> {
         match self.0 {
             MapRepr::Json(o) => Raw::Json(o.as_raw()),
+            #[cfg(feature = "cbor")]
+            MapRepr::Cbor(m) => Raw::Cbor(m.as_raw()),
         }
     }
 
@@ -325,6 +389,8 @@ impl<'a> Map<'a> {
     pub fn as_json(&self) -> Option<Object<'a>> {
         match self.0 {
             MapRepr::Json(o) => Some(o),
+            #[cfg(feature = "cbor")]
+            MapRepr::Cbor(_) => None,
         }
     }
 }
@@ -346,6 +412,8 @@ pub struct List<'a>(ListRepr<'a>);
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum ListRepr<'a> {
     Json(Array<'a>),
+    #[cfg(feature = "cbor")]
+    Cbor(cbor::Item<'a>),
 }
 
 impl<'a> From<Array<'a>> for List<'a> {
@@ -359,6 +427,8 @@ impl<'a> List<'a> {
     pub fn elements(&self) -> Elements<'a> {
         match self.0 {
             ListRepr::Json(a) => Elements(ElementsRepr::Json(a.elements())),
+            #[cfg(feature = "cbor")]
+            ListRepr::Cbor(a) => Elements(ElementsRepr::Cbor(a.elements())),
         }
     }
 
@@ -366,6 +436,8 @@ impl<'a> List<'a> {
     pub fn is_empty(&self) -> bool {
         match self.0 {
             ListRepr::Json(a) => a.is_empty(),
+            #[cfg(feature = "cbor")]
+            ListRepr::Cbor(a) => a.is_empty(),
         }
     }
 
@@ -373,6 +445,8 @@ impl<'a> List<'a> {
     pub fn raw(&self) -> Raw<'a> {
         match self.0 {
             ListRepr::Json(a) => Raw::Json(a.as_raw()),
+            #[cfg(feature = "cbor")]
+            ListRepr::Cbor(a) => Raw::Cbor(a.as_raw()),
         }
     }
 
@@ -380,6 +454,8 @@ impl<'a> List<'a> {
     pub fn as_json(&self) -> Option<Array<'a>> {
         match self.0 {
             ListRepr::Json(a) => Some(a),
+            #[cfg(feature = "cbor")]
+            ListRepr::Cbor(_) => None,
         }
     }
 }
@@ -391,6 +467,8 @@ pub struct Elements<'a>(ElementsRepr<'a>);
 #[derive(Debug, Clone)]
 enum ElementsRepr<'a> {
     Json(json::Elements<'a>),
+    #[cfg(feature = "cbor")]
+    Cbor(cbor::Children<'a>),
 }
 
 impl<'a> Iterator for Elements<'a> {
@@ -399,6 +477,8 @@ impl<'a> Iterator for Elements<'a> {
     fn next(&mut self) -> Option<Item<'a>> {
         match &mut self.0 {
             ElementsRepr::Json(e) => e.next().map(Item::from),
+            #[cfg(feature = "cbor")]
+            ElementsRepr::Cbor(e) => e.next().map(Item::from),
         }
     }
 }
