@@ -113,6 +113,7 @@ fn skip(d: &mut Decoder<'_>, max_depth: usize) -> Result<(), Error> {
     let mut open = [None::<u64>; MAX_DEPTH];
     let mut depth = 0usize;
     loop {
+        let at = d.position();
         let ty = d.datatype().map_err(|_| malformed(d))?;
         // The length of a container just opened; `None` for a complete item.
         let opened = match ty {
@@ -147,15 +148,15 @@ fn skip(d: &mut Decoder<'_>, max_depth: usize) -> Result<(), Error> {
                 None
             }
         };
-        match opened {
-            Some(Some(0)) | None => {}
-            Some(len) => {
-                if depth >= max_depth {
-                    return Err(Error {
-                        offset: d.position(),
-                        kind: ErrorKind::TooDeep,
-                    });
-                }
+        if let Some(len) = opened {
+            // An empty container is a level too, as in JSON.
+            if depth >= max_depth {
+                return Err(Error {
+                    offset: at,
+                    kind: ErrorKind::TooDeep,
+                });
+            }
+            if len != Some(0) {
                 let slot = open.get_mut(depth).ok_or(malformed(d))?;
                 *slot = len;
                 depth = depth.saturating_add(1);

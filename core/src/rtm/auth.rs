@@ -35,8 +35,8 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use md5::Md5;
 
-use super::pdu::Text;
 use super::pdu::{Action, ErrorBody, Pdu, Request};
+use super::pdu::{Encoding, Text};
 use crate::http::Cursor;
 use crate::json::WriteError;
 
@@ -306,10 +306,29 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
     /// assert_eq!(auth.write_request(1, &mut Cursor::new(&mut buf)), Ok(false));
     /// ```
     pub fn write_request(&mut self, id: u64, out: &mut Cursor<'_>) -> Result<bool, WriteError> {
+        self.write_request_as(Encoding::Json, id, out)
+    }
+
+    /// [`write_request`](Self::write_request) in `encoding`.
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::auth::RoleSecretAuth;
+    /// use benchlink_core::rtm::pdu::Encoding;
+    /// let mut auth = RoleSecretAuth::new("r", "s");
+    /// let mut buf = [0u8; 128];
+    /// assert_eq!(auth.write_request_as(Encoding::Json, 0, &mut Cursor::new(&mut buf)), Ok(true));
+    /// ```
+    pub fn write_request_as(
+        &mut self,
+        encoding: Encoding,
+        id: u64,
+        out: &mut Cursor<'_>,
+    ) -> Result<bool, WriteError> {
         let Some(request) = self.next_request() else {
             return Ok(false);
         };
-        request.encode(Some(id), out)?;
+        request.encode_as(encoding, Some(id), out)?;
         self.sent(id);
         Ok(true)
     }

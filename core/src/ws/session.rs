@@ -219,6 +219,11 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         self.outbox = Outbox::EMPTY;
     }
 
+    /// Whether received text messages must be UTF-8; see [`Decoder::set_text_is_utf8`].
+    pub fn set_text_is_utf8(&mut self, on: bool) {
+        self.decoder.set_text_is_utf8(on);
+    }
+
     /// The mask source, for a caller that draws handshake nonces from the same generator.
     pub(crate) fn masks_mut(&mut self) -> &mut M {
         &mut self.masks
