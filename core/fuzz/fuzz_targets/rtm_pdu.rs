@@ -512,14 +512,14 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
         0 => (
             Request::Publish {
                 channel: &p.a,
-                message: &p.msg.0,
+                message: p.msg.0.as_str().into(),
             },
             obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
         ),
         1 => (
             Request::Write {
                 channel: &p.a,
-                message: &p.msg.0,
+                message: p.msg.0.as_str().into(),
             },
             obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
         ),

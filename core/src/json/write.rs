@@ -69,6 +69,13 @@ pub enum WriteError {
     /// Pre-serialized members (extra arguments, a request body) must be a JSON object;
     /// this is some other valid JSON value.
     NotAnObject,
+    /// A pre-serialized CBOR value (a message) is not one well-formed CBOR item;
+    /// `offset` is the byte offset into it.
+    #[cfg(feature = "cbor")]
+    InvalidCbor {
+        /// Where in the caller's bytes the problem is.
+        offset: usize,
+    },
 }
 
 impl From<EncodeError> for WriteError {
@@ -89,6 +96,13 @@ impl fmt::Display for WriteError {
                 write!(f, "pre-serialized value: {e}")
             }
             WriteError::NotAnObject => f.write_str("pre-serialized members are not a JSON object"),
+            #[cfg(feature = "cbor")]
+            WriteError::InvalidCbor { offset } => {
+                write!(
+                    f,
+                    "pre-serialized value: not well-formed CBOR at byte {offset}"
+                )
+            }
         }
     }
 }

@@ -12,7 +12,9 @@ use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
 };
-use super::pdu::{write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Pdu};
+use super::pdu::{
+    write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
+};
 use super::queue::RecordFifo;
 use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::Cursor;
@@ -689,10 +691,34 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
-        let req = UserRequest::Publish {
-            channel,
-            message: message_json,
-        };
+        self.publish_payload(now, channel, Payload::Json(message_json), ack, h)
+    }
+
+    /// [`publish`](Self::publish) a [`Payload`]: JSON text, or one CBOR item (feature
+    /// `cbor`, e.g. a map with a byte string) for a client whose [`Config::encoding`] is
+    /// CBOR. A CBOR item is checked now; on a JSON client it is refused
+    /// ([`RequestError::InvalidJson`]: it is no JSON).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::pdu::Payload;
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
+    /// ```
+    pub fn publish_payload<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        message: Payload<'_>,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        #[cfg(feature = "cbor")]
+        if matches!(message, Payload::Cbor(_)) && self.config.encoding == Encoding::Json {
+            return Err(RequestError::InvalidJson);
+        }
+        let req = UserRequest::Publish { channel, message };
         self.submit(now, req, ack, h)
     }
 
@@ -1073,7 +1099,12 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.state(), ClientState::Awaiting);
     /// ```
     pub fn handle_message<H: Handler>(&mut self, now: Instant, text: &str, h: &mut H) {
-        self.handle_frame(now, text.as_bytes(), h);
+        match self.config.encoding {
+            // Already UTF-8: no second check.
+            Encoding::Json => self.handle_incoming(now, || Incoming::parse(text), h),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => self.handle_frame(now, text.as_bytes(), h),
+        }
     }
 
     /// One received frame's payload, text or binary, read in [`Config::encoding`]: the
@@ -1091,11 +1122,22 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.state(), ClientState::Awaiting);
     /// ```
     pub fn handle_frame<H: Handler>(&mut self, now: Instant, payload: &[u8], h: &mut H) {
+        let encoding = self.config.encoding;
+        self.handle_incoming(now, || Incoming::decode(encoding, payload), h);
+    }
+
+    /// Acts on one received PDU, read by `parse` once the connection is known to be open.
+    fn handle_incoming<'p, H: Handler>(
+        &mut self,
+        now: Instant,
+        parse: impl FnOnce() -> Result<Incoming<'p>, PduError>,
+        h: &mut H,
+    ) {
         if !self.open {
             h.internal_error(InternalError::NotConnected);
             return;
         }
-        match Incoming::decode(self.config.encoding, payload) {
+        match parse() {
             Err(e) => self.fatal(now, InternalError::Malformed(e), h),
             Ok(Incoming::Reply { id, pdu }) => self.on_reply(now, id, pdu, h),
             Ok(Incoming::Data(data)) => {

@@ -3,7 +3,7 @@
 //! record.
 
 use super::events::Ticket;
-use super::pdu::{Action, Request};
+use super::pdu::{Action, Payload, Request};
 use crate::json;
 use crate::time::Instant;
 
@@ -95,7 +95,7 @@ impl ReqKind {
 pub(crate) enum UserRequest<'a> {
     Publish {
         channel: &'a str,
-        message: &'a str,
+        message: Payload<'a>,
     },
     Read {
         channel: &'a str,
@@ -139,7 +139,7 @@ impl<'a> UserRequest<'a> {
             },
             UserRequest::Write { channel, value } => Request::Write {
                 channel,
-                message: value,
+                message: Payload::Json(value),
             },
             UserRequest::Delete { channel } => Request::Delete { channel },
             UserRequest::Search { prefix } => Request::Search { prefix },
@@ -167,9 +167,16 @@ impl<'a> UserRequest<'a> {
     /// `Full` when encoding failed for lack of space, before validation could run).
     pub(crate) fn json_is_valid(&self) -> bool {
         match *self {
-            UserRequest::Publish { message: v, .. } | UserRequest::Write { value: v, .. } => {
-                json::parse(v, json::MAX_DEPTH).is_ok()
+            UserRequest::Publish {
+                message: Payload::Json(v),
+                ..
             }
+            | UserRequest::Write { value: v, .. } => json::parse(v, json::MAX_DEPTH).is_ok(),
+            #[cfg(feature = "cbor")]
+            UserRequest::Publish {
+                message: Payload::Cbor(v),
+                ..
+            } => crate::cbor::parse(v, crate::cbor::DEFAULT_MAX_DEPTH).is_ok(),
             UserRequest::Read {
                 args: Some(args), ..
             } => json::write::parse_object(args).is_ok(),
@@ -303,7 +310,10 @@ mod tests {
         let message = r#"{"k": [1, 2]}"#;
         let mut buf = [0u8; 256];
         for req in [
-            UserRequest::Publish { channel, message },
+            UserRequest::Publish {
+                channel,
+                message: message.into(),
+            },
             UserRequest::Write {
                 channel,
                 value: message,

@@ -573,7 +573,7 @@ impl<
                     input = input.get(used..).unwrap_or_default();
                     match message {
                         Some(Message::Text(text)) if deliver => {
-                            self.client.handle_frame(now, text.as_bytes(), h);
+                            self.client.handle_message(now, text, h);
                             None
                         }
                         Some(Message::Binary(payload)) if deliver && binary => {

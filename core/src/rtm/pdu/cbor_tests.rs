@@ -22,12 +22,12 @@ fn encoded(req: Request<'_>, id: Option<u64>) -> Vec<u8> {
 fn sdk_client_payloads_byte_for_byte() {
     // Publish "hello" to ch with ack (id 0).
     assert_eq!(
-        encoded(Request::Publish { channel: "ch", message: r#""hello""# }, Some(0)),
+        encoded(Request::Publish { channel: "ch", message: r#""hello""#.into() }, Some(0)),
         hex("a366616374696f6e6b72746d2f7075626c6973686269640064626f6479a2676368616e6e656c626368676d6573736167656568656c6c6f")
     );
     // Publish 42 without ack: a map of two, no id.
     assert_eq!(
-        encoded(Request::Publish { channel: "ch", message: "42" }, None),
+        encoded(Request::Publish { channel: "ch", message: "42".into() }, None),
         hex("a266616374696f6e6b72746d2f7075626c69736864626f6479a2676368616e6e656c626368676d657373616765182a")
     );
     // Auth: action, body, id.
@@ -49,6 +49,33 @@ fn sdk_client_payloads_byte_for_byte() {
         encoded(Request::Subscribe(sub), Some(2)),
         hex("a366616374696f6e6d72746d2f7375627363726962656269640264626f6479a3676368616e6e656c6263686c666173745f666f7277617264f567686973746f7279a165636f756e7401")
     );
+}
+
+#[test]
+fn binary_payloads_travel_as_given_and_only_in_cbor() {
+    // The SDK's publish of {"who": "zebra", "n": 7, "raw": h'00ff'} to animals, id 1.
+    let message = hex("a36377686f657a65627261616e07637261774200ff");
+    let req = Request::Publish {
+        channel: "animals",
+        message: Payload::Cbor(&message),
+    };
+    assert_eq!(
+        encoded(req, Some(1)),
+        hex("a366616374696f6e6b72746d2f7075626c6973686269640164626f6479a2676368616e6e656c67616e696d616c73676d657373616765a36377686f657a65627261616e07637261774200ff")
+    );
+    let mut buf = [0u8; 256];
+    assert!(matches!(
+        req.encode(Some(1), &mut Cursor::new(&mut buf)),
+        Err(crate::json::WriteError::InvalidJson { .. })
+    ));
+    let broken = Request::Publish {
+        channel: "animals",
+        message: Payload::Cbor(&message[..4]),
+    };
+    assert!(matches!(
+        broken.encode_as(Encoding::Cbor, Some(1), &mut Cursor::new(&mut buf)),
+        Err(crate::json::WriteError::InvalidCbor { .. })
+    ));
 }
 
 #[test]
@@ -180,7 +207,7 @@ fn extras_override_typed_members_in_cbor_too() {
 fn queued_bodies_get_their_envelope_later() {
     let req = Request::Write {
         channel: "kv",
-        message: r#"{"a":1.5}"#,
+        message: r#"{"a":1.5}"#.into(),
     };
     let mut body = [0u8; 64];
     let mut out = Cursor::new(&mut body);

@@ -159,6 +159,58 @@ impl<'a> SubscribeRequest<'a> {
     }
 }
 
+/// A message to publish or write: one JSON value as text (written as is on a JSON
+/// connection, transcoded on a CBOR one), or one CBOR item (feature `cbor`) — which can
+/// hold what JSON cannot, such as a byte string. A CBOR item is checked when written and
+/// refused on a JSON connection.
+///
+/// ```
+/// use benchlink_core::rtm::pdu::Payload;
+/// assert_eq!(Payload::from("42"), Payload::Json("42"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Payload<'a> {
+    /// One JSON value.
+    Json(&'a str),
+    /// One CBOR item.
+    #[cfg(feature = "cbor")]
+    Cbor(&'a [u8]),
+}
+
+impl<'a> From<&'a str> for Payload<'a> {
+    fn from(json: &'a str) -> Self {
+        Payload::Json(json)
+    }
+}
+
+impl Payload<'_> {
+    /// The length of the encoded value as given.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Json(text) => text.len(),
+            #[cfg(feature = "cbor")]
+            Payload::Cbor(bytes) => bytes.len(),
+        }
+    }
+
+    /// True for an empty text (which is not a valid value).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn field<'f>(self) -> Field<'f>
+    where
+        Self: 'f,
+    {
+        match self {
+            Payload::Json(text) => Field::Json(text),
+            #[cfg(feature = "cbor")]
+            Payload::Cbor(bytes) => Field::Cbor(bytes),
+        }
+    }
+}
+
 /// One request of the protocol. Strings are plain text (escaped when written);
 /// `message`, `extras` and `body` fields are pre-serialized JSON, validated when
 /// written so the PDU is always valid JSON ([`WriteError::InvalidJson`] otherwise).
@@ -182,8 +234,8 @@ pub enum Request<'a> {
     Publish {
         /// Channel name.
         channel: &'a str,
-        /// The message, one JSON value.
-        message: &'a str,
+        /// The message.
+        message: Payload<'a>,
     },
     /// `rtm/subscribe`.
     Subscribe(SubscribeRequest<'a>),
@@ -207,8 +259,8 @@ pub enum Request<'a> {
     Write {
         /// Channel name.
         channel: &'a str,
-        /// The value, one JSON value.
-        message: &'a str,
+        /// The value.
+        message: Payload<'a>,
     },
     /// `rtm/delete {channel}`.
     Delete {
@@ -296,7 +348,7 @@ impl<'a> Request<'a> {
     /// use benchlink_core::rtm::pdu::Request;
     /// let mut buf = [0u8; 64];
     /// let mut out = Cursor::new(&mut buf);
-    /// Request::Write { channel: "kv", message: "42" }.encode_body(&mut out).unwrap();
+    /// Request::Write { channel: "kv", message: "42".into() }.encode_body(&mut out).unwrap();
     /// assert_eq!(out.written(), br#"{"channel":"kv","message":42}"#);
     /// ```
     pub fn encode_body(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
@@ -322,7 +374,7 @@ impl<'a> Request<'a> {
         match *self {
             Request::Publish { channel, message } | Request::Write { channel, message } => {
                 visit("channel", Field::Str(channel))?;
-                visit("message", Field::Json(message))?;
+                visit("message", message.field())?;
             }
             Request::Subscribe(ref sub) => sub.members(visit)?,
             Request::Unsubscribe { subscription_id } => {
@@ -460,11 +512,15 @@ enum Field<'v> {
     Bool(bool),
     /// A pre-serialized JSON value (a message), validated when written.
     Json(&'v str),
+    /// A pre-serialized CBOR item (a message), validated when written; never JSON.
+    #[cfg(feature = "cbor")]
+    Cbor(&'v [u8]),
     /// A nested object.
     Map(&'v [(&'v str, Field<'v>)]),
 }
 
-/// Receives the members of a body one by one.
+/// Receives the members of a body one by one (a `dyn`: one copy of each member list for
+/// every encoding and pass).
 type Visit<'f> = &'f mut dyn FnMut(&str, Field<'_>) -> Result<(), WriteError>;
 
 /// Writes one member into a JSON object.
@@ -474,6 +530,14 @@ fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Resu
         Field::U64(n) => o.u64(key, n)?,
         Field::Bool(b) => o.bool(key, b)?,
         Field::Json(text) => o.raw(key, text)?,
+        // A CBOR item is no JSON value.
+        #[cfg(feature = "cbor")]
+        Field::Cbor(_) => {
+            return Err(WriteError::InvalidJson {
+                offset: 0,
+                kind: crate::json::ErrorKind::ExpectedValue,
+            })
+        }
         Field::Map(fields) => o.object(key, |inner| {
             fields
                 .iter()
@@ -492,6 +556,11 @@ fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> 
         Field::U64(n) => cbor::u64(out, n)?,
         Field::Bool(b) => cbor::bool(out, b)?,
         Field::Json(text) => cbor::json(out, text)?,
+        Field::Cbor(bytes) => {
+            let item = crate::cbor::parse(bytes, crate::cbor::DEFAULT_MAX_DEPTH)
+                .map_err(|e| WriteError::InvalidCbor { offset: e.offset })?;
+            out.push(item.as_raw())?;
+        }
         Field::Map(fields) => {
             cbor::map(out, fields.len() as u64)?;
             for &(k, f) in fields {

@@ -14,7 +14,7 @@
 //! use benchlink_core::rtm::pdu::{Incoming, Request};
 //! let mut buf = [0u8; 128];
 //! let mut out = Cursor::new(&mut buf);
-//! Request::Publish { channel: "chan", message: r#"{"k": 1}"# }.encode(Some(7), &mut out).unwrap();
+//! Request::Publish { channel: "chan", message: r#"{"k": 1}"#.into() }.encode(Some(7), &mut out).unwrap();
 //! assert_eq!(
 //!     out.written(),
 //!     br#"{"action":"rtm/publish","id":7,"body":{"channel":"chan","message":{"k": 1}}}"#
@@ -40,7 +40,9 @@ mod view;
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
-pub use encode::{write_envelope, write_envelope_as, History, Request, SubscribeRequest, Target};
+pub use encode::{
+    write_envelope, write_envelope_as, History, Payload, Request, SubscribeRequest, Target,
+};
 pub use view::{Chars, Elements, Item, List, Map, Raw, Text};
 
 /// How PDUs travel on a connection: JSON text (the protocol's default) or CBOR (feature

@@ -40,7 +40,7 @@ fn every_request_byte_exact() {
         (
             Request::Publish {
                 channel: "chan",
-                message: r#"{"k": 1}"#,
+                message: r#"{"k": 1}"#.into(),
             },
             "rtm/publish",
             r#"{"channel":"chan","message":{"k": 1}}"#,
@@ -69,7 +69,7 @@ fn every_request_byte_exact() {
         (
             Request::Write {
                 channel: "kv",
-                message: "null",
+                message: "null".into(),
             },
             "rtm/write",
             r#"{"channel":"kv","message":null}"#,
@@ -139,7 +139,10 @@ fn channel_names_and_messages_are_escaped() {
     let channel = "a\"b\\c\n\u{1}\u{1f}é😀/";
     let escaped = r#"a\"b\\c\n\u0001\u001fé😀/"#;
     let message = r#"{"text": "q\"\\ é \u00e9 \n"}"#;
-    let publish = Request::Publish { channel, message };
+    let publish = Request::Publish {
+        channel,
+        message: message.into(),
+    };
     assert_eq!(
         encoded(&publish, Some(1)),
         text(format_args!(
@@ -150,7 +153,10 @@ fn channel_names_and_messages_are_escaped() {
     // Every request that carries a string: parse back and compare decoded text.
     for req in [
         publish,
-        Request::Write { channel, message },
+        Request::Write {
+            channel,
+            message: message.into(),
+        },
         Request::Delete { channel },
         Request::Read {
             channel,
@@ -289,7 +295,7 @@ fn subscribe_bodies() {
         encoded(
             &Request::Publish {
                 channel: "chan",
-                message: r#"{"k": 1}"#
+                message: r#"{"k": 1}"#.into()
             },
             None
         ),
@@ -299,7 +305,7 @@ fn subscribe_bodies() {
         encoded(
             &Request::Publish {
                 channel: "chan",
-                message: r#""second""#
+                message: r#""second""#.into()
             },
             Some(7)
         ),
@@ -327,7 +333,7 @@ fn invalid_pre_serialized_values_are_typed_errors() {
         (
             Request::Publish {
                 channel: "c",
-                message: "{\"a\":",
+                message: "{\"a\":".into(),
             },
             WriteError::InvalidJson {
                 offset: 5,
@@ -337,7 +343,7 @@ fn invalid_pre_serialized_values_are_typed_errors() {
         (
             Request::Write {
                 channel: "c",
-                message: "",
+                message: "".into(),
             },
             WriteError::InvalidJson {
                 offset: 0,
@@ -347,7 +353,7 @@ fn invalid_pre_serialized_values_are_typed_errors() {
         (
             Request::Publish {
                 channel: "c",
-                message: "1 2",
+                message: "1 2".into(),
             },
             WriteError::InvalidJson {
                 offset: 2,
@@ -874,7 +880,7 @@ fn big_messages_zero_copy() {
     let mut out = Cursor::new(&mut buf);
     Request::Publish {
         channel: "big",
-        message,
+        message: message.into(),
     }
     .encode(Some(1), &mut out)
     .unwrap();
@@ -941,7 +947,7 @@ fn transcript_pdus_parse() {
         encoded(
             &Request::Publish {
                 channel: "chan",
-                message: r#"{"k": 1}"#,
+                message: r#"{"k": 1}"#.into(),
             },
             None,
         ),
