@@ -123,37 +123,37 @@ impl<'a> SubscribeRequest<'a> {
         }
     }
 
-    fn members(&self, visit: Visit<'_>) -> Result<(), WriteError> {
+    fn members(&self, w: &mut impl BodyWriter) -> Result<(), WriteError> {
         match self.target {
-            Target::Channel(channel) => visit("channel", Field::Str(channel))?,
+            Target::Channel(channel) => w.member("channel", Field::Str(channel))?,
             Target::View {
                 subscription_id, ..
-            } => visit("subscription_id", Field::Str(subscription_id))?,
+            } => w.member("subscription_id", Field::Str(subscription_id))?,
         };
         if self.fast_forward {
-            visit("fast_forward", Field::Bool(true))?;
+            w.member("fast_forward", Field::Bool(true))?;
         }
         if let Target::View { filter, .. } = self.target {
-            visit("filter", Field::Str(filter))?;
+            w.member("filter", Field::Str(filter))?;
         }
         if let Some(position) = self.position {
-            visit("position", Field::Str(position))?;
+            w.member("position", Field::Str(position))?;
         }
         if let Some(history) = self.history {
             let (key, n) = match history {
                 History::Count(n) => ("count", n),
                 History::Age(n) => ("age", n),
             };
-            visit("history", Field::Map(&[(key, Field::U64(n))]))?;
+            w.member("history", Field::Object(key, Scalar::U64(n)))?;
         }
         if let Some(period) = self.period {
-            visit("period", Field::U64(u64::from(period)))?;
+            w.member("period", Field::U64(u64::from(period)))?;
         }
         if self.force {
-            visit("force", Field::Bool(true))?;
+            w.member("force", Field::Bool(true))?;
         }
         if self.only_value_changes {
-            visit("only", Field::Str("value_changes"))?;
+            w.member("only", Field::Str("value_changes"))?;
         }
         Ok(())
     }
@@ -333,9 +333,7 @@ impl<'a> Request<'a> {
     pub fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
         let extras = self.extras()?;
         envelope(self.action().as_str(), id, out, |o| {
-            o.object_with_extras("body", extras, |b| {
-                self.members(&mut |key, field| json_field(b, key, field))
-            })?;
+            o.object_with_extras("body", extras, |b| self.members(b))?;
             Ok(())
         })
     }
@@ -352,9 +350,7 @@ impl<'a> Request<'a> {
     /// assert_eq!(out.written(), br#"{"channel":"kv","message":42}"#);
     /// ```
     pub fn encode_body(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
-        write::object_with_extras(out, self.extras()?, |b| {
-            self.members(&mut |key, field| json_field(b, key, field))
-        })
+        write::object_with_extras(out, self.extras()?, |b| self.members(b))
     }
 
     /// The caller's pre-serialized members that complete (and override) the typed ones.
@@ -370,34 +366,34 @@ impl<'a> Request<'a> {
 
     /// The typed body members, in order, each handed to `visit` (the same list for
     /// every encoding, and for counting them).
-    fn members(&self, visit: Visit<'_>) -> Result<(), WriteError> {
+    fn members(&self, w: &mut impl BodyWriter) -> Result<(), WriteError> {
         match *self {
             Request::Publish { channel, message } | Request::Write { channel, message } => {
-                visit("channel", Field::Str(channel))?;
-                visit("message", message.field())?;
+                w.member("channel", Field::Str(channel))?;
+                w.member("message", message.field())?;
             }
-            Request::Subscribe(ref sub) => sub.members(visit)?,
+            Request::Subscribe(ref sub) => sub.members(w)?,
             Request::Unsubscribe { subscription_id } => {
-                visit("subscription_id", Field::Str(subscription_id))?;
+                w.member("subscription_id", Field::Str(subscription_id))?;
             }
             Request::Read {
                 channel, position, ..
             } => {
-                visit("channel", Field::Str(channel))?;
+                w.member("channel", Field::Str(channel))?;
                 if let Some(position) = position {
-                    visit("position", Field::Str(position))?;
+                    w.member("position", Field::Str(position))?;
                 }
             }
-            Request::Delete { channel } => visit("channel", Field::Str(channel))?,
+            Request::Delete { channel } => w.member("channel", Field::Str(channel))?,
             Request::Handshake { role } => {
-                visit("method", Field::Str("role_secret"))?;
-                visit("data", Field::Map(&[("role", Field::Str(role))]))?;
+                w.member("method", Field::Str("role_secret"))?;
+                w.member("data", Field::Object("role", Scalar::Str(role)))?;
             }
             Request::Authenticate { hash } => {
-                visit("method", Field::Str("role_secret"))?;
-                visit("credentials", Field::Map(&[("hash", Field::Str(hash))]))?;
+                w.member("method", Field::Str("role_secret"))?;
+                w.member("credentials", Field::Object("hash", Scalar::Str(hash)))?;
             }
-            Request::Search { prefix } => visit("prefix", Field::Str(prefix))?,
+            Request::Search { prefix } => w.member("prefix", Field::Str(prefix))?,
             Request::Other { .. } => {}
         }
         Ok(())
@@ -470,7 +466,6 @@ impl<'a> Request<'a> {
         out: &mut Cursor<'_>,
     ) -> Result<(), WriteError> {
         use crate::cbor::write as cbor;
-        let overridden = |key: &str| extras.is_some_and(|e| e.get(key).is_some());
         let last_of_its_key = |i: usize, key| {
             extras.is_some_and(|e| {
                 !e.members()
@@ -478,23 +473,19 @@ impl<'a> Request<'a> {
                     .any(|(later, _)| later == key)
             })
         };
-        let mut count = 0u64;
-        self.members(&mut |key, _| {
-            count = count.saturating_add(u64::from(!overridden(key)));
-            Ok(())
-        })?;
+        let mut counter = CborCount { extras, count: 0 };
+        self.members(&mut counter)?;
         let extra_members = extras.into_iter().flat_map(|e| e.members().enumerate());
         let kept = extra_members
             .clone()
             .filter(|&(i, (key, _))| last_of_its_key(i, key));
-        count = count.saturating_add(kept.clone().count() as u64);
-        cbor::map(out, count)?;
-        self.members(&mut |key, field| {
-            if overridden(key) {
-                return Ok(());
-            }
-            cbor::str(out, key)?;
-            cbor_field(out, field)
+        cbor::map(
+            out,
+            counter.count.saturating_add(kept.clone().count() as u64),
+        )?;
+        self.members(&mut CborMembers {
+            out: &mut *out,
+            extras,
         })?;
         for (_, (key, value)) in kept {
             cbor::json_str(out, key)?;
@@ -515,15 +506,68 @@ enum Field<'v> {
     /// A pre-serialized CBOR item (a message), validated when written; never JSON.
     #[cfg(feature = "cbor")]
     Cbor(&'v [u8]),
-    /// A nested object.
-    Map(&'v [(&'v str, Field<'v>)]),
+    /// A nested object of one member (`history`, `data`, `credentials`).
+    Object(&'v str, Scalar<'v>),
 }
 
-/// Receives the members of a body one by one (a `dyn`: one copy of each member list for
-/// every encoding and pass).
-type Visit<'f> = &'f mut dyn FnMut(&str, Field<'_>) -> Result<(), WriteError>;
+/// The value of a nested object's member.
+#[derive(Debug, Clone, Copy)]
+enum Scalar<'v> {
+    Str(&'v str),
+    U64(u64),
+}
+
+/// Where a body's members go, one by one: a JSON object, or (feature `cbor`) a CBOR map,
+/// whose members are counted by a first pass.
+trait BodyWriter {
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError>;
+}
+
+impl BodyWriter for ObjectWriter<'_, '_> {
+    // Always inlined: each member's `Field` is then known where it is written, and only
+    // its own writer call remains (the JSON-only firmware keeps its size).
+    #[inline(always)]
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+        json_field(self, key, field)
+    }
+}
+
+/// Counts the members a CBOR body will have: those `extras` does not override.
+#[cfg(feature = "cbor")]
+struct CborCount<'e> {
+    extras: Option<Object<'e>>,
+    count: u64,
+}
+
+#[cfg(feature = "cbor")]
+impl BodyWriter for CborCount<'_> {
+    fn member(&mut self, key: &str, _: Field<'_>) -> Result<(), WriteError> {
+        let overridden = self.extras.is_some_and(|e| e.get(key).is_some());
+        self.count = self.count.saturating_add(u64::from(!overridden));
+        Ok(())
+    }
+}
+
+/// Writes the members of a CBOR body that `extras` does not override.
+#[cfg(feature = "cbor")]
+struct CborMembers<'c, 'b, 'e> {
+    out: &'c mut Cursor<'b>,
+    extras: Option<Object<'e>>,
+}
+
+#[cfg(feature = "cbor")]
+impl BodyWriter for CborMembers<'_, '_, '_> {
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+        if self.extras.is_some_and(|e| e.get(key).is_some()) {
+            return Ok(());
+        }
+        crate::cbor::write::str(self.out, key)?;
+        cbor_field(self.out, field)
+    }
+}
 
 /// Writes one member into a JSON object.
+#[inline(always)]
 fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Result<(), WriteError> {
     match field {
         Field::Str(s) => o.string(key, s)?,
@@ -538,10 +582,12 @@ fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Resu
                 kind: crate::json::ErrorKind::ExpectedValue,
             })
         }
-        Field::Map(fields) => o.object(key, |inner| {
-            fields
-                .iter()
-                .try_for_each(|&(k, f)| json_field(inner, k, f))
+        Field::Object(k, value) => o.object(key, |inner| {
+            match value {
+                Scalar::Str(s) => inner.string(k, s)?,
+                Scalar::U64(n) => inner.u64(k, n)?,
+            };
+            Ok(())
         })?,
     };
     Ok(())
@@ -561,11 +607,12 @@ fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> 
                 .map_err(|e| WriteError::InvalidCbor { offset: e.offset })?;
             out.push(item.as_raw())?;
         }
-        Field::Map(fields) => {
-            cbor::map(out, fields.len() as u64)?;
-            for &(k, f) in fields {
-                cbor::str(out, k)?;
-                cbor_field(out, f)?;
+        Field::Object(k, value) => {
+            cbor::map(out, 1)?;
+            cbor::str(out, k)?;
+            match value {
+                Scalar::Str(s) => cbor::str(out, s)?,
+                Scalar::U64(n) => cbor::u64(out, n)?,
             }
         }
     }
