@@ -70,6 +70,8 @@ fuzz_target!(|input: &[u8]| {
         jitter_seed: u.arbitrary().unwrap_or(0),
         auth_timeout: ms(&mut u, 20_000).max(Duration::from_millis(1)),
         connect_timeout: ms(&mut u, 40_000).max(Duration::from_millis(1)),
+        // JSON: the model server reads JSON.
+        ..Config::DEFAULT
     };
     let stop_first = opts & 16 != 0;
     match opts & 3 {
@@ -698,6 +700,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                         self.sock = Sock::Closing;
                     }
                 }
+                Transmit::Binary(bytes) => panic!("binary from a JSON client: {bytes:02x?}"),
                 Transmit::Send(text) => {
                     assert_eq!(self.sock, Sock::Open, "Send without an open socket: {text}");
                     let v: Json = serde_json::from_str(text)
