@@ -183,7 +183,23 @@ fn skip(d: &mut Decoder<'_>, max_depth: usize) -> Result<(), Error> {
     }
 }
 
-/// One well-formed item, borrowed from the input exactly as encoded.
+/// One well-formed item, borrowed from the input exactly as encoded. Containers are
+/// walked on demand: [`entries`](Self::entries) of a map, [`elements`](Self::elements)
+/// of an array, [`get`](Self::get) a map's member by text key.
+///
+/// ```
+/// use benchlink_core::cbor;
+/// // {"a": [1, h'ff'], "b": null}
+/// let bytes = [0xa2, 0x61, b'a', 0x82, 0x01, 0x41, 0xff, 0x61, b'b', 0xf6];
+/// let item = cbor::parse(&bytes, 4).unwrap();
+/// assert!(item.is_map() && !item.is_empty());
+/// assert_eq!(item.entries().filter_map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+/// let a = item.get("a").unwrap();
+/// assert!(a.is_array());
+/// assert_eq!(a.elements().next().and_then(|e| e.as_u64()), Some(1));
+/// assert_eq!(a.elements().nth(1).and_then(|e| e.as_bytes()), Some(&[0xff][..]));
+/// assert!(item.get("b").is_some_and(|b| b.is_null()));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Item<'a> {

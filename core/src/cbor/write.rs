@@ -90,6 +90,18 @@ pub fn bytes(out: &mut Cursor<'_>, b: &[u8]) -> Result<(), EncodeError> {
 }
 
 /// The head of a definite-length map of `len` members; the members follow.
+///
+/// ```
+/// # use benchlink_core::{cbor::write, http::Cursor};
+/// let mut buf = [0u8; 16];
+/// let mut out = Cursor::new(&mut buf);
+/// write::map(&mut out, 2).unwrap();
+/// write::str(&mut out, "k").unwrap();
+/// write::bytes(&mut out, &[0x00, 0xff]).unwrap();
+/// write::str(&mut out, "n").unwrap();
+/// write::i64(&mut out, -1).unwrap();
+/// assert_eq!(out.written(), &[0xa2, 0x61, b'k', 0x42, 0x00, 0xff, 0x61, b'n', 0x20]);
+/// ```
 pub fn map(out: &mut Cursor<'_>, len: u64) -> Result<(), EncodeError> {
     head(out, MAP, len)
 }

@@ -184,8 +184,12 @@ impl<'a> From<&'a str> for Payload<'a> {
     }
 }
 
-impl Payload<'_> {
+impl<'a> Payload<'a> {
     /// The length of the encoded value as given.
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::rtm::pdu::Payload::Json("[1]").len(), 3);
+    /// ```
     pub fn len(&self) -> usize {
         match self {
             Payload::Json(text) => text.len(),
@@ -199,10 +203,7 @@ impl Payload<'_> {
         self.len() == 0
     }
 
-    fn field<'f>(self) -> Field<'f>
-    where
-        Self: 'f,
-    {
+    fn field(self) -> Field<'a> {
         match self {
             Payload::Json(text) => Field::Json(text),
             #[cfg(feature = "cbor")]
