@@ -719,14 +719,16 @@ mod cbor {
             sent.is_empty() && closed,
             "nothing is sent to a JSON-only server"
         );
-        // Selecting another protocol is a protocol error.
-        let mut link = cbor_link();
-        let request = upgrade_request(&mut link, &mut log, t);
-        link.handle_input(t, &selecting(answer(&request), "json"), &mut log);
-        assert_eq!(
-            link.client().last_connecting_error(),
-            Some(ConnectError::Protocol)
-        );
+        // Selecting another protocol, or more than one, is a protocol error.
+        for other in ["json", "cbor, json"] {
+            let mut link = cbor_link();
+            let request = upgrade_request(&mut link, &mut log, t);
+            link.handle_input(t, &selecting(answer(&request), other), &mut log);
+            assert_eq!(
+                link.client().last_connecting_error(),
+                Some(ConnectError::Protocol)
+            );
+        }
     }
 
     #[test]
@@ -790,7 +792,13 @@ mod cbor {
 
     #[test]
     fn malformed_cbor_or_json_in_a_cbor_connection_reconnects() {
+        let deep = [0x81u8; 40]; // nested past the limit
+        let mut deep_message = [0xa1, 0x66].to_vec(); // {"action": [[[…]]]}
+        deep_message.extend_from_slice(b"action");
+        deep_message.extend_from_slice(&[0x9f; 40]);
         for payload in [
+            &deep[..],
+            &deep_message,
             &[0xa3, 0x66][..],         // truncated
             br#"{"action":"/error"}"#, // JSON text
             &[0x82, 0x01, 0x02],       // not a map
