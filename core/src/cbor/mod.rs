@@ -5,7 +5,7 @@
 //! is this module's own, bounded by the nesting limit and without recursion, so any
 //! input (indefinite-length containers included) is read without allocating.
 //!
-//! [`write`] holds the encoder the RTM PDUs are written with, and the transcoder from a
+//! [`write`](mod@write) holds the encoder the RTM PDUs are written with, and the transcoder from a
 //! JSON value (what a user publishes as text) to its CBOR form.
 //!
 //! ```

@@ -1,6 +1,6 @@
 //! Writing CBOR into a [`Cursor`]: heads with minimal-width arguments, definite lengths,
 //! text keys, 64-bit floats — the choices of the Python SDK's encoder, so PDUs match it
-//! byte for byte — and [`json`], the transcoder from a JSON value to CBOR.
+//! byte for byte — and [`json`](fn@json), the transcoder from a JSON value to CBOR.
 //!
 //! ```
 //! use benchlink_core::cbor::write;

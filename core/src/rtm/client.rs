@@ -77,7 +77,7 @@ pub struct Config {
     /// failed with [`ConnectError::Timeout`] (default 30 s), a safety net for adapters
     /// whose own timeout is longer or absent.
     pub connect_timeout: Duration,
-    /// How PDUs travel (default JSON). With [`Encoding::Cbor`] (feature `cbor`) every
+    /// How PDUs travel (default JSON). With `Encoding::Cbor` (feature `cbor`) every
     /// request is written in CBOR, queued ones included, and a [`Link`](super::Link)
     /// offers the `cbor` subprotocol and fails a connection whose server does not select
     /// it ([`ConnectError::SubprotocolNotSelected`]).

@@ -246,7 +246,7 @@ impl<'a> Pdu<'a> {
     }
 
     /// Parses one frame's payload in `encoding`: [`parse_bytes`](Self::parse_bytes) for
-    /// JSON, [`parse_cbor`](Self::parse_cbor) for CBOR.
+    /// JSON, `parse_cbor` for CBOR (feature `cbor`).
     ///
     /// ```
     /// use benchlink_core::rtm::pdu::{Encoding, Pdu};

@@ -9,6 +9,11 @@
 //! value (messages, extra arguments), so an encoded PDU is always one valid JSON
 //! object. Positions are always written as strings (the C SDK mangles any other type).
 //!
+//! With the `cbor` feature the same PDUs also travel as CBOR (`Encoding::Cbor`): a map
+//! with text keys in the Python SDK's order and widths ([`Request::encode_as`]), read by
+//! `Pdu::parse_cbor` into the same encoding-neutral views ([`Map`], [`Item`],
+//! [`List`], [`Text`]), whose [`Raw`] bytes are the message as it travelled.
+//!
 //! ```
 //! use benchlink_core::http::Cursor;
 //! use benchlink_core::rtm::pdu::{Incoming, Request};
