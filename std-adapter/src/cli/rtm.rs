@@ -28,7 +28,7 @@ use benchlink_core::ws::Endpoint;
 use super::rtm_target::Target;
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, Error, Mode, Reply, Response,
+    Callback, Client, ClientObserver, ClientOptions, Encoding, Error, Mode, Reply, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use benchlink_sandbox::rtm::RtmServer;
@@ -107,6 +107,11 @@ pub(super) struct RtmArgs {
     /// Reach the service through this HTTPS proxy, `[http://]host:port` (CONNECT tunnel).
     #[arg(long, global = true, env = "HTTPS_PROXY", value_name = "HOST:PORT")]
     https_proxy: Option<String>,
+    /// How PDUs travel: JSON text, or CBOR (the server must select the `cbor` WebSocket
+    /// subprotocol). Messages are printed and read as JSON either way. An extension:
+    /// satori-rtm-cli always speaks JSON.
+    #[arg(long, global = true, value_enum, default_value = "json")]
+    protocol: ProtocolArg,
     #[command(subcommand)]
     command: RtmCommand,
 }
@@ -155,6 +160,14 @@ struct WriteArgs {
 #[derive(Debug, Args)]
 struct SearchArgs {
     prefix: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProtocolArg {
+    /// JSON in text frames (the default).
+    Json,
+    /// CBOR in binary frames.
+    Cbor,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -508,6 +521,10 @@ impl Session {
             .or_else(|| std::env::var("https_proxy").ok())
             .filter(|p| !p.is_empty());
         let mut options = ClientOptions::new(endpoint.clone(), appkey);
+        options.encoding = match args.protocol {
+            ProtocolArg::Json => Encoding::Json,
+            ProtocolArg::Cbor => Encoding::Cbor,
+        };
         options.transport.https_proxy = match proxy {
             Some(p) => Some(parse_proxy(&p).map_err(|e| Fail(EXIT_INVALID, e))?),
             None => None,
