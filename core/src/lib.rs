@@ -10,7 +10,8 @@
 //!   incremental `deflate`/`gzip` decoding into a caller-provided window.
 //! - [`bench`](mod@bench): the benchmark-server (MZBench) API — one typed request per endpoint,
 //!   typed zero-copy replies, and streaming metric-line and log-line decoders.
-//! - `cbor` (feature `cbor`): its binary twin, a zero-copy CBOR reader and writer.
+//! - [`cbor`]: its binary twin's errors, and (feature `cbor`) a zero-copy CBOR reader
+//!   and writer.
 //! - [`json`]: a small zero-copy JSON reader that the typed replies are built on, and
 //!   the escaping writer the RTM PDUs are written with.
 //! - [`rtm`]: the real-time messaging protocol — PDUs, role-secret auth.
@@ -33,7 +34,6 @@
 mod text_enum;
 
 pub mod bench;
-#[cfg(feature = "cbor")]
 pub mod cbor;
 pub mod http;
 pub mod json;

@@ -71,7 +71,6 @@ pub enum WriteError {
     NotAnObject,
     /// A pre-serialized CBOR value (a message) is not one well-formed CBOR item;
     /// `offset` is the byte offset into it.
-    #[cfg(feature = "cbor")]
     InvalidCbor {
         /// Where in the caller's bytes the problem is.
         offset: usize,
@@ -96,7 +95,6 @@ impl fmt::Display for WriteError {
                 write!(f, "pre-serialized value: {e}")
             }
             WriteError::NotAnObject => f.write_str("pre-serialized members are not a JSON object"),
-            #[cfg(feature = "cbor")]
             WriteError::InvalidCbor { offset } => {
                 write!(
                     f,

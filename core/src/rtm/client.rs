@@ -714,7 +714,6 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
-        #[cfg(feature = "cbor")]
         if matches!(message, Payload::Cbor(_)) && self.config.encoding == Encoding::Json {
             return Err(RequestError::InvalidJson);
         }

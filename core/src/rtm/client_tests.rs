@@ -149,7 +149,6 @@ impl T {
                 Transmit::Connect => "CONNECT".to_string(),
                 Transmit::Close => "CLOSE".to_string(),
                 Transmit::Send(s) => s.to_string(),
-                #[cfg(feature = "cbor")]
                 Transmit::Binary(b) => format!("{b:02x?}"),
             });
         }

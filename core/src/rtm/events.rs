@@ -280,10 +280,8 @@ pub enum Transmit<'a> {
     Connect,
     /// Send this PDU as one text frame on the current socket.
     Send(&'a str),
-    /// Send this PDU as one binary frame on the current socket ([`Encoding::Cbor`]).
-    ///
-    /// [`Encoding::Cbor`]: super::pdu::Encoding::Cbor
-    #[cfg(feature = "cbor")]
+    /// Send this PDU as one binary frame on the current socket: only a client whose
+    /// encoding is CBOR (feature `cbor`) hands these out.
     Binary(&'a [u8]),
     /// Close the current socket (a close frame, then the TCP close) and report
     /// `handle_closed` when it is closed; a no-op when there is no socket.

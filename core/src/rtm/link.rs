@@ -758,7 +758,6 @@ impl<
                         self.tx_end = at.saturating_add(out.len());
                     }
                 }
-                #[cfg(feature = "cbor")]
                 Some(Transmit::Binary(pdu)) => {
                     let at = self.tx_end;
                     let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());

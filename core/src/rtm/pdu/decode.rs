@@ -27,7 +27,6 @@ pub enum PduError {
     /// Not JSON (or not UTF-8, or nested deeper than the limit).
     Json(json::Error),
     /// Not one well-formed CBOR item (or nested deeper than the limit).
-    #[cfg(feature = "cbor")]
     Cbor(crate::cbor::Error),
     /// Valid JSON, but not an object.
     NotAnObject {
@@ -59,7 +58,6 @@ impl fmt::Display for PduError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PduError::Json(e) => write!(f, "PDU: {e}"),
-            #[cfg(feature = "cbor")]
             PduError::Cbor(e) => write!(f, "PDU: {e}"),
             PduError::NotAnObject { offset } => {
                 write!(f, "PDU: not an object/map (value at byte {offset})")

@@ -174,7 +174,6 @@ pub enum Payload<'a> {
     /// One JSON value.
     Json(&'a str),
     /// One CBOR item.
-    #[cfg(feature = "cbor")]
     Cbor(&'a [u8]),
 }
 
@@ -193,7 +192,6 @@ impl<'a> Payload<'a> {
     pub fn len(&self) -> usize {
         match self {
             Payload::Json(text) => text.len(),
-            #[cfg(feature = "cbor")]
             Payload::Cbor(bytes) => bytes.len(),
         }
     }
@@ -206,7 +204,6 @@ impl<'a> Payload<'a> {
     fn field(self) -> Field<'a> {
         match self {
             Payload::Json(text) => Field::Json(text),
-            #[cfg(feature = "cbor")]
             Payload::Cbor(bytes) => Field::Cbor(bytes),
         }
     }
@@ -504,8 +501,9 @@ enum Field<'v> {
     Bool(bool),
     /// A pre-serialized JSON value (a message), validated when written.
     Json(&'v str),
-    /// A pre-serialized CBOR item (a message), validated when written; never JSON.
-    #[cfg(feature = "cbor")]
+    /// A pre-serialized CBOR item (a message), validated when written; never JSON (which
+    /// refuses it without reading it).
+    #[cfg_attr(not(feature = "cbor"), allow(dead_code))]
     Cbor(&'v [u8]),
     /// A nested object of one member (`history`, `data`, `credentials`).
     Object(&'v str, Scalar<'v>),
@@ -576,7 +574,6 @@ fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Resu
         Field::Bool(b) => o.bool(key, b)?,
         Field::Json(text) => o.raw(key, text)?,
         // A CBOR item is no JSON value.
-        #[cfg(feature = "cbor")]
         Field::Cbor(_) => {
             return Err(WriteError::InvalidJson {
                 offset: 0,

@@ -59,8 +59,12 @@ pub use view::{Chars, Elements, Item, List, Map, Raw, Text};
 /// assert_eq!(Encoding::default(), Encoding::Json);
 /// assert_eq!(Encoding::Json.subprotocol(), None);
 /// ```
+///
+/// Non-exhaustive: `Cbor` exists only with the `cbor` feature, and enabling a feature must
+/// not break a `match` elsewhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Encoding {
     /// JSON in text frames; no subprotocol is offered.
     #[default]

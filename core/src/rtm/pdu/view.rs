@@ -26,7 +26,6 @@ pub enum Raw<'a> {
     /// JSON text.
     Json(&'a str),
     /// One CBOR item.
-    #[cfg(feature = "cbor")]
     Cbor(&'a [u8]),
 }
 
@@ -35,7 +34,6 @@ impl<'a> Raw<'a> {
     pub fn as_bytes(&self) -> &'a [u8] {
         match self {
             Raw::Json(text) => text.as_bytes(),
-            #[cfg(feature = "cbor")]
             Raw::Cbor(bytes) => bytes,
         }
     }
@@ -44,7 +42,6 @@ impl<'a> Raw<'a> {
     pub fn as_json(&self) -> Option<&'a str> {
         match self {
             Raw::Json(text) => Some(text),
-            #[cfg(feature = "cbor")]
             Raw::Cbor(_) => None,
         }
     }

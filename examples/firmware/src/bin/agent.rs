@@ -394,6 +394,8 @@ impl<'b> Rtm<'b> {
                         self.net.send(out.written())?;
                         Step::Sent
                     }
+                    // This client speaks JSON.
+                    Some(Transmit::Binary(_)) => return Err("binary PDU"),
                     None => Step::Idle,
                 };
                 match step {
