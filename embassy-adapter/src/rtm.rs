@@ -560,6 +560,9 @@ impl<
     /// WebSocket masks and handshake keys come from a generator seeded from `rng` (the
     /// board's RNG peripheral, say).
     ///
+    /// This adapter hands messages and reply bodies out as JSON text, so its links speak
+    /// JSON whatever `config.encoding` says.
+    ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
     /// is too long, or `buffers.tx` is smaller than `OUT` + 1024 bytes.
     pub fn new<R: RngCore>(
@@ -569,6 +572,10 @@ impl<
         rng: &mut R,
     ) -> Result<Self, LinkError> {
         let RunnerBuffers { message, tx } = buffers;
+        let config = rtm::Config {
+            encoding: rtm::pdu::Encoding::Json,
+            ..config
+        };
         let core = Link::new(
             config,
             link.core(rng.next_u64()),
