@@ -1140,14 +1140,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             Err(e) => self.fatal(now, InternalError::Malformed(e), h),
             Ok(Incoming::Reply { id, pdu }) => self.on_reply(now, id, pdu, h),
             Ok(Incoming::Data(data)) => {
-                if let Some(i) = self.find_sub_json(data.subscription_id) {
+                if let Some(i) = self.find_sub_text(data.subscription_id) {
                     if let Some(sub) = self.subs.get_mut(i) {
                         sub.on_data(data, h);
                     }
                 }
             }
             Ok(Incoming::ChannelError(e)) => {
-                if let Some(i) = self.find_sub_json(e.subscription_id) {
+                if let Some(i) = self.find_sub_text(e.subscription_id) {
                     let connected = self.subs_connected;
                     if let Some(sub) = self.subs.get_mut(i) {
                         if matches!(sub.state(), SubState::Subscribed | SubState::Unsubscribing) {
@@ -1162,7 +1162,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 }
             }
             Ok(Incoming::FastForward(info)) => {
-                if let Some(i) = self.find_sub_json(info.subscription_id) {
+                if let Some(i) = self.find_sub_text(info.subscription_id) {
                     if let Some(sub) = self.subs.get_mut(i) {
                         sub.on_fast_forward(info, h);
                     }
@@ -1484,7 +1484,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.subs.iter().position(|s| s.key() == key)
     }
 
-    fn find_sub_json(&self, key: super::pdu::Text<'_>) -> Option<usize> {
+    fn find_sub_text(&self, key: super::pdu::Text<'_>) -> Option<usize> {
         self.subs.iter().position(|s| key == s.key())
     }
 
