@@ -334,7 +334,11 @@ fn pdu_cases(cases: &mut Vec<Case>) {
         "benchlink",
         n,
         move || match Incoming::parse(black_box(&pdu)) {
-            Ok(Incoming::Data(data)) => data.messages.elements().map(|m| m.as_raw().len()).sum(),
+            Ok(Incoming::Data(data)) => data
+                .messages
+                .elements()
+                .map(|m| m.raw().as_bytes().len())
+                .sum(),
             _ => 0usize,
         },
     ));

@@ -400,6 +400,22 @@ SEEDS["ws_differential"] = {
     + bytes([0x12, 3]) + b"abc" + bytes([0x03, 2]) + b"\x03\xe8",
 }
 
+# rtm_cbor: [mode][rest]; 0 = a received CBOR frame, 1 = JSON text to write as CBOR.
+# The frames are the Python SDK's (and a conforming server's) payloads.
+CBOR_FRAMES = {
+    "publish_ack": "a366616374696f6e6e72746d2f7075626c6973682f6f6b6269640064626f6479a168706f736974696f6e6c313530303030303030303a30",
+    "data_with_bytes": "a266616374696f6e7572746d2f737562736372697074696f6e2f6461746164626f6479a36f737562736372697074696f6e5f696467616e696d616c7368706f736974696f6e6c313530303030303030303a32686d6573736167657381a36377686f657a65627261616e07637261774200ff",
+    "publish_error": "a366616374696f6e7172746d2f7075626c6973682f6572726f726269640164626f6479a2656572726f7274617574686f72697a6174696f6e5f64656e69656466726561736f6e6c556e617574686f72697a6564",
+    "auth_handshake": "a366616374696f6e6e617574682f68616e647368616b6564626f6479a2666d6574686f646b726f6c655f7365637265746464617461a164726f6c656973757065727573657262696400",
+    # indefinite lengths, a tag, a half float, a non-minimal id
+    "lenient": "bf66616374696f6e6e72746d2f7075626c6973682f6f6b626964180064626f6479bf61789f01c1f93e00ffffff",
+}
+SEEDS["rtm_cbor"] = {"frame_" + k: b"\x00" + bytes.fromhex(v) for k, v in CBOR_FRAMES.items()}
+SEEDS["rtm_cbor"].update({
+    "json_message": b"\x01" + '{"who":"zebra","n":7,"f":1.5,"neg":-9223372036854775809,"s":"\\u00e9\\n","a":[true,false,null,{}]}'.encode(),
+    "json_deep": b"\x01" + b"[" * 33 + b"]" * 33,
+})
+
 for target, seeds in SEEDS.items():
     folder = os.path.join(HERE, "seeds", target)
     os.makedirs(folder, exist_ok=True)

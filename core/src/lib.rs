@@ -10,6 +10,8 @@
 //!   incremental `deflate`/`gzip` decoding into a caller-provided window.
 //! - [`bench`](mod@bench): the benchmark-server (MZBench) API — one typed request per endpoint,
 //!   typed zero-copy replies, and streaming metric-line and log-line decoders.
+//! - [`cbor`]: its binary twin's errors, and (feature `cbor`) a zero-copy CBOR reader
+//!   and writer.
 //! - [`json`]: a small zero-copy JSON reader that the typed replies are built on, and
 //!   the escaping writer the RTM PDUs are written with.
 //! - [`rtm`]: the real-time messaging protocol — PDUs, role-secret auth.
@@ -36,6 +38,7 @@ mod text_enum;
 pub mod bench;
 #[cfg(feature = "embedded-io")]
 pub mod blocking;
+pub mod cbor;
 pub mod http;
 pub mod json;
 pub mod rtm;

@@ -442,7 +442,8 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize>
 }
 
 fn body_reply<const MSG: usize>(pdu: &pdu::Pdu<'_>, ok: bool) -> Reply<MSG> {
-    let body = pdu.body.map(|b| b.as_raw()).unwrap_or("{}");
+    // This adapter's links speak JSON, so every body is JSON text.
+    let body = pdu.body.and_then(|b| b.raw().as_json()).unwrap_or("{}");
     match String::try_from(body) {
         Ok(text) if ok => Reply::Ok(text),
         Ok(text) => Reply::Error(text),
@@ -496,8 +497,8 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> H
     }
 
     fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
-        for message in data.messages.elements() {
-            let raw = message.as_raw();
+        // This adapter's links speak JSON, so every message is JSON text.
+        for raw in data.messages.elements().filter_map(|m| m.raw().as_json()) {
             let event = match String::try_from(raw) {
                 Ok(message) => Event::Data {
                     key: truncated(key),
@@ -559,6 +560,9 @@ impl<
     /// WebSocket masks and handshake keys come from a generator seeded from `rng` (the
     /// board's RNG peripheral, say).
     ///
+    /// This adapter hands messages and reply bodies out as JSON text, so its links speak
+    /// JSON whatever `config.encoding` says.
+    ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
     /// is too long, or `buffers.tx` is smaller than `OUT` + 1024 bytes.
     pub fn new<R: RngCore>(
@@ -568,6 +572,10 @@ impl<
         rng: &mut R,
     ) -> Result<Self, LinkError> {
         let RunnerBuffers { message, tx } = buffers;
+        let config = rtm::Config {
+            encoding: rtm::pdu::Encoding::Json,
+            ..config
+        };
         let core = Link::new(
             config,
             link.core(rng.next_u64()),

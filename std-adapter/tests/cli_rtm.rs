@@ -1365,3 +1365,50 @@ fn a_dropped_connection_is_said_and_the_subscription_comes_back() {
         "{r:?}"
     );
 }
+
+/// `--protocol cbor`: the same commands over CBOR, printing the same JSON; a JSON
+/// subscriber sees what a CBOR publisher sent.
+#[test]
+fn the_cbor_protocol_prints_the_same_json() {
+    let server = server();
+    let cbor = |args: &[&str]| {
+        let mut all = vec!["--protocol", "cbor"];
+        all.extend_from_slice(args);
+        ok(run(rtm(&server, &all)))
+    };
+    let subscriber = spawn(rtm(
+        &server,
+        &["subscribe", "animals", "--max", "1", "--timeout", "15"],
+    ));
+    wait_subscribed(&server, &["animals"]);
+    let published = cbor(&[
+        "--jsonl",
+        "publish",
+        "animals",
+        r#"{"who": "zebra", "n": 1.5}"#,
+    ]);
+    assert_eq!(json_lines(&published.stdout)[0]["channel"], "animals");
+    assert_eq!(
+        ok(finish(subscriber)).stdout,
+        "animals: {\"who\": \"zebra\", \"n\": 1.5}\n"
+    );
+    cbor(&["write", "kv", r#"{"v":[1,null]}"#]);
+    assert_eq!(cbor(&["read", "kv"]).stdout, "{\"v\": [1, null]}\n");
+    cbor(&["delete", "kv"]);
+    assert_eq!(cbor(&["read", "kv"]).stdout, "null\n");
+    // It asks for CBOR for real: a server that does not select it is refused.
+    let json_only = RtmServer::start(RtmServerConfig {
+        cbor: false,
+        ..RtmServerConfig::default()
+    })
+    .expect("rtm server");
+    let refused = run(rtm(&json_only, &["--protocol", "cbor", "read", "kv"]));
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("did not select the offered subprotocol"),
+        "{refused:?}"
+    );
+    assert_eq!(ok(run(rtm(&json_only, &["read", "kv"]))).stdout, "null\n");
+}

@@ -341,7 +341,11 @@ impl Handler for Seen {
     fn subscription_data(&mut self, _key: &str, data: SubscriptionData<'_>) {
         for m in data.messages.elements() {
             let mut scratch = [0u8; 256];
-            let sample = m.deserialize_unescaped(&mut scratch).expect("a Sample");
+            let sample = m
+                .as_json()
+                .expect("JSON")
+                .deserialize_unescaped(&mut scratch)
+                .expect("a Sample");
             self.count += 1;
             if self.received.len() < 16 {
                 self.received.push(sample);
@@ -361,6 +365,8 @@ impl Handler for Seen {
                 let mut scratch = [0u8; 256];
                 self.read = Some(
                     message
+                        .as_json()
+                        .expect("JSON")
                         .deserialize_unescaped(&mut scratch)
                         .expect("a Sample"),
                 );

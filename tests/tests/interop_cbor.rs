@@ -2,7 +2,8 @@
 //! (`protocol='cbor'`) against the local RTM server: publish, subscribe, read, write,
 //! delete and role-secret auth over CBOR, byte strings included, and JSON and CBOR
 //! clients of the SDK on the same channel (`tests/interop/cbor.py` for CBOR, the JSON
-//! scripts of `interop_python.rs` for JSON).
+//! scripts of `interop_python.rs` for JSON), and the benchlink client in CBOR mode
+//! exchanging messages with the SDK in CBOR mode.
 //!
 //! The SDK in CBOR mode sends its CBOR in text frames and reads only binary ones; had
 //! the server got that wrong, the SDK would drop the connection and reconnect, which
@@ -264,4 +265,106 @@ fn a_server_without_cbor_fails_the_sdk_in_cbor_mode() {
         Some(&json!("error")),
         "{events:?}"
     );
+}
+
+/// The benchlink client in CBOR mode and the SDK in CBOR mode exchange messages both
+/// ways, byte strings included: what the SDK publishes reaches benchlink as the same
+/// values (CBOR items, and JSON text with byte strings as base64), and what benchlink
+/// publishes (JSON text transcoded, or CBOR as is) reaches the SDK as the same values.
+#[test]
+fn benchlink_and_the_sdk_exchange_cbor_both_ways() {
+    use benchlink_std::rtm::{
+        Client, ClientOptions, Encoding, Mode, SubscribeOptions, SubscriptionData,
+        SubscriptionObserver,
+    };
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    struct Collect(mpsc::Sender<(String, Vec<u8>)>);
+    impl SubscriptionObserver for Collect {
+        fn on_enter_subscribed(&mut self) {
+            let _ = self.0.send(("subscribed".to_owned(), Vec::new()));
+        }
+        fn on_subscription_data(&mut self, data: &SubscriptionData) {
+            for (json, cbor) in data.messages().into_iter().zip(data.cbor_messages()) {
+                let _ = self.0.send((json.to_owned(), cbor.to_vec()));
+            }
+        }
+    }
+
+    let Some(python) = python() else { return };
+    let server = start_server();
+    let wait = Duration::from_secs(10);
+    let options = ClientOptions {
+        encoding: Encoding::Cbor,
+        ..ClientOptions::new(server.endpoint(), benchlink_sandbox::rtm::DEFAULT_APPKEY)
+    };
+    let client = Client::new(options).expect("client");
+    client.start().expect("start");
+
+    // SDK → benchlink.
+    let (tx, rx) = mpsc::channel();
+    client
+        .subscribe(
+            "sdk-to-rust",
+            Mode::Simple,
+            Collect(tx),
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    assert_eq!(rx.recv_timeout(wait).expect("subscribed").0, "subscribed");
+    let sent = cbor_messages();
+    Py::spawn(
+        &python,
+        "cbor.py",
+        &server,
+        "sdk-to-rust",
+        &["--step", "publish"],
+        &sent,
+    )
+    .finish();
+    let mut last = Vec::new();
+    for want in &sent {
+        let (json, cbor) = rx.recv_timeout(wait).expect("a message");
+        let got: Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(got, as_json_subscriber_sees(want));
+        last = cbor;
+    }
+    // The last one as the SDK's cbor2 encoded it, byte strings as byte strings (its keys
+    // in the order the script got them: serde_json's, sorted).
+    assert_eq!(
+        last,
+        b"\xa4\x64list\x81\x43\x01\x02\x03\x61n\x07\x63raw\x42\x00\xff\x63who\x65zebra"
+    );
+
+    // benchlink → SDK.
+    let mut sdk_sub = Py::spawn(
+        &python,
+        "cbor.py",
+        &server,
+        "rust-to-sdk",
+        &["--step", "subscribe", "--count", "3"],
+        &[],
+    );
+    sdk_sub.expect("subscribed");
+    client
+        .publish_sync("rust-to-sdk", &json!({"a": [1, "x", null]}), wait)
+        .expect("publish JSON");
+    client
+        .publish_json("rust-to-sdk", "2.5".to_owned(), None)
+        .expect("publish JSON text");
+    // {"who": "zebra", "raw": h'00ff'}
+    let binary = b"\xa2\x63who\x65zebra\x63raw\x42\x00\xff".to_vec();
+    client
+        .publish_cbor("rust-to-sdk", binary, None)
+        .expect("publish CBOR");
+    assert_eq!(
+        messages_of(&sdk_sub.finish()),
+        [
+            json!({"a": [1, "x", null]}),
+            json!(2.5),
+            json!({"who": "zebra", "raw": bytes("00ff")}),
+        ]
+    );
+    client.dispose().expect("dispose");
 }

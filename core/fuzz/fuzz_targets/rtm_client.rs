@@ -41,8 +41,8 @@ use std::time::Duration;
 
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
-    Ack, AuthResult, Client, ClientState, Config, ConnectError, FailReason, Handler,
-    InternalError, Mode, Outcome, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
+    Ack, AuthResult, Client, ClientState, Config, ConnectError, FailReason, Handler, InternalError,
+    Mode, Outcome, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -70,6 +70,8 @@ fuzz_target!(|input: &[u8]| {
         jitter_seed: u.arbitrary().unwrap_or(0),
         auth_timeout: ms(&mut u, 20_000).max(Duration::from_millis(1)),
         connect_timeout: ms(&mut u, 40_000).max(Duration::from_millis(1)),
+        // JSON: the model server reads JSON.
+        ..Config::DEFAULT
     };
     let stop_first = opts & 16 != 0;
     match opts & 3 {
@@ -159,15 +161,23 @@ impl Handler for Rec {
             .get_mut(&ticket.get())
             .unwrap_or_else(|| panic!("reply for unknown ticket {ticket:?}"));
         assert_ne!(t.kind, Kind::Auth, "reply() for an authenticate ticket");
-        assert_eq!(t.finals, 0, "{outcome:?} for ticket {ticket:?} after its final outcome");
+        assert_eq!(
+            t.finals, 0,
+            "{outcome:?} for ticket {ticket:?} after its final outcome"
+        );
         let kind = t.kind;
         if outcome.is_final() {
             t.finals += 1;
         }
         match outcome {
             Outcome::Ok(p) => {
-                assert_eq!(p.action.request(), kind.action(), "Ok answers another request");
-                p.body.inspect(|b| self.in_frame(b.as_raw()));
+                assert_eq!(
+                    p.action.request(),
+                    kind.action(),
+                    "Ok answers another request"
+                );
+                p.body
+                    .inspect(|b| self.in_frame(b.as_json().expect("JSON").as_raw()));
             }
             Outcome::Error(p) => {
                 assert!(
@@ -191,7 +201,10 @@ impl Handler for Rec {
             .get_mut(&ticket.get())
             .unwrap_or_else(|| panic!("auth for unknown ticket {ticket:?}"));
         assert_eq!(t.kind, Kind::Auth, "auth() for a {:?} ticket", t.kind);
-        assert_eq!(t.finals, 0, "{result:?} for ticket {ticket:?} after its final outcome");
+        assert_eq!(
+            t.finals, 0,
+            "{result:?} for ticket {ticket:?} after its final outcome"
+        );
         t.finals += 1;
     }
 
@@ -199,7 +212,11 @@ impl Handler for Rec {
         assert!(!self.sealed);
         let s = self.subs.entry(key.to_owned()).or_default();
         assert_eq!(s.live, 1, "transition of {key:?} without a record");
-        assert_eq!(s.state, Some(leave), "{key:?}: leave {leave:?} != previous enter");
+        assert_eq!(
+            s.state,
+            Some(leave),
+            "{key:?}: leave {leave:?} != previous enter"
+        );
         s.state = Some(enter);
     }
 
@@ -225,7 +242,11 @@ impl Handler for Rec {
         assert_eq!(s.live, 0, "{key:?} deleted without a record");
     }
 
-    fn subscription_data(&mut self, key: &str, data: benchlink_core::rtm::pdu::SubscriptionData<'_>) {
+    fn subscription_data(
+        &mut self,
+        key: &str,
+        data: benchlink_core::rtm::pdu::SubscriptionData<'_>,
+    ) {
         assert!(!self.sealed);
         let s = &self.subs[key];
         assert_eq!(s.live, 1);
@@ -238,9 +259,9 @@ impl Handler for Rec {
             s.state
         );
         assert!(data.subscription_id == key, "data for another key");
-        self.in_frame(data.messages.as_raw());
+        self.in_frame(data.messages.as_json().expect("JSON").as_raw());
         for m in data.messages.elements() {
-            self.in_frame(m.as_raw());
+            self.in_frame(m.as_json().expect("JSON").as_raw());
         }
     }
 
@@ -287,7 +308,16 @@ struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
 }
 
 const NAMES: &[&str] = &["a", "b", "c\"q", "é/ü", "a\\b", ""];
-const JSONS: &[&str] = &["1", "{\"k\":1}", "\"s\"", "[1,2]", "null", " 2 ", "{oops", "{\"a\":[{}]}"];
+const JSONS: &[&str] = &[
+    "1",
+    "{\"k\":1}",
+    "\"s\"",
+    "[1,2]",
+    "null",
+    " 2 ",
+    "{oops",
+    "{\"a\":[{}]}",
+];
 const POSITIONS: &[&str] = &["\"1:1\"", "\"1479315802:6\"", "null", "\"1\\u003a2\"", "7"];
 
 fn name(u: &mut Unstructured<'_>) -> String {
@@ -413,7 +443,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                     _ => None,
                 };
                 let deadline = self.deadline(u);
-                let r = self.client.read(now, &ch, args.as_deref(), deadline, &mut self.rec);
+                let r = self
+                    .client
+                    .read(now, &ch, args.as_deref(), deadline, &mut self.rec);
                 self.ticket(r.map(Some), Kind::Read, Ack::Reply { deadline });
             }
             5 => {
@@ -435,7 +467,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                 let role = name(u);
                 let secret: Vec<u8> = u.arbitrary::<[u8; 3]>().unwrap_or_default().to_vec();
                 let deadline = self.deadline(u);
-                let r = self.client.authenticate(now, &role, &secret, deadline, &mut self.rec);
+                let r = self
+                    .client
+                    .authenticate(now, &role, &secret, deadline, &mut self.rec);
                 self.ticket(r.map(Some), Kind::Auth, Ack::Reply { deadline });
             }
             9 => {
@@ -579,9 +613,14 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                         "{\"data\":{\"nonce\":\"MTI0==\"}}".to_owned()
                     }
                     ("rtm/subscribe" | "rtm/unsubscribe", _) => {
-                        format!("{{\"subscription_id\":{},\"position\":{position}}}", quote(&key))
+                        format!(
+                            "{{\"subscription_id\":{},\"position\":{position}}}",
+                            quote(&key)
+                        )
                     }
-                    ("rtm/read", _) => format!("{{\"message\":{{\"v\":1}},\"position\":{position}}}"),
+                    ("rtm/read", _) => {
+                        format!("{{\"message\":{{\"v\":1}},\"position\":{position}}}")
+                    }
                     ("rtm/search", _) => "{\"channels\":[\"a\",\"b\"]}".to_owned(),
                     _ => format!("{{\"position\":{position}}}"),
                 };
@@ -661,6 +700,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                         self.sock = Sock::Closing;
                     }
                 }
+                Transmit::Binary(bytes) => panic!("binary from a JSON client: {bytes:02x?}"),
                 Transmit::Send(text) => {
                     assert_eq!(self.sock, Sock::Open, "Send without an open socket: {text}");
                     let v: Json = serde_json::from_str(text)
@@ -681,7 +721,10 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                         self.last_id = Some(id);
                     }
                     let body = v.get("body");
-                    assert!(body.is_some_and(Json::is_object), "body not an object: {text}");
+                    assert!(
+                        body.is_some_and(Json::is_object),
+                        "body not an object: {text}"
+                    );
                     let key = ["subscription_id", "channel"]
                         .iter()
                         .find_map(|k| body.and_then(|b| b.get(*k)).and_then(Json::as_str))
@@ -720,7 +763,11 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         }
         if timed {
             if let Some(at) = c.poll_timeout() {
-                assert!(at > self.now, "poll_timeout {at:?} not after handle_timeout({:?})", self.now);
+                assert!(
+                    at > self.now,
+                    "poll_timeout {at:?} not after handle_timeout({:?})",
+                    self.now
+                );
             }
             for (t, info) in &self.rec.tickets {
                 if info.deadline.is_some_and(|d| d <= self.now) {
@@ -764,7 +811,10 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             assert_eq!(self.client.requests_in_flight(), 0);
             for (t, info) in &self.rec.tickets {
                 if info.finals == 0 {
-                    assert!(info.deadline.is_none(), "ticket {t} with a deadline still open");
+                    assert!(
+                        info.deadline.is_none(),
+                        "ticket {t} with a deadline still open"
+                    );
                 }
             }
         }
@@ -774,7 +824,11 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         self.check(false);
         self.rec.sealed = true;
         for (t, info) in &self.rec.tickets {
-            assert_eq!(info.finals, 1, "ticket {t} ({:?}) has no final outcome", info.kind);
+            assert_eq!(
+                info.finals, 1,
+                "ticket {t} ({:?}) has no final outcome",
+                info.kind
+            );
         }
         for (key, s) in &self.rec.subs {
             assert_eq!(s.live, 0, "subscription {key:?} not deleted by dispose");
@@ -787,16 +841,25 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         let (now, h) = (self.now, &mut self.rec);
         self.client.start(now, h);
         self.client.handle_connected(now, h);
-        self.client.handle_timeout(now.saturating_add(Duration::from_secs(1000)), h);
-        self.client.handle_message(now, "{\"action\":\"rtm/publish/ok\",\"id\":0}", h);
+        self.client
+            .handle_timeout(now.saturating_add(Duration::from_secs(1000)), h);
+        self.client
+            .handle_message(now, "{\"action\":\"rtm/publish/ok\",\"id\":0}", h);
         self.client.handle_closed(now, h);
         let ack = Ack::Reply { deadline: None };
-        assert_eq!(self.client.publish(now, "a", "1", ack, h), Err(RequestError::Disposed));
         assert_eq!(
-            self.client.subscribe(now, "a", Mode::Simple, SubscribeArgs::default(), h),
+            self.client.publish(now, "a", "1", ack, h),
             Err(RequestError::Disposed)
         );
-        assert_eq!(self.client.authenticate(now, "r", b"s", None, h), Err(RequestError::Disposed));
+        assert_eq!(
+            self.client
+                .subscribe(now, "a", Mode::Simple, SubscribeArgs::default(), h),
+            Err(RequestError::Disposed)
+        );
+        assert_eq!(
+            self.client.authenticate(now, "r", b"s", None, h),
+            Err(RequestError::Disposed)
+        );
         assert_eq!(self.client.state(), ClientState::Disposed);
         while let Some(t) = self.client.poll_transmit() {
             assert_eq!(t, Transmit::Close, "only a Close after dispose");

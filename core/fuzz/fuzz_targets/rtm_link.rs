@@ -98,6 +98,8 @@ fuzz_target!(|input: &[u8]| {
         jitter_seed: u.arbitrary().unwrap_or(0),
         auth_timeout: ms(&mut u, 20_000).max(Duration::from_millis(1)),
         connect_timeout: ms(&mut u, 40_000).max(Duration::from_millis(1)),
+        // JSON: the model server reads JSON.
+        ..Config::DEFAULT
     };
     let link = LinkConfig {
         ping_interval: ms(&mut u, 8000),

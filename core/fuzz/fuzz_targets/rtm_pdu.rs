@@ -31,10 +31,10 @@
 use std::collections::BTreeMap;
 
 use benchlink_core::http::{Cursor, EncodeError};
-use benchlink_core::json::{self, JsonStr, Value, WriteError};
+use benchlink_core::json::{self, Value, WriteError};
 use benchlink_core::rtm::pdu::{
     write_envelope, Action, History, Id, Incoming, Pdu, PduError, Request, SubscribeRequest,
-    Target,
+    Target, Text,
 };
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
@@ -79,7 +79,7 @@ fn check_value(text: &str, v: Value<'_>) {
     assert_eq!(again.as_raw(), v.as_raw());
 }
 
-fn check_str(text: &str, s: JsonStr<'_>) {
+fn check_str(text: &str, s: Text<'_>) {
     assert!(within(text, s.as_raw()), "string outside the frame");
     let quoted = format!("\"{}\"", s.as_raw());
     let again = json::parse(&quoted, 0).expect("a handed-out string re-parses");
@@ -113,11 +113,15 @@ fn check_received(bytes: &[u8]) {
         check_str(text, s);
     }
     if let Some(body) = pdu.body {
+        let body = body.as_json().expect("a JSON frame's body is JSON");
         assert!(within(text, body.as_raw()));
         check_value(text, json::parse(body.as_raw(), json::MAX_DEPTH).unwrap());
-        assert_eq!(pdu.position(), body.get("position").and_then(|v| v.as_str()));
         assert_eq!(
-            pdu.subscription_id(),
+            pdu.position().and_then(|p| p.as_json()),
+            body.get("position").and_then(|v| v.as_str())
+        );
+        assert_eq!(
+            pdu.subscription_id().and_then(|s| s.as_json()),
             body.get("subscription_id").and_then(|v| v.as_str())
         );
     } else {
@@ -134,12 +138,12 @@ fn check_received(bytes: &[u8]) {
         check_str(text, s);
     }
     if let Some(m) = pdu.message() {
-        check_value(text, m);
+        check_value(text, m.as_json().expect("JSON"));
     }
     if let Some(channels) = pdu.channels() {
-        assert!(within(text, channels.as_raw()));
+        assert!(within(text, channels.as_json().expect("JSON").as_raw()));
         for c in channels.elements() {
-            check_value(text, c);
+            check_value(text, c.as_json().expect("JSON"));
         }
     }
 
@@ -166,9 +170,9 @@ fn check_received(bytes: &[u8]) {
                     assert_eq!(pdu.action, Action::SubscriptionData);
                     check_str(text, d.subscription_id);
                     d.position.into_iter().for_each(|p| check_str(text, p));
-                    assert!(within(text, d.messages.as_raw()));
+                    assert!(within(text, d.messages.as_json().expect("JSON").as_raw()));
                     for m in d.messages.elements() {
-                        check_value(text, m);
+                        check_value(text, m.as_json().expect("JSON"));
                     }
                 }
                 Incoming::ChannelError(c) => {
@@ -210,14 +214,38 @@ fn check_received(bytes: &[u8]) {
 }
 
 const KNOWN_NAMES: &[&str] = &[
-    "rtm/publish", "rtm/publish/ok", "rtm/publish/error", "rtm/subscribe", "rtm/subscribe/ok",
-    "rtm/subscribe/error", "rtm/unsubscribe", "rtm/unsubscribe/ok", "rtm/unsubscribe/error",
-    "rtm/read", "rtm/read/ok", "rtm/read/error", "rtm/write", "rtm/write/ok", "rtm/write/error",
-    "rtm/delete", "rtm/delete/ok", "rtm/delete/error", "rtm/search", "rtm/search/data",
-    "rtm/search/ok", "rtm/search/error", "auth/handshake", "auth/handshake/ok",
-    "auth/handshake/error", "auth/authenticate", "auth/authenticate/ok",
-    "auth/authenticate/error", "rtm/subscription/data", "rtm/subscription/error",
-    "rtm/subscription/info", "/error",
+    "rtm/publish",
+    "rtm/publish/ok",
+    "rtm/publish/error",
+    "rtm/subscribe",
+    "rtm/subscribe/ok",
+    "rtm/subscribe/error",
+    "rtm/unsubscribe",
+    "rtm/unsubscribe/ok",
+    "rtm/unsubscribe/error",
+    "rtm/read",
+    "rtm/read/ok",
+    "rtm/read/error",
+    "rtm/write",
+    "rtm/write/ok",
+    "rtm/write/error",
+    "rtm/delete",
+    "rtm/delete/ok",
+    "rtm/delete/error",
+    "rtm/search",
+    "rtm/search/data",
+    "rtm/search/ok",
+    "rtm/search/error",
+    "auth/handshake",
+    "auth/handshake/ok",
+    "auth/handshake/error",
+    "auth/authenticate",
+    "auth/authenticate/ok",
+    "auth/authenticate/error",
+    "rtm/subscription/data",
+    "rtm/subscription/error",
+    "rtm/subscription/info",
+    "/error",
 ];
 
 /// Whether an `Other` action's raw text decodes to `name` (then it should have been named).
@@ -237,6 +265,7 @@ fn pdu_action_decodes_to(pdu: &Pdu<'_>, name: &str) -> bool {
 fn check_error_offset(text: &str, e: PduError) {
     match e {
         PduError::Json(j) => assert!(j.offset <= text.len()),
+        PduError::Cbor(c) => panic!("a CBOR error from JSON text: {c:?}"),
         PduError::NotAnObject { offset } => {
             assert!(offset < text.len());
             assert_ne!(text.as_bytes()[offset], b'{');
@@ -250,7 +279,10 @@ fn check_error_offset(text: &str, e: PduError) {
         }
         PduError::InvalidField { offset, .. } => {
             assert!(offset < text.len());
-            assert!(!matches!(text.as_bytes()[offset], b' ' | b'\t' | b'\n' | b'\r' | b',' | b':'));
+            assert!(!matches!(
+                text.as_bytes()[offset],
+                b' ' | b'\t' | b'\n' | b'\r' | b',' | b':'
+            ));
         }
     }
 }
@@ -267,8 +299,12 @@ fn differential(text: &str, _trimmed: &str, pdu: &Pdu<'_>) {
     let Ok(Json::Object(env)) = serde_json::from_str::<Json>(text) else {
         return;
     };
-    let envelope = json::parse(text, json::MAX_DEPTH).unwrap().as_object().unwrap();
-    if has_duplicate_keys(envelope) || pdu.body.is_some_and(has_duplicate_keys) {
+    let envelope = json::parse(text, json::MAX_DEPTH)
+        .unwrap()
+        .as_object()
+        .unwrap();
+    let body = pdu.body.and_then(|b| b.as_json());
+    if has_duplicate_keys(envelope) || body.is_some_and(has_duplicate_keys) {
         return;
     }
     let Some(Json::String(action)) = env.get("action") else {
@@ -287,7 +323,7 @@ fn differential(text: &str, _trimmed: &str, pdu: &Pdu<'_>) {
     match (pdu.body, env.get("body")) {
         (None, None) => {}
         (Some(b), Some(Json::Object(m))) => {
-            let mine: Json = serde_json::from_str(b.as_raw()).unwrap();
+            let mine: Json = serde_json::from_str(b.as_json().expect("JSON").as_raw()).unwrap();
             assert_eq!(&mine, &Json::Object(m.clone()));
         }
         (b, other) => panic!("body {b:?} vs serde {other:?}"),
@@ -378,8 +414,16 @@ fn message(u: &mut Unstructured<'_>) -> (String, Json) {
 /// members it stands for (the last of a repeated key wins).
 fn members(u: &mut Unstructured<'_>) -> (String, Vec<(String, Json)>) {
     const KEYS: &[&str] = &[
-        "channel", "position", "message", "subscription_id", "history", "fast_forward",
-        "filter", "x", "only", "prefix",
+        "channel",
+        "position",
+        "message",
+        "subscription_id",
+        "history",
+        "fast_forward",
+        "filter",
+        "x",
+        "only",
+        "prefix",
     ];
     let n = u.int_in_range(0..=4usize).unwrap_or(0);
     let mut pairs = Vec::new();
@@ -457,7 +501,10 @@ fn parts(u: &mut Unstructured<'_>) -> Parts {
 }
 
 fn obj(pairs: &[(&str, Json)]) -> serde_json::Map<String, Json> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// The request and the body it must encode to (typed members, then extras over them).
@@ -465,15 +512,23 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
     let s = |s: &str| Json::String(s.to_owned());
     let (req, mut body) = match p.kind {
         0 => (
-            Request::Publish { channel: &p.a, message: &p.msg.0 },
+            Request::Publish {
+                channel: &p.a,
+                message: p.msg.0.as_str().into(),
+            },
             obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
         ),
         1 => (
-            Request::Write { channel: &p.a, message: &p.msg.0 },
+            Request::Write {
+                channel: &p.a,
+                message: p.msg.0.as_str().into(),
+            },
             obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
         ),
         2 => (
-            Request::Unsubscribe { subscription_id: &p.a },
+            Request::Unsubscribe {
+                subscription_id: &p.a,
+            },
             obj(&[("subscription_id", s(&p.a))]),
         ),
         3 => {
@@ -490,7 +545,10 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                 body,
             )
         }
-        4 => (Request::Delete { channel: &p.a }, obj(&[("channel", s(&p.a))])),
+        4 => (
+            Request::Delete { channel: &p.a },
+            obj(&[("channel", s(&p.a))]),
+        ),
         5 => (
             Request::Handshake { role: &p.a },
             obj(&[
@@ -505,26 +563,35 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                 ("credentials", Json::Object(obj(&[("hash", s(&p.a))]))),
             ]),
         ),
-        7 => (Request::Search { prefix: &p.a }, obj(&[("prefix", s(&p.a))])),
+        7 => (
+            Request::Search { prefix: &p.a },
+            obj(&[("prefix", s(&p.a))]),
+        ),
         8 => {
             let body_text = p.extras.as_ref().map_or("{}", |e| e.0.as_str());
             (
-                Request::Other { action: &p.b, body: body_text },
+                Request::Other {
+                    action: &p.b,
+                    body: body_text,
+                },
                 serde_json::Map::new(),
             )
         }
         _ => {
             let target = if p.view {
-                Target::View { subscription_id: &p.a, filter: &p.b }
+                Target::View {
+                    subscription_id: &p.a,
+                    filter: &p.b,
+                }
             } else {
                 Target::Channel(&p.a)
             };
             let mut body = serde_json::Map::new();
             match target {
                 Target::Channel(c) => body.insert("channel".into(), s(c)),
-                Target::View { subscription_id, .. } => {
-                    body.insert("subscription_id".into(), s(subscription_id))
-                }
+                Target::View {
+                    subscription_id, ..
+                } => body.insert("subscription_id".into(), s(subscription_id)),
             };
             if p.fast_forward {
                 body.insert("fast_forward".into(), Json::Bool(true));
@@ -612,9 +679,14 @@ fn check_request(u: &mut Unstructured<'_>) {
     if small < out.len() {
         assert_eq!(
             r_small,
-            Err(WriteError::Encode(EncodeError::BufferTooSmall { capacity: small }))
+            Err(WriteError::Encode(EncodeError::BufferTooSmall {
+                capacity: small
+            }))
         );
-        assert!(out.starts_with(&out_small), "a failed encode left a non-prefix");
+        assert!(
+            out.starts_with(&out_small),
+            "a failed encode left a non-prefix"
+        );
     } else {
         assert_eq!((r_small, &out_small), (Ok(()), &out));
     }
@@ -622,30 +694,45 @@ fn check_request(u: &mut Unstructured<'_>) {
     // encode_body + write_envelope give the same bytes.
     let mut body_buf = vec![0u8; out.len()];
     let mut body_out = Cursor::new(&mut body_buf);
-    req.encode_body(&mut body_out).expect("the body fits where the PDU did");
+    req.encode_body(&mut body_out)
+        .expect("the body fits where the PDU did");
     let body_text = std::str::from_utf8(body_out.written()).unwrap().to_owned();
     let mut env_buf = vec![0u8; out.len()];
     let mut env_out = Cursor::new(&mut env_buf);
     write_envelope(req.action().as_str(), id, &body_text, &mut env_out).unwrap();
-    assert_eq!(env_out.written(), &out[..], "encode_body + write_envelope differ");
+    assert_eq!(
+        env_out.written(),
+        &out[..],
+        "encode_body + write_envelope differ"
+    );
 
     // serde_json reads exactly the request.
     let text = std::str::from_utf8(&out).expect("UTF-8 output");
-    let v: Json = serde_json::from_str(text)
-        .unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
+    let v: Json =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
     let env = v.as_object().expect("an object");
     let action_name = match p.kind {
         8 => p.b.as_str(),
         _ => req.action().as_str(),
     };
-    assert_eq!(env.get("action"), Some(&Json::String(action_name.to_owned())));
+    assert_eq!(
+        env.get("action"),
+        Some(&Json::String(action_name.to_owned()))
+    );
     assert_eq!(env.get("id").and_then(Json::as_u64), id);
     assert_eq!(env.contains_key("id"), id.is_some());
     assert_eq!(env.len(), 2 + usize::from(id.is_some()));
-    assert_eq!(env.get("body"), Some(&Json::Object(expected_body.clone())), "{text}");
+    assert_eq!(
+        env.get("body"),
+        Some(&Json::Object(expected_body.clone())),
+        "{text}"
+    );
 
     // No key written twice, at any level of the envelope and body.
-    let top = json::parse(text, json::MAX_DEPTH).unwrap().as_object().unwrap();
+    let top = json::parse(text, json::MAX_DEPTH)
+        .unwrap()
+        .as_object()
+        .unwrap();
     assert!(!has_duplicate_keys(top));
     let body_obj = top.get("body").and_then(|b| b.as_object()).unwrap();
     assert!(!has_duplicate_keys(body_obj), "repeated key in {text}");
@@ -653,7 +740,12 @@ fn check_request(u: &mut Unstructured<'_>) {
 
     // Pdu::parse reads it back (within the default nesting limit).
     let within_limit = depth(&v) <= json::DEFAULT_MAX_DEPTH;
-    assert_eq!(Pdu::parse(text).is_ok(), within_limit, "depth {} of {text}", depth(&v));
+    assert_eq!(
+        Pdu::parse(text).is_ok(),
+        within_limit,
+        "depth {} of {text}",
+        depth(&v)
+    );
     let pdu = Pdu::parse_with_depth(text, json::MAX_DEPTH).expect("encoded PDU parses");
     let plain = !action_name
         .bytes()
@@ -665,13 +757,13 @@ fn check_request(u: &mut Unstructured<'_>) {
         assert!(pdu_action_decodes_to(&pdu, action_name));
     }
     assert_eq!(pdu.id, id.map(Id::Int));
-    let body = pdu.body.expect("a body");
+    let body = pdu.body.and_then(|b| b.as_json()).expect("a JSON body");
     assert_eq!(body.members().count(), expected_body.len());
     let str_member = |key: &str| match expected_body.get(key) {
         Some(Json::String(s)) => Some(s.clone()),
         _ => None,
     };
-    let check = |got: Option<JsonStr<'_>>, key: &str| match (got, str_member(key)) {
+    let check = |got: Option<Text<'_>>, key: &str| match (got, str_member(key)) {
         (Some(g), Some(e)) => assert!(g == e.as_str(), "{key}: {g:?} vs {e:?}"),
         (None, None) => {}
         (g, e) => panic!("{key}: {g:?} vs {e:?}"),
@@ -680,6 +772,7 @@ fn check_request(u: &mut Unstructured<'_>) {
     check(pdu.subscription_id(), "subscription_id");
     match (pdu.message(), expected_body.get("message")) {
         (Some(m), Some(e)) => {
+            let m = m.as_json().expect("JSON");
             let got: Json = serde_json::from_str(m.as_raw()).unwrap();
             assert_eq!(&got, e);
             if matches!(p.kind, 0 | 1) {
@@ -691,7 +784,10 @@ fn check_request(u: &mut Unstructured<'_>) {
     }
     let mut members = BTreeMap::new();
     for (k, v) in body.members() {
-        members.insert(k.to_string(), serde_json::from_str::<Json>(v.as_raw()).unwrap());
+        members.insert(
+            k.to_string(),
+            serde_json::from_str::<Json>(v.as_raw()).unwrap(),
+        );
     }
     let expected: BTreeMap<String, Json> = expected_body.into_iter().collect();
     assert_eq!(members, expected);

@@ -73,6 +73,12 @@ pub enum WriteError {
     /// reported an error, a map key is not a string, number, bool or unit variant, or an
     /// integer is beyond 64 bits.
     Unserializable,
+    /// A pre-serialized CBOR value (a message) is not one well-formed CBOR item;
+    /// `offset` is the byte offset into it.
+    InvalidCbor {
+        /// Where in the caller's bytes the problem is.
+        offset: usize,
+    },
 }
 
 impl From<EncodeError> for WriteError {
@@ -94,6 +100,12 @@ impl fmt::Display for WriteError {
             }
             WriteError::NotAnObject => f.write_str("pre-serialized members are not a JSON object"),
             WriteError::Unserializable => f.write_str("value has no JSON form"),
+            WriteError::InvalidCbor { offset } => {
+                write!(
+                    f,
+                    "pre-serialized value: not well-formed CBOR at byte {offset}"
+                )
+            }
         }
     }
 }

@@ -36,8 +36,9 @@ use hmac::{Hmac, Mac};
 use md5::Md5;
 
 use super::pdu::{Action, ErrorBody, Pdu, Request};
+use super::pdu::{Encoding, Text};
 use crate::http::Cursor;
-use crate::json::{JsonStr, WriteError};
+use crate::json::WriteError;
 
 /// Length of a role-secret hash: base64 of a 16-byte MD5 digest, with padding.
 pub const HASH_LEN: usize = 24;
@@ -115,9 +116,9 @@ pub fn role_secret_hash(secret: &[u8], nonce: &[u8]) -> [u8; HASH_LEN] {
     hash_with(secret, |mac| mac.update(nonce))
 }
 
-/// The hash over a nonce that arrived as a JSON string: escapes (a server may write `/`
+/// The hash over a received nonce: JSON escapes (a server may write `/`
 /// as `\/`) are resolved while feeding the MAC, so no buffer is needed.
-fn json_nonce_hash(secret: &[u8], nonce: JsonStr<'_>) -> [u8; HASH_LEN] {
+fn nonce_hash(secret: &[u8], nonce: Text<'_>) -> [u8; HASH_LEN] {
     match nonce.as_plain() {
         Some(plain) => role_secret_hash(secret, plain.as_bytes()),
         None => hash_with(secret, |mac| {
@@ -305,10 +306,29 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
     /// assert_eq!(auth.write_request(1, &mut Cursor::new(&mut buf)), Ok(false));
     /// ```
     pub fn write_request(&mut self, id: u64, out: &mut Cursor<'_>) -> Result<bool, WriteError> {
+        self.write_request_as(Encoding::Json, id, out)
+    }
+
+    /// [`write_request`](Self::write_request) in `encoding`.
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::auth::RoleSecretAuth;
+    /// use benchlink_core::rtm::pdu::Encoding;
+    /// let mut auth = RoleSecretAuth::new("r", "s");
+    /// let mut buf = [0u8; 128];
+    /// assert_eq!(auth.write_request_as(Encoding::Json, 0, &mut Cursor::new(&mut buf)), Ok(true));
+    /// ```
+    pub fn write_request_as(
+        &mut self,
+        encoding: Encoding,
+        id: u64,
+        out: &mut Cursor<'_>,
+    ) -> Result<bool, WriteError> {
         let Some(request) = self.next_request() else {
             return Ok(false);
         };
-        request.encode(Some(id), out)?;
+        request.encode_as(encoding, Some(id), out)?;
         self.sent(id);
         Ok(true)
     }
@@ -338,7 +358,7 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
         let (next, step) = match (self.state, pdu.action) {
             (AuthState::AwaitingNonce { .. }, Action::HandshakeOk) => match pdu.nonce() {
                 Some(nonce) => {
-                    self.hash = json_nonce_hash(self.secret.as_ref(), nonce);
+                    self.hash = nonce_hash(self.secret.as_ref(), nonce);
                     (AuthState::ReadyToAuthenticate, AuthStep::SendNext)
                 }
                 None => fail(AuthFailure::MissingNonce, pdu),
@@ -414,7 +434,7 @@ mod tests {
         .unwrap();
         let nonce = pdu.nonce().unwrap();
         assert_eq!(
-            &json_nonce_hash("sécrèt".as_bytes(), nonce),
+            &nonce_hash("sécrèt".as_bytes(), nonce),
             b"5mcSwDGRqAh/+YlT79Ymrw=="
         );
     }

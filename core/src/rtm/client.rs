@@ -14,7 +14,9 @@ use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
 };
-use super::pdu::{write_envelope, Action, Id, Incoming, Outcome as Suffix, Pdu};
+use super::pdu::{
+    write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
+};
 use super::queue::RecordFifo;
 use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
@@ -77,6 +79,11 @@ pub struct Config {
     /// failed with [`ConnectError::Timeout`] (default 30 s), a safety net for adapters
     /// whose own timeout is longer or absent.
     pub connect_timeout: Duration,
+    /// How PDUs travel (default JSON). With `Encoding::Cbor` (feature `cbor`) every
+    /// request is written in CBOR, queued ones included, and a [`Link`](super::Link)
+    /// offers the `cbor` subprotocol and fails a connection whose server does not select
+    /// it ([`ConnectError::SubprotocolNotSelected`]).
+    pub encoding: Encoding,
 }
 
 impl Config {
@@ -97,6 +104,7 @@ impl Config {
         jitter_seed: 0x0BE0_C41E_D5EE_D001,
         auth_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(30),
+        encoding: Encoding::Json,
     };
 }
 
@@ -459,6 +467,18 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
     }
 
+    /// How this client's PDUs travel ([`Config::encoding`]).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, Config};
+    /// use benchlink_core::rtm::pdu::Encoding;
+    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert_eq!(client.encoding(), Encoding::Json);
+    /// ```
+    pub fn encoding(&self) -> Encoding {
+        self.config.encoding
+    }
+
     /// The current state.
     ///
     /// ```
@@ -673,10 +693,33 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
-        let req = UserRequest::Publish {
-            channel,
-            message: message_json,
-        };
+        self.publish_payload(now, channel, Payload::Json(message_json), ack, h)
+    }
+
+    /// [`publish`](Self::publish) a [`Payload`]: JSON text, or one CBOR item (feature
+    /// `cbor`, e.g. a map with a byte string) for a client whose [`Config::encoding`] is
+    /// CBOR. A CBOR item is checked now; on a JSON client it is refused
+    /// ([`RequestError::InvalidJson`]: it is no JSON).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::pdu::Payload;
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
+    /// ```
+    pub fn publish_payload<H: Handler>(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        message: Payload<'_>,
+        ack: Ack,
+        h: &mut H,
+    ) -> Result<Option<Ticket>, RequestError> {
+        if matches!(message, Payload::Cbor(_)) && self.config.encoding == Encoding::Json {
+            return Err(RequestError::InvalidJson);
+        }
+        let req = UserRequest::Publish { channel, message };
         self.submit(now, Untyped::from(req), ack, h)
     }
 
@@ -1057,22 +1100,56 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.state(), ClientState::Awaiting);
     /// ```
     pub fn handle_message<H: Handler>(&mut self, now: Instant, text: &str, h: &mut H) {
+        match self.config.encoding {
+            // Already UTF-8: no second check.
+            Encoding::Json => self.handle_incoming(now, || Incoming::parse(text), h),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => self.handle_frame(now, text.as_bytes(), h),
+        }
+    }
+
+    /// One received frame's payload, text or binary, read in [`Config::encoding`]: the
+    /// binary twin of [`handle_message`](Self::handle_message) (a CBOR server sends binary
+    /// frames; a lenient one may send CBOR in text frames).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// client.start(Instant::ZERO, &mut NoopHandler);
+    /// client.poll_transmit();
+    /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    /// client.handle_frame(Instant::ZERO, b"\xff", &mut NoopHandler); // not UTF-8: reconnect
+    /// assert_eq!(client.state(), ClientState::Awaiting);
+    /// ```
+    pub fn handle_frame<H: Handler>(&mut self, now: Instant, payload: &[u8], h: &mut H) {
+        let encoding = self.config.encoding;
+        self.handle_incoming(now, || Incoming::decode(encoding, payload), h);
+    }
+
+    /// Acts on one received PDU, read by `parse` once the connection is known to be open.
+    fn handle_incoming<'p, H: Handler>(
+        &mut self,
+        now: Instant,
+        parse: impl FnOnce() -> Result<Incoming<'p>, PduError>,
+        h: &mut H,
+    ) {
         if !self.open {
             h.internal_error(InternalError::NotConnected);
             return;
         }
-        match Incoming::parse(text) {
+        match parse() {
             Err(e) => self.fatal(now, InternalError::Malformed(e), h),
             Ok(Incoming::Reply { id, pdu }) => self.on_reply(now, id, pdu, h),
             Ok(Incoming::Data(data)) => {
-                if let Some(i) = self.find_sub_json(data.subscription_id) {
+                if let Some(i) = self.find_sub_text(data.subscription_id) {
                     if let Some(sub) = self.subs.get_mut(i) {
                         sub.on_data(data, h);
                     }
                 }
             }
             Ok(Incoming::ChannelError(e)) => {
-                if let Some(i) = self.find_sub_json(e.subscription_id) {
+                if let Some(i) = self.find_sub_text(e.subscription_id) {
                     let connected = self.subs_connected;
                     if let Some(sub) = self.subs.get_mut(i) {
                         if matches!(sub.state(), SubState::Subscribed | SubState::Unsubscribing) {
@@ -1087,7 +1164,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 }
             }
             Ok(Incoming::FastForward(info)) => {
-                if let Some(i) = self.find_sub_json(info.subscription_id) {
+                if let Some(i) = self.find_sub_text(info.subscription_id) {
                     if let Some(sub) = self.subs.get_mut(i) {
                         sub.on_fast_forward(info, h);
                     }
@@ -1209,20 +1286,22 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             self.front_taken = false;
         }
         self.pump();
+        let encoding = self.config.encoding;
         while let Some(front) = self.outbox.front() {
-            if core::str::from_utf8(front).is_ok() {
+            if encoding != Encoding::Json || core::str::from_utf8(front).is_ok() {
                 self.front_taken = true;
                 break;
             }
-            // Never happens: the outbox only holds what the JSON writer produced.
+            // Never happens: in JSON the outbox only holds what the JSON writer produced.
             self.outbox.pop_front();
         }
         if self.front_taken {
-            return self
-                .outbox
-                .front()
-                .and_then(|front| core::str::from_utf8(front).ok())
-                .map(Transmit::Send);
+            let front = self.outbox.front()?;
+            return match encoding {
+                Encoding::Json => core::str::from_utf8(front).ok().map(Transmit::Send),
+                #[cfg(feature = "cbor")]
+                Encoding::Cbor => Some(Transmit::Binary(front)),
+            };
         }
         if self.close_pending {
             self.close_pending = false;
@@ -1407,7 +1486,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.subs.iter().position(|s| s.key() == key)
     }
 
-    fn find_sub_json(&self, key: crate::json::JsonStr<'_>) -> Option<usize> {
+    fn find_sub_text(&self, key: super::pdu::Text<'_>) -> Option<usize> {
         self.subs.iter().position(|s| key == s.key())
     }
 
@@ -1643,8 +1722,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         let mut sent = false;
         if self.can_send_now(acked) {
             let id = self.next_id;
+            let encoding = self.config.encoding;
             match push_encoded(&mut self.outbox, None, |out| {
-                req.encode(acked.then_some(u64::from(id)), out)
+                req.encode(encoding, acked.then_some(u64::from(id)), out)
             }) {
                 Ok(()) => {
                     sent = true;
@@ -1673,7 +1753,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             let cap = RecordFifo::<OUT>::max_record().saturating_sub(ENVELOPE);
             let mut too_large = false;
             let write_body = |out: &mut Cursor<'_>| {
-                let written = req.encode_queued(out);
+                let written = req.encode_queued(self.config.encoding, out);
                 if !R::BOUNDED_UPFRONT {
                     let room = out.capacity();
                     too_large |= match written {
@@ -1767,7 +1847,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         if self.restoring.is_some() {
             if let Some(creds) = self.remembered.as_mut() {
                 let id = self.next_id;
-                if let Ok(true) = Self::write_auth(&mut self.outbox, creds, id) {
+                if let Ok(true) =
+                    Self::write_auth(&mut self.outbox, self.config.encoding, creds, id)
+                {
                     self.next_id = self.next_id.wrapping_add(1);
                 }
             }
@@ -1775,7 +1857,12 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
         if let Some(auth) = self.user_auth.as_mut().filter(|a| a.started) {
             let id = self.next_id;
-            match Self::write_auth(&mut self.outbox, &mut auth.machine, id) {
+            match Self::write_auth(
+                &mut self.outbox,
+                self.config.encoding,
+                &mut auth.machine,
+                id,
+            ) {
                 Ok(true) => self.next_id = self.next_id.wrapping_add(1),
                 Ok(false) => {}
                 Err(_) => return,
@@ -1788,8 +1875,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 };
                 let id = self.next_id;
                 let request = sub.request(kind);
+                let encoding = self.config.encoding;
                 if push_encoded(&mut self.outbox, None, |out| {
-                    request.encode(Some(u64::from(id)), out)
+                    request.encode_as(encoding, Some(u64::from(id)), out)
                 })
                 .is_err()
                 {
@@ -1824,8 +1912,12 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                         auth.started = true;
                         auth.machine.reset();
                         let id = self.next_id;
-                        if let Ok(true) = Self::write_auth(&mut self.outbox, &mut auth.machine, id)
-                        {
+                        if let Ok(true) = Self::write_auth(
+                            &mut self.outbox,
+                            self.config.encoding,
+                            &mut auth.machine,
+                            id,
+                        ) {
                             self.next_id = self.next_id.wrapping_add(1);
                         }
                     }
@@ -1838,13 +1930,26 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 break;
             }
             let id = self.next_id;
-            let body = core::str::from_utf8(body).unwrap_or("");
             let (action, body) = match meta.kind {
-                ReqKind::Other => body.split_once('\n').unwrap_or(("", body)),
+                // `action\n` before the body (an action name has no line feed).
+                ReqKind::Other => match body.iter().position(|&b| b == b'\n') {
+                    Some(at) => (
+                        core::str::from_utf8(body.get(..at).unwrap_or_default()).unwrap_or(""),
+                        body.get(at.saturating_add(1)..).unwrap_or_default(),
+                    ),
+                    None => ("", body),
+                },
                 kind => (kind.action().as_str(), body),
             };
+            let encoding = self.config.encoding;
             let written = push_encoded(&mut self.outbox, None, |out| {
-                write_envelope(action, meta.acked.then_some(u64::from(id)), body, out)
+                write_envelope_as(
+                    encoding,
+                    action,
+                    meta.acked.then_some(u64::from(id)),
+                    body,
+                    out,
+                )
             });
             if written.is_err() {
                 break;
@@ -1863,6 +1968,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// Writes the auth request due now, if any; `Ok(false)` when none is due.
     fn write_auth(
         outbox: &mut RecordFifo<OUT>,
+        encoding: Encoding,
         machine: &mut Credentials,
         id: u32,
     ) -> Result<bool, WriteError> {
@@ -1870,7 +1976,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return Ok(false);
         }
         push_encoded(outbox, None, |out| {
-            machine.write_request(u64::from(id), out).map(|_| ())
+            machine
+                .write_request_as(encoding, u64::from(id), out)
+                .map(|_| ())
         })?;
         Ok(true)
     }

@@ -55,7 +55,11 @@ impl Handler for Rec {
         self.log.push(format!("client {leave:?}->{enter:?}"));
     }
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-        let body = |p: &Pdu<'_>| p.body.map_or("-", |b| b.as_raw()).to_string();
+        let body = |p: &Pdu<'_>| {
+            p.body.map_or("-".to_string(), |b| {
+                String::from_utf8_lossy(b.raw().as_bytes()).into_owned()
+            })
+        };
         let what = match &outcome {
             Outcome::Ok(p) => format!("ok {}", body(p)),
             Outcome::Error(p) => format!("error {}", body(p)),
@@ -81,7 +85,11 @@ impl Handler for Rec {
         self.log.push(format!("deleted {key}"));
     }
     fn subscription_data(&mut self, key: &str, data: crate::rtm::pdu::SubscriptionData<'_>) {
-        let messages: Vec<&str> = data.messages.elements().map(|m| m.as_raw()).collect();
+        let messages: Vec<&str> = data
+            .messages
+            .elements()
+            .map(|m| m.as_json().unwrap().as_raw())
+            .collect();
         let position = data.position.map_or("-", |p| p.as_raw());
         self.log
             .push(format!("data {key} [{}] {position}", messages.join(",")));
@@ -141,6 +149,7 @@ impl T {
                 Transmit::Connect => "CONNECT".to_string(),
                 Transmit::Close => "CLOSE".to_string(),
                 Transmit::Send(s) => s.to_string(),
+                Transmit::Binary(b) => format!("{b:02x?}"),
             });
         }
         v
@@ -2971,4 +2980,57 @@ fn raw_action_rejects_bad_names_and_bodies() {
         );
     }
     assert_eq!(t.c.queued_requests(), 0);
+}
+
+/// In CBOR, queued requests (a subscription, a publish, any action) go out as CBOR
+/// PDUs in binary frames once connected, and CBOR replies end them.
+#[cfg(feature = "cbor")]
+#[test]
+fn cbor_client_queues_and_sends_cbor() {
+    use crate::rtm::pdu::{Encoding, Id, Pdu, Raw};
+    let mut t = T::new(Config {
+        encoding: Encoding::Cbor,
+        ..quiet()
+    });
+    let ticket = t.publish("ch", r#"{"a":1}"#, true).unwrap().unwrap();
+    let ack = Ack::Reply { deadline: None };
+    t.c.action(t.now, "rtm/x", r#"{"k":[1]}"#, ack, &mut t.r)
+        .unwrap();
+    t.sub("ch", Mode::Simple);
+    t.start();
+    assert_eq!(t.c.poll_transmit(), Some(Transmit::Connect));
+    t.opened();
+    let mut sent = Vec::new();
+    while let Some(out) = t.c.poll_transmit() {
+        let Transmit::Binary(bytes) = out else {
+            panic!("{out:?}")
+        };
+        sent.push(bytes.to_vec());
+    }
+    let pdus: Vec<Pdu<'_>> = sent.iter().map(|b| Pdu::parse_cbor(b).unwrap()).collect();
+    let actions: Vec<_> = pdus.iter().map(|p| (p.action.as_str(), p.id)).collect();
+    assert_eq!(
+        actions,
+        [
+            ("rtm/subscribe", Some(Id::Int(0))),
+            ("rtm/publish", Some(Id::Int(1))),
+            ("rtm/x", Some(Id::Int(2))),
+        ]
+    );
+    assert_eq!(
+        pdus[1].message().unwrap().raw(),
+        Raw::Cbor(&[0xa1, 0x61, b'a', 0x01])
+    );
+    let k = pdus[2].body.unwrap().get("k").unwrap();
+    assert_eq!(k.raw(), Raw::Cbor(&[0x81, 0x01]));
+    // {"action":"rtm/publish/ok","id":1,"body":{}}
+    let mut ok = vec![0xa3, 0x66];
+    ok.extend_from_slice(b"action");
+    ok.push(0x6e);
+    ok.extend_from_slice(b"rtm/publish/ok");
+    ok.extend_from_slice(&[0x62, b'i', b'd', 0x01, 0x64]);
+    ok.extend_from_slice(b"body");
+    ok.push(0xa0);
+    t.c.handle_frame(t.now, &ok, &mut t.r);
+    assert_eq!(t.r.finals.get(&ticket.get()), Some(&1));
 }

@@ -3,7 +3,7 @@
 //! record.
 
 use super::events::Ticket;
-use super::pdu::{Action, Request};
+use super::pdu::{Action, Encoding, Payload, Request};
 use crate::http::Cursor;
 use crate::json::{self, WriteError};
 use crate::time::Instant;
@@ -105,12 +105,18 @@ pub(crate) trait Submit {
     /// (for a typed message: without the message, which is bounded as it is written).
     fn pdu_bound(&self) -> usize;
 
-    /// The whole PDU.
-    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError>;
+    /// The whole PDU, in `encoding`.
+    fn encode(
+        &self,
+        encoding: Encoding,
+        id: Option<u64>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError>;
 
-    /// The offline-queue record after its [`Meta`]: the body, which the client wraps in
-    /// an envelope once connected (a raw action's name and a newline first).
-    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError>;
+    /// The offline-queue record after its [`Meta`]: the body in `encoding`, which the
+    /// client wraps in an envelope once connected (a raw action's name and a newline
+    /// first).
+    fn encode_queued(&self, encoding: Encoding, out: &mut Cursor<'_>) -> Result<(), WriteError>;
 
     /// Whether the pre-serialized parts are valid JSON (used to tell `InvalidJson` from
     /// `Full` when encoding failed for lack of space, before validation could run).
@@ -143,16 +149,21 @@ impl Submit for Untyped<'_> {
         self.req.pdu_bound()
     }
 
-    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
-        self.pdu.encode(id, out)
+    fn encode(
+        &self,
+        encoding: Encoding,
+        id: Option<u64>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        self.pdu.encode_as(encoding, id, out)
     }
 
-    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+    fn encode_queued(&self, encoding: Encoding, out: &mut Cursor<'_>) -> Result<(), WriteError> {
         if let UserRequest::Other { action, .. } = self.req {
             out.push_str(action)?;
             out.push(b"\n")?;
         }
-        self.pdu.encode_body(out)
+        self.pdu.encode_body_as(encoding, out)
     }
 
     fn json_is_valid(&self) -> bool {
@@ -165,7 +176,7 @@ impl Submit for Untyped<'_> {
 pub(crate) enum UserRequest<'a> {
     Publish {
         channel: &'a str,
-        message: &'a str,
+        message: Payload<'a>,
     },
     Read {
         channel: &'a str,
@@ -209,7 +220,7 @@ impl<'a> UserRequest<'a> {
             },
             UserRequest::Write { channel, value } => Request::Write {
                 channel,
-                message: value,
+                message: Payload::Json(value),
             },
             UserRequest::Delete { channel } => Request::Delete { channel },
             UserRequest::Search { prefix } => Request::Search { prefix },
@@ -237,9 +248,16 @@ impl<'a> UserRequest<'a> {
     /// `Full` when encoding failed for lack of space, before validation could run).
     pub(crate) fn json_is_valid(&self) -> bool {
         match *self {
-            UserRequest::Publish { message: v, .. } | UserRequest::Write { value: v, .. } => {
-                json::parse(v, json::MAX_DEPTH).is_ok()
+            UserRequest::Publish {
+                message: Payload::Json(v),
+                ..
             }
+            | UserRequest::Write { value: v, .. } => json::parse(v, json::MAX_DEPTH).is_ok(),
+            #[cfg(feature = "cbor")]
+            UserRequest::Publish {
+                message: Payload::Cbor(v),
+                ..
+            } => crate::cbor::parse(v, crate::cbor::DEFAULT_MAX_DEPTH).is_ok(),
             UserRequest::Read {
                 args: Some(args), ..
             } => json::write::parse_object(args).is_ok(),
@@ -373,7 +391,10 @@ mod tests {
         let message = r#"{"k": [1, 2]}"#;
         let mut buf = [0u8; 256];
         for req in [
-            UserRequest::Publish { channel, message },
+            UserRequest::Publish {
+                channel,
+                message: message.into(),
+            },
             UserRequest::Write {
                 channel,
                 value: message,

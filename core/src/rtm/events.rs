@@ -221,6 +221,10 @@ pub enum ConnectError {
     },
     /// The upgrade response was not a valid WebSocket accept.
     Protocol,
+    /// The server accepted the upgrade without selecting the subprotocol the client
+    /// offered for its encoding (`cbor`): a JSON-only server. The client never sends
+    /// CBOR to it.
+    SubprotocolNotSelected,
     /// The attempt took longer than the adapter's or the client's `connect_timeout`.
     Timeout,
     /// The socket opened but closed before the client was ready (during auth restore).
@@ -248,6 +252,9 @@ impl fmt::Display for ConnectError {
                 write!(f, "WebSocket upgrade rejected with HTTP status {status}")
             }
             ConnectError::Protocol => f.write_str("invalid WebSocket upgrade response"),
+            ConnectError::SubprotocolNotSelected => {
+                f.write_str("the server did not select the offered subprotocol (cbor)")
+            }
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Closed => f.write_str("connection closed before it was ready"),
             ConnectError::AuthRestore => f.write_str("auth restore failed"),
@@ -273,6 +280,9 @@ pub enum Transmit<'a> {
     Connect,
     /// Send this PDU as one text frame on the current socket.
     Send(&'a str),
+    /// Send this PDU as one binary frame on the current socket: only a client whose
+    /// encoding is CBOR (feature `cbor`) hands these out.
+    Binary(&'a [u8]),
     /// Close the current socket (a close frame, then the TCP close) and report
     /// `handle_closed` when it is closed; a no-op when there is no socket.
     Close,
@@ -395,7 +405,7 @@ impl<'a> FailReason<'a> {
     /// let text: String = FailReason::SubscribeError(pdu).reason_text().unwrap().chars().collect();
     /// assert_eq!(text, "café \"x\"");
     /// ```
-    pub fn reason_text(&self) -> Option<crate::json::JsonStr<'a>> {
+    pub fn reason_text(&self) -> Option<pdu::Text<'a>> {
         let (error, reason) = match self {
             FailReason::SubscribeError(pdu) => {
                 let e = pdu.error();

@@ -8,6 +8,7 @@ use heapless::String;
 use super::backoff::splitmix64;
 use super::client::{Client, Config};
 use super::events::{ClientState, ConnectError, Handler, Transmit};
+use super::pdu::Encoding;
 use crate::http::{Cursor, Head};
 use crate::time::Instant;
 use crate::ws::{
@@ -439,7 +440,7 @@ impl<
                     self.client.handle_closed(now, &mut super::NoopHandler);
                     None
                 }
-                Some(Transmit::Send(_)) | None => None,
+                _ => None,
             },
             Phase::Opening | Phase::Upgrading { .. } => {
                 // The only thing the client can ask before it was told `connected`: give
@@ -506,7 +507,7 @@ impl<
                 appkey: &self.appkey,
                 key: &key,
                 origin: None,
-                protocol: None,
+                protocol: self.client.encoding().subprotocol(),
                 user_agent: self.config.user_agent,
             };
             let mut out = Cursor::new(self.tx.as_mut());
@@ -565,6 +566,7 @@ impl<
             self.last_rx = now;
             self.ping_sent = false;
         }
+        let binary = self.client.encoding() != Encoding::Json;
         while !input.is_empty() {
             let outcome = match self.session.handle(input) {
                 Ok((used, message)) => {
@@ -574,12 +576,16 @@ impl<
                             self.client.handle_message(now, text, h);
                             None
                         }
+                        Some(Message::Binary(payload)) if deliver && binary => {
+                            self.client.handle_frame(now, payload, h);
+                            None
+                        }
                         Some(Message::Close(frame)) => Some(Disconnect::PeerClosed {
                             code: frame.map(|f| f.code),
                             reason: frame.map_or("", |f| f.reason),
                         }),
-                        // Pings are answered by the session; pongs and binary frames
-                        // (this link speaks JSON) only prove the server is alive.
+                        // Pings are answered by the session; pongs and, in JSON, binary
+                        // frames only prove the server is alive.
                         Some(_) => None,
                         None => break,
                     }
@@ -752,6 +758,13 @@ impl<
                         self.tx_end = at.saturating_add(out.len());
                     }
                 }
+                Some(Transmit::Binary(pdu)) => {
+                    let at = self.tx_end;
+                    let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
+                    if self.session.send_binary(pdu, &mut out).is_ok() {
+                        self.tx_end = at.saturating_add(out.len());
+                    }
+                }
                 Some(Transmit::Close) => {
                     // Replies to what was sent still arrive while the server answers our
                     // close; a client that is not stopping no longer wants them.
@@ -824,8 +837,14 @@ impl<
             }
             return None;
         };
+        // A server that does not select the encoding's subprotocol speaks JSON only: the
+        // connection fails rather than sending it CBOR.
+        let offered = self.client.encoding().subprotocol();
         let checked = match Head::parse(gathered.get(..end).unwrap_or_default()) {
-            Ok(parsed) => match check_response(&parsed, &key, None) {
+            Ok(parsed) => match check_response(&parsed, &key, offered) {
+                Ok(selected) if selected.is_none() && offered.is_some() => {
+                    Err(ConnectError::SubprotocolNotSelected)
+                }
                 Ok(_) => Ok(()),
                 Err(HandshakeError::Status { status }) => Err(ConnectError::Rejected { status }),
                 Err(_) => Err(ConnectError::Protocol),
@@ -840,6 +859,9 @@ impl<
         let used = end.saturating_sub(head);
         self.clear_tx();
         self.session.reset();
+        // CBOR may come in text frames too (lenient servers); JSON must be UTF-8.
+        self.session
+            .set_text_is_utf8(self.client.encoding() == Encoding::Json);
         self.phase = Phase::Open;
         self.last_rx = now;
         self.ping_sent = false;

@@ -29,7 +29,11 @@ impl Handler for Log {
     }
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         let text = match outcome {
-            Outcome::Ok(p) => format!("ok {}", p.body.map_or("", |b| b.as_raw())),
+            Outcome::Ok(p) => format!(
+                "ok {}",
+                p.body
+                    .map_or("".into(), |b| String::from_utf8_lossy(b.raw().as_bytes()))
+            ),
             Outcome::Error(_) => "error".to_string(),
             Outcome::Data(_) => "data".to_string(),
             Outcome::Timeout => "timeout".to_string(),
@@ -39,7 +43,8 @@ impl Handler for Log {
     }
     fn subscription_data(&mut self, _key: &str, data: pdu::SubscriptionData<'_>) {
         for m in data.messages.elements() {
-            self.data.push(m.as_raw().to_string());
+            self.data
+                .push(String::from_utf8_lossy(m.raw().as_bytes()).into_owned());
         }
     }
     fn link_closed(&mut self, why: Disconnect<'_>) {
@@ -630,4 +635,187 @@ fn unsent_whole_frames_are_dropped_for_the_close_frame() {
         client_frames(&wire),
         [(0x8, 1002u16.to_be_bytes().to_vec())]
     );
+}
+
+#[cfg(feature = "cbor")]
+mod cbor {
+    use super::*;
+    use crate::rtm::pdu::Encoding;
+
+    fn cbor_link() -> TestLink {
+        let client = Config {
+            encoding: Encoding::Cbor,
+            ..client_config()
+        };
+        Link::new(
+            client,
+            config(),
+            "ws://example.test:8080/rtm",
+            "K",
+            vec![0; 4096],
+            vec![0; 16 * 1024],
+        )
+        .unwrap()
+    }
+
+    /// Starts and connects: the upgrade request, which must offer `cbor`.
+    fn upgrade_request(link: &mut TestLink, log: &mut Log, t: Instant) -> Vec<u8> {
+        link.client_mut().start(t, log);
+        assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+        link.handle_connected(t, log);
+        let request = drain(link, t);
+        let text = std::str::from_utf8(&request).unwrap();
+        assert!(
+            text.contains("\r\nSec-WebSocket-Protocol: cbor\r\n"),
+            "{text}"
+        );
+        request
+    }
+
+    fn selecting(answer: Vec<u8>, protocol: &str) -> Vec<u8> {
+        let head = String::from_utf8(answer).unwrap();
+        let head = head.strip_suffix("\r\n").unwrap();
+        format!("{head}Sec-WebSocket-Protocol: {protocol}\r\n\r\n").into_bytes()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn json_links_offer_no_subprotocol() {
+        let mut link = new_link(4096);
+        let mut log = Log::default();
+        link.client_mut().start(secs(0), &mut log);
+        link.poll_output(secs(0));
+        link.handle_connected(secs(0), &mut log);
+        let request = drain(&mut link, secs(0));
+        assert!(!String::from_utf8(request)
+            .unwrap()
+            .contains("Sec-WebSocket-Protocol"));
+    }
+
+    #[test]
+    fn a_server_that_does_not_select_cbor_fails_the_connection_before_any_cbor() {
+        let mut link = cbor_link();
+        let mut log = Log::default();
+        let t = secs(0);
+        // A publish waits in the queue meanwhile: it must never reach that server.
+        link.client_mut()
+            .publish(t, "ch", "1", Ack::None, &mut log)
+            .unwrap();
+        let request = upgrade_request(&mut link, &mut log, t);
+        link.handle_input(t, &answer(&request), &mut log);
+        assert_eq!(
+            link.client().last_connecting_error(),
+            Some(ConnectError::SubprotocolNotSelected)
+        );
+        assert_eq!(link.client().state(), ClientState::Awaiting);
+        let (sent, closed) = drain_and_close(&mut link, t);
+        assert!(
+            sent.is_empty() && closed,
+            "nothing is sent to a JSON-only server"
+        );
+        // Selecting another protocol, or more than one, is a protocol error.
+        for other in ["json", "cbor, json"] {
+            let mut link = cbor_link();
+            let request = upgrade_request(&mut link, &mut log, t);
+            link.handle_input(t, &selecting(answer(&request), other), &mut log);
+            assert_eq!(
+                link.client().last_connecting_error(),
+                Some(ConnectError::Protocol)
+            );
+        }
+    }
+
+    #[test]
+    fn cbor_goes_out_in_binary_frames_and_replies_come_back_in_either_frame() {
+        let mut link = cbor_link();
+        let mut log = Log::default();
+        let t = secs(1);
+        let ticket = link
+            .client_mut()
+            .publish(
+                t,
+                "ch",
+                r#""hello""#,
+                Ack::Reply { deadline: None },
+                &mut log,
+            )
+            .unwrap()
+            .unwrap();
+        let request = upgrade_request(&mut link, &mut log, t);
+        link.handle_input(t, &selecting(answer(&request), "cbor"), &mut log);
+        assert_eq!(link.client().state(), ClientState::Connected);
+        // The queued publish: the SDK's bytes, in a binary frame.
+        let sent = client_frames(&drain(&mut link, t));
+        assert_eq!(
+            sent,
+            [(0x2, hex("a366616374696f6e6b72746d2f7075626c6973686269640064626f6479a2676368616e6e656c626368676d6573736167656568656c6c6f"))]
+        );
+        // Its ack in a binary frame, split at every byte.
+        let ack = frame(0x2, true, &hex("a366616374696f6e6e72746d2f7075626c6973682f6f6b6269640064626f6479a168706f736974696f6e6c313530303030303030303a30"));
+        for byte in ack.chunks(1) {
+            link.handle_input(t, byte, &mut log);
+        }
+        assert_eq!(log.replies.len(), 1);
+        assert_eq!(log.replies[0].0, ticket);
+
+        // Subscription data in a text frame (CBOR is not UTF-8: accepted all the same).
+        link.client_mut()
+            .subscribe(
+                t,
+                "animals",
+                Mode::Simple,
+                SubscribeArgs::default(),
+                &mut log,
+            )
+            .unwrap();
+        let sent = client_frames(&drain(&mut link, t));
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, 0x2);
+        let ok = crate::rtm::pdu::Pdu::parse_cbor(&sent[0].1).unwrap();
+        assert_eq!(ok.id, Some(crate::rtm::pdu::Id::Int(1)));
+        let subscribed = hex("a366616374696f6e7072746d2f7375627363726962652f6f6b6269640164626f6479a16f737562736372697074696f6e5f696467616e696d616c73");
+        link.handle_input(t, &frame(0x2, true, &subscribed), &mut log);
+        let data = hex("a266616374696f6e7572746d2f737562736372697074696f6e2f6461746164626f6479a26f737562736372697074696f6e5f696467616e696d616c73686d6573736167657381a1616e07");
+        link.handle_input(t, &frame(0x1, true, &data), &mut log);
+        assert_eq!(link.client().state(), ClientState::Connected);
+        assert_eq!(
+            log.data,
+            [String::from_utf8_lossy(&[0xa1, 0x61, b'n', 0x07])]
+        );
+    }
+
+    #[test]
+    fn malformed_cbor_or_json_in_a_cbor_connection_reconnects() {
+        let deep = [0x81u8; 40]; // nested past the limit
+        let mut deep_message = [0xa1, 0x66].to_vec(); // {"action": [[[…]]]}
+        deep_message.extend_from_slice(b"action");
+        deep_message.extend_from_slice(&[0x9f; 40]);
+        for payload in [
+            &deep[..],
+            &deep_message,
+            &[0xa3, 0x66][..],         // truncated
+            br#"{"action":"/error"}"#, // JSON text
+            &[0x82, 0x01, 0x02],       // not a map
+            &[0xbf, 0xff, 0x00],       // trailing bytes
+        ] {
+            let mut link = cbor_link();
+            let mut log = Log::default();
+            let t = secs(1);
+            let request = upgrade_request(&mut link, &mut log, t);
+            link.handle_input(t, &selecting(answer(&request), "CBOR"), &mut log);
+            assert_eq!(link.client().state(), ClientState::Connected);
+            link.handle_input(t, &frame(0x2, true, payload), &mut log);
+            assert_eq!(
+                link.client().state(),
+                ClientState::Awaiting,
+                "{payload:02x?}"
+            );
+        }
+    }
 }

@@ -30,8 +30,8 @@ use heapless::String;
 
 use super::connection::{escaped_len, ENVELOPE};
 use super::events::{FailReason, Handler, InternalError, Mode, RequestError, SubState};
+use super::pdu::Text;
 use super::pdu::{self, History, Pdu, Request, SubscribeRequest, Target};
-use crate::json::JsonStr;
 
 /// Bytes available per subscription for its key (channel name or subscription id), its
 /// `filter` and its `extras` together.
@@ -290,7 +290,7 @@ impl Subscription {
     }
 
     /// Stores a tracked position; false when it cannot be tracked.
-    fn track(&mut self, position: JsonStr<'_>) -> bool {
+    fn track(&mut self, position: Text<'_>) -> bool {
         match position.as_plain().map(String::try_from) {
             Some(Ok(p)) => {
                 self.position = Some(p);

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::connection::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
 use super::events::{Ack, Handler, RequestError, Ticket};
-use super::pdu::{envelope, Pdu, SubscriptionData};
+use super::pdu::{envelope, Encoding, Item, Pdu, SubscriptionData};
 use super::Client;
 use crate::http::Cursor;
 use crate::json::typed::DeserializeError;
@@ -30,6 +30,17 @@ impl<T: Serialize + ?Sized> Typed<'_, T> {
     }
 }
 
+/// Typed messages are serialized as JSON: a client whose PDUs travel as CBOR (feature
+/// `cbor`) refuses them ([`RequestError::InvalidJson`]) rather than send JSON in a CBOR
+/// frame; its callers publish CBOR with [`Client::publish_payload`].
+fn json_only(encoding: Encoding) -> Result<(), WriteError> {
+    match encoding {
+        Encoding::Json => Ok(()),
+        #[allow(unreachable_patterns)]
+        _ => Err(WriteError::Unserializable),
+    }
+}
+
 impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
     const BOUNDED_UPFRONT: bool = false;
 
@@ -41,14 +52,21 @@ impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
         escaped_len(self.channel).saturating_add(ENVELOPE + REQUEST_MEMBERS)
     }
 
-    fn encode(&self, id: Option<u64>, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+    fn encode(
+        &self,
+        encoding: Encoding,
+        id: Option<u64>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        json_only(encoding)?;
         envelope(self.kind.action().as_str(), id, out, |o| {
             o.object("body", |b| self.members(b))?;
             Ok(())
         })
     }
 
-    fn encode_queued(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+    fn encode_queued(&self, encoding: Encoding, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        json_only(encoding)?;
         write::object(out, |b| self.members(b))
     }
 
@@ -69,7 +87,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// [`RequestError::Full`] (also when it would not fit the outbox either, if the queue
     /// is the smaller: its size is only known as it is written); one with no JSON form
     /// ([`WriteError::Unserializable`](crate::json::WriteError::Unserializable)) is
-    /// [`RequestError::InvalidJson`]. Nothing is sent or queued then.
+    /// [`RequestError::InvalidJson`], and so is any typed message on a client whose
+    /// [`Config::encoding`](super::Config::encoding) is CBOR (it is serialized as JSON).
+    /// Nothing is sent or queued then.
     ///
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, Transmit};
@@ -158,7 +178,7 @@ impl<'a> SubscriptionData<'a> {
     pub fn messages_as<T: Deserialize<'a>>(
         &self,
     ) -> impl Iterator<Item = Result<T, DeserializeError>> + 'a {
-        self.messages.elements().map(|m| m.deserialize())
+        self.messages.elements().map(|m| from_json(&m))
     }
 }
 
@@ -177,8 +197,17 @@ impl<'a> Pdu<'a> {
     /// assert_eq!(empty.message_as::<Option<Config>>(), Some(Ok(None)));
     /// ```
     pub fn message_as<T: Deserialize<'a>>(&self) -> Option<Result<T, DeserializeError>> {
-        self.message().map(|m| m.deserialize())
+        self.message().map(|m| from_json(&m))
     }
+}
+
+/// Reads a received item into `T`. Typed reading is JSON's (serde-json-core): an item
+/// that arrived as CBOR (feature `cbor`) is [`DeserializeError::InvalidType`]; read it
+/// through the [`Item`] view instead.
+fn from_json<'a, T: Deserialize<'a>>(item: &Item<'a>) -> Result<T, DeserializeError> {
+    item.as_json()
+        .ok_or(DeserializeError::InvalidType)?
+        .deserialize()
 }
 
 #[cfg(test)]

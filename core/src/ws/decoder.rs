@@ -127,6 +127,8 @@ pub struct Decoder<B> {
     control: [u8; MAX_CONTROL_PAYLOAD],
     state: State,
     message: Option<Assembly>,
+    /// Text messages are checked as UTF-8 (the default); off, they come out as binary.
+    text_is_utf8: bool,
 }
 
 /// Sizes and state only: the buffers may hold a whole message.
@@ -150,7 +152,26 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
             control: [0; MAX_CONTROL_PAYLOAD],
             state: HEADER,
             message: None,
+            text_is_utf8: true,
         }
+    }
+
+    /// Whether text messages must be UTF-8 (the default, as RFC 6455 requires). Turned
+    /// off, a text message is not checked and comes out as [`Message::Binary`]: for a
+    /// subprotocol whose peers send binary payloads in text frames (the Python SDK sends
+    /// CBOR that way).
+    ///
+    /// ```
+    /// use benchlink_core::ws::{Decoder, Message};
+    /// let mut buf = [0u8; 16];
+    /// let mut decoder = Decoder::new(&mut buf);
+    /// assert!(decoder.decode(&[0x81, 0x01, 0xff]).is_err());
+    /// decoder.reset();
+    /// decoder.set_text_is_utf8(false);
+    /// assert_eq!(decoder.decode(&[0x81, 0x01, 0xff]).unwrap(), (3, Some(Message::Binary(&[0xff]))));
+    /// ```
+    pub fn set_text_is_utf8(&mut self, on: bool) {
+        self.text_is_utf8 = on;
     }
 
     /// The largest message accepted: the buffer's length.
@@ -234,9 +255,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
                 State::Header { bytes, filled } => {
                     let (n, frame) = gather_header(bytes, filled, rest, self.message.as_ref())?;
                     used = used.saturating_add(n);
-                    let Some(frame) = frame else {
+                    let Some(mut frame) = frame else {
                         return Ok((used, None));
                     };
+                    if !self.text_is_utf8 && frame.opcode == Opcode::Text {
+                        frame.opcode = Opcode::Binary;
+                    }
                     self.check_size(frame)?;
                     let len = usize::try_from(frame.len).unwrap_or(usize::MAX);
                     let whole = input.len().saturating_sub(used) >= len;

@@ -323,7 +323,10 @@ pub fn check_response<'s>(
     match head.header("sec-websocket-protocol") {
         None => Ok(None),
         Some(selected) => match (protocol, core::str::from_utf8(selected)) {
-            (Some(asked), Ok(selected)) if asked == selected => Ok(Some(selected)),
+            // Compared case-insensitively, as the Python SDK does (`CBOR` selects `cbor`).
+            (Some(asked), Ok(selected)) if asked.eq_ignore_ascii_case(selected) => {
+                Ok(Some(selected))
+            }
             _ => Err(HandshakeError::UnexpectedProtocol),
         },
     }

@@ -219,6 +219,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         self.outbox = Outbox::EMPTY;
     }
 
+    /// Whether received text messages must be UTF-8; see [`Decoder::set_text_is_utf8`].
+    ///
+    /// ```
+    /// use benchlink_core::ws::{Message, Session};
+    /// let mut buf = [0u8; 16];
+    /// let mut session = Session::new(&mut buf, || [0u8; 4]);
+    /// session.set_text_is_utf8(false);
+    /// assert_eq!(session.handle(&[0x81, 0x01, 0xa0]).unwrap(), (3, Some(Message::Binary(&[0xa0]))));
+    /// ```
+    pub fn set_text_is_utf8(&mut self, on: bool) {
+        self.decoder.set_text_is_utf8(on);
+    }
+
     /// The mask source, for a caller that draws handshake nonces from the same generator.
     pub(crate) fn masks_mut(&mut self) -> &mut M {
         &mut self.masks

@@ -40,8 +40,8 @@ use super::meter::Meter;
 use super::rtm_target::{Settings, Target};
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, ClientState, Error, Mode, Reply, Response,
-    SubscribeOptions, SubscriptionData, SubscriptionObserver,
+    Callback, Client, ClientObserver, ClientOptions, ClientState, Encoding, Error, Mode, Reply,
+    Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use benchlink_sandbox::rtm::RtmServer;
 
@@ -181,6 +181,11 @@ pub(super) struct RtmArgs {
     /// replay a summary; no `Sending input…` banner.
     #[arg(long, global = true)]
     jsonl: bool,
+    /// (benchlink) How PDUs travel: JSON text, or CBOR (the server must select the `cbor` WebSocket
+    /// subprotocol). Messages are printed and read as JSON either way. An extension:
+    /// satori-rtm-cli always speaks JSON.
+    #[arg(long, global = true, value_enum, default_value = "json")]
+    protocol: ProtocolArg,
     #[command(subcommand)]
     command: RtmCommand,
 }
@@ -248,6 +253,14 @@ enum RtmCommand {
     /// (benchlink) Print the channels whose names start with PREFIX, as a JSON array.
     #[command(infer_long_args = true)]
     Search(SearchArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProtocolArg {
+    /// JSON in text frames (the default).
+    Json,
+    /// CBOR in binary frames.
+    Cbor,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -1188,6 +1201,10 @@ impl Session {
             .or_else(|| std::env::var("https_proxy").ok())
             .filter(|p| !p.is_empty());
         let mut options = ClientOptions::new(endpoint.clone(), appkey.clone());
+        options.encoding = match args.protocol {
+            ProtocolArg::Json => Encoding::Json,
+            ProtocolArg::Cbor => Encoding::Cbor,
+        };
         options.transport.https_proxy = match proxy {
             Some(p) => Some(parse_proxy(&p).map_err(|e| Fail(EXIT_INVALID, e))?),
             None => None,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant as StdInstant};
 
+use benchlink_core::rtm::pdu::{Encoding, Payload};
 use benchlink_core::rtm::{
     self as core_rtm, Ack, AuthResult, ClientState, Disconnect, FailReason, Handler, InternalError,
     Mode, Outcome, Output, RequestError, SubState, SubscribeArgs, Ticket,
@@ -66,6 +67,11 @@ pub struct ClientOptions {
     pub ping_interval: Duration,
     /// Declare the server dead after this much silence, then reconnect (default 60 s).
     pub dead_peer_timeout: Duration,
+    /// How PDUs travel (default JSON). With [`Encoding::Cbor`] the client offers the
+    /// `cbor` subprotocol and a connection whose server does not select it fails
+    /// (`last_connecting_error`); messages and replies still reach the API as JSON text,
+    /// and [`Client::publish_cbor`] publishes a CBOR item as is.
+    pub encoding: Encoding,
 }
 
 impl ClientOptions {
@@ -86,6 +92,7 @@ impl ClientOptions {
             retry_first_connect: false,
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
+            encoding: Encoding::Json,
         }
     }
 }
@@ -453,6 +460,7 @@ impl Client {
             retry_first_connect: options.retry_first_connect,
             jitter_seed: seed(),
             connect_timeout: options.transport.connect_timeout,
+            encoding: options.encoding,
             ..core_rtm::Config::default()
         };
         let link_config = core_rtm::LinkConfig {
@@ -669,6 +677,28 @@ impl Client {
     ) -> Result<(), Error> {
         self.request(None, callback, |client, now, ev, ack| {
             client.publish(now, channel, &json, ack, &mut Collect(ev))
+        })
+    }
+
+    /// Publishes one CBOR item as is (a map with a byte string, say) on a client whose
+    /// [`ClientOptions::encoding`] is CBOR; a JSON client refuses it (`InvalidJson`).
+    ///
+    /// ```no_run
+    /// use benchlink_std::rtm::{Client, ClientOptions, Encoding};
+    /// let options = ClientOptions { encoding: Encoding::Cbor, ..ClientOptions::new("ws://127.0.0.1:8080", "key") };
+    /// let client = Client::new(options).unwrap();
+    /// client.start().unwrap();
+    /// client.publish_cbor("ch", vec![0x42, 0x00, 0xff], None).unwrap(); // h'00ff'
+    /// ```
+    pub fn publish_cbor(
+        &self,
+        channel: &str,
+        cbor: Vec<u8>,
+        callback: Option<Callback>,
+    ) -> Result<(), Error> {
+        self.request(None, callback, |client, now, ev, ack| {
+            let message = Payload::Cbor(&cbor);
+            client.publish_payload(now, channel, message, ack, &mut Collect(ev))
         })
     }
 

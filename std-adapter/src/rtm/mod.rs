@@ -41,12 +41,14 @@
 //! [`Connection`] is the low-level API (one connection, no reconnect); [`make_client`]
 //! scopes a connected, optionally authenticated client to a closure.
 
+mod cbor;
 mod client;
 mod connection;
 mod observer;
 mod scoped;
 mod transport;
 
+pub use benchlink_core::rtm::pdu::Encoding;
 pub use benchlink_core::rtm::{ClientState, Mode, SubState};
 pub use client::{Callback, Client, ClientOptions, Error, Response, SubscribeOptions};
 pub use connection::{Connection, ConnectionDelegate};

@@ -4,8 +4,8 @@
 //! (even `stop()` from `on_enter_connected`, or `start()` from `on_enter_stopped`). A
 //! callback that panics stops the client cleanly.
 
-use benchlink_core::json::{self, JsonStr};
-use benchlink_core::rtm::pdu::Pdu;
+use benchlink_core::json;
+use benchlink_core::rtm::pdu::{Pdu, Raw};
 
 /// Client state callbacks, named as in the reference (Python) SDK's client observer.
 #[allow(unused_variables)]
@@ -76,39 +76,52 @@ pub trait SubscriptionObserver: Send {
     fn on_subscription_data(&mut self, data: &SubscriptionData) {}
 }
 
-/// A received `rtm/subscription/data` body: its messages are raw JSON texts, parsed
-/// only if and how the observer wants. The frame was scanned once, by the core; this
-/// keeps the messages' text in one string with each message's place in it.
+/// A received `rtm/subscription/data` body: its messages as JSON texts, parsed only if
+/// and how the observer wants. The frame was scanned once, by the core; this keeps the
+/// messages' text in one string with each message's place in it. On a CBOR connection
+/// the messages are also kept as received ([`cbor_messages`](Self::cbor_messages)), and
+/// their JSON text is transcoded (a byte string becomes its base64 text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionData {
     subscription_id: String,
     position: Option<String>,
-    /// The `messages` array as received.
+    /// The messages' JSON texts, one after the other.
     messages: String,
     /// Each message's byte range in `messages`.
     spans: Vec<(usize, usize)>,
+    /// Each message's CBOR bytes, on a CBOR connection.
+    cbor: Vec<Vec<u8>>,
 }
 
 impl SubscriptionData {
     pub(crate) fn from_core(data: &benchlink_core::rtm::pdu::SubscriptionData<'_>) -> Self {
-        let raw = data.messages.as_raw();
-        let base = raw.as_ptr() as usize;
-        let spans = data
-            .messages
-            .elements()
-            .map(|m| {
-                let text = m.as_raw();
-                // Each element is a slice of the array's text.
-                let at = (text.as_ptr() as usize).saturating_sub(base);
-                (at, at.saturating_add(text.len()))
-            })
-            .collect();
+        let mut messages = String::new();
+        let mut spans = Vec::new();
+        let mut cbor = Vec::new();
+        for m in data.messages.elements() {
+            let from = messages.len();
+            match m.raw() {
+                Raw::Json(text) => messages.push_str(text),
+                Raw::Cbor(bytes) => {
+                    messages.push_str(&super::cbor::to_json(bytes));
+                    cbor.push(bytes.to_vec());
+                }
+            }
+            spans.push((from, messages.len()));
+        }
         SubscriptionData {
             subscription_id: text(data.subscription_id),
             position: data.position.map(text),
-            messages: raw.to_owned(),
+            messages,
             spans,
+            cbor,
         }
+    }
+
+    /// Each message as received on a CBOR connection, one CBOR item each (byte strings
+    /// and all); empty on a JSON connection.
+    pub fn cbor_messages(&self) -> Vec<&[u8]> {
+        self.cbor.iter().map(Vec::as_slice).collect()
     }
 
     /// The subscription id (the channel, or the view's id).
@@ -121,7 +134,7 @@ impl SubscriptionData {
         self.position.clone()
     }
 
-    /// Each message as its raw JSON text.
+    /// Each message as JSON text (as received on a JSON connection).
     ///
     /// ```
     /// # use benchlink_std::rtm::SubscriptionData;
@@ -150,7 +163,8 @@ impl SubscriptionData {
 pub struct Reply {
     /// e.g. `rtm/publish/ok`, `rtm/read/error`, `rtm/search/data`.
     pub action: String,
-    /// The body as raw JSON text (`{}` when the server sent none).
+    /// The body as JSON text (`{}` when the server sent none; transcoded from CBOR on a
+    /// CBOR connection).
     pub body: String,
 }
 
@@ -160,7 +174,10 @@ impl Reply {
             action: pdu.action.as_str().to_owned(),
             body: pdu
                 .body
-                .map(|b| b.as_raw().to_owned())
+                .map(|b| match b.raw() {
+                    Raw::Json(text) => text.to_owned(),
+                    Raw::Cbor(bytes) => super::cbor::to_json(bytes),
+                })
                 .unwrap_or_else(|| "{}".to_owned()),
         }
     }
@@ -185,6 +202,7 @@ impl Reply {
     }
 }
 
-pub(crate) fn text(s: JsonStr<'_>) -> String {
-    s.chars().collect()
+/// A received string, decoded.
+pub(crate) fn text(s: impl std::fmt::Display) -> String {
+    s.to_string()
 }

@@ -4,8 +4,9 @@
 
 use core::fmt;
 
-use super::Action;
-use crate::json::{self, Array, JsonStr, Object, Value};
+use super::view::{Item, List, Map, Text};
+use super::{Action, Encoding};
+use crate::json::{self, Value};
 
 /// Why a text frame is not an acceptable PDU, and where (byte offsets into the frame).
 ///
@@ -25,6 +26,8 @@ use crate::json::{self, Array, JsonStr, Object, Value};
 pub enum PduError {
     /// Not JSON (or not UTF-8, or nested deeper than the limit).
     Json(json::Error),
+    /// Not one well-formed CBOR item (or nested deeper than the limit).
+    Cbor(crate::cbor::Error),
     /// Valid JSON, but not an object.
     NotAnObject {
         /// Where the value starts.
@@ -55,8 +58,9 @@ impl fmt::Display for PduError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PduError::Json(e) => write!(f, "PDU: {e}"),
+            PduError::Cbor(e) => write!(f, "PDU: {e}"),
             PduError::NotAnObject { offset } => {
-                write!(f, "PDU: not a JSON object (value at byte {offset})")
+                write!(f, "PDU: not an object/map (value at byte {offset})")
             }
             PduError::MissingField { field, offset } => {
                 write!(f, "PDU: no `{field}` in the object at byte {offset}")
@@ -86,7 +90,7 @@ pub enum Id<'a> {
     /// `"id": 5`
     Int(u64),
     /// `"id": "5"`
-    Str(JsonStr<'a>),
+    Str(Text<'a>),
 }
 
 impl Id<'_> {
@@ -126,9 +130,9 @@ pub struct Pdu<'a> {
     /// The `id` member, if present.
     pub id: Option<Id<'a>>,
     /// The `body` member, if present.
-    pub body: Option<Object<'a>>,
+    pub body: Option<Map<'a>>,
     /// The whole frame, to turn borrowed slices into error offsets.
-    text: &'a str,
+    frame: &'a [u8],
 }
 
 impl<'a> Pdu<'a> {
@@ -177,8 +181,85 @@ impl<'a> Pdu<'a> {
         Self::from_value(value, text)
     }
 
+    /// Parses one PDU in the RTM protocol's CBOR encoding: a map with the text keys
+    /// `action` (text), `id` (unsigned integer or text) and `body` (map), nested at most
+    /// [`cbor::DEFAULT_MAX_DEPTH`](crate::cbor::DEFAULT_MAX_DEPTH) deep. Bytes after the
+    /// item are an error.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+    /// // {"action":"rtm/publish/ok","id":0,"body":{"position":"1:0"}}
+    /// let bytes = b"\xa3\x66action\x6ertm/publish/ok\x62id\x00\x64body\xa1\x68position\x631:0";
+    /// let p = Pdu::parse_cbor(bytes).unwrap();
+    /// assert_eq!((p.action, p.id), (Action::PublishOk, Some(Id::Int(0))));
+    /// assert!(p.position().is_some_and(|pos| pos == "1:0"));
+    /// ```
+    #[cfg(feature = "cbor")]
+    pub fn parse_cbor(bytes: &'a [u8]) -> Result<Pdu<'a>, PduError> {
+        use crate::cbor;
+        let envelope = cbor::parse(bytes, cbor::DEFAULT_MAX_DEPTH).map_err(PduError::Cbor)?;
+        if !envelope.is_map() {
+            return Err(PduError::NotAnObject { offset: 0 });
+        }
+        let invalid = |field, v: cbor::Item<'a>| PduError::InvalidField {
+            field,
+            offset: offset(bytes, v.as_raw()),
+        };
+        let (mut action, mut id, mut body) = (None, None, None);
+        for (key, v) in envelope.entries() {
+            let slot = match key.as_str() {
+                Some("action") => &mut action,
+                Some("id") => &mut id,
+                Some("body") => &mut body,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
+        }
+        let action = action.ok_or(PduError::MissingField {
+            field: "action",
+            offset: 0,
+        })?;
+        let action = action
+            .as_str()
+            .map(Action::parse)
+            .ok_or(invalid("action", action))?;
+        let id = match id {
+            None => None,
+            Some(v) => Some(match (v.as_u64(), Item::from(v).as_text()) {
+                (Some(n), _) => Id::Int(n),
+                (None, Some(s)) => Id::Str(s),
+                (None, None) => return Err(invalid("id", v)),
+            }),
+        };
+        let body = match body {
+            None => None,
+            Some(v) => Some(Item::from(v).as_map().ok_or(invalid("body", v))?),
+        };
+        Ok(Pdu {
+            action,
+            id,
+            body,
+            frame: bytes,
+        })
+    }
+
+    /// Parses one frame's payload in `encoding`: [`parse_bytes`](Self::parse_bytes) for
+    /// JSON, `parse_cbor` for CBOR (feature `cbor`).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Encoding, Pdu};
+    /// assert!(Pdu::decode(Encoding::Json, br#"{"action":"/error"}"#).is_ok());
+    /// ```
+    pub fn decode(encoding: Encoding, payload: &'a [u8]) -> Result<Pdu<'a>, PduError> {
+        match encoding {
+            Encoding::Json => Self::parse_bytes(payload),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Self::parse_cbor(payload),
+        }
+    }
+
     fn from_value(value: Value<'a>, text: &'a str) -> Result<Pdu<'a>, PduError> {
-        let at = |v: &Value<'a>| offset(text, v.as_raw());
+        let at = |v: &Value<'a>| offset(text.as_bytes(), v.as_raw().as_bytes());
         let envelope = value
             .as_object()
             .ok_or(PduError::NotAnObject { offset: at(&value) })?;
@@ -216,19 +297,19 @@ impl<'a> Pdu<'a> {
             None => None,
             Some(v) => Some(match (v.as_u64(), v.as_str()) {
                 (Some(n), _) => Id::Int(n),
-                (None, Some(s)) => Id::Str(s),
+                (None, Some(s)) => Id::Str(s.into()),
                 (None, None) => return Err(invalid("id", &v)),
             }),
         };
         let body = match body {
             None => None,
-            Some(v) => Some(v.as_object().ok_or(invalid("body", &v))?),
+            Some(v) => Some(v.as_object().ok_or(invalid("body", &v))?.into()),
         };
         Ok(Pdu {
             action,
             id,
             body,
-            text,
+            frame: text.as_bytes(),
         })
     }
 
@@ -296,58 +377,59 @@ impl<'a> Pdu<'a> {
         }
     }
 
-    fn missing(&self, field: &'static str, object: &str) -> PduError {
+    fn missing(&self, field: &'static str, object: &[u8]) -> PduError {
         PduError::MissingField {
             field,
-            offset: offset(self.text, object),
+            offset: offset(self.frame, object),
         }
     }
 
-    fn required_body(&self) -> Result<Object<'a>, PduError> {
+    fn required_body(&self) -> Result<Map<'a>, PduError> {
         self.body.ok_or(self.missing("body", self.envelope()))
     }
 
-    /// The envelope object's text: the frame without the whitespace around it, so a
-    /// missing member is reported at the object's `{`.
-    fn envelope(&self) -> &'a str {
-        self.text.trim_start_matches([' ', '\t', '\n', '\r'])
+    /// The envelope's bytes: the frame without the whitespace before it, so a missing
+    /// member is reported at the object's `{`.
+    fn envelope(&self) -> &'a [u8] {
+        self.frame.trim_ascii_start()
     }
 
-    fn required(&self, body: Object<'a>, field: &'static str) -> Result<Value<'a>, PduError> {
-        body.get(field).ok_or(self.missing(field, body.as_raw()))
+    fn required(&self, body: Map<'a>, field: &'static str) -> Result<Item<'a>, PduError> {
+        body.get(field)
+            .ok_or(self.missing(field, body.raw().as_bytes()))
     }
 
     /// `field` if it is a string; `null` counts as absent (as the service treats
     /// `"position": null`).
     fn optional_str(
         &self,
-        body: Object<'a>,
+        body: Map<'a>,
         field: &'static str,
-    ) -> Result<Option<JsonStr<'a>>, PduError> {
+    ) -> Result<Option<Text<'a>>, PduError> {
         match body.get(field) {
-            Some(v) if !v.is_null() => self.typed(field, v, v.as_str()).map(Some),
+            Some(v) if !v.is_null() => self.typed(field, v, v.as_text()).map(Some),
             _ => Ok(None),
         }
     }
 
-    fn required_str(&self, body: Object<'a>, field: &'static str) -> Result<JsonStr<'a>, PduError> {
+    fn required_str(&self, body: Map<'a>, field: &'static str) -> Result<Text<'a>, PduError> {
         let v = self.required(body, field)?;
-        self.typed(field, v, v.as_str())
+        self.typed(field, v, v.as_text())
     }
 
-    fn required_array(&self, body: Object<'a>, field: &'static str) -> Result<Array<'a>, PduError> {
+    fn required_array(&self, body: Map<'a>, field: &'static str) -> Result<List<'a>, PduError> {
         let v = self.required(body, field)?;
-        self.typed(field, v, v.as_array())
+        self.typed(field, v, v.as_list())
     }
 
-    fn typed<T>(&self, field: &'static str, v: Value<'a>, typed: Option<T>) -> Result<T, PduError> {
+    fn typed<T>(&self, field: &'static str, v: Item<'a>, typed: Option<T>) -> Result<T, PduError> {
         typed.ok_or(PduError::InvalidField {
             field,
-            offset: offset(self.text, v.as_raw()),
+            offset: offset(self.frame, v.raw().as_bytes()),
         })
     }
 
-    fn body_member(&self, key: &str) -> Option<Value<'a>> {
+    fn body_member(&self, key: &str) -> Option<Item<'a>> {
         self.body?.get(key)
     }
 
@@ -358,8 +440,8 @@ impl<'a> Pdu<'a> {
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/write/ok","id":4,"body":{"position":"1:0"}}"#).unwrap();
     /// assert!(p.position().is_some_and(|pos| pos.as_raw() == "1:0"));
     /// ```
-    pub fn position(&self) -> Option<JsonStr<'a>> {
-        self.body_member("position")?.as_str()
+    pub fn position(&self) -> Option<Text<'a>> {
+        self.body_member("position")?.as_text()
     }
 
     /// `body.subscription_id` (subscribe/ok, unsubscribe/ok, subscribe/error, …).
@@ -368,17 +450,17 @@ impl<'a> Pdu<'a> {
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/subscribe/ok","id":0,"body":{"subscription_id":"chan","position":"1:0"}}"#).unwrap();
     /// assert!(p.subscription_id().is_some_and(|s| s == "chan"));
     /// ```
-    pub fn subscription_id(&self) -> Option<JsonStr<'a>> {
-        self.body_member("subscription_id")?.as_str()
+    pub fn subscription_id(&self) -> Option<Text<'a>> {
+        self.body_member("subscription_id")?.as_text()
     }
 
-    /// `body.message` of `rtm/read/ok` as raw JSON; `null` when the channel holds no value.
+    /// `body.message` of `rtm/read/ok`; `null` when the channel holds no value.
     ///
     /// ```
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/read/ok","id":1,"body":{"message":{"a":[1]}}}"#).unwrap();
-    /// assert_eq!(p.message().map(|m| m.as_raw()), Some(r#"{"a":[1]}"#));
+    /// assert_eq!(p.message().and_then(|m| m.raw().as_json()), Some(r#"{"a":[1]}"#));
     /// ```
-    pub fn message(&self) -> Option<Value<'a>> {
+    pub fn message(&self) -> Option<Item<'a>> {
         self.body_member("message")
     }
 
@@ -390,8 +472,8 @@ impl<'a> Pdu<'a> {
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"auth/handshake/ok","id":0,"body":{"data":{"nonce":"MTI0=="}}}"#).unwrap();
     /// assert!(p.nonce().is_some_and(|n| n == "MTI0=="));
     /// ```
-    pub fn nonce(&self) -> Option<JsonStr<'a>> {
-        self.body_member("data")?.get("nonce")?.as_str()
+    pub fn nonce(&self) -> Option<Text<'a>> {
+        self.body_member("data")?.get("nonce")?.as_text()
     }
 
     /// `body.error` and `body.reason` of an error reply (each `None` if absent or not a
@@ -403,7 +485,7 @@ impl<'a> Pdu<'a> {
     /// assert!(e.error.is_some_and(|s| s == "authorization_denied") && e.reason.is_some_and(|s| s == "Unauthorized"));
     /// ```
     pub fn error(&self) -> ErrorBody<'a> {
-        let text = |key| self.body_member(key).and_then(|v| v.as_str());
+        let text = |key| self.body_member(key).and_then(|v| v.as_text());
         ErrorBody {
             error: text("error"),
             reason: text("reason"),
@@ -417,14 +499,14 @@ impl<'a> Pdu<'a> {
     /// let p = benchlink_core::rtm::pdu::Pdu::parse(r#"{"action":"rtm/search/data","id":9,"body":{"channels":["a","b"]}}"#).unwrap();
     /// assert_eq!(p.channels().map(|c| c.elements().count()), Some(2));
     /// ```
-    pub fn channels(&self) -> Option<Array<'a>> {
-        self.body_member("channels")?.as_array()
+    pub fn channels(&self) -> Option<List<'a>> {
+        self.body_member("channels")?.as_list()
     }
 }
 
-/// Byte offset of `part` (a slice of `text`) in `text`.
-fn offset(text: &str, part: &str) -> usize {
-    (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize)
+/// Byte offset of `part` (a slice of `frame`) in `frame`.
+fn offset(frame: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).saturating_sub(frame.as_ptr() as usize)
 }
 
 /// `error` (a code such as `authorization_denied`) and `reason` (a human-readable text,
@@ -433,9 +515,9 @@ fn offset(text: &str, part: &str) -> usize {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ErrorBody<'a> {
     /// The error code, e.g. `authorization_denied`.
-    pub error: Option<JsonStr<'a>>,
+    pub error: Option<Text<'a>>,
     /// The human-readable reason, e.g. `Unauthorized`.
-    pub reason: Option<JsonStr<'a>>,
+    pub reason: Option<Text<'a>>,
 }
 
 /// `rtm/subscription/data`: messages for a subscription, sent without an id.
@@ -443,14 +525,14 @@ pub struct ErrorBody<'a> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SubscriptionData<'a> {
     /// Which subscription the messages belong to.
-    pub subscription_id: JsonStr<'a>,
+    pub subscription_id: Text<'a>,
     /// The resume point just past the last message: subscribing from it delivers the
     /// next message, not this batch's last one again. Its absence is a protocol error
     /// for this subscription only (it must not end the connection), hence no error
     /// here.
-    pub position: Option<JsonStr<'a>>,
-    /// The messages; hand each element's [`Value::as_raw`] text to the user.
-    pub messages: Array<'a>,
+    pub position: Option<Text<'a>>,
+    /// The messages; hand each element's [`Item::raw`] bytes to the user.
+    pub messages: List<'a>,
 }
 
 /// `rtm/subscription/error`: the server has ended the subscription.
@@ -458,13 +540,13 @@ pub struct SubscriptionData<'a> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ChannelError<'a> {
     /// The ended subscription.
-    pub subscription_id: JsonStr<'a>,
+    pub subscription_id: Text<'a>,
     /// The error code, e.g. `out_of_sync`, `expired_position`.
-    pub error: Option<JsonStr<'a>>,
+    pub error: Option<Text<'a>>,
     /// The reason text.
-    pub reason: Option<JsonStr<'a>>,
+    pub reason: Option<Text<'a>>,
     /// The position at which it ended, if given.
-    pub position: Option<JsonStr<'a>>,
+    pub position: Option<Text<'a>>,
 }
 
 /// `rtm/subscription/info`: a notice about a subscription; only `info: "fast_forward"`
@@ -473,13 +555,13 @@ pub struct ChannelError<'a> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SubscriptionInfo<'a> {
     /// The subscription concerned.
-    pub subscription_id: JsonStr<'a>,
+    pub subscription_id: Text<'a>,
     /// What happened (`fast_forward`).
-    pub info: JsonStr<'a>,
+    pub info: Text<'a>,
     /// The reason text.
-    pub reason: Option<JsonStr<'a>>,
+    pub reason: Option<Text<'a>>,
     /// The new position, if given.
-    pub position: Option<JsonStr<'a>>,
+    pub position: Option<Text<'a>>,
 }
 
 /// A received PDU sorted by what the client must do with it; see [`Pdu::classify`].
@@ -489,7 +571,7 @@ pub struct SubscriptionInfo<'a> {
 /// let text = r#"{"action":"rtm/subscription/data","body":{"subscription_id":"chan","position":"1:3","messages":[{"k":1},"two"]}}"#;
 /// let Ok(Incoming::Data(data)) = Incoming::parse(text) else { panic!() };
 /// assert!(data.subscription_id == "chan");
-/// assert!(data.messages.elements().map(|m| m.as_raw()).eq([r#"{"k":1}"#, r#""two""#]));
+/// assert!(data.messages.elements().filter_map(|m| m.raw().as_json()).eq([r#"{"k":1}"#, r#""two""#]));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -529,5 +611,15 @@ impl<'a> Incoming<'a> {
     /// ```
     pub fn parse(text: &'a str) -> Result<Incoming<'a>, PduError> {
         Pdu::parse(text)?.classify()
+    }
+
+    /// [`Pdu::decode`] then [`Pdu::classify`]: one call per received frame in `encoding`.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::pdu::{Encoding, Incoming};
+    /// assert!(matches!(Incoming::decode(Encoding::Json, br#"{"action":"/error","body":{}}"#), Ok(Incoming::GeneralError(_))));
+    /// ```
+    pub fn decode(encoding: Encoding, payload: &'a [u8]) -> Result<Incoming<'a>, PduError> {
+        Pdu::decode(encoding, payload)?.classify()
     }
 }

@@ -1,7 +1,7 @@
 //! Writing request PDUs: one [`Request`] per request action of the protocol, as a whole
 //! PDU or as a body alone (for an offline queue that adds action and id at send time).
 
-use super::Action;
+use super::{Action, Encoding};
 use crate::http::Cursor;
 use crate::json::write::{self, ObjectWriter};
 use crate::json::{Object, WriteError};
@@ -123,42 +123,89 @@ impl<'a> SubscribeRequest<'a> {
         }
     }
 
-    fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
+    fn members(&self, w: &mut impl BodyWriter) -> Result<(), WriteError> {
         match self.target {
-            Target::Channel(channel) => b.string("channel", channel)?,
+            Target::Channel(channel) => w.member("channel", Field::Str(channel))?,
             Target::View {
                 subscription_id, ..
-            } => b.string("subscription_id", subscription_id)?,
+            } => w.member("subscription_id", Field::Str(subscription_id))?,
         };
         if self.fast_forward {
-            b.bool("fast_forward", true)?;
+            w.member("fast_forward", Field::Bool(true))?;
         }
         if let Target::View { filter, .. } = self.target {
-            b.string("filter", filter)?;
+            w.member("filter", Field::Str(filter))?;
         }
         if let Some(position) = self.position {
-            b.string("position", position)?;
+            w.member("position", Field::Str(position))?;
         }
         if let Some(history) = self.history {
             let (key, n) = match history {
                 History::Count(n) => ("count", n),
                 History::Age(n) => ("age", n),
             };
-            b.object("history", |h| {
-                h.u64(key, n)?;
-                Ok(())
-            })?;
+            w.member("history", Field::Object(key, Scalar::U64(n)))?;
         }
         if let Some(period) = self.period {
-            b.u64("period", u64::from(period))?;
+            w.member("period", Field::U64(u64::from(period)))?;
         }
         if self.force {
-            b.bool("force", true)?;
+            w.member("force", Field::Bool(true))?;
         }
         if self.only_value_changes {
-            b.string("only", "value_changes")?;
+            w.member("only", Field::Str("value_changes"))?;
         }
         Ok(())
+    }
+}
+
+/// A message to publish or write: one JSON value as text (written as is on a JSON
+/// connection, transcoded on a CBOR one), or one CBOR item (feature `cbor`) — which can
+/// hold what JSON cannot, such as a byte string. A CBOR item is checked when written and
+/// refused on a JSON connection.
+///
+/// ```
+/// use benchlink_core::rtm::pdu::Payload;
+/// assert_eq!(Payload::from("42"), Payload::Json("42"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Payload<'a> {
+    /// One JSON value.
+    Json(&'a str),
+    /// One CBOR item.
+    Cbor(&'a [u8]),
+}
+
+impl<'a> From<&'a str> for Payload<'a> {
+    fn from(json: &'a str) -> Self {
+        Payload::Json(json)
+    }
+}
+
+impl<'a> Payload<'a> {
+    /// The length of the encoded value as given.
+    ///
+    /// ```
+    /// assert_eq!(benchlink_core::rtm::pdu::Payload::Json("[1]").len(), 3);
+    /// ```
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Json(text) => text.len(),
+            Payload::Cbor(bytes) => bytes.len(),
+        }
+    }
+
+    /// True for an empty text (which is not a valid value).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn field(self) -> Field<'a> {
+        match self {
+            Payload::Json(text) => Field::Json(text),
+            Payload::Cbor(bytes) => Field::Cbor(bytes),
+        }
     }
 }
 
@@ -185,8 +232,8 @@ pub enum Request<'a> {
     Publish {
         /// Channel name.
         channel: &'a str,
-        /// The message, one JSON value.
-        message: &'a str,
+        /// The message.
+        message: Payload<'a>,
     },
     /// `rtm/subscribe`.
     Subscribe(SubscribeRequest<'a>),
@@ -210,8 +257,8 @@ pub enum Request<'a> {
     Write {
         /// Channel name.
         channel: &'a str,
-        /// The value, one JSON value.
-        message: &'a str,
+        /// The value.
+        message: Payload<'a>,
     },
     /// `rtm/delete {channel}`.
     Delete {
@@ -297,7 +344,7 @@ impl<'a> Request<'a> {
     /// use benchlink_core::rtm::pdu::Request;
     /// let mut buf = [0u8; 64];
     /// let mut out = Cursor::new(&mut buf);
-    /// Request::Write { channel: "kv", message: "42" }.encode_body(&mut out).unwrap();
+    /// Request::Write { channel: "kv", message: "42".into() }.encode_body(&mut out).unwrap();
     /// assert_eq!(out.written(), br#"{"channel":"kv","message":42}"#);
     /// ```
     pub fn encode_body(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
@@ -315,46 +362,327 @@ impl<'a> Request<'a> {
         extras.map(write::parse_object).transpose()
     }
 
-    /// The typed body members.
-    fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
+    /// The typed body members, in order, each handed to `visit` (the same list for
+    /// every encoding, and for counting them).
+    fn members(&self, w: &mut impl BodyWriter) -> Result<(), WriteError> {
         match *self {
             Request::Publish { channel, message } | Request::Write { channel, message } => {
-                b.string("channel", channel)?.raw("message", message)?;
+                w.member("channel", Field::Str(channel))?;
+                w.member("message", message.field())?;
             }
-            Request::Subscribe(ref sub) => sub.members(b)?,
+            Request::Subscribe(ref sub) => sub.members(w)?,
             Request::Unsubscribe { subscription_id } => {
-                b.string("subscription_id", subscription_id)?;
+                w.member("subscription_id", Field::Str(subscription_id))?;
             }
             Request::Read {
                 channel, position, ..
             } => {
-                b.string("channel", channel)?;
+                w.member("channel", Field::Str(channel))?;
                 if let Some(position) = position {
-                    b.string("position", position)?;
+                    w.member("position", Field::Str(position))?;
                 }
             }
-            Request::Delete { channel } => {
-                b.string("channel", channel)?;
-            }
+            Request::Delete { channel } => w.member("channel", Field::Str(channel))?,
             Request::Handshake { role } => {
-                b.string("method", "role_secret")?.object("data", |d| {
-                    d.string("role", role)?;
-                    Ok(())
-                })?;
+                w.member("method", Field::Str("role_secret"))?;
+                w.member("data", Field::Object("role", Scalar::Str(role)))?;
             }
             Request::Authenticate { hash } => {
-                b.string("method", "role_secret")?
-                    .object("credentials", |c| {
-                        c.string("hash", hash)?;
-                        Ok(())
-                    })?;
+                w.member("method", Field::Str("role_secret"))?;
+                w.member("credentials", Field::Object("hash", Scalar::Str(hash)))?;
             }
-            Request::Search { prefix } => {
-                b.string("prefix", prefix)?;
-            }
+            Request::Search { prefix } => w.member("prefix", Field::Str(prefix))?,
             Request::Other { .. } => {}
         }
         Ok(())
+    }
+
+    /// Writes the whole PDU in `encoding`: [`encode`](Self::encode) for JSON; for CBOR a
+    /// map `action`, `id`, `body` (`action`, `body`, `id` for the auth requests, as the
+    /// Python SDK orders them), without `id` when it is `None`.
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::pdu::{Encoding, Request};
+    /// let mut buf = [0u8; 96];
+    /// let mut out = Cursor::new(&mut buf);
+    /// Request::Delete { channel: "c" }.encode_as(Encoding::Json, Some(1), &mut out).unwrap();
+    /// assert_eq!(out.written(), br#"{"action":"rtm/delete","id":1,"body":{"channel":"c"}}"#);
+    /// ```
+    pub fn encode_as(
+        &self,
+        encoding: Encoding,
+        id: Option<u64>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        match encoding {
+            Encoding::Json => self.encode(id, out),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => {
+                let extras = self.extras()?;
+                let auth = matches!(
+                    self,
+                    Request::Handshake { .. } | Request::Authenticate { .. }
+                );
+                cbor_envelope(self.action().as_str(), id, auth, out, |out| {
+                    self.cbor_body(extras, out)
+                })
+            }
+        }
+    }
+
+    /// Writes the body alone in `encoding`, as [`encode_as`](Self::encode_as) embeds it
+    /// (for an offline queue; [`write_envelope_as`] wraps it later).
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::pdu::{Encoding, Request};
+    /// let mut buf = [0u8; 64];
+    /// let mut out = Cursor::new(&mut buf);
+    /// Request::Delete { channel: "c" }.encode_body_as(Encoding::Json, &mut out).unwrap();
+    /// assert_eq!(out.written(), br#"{"channel":"c"}"#);
+    /// ```
+    pub fn encode_body_as(
+        &self,
+        encoding: Encoding,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        match encoding {
+            Encoding::Json => self.encode_body(out),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => self.cbor_body(self.extras()?, out),
+        }
+    }
+
+    /// The body as a CBOR map: the typed members not overridden by `extras`, then the
+    /// extras (each key once, its last occurrence) — the JSON writer's rule. A map's
+    /// length comes first, so the members are counted by a first pass over the same list.
+    #[cfg(feature = "cbor")]
+    fn cbor_body(
+        &self,
+        extras: Option<Object<'_>>,
+        out: &mut Cursor<'_>,
+    ) -> Result<(), WriteError> {
+        use crate::cbor::write as cbor;
+        let last_of_its_key = |i: usize, key| {
+            extras.is_some_and(|e| {
+                !e.members()
+                    .skip(i.saturating_add(1))
+                    .any(|(later, _)| later == key)
+            })
+        };
+        let mut counter = CborCount { extras, count: 0 };
+        self.members(&mut counter)?;
+        let extra_members = extras.into_iter().flat_map(|e| e.members().enumerate());
+        let kept = extra_members
+            .clone()
+            .filter(|&(i, (key, _))| last_of_its_key(i, key));
+        cbor::map(
+            out,
+            counter.count.saturating_add(kept.clone().count() as u64),
+        )?;
+        self.members(&mut CborMembers {
+            out: &mut *out,
+            extras,
+        })?;
+        for (_, (key, value)) in kept {
+            cbor::json_str(out, key)?;
+            cbor::json_value(out, value, crate::cbor::DEFAULT_MAX_DEPTH)?;
+        }
+        Ok(())
+    }
+}
+
+/// A body member's value, as [`Request`]'s member list hands it out.
+#[derive(Debug, Clone, Copy)]
+enum Field<'v> {
+    Str(&'v str),
+    U64(u64),
+    Bool(bool),
+    /// A pre-serialized JSON value (a message), validated when written.
+    Json(&'v str),
+    /// A pre-serialized CBOR item (a message), validated when written; never JSON (which
+    /// refuses it without reading it).
+    #[cfg_attr(not(feature = "cbor"), allow(dead_code))]
+    Cbor(&'v [u8]),
+    /// A nested object of one member (`history`, `data`, `credentials`).
+    Object(&'v str, Scalar<'v>),
+}
+
+/// The value of a nested object's member.
+#[derive(Debug, Clone, Copy)]
+enum Scalar<'v> {
+    Str(&'v str),
+    U64(u64),
+}
+
+/// Where a body's members go, one by one: a JSON object, or (feature `cbor`) a CBOR map,
+/// whose members are counted by a first pass.
+trait BodyWriter {
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError>;
+}
+
+impl BodyWriter for ObjectWriter<'_, '_> {
+    // Always inlined: each member's `Field` is then known where it is written, and only
+    // its own writer call remains (the JSON-only firmware keeps its size).
+    #[inline(always)]
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+        json_field(self, key, field)
+    }
+}
+
+/// Counts the members a CBOR body will have: those `extras` does not override.
+#[cfg(feature = "cbor")]
+struct CborCount<'e> {
+    extras: Option<Object<'e>>,
+    count: u64,
+}
+
+#[cfg(feature = "cbor")]
+impl BodyWriter for CborCount<'_> {
+    fn member(&mut self, key: &str, _: Field<'_>) -> Result<(), WriteError> {
+        let overridden = self.extras.is_some_and(|e| e.get(key).is_some());
+        self.count = self.count.saturating_add(u64::from(!overridden));
+        Ok(())
+    }
+}
+
+/// Writes the members of a CBOR body that `extras` does not override.
+#[cfg(feature = "cbor")]
+struct CborMembers<'c, 'b, 'e> {
+    out: &'c mut Cursor<'b>,
+    extras: Option<Object<'e>>,
+}
+
+#[cfg(feature = "cbor")]
+impl BodyWriter for CborMembers<'_, '_, '_> {
+    fn member(&mut self, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+        if self.extras.is_some_and(|e| e.get(key).is_some()) {
+            return Ok(());
+        }
+        crate::cbor::write::str(self.out, key)?;
+        cbor_field(self.out, field)
+    }
+}
+
+/// Writes one member into a JSON object.
+#[inline(always)]
+fn json_field(o: &mut ObjectWriter<'_, '_>, key: &str, field: Field<'_>) -> Result<(), WriteError> {
+    match field {
+        Field::Str(s) => o.string(key, s)?,
+        Field::U64(n) => o.u64(key, n)?,
+        Field::Bool(b) => o.bool(key, b)?,
+        Field::Json(text) => o.raw(key, text)?,
+        // A CBOR item is no JSON value.
+        Field::Cbor(_) => {
+            return Err(WriteError::InvalidJson {
+                offset: 0,
+                kind: crate::json::ErrorKind::ExpectedValue,
+            })
+        }
+        Field::Object(k, value) => o.object(key, |inner| {
+            match value {
+                Scalar::Str(s) => inner.string(k, s)?,
+                Scalar::U64(n) => inner.u64(k, n)?,
+            };
+            Ok(())
+        })?,
+    };
+    Ok(())
+}
+
+/// Writes one member's value as CBOR.
+#[cfg(feature = "cbor")]
+fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> {
+    use crate::cbor::write as cbor;
+    match field {
+        Field::Str(s) => cbor::str(out, s)?,
+        Field::U64(n) => cbor::u64(out, n)?,
+        Field::Bool(b) => cbor::bool(out, b)?,
+        Field::Json(text) => cbor::json(out, text)?,
+        Field::Cbor(bytes) => {
+            let item = crate::cbor::parse(bytes, crate::cbor::DEFAULT_MAX_DEPTH)
+                .map_err(|e| WriteError::InvalidCbor { offset: e.offset })?;
+            out.push(item.as_raw())?;
+        }
+        Field::Object(k, value) => {
+            cbor::map(out, 1)?;
+            cbor::str(out, k)?;
+            match value {
+                Scalar::Str(s) => cbor::str(out, s)?,
+                Scalar::U64(n) => cbor::u64(out, n)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CBOR envelope: a map of `action`, `id` (left out when `None`) and `body`, with
+/// `id` last when `id_last`.
+#[cfg(feature = "cbor")]
+fn cbor_envelope(
+    action: &str,
+    id: Option<u64>,
+    id_last: bool,
+    out: &mut Cursor<'_>,
+    body: impl FnOnce(&mut Cursor<'_>) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
+    use crate::cbor::write as cbor;
+    let write_id = |out: &mut Cursor<'_>| match id {
+        Some(id) => {
+            cbor::str(out, "id")?;
+            cbor::u64(out, id)
+        }
+        None => Ok(()),
+    };
+    cbor::map(out, if id.is_some() { 3 } else { 2 })?;
+    cbor::str(out, "action")?;
+    cbor::str(out, action)?;
+    if !id_last {
+        write_id(out)?;
+    }
+    cbor::str(out, "body")?;
+    body(out)?;
+    if id_last {
+        write_id(out)?;
+    }
+    Ok(())
+}
+
+/// [`write_envelope`] in `encoding`: for CBOR, `body` must be one CBOR map (it is checked
+/// and copied verbatim).
+///
+/// ```
+/// use benchlink_core::http::Cursor;
+/// use benchlink_core::rtm::pdu::{write_envelope_as, Encoding};
+/// let mut buf = [0u8; 96];
+/// let mut out = Cursor::new(&mut buf);
+/// write_envelope_as(Encoding::Json, "rtm/delete", None, br#"{"channel":"c"}"#, &mut out).unwrap();
+/// assert_eq!(out.written(), br#"{"action":"rtm/delete","body":{"channel":"c"}}"#);
+/// ```
+pub fn write_envelope_as(
+    encoding: Encoding,
+    action: &str,
+    id: Option<u64>,
+    body: &[u8],
+    out: &mut Cursor<'_>,
+) -> Result<(), WriteError> {
+    match encoding {
+        Encoding::Json => {
+            let body = core::str::from_utf8(body).map_err(|e| WriteError::InvalidJson {
+                offset: e.valid_up_to(),
+                kind: crate::json::ErrorKind::InvalidUtf8,
+            })?;
+            write_envelope(action, id, body, out)
+        }
+        #[cfg(feature = "cbor")]
+        Encoding::Cbor => {
+            let map = crate::cbor::parse(body, crate::cbor::MAX_DEPTH)
+                .ok()
+                .filter(|item| item.is_map())
+                .ok_or(WriteError::NotAnObject)?;
+            cbor_envelope(action, id, false, out, |out| Ok(out.push(map.as_raw())?))
+        }
     }
 }
 

@@ -9,12 +9,17 @@
 //! value (messages, extra arguments), so an encoded PDU is always one valid JSON
 //! object. Positions are always written as strings (the C SDK mangles any other type).
 //!
+//! With the `cbor` feature the same PDUs also travel as CBOR (`Encoding::Cbor`): a map
+//! with text keys in the Python SDK's order and widths ([`Request::encode_as`]), read by
+//! `Pdu::parse_cbor` into the same encoding-neutral views ([`Map`], [`Item`],
+//! [`List`], [`Text`]), whose [`Raw`] bytes are the message as it travelled.
+//!
 //! ```
 //! use benchlink_core::http::Cursor;
 //! use benchlink_core::rtm::pdu::{Incoming, Request};
 //! let mut buf = [0u8; 128];
 //! let mut out = Cursor::new(&mut buf);
-//! Request::Publish { channel: "chan", message: r#"{"k": 1}"# }.encode(Some(7), &mut out).unwrap();
+//! Request::Publish { channel: "chan", message: r#"{"k": 1}"#.into() }.encode(Some(7), &mut out).unwrap();
 //! assert_eq!(
 //!     out.written(),
 //!     br#"{"action":"rtm/publish","id":7,"body":{"channel":"chan","message":{"k": 1}}}"#
@@ -29,17 +34,58 @@
 //! }
 //! ```
 
+#[cfg(all(test, feature = "cbor"))]
+mod cbor_tests;
 mod decode;
 mod encode;
 #[cfg(test)]
 mod tests;
+mod view;
 
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
 #[cfg(feature = "serde")]
 pub(crate) use encode::envelope;
-pub use encode::{write_envelope, History, Request, SubscribeRequest, Target};
+pub use encode::{
+    write_envelope, write_envelope_as, History, Payload, Request, SubscribeRequest, Target,
+};
+pub use view::{Chars, Elements, Item, List, Map, Raw, Text};
+
+/// How PDUs travel on a connection: JSON text (the protocol's default) or CBOR (feature
+/// `cbor`), negotiated as the `cbor` WebSocket subprotocol. Both carry the same PDUs, and
+/// received PDUs are read through the same views ([`Pdu`], [`Item`], [`Text`]).
+///
+/// ```
+/// use benchlink_core::rtm::pdu::Encoding;
+/// assert_eq!(Encoding::default(), Encoding::Json);
+/// assert_eq!(Encoding::Json.subprotocol(), None);
+/// ```
+///
+/// Non-exhaustive: `Cbor` exists only with the `cbor` feature, and enabling a feature must
+/// not break a `match` elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Encoding {
+    /// JSON in text frames; no subprotocol is offered.
+    #[default]
+    Json,
+    /// CBOR in binary frames, after the server selected the `cbor` subprotocol.
+    #[cfg(feature = "cbor")]
+    Cbor,
+}
+
+impl Encoding {
+    /// The WebSocket subprotocol to offer in the upgrade request, if any.
+    pub const fn subprotocol(self) -> Option<&'static str> {
+        match self {
+            Encoding::Json => None,
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Some("cbor"),
+        }
+    }
+}
 
 /// The suffix of a reply action: how the request ended, or that more replies follow.
 ///

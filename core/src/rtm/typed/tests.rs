@@ -175,7 +175,11 @@ fn a_hostile_metric_name_is_escaped_in_the_sent_pdu() {
     struct Owned {
         metric: String,
     }
-    let owned: Owned = message.deserialize_unescaped(&mut scratch).unwrap();
+    let owned: Owned = message
+        .as_json()
+        .unwrap()
+        .deserialize_unescaped(&mut scratch)
+        .unwrap();
     assert_eq!(owned.metric, HOSTILE);
 }
 

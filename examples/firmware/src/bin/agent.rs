@@ -395,6 +395,8 @@ impl<'b> Rtm<'b> {
                         self.net.send(out.written())?;
                         Step::Sent
                     }
+                    // This client speaks JSON.
+                    Some(Transmit::Binary(_)) => return Err("binary PDU"),
                     None => Step::Idle,
                 };
                 match step {
@@ -687,7 +689,7 @@ mod loopback {
                         out.push(br#"","position":"1479315802:"#)?;
                         out.push_u64(position)?;
                         out.push(br#"","messages":["#)?;
-                        out.push_str(message.as_raw())?;
+                        out.push(message.raw().as_bytes())?;
                         out.push(b"]}}")
                     })()
                     .map_err(|_| "data PDU")?;
