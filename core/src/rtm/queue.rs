@@ -83,29 +83,36 @@ impl<const N: usize> RecordFifo<N> {
     where
         F: FnMut(&mut [u8]) -> Option<usize>,
     {
+        self.push_dyn(&mut write)
+    }
+
+    /// `push_with`'s body, once for every writer: the writer is called through a
+    /// reference to a trait object, so each caller's closure does not get its own copy of
+    /// the wrap-around logic (it matters on firmware, where every copy is flash).
+    fn push_dyn(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
         if self.wrap > 0 {
             // Only the front gap, up to the older region, is free for now.
             return self
-                .write_at(self.wrap, self.start, &mut write)
+                .write_at(self.wrap, self.start, write)
                 .is_some_and(|e| {
                     self.wrap = e;
                     true
                 });
         }
-        if let Some(e) = self.write_at(self.end, N, &mut write) {
+        if let Some(e) = self.write_at(self.end, N, write) {
             self.end = e;
             return true;
         }
         if self.start == 0 {
             return false;
         }
-        if let Some(e) = self.write_at(0, self.start, &mut write) {
+        if let Some(e) = self.write_at(0, self.start, write) {
             self.wrap = e;
             return true;
         }
         // Neither gap fits the record alone: join them.
         self.compact();
-        self.write_at(self.end, N, &mut write).is_some_and(|e| {
+        self.write_at(self.end, N, write).is_some_and(|e| {
             self.end = e;
             true
         })
@@ -113,10 +120,12 @@ impl<const N: usize> RecordFifo<N> {
 
     /// Writes a record at `at` within `..limit`; the offset past it, and the count, or
     /// `None` with nothing changed.
-    fn write_at<F>(&mut self, at: usize, limit: usize, write: &mut F) -> Option<usize>
-    where
-        F: FnMut(&mut [u8]) -> Option<usize>,
-    {
+    fn write_at(
+        &mut self,
+        at: usize,
+        limit: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Option<usize> {
         let payload_at = at.checked_add(RECORD_HEADER)?;
         let room = self.buf.get_mut(payload_at..limit)?;
         let used = write(room)?;
