@@ -27,9 +27,13 @@ macro_rules! text_enum {
             #[allow(dead_code)]
             pub(crate) const ALL: &'static [$name<'static>] = &[$($name::$variant),*];
 
+            /// Every named variant with its text, as data: `parse` and `from_json` walk it
+            /// in a loop instead of one inlined comparison per name (on firmware, flash).
+            const TABLE: &'static [($name<'static>, &'static str)] =
+                &[$( ($name::$variant, $text) ),*];
+
             fn find(is: impl Fn(&str) -> bool) -> Option<Self> {
-                $( if is($text) { return Some(Self::$variant); } )*
-                None
+                Self::TABLE.iter().find(|(_, text)| is(text)).map(|&(variant, _)| variant)
             }
 
             #[doc = concat!(
@@ -55,10 +59,14 @@ macro_rules! text_enum {
                 "assert_eq!(", stringify!($name), "::", stringify!($ex_variant), ".as_str(), ",
                 stringify!($ex_text), ");\n```"
             )]
-            pub const fn as_str(&self) -> &'a str {
+            pub fn as_str(&self) -> &'a str {
                 match self {
-                    $( Self::$variant => $text, )*
                     Self::Other(text) => text,
+                    // Every named variant is in the table: the "" is never returned.
+                    named => Self::TABLE
+                        .iter()
+                        .find(|(variant, _)| variant == named)
+                        .map_or("", |&(_, text)| text),
                 }
             }
         }
