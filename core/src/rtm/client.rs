@@ -380,6 +380,16 @@ fn push_encoded<const N: usize>(
     prefix: Option<&Meta>,
     mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
+    push_encoded_dyn(fifo, prefix, &mut encode)
+}
+
+/// `push_encoded`'s body, once for every encoder (called through a trait object, so each
+/// request kind does not get its own copy of the prefix and error handling).
+fn push_encoded_dyn<const N: usize>(
+    fifo: &mut RecordFifo<N>,
+    prefix: Option<&Meta>,
+    encode: &mut dyn FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
     let mut error = None;
     let stored = fifo.push_with(|dst| {
         let body_at = match prefix {
