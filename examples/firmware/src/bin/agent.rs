@@ -188,8 +188,9 @@ impl Bench {
         inflate: bool,
         mut body: impl FnMut(&[u8]) -> Result,
     ) -> Result<u16> {
-        let mut tx = [0u8; 256];
-        let mut out = Cursor::new(&mut tx);
+        // The request is encoded into the receive buffer: it is sent before any reply
+        // arrives, so the two never need the memory at once.
+        let mut out = Cursor::new(&mut self.rx);
         RequestHead {
             method: R::METHOD,
             path: R::PATH,
@@ -201,7 +202,20 @@ impl Bench {
         }
         .encode(req, &mut out)
         .map_err(|_| "request head")?;
-        self.net.send(out.written())?;
+        let len = out.len();
+        self.exchange(len, inflate, &mut body)
+    }
+
+    /// `stream`'s body, once for every request type and body consumer (each copy would
+    /// be flash): sends the request encoded in the first `len` bytes of `rx` and hands
+    /// the 200 reply's body to `body`.
+    fn exchange(
+        &mut self,
+        len: usize,
+        inflate: bool,
+        body: &mut dyn FnMut(&[u8]) -> Result,
+    ) -> Result<u16> {
+        self.net.send(&self.rx[..len])?;
 
         let memory = if inflate { inflate_memory() } else { None };
         let mut decoder: Decoder<'_> =
