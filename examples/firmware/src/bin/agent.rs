@@ -188,33 +188,34 @@ impl Bench {
         inflate: bool,
         mut body: impl FnMut(&[u8]) -> Result,
     ) -> Result<u16> {
+        self.exchange(R::METHOD, R::PATH, req, inflate, &mut body)
+    }
+
+    /// `stream`'s body, once for every request type and body consumer (each copy would
+    /// be flash): sends the request and hands the 200 reply's body to `body`.
+    fn exchange(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        query: &dyn http::EncodeQuery,
+        inflate: bool,
+        body: &mut dyn FnMut(&[u8]) -> Result,
+    ) -> Result<u16> {
         // The request is encoded into the receive buffer: it is sent before any reply
         // arrives, so the two never need the memory at once.
         let mut out = Cursor::new(&mut self.rx);
         RequestHead {
-            method: R::METHOD,
-            path: R::PATH,
+            method,
+            path,
             host: HOST,
             user_agent: "benchlink-firmware/0.1",
             bearer: None,
             body: http::Body::Empty,
             keep_alive: true,
         }
-        .encode(req, &mut out)
+        .encode(query, &mut out)
         .map_err(|_| "request head")?;
         let len = out.len();
-        self.exchange(len, inflate, &mut body)
-    }
-
-    /// `stream`'s body, once for every request type and body consumer (each copy would
-    /// be flash): sends the request encoded in the first `len` bytes of `rx` and hands
-    /// the 200 reply's body to `body`.
-    fn exchange(
-        &mut self,
-        len: usize,
-        inflate: bool,
-        body: &mut dyn FnMut(&[u8]) -> Result,
-    ) -> Result<u16> {
         self.net.send(&self.rx[..len])?;
 
         let memory = if inflate { inflate_memory() } else { None };
