@@ -98,8 +98,8 @@ fn run() -> Result<Report> {
         return Err("not connected and subscribed");
     }
 
-    // Where is the benchmark?
-    let mut body = [0u8; 256];
+    // Where is the benchmark? (One buffer for the small replies, /status and /results.)
+    let mut body = [0u8; 512];
     let (code, len) = bench.collect(&request::Status { id: BENCH_ID }, &mut body)?;
     let status = request::Status::read_reply(code, &body[..len]).map_err(|_| "/status reply")?;
     if !matches!(status.status, Status::Running) && !status.status.is_final() {
@@ -121,7 +121,6 @@ fn run() -> Result<Report> {
     })?;
 
     // Final results.
-    let mut body = [0u8; 512];
     let (code, len) = bench.collect(&request::Results { id: BENCH_ID }, &mut body)?;
     let results = request::Results::read_reply(code, &body[..len]).map_err(|_| "/results")?;
     if results.get("print").is_none() {

@@ -497,7 +497,9 @@ fn pdu_subscription_data() -> Check {
         "message value",
     )?;
     ensure(
-        messages.next().is_some_and(|m| m.raw().as_json() == Some(r#""two""#)),
+        messages
+            .next()
+            .is_some_and(|m| m.raw().as_json() == Some(r#""two""#)),
         "second message",
     )?;
     ensure(
