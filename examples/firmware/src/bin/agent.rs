@@ -556,7 +556,9 @@ mod loopback {
         upgraded: bool,
         subscribed: bool,
         next_position: u64,
-        out: [u8; 1024],
+        /// Frames not yet received by the client: at most the upgrade response, or one
+        /// publish reply and its echo (the agent's samples are under 100 bytes).
+        out: [u8; 512],
         out_len: usize,
     }
 
@@ -567,7 +569,7 @@ mod loopback {
                 upgraded: false,
                 subscribed: false,
                 next_position: 0,
-                out: [0; 1024],
+                out: [0; 512],
                 out_len: 0,
             }
         }
