@@ -606,15 +606,26 @@ mod loopback {
             Ok(())
         }
 
-        /// One unmasked server text frame.
-        fn push_text(&mut self, text: &[u8]) -> Result {
-            let len = text.len();
+        /// One unmasked server text frame, its payload written in place by `write` (no
+        /// second buffer for the PDU: the header is fitted in once its length is known).
+        fn push_text(
+            &mut self,
+            write: &mut dyn FnMut(&mut Cursor<'_>) -> core::result::Result<(), http::EncodeError>,
+        ) -> Result {
+            let at = self.out_len;
+            let room = self.out.get_mut(at + 4..).ok_or("server buffer full")?;
+            let mut out = Cursor::new(room);
+            write(&mut out).map_err(|_| "server buffer full")?;
+            let len = out.len();
             if len < 126 {
-                self.push(&[0x81, len as u8])?;
+                self.out[at..at + 2].copy_from_slice(&[0x81, len as u8]);
+                self.out.copy_within(at + 4..at + 4 + len, at + 2);
+                self.out_len = at + 2 + len;
             } else {
-                self.push(&[0x81, 126, (len >> 8) as u8, len as u8])?;
+                self.out[at..at + 4].copy_from_slice(&[0x81, 126, (len >> 8) as u8, len as u8]);
+                self.out_len = at + 4 + len;
             }
-            self.push(text)
+            Ok(())
         }
 
         pub fn send(&mut self, bytes: &[u8]) -> Result {
@@ -664,8 +675,6 @@ mod loopback {
             let Some(Id::Int(id)) = pdu.id else {
                 return Err("PDU without id");
             };
-            let mut buf = [0u8; 384];
-            let mut out = Cursor::new(&mut buf);
             let position = self.next_position;
             let reply = |out: &mut Cursor<'_>, action: &str, sub: bool| {
                 out.push(b"{\"action\":\"")?;
@@ -684,20 +693,18 @@ mod loopback {
             };
             match pdu.action {
                 Action::Subscribe => {
-                    reply(&mut out, "rtm/subscribe/ok", true).map_err(|_| "reply")?;
+                    self.push_text(&mut |out| reply(out, "rtm/subscribe/ok", true))?;
                     self.subscribed = true;
-                    self.push_text(out.written())
+                    Ok(())
                 }
                 Action::Publish => {
-                    reply(&mut out, "rtm/publish/ok", false).map_err(|_| "reply")?;
+                    self.push_text(&mut |out| reply(out, "rtm/publish/ok", false))?;
                     self.next_position += 1;
-                    self.push_text(out.written())?;
                     if !self.subscribed {
                         return Ok(());
                     }
                     let message = pdu.message().ok_or("publish without message")?;
-                    let mut out = Cursor::new(&mut buf);
-                    (|| {
+                    self.push_text(&mut |out| {
                         out.push(
                             br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#,
                         )?;
@@ -707,9 +714,7 @@ mod loopback {
                         out.push(br#"","messages":["#)?;
                         out.push(message.raw().as_bytes())?;
                         out.push(b"]}}")
-                    })()
-                    .map_err(|_| "data PDU")?;
-                    self.push_text(out.written())
+                    })
                 }
                 _ => Err("unexpected request"),
             }
