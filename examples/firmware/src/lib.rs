@@ -37,22 +37,12 @@ impl Host {
 
     /// Writes `n` in decimal.
     pub fn u64(&mut self, n: u64) -> &mut Self {
+        // Core's formatter (linked anyway for request ids): no second copy of the loop.
         let mut digits = [0u8; 20];
-        let text = decimal(n, &mut digits);
-        self.bytes(text)
-    }
-}
-
-/// `n` in decimal, in the tail of `buf`.
-pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
+        let mut out = benchlink_core::http::Cursor::new(&mut digits);
+        let _ = out.push_u64(n); // 20 digits hold any u64
+        let len = out.len();
+        self.bytes(&digits[..len])
     }
 }
 
