@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-const WAIT: Duration = Duration::from_secs(3);
+/// How long a test waits for what must come (generous: the tests share two cores with
+/// floods and other test binaries; nothing waits this long when all is well).
+const WAIT: Duration = Duration::from_secs(10);
 
 struct Client {
     ws: WebSocket<TcpStream>,

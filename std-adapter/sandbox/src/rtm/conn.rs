@@ -543,10 +543,10 @@ fn write_loop(mut tcp: TcpStream, outbox: &Outbox, shared: &Shared, id: u64, pau
         buf.clear();
         let written = match outbox.next(&mut buf, flooder.in_message()) {
             Next::Bytes => tcp.write_all(&buf),
-            Next::Flood(fault) => match flooder.chunk(&fault, shared, id) {
+            Next::Flood(fault, looked) => match flooder.chunk(&fault, shared, id) {
                 Some(chunk) => tcp.write_all(chunk),
                 None => {
-                    outbox.flood_stalled();
+                    outbox.flood_stalled(looked);
                     Ok(())
                 }
             },

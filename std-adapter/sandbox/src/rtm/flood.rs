@@ -49,7 +49,8 @@ impl Flooder {
     }
 
     /// The next chunk of `fault` for connection `id`; `None` when it has nothing to send
-    /// for now (a data flood without its subscription).
+    /// for now (a data flood without its subscription); empty when the connection's
+    /// queue must be written first.
     pub(crate) fn chunk(&mut self, fault: &SocketFault, shared: &Shared, id: u64) -> Option<&[u8]> {
         match fault {
             SocketFault::PingFlood => {
@@ -69,8 +70,17 @@ impl Flooder {
                 // One PDU is about this long; a chunk holds as many as fit.
                 let pdu_len = 100 + subscription_id.len() + message.len();
                 let n = (CHUNK / pdu_len).max(1) as u64;
-                let first = reserve(&mut shared.lock(), id, subscription_id, n)?;
+                let mut st = shared.lock();
                 self.chunk.clear();
+                // A message published between the writer's look at its queue and this
+                // lock is queued with a number below the ones a reservation would take
+                // now: the queue goes first (the writer comes back for the flood), or
+                // positions would go backwards on the wire.
+                if st.conns.get(&id).is_some_and(|c| c.outbox.has_queued()) {
+                    return Some(&self.chunk);
+                }
+                let first = reserve(&mut st, id, subscription_id, n)?;
+                drop(st);
                 for seq in first..first + n {
                     append_frame(&mut self.chunk, 0x1, true, |o| {
                         data_pdu(

@@ -56,7 +56,9 @@ pub(crate) enum Next {
     /// Write the bytes just put in the caller's buffer.
     Bytes,
     /// Nothing is queued and the connection is under this flood: write a chunk of it.
-    Flood(SocketFault),
+    /// The number is the queue's [`looks`](Queue::looks) at this moment, for
+    /// [`Outbox::flood_stalled`].
+    Flood(SocketFault, u64),
     /// Finish the endless fragmented message (its final fragment) before anything else.
     EndMessage,
     /// Close the TCP connection: everything there was to write is written.
@@ -88,9 +90,14 @@ struct Queue {
     owner_flushes: bool,
     /// The socket fault of this connection, if any.
     fault: Option<SocketFault>,
-    /// The flood has nothing to send for now (a data flood whose subscription does not
-    /// exist); the next push or fault change lets the writer look again.
-    flood_stalled: bool,
+    /// Pushes and fault changes so far: each may give a stalled flood something to send.
+    looks: u64,
+    /// The flood found nothing to send (a data flood whose subscription does not exist)
+    /// when [`looks`](Self::looks) was this: it waits until a push or fault change
+    /// moves `looks` on. A stamp rather than a flag, so that a push made while the
+    /// writer was finding nothing is not lost (with a flag, the writer's "stalled"
+    /// overwrote the push's "look again", and the flood never started).
+    flood_stalled_at: Option<u64>,
 }
 
 /// A bounded queue of frames with one consumer (the writer thread).
@@ -193,7 +200,7 @@ impl Outbox {
     /// Wakes the writer if it waits and nobody woke it yet: now, or when this thread
     /// releases its held kicks.
     fn kick(self: &Arc<Self>, q: &mut Queue) {
-        q.flood_stalled = false;
+        q.looks = q.looks.wrapping_add(1);
         if !q.writer_idle || q.kicked || q.owner_flushes {
             return;
         }
@@ -303,7 +310,7 @@ impl Outbox {
     }
 
     fn wake_all(&self, q: &mut Queue) {
-        q.flood_stalled = false;
+        q.looks = q.looks.wrapping_add(1);
         self.to_writer.notify_all();
         self.to_reader.notify_all();
     }
@@ -369,10 +376,16 @@ impl Outbox {
         q.reader_waiting = false;
     }
 
-    /// A flood found nothing to send (see [`Next::Flood`]): the writer waits for the next
-    /// push or fault change before trying again.
-    pub(crate) fn flood_stalled(&self) {
-        self.lock().flood_stalled = true;
+    /// The flood handed out as `Next::Flood(_, looked)` found nothing to send: the
+    /// writer waits for the next push or fault change after that hand-out before trying
+    /// again (one that came meanwhile lets it try at once).
+    pub(crate) fn flood_stalled(&self, looked: u64) {
+        self.lock().flood_stalled_at = Some(looked);
+    }
+
+    /// Whether frames are queued (checked under the lock).
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.lock().bytes.is_empty()
     }
 
     /// What the writer does next, waiting until there is something. `in_message` says
@@ -418,8 +431,8 @@ impl Outbox {
             }
             match &q.fault {
                 Some(SocketFault::Silent) | None => {}
-                Some(_) if q.flood_stalled => {}
-                Some(fault) => break Next::Flood(fault.clone()),
+                Some(_) if q.flood_stalled_at == Some(q.looks) => {}
+                Some(fault) => break Next::Flood(fault.clone(), q.looks),
             }
             q = self.wait_for_kick(q);
         };
