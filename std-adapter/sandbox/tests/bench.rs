@@ -747,9 +747,17 @@ fn failures_and_exclusive() {
     }
     wait_status(a, erlang, |st| st == "complete");
 
-    // Exclusive labels serialise benchmarks through wait_exclusive.
-    let first = start(a, "/start?exclusive=x,y", SMALL_BDL);
-    let second = start(a, "/start?exclusive=y", SMALL_BDL);
+    // Exclusive labels serialise benchmarks through wait_exclusive. These run until
+    // stopped (a long scenario, no cap), so that a loaded machine's slow polls still
+    // see the first one running.
+    let s = server(Speed {
+        max_running: Duration::from_secs(600),
+        ..slow_running()
+    });
+    let a = s.addr();
+    let endless = SMALL_BDL.replace("time = 10 sec", "time = 100000 sec");
+    let first = start(a, "/start?exclusive=x,y", &endless);
+    let second = start(a, "/start?exclusive=y", &endless);
     wait_status(a, first, |st| st == "running");
     wait_status(a, second, |st| st == "wait_exclusive");
     std::thread::sleep(Duration::from_millis(100));
