@@ -1055,7 +1055,11 @@ fn fault_drop_close_and_pings() {
 
     // A close frame with a code, then the socket closes.
     let mut c = connect(&server);
-    assert!(server.wait_for_connections(WAIT, |c| c.iter().filter(|c| c.open).count() == 1));
+    // c registered (its client may see the 101 first) and b's end recorded: otherwise
+    // the close could go to b alone.
+    assert!(server.wait_for_connections(WAIT, |c| {
+        c.len() == 3 && c[2].open && c.iter().filter(|c| c.open).count() == 1
+    }));
     assert_eq!(faults.close_connections(1001), 1);
     match c.ws.read() {
         Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Away),
