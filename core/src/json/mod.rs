@@ -120,16 +120,95 @@ impl core::error::Error for Error {}
 /// assert_eq!(json::parse(r#"{"a":"#, 8).map_err(|e| e.kind), Err(ErrorKind::UnexpectedEnd));
 /// ```
 pub fn parse(text: &str, max_depth: usize) -> Result<Value<'_>, Error> {
-    let mut s = Scanner::new(text, 0);
-    s.skip_ws();
-    let start = s.pos;
-    s.value(max_depth)?;
-    let end = s.pos;
-    s.skip_ws();
-    if s.pos < text.len() {
-        return Err(s.error(ErrorKind::TrailingData));
+    let mut json = Validator::new(text);
+    let value = json.value(max_depth)?;
+    json.end()?;
+    Ok(value)
+}
+
+/// [`parse`] taken apart, for a reader that wants more than the value: it validates one
+/// value at a time, and an object member by member, so the reader learns where each
+/// member's value ends without stepping over it again. Validating a text with it accepts
+/// and rejects exactly what [`parse`] does, with the same errors.
+pub(crate) struct Validator<'a> {
+    s: Scanner<'a>,
+    text: &'a str,
+}
+
+impl<'a> Validator<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Validator {
+            s: Scanner::new(text, 0),
+            text,
+        }
     }
-    Ok(Value::new(text.get(start..end).unwrap_or_default()))
+
+    /// Validates the next value (after optional whitespace), at most `max_depth`
+    /// containers deep, and returns it.
+    pub(crate) fn value(&mut self, max_depth: usize) -> Result<Value<'a>, Error> {
+        self.s.skip_ws();
+        let start = self.s.pos;
+        self.s.value(max_depth)?;
+        Ok(Value::new(
+            self.text.get(start..self.s.pos).unwrap_or_default(),
+        ))
+    }
+
+    /// If the next value is an object, validates it member by member and returns it,
+    /// remembering where the values of its first members end; otherwise validates
+    /// nothing and returns `None`. `member` gets each member's key and the depth left for
+    /// its value (`max_depth - 1`), and must validate that value with
+    /// [`value`](Self::value) or `object`.
+    pub(crate) fn object(
+        &mut self,
+        max_depth: usize,
+        mut member: impl FnMut(&mut Self, JsonStr<'a>, usize) -> Result<(), Error>,
+    ) -> Result<Option<Object<'a>>, Error> {
+        self.s.skip_ws();
+        if self.s.peek() != Some(b'{') {
+            return Ok(None);
+        }
+        let max_depth = max_depth.min(MAX_DEPTH);
+        let Some(inner) = max_depth.checked_sub(1) else {
+            return Err(self.s.error(ErrorKind::TooDeep));
+        };
+        let start = self.s.pos;
+        self.s.bump();
+        self.s.skip_ws();
+        let mut ends = Ends::default();
+        if self.s.peek() == Some(b'}') {
+            self.s.bump();
+        } else {
+            for index in 0.. {
+                let (from, to) = self.s.key()?;
+                let key = JsonStr {
+                    raw: self.text.get(from..to).unwrap_or_default(),
+                };
+                member(self, key, inner)?;
+                ends.push(index, self.s.pos.saturating_sub(start));
+                self.s.skip_ws();
+                match self.s.peek() {
+                    Some(b',') => self.s.bump(),
+                    Some(b'}') => {
+                        self.s.bump();
+                        break;
+                    }
+                    _ => return Err(self.s.error(ErrorKind::ExpectedCommaOrEnd)),
+                }
+            }
+        }
+        let raw = self.text.get(start..self.s.pos).unwrap_or_default();
+        Ok(Some(Object { raw, ends }))
+    }
+
+    /// Checks that only whitespace follows the value.
+    pub(crate) fn end(&mut self) -> Result<(), Error> {
+        self.s.skip_ws();
+        if self.s.pos < self.text.len() {
+            return Err(self.s.error(ErrorKind::TrailingData));
+        }
+        Ok(())
+    }
 }
 
 /// [`parse`] for bytes straight off the wire: they must be UTF-8 as well as JSON.
@@ -221,7 +300,10 @@ impl<'a> Value<'a> {
     /// assert_eq!(v.as_object().map(|o| o.members().count()), Some(1));
     /// ```
     pub fn as_object(&self) -> Option<Object<'a>> {
-        (self.kind() == Kind::Object).then_some(Object { raw: self.raw })
+        (self.kind() == Kind::Object).then_some(Object {
+            raw: self.raw,
+            ends: Ends::default(),
+        })
     }
 
     /// The value as an array, if it is one.
@@ -340,9 +422,26 @@ impl defmt::Format for Value<'_> {
 /// let keys: Vec<String> = obj.members().map(|(k, _)| k.to_string()).collect();
 /// assert_eq!(keys, ["b", "a"]);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Object<'a> {
     raw: &'a str,
+    /// Where its first members' values end, when it was validated member by member.
+    ends: Ends,
+}
+
+/// Compares the text: the index is only a shortcut through it.
+impl PartialEq for Object<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl Eq for Object<'_> {}
+
+impl fmt::Debug for Object<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object").field("raw", &self.raw).finish()
+    }
 }
 
 impl<'a> Object<'a> {
@@ -355,13 +454,12 @@ impl<'a> Object<'a> {
     /// ```
     pub fn members(&self) -> Members<'a> {
         Members {
-            items: Items::new(self.raw),
+            items: Items::new(self.raw, self.ends),
         }
     }
 
     /// The value of the first member named `key` (compared after unescaping, so
-    /// `"\u0069d"` matches `id`). Linear in the object's size: objects here are small and
-    /// the reader keeps no index.
+    /// `"\u0069d"` matches `id`). Linear in the object's size: objects here are small.
     ///
     /// ```
     /// let v = benchlink_core::json::parse(r#"{"\u0069d":5,"id":6}"#, 4).unwrap();
@@ -431,7 +529,7 @@ impl<'a> Array<'a> {
     /// ```
     pub fn elements(&self) -> Elements<'a> {
         Elements {
-            items: Items::new(self.raw),
+            items: Items::new(self.raw, Ends::default()),
         }
     }
 
@@ -510,21 +608,63 @@ impl<'a> Iterator for Elements<'a> {
     }
 }
 
+/// How many member ends an [`Object`] validated member by member keeps: enough for the
+/// bodies of the messaging protocol.
+const INDEXED: usize = 4;
+
+/// Where the values of an object's first members end (offsets into the object's text),
+/// recorded by the [`Validator`] that validated it, so that walking the object steps over
+/// none of them again. Empty for objects found inside other values.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ends {
+    /// How many leading members are recorded.
+    len: u8,
+    at: [u32; INDEXED],
+}
+
+impl Ends {
+    /// Records that member `index`'s value ends at `end`, if all members before it are
+    /// recorded and there is room.
+    fn push(&mut self, index: usize, end: usize) {
+        if usize::from(self.len) != index {
+            return;
+        }
+        if let (Some(slot), Ok(end)) = (self.at.get_mut(index), u32::try_from(end)) {
+            *slot = end;
+            self.len += 1;
+        }
+    }
+
+    /// Where member `index`'s value ends, if recorded.
+    fn get(&self, index: usize) -> Option<usize> {
+        let end = self
+            .at
+            .get(index)
+            .filter(|_| index < usize::from(self.len))?;
+        usize::try_from(*end).ok()
+    }
+}
+
 /// The one walker behind [`Members`] and [`Elements`]: it re-scans each item of an
-/// already validated container, so it can only end, never fail (if the text were somehow
-/// malformed it would just stop).
+/// already validated container (or takes its end from the container's [`Ends`]), so it
+/// can only end, never fail (if the text were somehow malformed it would just stop).
 #[derive(Debug, Clone)]
 struct Items<'a> {
     text: &'a str,
     /// Just after the opening bracket or the previous item; `text.len()` once finished.
     pos: usize,
+    ends: Ends,
+    /// The index of the next item.
+    index: usize,
 }
 
 impl<'a> Items<'a> {
-    fn new(container: &'a str) -> Self {
+    fn new(container: &'a str, ends: Ends) -> Self {
         Items {
             text: container,
             pos: 1,
+            ends,
+            index: 0,
         }
     }
 
@@ -568,9 +708,16 @@ impl<'a> Items<'a> {
         if s.peek().is_none() || matches!(s.peek(), Some(b'}' | b']')) {
             return None;
         }
-        s.skip_validated();
-        self.pos = s.pos;
-        Some((key, Value::new(self.text.get(start..s.pos)?)))
+        let end = match self.ends.get(self.index) {
+            Some(end) => end,
+            None => {
+                s.skip_validated();
+                s.pos
+            }
+        };
+        self.index = self.index.saturating_add(1);
+        self.pos = end;
+        Some((key, Value::new(self.text.get(start..end)?)))
     }
 }
 
@@ -1326,7 +1473,23 @@ mod tests {
 
     fn err(text: &str) -> (usize, ErrorKind) {
         let e = parse(text, 16).unwrap_err();
+        assert_eq!(by_members(text, 16), Err(e), "{text:?}");
         (e.offset, e.kind)
+    }
+
+    /// [`parse`] through a [`Validator`] that takes every object, at every depth, member by
+    /// member.
+    fn by_members(text: &str, max_depth: usize) -> Result<Value<'_>, Error> {
+        fn value<'a>(json: &mut Validator<'a>, max_depth: usize) -> Result<Value<'a>, Error> {
+            match json.object(max_depth, |json, _, depth| value(json, depth).map(drop))? {
+                Some(object) => Ok(Value::new(object.raw)),
+                None => json.value(max_depth),
+            }
+        }
+        let mut json = Validator::new(text);
+        let v = value(&mut json, max_depth)?;
+        json.end()?;
+        Ok(v)
     }
 
     #[test]
@@ -1395,8 +1558,56 @@ mod tests {
         for end in 0..doc.len() {
             if let Some(prefix) = doc.get(..end) {
                 assert!(parse(prefix, 8).is_err(), "{prefix:?}");
+                assert_eq!(by_members(prefix, 8), parse(prefix, 8), "{prefix:?}");
             }
         }
+    }
+
+    #[test]
+    fn objects_validated_member_by_member_walk_without_rescanning() {
+        for doc in [
+            "{}",
+            " { } ",
+            r#"{"a":1}"#,
+            r#"{ "a" : [1,{"x":"]}"}] , "b":{"c":null},"\u0063":"s\"}","d":true,"e":-1.5e3,"a":2 } "#,
+        ] {
+            let mut json = Validator::new(doc);
+            let object = json
+                .object(8, |json, _, depth| json.value(depth).map(drop))
+                .unwrap()
+                .unwrap();
+            json.end().unwrap();
+            let parsed = parse(doc, 8).unwrap().as_object().unwrap();
+            assert_eq!(object.as_raw(), parsed.as_raw());
+            let count = parsed.members().count();
+            assert_eq!(usize::from(object.ends.len), count.min(INDEXED), "{doc}");
+            assert_eq!(usize::from(parsed.ends.len), 0);
+            assert!(object.members().eq(parsed.members()), "{doc}");
+            for (key, _) in parsed.members() {
+                let key = Text::display(key);
+                assert_eq!(
+                    object.get(key.as_str()),
+                    parsed.get(key.as_str()),
+                    "{key:?}"
+                );
+            }
+            assert_eq!(object.get("z"), None);
+        }
+        // The recorded ends are used: a (never validated) object given ends that differ
+        // from its text is walked by the ends.
+        let object = Object {
+            raw: r#"{"a":1,"b":2,"c":3}"#,
+            ends: Ends {
+                len: 1,
+                at: [12, 0, 0, 0],
+            },
+        };
+        let members = object.members().map(|(k, v)| (k.as_raw(), v.as_raw()));
+        assert!(members.eq([("a", r#"1,"b":2"#), ("c", "3")]));
+        // Something other than an object is left to `value`.
+        let mut json = Validator::new(" [1]");
+        assert_eq!(json.object(8, |_, _, _| Ok(())), Ok(None));
+        assert_eq!(json.value(8).map(|v| v.as_raw()), Ok("[1]"));
     }
 
     #[test]
@@ -1449,6 +1660,20 @@ mod tests {
             parse(mixed.as_str(), 99).unwrap_err().kind,
             ErrorKind::TooDeep
         );
+        // Taken member by member, objects count the same levels, up to the same clamp.
+        for depth in [0, 1, 98, 99, 100, 101] {
+            assert_eq!(
+                by_members(mixed.as_str(), depth),
+                parse(mixed.as_str(), depth)
+            );
+        }
+        for n in [MAX_DEPTH, MAX_DEPTH + 1] {
+            let mut objects = Buf::<2048>::new();
+            objects.repeat(b"{\"k\":", n).push(b"1").repeat(b"}", n);
+            let text = objects.as_str();
+            assert_eq!(parse(text, usize::MAX).is_ok(), n == MAX_DEPTH);
+            assert_eq!(by_members(text, usize::MAX), parse(text, usize::MAX));
+        }
     }
 
     #[test]
@@ -1649,6 +1874,9 @@ mod tests {
                     1 if pos < doc.len() => doc.remove(pos),
                     _ => doc.insert(pos, b),
                 }
+            }
+            if let Ok(text) = core::str::from_utf8(doc.as_bytes()) {
+                assert_eq!(by_members(text, 4), parse(text, 4), "{text:?}");
             }
             if let Ok(v) = parse_bytes(doc.as_bytes(), 4) {
                 walk(v);
