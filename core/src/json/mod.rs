@@ -816,11 +816,17 @@ impl PartialEq for JsonStr<'_> {
 
 impl Eq for JsonStr<'_> {}
 
+/// Every escape is longer than what it stands for, so the lengths alone settle most
+/// comparisons: shorter raw text never matches, raw text of the same length matches only
+/// byte for byte and without escapes, and only longer raw text needs decoding.
 impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
-        match self.as_plain() {
-            Some(plain) => plain == other,
-            None => self.chars().eq(other.chars()),
+        match self.raw.len().cmp(&other.len()) {
+            core::cmp::Ordering::Less => false,
+            core::cmp::Ordering::Equal => self.raw == other && !self.raw.contains('\\'),
+            core::cmp::Ordering::Greater => {
+                self.raw.contains('\\') && self.chars().eq(other.chars())
+            }
         }
     }
 }
@@ -1212,41 +1218,7 @@ impl<'a> Scanner<'a> {
     fn skip_validated(&mut self) {
         match self.peek() {
             Some(b'"') => self.skip_validated_string(),
-            Some(b'{' | b'[') => {
-                use crate::swar::{find, repeat, zero_bytes};
-                // Only quotes and brackets matter; `[`/`{` and `]`/`}` differ by 0x20.
-                let hits = |w: u64| {
-                    let folded = w | repeat(0x20);
-                    zero_bytes(w ^ repeat(b'"'))
-                        | zero_bytes(folded ^ repeat(b'{'))
-                        | zero_bytes(folded ^ repeat(b'}'))
-                };
-                let is = |b: u8| matches!(b, b'"' | b'{' | b'}' | b'[' | b']');
-                let mut depth = 0usize;
-                loop {
-                    let rest = self.bytes.get(self.pos..).unwrap_or_default();
-                    let Some(n) = find(rest, hits, is) else {
-                        self.pos = self.bytes.len();
-                        return;
-                    };
-                    self.pos = self.pos.saturating_add(n);
-                    match self.peek() {
-                        Some(b'"') => self.skip_validated_string(),
-                        Some(b'{' | b'[') => {
-                            depth = depth.saturating_add(1);
-                            self.bump();
-                        }
-                        Some(_) => {
-                            depth = depth.saturating_sub(1);
-                            self.bump();
-                            if depth == 0 {
-                                return;
-                            }
-                        }
-                        None => return,
-                    }
-                }
-            }
+            Some(b'{' | b'[') => self.skip_validated_container(),
             _ => {
                 while !matches!(
                     self.peek(),
@@ -1256,6 +1228,74 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+    }
+
+    /// [`skip_validated`](Self::skip_validated) for an object or array: eight bytes at a
+    /// time, the brackets inside strings masked out by the quotes before them; words with
+    /// a backslash (escapes, which may hide a quote) and the last bytes go byte by byte.
+    fn skip_validated_container(&mut self) {
+        use crate::swar::{eq_bytes, prefix_xor, repeat};
+        let mut depth = 0usize;
+        let mut in_string = false;
+        loop {
+            let rest = self.bytes.get(self.pos..).unwrap_or_default();
+            let Some(Ok(bytes)) = rest.get(..8).map(<[u8; 8]>::try_from) else {
+                self.skip_bytes(rest.len(), &mut depth, &mut in_string);
+                return;
+            };
+            let w = u64::from_le_bytes(bytes);
+            if eq_bytes(w, b'\\') != 0 {
+                if self.skip_bytes(8, &mut depth, &mut in_string) {
+                    return;
+                }
+                continue;
+            }
+            let mut inside = prefix_xor(eq_bytes(w, b'"'));
+            if in_string {
+                inside = !inside;
+            }
+            // `[`/`{` and `]`/`}` differ by 0x20 only.
+            let folded = w | repeat(0x20);
+            let opens = eq_bytes(folded, b'{');
+            let mut brackets = (opens | eq_bytes(folded, b'}')) & !inside;
+            while brackets != 0 {
+                let bit = brackets & brackets.wrapping_neg();
+                brackets ^= bit;
+                if opens & bit != 0 {
+                    depth += 1;
+                } else if depth > 1 {
+                    depth -= 1;
+                } else {
+                    self.pos += bit.trailing_zeros() as usize / 8 + 1;
+                    return;
+                }
+            }
+            in_string = inside >> 63 != 0;
+            self.pos += 8;
+        }
+    }
+
+    /// The byte-by-byte steps of [`skip_validated_container`](Self::skip_validated_container)
+    /// over (at least) the next `n` bytes; true once the container has ended.
+    fn skip_bytes(&mut self, n: usize, depth: &mut usize, in_string: &mut bool) -> bool {
+        let end = self.pos.saturating_add(n);
+        while self.pos < end {
+            let b = self.peek();
+            self.bump();
+            match b {
+                Some(b'\\') => self.bump(),
+                Some(b'"') => *in_string = !*in_string,
+                Some(b'{' | b'[') if !*in_string => *depth += 1,
+                Some(b'}' | b']') if !*in_string => {
+                    if *depth <= 1 {
+                        return true;
+                    }
+                    *depth -= 1;
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     fn skip_validated_string(&mut self) {
@@ -1734,6 +1774,10 @@ mod tests {
         assert!(s[0] == "id" && s[1] == "id" && s[0] == s[1]);
         assert!(s[2] == "i\"d" && s[2] != "id" && s[3] != "id" && s[0] != "idx" && s[0] != "i");
         assert!(s[0] != s[3]);
+        // Raw text that equals the other text byte for byte but has escapes decodes to
+        // something shorter.
+        let v = parse(r#""a\\n""#, 0).unwrap().as_str().unwrap();
+        assert!(v == r"a\n" && v != r"a\\n" && v != "a\n");
     }
 
     #[test]
@@ -1787,6 +1831,78 @@ mod tests {
             .get("a")
             .and_then(|a| a.as_str())
             .is_some_and(|a| a == "]}\"[{"));
+    }
+
+    /// Containers are stepped over eight bytes at a time: random documents whose
+    /// strings are full of brackets, quotes and escapes, at every alignment, split back
+    /// into the values they were built from.
+    #[test]
+    fn containers_are_stepped_over_at_every_alignment() {
+        let mut state = 0x853C_49E6_748F_EA9Bu64;
+        let mut rand = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as usize
+        };
+        fn value(out: &mut Buf<4096>, rand: &mut impl FnMut() -> usize, depth: usize) {
+            const PIECES: [&str; 12] = [
+                "a", "]", "[", "}", "{", "\\\"", "\\\\", "\\/", "\\u005d", "é", " ", ",",
+            ];
+            match rand() % if depth == 0 { 3 } else { 6 } {
+                0 => {
+                    out.push(["null", "-1.5e3", "0", "true"][rand() % 4].as_bytes());
+                }
+                1 | 2 => {
+                    out.push(b"\"");
+                    (0..rand() % 12).for_each(|_| {
+                        out.push(PIECES[rand() % PIECES.len()].as_bytes());
+                    });
+                    out.push(b"\"");
+                }
+                kind => {
+                    let object = kind == 5;
+                    out.push(if object { b"{" } else { b"[" });
+                    for i in 0..rand() % 4 {
+                        out.push(if i > 0 { b", " } else { b"" });
+                        if object {
+                            value_key(out, rand);
+                        }
+                        value(out, rand, depth - 1);
+                    }
+                    out.push(if object { b" }" } else { b"]" });
+                }
+            }
+        }
+        fn value_key(out: &mut Buf<4096>, rand: &mut impl FnMut() -> usize) {
+            out.push(["\"k\":", "\"]}\" : ", "\"\\\"{\":"][rand() % 3].as_bytes());
+        }
+        for _ in 0..3_000 {
+            let mut doc = Buf::<4096>::new();
+            doc.push(&b"[        "[..1 + rand() % 8]);
+            let mut spans = [(0, 0); 8];
+            let count = rand() % spans.len();
+            for (i, span) in spans.iter_mut().take(count).enumerate() {
+                if i > 0 {
+                    doc.push(b",");
+                }
+                let start = doc.len();
+                value(&mut doc, &mut rand, 4);
+                *span = (start, doc.len());
+            }
+            doc.push(b"]");
+            let text = doc.as_str();
+            let v = parse(text, 8).unwrap();
+            let expected = spans[..count].iter().map(|&(a, b)| &text[a..b]);
+            assert!(
+                v.as_array()
+                    .unwrap()
+                    .elements()
+                    .map(|e| e.as_raw())
+                    .eq(expected),
+                "{text}"
+            );
+        }
     }
 
     #[test]
