@@ -6,7 +6,8 @@
 //! case once inside `count` (warmed up once before): under
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=*count* --dump-after=*count*`
 //! every case becomes one dump whose total is its instruction count, a figure that other
-//! processes on the machine can not disturb. The cases are listed on stdout in order.
+//! processes on the machine can not disturb. The cases are listed on stdout in order. As
+//! with criterion, an argument keeps only the cases whose `group/name` contains it.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -372,10 +373,15 @@ fn count(case: &mut Case) -> usize {
 fn main() {
     let mut cases = cases();
     if std::env::var_os("DECODERS_COUNT").is_some() {
+        let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
         for case in &mut cases {
+            let id = format!("{}/{}", case.group, case.name);
+            if filter.as_ref().is_some_and(|f| !id.contains(f.as_str())) {
+                continue;
+            }
             black_box((case.run)()); // warm caches and lazy state outside the count
             black_box(count(case));
-            println!("{}/{} {}", case.group, case.name, case.bytes);
+            println!("{id} {}", case.bytes);
         }
         return;
     }

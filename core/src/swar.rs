@@ -18,6 +18,21 @@ pub(crate) const fn bytes_below(x: u64, n: u8) -> u64 {
     x.wrapping_sub(repeat(n)) & !x & repeat(0x80)
 }
 
+/// Flags (high bit) exactly the bytes of `x` equal to `b`: no false alarms, so every
+/// flag may be used, not only the lowest.
+pub(crate) const fn eq_bytes(x: u64, b: u8) -> u64 {
+    let t = x ^ repeat(b);
+    !(((t & repeat(0x7f)) + repeat(0x7f)) | t) & repeat(0x80)
+}
+
+/// Each byte's flag (high bit) XOR the flags of the bytes before it: with quotes flagged,
+/// the bytes from an opening quote up to (not including) its closing one.
+pub(crate) const fn prefix_xor(flags: u64) -> u64 {
+    let x = flags ^ (flags << 8);
+    let x = x ^ (x << 16);
+    x ^ (x << 32)
+}
+
 /// The index of the first byte of `data` that `hits` flags in its word, or that `is`
 /// holds for among the last `len % 8` bytes. `hits` and `is` must agree.
 pub(crate) fn find(
@@ -120,6 +135,35 @@ mod tests {
             let word = [b'5', b'5', b'5', b, b'5', b'5', b'5', b'5'];
             let expected = if b.is_ascii_digit() { 8 } else { 3 };
             assert_eq!(digit_run(&word), expected, "{b}");
+        }
+    }
+
+    #[test]
+    fn exact_masks() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // Bytes near the interesting ones, so that borrows would show.
+            let bytes: [u8; 8] = core::array::from_fn(|i| {
+                [b'"', b'!', b'#', b'\\', b'[', b'{', 0, 0x80, 0xa2, 0xff]
+                    [(seed >> (i * 7)) as usize % 10]
+            });
+            let w = u64::from_le_bytes(bytes);
+            let flags = |f: &dyn Fn(u8) -> bool| {
+                (0..8).fold(0u64, |m, i| m | (u64::from(f(bytes[i])) << (i * 8 + 7)))
+            };
+            for b in [b'"', b'\\', b'{', 0, 0x80, 0xff] {
+                assert_eq!(eq_bytes(w, b), flags(&|x| x == b), "{bytes:?} {b}");
+            }
+            let quotes = eq_bytes(w, b'"');
+            let inside = flags(&|_| false)
+                | (0..8).fold(0u64, |m, i| {
+                    let before = bytes[..=i].iter().filter(|&&x| x == b'"').count();
+                    m | (((before % 2) as u64) << (i * 8 + 7))
+                });
+            assert_eq!(prefix_xor(quotes), inside, "{bytes:?}");
         }
     }
 

@@ -10,7 +10,9 @@
 //! - mode & 3 == 3: all three on the same bytes.
 //!
 //! Properties:
-//! - parsing: never panics; `parse_bytes` agrees with `parse`; every accessor (`action`,
+//! - parsing: never panics; `parse_bytes` agrees with `parse`; it rejects exactly what
+//!   `json::parse` rejects, with the same error; the body's members (found through the
+//!   index the reader keeps) are those of its re-parsed text; every accessor (`action`,
 //!   `id`, `body`, `position`, `subscription_id`, `nonce`, `message`, `error`, `channels`,
 //!   the classified views and each message's `as_raw`) returns slices of the input that
 //!   re-parse to themselves; classification follows the documented rules (a reply iff an
@@ -97,6 +99,10 @@ fn check_received(bytes: &[u8]) {
     };
     assert_eq!(Pdu::parse(text), parsed, "parse_bytes and parse disagree");
     assert_eq!(Incoming::parse(text), parsed.and_then(|p| p.classify()));
+    match json::parse(text, json::DEFAULT_MAX_DEPTH) {
+        Err(e) => assert_eq!(parsed, Err(PduError::Json(e)), "not json::parse's error"),
+        Ok(_) => assert!(!matches!(parsed, Err(PduError::Json(_)))),
+    }
     let pdu = match parsed {
         Ok(pdu) => pdu,
         Err(e) => {
@@ -115,7 +121,10 @@ fn check_received(bytes: &[u8]) {
     if let Some(body) = pdu.body {
         let body = body.as_json().expect("a JSON frame's body is JSON");
         assert!(within(text, body.as_raw()));
-        check_value(text, json::parse(body.as_raw(), json::MAX_DEPTH).unwrap());
+        let again = json::parse(body.as_raw(), json::MAX_DEPTH).unwrap();
+        check_value(text, again);
+        let again = again.as_object().expect("an object");
+        assert!(body.members().eq(again.members()), "indexed members differ");
         assert_eq!(
             pdu.position().and_then(|p| p.as_json()),
             body.get("position").and_then(|v| v.as_str())

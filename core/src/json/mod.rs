@@ -120,16 +120,95 @@ impl core::error::Error for Error {}
 /// assert_eq!(json::parse(r#"{"a":"#, 8).map_err(|e| e.kind), Err(ErrorKind::UnexpectedEnd));
 /// ```
 pub fn parse(text: &str, max_depth: usize) -> Result<Value<'_>, Error> {
-    let mut s = Scanner::new(text, 0);
-    s.skip_ws();
-    let start = s.pos;
-    s.value(max_depth)?;
-    let end = s.pos;
-    s.skip_ws();
-    if s.pos < text.len() {
-        return Err(s.error(ErrorKind::TrailingData));
+    let mut json = Validator::new(text);
+    let value = json.value(max_depth)?;
+    json.end()?;
+    Ok(value)
+}
+
+/// [`parse`] taken apart, for a reader that wants more than the value: it validates one
+/// value at a time, and an object member by member, so the reader learns where each
+/// member's value ends without stepping over it again. Validating a text with it accepts
+/// and rejects exactly what [`parse`] does, with the same errors.
+pub(crate) struct Validator<'a> {
+    s: Scanner<'a>,
+    text: &'a str,
+}
+
+impl<'a> Validator<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Validator {
+            s: Scanner::new(text, 0),
+            text,
+        }
     }
-    Ok(Value::new(text.get(start..end).unwrap_or_default()))
+
+    /// Validates the next value (after optional whitespace), at most `max_depth`
+    /// containers deep, and returns it.
+    pub(crate) fn value(&mut self, max_depth: usize) -> Result<Value<'a>, Error> {
+        self.s.skip_ws();
+        let start = self.s.pos;
+        self.s.value(max_depth)?;
+        Ok(Value::new(
+            self.text.get(start..self.s.pos).unwrap_or_default(),
+        ))
+    }
+
+    /// If the next value is an object, validates it member by member and returns it,
+    /// remembering where the values of its first members end; otherwise validates
+    /// nothing and returns `None`. `member` gets each member's key and the depth left for
+    /// its value (`max_depth - 1`), and must validate that value with
+    /// [`value`](Self::value) or `object`.
+    pub(crate) fn object(
+        &mut self,
+        max_depth: usize,
+        mut member: impl FnMut(&mut Self, JsonStr<'a>, usize) -> Result<(), Error>,
+    ) -> Result<Option<Object<'a>>, Error> {
+        self.s.skip_ws();
+        if self.s.peek() != Some(b'{') {
+            return Ok(None);
+        }
+        let max_depth = max_depth.min(MAX_DEPTH);
+        let Some(inner) = max_depth.checked_sub(1) else {
+            return Err(self.s.error(ErrorKind::TooDeep));
+        };
+        let start = self.s.pos;
+        self.s.bump();
+        self.s.skip_ws();
+        let mut ends = Ends::default();
+        if self.s.peek() == Some(b'}') {
+            self.s.bump();
+        } else {
+            for index in 0.. {
+                let (from, to) = self.s.key()?;
+                let key = JsonStr {
+                    raw: self.text.get(from..to).unwrap_or_default(),
+                };
+                member(self, key, inner)?;
+                ends.push(index, self.s.pos.saturating_sub(start));
+                self.s.skip_ws();
+                match self.s.peek() {
+                    Some(b',') => self.s.bump(),
+                    Some(b'}') => {
+                        self.s.bump();
+                        break;
+                    }
+                    _ => return Err(self.s.error(ErrorKind::ExpectedCommaOrEnd)),
+                }
+            }
+        }
+        let raw = self.text.get(start..self.s.pos).unwrap_or_default();
+        Ok(Some(Object { raw, ends }))
+    }
+
+    /// Checks that only whitespace follows the value.
+    pub(crate) fn end(&mut self) -> Result<(), Error> {
+        self.s.skip_ws();
+        if self.s.pos < self.text.len() {
+            return Err(self.s.error(ErrorKind::TrailingData));
+        }
+        Ok(())
+    }
 }
 
 /// [`parse`] for bytes straight off the wire: they must be UTF-8 as well as JSON.
@@ -221,7 +300,10 @@ impl<'a> Value<'a> {
     /// assert_eq!(v.as_object().map(|o| o.members().count()), Some(1));
     /// ```
     pub fn as_object(&self) -> Option<Object<'a>> {
-        (self.kind() == Kind::Object).then_some(Object { raw: self.raw })
+        (self.kind() == Kind::Object).then_some(Object {
+            raw: self.raw,
+            ends: Ends::default(),
+        })
     }
 
     /// The value as an array, if it is one.
@@ -340,9 +422,26 @@ impl defmt::Format for Value<'_> {
 /// let keys: Vec<String> = obj.members().map(|(k, _)| k.to_string()).collect();
 /// assert_eq!(keys, ["b", "a"]);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Object<'a> {
     raw: &'a str,
+    /// Where its first members' values end, when it was validated member by member.
+    ends: Ends,
+}
+
+/// Compares the text: the index is only a shortcut through it.
+impl PartialEq for Object<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl Eq for Object<'_> {}
+
+impl fmt::Debug for Object<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object").field("raw", &self.raw).finish()
+    }
 }
 
 impl<'a> Object<'a> {
@@ -355,13 +454,12 @@ impl<'a> Object<'a> {
     /// ```
     pub fn members(&self) -> Members<'a> {
         Members {
-            items: Items::new(self.raw),
+            items: Items::new(self.raw, self.ends),
         }
     }
 
     /// The value of the first member named `key` (compared after unescaping, so
-    /// `"\u0069d"` matches `id`). Linear in the object's size: objects here are small and
-    /// the reader keeps no index.
+    /// `"\u0069d"` matches `id`). Linear in the object's size: objects here are small.
     ///
     /// ```
     /// let v = benchlink_core::json::parse(r#"{"\u0069d":5,"id":6}"#, 4).unwrap();
@@ -431,7 +529,7 @@ impl<'a> Array<'a> {
     /// ```
     pub fn elements(&self) -> Elements<'a> {
         Elements {
-            items: Items::new(self.raw),
+            items: Items::new(self.raw, Ends::default()),
         }
     }
 
@@ -510,21 +608,63 @@ impl<'a> Iterator for Elements<'a> {
     }
 }
 
+/// How many member ends an [`Object`] validated member by member keeps: enough for the
+/// bodies of the messaging protocol.
+const INDEXED: usize = 4;
+
+/// Where the values of an object's first members end (offsets into the object's text),
+/// recorded by the [`Validator`] that validated it, so that walking the object steps over
+/// none of them again. Empty for objects found inside other values.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ends {
+    /// How many leading members are recorded.
+    len: u8,
+    at: [u32; INDEXED],
+}
+
+impl Ends {
+    /// Records that member `index`'s value ends at `end`, if all members before it are
+    /// recorded and there is room.
+    fn push(&mut self, index: usize, end: usize) {
+        if usize::from(self.len) != index {
+            return;
+        }
+        if let (Some(slot), Ok(end)) = (self.at.get_mut(index), u32::try_from(end)) {
+            *slot = end;
+            self.len += 1;
+        }
+    }
+
+    /// Where member `index`'s value ends, if recorded.
+    fn get(&self, index: usize) -> Option<usize> {
+        let end = self
+            .at
+            .get(index)
+            .filter(|_| index < usize::from(self.len))?;
+        usize::try_from(*end).ok()
+    }
+}
+
 /// The one walker behind [`Members`] and [`Elements`]: it re-scans each item of an
-/// already validated container, so it can only end, never fail (if the text were somehow
-/// malformed it would just stop).
+/// already validated container (or takes its end from the container's [`Ends`]), so it
+/// can only end, never fail (if the text were somehow malformed it would just stop).
 #[derive(Debug, Clone)]
 struct Items<'a> {
     text: &'a str,
     /// Just after the opening bracket or the previous item; `text.len()` once finished.
     pos: usize,
+    ends: Ends,
+    /// The index of the next item.
+    index: usize,
 }
 
 impl<'a> Items<'a> {
-    fn new(container: &'a str) -> Self {
+    fn new(container: &'a str, ends: Ends) -> Self {
         Items {
             text: container,
             pos: 1,
+            ends,
+            index: 0,
         }
     }
 
@@ -568,9 +708,16 @@ impl<'a> Items<'a> {
         if s.peek().is_none() || matches!(s.peek(), Some(b'}' | b']')) {
             return None;
         }
-        s.skip_validated();
-        self.pos = s.pos;
-        Some((key, Value::new(self.text.get(start..s.pos)?)))
+        let end = match self.ends.get(self.index) {
+            Some(end) => end,
+            None => {
+                s.skip_validated();
+                s.pos
+            }
+        };
+        self.index = self.index.saturating_add(1);
+        self.pos = end;
+        Some((key, Value::new(self.text.get(start..end)?)))
     }
 }
 
@@ -669,11 +816,17 @@ impl PartialEq for JsonStr<'_> {
 
 impl Eq for JsonStr<'_> {}
 
+/// Every escape is longer than what it stands for, so the lengths alone settle most
+/// comparisons: shorter raw text never matches, raw text of the same length matches only
+/// byte for byte and without escapes, and only longer raw text needs decoding.
 impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
-        match self.as_plain() {
-            Some(plain) => plain == other,
-            None => self.chars().eq(other.chars()),
+        match self.raw.len().cmp(&other.len()) {
+            core::cmp::Ordering::Less => false,
+            core::cmp::Ordering::Equal => self.raw == other && !self.raw.contains('\\'),
+            core::cmp::Ordering::Greater => {
+                self.raw.contains('\\') && self.chars().eq(other.chars())
+            }
         }
     }
 }
@@ -1065,41 +1218,7 @@ impl<'a> Scanner<'a> {
     fn skip_validated(&mut self) {
         match self.peek() {
             Some(b'"') => self.skip_validated_string(),
-            Some(b'{' | b'[') => {
-                use crate::swar::{find, repeat, zero_bytes};
-                // Only quotes and brackets matter; `[`/`{` and `]`/`}` differ by 0x20.
-                let hits = |w: u64| {
-                    let folded = w | repeat(0x20);
-                    zero_bytes(w ^ repeat(b'"'))
-                        | zero_bytes(folded ^ repeat(b'{'))
-                        | zero_bytes(folded ^ repeat(b'}'))
-                };
-                let is = |b: u8| matches!(b, b'"' | b'{' | b'}' | b'[' | b']');
-                let mut depth = 0usize;
-                loop {
-                    let rest = self.bytes.get(self.pos..).unwrap_or_default();
-                    let Some(n) = find(rest, hits, is) else {
-                        self.pos = self.bytes.len();
-                        return;
-                    };
-                    self.pos = self.pos.saturating_add(n);
-                    match self.peek() {
-                        Some(b'"') => self.skip_validated_string(),
-                        Some(b'{' | b'[') => {
-                            depth = depth.saturating_add(1);
-                            self.bump();
-                        }
-                        Some(_) => {
-                            depth = depth.saturating_sub(1);
-                            self.bump();
-                            if depth == 0 {
-                                return;
-                            }
-                        }
-                        None => return,
-                    }
-                }
-            }
+            Some(b'{' | b'[') => self.skip_validated_container(),
             _ => {
                 while !matches!(
                     self.peek(),
@@ -1109,6 +1228,74 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+    }
+
+    /// [`skip_validated`](Self::skip_validated) for an object or array: eight bytes at a
+    /// time, the brackets inside strings masked out by the quotes before them; words with
+    /// a backslash (escapes, which may hide a quote) and the last bytes go byte by byte.
+    fn skip_validated_container(&mut self) {
+        use crate::swar::{eq_bytes, prefix_xor, repeat};
+        let mut depth = 0usize;
+        let mut in_string = false;
+        loop {
+            let rest = self.bytes.get(self.pos..).unwrap_or_default();
+            let Some(Ok(bytes)) = rest.get(..8).map(<[u8; 8]>::try_from) else {
+                self.skip_bytes(rest.len(), &mut depth, &mut in_string);
+                return;
+            };
+            let w = u64::from_le_bytes(bytes);
+            if eq_bytes(w, b'\\') != 0 {
+                if self.skip_bytes(8, &mut depth, &mut in_string) {
+                    return;
+                }
+                continue;
+            }
+            let mut inside = prefix_xor(eq_bytes(w, b'"'));
+            if in_string {
+                inside = !inside;
+            }
+            // `[`/`{` and `]`/`}` differ by 0x20 only.
+            let folded = w | repeat(0x20);
+            let opens = eq_bytes(folded, b'{');
+            let mut brackets = (opens | eq_bytes(folded, b'}')) & !inside;
+            while brackets != 0 {
+                let bit = brackets & brackets.wrapping_neg();
+                brackets ^= bit;
+                if opens & bit != 0 {
+                    depth += 1;
+                } else if depth > 1 {
+                    depth -= 1;
+                } else {
+                    self.pos += bit.trailing_zeros() as usize / 8 + 1;
+                    return;
+                }
+            }
+            in_string = inside >> 63 != 0;
+            self.pos += 8;
+        }
+    }
+
+    /// The byte-by-byte steps of [`skip_validated_container`](Self::skip_validated_container)
+    /// over (at least) the next `n` bytes; true once the container has ended.
+    fn skip_bytes(&mut self, n: usize, depth: &mut usize, in_string: &mut bool) -> bool {
+        let end = self.pos.saturating_add(n);
+        while self.pos < end {
+            let b = self.peek();
+            self.bump();
+            match b {
+                Some(b'\\') => self.bump(),
+                Some(b'"') => *in_string = !*in_string,
+                Some(b'{' | b'[') if !*in_string => *depth += 1,
+                Some(b'}' | b']') if !*in_string => {
+                    if *depth <= 1 {
+                        return true;
+                    }
+                    *depth -= 1;
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     fn skip_validated_string(&mut self) {
@@ -1326,7 +1513,23 @@ mod tests {
 
     fn err(text: &str) -> (usize, ErrorKind) {
         let e = parse(text, 16).unwrap_err();
+        assert_eq!(by_members(text, 16), Err(e), "{text:?}");
         (e.offset, e.kind)
+    }
+
+    /// [`parse`] through a [`Validator`] that takes every object, at every depth, member by
+    /// member.
+    fn by_members(text: &str, max_depth: usize) -> Result<Value<'_>, Error> {
+        fn value<'a>(json: &mut Validator<'a>, max_depth: usize) -> Result<Value<'a>, Error> {
+            match json.object(max_depth, |json, _, depth| value(json, depth).map(drop))? {
+                Some(object) => Ok(Value::new(object.raw)),
+                None => json.value(max_depth),
+            }
+        }
+        let mut json = Validator::new(text);
+        let v = value(&mut json, max_depth)?;
+        json.end()?;
+        Ok(v)
     }
 
     #[test]
@@ -1395,8 +1598,56 @@ mod tests {
         for end in 0..doc.len() {
             if let Some(prefix) = doc.get(..end) {
                 assert!(parse(prefix, 8).is_err(), "{prefix:?}");
+                assert_eq!(by_members(prefix, 8), parse(prefix, 8), "{prefix:?}");
             }
         }
+    }
+
+    #[test]
+    fn objects_validated_member_by_member_walk_without_rescanning() {
+        for doc in [
+            "{}",
+            " { } ",
+            r#"{"a":1}"#,
+            r#"{ "a" : [1,{"x":"]}"}] , "b":{"c":null},"\u0063":"s\"}","d":true,"e":-1.5e3,"a":2 } "#,
+        ] {
+            let mut json = Validator::new(doc);
+            let object = json
+                .object(8, |json, _, depth| json.value(depth).map(drop))
+                .unwrap()
+                .unwrap();
+            json.end().unwrap();
+            let parsed = parse(doc, 8).unwrap().as_object().unwrap();
+            assert_eq!(object.as_raw(), parsed.as_raw());
+            let count = parsed.members().count();
+            assert_eq!(usize::from(object.ends.len), count.min(INDEXED), "{doc}");
+            assert_eq!(usize::from(parsed.ends.len), 0);
+            assert!(object.members().eq(parsed.members()), "{doc}");
+            for (key, _) in parsed.members() {
+                let key = Text::display(key);
+                assert_eq!(
+                    object.get(key.as_str()),
+                    parsed.get(key.as_str()),
+                    "{key:?}"
+                );
+            }
+            assert_eq!(object.get("z"), None);
+        }
+        // The recorded ends are used: a (never validated) object given ends that differ
+        // from its text is walked by the ends.
+        let object = Object {
+            raw: r#"{"a":1,"b":2,"c":3}"#,
+            ends: Ends {
+                len: 1,
+                at: [12, 0, 0, 0],
+            },
+        };
+        let members = object.members().map(|(k, v)| (k.as_raw(), v.as_raw()));
+        assert!(members.eq([("a", r#"1,"b":2"#), ("c", "3")]));
+        // Something other than an object is left to `value`.
+        let mut json = Validator::new(" [1]");
+        assert_eq!(json.object(8, |_, _, _| Ok(())), Ok(None));
+        assert_eq!(json.value(8).map(|v| v.as_raw()), Ok("[1]"));
     }
 
     #[test]
@@ -1449,6 +1700,20 @@ mod tests {
             parse(mixed.as_str(), 99).unwrap_err().kind,
             ErrorKind::TooDeep
         );
+        // Taken member by member, objects count the same levels, up to the same clamp.
+        for depth in [0, 1, 98, 99, 100, 101] {
+            assert_eq!(
+                by_members(mixed.as_str(), depth),
+                parse(mixed.as_str(), depth)
+            );
+        }
+        for n in [MAX_DEPTH, MAX_DEPTH + 1] {
+            let mut objects = Buf::<2048>::new();
+            objects.repeat(b"{\"k\":", n).push(b"1").repeat(b"}", n);
+            let text = objects.as_str();
+            assert_eq!(parse(text, usize::MAX).is_ok(), n == MAX_DEPTH);
+            assert_eq!(by_members(text, usize::MAX), parse(text, usize::MAX));
+        }
     }
 
     #[test]
@@ -1509,6 +1774,10 @@ mod tests {
         assert!(s[0] == "id" && s[1] == "id" && s[0] == s[1]);
         assert!(s[2] == "i\"d" && s[2] != "id" && s[3] != "id" && s[0] != "idx" && s[0] != "i");
         assert!(s[0] != s[3]);
+        // Raw text that equals the other text byte for byte but has escapes decodes to
+        // something shorter.
+        let v = parse(r#""a\\n""#, 0).unwrap().as_str().unwrap();
+        assert!(v == r"a\n" && v != r"a\\n" && v != "a\n");
     }
 
     #[test]
@@ -1562,6 +1831,78 @@ mod tests {
             .get("a")
             .and_then(|a| a.as_str())
             .is_some_and(|a| a == "]}\"[{"));
+    }
+
+    /// Containers are stepped over eight bytes at a time: random documents whose
+    /// strings are full of brackets, quotes and escapes, at every alignment, split back
+    /// into the values they were built from.
+    #[test]
+    fn containers_are_stepped_over_at_every_alignment() {
+        let mut state = 0x853C_49E6_748F_EA9Bu64;
+        let mut rand = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as usize
+        };
+        fn value(out: &mut Buf<4096>, rand: &mut impl FnMut() -> usize, depth: usize) {
+            const PIECES: [&str; 12] = [
+                "a", "]", "[", "}", "{", "\\\"", "\\\\", "\\/", "\\u005d", "é", " ", ",",
+            ];
+            match rand() % if depth == 0 { 3 } else { 6 } {
+                0 => {
+                    out.push(["null", "-1.5e3", "0", "true"][rand() % 4].as_bytes());
+                }
+                1 | 2 => {
+                    out.push(b"\"");
+                    (0..rand() % 12).for_each(|_| {
+                        out.push(PIECES[rand() % PIECES.len()].as_bytes());
+                    });
+                    out.push(b"\"");
+                }
+                kind => {
+                    let object = kind == 5;
+                    out.push(if object { b"{" } else { b"[" });
+                    for i in 0..rand() % 4 {
+                        out.push(if i > 0 { b", " } else { b"" });
+                        if object {
+                            value_key(out, rand);
+                        }
+                        value(out, rand, depth - 1);
+                    }
+                    out.push(if object { b" }" } else { b"]" });
+                }
+            }
+        }
+        fn value_key(out: &mut Buf<4096>, rand: &mut impl FnMut() -> usize) {
+            out.push(["\"k\":", "\"]}\" : ", "\"\\\"{\":"][rand() % 3].as_bytes());
+        }
+        for _ in 0..3_000 {
+            let mut doc = Buf::<4096>::new();
+            doc.push(&b"[        "[..1 + rand() % 8]);
+            let mut spans = [(0, 0); 8];
+            let count = rand() % spans.len();
+            for (i, span) in spans.iter_mut().take(count).enumerate() {
+                if i > 0 {
+                    doc.push(b",");
+                }
+                let start = doc.len();
+                value(&mut doc, &mut rand, 4);
+                *span = (start, doc.len());
+            }
+            doc.push(b"]");
+            let text = doc.as_str();
+            let v = parse(text, 8).unwrap();
+            let expected = spans[..count].iter().map(|&(a, b)| &text[a..b]);
+            assert!(
+                v.as_array()
+                    .unwrap()
+                    .elements()
+                    .map(|e| e.as_raw())
+                    .eq(expected),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -1649,6 +1990,9 @@ mod tests {
                     1 if pos < doc.len() => doc.remove(pos),
                     _ => doc.insert(pos, b),
                 }
+            }
+            if let Ok(text) = core::str::from_utf8(doc.as_bytes()) {
+                assert_eq!(by_members(text, 4), parse(text, 4), "{text:?}");
             }
             if let Ok(v) = parse_bytes(doc.as_bytes(), 4) {
                 walk(v);

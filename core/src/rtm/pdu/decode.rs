@@ -177,8 +177,74 @@ impl<'a> Pdu<'a> {
     /// assert!(matches!(Pdu::parse_with_depth(deep, 3), Err(PduError::Json(_))));
     /// ```
     pub fn parse_with_depth(text: &'a str, max_depth: usize) -> Result<Pdu<'a>, PduError> {
-        let value = json::parse(text, max_depth).map_err(PduError::Json)?;
-        Self::from_value(value, text)
+        let at = |v: &str| offset(text.as_bytes(), v.as_bytes());
+        let invalid = |field, v: Value<'a>| PduError::InvalidField {
+            field,
+            offset: at(v.as_raw()),
+        };
+        // One validating pass that also picks the members out (the first of each name
+        // counts, as with `get`) and indexes the body's members: neither the body nor its
+        // members are stepped over again to be found.
+        let mut json = json::Validator::new(text);
+        let (mut action, mut id, mut body) = (None, None, None);
+        let envelope = json
+            .object(max_depth, |json, key, depth| {
+                if key == "body" && body.is_none() {
+                    let members =
+                        |json: &mut json::Validator<'a>, _, depth| json.value(depth).map(drop);
+                    body = Some(match json.object(depth, members)? {
+                        Some(object) => Ok(object),
+                        None => Err(json.value(depth)?),
+                    });
+                    return Ok(());
+                }
+                let v = json.value(depth)?;
+                if key == "action" {
+                    action.get_or_insert(v);
+                } else if key == "id" {
+                    id.get_or_insert(v);
+                }
+                Ok(())
+            })
+            .map_err(PduError::Json)?;
+        let envelope = match envelope {
+            Some(envelope) => envelope,
+            None => {
+                let value = json.value(max_depth).map_err(PduError::Json)?;
+                json.end().map_err(PduError::Json)?;
+                return Err(PduError::NotAnObject {
+                    offset: at(value.as_raw()),
+                });
+            }
+        };
+        json.end().map_err(PduError::Json)?;
+        let action = action.ok_or(PduError::MissingField {
+            field: "action",
+            offset: at(envelope.as_raw()),
+        })?;
+        let action = action
+            .as_str()
+            .map(Action::from_json)
+            .ok_or(invalid("action", action))?;
+        let id = match id {
+            None => None,
+            Some(v) => Some(match (v.as_u64(), v.as_str()) {
+                (Some(n), _) => Id::Int(n),
+                (None, Some(s)) => Id::Str(s.into()),
+                (None, None) => return Err(invalid("id", v)),
+            }),
+        };
+        let body = match body {
+            None => None,
+            Some(Ok(object)) => Some(object.into()),
+            Some(Err(v)) => return Err(invalid("body", v)),
+        };
+        Ok(Pdu {
+            action,
+            id,
+            body,
+            frame: text.as_bytes(),
+        })
     }
 
     /// Parses one PDU in the RTM protocol's CBOR encoding: a map with the text keys
@@ -256,61 +322,6 @@ impl<'a> Pdu<'a> {
             #[cfg(feature = "cbor")]
             Encoding::Cbor => Self::parse_cbor(payload),
         }
-    }
-
-    fn from_value(value: Value<'a>, text: &'a str) -> Result<Pdu<'a>, PduError> {
-        let at = |v: &Value<'a>| offset(text.as_bytes(), v.as_raw().as_bytes());
-        let envelope = value
-            .as_object()
-            .ok_or(PduError::NotAnObject { offset: at(&value) })?;
-        let invalid = |field, v: &Value<'a>| PduError::InvalidField {
-            field,
-            offset: at(v),
-        };
-        // One walk over the members (the first of each name counts, as with `get`): a
-        // lookup per field would step over a large `body` again for every field after it.
-        let (mut action, mut id, mut body) = (None, None, None);
-        for (key, v) in envelope.members() {
-            let slot = if key == "action" {
-                &mut action
-            } else if key == "id" {
-                &mut id
-            } else if key == "body" {
-                &mut body
-            } else {
-                continue;
-            };
-            slot.get_or_insert(v);
-            if action.is_some() && id.is_some() && body.is_some() {
-                break;
-            }
-        }
-        let action = action.ok_or(PduError::MissingField {
-            field: "action",
-            offset: at(&value),
-        })?;
-        let action = action
-            .as_str()
-            .map(Action::from_json)
-            .ok_or(invalid("action", &action))?;
-        let id = match id {
-            None => None,
-            Some(v) => Some(match (v.as_u64(), v.as_str()) {
-                (Some(n), _) => Id::Int(n),
-                (None, Some(s)) => Id::Str(s.into()),
-                (None, None) => return Err(invalid("id", &v)),
-            }),
-        };
-        let body = match body {
-            None => None,
-            Some(v) => Some(v.as_object().ok_or(invalid("body", &v))?.into()),
-        };
-        Ok(Pdu {
-            action,
-            id,
-            body,
-            frame: text.as_bytes(),
-        })
     }
 
     /// Sorts the PDU as the reference SDK does, except that unknown unsolicited PDUs

@@ -1000,3 +1000,55 @@ fn same_json(a: crate::json::Value<'_>, b: crate::json::Value<'_>) {
         _ => assert_eq!(a.as_raw(), b.as_raw()),
     }
 }
+
+/// The reader validates while it picks the envelope apart and indexes the body: it must
+/// accept and reject exactly what `json::parse` does, with the same errors, and find the
+/// same members as a walk over the body's text. Random mutations of real PDUs.
+#[test]
+fn validation_is_json_parse() {
+    let seeds = [
+        r#"{"action":"rtm/subscription/data","body":{"position":"1:0","subscription_id":"c","messages":[{"k":[1,"x"]},"two",3,null]}}"#,
+        r#" {"id":"7","body":{"a":1,"b":{},"c":[],"d":"\u0064","e":true,"position":"1:2"},"action":"rtm/read/ok","body":2} "#,
+        r#"{"action":"x","body":[{"y":1}],"id":1}"#,
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as usize
+    };
+    let alphabet = b"{}[]\",:\\u01.-e tn\n";
+    let mut bodies = 0;
+    for round in 0..20_000 {
+        let mut doc = Text::new();
+        doc.push(seeds[round % seeds.len()].as_bytes());
+        for _ in 0..rand() % 3 {
+            let pos = rand() % (doc.len() + 1);
+            let b = alphabet[rand() % alphabet.len()];
+            match rand() % 3 {
+                0 if pos < doc.len() => doc.set(pos, b),
+                1 if pos < doc.len() => doc.remove(pos),
+                _ => doc.insert(pos, b),
+            }
+        }
+        let text = doc.as_str();
+        let depth = rand() % 7;
+        let parsed = Pdu::parse_with_depth(text, depth);
+        match crate::json::parse(text, depth) {
+            Err(e) => assert_eq!(parsed, Err(PduError::Json(e)), "{text}"),
+            Ok(_) => assert!(!matches!(parsed, Err(PduError::Json(_))), "{text}"),
+        }
+        let Some(body) = parsed.ok().and_then(|p| p.body).and_then(|b| b.as_json()) else {
+            continue;
+        };
+        let plain = crate::json::parse(body.as_raw(), depth).unwrap();
+        let plain = plain.as_object().unwrap();
+        assert!(body.members().eq(plain.members()), "{text}");
+        for key in ["position", "subscription_id", "messages", "e", "z"] {
+            assert_eq!(body.get(key), plain.get(key), "{text} {key}");
+        }
+        bodies += 1;
+    }
+    assert!(bodies > 2_000, "{bodies} bodies compared");
+}
