@@ -620,7 +620,7 @@ fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> 
 /// The CBOR envelope: a map of `action`, `id` (left out when `None`) and `body`, with
 /// `id` last when `id_last`.
 #[cfg(feature = "cbor")]
-fn cbor_envelope(
+pub(crate) fn cbor_envelope(
     action: &str,
     id: Option<u64>,
     id_last: bool,
