@@ -11,13 +11,19 @@
 //! stream the zlib-compressed `/log` (with the `deflate` feature), and wait until every
 //! publish was acknowledged and came back on the subscription. Exit code 0 when it all
 //! did; the only output is one summary line (semihosting, no `core::fmt`).
+//!
+//! Features (each an image of `.ci/size-report`): `serde` publishes the samples with
+//! `publish_typed` (without it, their JSON is written with core's object writer and
+//! published as text); `cbor` makes the messaging link speak CBOR, the loopback server
+//! included.
 #![no_std]
 #![no_main]
 
 use benchlink_core::bench::{request, JsonRequest, LineSplitter, Request, Sample, Status};
 use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDecoder};
+#[cfg(feature = "serde")]
 use benchlink_core::json::typed::RawJson;
-use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+use benchlink_core::rtm::pdu::{Action, Encoding, Id, Pdu};
 use benchlink_core::rtm::{
     Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
     Transmit,
@@ -39,6 +45,11 @@ const HOST: &str = "mzbench.local:4800";
 type RtmClient = Client<1, 4, 512, 512>;
 /// One response decoder type for every response (one copy of its code): 12 headers.
 type Decoder<'b> = ResponseDecoder<'b, 12>;
+/// How the messaging link's PDUs travel.
+#[cfg(not(feature = "cbor"))]
+const ENCODING: Encoding = Encoding::Json;
+#[cfg(feature = "cbor")]
+const ENCODING: Encoding = Encoding::Cbor;
 
 #[entry]
 fn main() -> ! {
@@ -351,6 +362,7 @@ impl<'b> Rtm<'b> {
         Rtm {
             client: Client::new(Config {
                 jitter_seed: 0x5EED_1234,
+                encoding: ENCODING,
                 ..Config::default()
             }),
             app: App::default(),
@@ -361,32 +373,46 @@ impl<'b> Rtm<'b> {
         }
     }
 
-    /// Encodes one `/data` line as the sample message and publishes it.
+    /// Encodes one `/data` line as the sample message and publishes it. The value goes
+    /// exactly as the server wrote it (a JSON number, checked but not converted by
+    /// `Sample::parse`): no float parsing or formatting to forward it.
     fn publish_sample(&mut self, line: &[u8]) -> Result {
         let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
-        // The value exactly as the server wrote it (a JSON number, checked but not
-        // converted by `Sample::parse`): no float parsing or formatting to forward it.
+        let ack = Ack::Reply { deadline: None };
         // Serialized straight into the client's outbox record: no message buffer here.
-        #[derive(serde::Serialize)]
-        struct Message<'a> {
-            ts: u64,
-            metric: &'a str,
-            value: RawJson<'a>,
-        }
-        let message = Message {
-            ts: sample.timestamp,
-            metric: sample.name,
-            value: RawJson(sample.value.as_str()),
+        #[cfg(feature = "serde")]
+        let sent = {
+            #[derive(serde::Serialize)]
+            struct Message<'a> {
+                ts: u64,
+                metric: &'a str,
+                value: RawJson<'a>,
+            }
+            let message = Message {
+                ts: sample.timestamp,
+                metric: sample.name,
+                value: RawJson(sample.value.as_str()),
+            };
+            self.client
+                .publish_typed(self.now, CHANNEL, &message, ack, &mut self.app)
         };
-        self.client
-            .publish_typed(
-                self.now,
-                CHANNEL,
-                &message,
-                Ack::Reply { deadline: None },
-                &mut self.app,
-            )
-            .map_err(|_| "publish refused")?;
+        // The JSON written by hand into a buffer, then published as text.
+        #[cfg(not(feature = "serde"))]
+        let sent = {
+            let mut buf = [0u8; 128];
+            let mut out = Cursor::new(&mut buf);
+            benchlink_core::json::write::object(&mut out, |o| {
+                o.u64("ts", sample.timestamp)?
+                    .string("metric", sample.name)?
+                    .raw("value", sample.value.as_str())?;
+                Ok(())
+            })
+            .map_err(|_| "sample JSON")?;
+            let text = core::str::from_utf8(out.written()).map_err(|_| "sample JSON")?;
+            self.client
+                .publish(self.now, CHANNEL, text, ack, &mut self.app)
+        };
+        sent.map_err(|_| "publish refused")?;
         self.settle()
     }
 
@@ -409,7 +435,18 @@ impl<'b> Rtm<'b> {
                         self.net.send(out.written())?;
                         Step::Sent
                     }
-                    // This client speaks JSON.
+                    #[cfg(feature = "cbor")]
+                    Some(Transmit::Binary(bytes)) => {
+                        let mut frame = [0u8; 520];
+                        let mut out = Cursor::new(&mut frame);
+                        self.session
+                            .send_binary(bytes, &mut out)
+                            .map_err(|_| "ws send")?;
+                        self.net.send(out.written())?;
+                        Step::Sent
+                    }
+                    // A JSON client sends no binary PDU.
+                    #[cfg(not(feature = "cbor"))]
                     Some(Transmit::Binary(_)) => return Err("binary PDU"),
                     None => Step::Idle,
                 };
@@ -455,6 +492,10 @@ impl<'b> Rtm<'b> {
                 Some(Message::Text(text)) => {
                     self.client.handle_message(self.now, text, &mut self.app)
                 }
+                #[cfg(feature = "cbor")]
+                Some(Message::Binary(bytes)) => {
+                    self.client.handle_frame(self.now, bytes, &mut self.app)
+                }
                 Some(_) => {}
                 None => break,
             }
@@ -484,7 +525,7 @@ impl<'b> Rtm<'b> {
             appkey: "benchlink-firmware",
             key: &key,
             origin: None,
-            protocol: None,
+            protocol: ENCODING.subprotocol(),
             user_agent: None,
         }
         .encode(&mut out)
@@ -499,7 +540,11 @@ impl<'b> Rtm<'b> {
         let Event::Head(head) = event else {
             return Err("upgrade response incomplete");
         };
-        check_response(&head, &key, None).map_err(|_| "upgrade refused")?;
+        let selected =
+            check_response(&head, &key, ENCODING.subprotocol()).map_err(|_| "upgrade refused")?;
+        if selected != ENCODING.subprotocol() {
+            return Err("subprotocol not selected");
+        }
         if used != n {
             return Err("bytes after the upgrade response");
         }
@@ -606,9 +651,10 @@ mod loopback {
             Ok(())
         }
 
-        /// One unmasked server text frame, its payload written in place by `write` (no
-        /// second buffer for the PDU: the header is fitted in once its length is known).
-        fn push_text(
+        /// One unmasked server frame of the link's encoding (text for JSON, binary for
+        /// CBOR), its payload written in place by `write` (no second buffer for the PDU:
+        /// the header is fitted in once its length is known).
+        fn push_frame(
             &mut self,
             write: &mut dyn FnMut(&mut Cursor<'_>) -> core::result::Result<(), http::EncodeError>,
         ) -> Result {
@@ -618,11 +664,16 @@ mod loopback {
             write(&mut out).map_err(|_| "server buffer full")?;
             let len = out.len();
             if len < 126 {
-                self.out[at..at + 2].copy_from_slice(&[0x81, len as u8]);
+                self.out[at..at + 2].copy_from_slice(&[wire::OPCODE, len as u8]);
                 self.out.copy_within(at + 4..at + 4 + len, at + 2);
                 self.out_len = at + 2 + len;
             } else {
-                self.out[at..at + 4].copy_from_slice(&[0x81, 126, (len >> 8) as u8, len as u8]);
+                self.out[at..at + 4].copy_from_slice(&[
+                    wire::OPCODE,
+                    126,
+                    (len >> 8) as u8,
+                    len as u8,
+                ]);
                 self.out_len = at + 4 + len;
             }
             Ok(())
@@ -637,7 +688,7 @@ mod loopback {
                 let accept = self.accept;
                 self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
                 self.push(&accept)?;
-                return self.push(b"\r\n\r\n");
+                return self.push(wire::UPGRADE_TAIL);
             }
             // One masked client frame per send.
             let [b0, b1, rest @ ..] = bytes else {
@@ -657,7 +708,7 @@ mod loopback {
             let [m0, m1, m2, m3, payload @ ..] = rest else {
                 return Err("short frame");
             };
-            if *b0 != 0x81 || payload.len() != len {
+            if *b0 != wire::OPCODE || payload.len() != len {
                 return Ok(()); // close and control frames: nothing to answer
             }
             let mut text = [0u8; 512];
@@ -666,58 +717,165 @@ mod loopback {
             for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
                 *t = p ^ mask[i % 4];
             }
-            let text = core::str::from_utf8(text).map_err(|_| "frame not UTF-8")?;
-            self.handle_pdu(text)
+            self.handle_pdu(wire::decode(text)?)
         }
 
-        fn handle_pdu(&mut self, text: &str) -> Result {
-            let pdu = Pdu::parse(text).map_err(|_| "bad PDU")?;
+        fn handle_pdu(&mut self, pdu: Pdu<'_>) -> Result {
             let Some(Id::Int(id)) = pdu.id else {
                 return Err("PDU without id");
             };
             let position = self.next_position;
-            let reply = |out: &mut Cursor<'_>, action: &str, sub: bool| {
-                out.push(b"{\"action\":\"")?;
-                out.push_str(action)?;
-                out.push(b"\",\"id\":")?;
-                out.push_u64(id)?;
-                out.push(b",\"body\":{")?;
-                if sub {
-                    out.push(b"\"subscription_id\":\"")?;
-                    out.push_str(CHANNEL)?;
-                    out.push(b"\",")?;
-                }
-                out.push(b"\"position\":\"1479315802:")?;
-                out.push_u64(position)?;
-                out.push(b"\"}}")
-            };
             match pdu.action {
                 Action::Subscribe => {
-                    self.push_text(&mut |out| reply(out, "rtm/subscribe/ok", true))?;
+                    self.push_frame(&mut |out| {
+                        wire::reply(out, "rtm/subscribe/ok", id, true, position)
+                    })?;
                     self.subscribed = true;
                     Ok(())
                 }
                 Action::Publish => {
-                    self.push_text(&mut |out| reply(out, "rtm/publish/ok", false))?;
+                    self.push_frame(&mut |out| {
+                        wire::reply(out, "rtm/publish/ok", id, false, position)
+                    })?;
                     self.next_position += 1;
                     if !self.subscribed {
                         return Ok(());
                     }
                     let message = pdu.message().ok_or("publish without message")?;
-                    self.push_text(&mut |out| {
-                        out.push(
-                            br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#,
-                        )?;
-                        out.push_str(CHANNEL)?;
-                        out.push(br#"","position":"1479315802:"#)?;
-                        out.push_u64(position)?;
-                        out.push(br#"","messages":["#)?;
-                        out.push(message.raw().as_bytes())?;
-                        out.push(b"]}}")
-                    })
+                    self.push_frame(&mut |out| wire::data(out, position, message.raw().as_bytes()))
                 }
                 _ => Err("unexpected request"),
             }
+        }
+    }
+
+    /// The server's PDUs in JSON: text frames.
+    #[cfg(not(feature = "cbor"))]
+    mod wire {
+        use super::*;
+        use http::EncodeError;
+
+        pub const OPCODE: u8 = 0x81;
+        pub const UPGRADE_TAIL: &[u8] = b"\r\n\r\n";
+
+        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
+            let text = core::str::from_utf8(payload).map_err(|_| "frame not UTF-8")?;
+            Pdu::parse(text).map_err(|_| "bad PDU")
+        }
+
+        /// A reply with the position (and the subscription id) in its body.
+        pub fn reply(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: u64,
+            subscription: bool,
+            position: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            out.push(b"{\"action\":\"")?;
+            out.push_str(action)?;
+            out.push(b"\",\"id\":")?;
+            out.push_u64(id)?;
+            out.push(b",\"body\":{")?;
+            if subscription {
+                out.push(b"\"subscription_id\":\"")?;
+                out.push_str(CHANNEL)?;
+                out.push(b"\",")?;
+            }
+            out.push(b"\"position\":\"1479315802:")?;
+            out.push_u64(position)?;
+            out.push(b"\"}}")
+        }
+
+        /// The subscription data that echoes one published message.
+        pub fn data(
+            out: &mut Cursor<'_>,
+            position: u64,
+            message: &[u8],
+        ) -> core::result::Result<(), EncodeError> {
+            out.push(br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#)?;
+            out.push_str(CHANNEL)?;
+            out.push(br#"","position":"1479315802:"#)?;
+            out.push_u64(position)?;
+            out.push(br#"","messages":["#)?;
+            out.push(message)?;
+            out.push(b"]}}")
+        }
+    }
+
+    /// The server's PDUs in CBOR: binary frames, after selecting the `cbor` subprotocol.
+    #[cfg(feature = "cbor")]
+    mod wire {
+        use super::*;
+        use benchlink_core::cbor::write;
+        use http::EncodeError;
+
+        pub const OPCODE: u8 = 0x82;
+        pub const UPGRADE_TAIL: &[u8] = b"\r\nSec-WebSocket-Protocol: cbor\r\n\r\n";
+
+        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
+            Pdu::parse_cbor(payload).map_err(|_| "bad PDU")
+        }
+
+        /// `"position": "1479315802:<n>"`.
+        fn position(out: &mut Cursor<'_>, n: u64) -> core::result::Result<(), EncodeError> {
+            let mut buf = [0u8; 32];
+            let mut text = Cursor::new(&mut buf);
+            text.push(b"1479315802:")?;
+            text.push_u64(n)?;
+            write::str(out, "position")?;
+            write::str(
+                out,
+                core::str::from_utf8(text.written()).unwrap_or_default(),
+            )
+        }
+
+        /// The envelope without id, and the body's map head.
+        fn head(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: Option<u64>,
+            body_members: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            write::map(out, if id.is_some() { 3 } else { 2 })?;
+            write::str(out, "action")?;
+            write::str(out, action)?;
+            if let Some(id) = id {
+                write::str(out, "id")?;
+                write::u64(out, id)?;
+            }
+            write::str(out, "body")?;
+            write::map(out, body_members)
+        }
+
+        /// A reply with the position (and the subscription id) in its body.
+        pub fn reply(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: u64,
+            subscription: bool,
+            n: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            head(out, action, Some(id), 1 + u64::from(subscription))?;
+            if subscription {
+                write::str(out, "subscription_id")?;
+                write::str(out, CHANNEL)?;
+            }
+            position(out, n)
+        }
+
+        /// The subscription data that echoes one published message.
+        pub fn data(
+            out: &mut Cursor<'_>,
+            n: u64,
+            message: &[u8],
+        ) -> core::result::Result<(), EncodeError> {
+            head(out, "rtm/subscription/data", None, 3)?;
+            write::str(out, "subscription_id")?;
+            write::str(out, CHANNEL)?;
+            position(out, n)?;
+            write::str(out, "messages")?;
+            write::array(out, 1)?;
+            out.push(message)
         }
     }
 }
