@@ -705,7 +705,11 @@ pub fn write_envelope(
     out: &mut Cursor<'_>,
 ) -> Result<(), WriteError> {
     // `raw` validates the whole value; a valid value starting with `{` is an object.
-    if !body.trim_start().starts_with('{') {
+    // JSON's own whitespace only: `str::trim_start` would link Unicode's table.
+    if !body
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
         return Err(write::parse_object(body)
             .err()
             .unwrap_or(WriteError::NotAnObject));
