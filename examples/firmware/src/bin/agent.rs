@@ -179,7 +179,6 @@ fn run() -> Result<Report> {
 struct Bench {
     net: loopback::HttpServer,
     head_buf: [u8; 512],
-    rx: [u8; loopback::MSS],
 }
 
 impl Bench {
@@ -187,7 +186,6 @@ impl Bench {
         Bench {
             net: loopback::HttpServer::new(),
             head_buf: [0; 512],
-            rx: [0; loopback::MSS],
         }
     }
 
@@ -211,9 +209,9 @@ impl Bench {
         inflate: bool,
         body: &mut dyn FnMut(&[u8]) -> Result,
     ) -> Result<u16> {
-        // The request is encoded into the receive buffer: it is sent before any reply
-        // arrives, so the two never need the memory at once.
-        let mut out = Cursor::new(&mut self.rx);
+        // The request is encoded into the response head's buffer: it is sent before any
+        // reply arrives, so the two never need the memory at once.
+        let mut out = Cursor::new(&mut self.head_buf);
         RequestHead {
             method,
             path,
@@ -225,19 +223,19 @@ impl Bench {
         }
         .encode(query, &mut out)
         .map_err(|_| "request head")?;
-        let len = out.len();
-        self.net.send(&self.rx[..len])?;
+        self.net.send(out.written())?;
 
         let memory = if inflate { inflate_memory() } else { None };
         let mut decoder: Decoder<'_> =
             ResponseDecoder::new(&mut self.head_buf, memory, Limits::DEFAULT);
         let mut status = 0;
         loop {
-            let n = self.net.recv(&mut self.rx);
-            if n == 0 {
+            // Decoded where the network stack holds it, as embassy-net's `read_with` and
+            // smoltcp's `recv` hand out their receive buffer: no copy, no buffer here.
+            let mut input = self.net.recv();
+            if input.is_empty() {
                 return Err("connection closed mid-response");
             }
-            let mut input = &self.rx[..n];
             loop {
                 let (used, event) = decoder.decode(input).map_err(|_| "HTTP response")?;
                 input = &input[used..];
@@ -586,11 +584,11 @@ mod loopback {
             Ok(())
         }
 
-        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
-            let n = self.reply.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.reply[..n]);
-            self.reply = &self.reply[n..];
-            n
+        /// The next segment of the reply (at most `MSS` bytes), in place.
+        pub fn recv(&mut self) -> &'static [u8] {
+            let (segment, rest) = self.reply.split_at(self.reply.len().min(MSS));
+            self.reply = rest;
+            segment
         }
     }
 
