@@ -477,12 +477,14 @@ impl<'b> Rtm<'b> {
 
     /// Feeds whatever the server sent to the session, and each text message to the client.
     fn receive(&mut self) -> Result<bool> {
-        let mut rx = [0u8; loopback::MSS];
-        let n = self.net.recv(&mut rx);
+        // Decoded where the loopback holds it, as a network stack hands out its receive
+        // buffer (embassy-net's `read_with`): no copy, no buffer here.
+        let segment = self.net.segment();
+        let n = segment.len();
         if n == 0 {
             return Ok(false);
         }
-        let mut input = &rx[..n];
+        let mut input = segment;
         while !input.is_empty() {
             let (used, message) = self.session.handle(input).map_err(|_| "ws frame")?;
             input = &input[used..];
@@ -498,6 +500,7 @@ impl<'b> Rtm<'b> {
                 None => break,
             }
         }
+        self.net.consume(n);
         // Pongs and close replies the session queued.
         while let Some(frame) = self.session.poll_transmit() {
             let n = frame.len();
@@ -532,9 +535,9 @@ impl<'b> Rtm<'b> {
 
         let mut head_buf = [0u8; 256];
         let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-        let mut rx = [0u8; loopback::MSS];
-        let n = self.net.recv(&mut rx);
-        let (used, event) = decoder.decode(&rx[..n]).map_err(|_| "upgrade response")?;
+        let segment = self.net.segment();
+        let n = segment.len();
+        let (used, event) = decoder.decode(segment).map_err(|_| "upgrade response")?;
         let Event::Head(head) = event else {
             return Err("upgrade response incomplete");
         };
@@ -546,6 +549,7 @@ impl<'b> Rtm<'b> {
         if used != n {
             return Err("bytes after the upgrade response");
         }
+        self.net.consume(n);
         Ok(())
     }
 }
@@ -631,12 +635,15 @@ mod loopback {
             self.out_len = 0;
         }
 
-        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
-            let n = self.out_len.min(buf.len());
-            buf[..n].copy_from_slice(&self.out[..n]);
+        /// The next segment (at most `MSS` bytes) of what the client has not read, in
+        /// place; [`consume`](Self::consume) says how much of it was read.
+        pub fn segment(&self) -> &[u8] {
+            &self.out[..self.out_len.min(MSS)]
+        }
+
+        pub fn consume(&mut self, n: usize) {
             self.out.copy_within(n..self.out_len, 0);
             self.out_len -= n;
-            n
         }
 
         fn push(&mut self, bytes: &[u8]) -> Result {
