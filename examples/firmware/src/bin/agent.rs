@@ -430,7 +430,8 @@ impl<'b> Rtm<'b> {
                         self.session
                             .send_text(text, &mut out)
                             .map_err(|_| "ws send")?;
-                        self.net.send(out.written())?;
+                        let len = out.len();
+                        self.net.send(&mut frame[..len])?;
                         Step::Sent
                     }
                     #[cfg(feature = "cbor")]
@@ -440,7 +441,8 @@ impl<'b> Rtm<'b> {
                         self.session
                             .send_binary(bytes, &mut out)
                             .map_err(|_| "ws send")?;
-                        self.net.send(out.written())?;
+                        let len = out.len();
+                        self.net.send(&mut frame[..len])?;
                         Step::Sent
                     }
                     // A JSON client sends no binary PDU.
@@ -504,7 +506,7 @@ impl<'b> Rtm<'b> {
         // Pongs and close replies the session queued.
         while let Some(frame) = self.session.poll_transmit() {
             let n = frame.len();
-            self.net.send(frame)?;
+            self.net.send_control(frame)?;
             self.session.advance_transmit(n);
         }
         Ok(true)
@@ -531,7 +533,8 @@ impl<'b> Rtm<'b> {
         }
         .encode(&mut out)
         .map_err(|_| "upgrade request")?;
-        self.net.send(out.written())?;
+        let len = out.len();
+        self.net.send(&mut tx[..len])?;
 
         let mut head_buf = [0u8; 256];
         let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
@@ -684,7 +687,17 @@ mod loopback {
             Ok(())
         }
 
-        pub fn send(&mut self, bytes: &[u8]) -> Result {
+        /// A pong or close frame from the client: checked to be masked, nothing to answer.
+        pub fn send_control(&mut self, frame: &[u8]) -> Result {
+            match frame {
+                [_, b1, ..] if b1 & 0x80 != 0 => Ok(()),
+                _ => Err("unmasked client frame"),
+            }
+        }
+
+        /// The upgrade request, then one masked client frame per send, unmasked in place
+        /// (the client's frame buffer is the server's receive buffer).
+        pub fn send(&mut self, bytes: &mut [u8]) -> Result {
             if !self.upgraded {
                 if !bytes.starts_with(b"GET /v2?appkey=") || !bytes.ends_with(b"\r\n\r\n") {
                     return Err("bad upgrade request");
@@ -699,10 +712,10 @@ mod loopback {
             let [b0, b1, rest @ ..] = bytes else {
                 return Err("short frame");
             };
-            if b1 & 0x80 == 0 {
+            if *b1 & 0x80 == 0 {
                 return Err("unmasked client frame");
             }
-            let (len, rest) = match b1 & 0x7F {
+            let (len, rest) = match *b1 & 0x7F {
                 126 => match rest {
                     [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
                     _ => return Err("short frame"),
@@ -716,13 +729,11 @@ mod loopback {
             if *b0 != wire::OPCODE || payload.len() != len {
                 return Ok(()); // close and control frames: nothing to answer
             }
-            let mut text = [0u8; 512];
-            let text = text.get_mut(..len).ok_or("frame too large")?;
             let mask = [*m0, *m1, *m2, *m3];
-            for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
-                *t = p ^ mask[i % 4];
+            for (i, p) in payload.iter_mut().enumerate() {
+                *p ^= mask[i % 4];
             }
-            self.handle_pdu(wire::decode(text)?)
+            self.handle_pdu(wire::decode(payload)?)
         }
 
         fn handle_pdu(&mut self, pdu: Pdu<'_>) -> Result {
