@@ -109,13 +109,14 @@ fn run() -> Result<Report> {
         return Err("not connected and subscribed");
     }
 
-    // Where is the benchmark? (One buffer for the small replies, /status and /results.)
-    let mut body = [0u8; 512];
-    let (code, len) = bench.collect(&request::Status { id: BENCH_ID }, &mut body)?;
-    let status = request::Status::read_reply(code, &body[..len]).map_err(|_| "/status reply")?;
-    if !matches!(status.status, Status::Running) && !status.status.is_final() {
-        return Err("benchmark not running");
-    }
+    // Where is the benchmark?
+    bench.check_reply(&request::Status { id: BENCH_ID }, &mut |code, body| {
+        let status = request::Status::read_reply(code, body).map_err(|_| "/status reply")?;
+        if !matches!(status.status, Status::Running) && !status.status.is_final() {
+            return Err("benchmark not running");
+        }
+        Ok(())
+    })?;
 
     // Its metric samples, each published as it arrives.
     let mut line_buf = [0u8; 96];
@@ -132,11 +133,13 @@ fn run() -> Result<Report> {
     })?;
 
     // Final results.
-    let (code, len) = bench.collect(&request::Results { id: BENCH_ID }, &mut body)?;
-    let results = request::Results::read_reply(code, &body[..len]).map_err(|_| "/results")?;
-    if results.get("print").is_none() {
-        return Err("no print results");
-    }
+    bench.check_reply(&request::Results { id: BENCH_ID }, &mut |code, body| {
+        let results = request::Results::read_reply(code, body).map_err(|_| "/results")?;
+        match results.get("print") {
+            Some(_) => Ok(()),
+            None => Err("no print results"),
+        }
+    })?;
 
     // The system log, a zlib stream.
     #[allow(unused_mut)]
@@ -250,17 +253,36 @@ impl Bench {
         }
     }
 
-    /// A small JSON reply, whole, into `buf`: (status, length).
-    fn collect<R: Request>(&mut self, req: &R, buf: &mut [u8]) -> Result<(u16, usize)> {
+    /// A small JSON reply (`/status`, `/results`), whole, handed to `check` with its
+    /// status code.
+    fn check_reply<R: Request>(
+        &mut self,
+        req: &R,
+        check: &mut dyn FnMut(u16, &[u8]) -> Result,
+    ) -> Result {
+        self.collect(R::METHOD, R::PATH, req, check)
+    }
+
+    /// `check_reply`'s body, once for both requests, and out of line: the reply's buffer
+    /// is in this call's frame only, not on the stack while messaging runs.
+    #[inline(never)]
+    fn collect(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        query: &dyn http::EncodeQuery,
+        check: &mut dyn FnMut(u16, &[u8]) -> Result,
+    ) -> Result {
+        let mut buf = [0u8; 512];
         let mut len = 0;
-        let code = self.stream(req, false, |data| {
+        let code = self.exchange(method, path, query, false, &mut |data| {
             buf.get_mut(len..len + data.len())
                 .ok_or("reply too large")?
                 .copy_from_slice(data);
             len += data.len();
             Ok(())
         })?;
-        Ok((code, len))
+        check(code, &buf[..len])
     }
 }
 
