@@ -378,6 +378,7 @@ enum Step {
 }
 
 impl<'b> Rtm<'b> {
+    #[inline(never)]
     fn new(rx_message: &'b mut [u8]) -> Self {
         Rtm {
             client: Client::new(Config {
