@@ -545,6 +545,7 @@ impl<'b> Rtm<'b> {
     }
 
     /// TCP connect (loopback), then the WebSocket upgrade.
+    #[inline(never)]
     fn open(&mut self) -> Result {
         let mut nonce = [0u8; 16];
         for chunk in nonce.chunks_mut(4) {
