@@ -1,8 +1,9 @@
 //! End to end: the std RTM client in CBOR mode against the local RTM server.
 //!
 //! Every request of the protocol over CBOR, a JSON and a CBOR client on one channel, a
-//! binary message between two CBOR clients, a server that does not select `cbor`, and
-//! malformed CBOR from the server. Each test has its own server on a free port, waits
+//! binary message between two CBOR clients, typed messages (core's CBOR serde) between
+//! CBOR and JSON clients, a server that does not select `cbor`, and malformed CBOR from
+//! the server. Each test has its own server on a free port, waits
 //! with bounded timeouts, and disposes of its clients.
 
 use std::sync::mpsc::{self, Receiver};
@@ -251,4 +252,119 @@ fn malformed_cbor_from_the_server_makes_the_client_reconnect() {
     // Still working.
     client.publish_sync("ch", &json!(1), WAIT).unwrap();
     client.dispose().unwrap();
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Sample<'a> {
+    metric: &'a str,
+    seq: u64,
+    delta: i32,
+    value: f64,
+    note: Option<String>,
+    missing: Option<u8>,
+    place: Place,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Place {
+    room: String,
+    floor: i8,
+    tags: Vec<String>,
+}
+
+fn sample(metric: &str) -> Sample<'_> {
+    Sample {
+        metric,
+        seq: u64::MAX,
+        delta: -40_000,
+        value: 2.5,
+        note: Some("quote \" and é".into()),
+        missing: None,
+        place: Place {
+            room: "lab".into(),
+            floor: -2,
+            tags: vec!["a".into(), String::new()],
+        },
+    }
+}
+
+/// Reads one CBOR message into `T` with core's typed reader, borrowing from `bytes`.
+fn read_cbor<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> T {
+    use benchlink_core::cbor;
+    cbor::parse(bytes, cbor::DEFAULT_MAX_DEPTH)
+        .unwrap()
+        .deserialize()
+        .unwrap()
+}
+
+#[test]
+fn typed_messages_cross_between_cbor_and_json_clients() {
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let (json_client, _) = connected(&server, Encoding::Json);
+    let (cbor_client, _) = connected(&server, Encoding::Cbor);
+    let to_json = subscribe(&server, &json_client, "typed");
+    let to_cbor = subscribe(&server, &cbor_client, "typed");
+    let sent = sample("rx \"eth0\"");
+    let as_json = serde_json::to_value(&sent).unwrap();
+
+    // Core's CBOR serializer, published by the CBOR client: the JSON subscriber sees the
+    // struct's JSON, the CBOR subscriber reads the struct back, borrowing its str.
+    let mut buf = [0u8; 256];
+    let mut out = benchlink_core::http::Cursor::new(&mut buf);
+    benchlink_core::cbor::typed::serialize(&mut out, &sent).unwrap();
+    let cbor = out.written().to_vec();
+    cbor_client
+        .publish_cbor("typed", cbor.clone(), None)
+        .unwrap();
+    let (json, _) = to_json.recv_timeout(WAIT).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&json[0]).unwrap(), as_json);
+    let (json, items) = to_cbor.recv_timeout(WAIT).unwrap();
+    assert_eq!(items, [cbor]);
+    let got: Sample<'_> = read_cbor(&items[0]);
+    assert_eq!(got, sent);
+    assert!(
+        items[0].as_ptr_range().contains(&got.metric.as_ptr()),
+        "borrowed"
+    );
+    // The std client shows it as the same JSON.
+    assert_eq!(serde_json::from_str::<Value>(&json[0]).unwrap(), as_json);
+
+    // The std client's typed publish on a CBOR connection: the same value for both.
+    cbor_client.publish_sync("typed", &sent, WAIT).unwrap();
+    let (json, _) = to_json.recv_timeout(WAIT).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&json[0]).unwrap(), as_json);
+    let (_, items) = to_cbor.recv_timeout(WAIT).unwrap();
+    assert_eq!(read_cbor::<Sample<'_>>(&items[0]), sent);
+
+    // JSON published (a whole float written as `4`, as JavaScript does): the CBOR client
+    // reads it typed.
+    let mut published = as_json.clone();
+    published["value"] = json!(4);
+    json_client.publish_sync("typed", &published, WAIT).unwrap();
+    let (_, _) = to_json.recv_timeout(WAIT).unwrap();
+    let (json, items) = to_cbor.recv_timeout(WAIT).unwrap();
+    let got: Sample<'_> = read_cbor(&items[0]);
+    assert_eq!(
+        got,
+        Sample {
+            value: 4.0,
+            ..sample("rx \"eth0\"")
+        }
+    );
+    // The std client's JSON view of it is what was published.
+    assert_eq!(serde_json::from_str::<Value>(&json[0]).unwrap(), published);
+
+    // A message of another shape is a typed error, not a wrong value.
+    json_client
+        .publish_sync("typed", &json!({"metric": 1}), WAIT)
+        .unwrap();
+    let (_, items) = to_cbor.recv_timeout(WAIT).unwrap();
+    let item = benchlink_core::cbor::parse(&items[0], 32).unwrap();
+    assert_eq!(
+        item.deserialize::<Sample<'_>>(),
+        Err(benchlink_core::cbor::typed::DeserializeError::InvalidType)
+    );
+    for client in [json_client, cbor_client] {
+        client.dispose().unwrap();
+    }
 }

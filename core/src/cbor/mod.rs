@@ -7,12 +7,15 @@
 //! nesting limit and without recursion, so any input (indefinite-length containers
 //! included) is read without allocating. `write` holds the encoder the RTM PDUs are
 //! written with, and the transcoder from a JSON value (what a user publishes as text) to
-//! its CBOR form.
+//! its CBOR form. With the `serde` feature too, `typed` writes any `T: Serialize` as CBOR
+//! and reads an `Item` into any `T: Deserialize<'a>`, as `json::typed` does for JSON.
 
 use core::fmt;
 
 #[cfg(feature = "cbor")]
 mod read;
+#[cfg(all(feature = "cbor", feature = "serde"))]
+pub mod typed;
 #[cfg(feature = "cbor")]
 pub mod write;
 

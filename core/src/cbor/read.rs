@@ -57,7 +57,7 @@ fn malformed(d: &Decoder<'_>) -> Error {
 
 /// Steps `d` over one item, nested containers included, with one counter per open
 /// container (`None` for an indefinite one, which ends at its break byte).
-fn skip(d: &mut Decoder<'_>, max_depth: usize) -> Result<(), Error> {
+pub(super) fn skip(d: &mut Decoder<'_>, max_depth: usize) -> Result<(), Error> {
     let mut open = [None::<u64>; MAX_DEPTH];
     let mut depth = 0usize;
     loop {

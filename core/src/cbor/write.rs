@@ -20,12 +20,12 @@ use crate::json::{self, ErrorKind, JsonStr, Value, WriteError};
 const UNSIGNED: u8 = 0x00;
 const NEGATIVE: u8 = 0x20;
 const BYTES: u8 = 0x40;
-const TEXT: u8 = 0x60;
-const ARRAY: u8 = 0x80;
-const MAP: u8 = 0xa0;
+pub(super) const TEXT: u8 = 0x60;
+pub(super) const ARRAY: u8 = 0x80;
+pub(super) const MAP: u8 = 0xa0;
 
 /// A head: major type and its argument, in the fewest bytes.
-fn head(out: &mut Cursor<'_>, major: u8, n: u64) -> Result<(), EncodeError> {
+pub(super) fn head(out: &mut Cursor<'_>, major: u8, n: u64) -> Result<(), EncodeError> {
     let be = n.to_be_bytes();
     let (info, tail) = match n {
         // Arguments below 24 live in the head byte itself.
@@ -59,6 +59,12 @@ pub fn i64(out: &mut Cursor<'_>, n: i64) -> Result<(), EncodeError> {
         // -1 - n, without overflow for i64::MIN.
         Err(_) => head(out, NEGATIVE, !(n as u64)),
     }
+}
+
+/// A 32-bit float (`fa` + 4 bytes): what a typed `f32` is written as, exactly.
+pub fn f32(out: &mut Cursor<'_>, x: f32) -> Result<(), EncodeError> {
+    out.push(&[0xfa])?;
+    out.push(&x.to_bits().to_be_bytes())
 }
 
 /// A 64-bit float (`fb` + 8 bytes), as the Python SDK writes every float.

@@ -150,16 +150,29 @@ impl<'a> Cursor<'a> {
     /// Appends an unsigned integer in decimal without going through `core::fmt`
     /// (which would cost flash on a microcontroller).
     pub fn push_u64(&mut self, n: u64) -> Result<(), EncodeError> {
+        // Long division by 10 over 16-bit limbs, most significant first: every step fits
+        // 32 bits, so a Cortex-M divides in hardware instead of linking the 64-bit
+        // division routine (most of a kilobyte of flash).
+        let mut limbs = [
+            (n >> 48) as u32,
+            (n >> 32) as u32 & 0xffff,
+            (n >> 16) as u32 & 0xffff,
+            n as u32 & 0xffff,
+        ];
         let mut digits = [0u8; 20];
         let mut i = digits.len();
-        let mut n = n;
         loop {
+            let mut rem = 0u32;
+            for limb in limbs.iter_mut() {
+                let x = rem << 16 | *limb;
+                *limb = x / 10;
+                rem = x % 10;
+            }
             i -= 1;
             if let Some(d) = digits.get_mut(i) {
-                *d = b'0' + (n % 10) as u8;
+                *d = b'0' + rem as u8;
             }
-            n /= 10;
-            if n == 0 {
+            if limbs == [0; 4] {
                 break;
             }
         }
@@ -189,5 +202,35 @@ impl<'a> Cursor<'a> {
     /// True when nothing was written yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cursor;
+    use std::string::ToString;
+    use std::vec::Vec;
+
+    #[test]
+    fn push_u64_writes_every_width_in_decimal() {
+        let mut values: Vec<u64> = Vec::from([0, 65_535, 65_536, u64::from(u32::MAX), u64::MAX]);
+        let mut p = 1u64;
+        while let Some(next) = p.checked_mul(10) {
+            values.extend([p - 1, p, p + 1]);
+            p = next;
+        }
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..10_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            values.push(x >> (x >> 58));
+        }
+        for n in values {
+            let mut buf = [0u8; 20];
+            let mut out = Cursor::new(&mut buf);
+            out.push_u64(n).unwrap();
+            assert_eq!(out.written(), n.to_string().as_bytes());
+        }
     }
 }

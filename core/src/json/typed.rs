@@ -301,7 +301,10 @@ impl<'c, 'b> ser::Serializer for Serializer<'c, 'b> {
         value: &T,
     ) -> Result<(), WriteError> {
         if name == RAW_JSON {
-            return value.serialize(RawSink { out: self.out });
+            return value.serialize(RawSink {
+                out: self.out,
+                write: write::raw,
+            });
         }
         value.serialize(self)
     }
@@ -628,8 +631,8 @@ impl ser::Serializer for KeySerializer<'_, '_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawJson<'a>(pub &'a str);
 
-/// The newtype name that tells this module's serializer a [`RawJson`] is coming.
-const RAW_JSON: &str = "$benchlink::json::RawJson";
+/// The newtype name that tells core's serializers a [`RawJson`] is coming.
+pub(crate) const RAW_JSON: &str = "$benchlink::json::RawJson";
 
 impl Serialize for RawJson<'_> {
     fn serialize<S: ser::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -637,9 +640,11 @@ impl Serialize for RawJson<'_> {
     }
 }
 
-/// Takes the text of a [`RawJson`] and writes it raw.
-struct RawSink<'c, 'b> {
-    out: &'c mut Cursor<'b>,
+/// Takes the text of a [`RawJson`] and hands it to `write`: JSON splices it in after
+/// validating it, CBOR transcodes it.
+pub(crate) struct RawSink<'c, 'b> {
+    pub(crate) out: &'c mut Cursor<'b>,
+    pub(crate) write: fn(&mut Cursor<'_>, &str) -> Result<(), WriteError>,
 }
 
 impl ser::Serializer for RawSink<'_, '_> {
@@ -661,7 +666,7 @@ impl ser::Serializer for RawSink<'_, '_> {
     }
 
     fn serialize_str(self, v: &str) -> Result<(), WriteError> {
-        write::raw(self.out, v)
+        (self.write)(self.out, v)
     }
     fn collect_str<T: core::fmt::Display + ?Sized>(self, _value: &T) -> Result<(), WriteError> {
         Err(WriteError::Unserializable)

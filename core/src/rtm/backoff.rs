@@ -105,13 +105,23 @@ impl Backoff {
         let base = self.base_delay(interval, max);
         let base_us = u64::try_from(base.as_micros()).unwrap_or(u64::MAX);
         let jitter_us = match self.rng.as_mut() {
-            Some(state) => splitmix64(state) % (base_us / 4).saturating_add(1),
+            Some(state) => below(splitmix64(state), (base_us / 4).saturating_add(1)),
             None => 0,
         };
-        let delay = Duration::from_micros(base_us.saturating_sub(jitter_us));
+        // In microseconds throughout, as `Instant` counts: no 64-bit division (a Cortex-M
+        // has none in hardware, and the library routine is most of a kilobyte of flash).
         let reference = self.last_attempt_start.unwrap_or(now);
-        reference.saturating_add(delay).max(now)
+        let at = reference
+            .as_micros()
+            .saturating_add(base_us.saturating_sub(jitter_us));
+        Instant::from_micros(at).max(now)
     }
+}
+
+/// A uniform random `r` mapped onto `0..n` by a multiply and a shift (Lemire's method)
+/// rather than `r % n`, which is a 64-bit division.
+fn below(r: u64, n: u64) -> u64 {
+    ((u128::from(r) * u128::from(n)) >> 64) as u64
 }
 
 /// The splitmix64 generator: tiny, fast, and good enough to decorrelate reconnects.

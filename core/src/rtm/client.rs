@@ -1432,10 +1432,12 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 
     /// An established connection is gone.
     fn connection_lost<H: Handler>(&mut self, now: Instant, leave: Leave, h: &mut H) {
-        let lived = self
+        // Compared in microseconds, as `Instant` counts: a `Duration` built from them
+        // would take a 64-bit division (a library routine on a Cortex-M).
+        let lived_us = self
             .connected_at
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        if self.got_reply || lived >= self.config.reconnect_interval {
+            .map_or(0, |t| now.as_micros().saturating_sub(t.as_micros()));
+        if self.got_reply || u128::from(lived_us) >= self.config.reconnect_interval.as_micros() {
             self.backoff.reset(self.config.fail_count_threshold);
         } else {
             self.backoff.record_failure();

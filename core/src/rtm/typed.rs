@@ -1,12 +1,17 @@
 //! Typed messages (feature `serde`): publish and write any `T: Serialize`, serialized
 //! straight into the outbox record (or the offline-queue record) the PDU is sent from —
 //! no intermediate buffer, no JSON built by hand — and read subscription messages and
-//! read replies into any `T: Deserialize<'a>` borrowing from the received frame.
+//! read replies into any `T: Deserialize<'a>` borrowing from the received frame. Both
+//! ways in the client's encoding: JSON ([`json::typed`](crate::json::typed)), or with the
+//! `cbor` feature CBOR (`cbor::typed`), whose forms are the JSON ones so that subscribers
+//! of either encoding see the same value.
 
 use serde::{Deserialize, Serialize};
 
 use super::connection::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
 use super::events::{Ack, Handler, RequestError, Ticket};
+#[cfg(feature = "cbor")]
+use super::pdu::cbor_envelope;
 use super::pdu::{envelope, Encoding, Item, Pdu, SubscriptionData};
 use super::Client;
 use crate::http::Cursor;
@@ -28,16 +33,16 @@ impl<T: Serialize + ?Sized> Typed<'_, T> {
             .serialized("message", self.message)?;
         Ok(())
     }
-}
 
-/// Typed messages are serialized as JSON: a client whose PDUs travel as CBOR (feature
-/// `cbor`) refuses them ([`RequestError::InvalidJson`]) rather than send JSON in a CBOR
-/// frame; its callers publish CBOR with [`Client::publish_payload`].
-fn json_only(encoding: Encoding) -> Result<(), WriteError> {
-    match encoding {
-        Encoding::Json => Ok(()),
-        #[allow(unreachable_patterns)]
-        _ => Err(WriteError::Unserializable),
+    /// The body in CBOR: `channel`, then `message` serialized in place.
+    #[cfg(feature = "cbor")]
+    fn cbor_body(&self, out: &mut Cursor<'_>) -> Result<(), WriteError> {
+        use crate::cbor::{typed, write};
+        write::map(out, 2)?;
+        write::str(out, "channel")?;
+        write::str(out, self.channel)?;
+        write::str(out, "message")?;
+        typed::serialize(out, self.message)
     }
 }
 
@@ -58,16 +63,23 @@ impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
         id: Option<u64>,
         out: &mut Cursor<'_>,
     ) -> Result<(), WriteError> {
-        json_only(encoding)?;
-        envelope(self.kind.action().as_str(), id, out, |o| {
-            o.object("body", |b| self.members(b))?;
-            Ok(())
-        })
+        let action = self.kind.action().as_str();
+        match encoding {
+            Encoding::Json => envelope(action, id, out, |o| {
+                o.object("body", |b| self.members(b))?;
+                Ok(())
+            }),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => cbor_envelope(action, id, false, out, |out| self.cbor_body(out)),
+        }
     }
 
     fn encode_queued(&self, encoding: Encoding, out: &mut Cursor<'_>) -> Result<(), WriteError> {
-        json_only(encoding)?;
-        write::object(out, |b| self.members(b))
+        match encoding {
+            Encoding::Json => write::object(out, |b| self.members(b)),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => self.cbor_body(out),
+        }
     }
 
     fn json_is_valid(&self) -> bool {
@@ -79,17 +91,16 @@ impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
 impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>
     Client<SUBS, PENDING, QUEUE, OUT>
 {
-    /// [`publish`](Self::publish) of a typed message: `message` is serialized as JSON
-    /// straight into the record the PDU is sent (or queued) from, with the same escaping
-    /// as every other string the client writes. A message that does not fit the outbox
+    /// [`publish`](Self::publish) of a typed message: `message` is serialized in the
+    /// client's [`Config::encoding`](super::Config::encoding) — JSON, with the same
+    /// escaping as every other string the client writes, or CBOR (feature `cbor`) —
+    /// straight into the record the PDU is sent (or queued) from. A message that does not fit the outbox
     /// (`OUT`, less the envelope) is [`RequestError::TooLarge`]; one that must wait and
     /// does not fit the offline queue is [`RequestError::QueueTooSmall`] or
     /// [`RequestError::Full`] (also when it would not fit the outbox either, if the queue
-    /// is the smaller: its size is only known as it is written); one with no JSON form
-    /// ([`WriteError::Unserializable`](crate::json::WriteError::Unserializable)) is
-    /// [`RequestError::InvalidJson`], and so is any typed message on a client whose
-    /// [`Config::encoding`](super::Config::encoding) is CBOR (it is serialized as JSON).
-    /// Nothing is sent or queued then.
+    /// is the smaller: its size is only known as it is written); one the encoding cannot
+    /// express ([`WriteError::Unserializable`](crate::json::WriteError::Unserializable))
+    /// is [`RequestError::InvalidJson`]. Nothing is sent or queued then.
     ///
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, Transmit};
@@ -158,10 +169,10 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 }
 
 impl<'a> SubscriptionData<'a> {
-    /// Each message read into `T`, borrowing from the received frame (see
-    /// [`Value::deserialize`](crate::json::Value::deserialize): a `&'a str` field must
-    /// hold no escapes). One result per message: a message of another shape does not
-    /// hide the others.
+    /// Each message read into `T`, borrowing from the received frame, JSON or CBOR (see
+    /// [`Value::deserialize`](crate::json::Value::deserialize): a `&'a str` field of a
+    /// JSON message must hold no escapes). One result per message: a message of another
+    /// shape does not hide the others.
     ///
     /// ```
     /// use benchlink_core::rtm::pdu::Incoming;
@@ -178,7 +189,7 @@ impl<'a> SubscriptionData<'a> {
     pub fn messages_as<T: Deserialize<'a>>(
         &self,
     ) -> impl Iterator<Item = Result<T, DeserializeError>> + 'a {
-        self.messages.elements().map(|m| from_json(&m))
+        self.messages.elements().map(|m| from_item(&m))
     }
 }
 
@@ -197,17 +208,22 @@ impl<'a> Pdu<'a> {
     /// assert_eq!(empty.message_as::<Option<Config>>(), Some(Ok(None)));
     /// ```
     pub fn message_as<T: Deserialize<'a>>(&self) -> Option<Result<T, DeserializeError>> {
-        self.message().map(|m| from_json(&m))
+        self.message().map(|m| from_item(&m))
     }
 }
 
-/// Reads a received item into `T`. Typed reading is JSON's (serde-json-core): an item
-/// that arrived as CBOR (feature `cbor`) is [`DeserializeError::InvalidType`]; read it
-/// through the [`Item`] view instead.
-fn from_json<'a, T: Deserialize<'a>>(item: &Item<'a>) -> Result<T, DeserializeError> {
-    item.as_json()
-        .ok_or(DeserializeError::InvalidType)?
-        .deserialize()
+/// Reads a received item into `T`, in the encoding it arrived in.
+fn from_item<'a, T: Deserialize<'a>>(item: &Item<'a>) -> Result<T, DeserializeError> {
+    match item.as_json() {
+        Some(value) => value.deserialize(),
+        #[cfg(feature = "cbor")]
+        None => item
+            .as_cbor()
+            .ok_or(DeserializeError::InvalidType)?
+            .deserialize(),
+        #[cfg(not(feature = "cbor"))]
+        None => Err(DeserializeError::InvalidType),
+    }
 }
 
 #[cfg(test)]

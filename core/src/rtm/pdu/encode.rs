@@ -620,7 +620,7 @@ fn cbor_field(out: &mut Cursor<'_>, field: Field<'_>) -> Result<(), WriteError> 
 /// The CBOR envelope: a map of `action`, `id` (left out when `None`) and `body`, with
 /// `id` last when `id_last`.
 #[cfg(feature = "cbor")]
-fn cbor_envelope(
+pub(crate) fn cbor_envelope(
     action: &str,
     id: Option<u64>,
     id_last: bool,
@@ -705,7 +705,11 @@ pub fn write_envelope(
     out: &mut Cursor<'_>,
 ) -> Result<(), WriteError> {
     // `raw` validates the whole value; a valid value starting with `{` is an object.
-    if !body.trim_start().starts_with('{') {
+    // JSON's own whitespace only: `str::trim_start` would link Unicode's table.
+    if !body
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
         return Err(write::parse_object(body)
             .err()
             .unwrap_or(WriteError::NotAnObject));

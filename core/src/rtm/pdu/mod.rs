@@ -45,6 +45,8 @@ mod view;
 pub use decode::{
     ChannelError, ErrorBody, Id, Incoming, Pdu, PduError, SubscriptionData, SubscriptionInfo,
 };
+#[cfg(all(feature = "serde", feature = "cbor"))]
+pub(crate) use encode::cbor_envelope;
 #[cfg(feature = "serde")]
 pub(crate) use encode::envelope;
 pub use encode::{

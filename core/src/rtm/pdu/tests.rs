@@ -407,12 +407,24 @@ fn invalid_pre_serialized_values_are_typed_errors() {
                 kind: ErrorKind::TrailingData,
             },
         ),
+        // Whitespace that is not JSON's (a no-break space) does not start a value.
+        (
+            "\u{a0}{}",
+            WriteError::InvalidJson {
+                offset: 0,
+                kind: ErrorKind::ExpectedValue,
+            },
+        ),
     ] {
         assert_eq!(
             write_envelope("a", None, body, &mut Cursor::new(&mut buf)),
             Err(err)
         );
     }
+    // JSON's whitespace around the object is accepted (and left out).
+    let mut out = Cursor::new(&mut buf);
+    write_envelope("a", None, " \t\r\n{} ", &mut out).unwrap();
+    assert_eq!(out.written(), br#"{"action":"a","body":{}}"#);
 }
 
 #[test]

@@ -330,3 +330,116 @@ fn raw_json_members_are_validated_and_spliced_verbatim() {
     );
     assert_eq!(client.poll_transmit(), None);
 }
+
+/// A connected client whose PDUs travel as CBOR.
+#[cfg(feature = "cbor")]
+fn cbor_client() -> Client<1, 4, 512, 512> {
+    let mut client = Client::new(Config {
+        encoding: crate::rtm::pdu::Encoding::Cbor,
+        ..Config::default()
+    });
+    client.start(Instant::ZERO, &mut NoopHandler);
+    assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    client.handle_connected(Instant::ZERO, &mut NoopHandler);
+    client
+}
+
+/// A typed publish of a CBOR client is the CBOR PDU of its message serialized alone,
+/// and reads back typed; queued, it goes out the same once connected.
+#[cfg(feature = "cbor")]
+#[test]
+fn a_cbor_client_publishes_and_writes_typed_messages_as_cbor() {
+    use crate::cbor::typed as cbor_typed;
+    use crate::rtm::pdu::{Encoding, Payload};
+    let h = &mut NoopHandler;
+    let ack = Ack::Reply { deadline: None };
+    let sample = Sample {
+        ts: 7,
+        metric: HOSTILE,
+        value: -9,
+    };
+    let mut buf = [0u8; 128];
+    let mut out = Cursor::new(&mut buf);
+    cbor_typed::serialize(&mut out, &sample).unwrap();
+    let message = out.written();
+
+    let mut typed = cbor_client();
+    typed
+        .publish_typed(Instant::ZERO, "c", &sample, ack, h)
+        .unwrap();
+    let Some(Transmit::Binary(sent)) = typed.poll_transmit() else {
+        panic!("no binary frame")
+    };
+    let sent = sent.to_vec();
+    let mut untyped = cbor_client();
+    untyped
+        .publish_payload(Instant::ZERO, "c", Payload::Cbor(message), ack, h)
+        .unwrap();
+    assert_eq!(untyped.poll_transmit(), Some(Transmit::Binary(&sent)));
+    let pdu = Pdu::parse_cbor(&sent).unwrap();
+    assert_eq!(pdu.message_as::<Sample>(), Some(Ok(sample.clone())));
+
+    // A write waiting offline is the same PDU as one written while connected.
+    typed
+        .write_typed(Instant::ZERO, "kv", &sample, ack, h)
+        .unwrap();
+    let Some(Transmit::Binary(direct)) = typed.poll_transmit() else {
+        panic!()
+    };
+    let direct = direct.to_vec();
+    let mut offline: Client<1, 4, 512, 512> = Client::new(Config {
+        encoding: Encoding::Cbor,
+        ..Config::default()
+    });
+    // Both clients number their publish 0 and their write 1.
+    offline
+        .publish_typed(Instant::ZERO, "c", &sample, ack, h)
+        .unwrap();
+    offline
+        .write_typed(Instant::ZERO, "kv", &sample, ack, h)
+        .unwrap();
+    assert_eq!(offline.queued_requests(), 2);
+    offline.start(Instant::ZERO, h);
+    assert_eq!(offline.poll_transmit(), Some(Transmit::Connect));
+    offline.handle_connected(Instant::ZERO, h);
+    assert_eq!(offline.poll_transmit(), Some(Transmit::Binary(&sent)));
+    assert_eq!(offline.poll_transmit(), Some(Transmit::Binary(&direct)));
+
+    // What CBOR cannot hold either is refused whole.
+    assert_eq!(
+        typed.publish_typed(Instant::ZERO, "c", &u128::MAX, Ack::None, h),
+        Err(RequestError::InvalidJson)
+    );
+    assert_eq!(typed.poll_transmit(), None);
+}
+
+/// CBOR subscription data is read typed, borrowing from the frame; a message of another
+/// shape is an error of its own.
+#[cfg(feature = "cbor")]
+#[test]
+fn cbor_messages_are_read_typed() {
+    use crate::cbor::write;
+    // {"action":"rtm/subscription/data","body":{"subscription_id":"m","messages":[
+    //   {"ts":1,"metric":"rx","value":3}, "oops"]}}
+    let mut buf = [0u8; 256];
+    let mut out = Cursor::new(&mut buf);
+    write::json(
+        &mut out,
+        r#"{"action":"rtm/subscription/data","body":{"subscription_id":"m","messages":[{"ts":1,"metric":"rx","value":3},"oops"]}}"#,
+    )
+    .unwrap();
+    let frame = out.written();
+    let Ok(Incoming::Data(data)) = Incoming::decode(crate::rtm::pdu::Encoding::Cbor, frame) else {
+        panic!()
+    };
+    let got: Vec<_> = data.messages_as::<Sample>().collect();
+    let first = got[0].as_ref().unwrap();
+    assert_eq!((first.ts, first.metric, first.value), (1, "rx", 3));
+    let at = first.metric.as_ptr() as usize - frame.as_ptr() as usize;
+    assert_eq!(
+        frame.get(at..at + 2),
+        Some(&b"rx"[..]),
+        "borrowed from the frame"
+    );
+    assert_eq!(got[1], Err(json::typed::DeserializeError::InvalidType));
+}

@@ -11,13 +11,19 @@
 //! stream the zlib-compressed `/log` (with the `deflate` feature), and wait until every
 //! publish was acknowledged and came back on the subscription. Exit code 0 when it all
 //! did; the only output is one summary line (semihosting, no `core::fmt`).
+//!
+//! Features (each an image of `.ci/size-report`): `serde` publishes the samples with
+//! `publish_typed` (without it, their JSON is written with core's object writer and
+//! published as text); `cbor` makes the messaging link speak CBOR, the loopback server
+//! included.
 #![no_std]
 #![no_main]
 
 use benchlink_core::bench::{request, JsonRequest, LineSplitter, Request, Sample, Status};
 use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDecoder};
+#[cfg(feature = "serde")]
 use benchlink_core::json::typed::RawJson;
-use benchlink_core::rtm::pdu::{Action, Id, Pdu};
+use benchlink_core::rtm::pdu::{Action, Encoding, Id, Pdu};
 use benchlink_core::rtm::{
     Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
     Transmit,
@@ -39,6 +45,11 @@ const HOST: &str = "mzbench.local:4800";
 type RtmClient = Client<1, 4, 512, 512>;
 /// One response decoder type for every response (one copy of its code): 12 headers.
 type Decoder<'b> = ResponseDecoder<'b, 12>;
+/// How the messaging link's PDUs travel.
+#[cfg(not(feature = "cbor"))]
+const ENCODING: Encoding = Encoding::Json;
+#[cfg(feature = "cbor")]
+const ENCODING: Encoding = Encoding::Cbor;
 
 #[entry]
 fn main() -> ! {
@@ -81,15 +92,7 @@ fn run() -> Result<Report> {
     let mut bench = Bench::new();
 
     // Messaging first: connected and subscribed before the samples flow.
-    rtm.client
-        .subscribe(
-            rtm.now,
-            CHANNEL,
-            Mode::Reliable,
-            SubscribeArgs::default(),
-            &mut rtm.app,
-        )
-        .map_err(|_| "subscribe refused")?;
+    rtm.subscribe()?;
     rtm.client.start(rtm.now, &mut rtm.app);
     rtm.settle()?;
     if rtm.client.state() != ClientState::Connected
@@ -98,13 +101,14 @@ fn run() -> Result<Report> {
         return Err("not connected and subscribed");
     }
 
-    // Where is the benchmark? (One buffer for the small replies, /status and /results.)
-    let mut body = [0u8; 512];
-    let (code, len) = bench.collect(&request::Status { id: BENCH_ID }, &mut body)?;
-    let status = request::Status::read_reply(code, &body[..len]).map_err(|_| "/status reply")?;
-    if !matches!(status.status, Status::Running) && !status.status.is_final() {
-        return Err("benchmark not running");
-    }
+    // Where is the benchmark?
+    bench.check_reply(&request::Status { id: BENCH_ID }, &mut |code, body| {
+        let status = request::Status::read_reply(code, body).map_err(|_| "/status reply")?;
+        if !matches!(status.status, Status::Running) && !status.status.is_final() {
+            return Err("benchmark not running");
+        }
+        Ok(())
+    })?;
 
     // Its metric samples, each published as it arrives.
     let mut line_buf = [0u8; 96];
@@ -121,11 +125,13 @@ fn run() -> Result<Report> {
     })?;
 
     // Final results.
-    let (code, len) = bench.collect(&request::Results { id: BENCH_ID }, &mut body)?;
-    let results = request::Results::read_reply(code, &body[..len]).map_err(|_| "/results")?;
-    if results.get("print").is_none() {
-        return Err("no print results");
-    }
+    bench.check_reply(&request::Results { id: BENCH_ID }, &mut |code, body| {
+        let results = request::Results::read_reply(code, body).map_err(|_| "/results")?;
+        match results.get("print") {
+            Some(_) => Ok(()),
+            None => Err("no print results"),
+        }
+    })?;
 
     // The system log, a zlib stream.
     #[allow(unused_mut)]
@@ -168,7 +174,6 @@ fn run() -> Result<Report> {
 struct Bench {
     net: loopback::HttpServer,
     head_buf: [u8; 512],
-    rx: [u8; loopback::MSS],
 }
 
 impl Bench {
@@ -176,7 +181,6 @@ impl Bench {
         Bench {
             net: loopback::HttpServer::new(),
             head_buf: [0; 512],
-            rx: [0; loopback::MSS],
         }
     }
 
@@ -200,9 +204,9 @@ impl Bench {
         inflate: bool,
         body: &mut dyn FnMut(&[u8]) -> Result,
     ) -> Result<u16> {
-        // The request is encoded into the receive buffer: it is sent before any reply
-        // arrives, so the two never need the memory at once.
-        let mut out = Cursor::new(&mut self.rx);
+        // The request is encoded into the response head's buffer: it is sent before any
+        // reply arrives, so the two never need the memory at once.
+        let mut out = Cursor::new(&mut self.head_buf);
         RequestHead {
             method,
             path,
@@ -214,19 +218,19 @@ impl Bench {
         }
         .encode(query, &mut out)
         .map_err(|_| "request head")?;
-        let len = out.len();
-        self.net.send(&self.rx[..len])?;
+        self.net.send(out.written())?;
 
         let memory = if inflate { inflate_memory() } else { None };
         let mut decoder: Decoder<'_> =
             ResponseDecoder::new(&mut self.head_buf, memory, Limits::DEFAULT);
         let mut status = 0;
         loop {
-            let n = self.net.recv(&mut self.rx);
-            if n == 0 {
+            // Decoded where the network stack holds it, as embassy-net's `read_with` and
+            // smoltcp's `recv` hand out their receive buffer: no copy, no buffer here.
+            let mut input = self.net.recv();
+            if input.is_empty() {
                 return Err("connection closed mid-response");
             }
-            let mut input = &self.rx[..n];
             loop {
                 let (used, event) = decoder.decode(input).map_err(|_| "HTTP response")?;
                 input = &input[used..];
@@ -241,17 +245,36 @@ impl Bench {
         }
     }
 
-    /// A small JSON reply, whole, into `buf`: (status, length).
-    fn collect<R: Request>(&mut self, req: &R, buf: &mut [u8]) -> Result<(u16, usize)> {
+    /// A small JSON reply (`/status`, `/results`), whole, handed to `check` with its
+    /// status code.
+    fn check_reply<R: Request>(
+        &mut self,
+        req: &R,
+        check: &mut dyn FnMut(u16, &[u8]) -> Result,
+    ) -> Result {
+        self.collect(R::METHOD, R::PATH, req, check)
+    }
+
+    /// `check_reply`'s body, once for both requests, and out of line: the reply's buffer
+    /// is in this call's frame only, not on the stack while messaging runs.
+    #[inline(never)]
+    fn collect(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        query: &dyn http::EncodeQuery,
+        check: &mut dyn FnMut(u16, &[u8]) -> Result,
+    ) -> Result {
+        let mut buf = [0u8; 512];
         let mut len = 0;
-        let code = self.stream(req, false, |data| {
+        let code = self.exchange(method, path, query, false, &mut |data| {
             buf.get_mut(len..len + data.len())
                 .ok_or("reply too large")?
                 .copy_from_slice(data);
             len += data.len();
             Ok(())
         })?;
-        Ok((code, len))
+        check(code, &buf[..len])
     }
 }
 
@@ -347,10 +370,12 @@ enum Step {
 }
 
 impl<'b> Rtm<'b> {
+    #[inline(never)]
     fn new(rx_message: &'b mut [u8]) -> Self {
         Rtm {
             client: Client::new(Config {
                 jitter_seed: 0x5EED_1234,
+                encoding: ENCODING,
                 ..Config::default()
             }),
             app: App::default(),
@@ -361,32 +386,63 @@ impl<'b> Rtm<'b> {
         }
     }
 
-    /// Encodes one `/data` line as the sample message and publishes it.
-    fn publish_sample(&mut self, line: &[u8]) -> Result {
-        let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
-        // The value exactly as the server wrote it (a JSON number, checked but not
-        // converted by `Sample::parse`): no float parsing or formatting to forward it.
-        // Serialized straight into the client's outbox record: no message buffer here.
-        #[derive(serde::Serialize)]
-        struct Message<'a> {
-            ts: u64,
-            metric: &'a str,
-            value: RawJson<'a>,
-        }
-        let message = Message {
-            ts: sample.timestamp,
-            metric: sample.name,
-            value: RawJson(sample.value.as_str()),
-        };
+    /// Subscribes to the metrics channel (sent once connected). Out of line: the
+    /// subscription record is built in this call's frame, which is gone before the link
+    /// runs.
+    #[inline(never)]
+    fn subscribe(&mut self) -> Result {
         self.client
-            .publish_typed(
+            .subscribe(
                 self.now,
                 CHANNEL,
-                &message,
-                Ack::Reply { deadline: None },
+                Mode::Reliable,
+                SubscribeArgs::default(),
                 &mut self.app,
             )
-            .map_err(|_| "publish refused")?;
+            .map(|_| ())
+            .map_err(|_| "subscribe refused")
+    }
+
+    /// Encodes one `/data` line as the sample message and publishes it. The value goes
+    /// exactly as the server wrote it (a JSON number, checked but not converted by
+    /// `Sample::parse`): no float parsing or formatting to forward it.
+    fn publish_sample(&mut self, line: &[u8]) -> Result {
+        let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
+        let ack = Ack::Reply { deadline: None };
+        // Serialized straight into the client's outbox record: no message buffer here.
+        #[cfg(feature = "serde")]
+        let sent = {
+            #[derive(serde::Serialize)]
+            struct Message<'a> {
+                ts: u64,
+                metric: &'a str,
+                value: RawJson<'a>,
+            }
+            let message = Message {
+                ts: sample.timestamp,
+                metric: sample.name,
+                value: RawJson(sample.value.as_str()),
+            };
+            self.client
+                .publish_typed(self.now, CHANNEL, &message, ack, &mut self.app)
+        };
+        // The JSON written by hand into a buffer, then published as text.
+        #[cfg(not(feature = "serde"))]
+        let sent = {
+            let mut buf = [0u8; 128];
+            let mut out = Cursor::new(&mut buf);
+            benchlink_core::json::write::object(&mut out, |o| {
+                o.u64("ts", sample.timestamp)?
+                    .string("metric", sample.name)?
+                    .raw("value", sample.value.as_str())?;
+                Ok(())
+            })
+            .map_err(|_| "sample JSON")?;
+            let text = core::str::from_utf8(out.written()).map_err(|_| "sample JSON")?;
+            self.client
+                .publish(self.now, CHANNEL, text, ack, &mut self.app)
+        };
+        sent.map_err(|_| "publish refused")?;
         self.settle()
     }
 
@@ -406,10 +462,23 @@ impl<'b> Rtm<'b> {
                         self.session
                             .send_text(text, &mut out)
                             .map_err(|_| "ws send")?;
-                        self.net.send(out.written())?;
+                        let len = out.len();
+                        self.net.send(&mut frame[..len])?;
                         Step::Sent
                     }
-                    // This client speaks JSON.
+                    #[cfg(feature = "cbor")]
+                    Some(Transmit::Binary(bytes)) => {
+                        let mut frame = [0u8; 520];
+                        let mut out = Cursor::new(&mut frame);
+                        self.session
+                            .send_binary(bytes, &mut out)
+                            .map_err(|_| "ws send")?;
+                        let len = out.len();
+                        self.net.send(&mut frame[..len])?;
+                        Step::Sent
+                    }
+                    // A JSON client sends no binary PDU.
+                    #[cfg(not(feature = "cbor"))]
                     Some(Transmit::Binary(_)) => return Err("binary PDU"),
                     None => Step::Idle,
                 };
@@ -442,12 +511,14 @@ impl<'b> Rtm<'b> {
 
     /// Feeds whatever the server sent to the session, and each text message to the client.
     fn receive(&mut self) -> Result<bool> {
-        let mut rx = [0u8; loopback::MSS];
-        let n = self.net.recv(&mut rx);
+        // Decoded where the loopback holds it, as a network stack hands out its receive
+        // buffer (embassy-net's `read_with`): no copy, no buffer here.
+        let segment = self.net.segment();
+        let n = segment.len();
         if n == 0 {
             return Ok(false);
         }
-        let mut input = &rx[..n];
+        let mut input = segment;
         while !input.is_empty() {
             let (used, message) = self.session.handle(input).map_err(|_| "ws frame")?;
             input = &input[used..];
@@ -455,20 +526,26 @@ impl<'b> Rtm<'b> {
                 Some(Message::Text(text)) => {
                     self.client.handle_message(self.now, text, &mut self.app)
                 }
+                #[cfg(feature = "cbor")]
+                Some(Message::Binary(bytes)) => {
+                    self.client.handle_frame(self.now, bytes, &mut self.app)
+                }
                 Some(_) => {}
                 None => break,
             }
         }
+        self.net.consume(n);
         // Pongs and close replies the session queued.
         while let Some(frame) = self.session.poll_transmit() {
             let n = frame.len();
-            self.net.send(frame)?;
+            self.net.send_control(frame)?;
             self.session.advance_transmit(n);
         }
         Ok(true)
     }
 
     /// TCP connect (loopback), then the WebSocket upgrade.
+    #[inline(never)]
     fn open(&mut self) -> Result {
         let mut nonce = [0u8; 16];
         for chunk in nonce.chunks_mut(4) {
@@ -484,25 +561,31 @@ impl<'b> Rtm<'b> {
             appkey: "benchlink-firmware",
             key: &key,
             origin: None,
-            protocol: None,
+            protocol: ENCODING.subprotocol(),
             user_agent: None,
         }
         .encode(&mut out)
         .map_err(|_| "upgrade request")?;
-        self.net.send(out.written())?;
+        let len = out.len();
+        self.net.send(&mut tx[..len])?;
 
         let mut head_buf = [0u8; 256];
         let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-        let mut rx = [0u8; loopback::MSS];
-        let n = self.net.recv(&mut rx);
-        let (used, event) = decoder.decode(&rx[..n]).map_err(|_| "upgrade response")?;
+        let segment = self.net.segment();
+        let n = segment.len();
+        let (used, event) = decoder.decode(segment).map_err(|_| "upgrade response")?;
         let Event::Head(head) = event else {
             return Err("upgrade response incomplete");
         };
-        check_response(&head, &key, None).map_err(|_| "upgrade refused")?;
+        let selected =
+            check_response(&head, &key, ENCODING.subprotocol()).map_err(|_| "upgrade refused")?;
+        if selected != ENCODING.subprotocol() {
+            return Err("subprotocol not selected");
+        }
         if used != n {
             return Err("bytes after the upgrade response");
         }
+        self.net.consume(n);
         Ok(())
     }
 }
@@ -541,11 +624,11 @@ mod loopback {
             Ok(())
         }
 
-        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
-            let n = self.reply.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.reply[..n]);
-            self.reply = &self.reply[n..];
-            n
+        /// The next segment of the reply (at most `MSS` bytes), in place.
+        pub fn recv(&mut self) -> &'static [u8] {
+            let (segment, rest) = self.reply.split_at(self.reply.len().min(MSS));
+            self.reply = rest;
+            segment
         }
     }
 
@@ -588,12 +671,15 @@ mod loopback {
             self.out_len = 0;
         }
 
-        pub fn recv(&mut self, buf: &mut [u8]) -> usize {
-            let n = self.out_len.min(buf.len());
-            buf[..n].copy_from_slice(&self.out[..n]);
+        /// The next segment (at most `MSS` bytes) of what the client has not read, in
+        /// place; [`consume`](Self::consume) says how much of it was read.
+        pub fn segment(&self) -> &[u8] {
+            &self.out[..self.out_len.min(MSS)]
+        }
+
+        pub fn consume(&mut self, n: usize) {
             self.out.copy_within(n..self.out_len, 0);
             self.out_len -= n;
-            n
         }
 
         fn push(&mut self, bytes: &[u8]) -> Result {
@@ -606,9 +692,10 @@ mod loopback {
             Ok(())
         }
 
-        /// One unmasked server text frame, its payload written in place by `write` (no
-        /// second buffer for the PDU: the header is fitted in once its length is known).
-        fn push_text(
+        /// One unmasked server frame of the link's encoding (text for JSON, binary for
+        /// CBOR), its payload written in place by `write` (no second buffer for the PDU:
+        /// the header is fitted in once its length is known).
+        fn push_frame(
             &mut self,
             write: &mut dyn FnMut(&mut Cursor<'_>) -> core::result::Result<(), http::EncodeError>,
         ) -> Result {
@@ -618,17 +705,32 @@ mod loopback {
             write(&mut out).map_err(|_| "server buffer full")?;
             let len = out.len();
             if len < 126 {
-                self.out[at..at + 2].copy_from_slice(&[0x81, len as u8]);
+                self.out[at..at + 2].copy_from_slice(&[wire::OPCODE, len as u8]);
                 self.out.copy_within(at + 4..at + 4 + len, at + 2);
                 self.out_len = at + 2 + len;
             } else {
-                self.out[at..at + 4].copy_from_slice(&[0x81, 126, (len >> 8) as u8, len as u8]);
+                self.out[at..at + 4].copy_from_slice(&[
+                    wire::OPCODE,
+                    126,
+                    (len >> 8) as u8,
+                    len as u8,
+                ]);
                 self.out_len = at + 4 + len;
             }
             Ok(())
         }
 
-        pub fn send(&mut self, bytes: &[u8]) -> Result {
+        /// A pong or close frame from the client: checked to be masked, nothing to answer.
+        pub fn send_control(&mut self, frame: &[u8]) -> Result {
+            match frame {
+                [_, b1, ..] if b1 & 0x80 != 0 => Ok(()),
+                _ => Err("unmasked client frame"),
+            }
+        }
+
+        /// The upgrade request, then one masked client frame per send, unmasked in place
+        /// (the client's frame buffer is the server's receive buffer).
+        pub fn send(&mut self, bytes: &mut [u8]) -> Result {
             if !self.upgraded {
                 if !bytes.starts_with(b"GET /v2?appkey=") || !bytes.ends_with(b"\r\n\r\n") {
                     return Err("bad upgrade request");
@@ -637,16 +739,16 @@ mod loopback {
                 let accept = self.accept;
                 self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
                 self.push(&accept)?;
-                return self.push(b"\r\n\r\n");
+                return self.push(wire::UPGRADE_TAIL);
             }
             // One masked client frame per send.
             let [b0, b1, rest @ ..] = bytes else {
                 return Err("short frame");
             };
-            if b1 & 0x80 == 0 {
+            if *b1 & 0x80 == 0 {
                 return Err("unmasked client frame");
             }
-            let (len, rest) = match b1 & 0x7F {
+            let (len, rest) = match *b1 & 0x7F {
                 126 => match rest {
                     [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
                     _ => return Err("short frame"),
@@ -657,67 +759,172 @@ mod loopback {
             let [m0, m1, m2, m3, payload @ ..] = rest else {
                 return Err("short frame");
             };
-            if *b0 != 0x81 || payload.len() != len {
+            if *b0 != wire::OPCODE || payload.len() != len {
                 return Ok(()); // close and control frames: nothing to answer
             }
-            let mut text = [0u8; 512];
-            let text = text.get_mut(..len).ok_or("frame too large")?;
             let mask = [*m0, *m1, *m2, *m3];
-            for (i, (t, p)) in text.iter_mut().zip(payload).enumerate() {
-                *t = p ^ mask[i % 4];
+            for (i, p) in payload.iter_mut().enumerate() {
+                *p ^= mask[i % 4];
             }
-            let text = core::str::from_utf8(text).map_err(|_| "frame not UTF-8")?;
-            self.handle_pdu(text)
+            self.handle_pdu(wire::decode(payload)?)
         }
 
-        fn handle_pdu(&mut self, text: &str) -> Result {
-            let pdu = Pdu::parse(text).map_err(|_| "bad PDU")?;
+        fn handle_pdu(&mut self, pdu: Pdu<'_>) -> Result {
             let Some(Id::Int(id)) = pdu.id else {
                 return Err("PDU without id");
             };
             let position = self.next_position;
-            let reply = |out: &mut Cursor<'_>, action: &str, sub: bool| {
-                out.push(b"{\"action\":\"")?;
-                out.push_str(action)?;
-                out.push(b"\",\"id\":")?;
-                out.push_u64(id)?;
-                out.push(b",\"body\":{")?;
-                if sub {
-                    out.push(b"\"subscription_id\":\"")?;
-                    out.push_str(CHANNEL)?;
-                    out.push(b"\",")?;
-                }
-                out.push(b"\"position\":\"1479315802:")?;
-                out.push_u64(position)?;
-                out.push(b"\"}}")
-            };
             match pdu.action {
                 Action::Subscribe => {
-                    self.push_text(&mut |out| reply(out, "rtm/subscribe/ok", true))?;
+                    self.push_frame(&mut |out| {
+                        wire::reply(out, "rtm/subscribe/ok", id, true, position)
+                    })?;
                     self.subscribed = true;
                     Ok(())
                 }
                 Action::Publish => {
-                    self.push_text(&mut |out| reply(out, "rtm/publish/ok", false))?;
+                    self.push_frame(&mut |out| {
+                        wire::reply(out, "rtm/publish/ok", id, false, position)
+                    })?;
                     self.next_position += 1;
                     if !self.subscribed {
                         return Ok(());
                     }
                     let message = pdu.message().ok_or("publish without message")?;
-                    self.push_text(&mut |out| {
-                        out.push(
-                            br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#,
-                        )?;
-                        out.push_str(CHANNEL)?;
-                        out.push(br#"","position":"1479315802:"#)?;
-                        out.push_u64(position)?;
-                        out.push(br#"","messages":["#)?;
-                        out.push(message.raw().as_bytes())?;
-                        out.push(b"]}}")
-                    })
+                    self.push_frame(&mut |out| wire::data(out, position, message.raw().as_bytes()))
                 }
                 _ => Err("unexpected request"),
             }
+        }
+    }
+
+    /// The server's PDUs in JSON: text frames.
+    #[cfg(not(feature = "cbor"))]
+    mod wire {
+        use super::*;
+        use http::EncodeError;
+
+        pub const OPCODE: u8 = 0x81;
+        pub const UPGRADE_TAIL: &[u8] = b"\r\n\r\n";
+
+        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
+            let text = core::str::from_utf8(payload).map_err(|_| "frame not UTF-8")?;
+            Pdu::parse(text).map_err(|_| "bad PDU")
+        }
+
+        /// A reply with the position (and the subscription id) in its body.
+        pub fn reply(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: u64,
+            subscription: bool,
+            position: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            out.push(b"{\"action\":\"")?;
+            out.push_str(action)?;
+            out.push(b"\",\"id\":")?;
+            out.push_u64(id)?;
+            out.push(b",\"body\":{")?;
+            if subscription {
+                out.push(b"\"subscription_id\":\"")?;
+                out.push_str(CHANNEL)?;
+                out.push(b"\",")?;
+            }
+            out.push(b"\"position\":\"1479315802:")?;
+            out.push_u64(position)?;
+            out.push(b"\"}}")
+        }
+
+        /// The subscription data that echoes one published message.
+        pub fn data(
+            out: &mut Cursor<'_>,
+            position: u64,
+            message: &[u8],
+        ) -> core::result::Result<(), EncodeError> {
+            out.push(br#"{"action":"rtm/subscription/data","body":{"subscription_id":""#)?;
+            out.push_str(CHANNEL)?;
+            out.push(br#"","position":"1479315802:"#)?;
+            out.push_u64(position)?;
+            out.push(br#"","messages":["#)?;
+            out.push(message)?;
+            out.push(b"]}}")
+        }
+    }
+
+    /// The server's PDUs in CBOR: binary frames, after selecting the `cbor` subprotocol.
+    #[cfg(feature = "cbor")]
+    mod wire {
+        use super::*;
+        use benchlink_core::cbor::write;
+        use http::EncodeError;
+
+        pub const OPCODE: u8 = 0x82;
+        pub const UPGRADE_TAIL: &[u8] = b"\r\nSec-WebSocket-Protocol: cbor\r\n\r\n";
+
+        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
+            Pdu::parse_cbor(payload).map_err(|_| "bad PDU")
+        }
+
+        /// `"position": "1479315802:<n>"`.
+        fn position(out: &mut Cursor<'_>, n: u64) -> core::result::Result<(), EncodeError> {
+            let mut buf = [0u8; 32];
+            let mut text = Cursor::new(&mut buf);
+            text.push(b"1479315802:")?;
+            text.push_u64(n)?;
+            write::str(out, "position")?;
+            write::str(
+                out,
+                core::str::from_utf8(text.written()).unwrap_or_default(),
+            )
+        }
+
+        /// The envelope without id, and the body's map head.
+        fn head(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: Option<u64>,
+            body_members: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            write::map(out, if id.is_some() { 3 } else { 2 })?;
+            write::str(out, "action")?;
+            write::str(out, action)?;
+            if let Some(id) = id {
+                write::str(out, "id")?;
+                write::u64(out, id)?;
+            }
+            write::str(out, "body")?;
+            write::map(out, body_members)
+        }
+
+        /// A reply with the position (and the subscription id) in its body.
+        pub fn reply(
+            out: &mut Cursor<'_>,
+            action: &str,
+            id: u64,
+            subscription: bool,
+            n: u64,
+        ) -> core::result::Result<(), EncodeError> {
+            head(out, action, Some(id), 1 + u64::from(subscription))?;
+            if subscription {
+                write::str(out, "subscription_id")?;
+                write::str(out, CHANNEL)?;
+            }
+            position(out, n)
+        }
+
+        /// The subscription data that echoes one published message.
+        pub fn data(
+            out: &mut Cursor<'_>,
+            n: u64,
+            message: &[u8],
+        ) -> core::result::Result<(), EncodeError> {
+            head(out, "rtm/subscription/data", None, 3)?;
+            write::str(out, "subscription_id")?;
+            write::str(out, CHANNEL)?;
+            position(out, n)?;
+            write::str(out, "messages")?;
+            write::array(out, 1)?;
+            out.push(message)
         }
     }
 }
