@@ -1,8 +1,11 @@
-//! The firmware benchmark agent, as a device would link it: both protocols' client logic
-//! (benchmark-server requests and replies; the RTM client over a WebSocket session) with
-//! no TLS and no network driver. The network is an in-memory loopback to two scripted
-//! servers, so the image's flash and RAM are the protocol stack's, and running it in QEMU
-//! measures its stack.
+//! The firmware benchmark agent, as a device would link it: both protocols through the
+//! library's blocking drivers — the benchmark requests through core's
+//! [`BenchClient`](benchlink_core::blocking::bench::BenchClient), the messaging link
+//! (WebSocket upgrade and accept check, framing, pings, dead-peer detection, reconnect,
+//! the RTM client) as core's [`Link`] driven by [`blocking::rtm::run`](rtm_run) — with no
+//! TLS and no network driver. The transports are in-memory loopbacks to two scripted
+//! servers (the test doubles of `mod loopback`), so the image's flash and RAM are the
+//! protocol stack's, and running it in QEMU measures its stack.
 //!
 //! The flow is the std agent's (`examples/src/bin/agent.rs`): subscribe to
 //! `benchmarks.<id>.metrics`, read the benchmark's `/status`, stream `/data` and publish
@@ -19,19 +22,24 @@
 #![no_std]
 #![no_main]
 
-use benchlink_core::bench::{request, JsonRequest, LineSplitter, Request, Sample, Status};
-use benchlink_core::http::{self, Cursor, Event, Limits, RequestHead, ResponseDecoder};
+use core::ops::ControlFlow;
+use core::time::Duration;
+
+use benchlink_core::bench::exchange::{Buffers, Server};
+use benchlink_core::bench::{request, Sample, Status};
+use benchlink_core::blocking::bench::BenchClient;
+use benchlink_core::blocking::embedded_io::{ErrorKind, ErrorType, Read, Write};
+use benchlink_core::blocking::rtm::run as rtm_run;
+use benchlink_core::blocking::Transport;
+use benchlink_core::http::Cursor;
 #[cfg(feature = "serde")]
 use benchlink_core::json::typed::RawJson;
 use benchlink_core::rtm::pdu::{Action, Encoding, Id, Pdu};
 use benchlink_core::rtm::{
-    Ack, Client, ClientState, Config, Handler, Mode, Outcome, SubState, SubscribeArgs, Ticket,
-    Transmit,
+    Ack, ClientState, Config, Handler, Link, LinkConfig, Mode, Outcome, SubState, SubscribeArgs,
+    Ticket,
 };
 use benchlink_core::time::Instant;
-use benchlink_core::ws::{
-    check_response, Endpoint, Key, MaskSource, Message, Session, UpgradeRequest,
-};
 use benchlink_firmware::{exit, stack, Host};
 use cortex_m_rt::entry;
 
@@ -39,12 +47,12 @@ type Result<T = ()> = core::result::Result<T, &'static str>;
 
 const BENCH_ID: u64 = 7;
 const CHANNEL: &str = "benchmarks.7.metrics";
-const HOST: &str = "mzbench.local:4800";
-/// The RTM client's capacities: one subscription, 4 requests in flight, 512 bytes of
-/// offline queue and of outbox (the largest PDU).
-type RtmClient = Client<1, 4, 512, 512>;
-/// One response decoder type for every response (one copy of its code): 12 headers.
-type Decoder<'b> = ResponseDecoder<'b, 12>;
+/// The messaging link: one subscription, 4 requests in flight, 512 bytes of offline
+/// queue and of outbox (the largest PDU).
+type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 512, 512>;
+/// The link's transmit buffer: the outbox plus room for the upgrade request and the
+/// `101` head (core's minimum).
+const TX_LEN: usize = 512 + benchlink_core::rtm::MIN_TX_EXTRA;
 /// How the messaging link's PDUs travel.
 #[cfg(not(feature = "cbor"))]
 const ENCODING: Encoding = Encoding::Json;
@@ -87,70 +95,100 @@ struct Report {
 }
 
 fn run() -> Result<Report> {
-    let mut rx_message = [0u8; 1024];
-    let mut rtm = Rtm::new(&mut rx_message);
-    let mut bench = Bench::new();
-
     // Messaging first: connected and subscribed before the samples flow.
-    rtm.subscribe()?;
-    rtm.client.start(rtm.now, &mut rtm.app);
-    rtm.settle()?;
-    if rtm.client.state() != ClientState::Connected
-        || rtm.client.subscription_state(CHANNEL) != Some(SubState::Subscribed)
-    {
-        return Err("not connected and subscribed");
-    }
+    let (mut rx, mut tx) = ([0u8; 1024], [0u8; TX_LEN]);
+    let mut rtm = Rtm {
+        link: new_link(&mut rx, &mut tx)?,
+        net: loopback::RtmServer::new(),
+        app: App::default(),
+        chunk: [0; CHUNK],
+    };
+    rtm.start()?;
+
+    let (mut brx, mut btx, mut head, mut body, mut line) =
+        ([0u8; 256], [0u8; 256], [0u8; 256], [0u8; 256], [0u8; 128]);
+    let buffers = Buffers {
+        rx: &mut brx,
+        tx: &mut btx,
+        head: &mut head,
+        body: &mut body,
+        line: &mut line,
+    };
+    let server = Server {
+        user_agent: "benchlink-firmware/0.1",
+        ..Server::new("mzbench.local", 4800)
+    };
+    let bench = BenchClient::new(loopback::HttpServer::new(), server, buffers)
+        .map_err(|_| "bench client")?;
+    #[cfg(feature = "deflate")]
+    let bench = {
+        let (state, window) = inflate_memory().ok_or("inflate memory")?;
+        bench
+            .with_inflate(state, window)
+            .map_err(|_| "inflate memory")?
+    };
+    let mut bench = bench;
 
     // Where is the benchmark?
-    bench.check_reply(&request::Status { id: BENCH_ID }, &mut |code, body| {
-        let status = request::Status::read_reply(code, body).map_err(|_| "/status reply")?;
-        if !matches!(status.status, Status::Running) && !status.status.is_final() {
-            return Err("benchmark not running");
-        }
-        Ok(())
-    })?;
+    let status = bench
+        .call(&request::Status { id: BENCH_ID })
+        .map_err(|_| "/status")?;
+    if !matches!(status.status, Status::Running) && !status.status.is_final() {
+        return Err("benchmark not running");
+    }
 
     // Its metric samples, each published as it arrives.
-    let mut line_buf = [0u8; 96];
-    let mut lines = LineSplitter::new(&mut line_buf);
     let mut published = 0u32;
-    bench.stream(&request::Data { id: BENCH_ID }, false, |data| {
-        let mut input = data;
-        while let Some(line) = lines.next(&mut input) {
-            let line = line.map_err(|_| "metric line too long")?;
-            rtm.publish_sample(line)?;
-            published += 1;
-        }
-        Ok(())
-    })?;
+    let mut failed = None;
+    bench
+        .stream(&request::Data { id: BENCH_ID }, |line| {
+            let sent = match line {
+                Ok(sample) => rtm.publish_sample(&sample),
+                Err(_) => Err("bad metric line"),
+            };
+            match sent {
+                Ok(()) => {
+                    published += 1;
+                    ControlFlow::Continue(())
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        })
+        .map_err(|_| "/data")?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
 
     // Final results.
-    bench.check_reply(&request::Results { id: BENCH_ID }, &mut |code, body| {
-        let results = request::Results::read_reply(code, body).map_err(|_| "/results")?;
-        match results.get("print") {
-            Some(_) => Ok(()),
-            None => Err("no print results"),
-        }
-    })?;
+    let results = bench
+        .call(&request::Results { id: BENCH_ID })
+        .map_err(|_| "/results")?;
+    if results.get("print").is_none() {
+        return Err("no print results");
+    }
 
     // The system log, a zlib stream.
     #[allow(unused_mut)]
     let mut log_lines = 0u32;
     #[cfg(feature = "deflate")]
     {
-        let mut line_buf = [0u8; 128];
-        let mut log = LineSplitter::new(&mut line_buf);
-        bench.stream(&request::Log { id: BENCH_ID }, true, |data| {
-            let mut input = data;
-            while let Some(line) = log.next(&mut input) {
-                line.map_err(|_| "log line too long")?;
+        let mut bad = false;
+        bench
+            .stream(&request::Log { id: BENCH_ID }, |line| {
+                bad |= line.is_err();
                 log_lines += 1;
-            }
-            Ok(())
-        })?;
+                ControlFlow::Continue(())
+            })
+            .map_err(|_| "/log")?;
+        if bad {
+            return Err("bad log line");
+        }
     }
 
-    rtm.settle()?;
+    rtm.settle();
     let report = Report {
         published,
         acked: rtm.app.acked,
@@ -167,146 +205,36 @@ fn run() -> Result<Report> {
     Ok(report)
 }
 
-// ---------------------------------------------------------------------------------------
-// Benchmark server: one keep-alive connection, one request at a time
-// ---------------------------------------------------------------------------------------
-
-struct Bench {
-    net: loopback::HttpServer,
-    head_buf: [u8; 512],
-}
-
-impl Bench {
-    fn new() -> Self {
-        Bench {
-            net: loopback::HttpServer::new(),
-            head_buf: [0; 512],
-        }
-    }
-
-    /// Sends `req` and hands every decoded body slice of a 200 reply to `body`.
-    fn stream<R: Request>(
-        &mut self,
-        req: &R,
-        inflate: bool,
-        mut body: impl FnMut(&[u8]) -> Result,
-    ) -> Result<u16> {
-        self.exchange(R::METHOD, R::PATH, req, inflate, &mut body)
-    }
-
-    /// `stream`'s body, once for every request type and body consumer (each copy would
-    /// be flash): sends the request and hands the 200 reply's body to `body`.
-    fn exchange(
-        &mut self,
-        method: http::Method,
-        path: &str,
-        query: &dyn http::EncodeQuery,
-        inflate: bool,
-        body: &mut dyn FnMut(&[u8]) -> Result,
-    ) -> Result<u16> {
-        // The request is encoded into the response head's buffer: it is sent before any
-        // reply arrives, so the two never need the memory at once.
-        let mut out = Cursor::new(&mut self.head_buf);
-        RequestHead {
-            method,
-            path,
-            host: HOST,
-            user_agent: "benchlink-firmware/0.1",
-            bearer: None,
-            body: http::Body::Empty,
-            keep_alive: true,
-        }
-        .encode(query, &mut out)
-        .map_err(|_| "request head")?;
-        self.net.send(out.written())?;
-
-        let memory = if inflate { inflate_memory() } else { None };
-        let mut decoder: Decoder<'_> =
-            ResponseDecoder::new(&mut self.head_buf, memory, Limits::DEFAULT);
-        let mut status = 0;
-        loop {
-            // Decoded where the network stack holds it, as embassy-net's `read_with` and
-            // smoltcp's `recv` hand out their receive buffer: no copy, no buffer here.
-            let mut input = self.net.recv();
-            if input.is_empty() {
-                return Err("connection closed mid-response");
-            }
-            loop {
-                let (used, event) = decoder.decode(input).map_err(|_| "HTTP response")?;
-                input = &input[used..];
-                match event {
-                    Event::Head(head) => status = head.status,
-                    Event::Data(data) if status == 200 => body(data)?,
-                    Event::Data(_) => {}
-                    Event::End { .. } => return Ok(status),
-                    Event::NeedMore => break,
-                }
-            }
-        }
-    }
-
-    /// A small JSON reply (`/status`, `/results`), whole, handed to `check` with its
-    /// status code.
-    fn check_reply<R: Request>(
-        &mut self,
-        req: &R,
-        check: &mut dyn FnMut(u16, &[u8]) -> Result,
-    ) -> Result {
-        self.collect(R::METHOD, R::PATH, req, check)
-    }
-
-    /// `check_reply`'s body, once for both requests, and out of line: the reply's buffer
-    /// is in this call's frame only, not on the stack while messaging runs.
-    #[inline(never)]
-    fn collect(
-        &mut self,
-        method: http::Method,
-        path: &str,
-        query: &dyn http::EncodeQuery,
-        check: &mut dyn FnMut(u16, &[u8]) -> Result,
-    ) -> Result {
-        let mut buf = [0u8; 512];
-        let mut len = 0;
-        let code = self.exchange(method, path, query, false, &mut |data| {
-            buf.get_mut(len..len + data.len())
-                .ok_or("reply too large")?
-                .copy_from_slice(data);
-            len += data.len();
-            Ok(())
-        })?;
-        check(code, &buf[..len])
-    }
-}
-
 /// The inflate state and the 32 KiB window the server's `78 9C` streams need, as statics.
 #[cfg(feature = "deflate")]
-fn inflate_memory() -> Option<http::InflateMemory<'static>> {
+fn inflate_memory() -> Option<(
+    &'static mut benchlink_core::http::DecompressorOxide,
+    &'static mut [u8],
+)> {
+    use benchlink_core::http::DecompressorOxide;
     use core::mem::MaybeUninit;
     use core::ptr::addr_of_mut;
     use core::sync::atomic::{AtomicBool, Ordering};
-    static mut STATE: MaybeUninit<http::DecompressorOxide> = MaybeUninit::uninit();
+    static mut STATE: MaybeUninit<DecompressorOxide> = MaybeUninit::uninit();
     static mut WINDOW: [u8; 32 * 1024] = [0; 32 * 1024];
     static TAKEN: AtomicBool = AtomicBool::new(false);
     if TAKEN.swap(true, Ordering::Relaxed) {
         return None; // one compressed stream at a time in this agent
     }
     // SAFETY: TAKEN hands the statics out once; STATE is written before it is borrowed.
-    let (state, window) = unsafe {
+    unsafe {
         let state = &mut *addr_of_mut!(STATE);
-        state.write(http::DecompressorOxide::new());
-        (state.assume_init_mut(), &mut *addr_of_mut!(WINDOW))
-    };
-    http::InflateMemory::new(state, window).ok()
-}
-
-#[cfg(not(feature = "deflate"))]
-fn inflate_memory() -> Option<http::InflateMemory<'static>> {
-    None
+        state.write(DecompressorOxide::new());
+        Some((state.assume_init_mut(), &mut *addr_of_mut!(WINDOW)))
+    }
 }
 
 // ---------------------------------------------------------------------------------------
-// Messaging: the sans-IO client over a WebSocket session
+// Messaging: core's Link over the loopback, driven by core's blocking loop
 // ---------------------------------------------------------------------------------------
+
+/// Bytes the driver reads at a time (like one TCP segment).
+const CHUNK: usize = 256;
 
 #[derive(Default)]
 struct App {
@@ -331,84 +259,85 @@ impl Handler for App {
     }
 }
 
-/// xorshift32: WebSocket masks and the handshake nonce. A board seeds it from its RNG.
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.0 = x;
-        x
-    }
-}
-
-impl MaskSource for Rng {
-    fn next_mask(&mut self) -> [u8; 4] {
-        self.next().to_be_bytes()
-    }
+/// The link, built out of line so that it is constructed once, in place.
+#[inline(never)]
+fn new_link<'b>(rx: &'b mut [u8], tx: &'b mut [u8]) -> Result<RtmLink<'b>> {
+    let client = Config {
+        jitter_seed: 0x5EED_1234,
+        encoding: ENCODING,
+        ..Config::default()
+    };
+    let config = LinkConfig {
+        user_agent: None,
+        seed: 0x9E37_79B9_1234_5678,
+        ..LinkConfig::DEFAULT
+    };
+    Link::new(
+        client,
+        config,
+        "ws://rtm.local:8080",
+        "benchlink-firmware",
+        rx,
+        tx,
+    )
+    .map_err(|_| "link")
 }
 
 struct Rtm<'b> {
-    client: RtmClient,
-    app: App,
+    link: RtmLink<'b>,
     net: loopback::RtmServer,
-    /// The WebSocket connection; its buffer is the largest message it accepts.
-    session: Session<&'b mut [u8], Rng>,
-    now: Instant,
-    /// Source of the handshake nonces.
-    rng: Rng,
+    app: App,
+    chunk: [u8; CHUNK],
 }
 
-enum Step {
-    Connect,
-    Close,
-    Sent,
-    Idle,
-}
-
-impl<'b> Rtm<'b> {
+impl Rtm<'_> {
+    /// Subscribes to the metrics channel, starts the client and runs the link until it
+    /// is connected and subscribed. Out of line: the subscription record is built in this
+    /// call's frame, gone before the samples flow.
     #[inline(never)]
-    fn new(rx_message: &'b mut [u8]) -> Self {
-        Rtm {
-            client: Client::new(Config {
-                jitter_seed: 0x5EED_1234,
-                encoding: ENCODING,
-                ..Config::default()
-            }),
-            app: App::default(),
-            net: loopback::RtmServer::new(),
-            session: Session::new(rx_message, Rng(0x9E37_79B9)),
-            now: Instant::ZERO,
-            rng: Rng(0x1234_5678),
-        }
-    }
-
-    /// Subscribes to the metrics channel (sent once connected). Out of line: the
-    /// subscription record is built in this call's frame, which is gone before the link
-    /// runs.
-    #[inline(never)]
-    fn subscribe(&mut self) -> Result {
-        self.client
+    fn start(&mut self) -> Result {
+        let now = self.net.now();
+        let client = self.link.client_mut();
+        client
             .subscribe(
-                self.now,
+                now,
                 CHANNEL,
                 Mode::Reliable,
                 SubscribeArgs::default(),
                 &mut self.app,
             )
-            .map(|_| ())
-            .map_err(|_| "subscribe refused")
+            .map_err(|_| "subscribe refused")?;
+        client.start(now, &mut self.app);
+        self.settle();
+        let client = self.link.client();
+        if client.state() != ClientState::Connected
+            || client.subscription_state(CHANNEL) != Some(SubState::Subscribed)
+        {
+            return Err("not connected and subscribed");
+        }
+        Ok(())
     }
 
-    /// Encodes one `/data` line as the sample message and publishes it. The value goes
-    /// exactly as the server wrote it (a JSON number, checked but not converted by
-    /// `Sample::parse`): no float parsing or formatting to forward it.
-    fn publish_sample(&mut self, line: &[u8]) -> Result {
-        let sample = Sample::parse(line).map_err(|_| "bad metric line")?;
+    /// Runs the link until everything sent was answered (the loopback answers at once):
+    /// 10 ms of the loopback's clock.
+    fn settle(&mut self) {
+        let until = self.net.now().saturating_add(Duration::from_millis(10));
+        rtm_run(
+            &mut self.link,
+            &mut self.net,
+            &mut self.chunk,
+            &mut self.app,
+            until,
+        );
+    }
+
+    /// Publishes one `/data` sample. The value goes exactly as the server wrote it (a
+    /// JSON number, checked but not converted): no float parsing or formatting to
+    /// forward it.
+    fn publish_sample(&mut self, sample: &Sample<'_>) -> Result {
+        let now = self.net.now();
         let ack = Ack::Reply { deadline: None };
+        let client = self.link.client_mut();
         // Serialized straight into the client's outbox record: no message buffer here.
         #[cfg(feature = "serde")]
         let sent = {
@@ -423,8 +352,7 @@ impl<'b> Rtm<'b> {
                 metric: sample.name,
                 value: RawJson(sample.value.as_str()),
             };
-            self.client
-                .publish_typed(self.now, CHANNEL, &message, ack, &mut self.app)
+            client.publish_typed(now, CHANNEL, &message, ack, &mut self.app)
         };
         // The JSON written by hand into a buffer, then published as text.
         #[cfg(not(feature = "serde"))]
@@ -439,153 +367,10 @@ impl<'b> Rtm<'b> {
             })
             .map_err(|_| "sample JSON")?;
             let text = core::str::from_utf8(out.written()).map_err(|_| "sample JSON")?;
-            self.client
-                .publish(self.now, CHANNEL, text, ack, &mut self.app)
+            client.publish(now, CHANNEL, text, ack, &mut self.app)
         };
         sent.map_err(|_| "publish refused")?;
-        self.settle()
-    }
-
-    /// Runs the client and the socket until nothing moves: every transmit done, every
-    /// received frame handled.
-    fn settle(&mut self) -> Result {
-        for _ in 0..10_000 {
-            self.now += core::time::Duration::from_millis(1);
-            let mut moved = false;
-            loop {
-                let step = match self.client.poll_transmit() {
-                    Some(Transmit::Connect) => Step::Connect,
-                    Some(Transmit::Close) => Step::Close,
-                    Some(Transmit::Send(text)) => {
-                        let mut frame = [0u8; 520];
-                        let mut out = Cursor::new(&mut frame);
-                        self.session
-                            .send_text(text, &mut out)
-                            .map_err(|_| "ws send")?;
-                        let len = out.len();
-                        self.net.send(&mut frame[..len])?;
-                        Step::Sent
-                    }
-                    #[cfg(feature = "cbor")]
-                    Some(Transmit::Binary(bytes)) => {
-                        let mut frame = [0u8; 520];
-                        let mut out = Cursor::new(&mut frame);
-                        self.session
-                            .send_binary(bytes, &mut out)
-                            .map_err(|_| "ws send")?;
-                        let len = out.len();
-                        self.net.send(&mut frame[..len])?;
-                        Step::Sent
-                    }
-                    // A JSON client sends no binary PDU.
-                    #[cfg(not(feature = "cbor"))]
-                    Some(Transmit::Binary(_)) => return Err("binary PDU"),
-                    None => Step::Idle,
-                };
-                match step {
-                    Step::Connect => {
-                        self.open()?;
-                        self.session.reset();
-                        self.client.handle_connected(self.now, &mut self.app);
-                    }
-                    Step::Close => {
-                        self.net.close();
-                        self.client.handle_closed(self.now, &mut self.app);
-                    }
-                    Step::Sent => {}
-                    Step::Idle => break,
-                }
-                moved = true;
-            }
-            moved |= self.receive()?;
-            if self.client.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.client.handle_timeout(self.now, &mut self.app);
-                moved = true;
-            }
-            if !moved {
-                return Ok(());
-            }
-        }
-        Err("messaging did not settle")
-    }
-
-    /// Feeds whatever the server sent to the session, and each text message to the client.
-    fn receive(&mut self) -> Result<bool> {
-        // Decoded where the loopback holds it, as a network stack hands out its receive
-        // buffer (embassy-net's `read_with`): no copy, no buffer here.
-        let segment = self.net.segment();
-        let n = segment.len();
-        if n == 0 {
-            return Ok(false);
-        }
-        let mut input = segment;
-        while !input.is_empty() {
-            let (used, message) = self.session.handle(input).map_err(|_| "ws frame")?;
-            input = &input[used..];
-            match message {
-                Some(Message::Text(text)) => {
-                    self.client.handle_message(self.now, text, &mut self.app)
-                }
-                #[cfg(feature = "cbor")]
-                Some(Message::Binary(bytes)) => {
-                    self.client.handle_frame(self.now, bytes, &mut self.app)
-                }
-                Some(_) => {}
-                None => break,
-            }
-        }
-        self.net.consume(n);
-        // Pongs and close replies the session queued.
-        while let Some(frame) = self.session.poll_transmit() {
-            let n = frame.len();
-            self.net.send_control(frame)?;
-            self.session.advance_transmit(n);
-        }
-        Ok(true)
-    }
-
-    /// TCP connect (loopback), then the WebSocket upgrade.
-    #[inline(never)]
-    fn open(&mut self) -> Result {
-        let mut nonce = [0u8; 16];
-        for chunk in nonce.chunks_mut(4) {
-            chunk.copy_from_slice(&self.rng.next().to_be_bytes());
-        }
-        let key = Key::new(nonce);
-        self.net.connect(&key);
-        let endpoint = Endpoint::parse("ws://rtm.local:8080").map_err(|_| "endpoint")?;
-        let mut tx = [0u8; 320];
-        let mut out = Cursor::new(&mut tx);
-        UpgradeRequest {
-            endpoint,
-            appkey: "benchlink-firmware",
-            key: &key,
-            origin: None,
-            protocol: ENCODING.subprotocol(),
-            user_agent: None,
-        }
-        .encode(&mut out)
-        .map_err(|_| "upgrade request")?;
-        let len = out.len();
-        self.net.send(&mut tx[..len])?;
-
-        let mut head_buf = [0u8; 256];
-        let mut decoder: Decoder<'_> = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-        let segment = self.net.segment();
-        let n = segment.len();
-        let (used, event) = decoder.decode(segment).map_err(|_| "upgrade response")?;
-        let Event::Head(head) = event else {
-            return Err("upgrade response incomplete");
-        };
-        let selected =
-            check_response(&head, &key, ENCODING.subprotocol()).map_err(|_| "upgrade refused")?;
-        if selected != ENCODING.subprotocol() {
-            return Err("subprotocol not selected");
-        }
-        if used != n {
-            return Err("bytes after the upgrade response");
-        }
-        self.net.consume(n);
+        self.settle();
         Ok(())
     }
 }
@@ -594,24 +379,48 @@ impl<'b> Rtm<'b> {
 // The loopback: two scripted servers in memory instead of a network driver
 // ---------------------------------------------------------------------------------------
 
+/// The test doubles. Only their server side is here: everything the client does (the
+/// HTTP exchange, the WebSocket upgrade and framing, the RTM protocol) is core's.
 mod loopback {
     use super::*;
+    use benchlink_core::http;
+    use benchlink_core::ws::apply_mask;
 
-    /// Bytes per `recv`, like one TCP segment.
-    pub const MSS: usize = 536;
+    /// Bytes per `read`, like one TCP segment.
+    const MSS: usize = 536;
 
-    /// Answers each request with the recorded reply for its path.
+    /// Nothing to read: the clock jumps to the deadline (the loopback never waits).
+    fn idle(now: &mut Instant, deadline: Option<Instant>) -> core::result::Result<bool, ErrorKind> {
+        if let Some(d) = deadline {
+            *now = (*now).max(d);
+        }
+        Ok(false)
+    }
+
+    /// Answers each request with the recorded reply for its path, on one kept-alive
+    /// connection.
     pub struct HttpServer {
         reply: &'static [u8],
+        now: Instant,
     }
 
     impl HttpServer {
         pub fn new() -> Self {
-            HttpServer { reply: &[] }
+            HttpServer {
+                reply: &[],
+                now: Instant::ZERO,
+            }
         }
+    }
 
-        pub fn send(&mut self, request: &[u8]) -> Result {
-            let path = request.split(|&b| b == b' ').nth(1).ok_or("request line")?;
+    impl ErrorType for HttpServer {
+        type Error = ErrorKind;
+    }
+
+    impl Write for HttpServer {
+        /// A request head (the agent's requests have no body).
+        fn write(&mut self, request: &[u8]) -> core::result::Result<usize, ErrorKind> {
+            let path = request.split(|&b| b == b' ').nth(1).unwrap_or_default();
             let path = path.split(|&b| b == b'?').next().unwrap_or_default();
             self.reply = match path {
                 b"/status" => include_bytes!("../../fixtures/status.http"),
@@ -621,26 +430,68 @@ mod loopback {
                 b"/log" => include_bytes!("../../fixtures/log.deflate.http"),
                 _ => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
             };
-            Ok(())
+            Ok(request.len())
         }
 
-        /// The next segment of the reply (at most `MSS` bytes), in place.
-        pub fn recv(&mut self) -> &'static [u8] {
-            let (segment, rest) = self.reply.split_at(self.reply.len().min(MSS));
-            self.reply = rest;
-            segment
+        fn flush(&mut self) -> core::result::Result<(), ErrorKind> {
+            Ok(())
         }
     }
 
-    /// A one-connection RTM server: the upgrade, then subscribe/ok, publish/ok and each
-    /// published message echoed as subscription data.
+    impl Read for HttpServer {
+        fn read(&mut self, buf: &mut [u8]) -> core::result::Result<usize, ErrorKind> {
+            let n = self.reply.len().min(buf.len()).min(MSS);
+            let (segment, rest) = self.reply.split_at(n);
+            buf[..n].copy_from_slice(segment);
+            self.reply = rest;
+            Ok(n)
+        }
+    }
+
+    impl Transport for HttpServer {
+        fn now(&mut self) -> Instant {
+            self.now
+        }
+
+        fn wait_readable(
+            &mut self,
+            deadline: Option<Instant>,
+        ) -> core::result::Result<bool, ErrorKind> {
+            if self.reply.is_empty() {
+                return idle(&mut self.now, deadline);
+            }
+            Ok(true)
+        }
+
+        fn connect(
+            &mut self,
+            _host: &str,
+            _port: u16,
+            tls: bool,
+        ) -> core::result::Result<(), ErrorKind> {
+            self.reply = &[];
+            if tls {
+                return Err(ErrorKind::Unsupported);
+            }
+            Ok(())
+        }
+
+        fn close(&mut self) {
+            self.reply = &[];
+        }
+    }
+
+    /// A one-connection RTM server: the upgrade (its `Sec-WebSocket-Accept` computed from
+    /// the client's key), then subscribe/ok, publish/ok and each published message echoed
+    /// as subscription data; pings answered.
     pub struct RtmServer {
-        accept: [u8; 28],
+        now: Instant,
+        connected: bool,
         upgraded: bool,
         subscribed: bool,
         next_position: u64,
-        /// Frames not yet received by the client: at most the upgrade response, or one
-        /// publish reply and its echo (the agent's samples are under 100 bytes).
+        /// What the client has not read yet: at most the upgrade response, or the replies
+        /// to one write of the client and their echoes.
         out: [u8; 512],
         out_len: usize,
     }
@@ -648,7 +499,8 @@ mod loopback {
     impl RtmServer {
         pub fn new() -> Self {
             RtmServer {
-                accept: [0; 28],
+                now: Instant::ZERO,
+                connected: false,
                 upgraded: false,
                 subscribed: false,
                 next_position: 0,
@@ -657,144 +509,212 @@ mod loopback {
             }
         }
 
-        /// A new connection from a client that will send `key`.
-        pub fn connect(&mut self, key: &Key) {
-            self.accept
-                .copy_from_slice(key.accept().as_str().as_bytes());
-            self.upgraded = false;
-            self.subscribed = false;
-            self.out_len = 0;
-        }
-
-        pub fn close(&mut self) {
-            self.upgraded = false;
-            self.out_len = 0;
-        }
-
-        /// The next segment (at most `MSS` bytes) of what the client has not read, in
-        /// place; [`consume`](Self::consume) says how much of it was read.
-        pub fn segment(&self) -> &[u8] {
-            &self.out[..self.out_len.min(MSS)]
-        }
-
-        pub fn consume(&mut self, n: usize) {
-            self.out.copy_within(n..self.out_len, 0);
-            self.out_len -= n;
-        }
-
-        fn push(&mut self, bytes: &[u8]) -> Result {
+        fn push(&mut self, bytes: &[u8]) -> core::result::Result<(), ErrorKind> {
             let dst = self
                 .out
                 .get_mut(self.out_len..self.out_len + bytes.len())
-                .ok_or("server buffer full")?;
+                .ok_or(ErrorKind::OutOfMemory)?;
             dst.copy_from_slice(bytes);
             self.out_len += bytes.len();
             Ok(())
         }
 
-        /// One unmasked server frame of the link's encoding (text for JSON, binary for
-        /// CBOR), its payload written in place by `write` (no second buffer for the PDU:
-        /// the header is fitted in once its length is known).
+        /// The `101` answer to the upgrade request in `head`.
+        fn upgrade(&mut self, head: &[u8]) -> core::result::Result<(), ErrorKind> {
+            use base64::Engine as _;
+            use sha1::Digest as _;
+            const FIELD: &[u8] = b"\r\nSec-WebSocket-Key: ";
+            let at = head
+                .windows(FIELD.len())
+                .position(|w| w == FIELD)
+                .ok_or(ErrorKind::InvalidData)?;
+            let key = head
+                .get(at + FIELD.len()..at + FIELD.len() + 24)
+                .ok_or(ErrorKind::InvalidData)?;
+            let digest = sha1::Sha1::new()
+                .chain_update(key)
+                .chain_update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+                .finalize();
+            let mut accept = [0u8; 28];
+            base64::engine::general_purpose::STANDARD
+                .encode_slice(digest, &mut accept)
+                .map_err(|_| ErrorKind::InvalidData)?;
+            self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
+            self.push(&accept)?;
+            self.push(wire::UPGRADE_TAIL)
+        }
+
+        /// One server frame (unmasked), its payload written in place by `write` (the
+        /// header is fitted in once its length is known).
         fn push_frame(
             &mut self,
+            opcode: u8,
             write: &mut dyn FnMut(&mut Cursor<'_>) -> core::result::Result<(), http::EncodeError>,
-        ) -> Result {
+        ) -> core::result::Result<(), ErrorKind> {
             let at = self.out_len;
-            let room = self.out.get_mut(at + 4..).ok_or("server buffer full")?;
+            let room = self.out.get_mut(at + 4..).ok_or(ErrorKind::OutOfMemory)?;
             let mut out = Cursor::new(room);
-            write(&mut out).map_err(|_| "server buffer full")?;
+            write(&mut out).map_err(|_| ErrorKind::OutOfMemory)?;
             let len = out.len();
             if len < 126 {
-                self.out[at..at + 2].copy_from_slice(&[wire::OPCODE, len as u8]);
+                self.out[at..at + 2].copy_from_slice(&[opcode, len as u8]);
                 self.out.copy_within(at + 4..at + 4 + len, at + 2);
                 self.out_len = at + 2 + len;
             } else {
-                self.out[at..at + 4].copy_from_slice(&[
-                    wire::OPCODE,
-                    126,
-                    (len >> 8) as u8,
-                    len as u8,
-                ]);
+                self.out[at..at + 4].copy_from_slice(&[opcode, 126, (len >> 8) as u8, len as u8]);
                 self.out_len = at + 4 + len;
             }
             Ok(())
         }
 
-        /// A pong or close frame from the client: checked to be masked, nothing to answer.
-        pub fn send_control(&mut self, frame: &[u8]) -> Result {
-            match frame {
-                [_, b1, ..] if b1 & 0x80 != 0 => Ok(()),
-                _ => Err("unmasked client frame"),
-            }
-        }
-
-        /// The upgrade request, then one masked client frame per send, unmasked in place
-        /// (the client's frame buffer is the server's receive buffer).
-        pub fn send(&mut self, bytes: &mut [u8]) -> Result {
-            if !self.upgraded {
-                if !bytes.starts_with(b"GET /v2?appkey=") || !bytes.ends_with(b"\r\n\r\n") {
-                    return Err("bad upgrade request");
-                }
-                self.upgraded = true;
-                let accept = self.accept;
-                self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
-                self.push(&accept)?;
-                return self.push(wire::UPGRADE_TAIL);
-            }
-            // One masked client frame per send.
+        /// One masked client frame at the start of `bytes`: its length, `None` when it
+        /// is not all there.
+        fn frame(&mut self, bytes: &[u8]) -> core::result::Result<Option<usize>, ErrorKind> {
             let [b0, b1, rest @ ..] = bytes else {
-                return Err("short frame");
+                return Ok(None);
             };
-            if *b1 & 0x80 == 0 {
-                return Err("unmasked client frame");
+            if b1 & 0x80 == 0 {
+                return Err(ErrorKind::InvalidData); // clients mask every frame
             }
-            let (len, rest) = match *b1 & 0x7F {
+            let (len, header) = match b1 & 0x7F {
                 126 => match rest {
-                    [hi, lo, rest @ ..] => (usize::from(*hi) << 8 | usize::from(*lo), rest),
-                    _ => return Err("short frame"),
+                    [hi, lo, ..] => (usize::from(*hi) << 8 | usize::from(*lo), 8),
+                    _ => return Ok(None),
                 },
-                127 => return Err("frame too large"),
-                n => (usize::from(n), rest),
+                127 => return Err(ErrorKind::InvalidData),
+                n => (usize::from(n), 6),
             };
-            let [m0, m1, m2, m3, payload @ ..] = rest else {
-                return Err("short frame");
+            let Some(frame) = bytes.get(..header + len) else {
+                return Ok(None);
             };
-            if *b0 != wire::OPCODE || payload.len() != len {
-                return Ok(()); // close and control frames: nothing to answer
+            let mut mask = [0u8; 4];
+            mask.copy_from_slice(&frame[header - 4..header]);
+            // Unmasked into a copy: the client's bytes are borrowed.
+            let mut payload = [0u8; 256];
+            let payload = payload.get_mut(..len).ok_or(ErrorKind::OutOfMemory)?;
+            payload.copy_from_slice(&frame[header..]);
+            apply_mask(mask, 0, payload);
+            match *b0 {
+                wire::OPCODE => self.handle_pdu(wire::decode(payload)?)?,
+                // A ping: pong with its payload.
+                0x89 => self.push_frame(0x8A, &mut |out| out.push(payload))?,
+                // Close and pong frames: nothing to answer.
+                _ => {}
             }
-            let mask = [*m0, *m1, *m2, *m3];
-            for (i, p) in payload.iter_mut().enumerate() {
-                *p ^= mask[i % 4];
-            }
-            self.handle_pdu(wire::decode(payload)?)
+            Ok(Some(header + len))
         }
 
-        fn handle_pdu(&mut self, pdu: Pdu<'_>) -> Result {
+        fn handle_pdu(&mut self, pdu: Pdu<'_>) -> core::result::Result<(), ErrorKind> {
             let Some(Id::Int(id)) = pdu.id else {
-                return Err("PDU without id");
+                return Err(ErrorKind::InvalidData);
             };
             let position = self.next_position;
             match pdu.action {
                 Action::Subscribe => {
-                    self.push_frame(&mut |out| {
+                    self.push_frame(wire::OPCODE, &mut |out| {
                         wire::reply(out, "rtm/subscribe/ok", id, true, position)
                     })?;
                     self.subscribed = true;
                     Ok(())
                 }
                 Action::Publish => {
-                    self.push_frame(&mut |out| {
+                    self.push_frame(wire::OPCODE, &mut |out| {
                         wire::reply(out, "rtm/publish/ok", id, false, position)
                     })?;
                     self.next_position += 1;
                     if !self.subscribed {
                         return Ok(());
                     }
-                    let message = pdu.message().ok_or("publish without message")?;
-                    self.push_frame(&mut |out| wire::data(out, position, message.raw().as_bytes()))
+                    let message = pdu.message().ok_or(ErrorKind::InvalidData)?;
+                    self.push_frame(wire::OPCODE, &mut |out| {
+                        wire::data(out, position, message.raw().as_bytes())
+                    })
                 }
-                _ => Err("unexpected request"),
+                _ => Err(ErrorKind::InvalidData),
             }
+        }
+    }
+
+    impl ErrorType for RtmServer {
+        type Error = ErrorKind;
+    }
+
+    impl Write for RtmServer {
+        /// The upgrade request, then masked client frames (whole ones are taken).
+        fn write(&mut self, bytes: &[u8]) -> core::result::Result<usize, ErrorKind> {
+            if !self.connected {
+                return Err(ErrorKind::NotConnected);
+            }
+            if !self.upgraded {
+                let end = bytes
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .ok_or(ErrorKind::InvalidData)?
+                    + 4;
+                if !bytes.starts_with(b"GET /v2?appkey=") {
+                    return Err(ErrorKind::InvalidData);
+                }
+                self.upgrade(&bytes[..end])?;
+                self.upgraded = true;
+                return Ok(end);
+            }
+            let mut used = 0;
+            while let Some(n) = self.frame(&bytes[used..])? {
+                used += n;
+            }
+            Ok(used)
+        }
+
+        fn flush(&mut self) -> core::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+    }
+
+    impl Read for RtmServer {
+        fn read(&mut self, buf: &mut [u8]) -> core::result::Result<usize, ErrorKind> {
+            let n = self.out_len.min(buf.len()).min(MSS);
+            buf[..n].copy_from_slice(&self.out[..n]);
+            self.out.copy_within(n..self.out_len, 0);
+            self.out_len -= n;
+            Ok(n)
+        }
+    }
+
+    impl Transport for RtmServer {
+        fn now(&mut self) -> Instant {
+            self.now
+        }
+
+        fn wait_readable(
+            &mut self,
+            deadline: Option<Instant>,
+        ) -> core::result::Result<bool, ErrorKind> {
+            if self.out_len == 0 {
+                return idle(&mut self.now, deadline);
+            }
+            Ok(true)
+        }
+
+        fn connect(
+            &mut self,
+            _host: &str,
+            _port: u16,
+            tls: bool,
+        ) -> core::result::Result<(), ErrorKind> {
+            if tls {
+                return Err(ErrorKind::Unsupported);
+            }
+            self.connected = true;
+            self.upgraded = false;
+            self.subscribed = false;
+            self.out_len = 0;
+            Ok(())
+        }
+
+        fn close(&mut self) {
+            self.connected = false;
+            self.upgraded = false;
+            self.out_len = 0;
         }
     }
 
@@ -807,9 +727,9 @@ mod loopback {
         pub const OPCODE: u8 = 0x81;
         pub const UPGRADE_TAIL: &[u8] = b"\r\n\r\n";
 
-        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
-            let text = core::str::from_utf8(payload).map_err(|_| "frame not UTF-8")?;
-            Pdu::parse(text).map_err(|_| "bad PDU")
+        pub fn decode(payload: &[u8]) -> core::result::Result<Pdu<'_>, ErrorKind> {
+            let text = core::str::from_utf8(payload).map_err(|_| ErrorKind::InvalidData)?;
+            Pdu::parse(text).map_err(|_| ErrorKind::InvalidData)
         }
 
         /// A reply with the position (and the subscription id) in its body.
@@ -861,8 +781,8 @@ mod loopback {
         pub const OPCODE: u8 = 0x82;
         pub const UPGRADE_TAIL: &[u8] = b"\r\nSec-WebSocket-Protocol: cbor\r\n\r\n";
 
-        pub fn decode(payload: &[u8]) -> Result<Pdu<'_>> {
-            Pdu::parse_cbor(payload).map_err(|_| "bad PDU")
+        pub fn decode(payload: &[u8]) -> core::result::Result<Pdu<'_>, ErrorKind> {
+            Pdu::parse_cbor(payload).map_err(|_| ErrorKind::InvalidData)
         }
 
         /// `"position": "1479315802:<n>"`.
