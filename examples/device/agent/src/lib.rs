@@ -1,0 +1,754 @@
+//! The benchmark agent as firmware, for every board: [`run`] it on an embassy-net
+//! [`Stack`] and it does the whole main job of the project over both protocols.
+//!
+//! 1. The messaging link starts connecting (it reconnects by itself from then on, with
+//!    backoff, and restores its authentication and subscription).
+//! 2. `POST /start` of the scenario in [`Settings`]; subscribe to
+//!    `benchmarks.<id>.metrics` (reliable mode: a restored subscription resumes from its
+//!    last position, so nothing published meanwhile is missed).
+//! 3. `/status` until the benchmark runs, then `/data`: every metric sample is published
+//!    to the channel as `{"n":…,"ts":…,"metric":…,"value":…}`, its value forwarded as the
+//!    server wrote it (no float is parsed or formatted).
+//! 4. Every publish is acknowledged; one that was in flight when the connection dropped is
+//!    published again (it may or may not have reached the hub). The subscriber side
+//!    counts distinct sample numbers ([`roundtrip`]), so a duplicate cannot hide a loss.
+//! 5. A `/data` stream that breaks (dropped connection, silent server) is requested again
+//!    and resumed exactly where it was, per metric ([`resume`]); the agent also breaks it
+//!    off itself while its publish queue is full (the messaging service is away), and
+//!    resumes it once there is room, so nothing is dropped and memory stays fixed.
+//! 6. `/status` until final, `/results`, and a [`Summary`]: `published N samples,
+//!    subscriber received N` when every sample made the round trip.
+//!
+//! The board supplies the network stack, a seed, the settings and a [`Report`] (where
+//! progress goes: semihosting, defmt, a display). All memory is one [`Memory`] the board
+//! puts in a static; the agent allocates nothing and spawns nothing: the messaging
+//! runner, the event reader and the flow run as one future.
+#![no_std]
+
+pub mod resume;
+pub mod roundtrip;
+
+use core::cell::{Cell, RefCell};
+use core::fmt::Display;
+use core::ops::ControlFlow;
+
+use benchlink_core::bench::request::{self, File};
+use benchlink_core::bench::{Sample, Status};
+use benchlink_core::http::Cursor as Out;
+use benchlink_core::json::{self, write};
+use benchlink_core::rtm::{ClientState, Mode, SubState, SubscribeArgs};
+use benchlink_embassy::bench::{BenchClient, Buffers, Server, Timeouts};
+use benchlink_embassy::rtm::{
+    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+};
+use benchlink_embassy::transport::TcpTransport;
+use embassy_futures::join::join_array;
+use embassy_futures::select::{select, select3, Either, Either3};
+use embassy_net::Stack;
+use embassy_sync::blocking_mutex::raw::NoopRawMutex;
+use embassy_sync::signal::Signal;
+use embassy_time::{with_timeout, Duration, Instant, Timer};
+use heapless::{Deque, String};
+
+pub use benchlink_core::rtm::Config as MessagingConfig;
+
+/// Acknowledged publishes in flight at once (the messaging client's `PENDING`, and the
+/// number of publishing loops).
+const IN_FLIGHT: usize = 4;
+/// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests, 4 KiB of
+/// offline queue (a publish waits there while disconnected), 512-byte PDUs, 16 events of
+/// up to 256-byte messages. Everything runs in one task, so no critical sections.
+type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 4096, 512, 16, 256>;
+/// Longest sample message (`{"n":…,"ts":…,"metric":…,"value":…}` with a 64-byte name).
+const MESSAGE: usize = 192;
+/// Samples read from `/data` and not yet acknowledged by the hub.
+const OUTBOX: usize = 16;
+/// Metrics a benchmark may have (the resume table; `hello.bdl` has about 30).
+const METRICS: usize = 48;
+/// Distinct sample numbers the subscriber can tell apart (256 words: 8,192 samples).
+const SEEN_WORDS: usize = 256;
+
+/// Where the agent connects and what it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    /// The benchmark server (host, port, bearer token).
+    pub bench: Server<'a>,
+    /// The messaging endpoint (`ws://host:port`), appkey and liveness checks.
+    pub link: LinkConfig<'a>,
+    /// The messaging client's reconnect policy and limits. The agent sets its own
+    /// `jitter_seed` (from the board's seed) and `retry_first_connect` (a device keeps
+    /// trying).
+    pub messaging: MessagingConfig,
+    /// Role and secret: when set, the client authenticates before the run (and again
+    /// after every reconnect).
+    pub role: Option<(&'a str, &'a [u8])>,
+    /// The scenario uploaded with `/start`.
+    pub script: File<'a>,
+    /// Resources the scenario includes.
+    pub includes: &'a [File<'a>],
+    /// The benchmark's display name.
+    pub benchmark_name: Option<&'a str>,
+    /// Silence allowed inside the `/data` stream before it counts as broken and is
+    /// requested again (the real server reports every 10 s).
+    pub stream_idle: Duration,
+    /// After `/data` ended, how long the agent waits for the last samples to come back
+    /// on its subscription.
+    pub round_trip_wait: Duration,
+}
+
+impl<'a> Settings<'a> {
+    /// Defaults for a benchmark server, a messaging endpoint and a scenario.
+    pub const fn new(bench: Server<'a>, link: LinkConfig<'a>, script: File<'a>) -> Self {
+        Settings {
+            bench,
+            link,
+            messaging: MessagingConfig::DEFAULT,
+            role: None,
+            script,
+            includes: &[],
+            benchmark_name: None,
+            stream_idle: Duration::from_secs(60),
+            round_trip_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Every buffer of the agent: both sockets' TCP windows, the messaging link's and the
+/// benchmark client's. About 21 KiB; put it in a static (`ConstStaticCell`).
+pub struct Memory {
+    rtm_message: [u8; 2048],
+    rtm_tx: [u8; 1536],
+    rtm_chunk: [u8; 1024],
+    rtm_socket_rx: [u8; 2048],
+    rtm_socket_tx: [u8; 2048],
+    bench_socket_rx: [u8; 2048],
+    bench_socket_tx: [u8; 2048],
+    bench_read: [u8; 512],
+    bench_request: [u8; 512],
+    bench_head: [u8; 1024],
+    bench_body: [u8; 4096],
+    bench_line: [u8; 256],
+}
+
+impl Memory {
+    /// Zeroed buffers, for a `static` initializer.
+    pub const fn new() -> Self {
+        Memory {
+            rtm_message: [0; 2048],
+            rtm_tx: [0; 1536],
+            rtm_chunk: [0; 1024],
+            rtm_socket_rx: [0; 2048],
+            rtm_socket_tx: [0; 2048],
+            bench_socket_rx: [0; 2048],
+            bench_socket_tx: [0; 2048],
+            bench_read: [0; 512],
+            bench_request: [0; 512],
+            bench_head: [0; 1024],
+            bench_body: [0; 4096],
+            bench_line: [0; 256],
+        }
+    }
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What the agent tells the board as it goes. Errors come as `Display` so that a board
+/// that does not format them links no formatting code.
+#[derive(Clone, Copy)]
+pub enum Progress<'a> {
+    /// The messaging client entered this state.
+    Messaging(ClientState),
+    /// The messaging connection ended, and why.
+    Disconnected(&'a DisconnectReason),
+    /// The subscription to the metrics channel is live (again, after a reconnect).
+    Subscribed,
+    /// The benchmark was started with this id.
+    Started(u64),
+    /// The benchmark entered this stage.
+    Stage(&'a str),
+    /// `/data` broke and is requested again; `taken` samples were read so far.
+    DataResumed {
+        /// Samples taken before the break.
+        taken: u32,
+        /// Why: an error of the benchmark client, or `None` when the agent broke it off
+        /// because its publish queue was full.
+        cause: Option<&'a dyn Display>,
+    },
+    /// A publish that was in flight when the connection dropped is sent again.
+    Republished(u32),
+    /// Something went wrong that the agent works around or reports at the end.
+    Problem {
+        /// What the agent was doing.
+        during: &'static str,
+        /// The error.
+        error: &'a dyn Display,
+    },
+    /// The benchmark's final results arrived, with this many metrics.
+    Results(usize),
+}
+
+/// Where progress goes: the board's log.
+pub trait Report {
+    /// One step of the run.
+    fn progress(&mut self, progress: Progress<'_>);
+}
+
+/// How the run went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// The benchmark's id, once started.
+    pub id: Option<u64>,
+    /// Samples read from `/data` and acknowledged by the hub.
+    pub published: u32,
+    /// Distinct samples that came back on the subscription.
+    pub received: u32,
+    /// Samples that came back more than once (after a republish).
+    pub duplicates: u32,
+    /// Publishes sent again after a dropped connection.
+    pub republished: u32,
+    /// Times `/data` was requested again and resumed.
+    pub resumed: u32,
+    /// Publishes the hub refused (an `rtm/publish/error`), and samples the agent could
+    /// not publish or track (a message too large, a metric table or sample-number space
+    /// full).
+    pub refused: u32,
+    /// The benchmark ended `complete`.
+    pub complete: bool,
+}
+
+impl Summary {
+    /// Every sample made the round trip and the benchmark completed.
+    pub fn success(&self) -> bool {
+        self.complete && self.published > 0 && self.received == self.published && self.refused == 0
+    }
+}
+
+/// Runs the agent to the end of the benchmark: see the crate docs. `seed` seeds the
+/// WebSocket masks and keys and the reconnect jitter (a hardware RNG's output on a real
+/// board).
+pub async fn run<R: Report>(
+    stack: Stack<'_>,
+    settings: &Settings<'_>,
+    memory: &'static mut Memory,
+    seed: u64,
+    report: &mut R,
+) -> Summary {
+    let Memory {
+        rtm_message,
+        rtm_tx,
+        rtm_chunk,
+        rtm_socket_rx,
+        rtm_socket_tx,
+        bench_socket_rx,
+        bench_socket_tx,
+        bench_read,
+        bench_request,
+        bench_head,
+        bench_body,
+        bench_line,
+    } = memory;
+    let mut rng = XorShift(seed | 1);
+    let config = MessagingConfig {
+        jitter_seed: rand_core::RngCore::next_u64(&mut rng) | 1,
+        retry_first_connect: true,
+        ..settings.messaging
+    };
+    let buffers = RunnerBuffers {
+        message: rtm_message,
+        tx: rtm_tx,
+    };
+    let rtm: Rtm = match Messaging::new(config, settings.link, buffers, &mut rng) {
+        Ok(rtm) => rtm,
+        Err(e) => {
+            report.progress(Progress::Problem {
+                during: "setting up the messaging link",
+                error: &e,
+            });
+            return Summary::default();
+        }
+    };
+    let bench_socket = TcpTransport::new(stack, bench_socket_rx, bench_socket_tx);
+    let buffers = Buffers {
+        rx: bench_read,
+        tx: bench_request,
+        head: bench_head,
+        body: bench_body,
+        line: bench_line,
+    };
+    let bench = match BenchClient::new(bench_socket, settings.bench, buffers) {
+        Ok(bench) => bench.with_timeouts(Timeouts {
+            stream_idle: Some(settings.stream_idle),
+            ..Timeouts::default()
+        }),
+        Err(e) => {
+            report.progress(Progress::Problem {
+                during: "setting up the benchmark client",
+                error: &e,
+            });
+            return Summary::default();
+        }
+    };
+    let agent = Agent {
+        rtm: &rtm,
+        report: RefCell::new(report),
+        seen: RefCell::new(roundtrip::Seen::new()),
+        subscribed: Signal::new(),
+        arrived: Signal::new(),
+        channel: RefCell::new(String::new()),
+        outbox: RefCell::new(Deque::new()),
+        queued: Signal::new(),
+        room: Signal::new(),
+        reading: Cell::new(true),
+        summary: Cell::new(Summary::default()),
+    };
+    rtm.start();
+    let rtm_socket = TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx);
+    let summary = match select3(
+        rtm.run(rtm_socket, rtm_chunk),
+        agent.events(),
+        agent.flow(bench, settings),
+    )
+    .await
+    {
+        Either3::First(never) | Either3::Second(never) => match never {},
+        Either3::Third(summary) => summary,
+    };
+    rtm.stop();
+    summary
+}
+
+/// A sample read from `/data`, waiting for its acknowledgement.
+struct Outgoing {
+    n: u32,
+    message: String<MESSAGE>,
+}
+
+/// The agent's state, shared by the futures of one task.
+struct Agent<'r, R> {
+    rtm: &'r Rtm,
+    report: RefCell<&'r mut R>,
+    seen: RefCell<roundtrip::Seen<SEEN_WORDS>>,
+    /// The subscription became live.
+    subscribed: Signal<NoopRawMutex, ()>,
+    /// A sample came back.
+    arrived: Signal<NoopRawMutex, ()>,
+    /// `benchmarks.<id>.metrics`, once started.
+    channel: RefCell<String<48>>,
+    /// Samples taken from `/data`, not yet handed to a publishing loop.
+    outbox: RefCell<Deque<Outgoing, OUTBOX>>,
+    /// The outbox has a sample, or the reader is done.
+    queued: Signal<NoopRawMutex, ()>,
+    /// A publish was acknowledged: the outbox may have room.
+    room: Signal<NoopRawMutex, ()>,
+    /// `/data` is still being read.
+    reading: Cell<bool>,
+    summary: Cell<Summary>,
+}
+
+impl<R: Report> Agent<'_, R> {
+    fn report(&self, progress: Progress<'_>) {
+        if let Ok(mut report) = self.report.try_borrow_mut() {
+            report.progress(progress);
+        }
+    }
+
+    fn problem(&self, during: &'static str, error: &dyn Display) {
+        self.report(Progress::Problem { during, error });
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Summary)) {
+        let mut s = self.summary.get();
+        f(&mut s);
+        self.summary.set(s);
+    }
+
+    /// Reads the messaging client's events forever: states, the subscription, and the
+    /// samples coming back.
+    async fn events(&self) -> ! {
+        loop {
+            match self.rtm.next_event().await {
+                Event::State(state) => self.report(Progress::Messaging(state)),
+                Event::Disconnected(why) => self.report(Progress::Disconnected(&why)),
+                Event::Subscription { state, .. } => {
+                    if state == SubState::Subscribed {
+                        self.report(Progress::Subscribed);
+                        self.subscribed.signal(());
+                    }
+                }
+                Event::Data { message, .. } => {
+                    let n = json::parse(&message, 4)
+                        .ok()
+                        .and_then(|m| m.get("n")?.as_u64())
+                        .and_then(|n| u32::try_from(n).ok());
+                    match n.and_then(|n| self.seen.borrow_mut().mark(n)) {
+                        Some(_) => self.arrived.signal(()),
+                        None => self.problem("reading a sample back", &"no sample number"),
+                    }
+                }
+                Event::SubscriptionFailed { reason, .. } => {
+                    self.problem("subscribing", &reason.as_str());
+                }
+                Event::FastForward { .. } => {
+                    self.problem("receiving", &"the hub skipped the subscription ahead");
+                }
+                Event::MessageTooLarge { .. } => {
+                    self.problem("receiving", &"a message larger than the event buffer");
+                }
+                Event::Lost { .. } => self.problem("receiving", &"events lost"),
+                Event::ProtocolError { .. } | Event::SubscriptionDeleted { .. } => {}
+            }
+        }
+    }
+
+    /// The main job, from `/start` to the summary.
+    async fn flow<T: benchlink_embassy::transport::Transport>(
+        &self,
+        mut bench: BenchClient<'_, T>,
+        settings: &Settings<'_>,
+    ) -> Summary {
+        if with_timeout(
+            Duration::from_secs(30),
+            self.rtm.wait_for_state(ClientState::Connected),
+        )
+        .await
+        .is_err()
+        {
+            self.problem(
+                "connecting",
+                &"messaging not connected after 30 s (retrying)",
+            );
+        }
+        if let Some((role, secret)) = settings.role {
+            match self
+                .rtm
+                .authenticate(role, secret, Some(Duration::from_secs(10)))
+                .await
+            {
+                Ok(reply) if reply.is_ok() => {}
+                Ok(_) => {
+                    self.problem("authenticating", &"the hub refused the role and secret");
+                    return self.summary.get();
+                }
+                Err(e) => {
+                    self.problem("authenticating", &e);
+                    return self.summary.get();
+                }
+            }
+        }
+
+        // 1. Start the benchmark and listen on its channel before any sample goes out.
+        let start = request::Start {
+            includes: settings.includes,
+            benchmark_name: settings.benchmark_name,
+            ..request::Start::new(settings.script)
+        };
+        let id = match bench.call(&start).await {
+            Ok(started) => started.id,
+            Err(e) => {
+                self.problem("starting the benchmark", &e);
+                return self.summary.get();
+            }
+        };
+        self.count(|s| s.id = Some(id));
+        self.report(Progress::Started(id));
+        {
+            let mut channel = self.channel.borrow_mut();
+            let mut buf = [0u8; 48];
+            let Some(name) = metrics_channel(id, &mut buf) else {
+                return self.summary.get();
+            };
+            let _ = channel.push_str(name);
+            if let Err(e) = self
+                .rtm
+                .subscribe(name, Mode::Reliable, SubscribeArgs::default())
+            {
+                self.problem("subscribing", &e);
+                return self.summary.get();
+            }
+        }
+        if with_timeout(Duration::from_secs(30), self.subscribed.wait())
+            .await
+            .is_err()
+        {
+            self.problem("subscribing", &"no subscribe reply in 30 s (it is retried)");
+        }
+
+        // 2. Its stages, until it runs (`/data` never answers for a failed benchmark).
+        let mut stage = Stage::default();
+        if self.wait_status(&mut bench, id, &mut stage, true).await {
+            // 3. The samples: read, published, acknowledged.
+            let publishers = join_array([(); IN_FLIGHT].map(|()| self.publisher()));
+            let _ = embassy_futures::join::join(self.read_data(&mut bench, id), publishers).await;
+        }
+
+        // 4. The final status, the results, and every sample back.
+        let complete = self.wait_status(&mut bench, id, &mut stage, false).await;
+        self.count(|s| s.complete = complete);
+        match bench.call(&request::Results { id }).await {
+            Ok(results) => self.report(Progress::Results(results.iter().count())),
+            Err(e) => self.problem("reading the results", &e),
+        }
+        bench.close().await;
+        let deadline = Instant::now() + settings.round_trip_wait;
+        let published = self.summary.get().published;
+        while self.seen.borrow().distinct() < published {
+            if let Either::Second(()) = select(self.arrived.wait(), Timer::at(deadline)).await {
+                break;
+            }
+        }
+        let seen = self.seen.borrow();
+        self.count(|s| {
+            s.received = seen.distinct();
+            s.duplicates = seen.duplicates();
+        });
+        self.summary.get()
+    }
+
+    /// Polls `/status` once a second until the benchmark runs (`until_running`) or ends;
+    /// true when it runs, or, at the end, when it completed.
+    async fn wait_status<T: benchlink_embassy::transport::Transport>(
+        &self,
+        bench: &mut BenchClient<'_, T>,
+        id: u64,
+        stage: &mut Stage,
+        until_running: bool,
+    ) -> bool {
+        loop {
+            match bench.call(&request::Status { id }).await {
+                Ok(status) => {
+                    if stage.changed(status.status.as_str()) {
+                        self.report(Progress::Stage(status.status.as_str()));
+                    }
+                    if until_running && status.status == Status::Running {
+                        return true;
+                    }
+                    if status.status.is_final() {
+                        return !until_running && status.status == Status::Complete;
+                    }
+                }
+                Err(e) => self.problem("reading the status", &e),
+            }
+            Timer::after(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Reads `/data` to its end, resuming it after every break, into the outbox.
+    async fn read_data<T: benchlink_embassy::transport::Transport>(
+        &self,
+        bench: &mut BenchClient<'_, T>,
+        id: u64,
+    ) {
+        let mut cursor: resume::Cursor<METRICS> = resume::Cursor::new();
+        loop {
+            cursor.restart();
+            let mut full = false;
+            let streamed = bench
+                .stream(&request::Data { id }, |line| {
+                    let Ok(sample) = line else {
+                        self.count(|s| s.refused += 1);
+                        return ControlFlow::Continue(());
+                    };
+                    match cursor.classify(sample.name) {
+                        resume::Line::Seen => ControlFlow::Continue(()),
+                        resume::Line::Untracked => {
+                            self.count(|s| s.refused += 1);
+                            ControlFlow::Continue(())
+                        }
+                        resume::Line::New => {
+                            if self.outbox.borrow().is_full() {
+                                full = true;
+                                return ControlFlow::Break(());
+                            }
+                            cursor.take(sample.name);
+                            self.enqueue(&sample, cursor.taken() - 1);
+                            ControlFlow::Continue(())
+                        }
+                    }
+                })
+                .await;
+            match streamed {
+                Ok(()) if !full => break,
+                Ok(()) => {
+                    self.report(Progress::DataResumed {
+                        taken: cursor.taken(),
+                        cause: None,
+                    });
+                    // Resume once the publishers made room.
+                    while self.outbox.borrow().is_full() {
+                        self.room.wait().await;
+                    }
+                }
+                Err(e) => {
+                    self.report(Progress::DataResumed {
+                        taken: cursor.taken(),
+                        cause: Some(&e),
+                    });
+                    Timer::after(Duration::from_secs(1)).await;
+                }
+            }
+            self.count(|s| s.resumed += 1);
+        }
+        self.reading.set(false);
+        self.queued.signal(());
+    }
+
+    /// Puts sample number `n` into the outbox as its message.
+    fn enqueue(&self, sample: &Sample<'_>, n: u32) {
+        let mut buf = [0u8; MESSAGE];
+        let Some(message) = sample_message(n, sample, &mut buf) else {
+            self.count(|s| s.refused += 1);
+            return;
+        };
+        let mut message_text = String::new();
+        // Fits: both are MESSAGE bytes.
+        let _ = message_text.push_str(message);
+        let _ = self.outbox.borrow_mut().push_back(Outgoing {
+            n,
+            message: message_text,
+        });
+        self.queued.signal(());
+    }
+
+    /// One publishing loop: takes a sample from the outbox, publishes it acknowledged,
+    /// and publishes it again while the connection drops under it. Ends when `/data`
+    /// was read to its end and the outbox is empty.
+    async fn publisher(&self) {
+        loop {
+            let next = self.outbox.borrow_mut().pop_front();
+            let Some(sample) = next else {
+                if !self.reading.get() {
+                    // Wake the other loops, which may be waiting too.
+                    self.queued.signal(());
+                    return;
+                }
+                self.queued.wait().await;
+                continue;
+            };
+            self.room.signal(());
+            if !self.outbox.borrow().is_empty() {
+                // Another loop may be waiting: the signal holds one wake-up.
+                self.queued.signal(());
+            }
+            self.publish(&sample).await;
+        }
+    }
+
+    async fn publish(&self, sample: &Outgoing) {
+        let channel = self.channel.borrow().clone();
+        loop {
+            match self
+                .rtm
+                .publish_acked(&channel, &sample.message, None)
+                .await
+            {
+                Ok(Reply::Ok(_)) => {
+                    self.count(|s| s.published += 1);
+                    return;
+                }
+                Ok(Reply::Disconnected | Reply::Timeout) => {
+                    self.count(|s| s.republished += 1);
+                    self.report(Progress::Republished(sample.n));
+                }
+                Ok(_) => {
+                    self.problem("publishing", &"the hub refused a sample");
+                    self.count(|s| s.refused += 1);
+                    return;
+                }
+                Err(e) => {
+                    // The queue is full for now (a reconnect is under way): wait for it.
+                    self.problem("publishing", &e);
+                    self.rtm.wait_for_state(ClientState::Connected).await;
+                    Timer::after(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// `benchmarks.<id>.metrics`, the std agent's channel name.
+fn metrics_channel(id: u64, buf: &mut [u8]) -> Option<&str> {
+    let mut out = Out::new(&mut *buf);
+    out.push_str("benchmarks.").ok()?;
+    out.push_u64(id).ok()?;
+    out.push_str(".metrics").ok()?;
+    let len = out.len();
+    core::str::from_utf8(buf.get(..len)?).ok()
+}
+
+/// `{"n":…,"ts":…,"metric":…,"value":…}`, the value's text as the server wrote it (a
+/// checked JSON number: no float is parsed or formatted).
+fn sample_message<'b>(n: u32, sample: &Sample<'_>, buf: &'b mut [u8]) -> Option<&'b str> {
+    let mut out = Out::new(&mut *buf);
+    write::object(&mut out, |o| {
+        o.u64("n", n.into())?
+            .u64("ts", sample.timestamp)?
+            .string("metric", sample.name)?
+            .raw("value", sample.value.as_str())?;
+        Ok(())
+    })
+    .ok()?;
+    let len = out.len();
+    core::str::from_utf8(buf.get(..len)?).ok()
+}
+
+/// The benchmark's last reported stage, to report each change once.
+#[derive(Default)]
+struct Stage {
+    text: String<24>,
+}
+
+impl Stage {
+    fn changed(&mut self, status: &str) -> bool {
+        if self.text == status {
+            return false;
+        }
+        self.text.clear();
+        let _ = self.text.push_str(status);
+        true
+    }
+}
+
+/// xorshift64, for the messaging link's masks and keys from the board's seed.
+struct XorShift(u64);
+
+impl rand_core::RngCore for XorShift {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(8) {
+            let bytes = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+}
+
+/// `host[:port]` split, the port defaulting to the benchmark server's 4800: the form of
+/// `MZBENCH_API_HOST`, which boards read at build time.
+///
+/// ```
+/// use benchlink_device_agent::host_port;
+/// assert_eq!(host_port("10.0.2.100:4801"), Some(("10.0.2.100", 4801)));
+/// assert_eq!(host_port("bench.local"), Some(("bench.local", 4800)));
+/// assert_eq!(host_port("bench.local:48OO"), None);
+/// ```
+pub fn host_port(api: &str) -> Option<(&str, u16)> {
+    match api.rsplit_once(':') {
+        Some((host, port)) => Some((host, port.parse().ok()?)),
+        None => Some((api, 4800)),
+    }
+}
