@@ -1,0 +1,132 @@
+//! Board support for QEMU's `mps2-an386` (Cortex-M4): embassy-net over the board's
+//! LAN9118 Ethernet, embassy-time on its timers, and the harness of the protocol-only
+//! firmware (semihosting output, exit code, panic handler) for the images.
+//!
+//! An image is an embassy-executor `main` (features `platform-cortex-m`,
+//! `executor-thread`) that calls [`init`] first and then uses the returned
+//! [`Stack`] for TCP. Under `run-in-qemu` the device reaches the host's loopback only
+//! through QEMU's user-mode network with `restrict=on`: DHCP gives it 10.0.2.15 (gateway
+//! 10.0.2.2), and each `--fwd` maps a port of [`HOST`] to one on 127.0.0.1.
+//!
+//! This crate owns the interrupt vectors the board needs: it defines cortex-m-rt's
+//! `DefaultHandler` (every device interrupt lands there, no PAC is needed) and `HardFault`,
+//! so an image defines neither.
+#![no_std]
+
+pub mod lan9118;
+mod time;
+
+use core::net::Ipv4Addr;
+
+use cortex_m::interrupt::InterruptNumber;
+use cortex_m_rt::{exception, ExceptionFrame};
+use embassy_executor::Spawner;
+use embassy_net::{Runner, Stack, StackResources};
+use embassy_time::{with_timeout, Duration};
+use static_cell::ConstStaticCell;
+
+pub use benchlink_firmware::{exit, Host};
+use lan9118::Lan9118;
+
+/// The device's MAC address (locally administered, unicast).
+pub const MAC: [u8; 6] = [0x02, 0x00, 0xbe, 0x4c, 0x03, 0x86];
+
+/// The address `run-in-qemu --fwd GUEST_PORT=HOST_PORT` forwards from: a connection to
+/// `HOST:GUEST_PORT` reaches `127.0.0.1:HOST_PORT` on the host.
+pub const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 100);
+
+/// Sockets the stack holds: the DHCP client's, the DNS resolver's and two TCP sockets
+/// (the agent's benchmark and messaging connections).
+pub const SOCKETS: usize = 4;
+
+/// How long [`init`] waits for an IPv4 configuration (DHCP from QEMU answers at once).
+pub const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the network did not come up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// [`init`] already ran.
+    AlreadyStarted,
+    /// No LAN9118 answered at its address, or it did not come out of reset.
+    NoController,
+    /// The network task could not be spawned (its one slot is taken).
+    Spawn,
+    /// No IPv4 configuration within [`CONFIG_TIMEOUT`].
+    NoAddress,
+}
+
+impl Error {
+    /// What went wrong, in a few words (for [`Host`] output, which has no `core::fmt`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Error::AlreadyStarted => "the board is already started",
+            Error::NoController => "no LAN9118 answers at 0x4020_0000",
+            Error::Spawn => "cannot spawn the network task",
+            Error::NoAddress => "no IPv4 configuration (DHCP) in time",
+        }
+    }
+}
+
+/// Starts the board's network: the time driver, the LAN9118 (address [`MAC`]), and
+/// embassy-net on it with `config` (`embassy_net::Config::dhcpv4(Default::default())`
+/// for QEMU's DHCP server, or a static configuration); spawns the one task that runs the
+/// stack, and waits up to [`CONFIG_TIMEOUT`] for an IPv4 configuration.
+///
+/// `seed` seeds the stack's TCP initial sequence numbers and local ports; the board has
+/// no entropy source of its own. The stack has room for [`SOCKETS`] sockets.
+pub async fn init(
+    spawner: Spawner,
+    config: embassy_net::Config,
+    seed: u64,
+) -> Result<Stack<'static>, Error> {
+    static BUFFERS: ConstStaticCell<lan9118::Buffers> =
+        ConstStaticCell::new(lan9118::Buffers::new());
+    static RESOURCES: ConstStaticCell<StackResources<SOCKETS>> =
+        ConstStaticCell::new(StackResources::new());
+    let (Some(buffers), Some(resources)) = (BUFFERS.try_take(), RESOURCES.try_take()) else {
+        return Err(Error::AlreadyStarted);
+    };
+    time::init();
+    let device = Lan9118::new(MAC, buffers).ok_or(Error::NoController)?;
+    let (stack, runner) = embassy_net::new(device, config, resources, seed);
+    spawner.spawn(net_task(runner).map_err(|_| Error::Spawn)?);
+    with_timeout(CONFIG_TIMEOUT, stack.wait_config_up())
+        .await
+        .map_err(|_| Error::NoAddress)?;
+    Ok(stack)
+}
+
+/// Runs the stack: polls the LAN9118 and smoltcp whenever an interrupt or a timer wakes it.
+#[embassy_executor::task]
+async fn net_task(mut runner: Runner<'static, Lan9118<'static>>) -> ! {
+    runner.run().await
+}
+
+/// A device interrupt number, for the NVIC.
+#[derive(Clone, Copy)]
+struct Irq(u16);
+
+// SAFETY: the only `Irq` values are the board's interrupt lines 8 and 13, which exist.
+unsafe impl InterruptNumber for Irq {
+    fn number(self) -> u16 {
+        self.0
+    }
+}
+
+/// Every device interrupt (cortex-m-rt points the whole table here): the alarm timer and
+/// the Ethernet controller. No other line is unmasked.
+#[exception]
+unsafe fn DefaultHandler(irqn: i16) {
+    if irqn == time::TIMER0_IRQ.0 as i16 {
+        time::on_alarm();
+    } else if irqn == lan9118::IRQ.0 as i16 {
+        lan9118::on_interrupt();
+    }
+}
+
+/// A fault ends the run as a failure instead of hanging until the caller's timeout.
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    Host::open().str("HARD FAULT\n");
+    exit(false)
+}
