@@ -2,25 +2,38 @@
 //! LAN9118 Ethernet, embassy-time on its timers, and the harness of the protocol-only
 //! firmware (semihosting output, exit code, panic handler) for the images.
 //!
-//! An image is an embassy-executor `main` (features `platform-cortex-m`,
-//! `executor-thread`) that calls [`init`] first and then uses the returned
-//! [`Stack`] for TCP. Under `run-in-qemu` the device reaches the host's loopback only
+//! An image's `main` runs on this crate's [`Executor`] and calls [`init`] first, then
+//! uses the returned [`Stack`] for TCP:
+//!
+//! ```ignore
+//! #[embassy_executor::main(entry = "cortex_m_rt::entry", executor = "benchlink_mps2_an386::Executor")]
+//! async fn main(spawner: embassy_executor::Spawner) {
+//!     let config = embassy_net::Config::dhcpv4(Default::default());
+//!     let Ok(stack) = benchlink_mps2_an386::init(spawner, config, SEED).await else {
+//!         benchlink_mps2_an386::exit(false)
+//!     };
+//!     // …
+//! }
+//! ```
+//! Under `run-in-qemu` the device reaches the host's loopback only
 //! through QEMU's user-mode network with `restrict=on`: DHCP gives it 10.0.2.15 (gateway
 //! 10.0.2.2), and each `--fwd` maps a port of [`HOST`] to one on 127.0.0.1.
 //!
 //! This crate owns the interrupt vectors the board needs: it defines cortex-m-rt's
 //! `DefaultHandler` (every device interrupt lands there, no PAC is needed) and `HardFault`,
-//! so an image defines neither.
+//! so an image defines neither; and embassy-executor's `__pender`, for [`Executor`].
 #![no_std]
 
 pub mod lan9118;
 mod time;
 
+use core::marker::PhantomData;
 use core::net::Ipv4Addr;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use cortex_m::interrupt::InterruptNumber;
 use cortex_m_rt::{exception, ExceptionFrame};
-use embassy_executor::Spawner;
+use embassy_executor::{raw, Spawner};
 use embassy_net::{Runner, Stack, StackResources};
 use embassy_time::{with_timeout, Duration};
 use static_cell::ConstStaticCell;
@@ -100,6 +113,59 @@ pub async fn init(
 #[embassy_executor::task]
 async fn net_task(mut runner: Runner<'static, Lan9118<'static>>) -> ! {
     runner.run().await
+}
+
+/// The thread-mode executor of every image: polls the woken tasks, then sleeps with WFI
+/// until an interrupt. (embassy-executor's own cortex-m executor sleeps with WFE, which
+/// QEMU 7.2 runs as a no-op on M-profile cores: it would keep a host core busy while the
+/// device waits for the network.) For `#[embassy_executor::main(entry =
+/// "cortex_m_rt::entry", executor = "benchlink_mps2_an386::Executor")]`.
+pub struct Executor {
+    inner: raw::Executor,
+    /// Thread mode only.
+    not_send: PhantomData<*mut ()>,
+}
+
+/// A task was woken since the executor last looked: poll before sleeping.
+static WOKEN: AtomicBool = AtomicBool::new(false);
+
+/// embassy-executor calls this whenever a task is woken (from a task or an interrupt).
+#[unsafe(export_name = "__pender")]
+fn pender(_context: *mut ()) {
+    WOKEN.store(true, Ordering::Release);
+}
+
+impl Executor {
+    /// An executor; `run` it from a `'static` place (the `main` macro does).
+    pub fn new() -> Self {
+        Executor {
+            inner: raw::Executor::new(core::ptr::null_mut()),
+            not_send: PhantomData,
+        }
+    }
+
+    /// Calls `init` to spawn the first tasks, then runs them forever.
+    pub fn run(&'static mut self, init: impl FnOnce(Spawner)) -> ! {
+        init(self.inner.spawner());
+        loop {
+            // SAFETY: `poll` runs only here, never re-entered (it is not called from an
+            // interrupt).
+            unsafe { self.inner.poll() };
+            // With interrupts masked, so that a wake between the check and the WFI is not
+            // lost: a pending interrupt ends WFI even while masked, and is taken right after.
+            cortex_m::interrupt::free(|_| {
+                if !WOKEN.swap(false, Ordering::Acquire) {
+                    cortex_m::asm::wfi();
+                }
+            });
+        }
+    }
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// A device interrupt number, for the NVIC.

@@ -21,7 +21,7 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The socket's own timeout: this long without progress resets the connection.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[embassy_executor::main]
+#[embassy_executor::main(entry = "cortex_m_rt::entry", executor = "board::Executor")]
 async fn main(spawner: Spawner) {
     let mut host = Host::open();
     host.str("net-smoke: bringing up the LAN9118 and DHCP\n");
