@@ -15,6 +15,8 @@
 //!
 //! The alarm is timer 0 in one-shot mode (RELOAD 0) on the 25 MHz peripheral clock,
 //! IRQ 8; each interrupt hands the due timers' wakers to the executor and arms the next.
+//!
+//! Timer 1 only paces QEMU, see [`init`].
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
 
@@ -27,6 +29,10 @@ use crate::Irq;
 
 /// CMSDK APB timer 0 (hw/arm/mps2.c maps it here, its interrupt on IRQ 8).
 const TIMER0: usize = 0x4000_0000;
+/// CMSDK APB timer 1.
+const TIMER1: usize = 0x4000_1000;
+/// Timer 1's period: 10 ms of the 25 MHz peripheral clock.
+const PACE_CYCLES: u32 = 250_000;
 /// Timer 0's interrupt line.
 pub(crate) const TIMER0_IRQ: Irq = Irq(8);
 const CTRL: usize = 0x00;
@@ -75,7 +81,7 @@ impl Clock {
         // `next` is after `now` (the due ones were just woken); at least one tick anyway.
         let ticks = next.saturating_sub(now).clamp(1, MAX_SLEEP) as u32;
         // SAFETY: timer 0's VALUE register; writing it (RELOAD is 0) starts one countdown.
-        unsafe { timer0_write(VALUE, ticks * CYCLES_PER_TICK) };
+        unsafe { timer_write(TIMER0, VALUE, ticks * CYCLES_PER_TICK) };
     }
 }
 
@@ -95,13 +101,19 @@ impl Driver for Clock {
 }
 
 /// # Safety
-/// `offset` must be one of timer 0's registers.
-unsafe fn timer0_write(offset: usize, value: u32) {
-    // SAFETY: the caller names a register of timer 0's MMIO window.
-    unsafe { core::ptr::write_volatile((TIMER0 + offset) as *mut u32, value) }
+/// `offset` must be one of the registers of the CMSDK timer at `base`.
+unsafe fn timer_write(base: usize, offset: usize, value: u32) {
+    // SAFETY: the caller names a register of a timer's MMIO window.
+    unsafe { core::ptr::write_volatile((base + offset) as *mut u32, value) }
 }
 
 /// Starts SysTick and the alarm. Call once, before anything reads the time.
+///
+/// Also starts timer 1, periodic every 10 ms with its interrupt off: the device never
+/// sees it, but each period is a timer event in QEMU's main loop, which then polls its
+/// sockets again. libslirp adds the socket of a new forwarded connection without waking
+/// that loop, so without this the first reply on a new connection could wait up to a
+/// second (measured: 1 s for the first of two exchanges); with it, at most a period.
 pub(crate) fn init() {
     // SAFETY: the time driver owns SysTick; nothing else in the image configures it.
     let syst = unsafe { &*SYST::PTR };
@@ -119,22 +131,28 @@ pub(crate) fn init() {
     });
     // SAFETY: timer 0's registers; RELOAD 0 makes every VALUE write one countdown.
     unsafe {
-        timer0_write(RELOAD, 0);
-        timer0_write(INTSTATUS, 1);
+        timer_write(TIMER0, RELOAD, 0);
+        timer_write(TIMER0, INTSTATUS, 1);
     }
     // The first countdown is loaded before the timer is enabled (enabling it at 0 stops it).
     critical_section::with(|cs| CLOCK.arm(&mut CLOCK.queue.borrow_ref_mut(cs), cs));
     // SAFETY: timer 0's control register: count, and interrupt at the end of a countdown.
-    unsafe { timer0_write(CTRL, CTRL_ENABLE | CTRL_IRQ_ENABLE) };
+    unsafe { timer_write(TIMER0, CTRL, CTRL_ENABLE | CTRL_IRQ_ENABLE) };
     NVIC::unpend(TIMER0_IRQ);
     // SAFETY: the handler (`on_alarm`, via the crate's `DefaultHandler`) is in place and
     // touches only state behind the critical section.
     unsafe { NVIC::unmask(TIMER0_IRQ) };
+    // SAFETY: timer 1's registers: RELOAD sets the period, CTRL enables it without its
+    // interrupt.
+    unsafe {
+        timer_write(TIMER1, RELOAD, PACE_CYCLES);
+        timer_write(TIMER1, CTRL, CTRL_ENABLE);
+    }
 }
 
 /// Timer 0's interrupt: acknowledges it, wakes the due timers, arms the next alarm.
 pub(crate) fn on_alarm() {
     // SAFETY: timer 0's INTSTATUS is write-one-to-clear; this drops the interrupt line.
-    unsafe { timer0_write(INTSTATUS, 1) };
+    unsafe { timer_write(TIMER0, INTSTATUS, 1) };
     critical_section::with(|cs| CLOCK.arm(&mut CLOCK.queue.borrow_ref_mut(cs), cs));
 }
