@@ -211,6 +211,10 @@ pub struct RoleSecretAuth<R, S> {
     state: AuthState,
     /// Valid in [`AuthState::ReadyToAuthenticate`]; ASCII base64.
     hash: [u8; HASH_LEN],
+    /// [`nonce_hash`], referenced from [`new`](Self::new) only: a firmware that never
+    /// authenticates links no HMAC-MD5 (the reply handling is reached from the client's
+    /// reply dispatch whether or not a machine was ever made).
+    nonce_hash: fn(&[u8], Text<'_>) -> [u8; HASH_LEN],
 }
 
 impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
@@ -227,6 +231,7 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
             secret,
             state: AuthState::Idle,
             hash: [0; HASH_LEN],
+            nonce_hash,
         }
     }
 
@@ -358,7 +363,7 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
         let (next, step) = match (self.state, pdu.action) {
             (AuthState::AwaitingNonce { .. }, Action::HandshakeOk) => match pdu.nonce() {
                 Some(nonce) => {
-                    self.hash = nonce_hash(self.secret.as_ref(), nonce);
+                    self.hash = (self.nonce_hash)(self.secret.as_ref(), nonce);
                     (AuthState::ReadyToAuthenticate, AuthStep::SendNext)
                 }
                 None => fail(AuthFailure::MissingNonce, pdu),
