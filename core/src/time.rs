@@ -152,7 +152,7 @@ impl Instant {
     /// assert_eq!(a.checked_duration_since(b), None);
     /// ```
     pub fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
-        self.0.checked_sub(earlier.0).map(Duration::from_micros)
+        self.0.checked_sub(earlier.0).map(duration_from_micros)
     }
 
     /// The time from `earlier` to `self`, zero when `earlier` is later.
@@ -166,6 +166,22 @@ impl Instant {
         self.checked_duration_since(earlier)
             .unwrap_or(Duration::ZERO)
     }
+}
+
+/// `Duration::from_micros` without a 64-bit division (on a 32-bit MCU that is a library
+/// routine of most of a kilobyte): 1 000 000 = 64 × 15 625, so a shift by 6, then long
+/// division by 15 625 over 16-bit limbs, where every step fits in 32 bits.
+fn duration_from_micros(micros: u64) -> Duration {
+    let x = micros >> 6;
+    let (mut secs, mut rem) = (0u64, 0u32);
+    for shift in [48u32, 32, 16, 0] {
+        // rem < 15 625 < 2^14, so `cur` < 2^30.
+        let cur = rem << 16 | (x >> shift) as u32 & 0xFFFF;
+        secs = secs << 16 | u64::from(cur / 15_625);
+        rem = cur % 15_625;
+    }
+    let sub_micros = rem * 64 + (micros as u32 & 63);
+    Duration::new(secs, sub_micros * 1000)
 }
 
 /// Saturating: an instant never wraps around.
@@ -202,6 +218,28 @@ impl Sub<Instant> for Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duration_from_micros_is_core_s() {
+        for m in [
+            0,
+            1,
+            63,
+            64,
+            999_999,
+            1_000_000,
+            1_000_001,
+            123_456_789_012,
+            u64::MAX - 1,
+            u64::MAX,
+        ]
+        .into_iter()
+        .chain((0..64).map(|i| 1u64 << i))
+        .chain((0..64).map(|i| (1u64 << i) - 1))
+        {
+            assert_eq!(duration_from_micros(m), Duration::from_micros(m), "{m}");
+        }
+    }
 
     #[test]
     fn arithmetic_saturates() {
