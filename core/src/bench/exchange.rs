@@ -44,7 +44,8 @@ use heapless::String;
 use super::request::{Body as BenchBody, File};
 use super::{Error, JsonRequest, LineDecoder, LineFormat, Request};
 use crate::http::{
-    Body, Boundary, Cursor, DecodeError, EncodeError, Part, RequestHead, BOUNDARY_LEN,
+    Body, Boundary, Cursor, DecodeError, EncodeError, EncodeQuery, Method, Part, RequestHead,
+    BOUNDARY_LEN,
 };
 
 /// Longest `Host` header value: a 253-byte DNS name, brackets, colon and port.
@@ -493,25 +494,68 @@ impl<'r, R: Request> Outgoing<'r, R> {
     }
 
     fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
-        let head = RequestHead {
-            method: R::METHOD,
-            path: R::PATH,
-            host: headers.authority,
-            user_agent: headers.user_agent,
-            bearer: headers.bearer,
-            body: match &self.boundary {
-                Some(boundary) => Body::Multipart {
-                    boundary,
-                    len: self.len,
-                },
-                None => Body::Empty,
+        let body = match &self.boundary {
+            Some(boundary) => Body::Multipart {
+                boundary,
+                len: self.len,
             },
-            keep_alive: true,
+            None => Body::Empty,
         };
-        let mut out = Cursor::new(tx);
-        head.encode(self.req, &mut out)?;
-        Ok(out.len())
+        write_head(R::METHOD, R::PATH, self.req, body, headers, tx)
     }
+}
+
+/// The request chunks of an [`Outgoing`] of any request type, for a client loop that
+/// exists once for every request type (each copy would be flash).
+#[cfg(feature = "embedded-io")]
+pub(crate) trait Chunks<'r> {
+    /// See [`Outgoing::next`].
+    fn next_chunk(
+        &mut self,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<Option<Chunk<'r>>, EncodeError>;
+
+    /// See [`Outgoing::restart`].
+    fn restart_chunks(&mut self);
+}
+
+#[cfg(feature = "embedded-io")]
+impl<'r, R: Request> Chunks<'r> for Outgoing<'r, R> {
+    fn next_chunk(
+        &mut self,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<Option<Chunk<'r>>, EncodeError> {
+        self.next(headers, tx)
+    }
+
+    fn restart_chunks(&mut self) {
+        self.restart();
+    }
+}
+
+/// [`Outgoing::write_head`], once for every request type.
+fn write_head(
+    method: Method,
+    path: &str,
+    query: &dyn EncodeQuery,
+    body: Body<'_>,
+    headers: &Headers<'_>,
+    tx: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let head = RequestHead {
+        method,
+        path,
+        host: headers.authority,
+        user_agent: headers.user_agent,
+        bearer: headers.bearer,
+        body,
+        keep_alive: true,
+    };
+    let mut out = Cursor::new(tx);
+    head.encode(query, &mut out)?;
+    Ok(out.len())
 }
 
 /// A boundary that occurs in none of the files (a random one almost never does; the

@@ -15,8 +15,8 @@ use heapless::String;
 use super::Transport;
 pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, Buffers, Chunk, Outgoing, ReplyBody, Server, Sink, StreamBody, Waiting, MAX_AUTHORITY,
-    MAX_HEADERS,
+    self, Buffers, Chunk, Chunks, Outgoing, ReplyBody, Server, Sink, StreamBody, Waiting,
+    MAX_AUTHORITY, MAX_HEADERS,
 };
 use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
@@ -224,12 +224,24 @@ impl<T: Transport> Conn<'_, T> {
     ) -> Result<(), Error<'static>> {
         let headers = self.server.headers(&self.authority);
         let mut outgoing = Outgoing::new(req, &headers, self.seed, self.tx)?;
+        self.exchange_chunks(R::METHOD, &mut outgoing, stream, sink)
+    }
+
+    /// [`exchange`](Self::exchange) after the request's type is known: once for every
+    /// request type (each copy would be flash).
+    fn exchange_chunks(
+        &mut self,
+        method: Method,
+        outgoing: &mut dyn Chunks<'_>,
+        stream: bool,
+        sink: &mut dyn Sink,
+    ) -> Result<(), Error<'static>> {
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
         if self.open && self.peer_closed() {
             self.drop_connection();
         }
-        let idempotent = matches!(R::METHOD, Method::Get | Method::Head);
+        let idempotent = matches!(method, Method::Get | Method::Head);
         let mut retried = false;
         let reply = self.timeouts.reply;
         let deadline = reply.map(|t| self.transport.now().saturating_add(t));
@@ -246,8 +258,8 @@ impl<T: Transport> Conn<'_, T> {
             }
             let reused = self.reused;
             let mut got_response = false;
-            let result = match self.send(&mut outgoing) {
-                Ok(()) => self.receive(R::METHOD, stream, deadline, sink, &mut got_response),
+            let result = match self.send(outgoing) {
+                Ok(()) => self.receive(method, stream, deadline, sink, &mut got_response),
                 Err(e) => Err(e),
             };
             match result {
@@ -272,15 +284,15 @@ impl<T: Transport> Conn<'_, T> {
                         return Err(e);
                     }
                     retried = true;
-                    outgoing.restart();
+                    outgoing.restart_chunks();
                 }
             }
         }
     }
 
-    fn send<R: Request>(&mut self, out: &mut Outgoing<'_, R>) -> Result<(), Error<'static>> {
+    fn send(&mut self, out: &mut dyn Chunks<'_>) -> Result<(), Error<'static>> {
         let headers = self.server.headers(&self.authority);
-        while let Some(chunk) = out.next(&headers, self.tx)? {
+        while let Some(chunk) = out.next_chunk(&headers, self.tx)? {
             let bytes = match chunk {
                 Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
                 Chunk::Content(content) => content,
