@@ -2,11 +2,13 @@
 //! `10.0.2.100:80` (run with `run-in-qemu net-smoke --fwd 80=PORT` and an HTTP server on
 //! 127.0.0.1:PORT). Each exchange sends `GET /`, reads the reply to its end and prints its
 //! first line, its size and how long it took; the second connection shows the forward
-//! serves repeated connections, as the agent's reconnects need. Exit code 0 when both
-//! exchanges got a reply, 1 otherwise; every step has a timeout.
+//! serves repeated connections, as the agent's reconnects need. Then the stack's
+//! high-water mark. Exit code 0 when both exchanges got a reply, 1 otherwise; every step
+//! has a timeout.
 #![no_std]
 #![no_main]
 
+use benchlink_firmware::stack;
 use benchlink_mps2_an386::{self as board, exit, Host};
 use embassy_executor::Spawner;
 use embassy_net::tcp::TcpSocket;
@@ -23,6 +25,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[embassy_executor::main(entry = "cortex_m_rt::entry", executor = "board::Executor")]
 async fn main(spawner: Spawner) {
+    // Before any interrupt is enabled: the painter writes below the live stack.
+    stack::paint();
     let mut host = Host::open();
     host.str("net-smoke: bringing up the LAN9118 and DHCP\n");
     let config = embassy_net::Config::dhcpv4(Default::default());
@@ -69,6 +73,9 @@ async fn main(spawner: Spawner) {
             }
         }
     }
+    host.str("net-smoke: peak stack ")
+        .u64(stack::peak() as u64)
+        .str(" bytes\n");
     host.str(if ok {
         "net-smoke: OK\n"
     } else {
