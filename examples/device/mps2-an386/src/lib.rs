@@ -15,10 +15,11 @@
 //!     // …
 //! }
 //! ```
-//! Under `run-in-qemu` the device reaches the host's loopback only
-//! through QEMU's user-mode network with `restrict=on`: DHCP gives it 10.0.2.15/24 (and,
-//! under `restrict=on`, no gateway: [`HOST`] is on the link), and each `--fwd` maps a port
-//! of [`HOST`] to one on 127.0.0.1.
+//!
+//! Under `run-in-qemu` the device reaches the host's loopback only through QEMU's
+//! user-mode network with `restrict=on`: DHCP gives it 10.0.2.15/24 (and, under
+//! `restrict=on`, no gateway: [`HOST`] is on the link), and each `--fwd` maps a port of
+//! [`HOST`] to one on 127.0.0.1.
 //!
 //! This crate owns the interrupt vectors the board needs: it defines cortex-m-rt's
 //! `DefaultHandler` (every device interrupt lands there, no PAC is needed) and `HardFault`,
