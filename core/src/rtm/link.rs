@@ -328,6 +328,10 @@ pub struct Link<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, 
     last_rx: Instant,
     ping_sent: bool,
     ping_due: bool,
+    /// The client asked for a close while no transport was open: the close is done, and
+    /// the client hears it (with the caller's handler) at the next call that has one;
+    /// [`poll_timeout`](Link::poll_timeout) makes that call due at once.
+    close_unreported: bool,
 }
 
 impl<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> fmt::Debug
@@ -393,6 +397,7 @@ impl<
             last_rx: Instant::ZERO,
             ping_sent: false,
             ping_due: false,
+            close_unreported: false,
         })
     }
 
@@ -433,11 +438,12 @@ impl<
                         tls: endpoint.tls,
                     })
                 }
-                // Nothing is open: the close is done at once (the client expects the
-                // report), and a PDU for no connection is dropped (the client re-sends
-                // what matters after the next connect).
+                // Nothing is open: the close is done at once; the client gets its report
+                // at the next call with a handler (one copy of its code, for the
+                // caller's handler type). A PDU for no connection is dropped (the client
+                // re-sends what matters after the next connect).
                 Some(Transmit::Close) => {
-                    self.client.handle_closed(now, &mut super::NoopHandler);
+                    self.close_unreported = true;
                     None
                 }
                 _ => None,
@@ -494,6 +500,7 @@ impl<
     /// The transport asked for by [`Output::Connect`] is open: the link writes the
     /// WebSocket upgrade next.
     pub fn handle_connected<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        self.report_close(now, h);
         if !matches!(self.phase, Phase::Opening) {
             return;
         }
@@ -537,6 +544,7 @@ impl<
         error: ConnectError,
         h: &mut H,
     ) {
+        self.report_close(now, h);
         if matches!(self.phase, Phase::Opening) {
             self.reset_transport();
             self.client.handle_connect_failed(now, error, h);
@@ -546,6 +554,7 @@ impl<
     /// Bytes read from the transport; all of them are consumed. Events (replies,
     /// subscription data borrowing `input`, state changes) reach `h` before this returns.
     pub fn handle_input<H: Handler>(&mut self, now: Instant, input: &[u8], h: &mut H) {
+        self.report_close(now, h);
         let mut input = input;
         if let Phase::Upgrading { .. } = self.phase {
             match self.upgrade_input(now, input, h) {
@@ -617,6 +626,7 @@ impl<
 
     /// The transport is closed: after [`Output::Close`], or because it ended by itself.
     pub fn handle_closed<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        self.report_close(now, h);
         match self.phase {
             Phase::Idle => {}
             Phase::Opening | Phase::Upgrading { .. } => {
@@ -644,6 +654,7 @@ impl<
     /// client's deadlines, sends a ping after silence, gives up on a dead or stalled
     /// server.
     pub fn handle_timeout<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        self.report_close(now, h);
         if let Phase::Open = self.phase {
             let silent = now.saturating_duration_since(self.last_rx);
             let stalled = self.tx_since.is_some_and(|since| {
@@ -668,8 +679,12 @@ impl<
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
     /// the client's timers, the next ping, the dead-peer and stalled-write limits, the end
-    /// of a close handshake.
+    /// of a close handshake; at once (`Instant::ZERO`) while the client has not yet been
+    /// told of a close done without a transport.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.close_unreported {
+            return Some(Instant::ZERO);
+        }
         let client = self.client.poll_timeout();
         let link = match self.phase {
             Phase::Open => {
@@ -688,6 +703,15 @@ impl<
     }
 
     // ----------------------------------------------------------------------------------
+
+    /// Tells the client of a close done while no transport was open (see
+    /// `close_unreported`).
+    fn report_close<H: Handler>(&mut self, now: Instant, h: &mut H) {
+        if self.close_unreported {
+            self.close_unreported = false;
+            self.client.handle_closed(now, h);
+        }
+    }
 
     fn session_entropy(&mut self) -> &mut Entropy {
         self.session.masks_mut()
