@@ -24,6 +24,8 @@
 //! puts in a static; the agent allocates nothing and spawns nothing: the messaging
 //! runner, the event reader and the flow run as one future.
 #![no_std]
+#[cfg(test)]
+extern crate std;
 
 pub mod resume;
 pub mod roundtrip;
@@ -178,6 +180,8 @@ pub enum Progress<'a> {
         /// because its publish queue was full.
         cause: Option<&'a dyn Display>,
     },
+    /// The hub acknowledged a sample: this many so far.
+    Acknowledged(u32),
     /// A publish that was in flight when the connection dropped is sent again.
     Republished(u32),
     /// Something went wrong that the agent works around or reports at the end.
@@ -647,6 +651,7 @@ impl<R: Report> Agent<'_, R> {
             {
                 Ok(Reply::Ok(_)) => {
                     self.count(|s| s.published += 1);
+                    self.report(Progress::Acknowledged(self.summary.get().published));
                     return;
                 }
                 Ok(Reply::Disconnected | Reply::Timeout) => {

@@ -182,7 +182,7 @@ mod tests {
         let mut cursor: Cursor<1> = Cursor::new();
         assert_eq!(cursor.classify("a"), Line::New);
         assert_eq!(cursor.classify("b"), Line::Untracked);
-        let long = "x".repeat(MAX_NAME + 1);
+        let long = std::string::String::from("x").repeat(MAX_NAME + 1);
         let mut cursor: Cursor<4> = Cursor::new();
         assert_eq!(cursor.classify(&long), Line::Untracked);
     }

@@ -97,6 +97,7 @@ impl Report for Log {
                     taken
                 ),
             },
+            Progress::Acknowledged(n) => defmt::debug!("{=u32} samples acknowledged", n),
             Progress::Republished(n) => warn!("sample {=u32} published again", n),
             Progress::Problem { during, error } => {
                 warn!("{=str}: {}", during, Display2Format(error))

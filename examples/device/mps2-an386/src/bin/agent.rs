@@ -1,0 +1,169 @@
+//! The networked device agent on QEMU's mps2-an386: the board (LAN9118, embassy-net with
+//! DHCP) and the device agent (`benchlink-device-agent`, the same crate the NUCLEO-F767ZI
+//! runs), its progress printed over semihosting as `agent: …` lines, its exit code 0 only
+//! when the benchmark completed and every sample made the round trip.
+//!
+//! `bash .ci/device-agent` builds it and runs it against `benchlink sandbox` (or servers
+//! given on its command line) through `run-in-qemu --fwd 4800=… --fwd 8080=…`: the device
+//! sees the benchmark server at `10.0.2.100:4800` and the hub at `ws://10.0.2.100:8080`.
+//! Build-time settings (`option_env!`, as on the NUCLEO): `BENCHLINK_RTM_APPKEY`,
+//! `BENCHLINK_TOKEN`, `BENCHLINK_RTM_ROLE` and `BENCHLINK_RTM_ROLE_SECRET`.
+#![no_std]
+#![no_main]
+
+use core::fmt::{self, Display, Write};
+
+use benchlink_core::bench::request::File;
+use benchlink_device_agent::{Memory, Progress, Report, Settings};
+use benchlink_embassy::bench::Server;
+use benchlink_embassy::rtm::LinkConfig;
+use benchlink_firmware::stack;
+use benchlink_mps2_an386::{self as board, exit, Host};
+use embassy_executor::Spawner;
+use embassy_time::{Duration, Instant};
+use static_cell::ConstStaticCell;
+
+/// The benchmark server, as the device sees it: a `run-in-qemu --fwd 4800=PORT` forward.
+const BENCH_HOST: &str = "10.0.2.100";
+const BENCH_PORT: u16 = 4800;
+/// The hub, as the device sees it (`--fwd 8080=PORT`).
+const RTM_ENDPOINT: &str = "ws://10.0.2.100:8080";
+/// The application key (`BENCHLINK_RTM_APPKEY`; the default is `benchlink sandbox`'s).
+const RTM_APPKEY: &str = match option_env!("BENCHLINK_RTM_APPKEY") {
+    Some(appkey) => appkey,
+    None => "benchlink-test-appkey",
+};
+const BENCH_TOKEN: Option<&str> = option_env!("BENCHLINK_TOKEN");
+const RTM_ROLE: Option<&str> = option_env!("BENCHLINK_RTM_ROLE");
+const RTM_ROLE_SECRET: Option<&str> = option_env!("BENCHLINK_RTM_ROLE_SECRET");
+
+/// The repository's example scenario and the resource it includes.
+const SCENARIO: File<'static> = File {
+    name: "hello.bdl",
+    content: include_bytes!("../../../../scenarios/hello.bdl"),
+};
+const INCLUDES: &[File<'static>] = &[File {
+    name: "data.txt",
+    content: include_bytes!("../../../../scenarios/data.txt"),
+}];
+
+/// Liveness on a LAN: a ping after 2 s of silence, the hub declared dead after 5 s.
+const PING_INTERVAL: Duration = Duration::from_secs(2);
+const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The board has no entropy source: a fixed seed for the stack (TCP sequence numbers and
+/// ports) and one mixed with the boot time for the agent (WebSocket masks, keys, jitter).
+/// A real board seeds both from its RNG (the NUCLEO does).
+const SEED: u64 = 0x6265_6e63_686c_696e;
+
+#[embassy_executor::main(entry = "cortex_m_rt::entry", executor = "board::Executor")]
+async fn main(spawner: Spawner) {
+    // Before any interrupt is enabled: the painter writes below the live stack.
+    stack::paint();
+    let mut host = Host::open();
+    let config = embassy_net::Config::dhcpv4(Default::default());
+    let stack = match board::init(spawner, config, SEED).await {
+        Ok(stack) => stack,
+        Err(e) => {
+            host.str("agent: ").str(e.as_str()).str("\n");
+            exit(false)
+        }
+    };
+    host.str("agent: network up\n");
+
+    let mut link = LinkConfig::new(RTM_ENDPOINT, RTM_APPKEY);
+    link.ping_interval = PING_INTERVAL;
+    link.dead_peer_timeout = DEAD_PEER_TIMEOUT;
+    let mut settings = Settings::new(
+        Server {
+            token: BENCH_TOKEN,
+            ..Server::new(BENCH_HOST, BENCH_PORT)
+        },
+        link,
+        SCENARIO,
+    );
+    settings.includes = INCLUDES;
+    settings.benchmark_name = Some("benchlink-device-qemu");
+    // The sandbox's benchmarks report every second or so.
+    settings.stream_idle = Duration::from_secs(20);
+    if let (Some(role), Some(secret)) = (RTM_ROLE, RTM_ROLE_SECRET) {
+        settings.role = Some((role, secret.as_bytes()));
+    }
+
+    static MEMORY: ConstStaticCell<Memory> = ConstStaticCell::new(Memory::new());
+    let started = Instant::now();
+    let seed = SEED ^ started.as_ticks().rotate_left(17);
+    let mut log = Log { host: Host::open() };
+    let summary =
+        benchlink_device_agent::run(stack, &settings, MEMORY.take(), seed, &mut log).await;
+    let peak = stack::peak();
+    host.str("agent: published ")
+        .u64(summary.published.into())
+        .str(" samples, subscriber received ")
+        .u64(summary.received.into())
+        .str("\nagent: duplicates ")
+        .u64(summary.duplicates.into())
+        .str(", republished ")
+        .u64(summary.republished.into())
+        .str(", /data resumed ")
+        .u64(summary.resumed.into())
+        .str(", refused ")
+        .u64(summary.refused.into())
+        .str(", benchmark complete: ")
+        .str(if summary.complete { "yes" } else { "no" })
+        .str("\nagent: ")
+        .u64(started.elapsed().as_millis())
+        .str(" ms; peak stack ")
+        .u64(peak as u64)
+        .str(" bytes\n");
+    exit(summary.success())
+}
+
+/// The agent's progress as `agent: …` lines on the host's terminal.
+struct Log {
+    host: Host,
+}
+
+impl Log {
+    fn line(&mut self, parts: fmt::Arguments<'_>) {
+        let _ = writeln!(self, "agent: {parts}");
+    }
+}
+
+impl Write for Log {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.host.str(s);
+        Ok(())
+    }
+}
+
+impl Report for Log {
+    fn progress(&mut self, progress: Progress<'_>) {
+        match progress {
+            Progress::Messaging(state) => self.line(format_args!("messaging {state:?}")),
+            Progress::Disconnected(why) => {
+                self.line(format_args!("messaging disconnected: {why}"));
+            }
+            Progress::Subscribed => self.line(format_args!("subscribed")),
+            Progress::Started(id) => self.line(format_args!("started benchmark {id}")),
+            Progress::Stage(stage) => self.line(format_args!("benchmark {stage}")),
+            Progress::Acknowledged(n) if n == 1 || n % 25 == 0 => {
+                self.line(format_args!("acknowledged {n} "));
+            }
+            Progress::Acknowledged(_) => {}
+            Progress::DataResumed { taken, cause } => match cause {
+                Some(e) => self.line(format_args!(
+                    "/data broke after {taken} samples ({e}): resuming"
+                )),
+                None => self.line(format_args!(
+                    "/data paused after {taken} samples (publish queue full)"
+                )),
+            },
+            Progress::Republished(n) => self.line(format_args!("sample {n} published again")),
+            Progress::Problem { during, error } => {
+                self.line(format_args!("{during}: {}", error as &dyn Display));
+            }
+            Progress::Results(metrics) => self.line(format_args!("results: {metrics} metrics")),
+        }
+    }
+}
