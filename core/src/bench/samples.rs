@@ -79,11 +79,8 @@ impl<'a> Sample<'a> {
                 found: line.split(|&b| b == b'\t').count(),
             });
         };
-        let timestamp = core::str::from_utf8(timestamp)
-            .ok()
-            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|t| t.parse().ok())
-            .ok_or(SampleError::InvalidTimestamp)?;
+        let timestamp =
+            crate::http::parse_decimal(timestamp).ok_or(SampleError::InvalidTimestamp)?;
         let name = core::str::from_utf8(name)
             .ok()
             .filter(|n| !n.is_empty())

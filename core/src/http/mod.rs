@@ -35,6 +35,7 @@ pub use miniz_oxide::inflate::core::DecompressorOxide;
 pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};
 pub use request::{Body, ConnectHead, RequestHead};
+pub(crate) use response::parse_decimal;
 pub use response::{Event, Framing, Head, Headers, Limits, ResponseDecoder, Version};
 
 /// The request methods the benchmark-server API uses (`POST` only for `/start` and

@@ -858,7 +858,9 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// A non-empty string of ASCII digits that fits in a u64.
-fn parse_decimal(digits: &[u8]) -> Option<u64> {
+/// ASCII digits as a `u64` (`None` when empty, not all digits, or too large): the one
+/// decimal reader of the crate (`str::parse` would link a second, generic one).
+pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
         return None;
     }

@@ -1007,7 +1007,12 @@ impl<'a> Number<'a> {
     /// assert_eq!(Number::parse("-1").unwrap().as_u64(), None);
     /// ```
     pub fn as_u64(&self) -> Option<u64> {
-        self.integer()
+        // An integer's text is `-?digits`: a sign makes it no `u64`.
+        if self.is_integer() {
+            crate::http::parse_decimal(self.text.as_bytes())
+        } else {
+            None
+        }
     }
 
     fn integer<T: core::str::FromStr>(&self) -> Option<T> {

@@ -165,7 +165,7 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
             },
         };
     }
-    let (host, port) = match authority.rfind(':') {
+    let (host, port) = match authority.bytes().rposition(|b| b == b':') {
         Some(colon) => (
             authority.get(..colon).unwrap_or_default(),
             authority.get(colon.saturating_add(1)..),

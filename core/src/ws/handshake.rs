@@ -170,7 +170,7 @@ impl UpgradeRequest<'_> {
         if host.is_empty() || host.bytes().any(bad_host) {
             return Err(EncodeError::InvalidValue { field: "host" });
         }
-        let base = path.strip_suffix('/').unwrap_or(path);
+        let base = path.strip_suffix("/").unwrap_or(path);
         out.push(b"GET ")?;
         out.push_str(base)?;
         if !base.ends_with("/v2") {

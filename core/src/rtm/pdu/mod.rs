@@ -180,7 +180,7 @@ impl<'a> Action<'a> {
         [Outcome::Ok, Outcome::Error, Outcome::Data]
             .into_iter()
             .find_map(|outcome| {
-                let head = name.strip_suffix(outcome.as_str())?.strip_suffix('/')?;
+                let head = name.strip_suffix(outcome.as_str())?.strip_suffix("/")?;
                 Some((head, outcome))
             })
     }
