@@ -95,21 +95,44 @@ struct Report {
 }
 
 fn run() -> Result<Report> {
-    // Messaging first: connected and subscribed before the samples flow.
+    // Messaging first: connected and subscribed before the samples flow. The link is
+    // built in place and used where it was built (a moved copy would stay in this frame).
     let (mut rx, mut tx) = ([0u8; 1024], [0u8; TX_LEN]);
-    let mut rtm = Rtm {
-        link: new_link(&mut rx, &mut tx)?,
-        net: loopback::RtmServer::new(),
-        app: App::default(),
-        chunk: [0; CHUNK],
+    let mut made = Rtm::new(&mut rx, &mut tx);
+    let rtm = match &mut made {
+        Ok(rtm) => rtm,
+        Err(e) => return Err(*e),
     };
     rtm.start()?;
+    let (published, log_lines) = benchmark(rtm)?;
+    rtm.settle();
+    let report = Report {
+        published,
+        acked: rtm.app.acked,
+        received: rtm.app.received,
+        log_lines,
+    };
+    if report.published == 0
+        || report.acked != report.published
+        || report.received != report.published
+        || rtm.app.failed
+    {
+        return Err("a sample did not make the round trip");
+    }
+    Ok(report)
+}
 
-    let (mut brx, mut btx, mut head, mut body, mut line) =
+/// The benchmark server's part, out of line (its client and buffers are gone before
+/// the last settle): `/status`, `/data` with every sample published as it arrives,
+/// `/results`, and the `/log` with the `deflate` feature. Returns the samples published
+/// and the log lines read.
+#[inline(never)]
+fn benchmark(rtm: &mut Rtm<'_>) -> Result<(u32, u32)> {
+    let (mut rx, mut tx, mut head, mut body, mut line) =
         ([0u8; 256], [0u8; 256], [0u8; 256], [0u8; 256], [0u8; 128]);
     let buffers = Buffers {
-        rx: &mut brx,
-        tx: &mut btx,
+        rx: &mut rx,
+        tx: &mut tx,
         head: &mut head,
         body: &mut body,
         line: &mut line,
@@ -118,16 +141,24 @@ fn run() -> Result<Report> {
         user_agent: "benchlink-firmware/0.1",
         ..Server::new("mzbench.local", 4800)
     };
-    let bench = BenchClient::new(loopback::HttpServer::new(), server, buffers)
-        .map_err(|_| "bench client")?;
+    let made = BenchClient::new(loopback::HttpServer::new(), server, buffers);
     #[cfg(feature = "deflate")]
-    let bench = {
-        let (state, window) = inflate_memory().ok_or("inflate memory")?;
-        bench
-            .with_inflate(state, window)
-            .map_err(|_| "inflate memory")?
+    let made = match made {
+        Ok(bench) => {
+            let (state, window) = inflate_memory().ok_or("inflate memory")?;
+            bench
+                .with_inflate(state, window)
+                .map_err(|_| "inflate memory")
+        }
+        Err(_) => Err("bench client"),
     };
-    let mut bench = bench;
+    #[cfg(not(feature = "deflate"))]
+    let made = made.map_err(|_| "bench client");
+    let mut made = made;
+    let bench = match &mut made {
+        Ok(bench) => bench,
+        Err(e) => return Err(*e),
+    };
 
     // Where is the benchmark?
     let status = bench
@@ -187,22 +218,7 @@ fn run() -> Result<Report> {
             return Err("bad log line");
         }
     }
-
-    rtm.settle();
-    let report = Report {
-        published,
-        acked: rtm.app.acked,
-        received: rtm.app.received,
-        log_lines,
-    };
-    if report.published == 0
-        || report.acked != report.published
-        || report.received != report.published
-        || rtm.app.failed
-    {
-        return Err("a sample did not make the round trip");
-    }
-    Ok(report)
+    Ok((published, log_lines))
 }
 
 /// The inflate state and the 32 KiB window the server's `78 9C` streams need, as statics.
@@ -259,30 +275,6 @@ impl Handler for App {
     }
 }
 
-/// The link, built out of line so that it is constructed once, in place.
-#[inline(never)]
-fn new_link<'b>(rx: &'b mut [u8], tx: &'b mut [u8]) -> Result<RtmLink<'b>> {
-    let client = Config {
-        jitter_seed: 0x5EED_1234,
-        encoding: ENCODING,
-        ..Config::default()
-    };
-    let config = LinkConfig {
-        user_agent: None,
-        seed: 0x9E37_79B9_1234_5678,
-        ..LinkConfig::DEFAULT
-    };
-    Link::new(
-        client,
-        config,
-        "ws://rtm.local:8080",
-        "benchlink-firmware",
-        rx,
-        tx,
-    )
-    .map_err(|_| "link")
-}
-
 struct Rtm<'b> {
     link: RtmLink<'b>,
     net: loopback::RtmServer,
@@ -290,7 +282,37 @@ struct Rtm<'b> {
     chunk: [u8; CHUNK],
 }
 
-impl Rtm<'_> {
+impl<'b> Rtm<'b> {
+    /// The messaging state, out of line: built in its caller's place.
+    #[inline(never)]
+    fn new(rx: &'b mut [u8], tx: &'b mut [u8]) -> Result<Self> {
+        let client = Config {
+            jitter_seed: 0x5EED_1234,
+            encoding: ENCODING,
+            ..Config::default()
+        };
+        let config = LinkConfig {
+            user_agent: None,
+            seed: 0x9E37_79B9_1234_5678,
+            ..LinkConfig::DEFAULT
+        };
+        let link = Link::new(
+            client,
+            config,
+            "ws://rtm.local:8080",
+            "benchlink-firmware",
+            rx,
+            tx,
+        )
+        .map_err(|_| "link")?;
+        Ok(Rtm {
+            link,
+            net: loopback::RtmServer::new(),
+            app: App::default(),
+            chunk: [0; CHUNK],
+        })
+    }
+
     /// Subscribes to the metrics channel, starts the client and runs the link until it
     /// is connected and subscribed. Out of line: the subscription record is built in this
     /// call's frame, gone before the samples flow.
