@@ -27,6 +27,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod outbox;
 pub mod resume;
 pub mod roundtrip;
 
@@ -50,21 +51,24 @@ use embassy_net::Stack;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 use embassy_sync::signal::Signal;
 use embassy_time::{with_timeout, Duration, Instant, Timer};
-use heapless::{Deque, String};
+use heapless::String;
 
 pub use benchlink_core::rtm::Config as MessagingConfig;
 
 /// Acknowledged publishes in flight at once (the messaging client's `PENDING`, and the
 /// number of publishing loops).
 const IN_FLIGHT: usize = 4;
-/// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests, 4 KiB of
-/// offline queue (a publish waits there while disconnected), 512-byte PDUs, 16 events of
-/// up to 256-byte messages. Everything runs in one task, so no critical sections.
-type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 4096, 512, 16, 256>;
+/// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests, 1 KiB of
+/// offline queue (the publishes in flight wait there while disconnected: one per
+/// publishing loop), 512-byte PDUs, 4 events of up to [`MESSAGE`]-byte messages (the
+/// agent takes each event as it comes; the runner reads no more from the socket while
+/// they are full). Everything runs in one task, so no critical sections.
+type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 1024, 512, 4, MESSAGE>;
 /// Longest sample message (`{"n":…,"ts":…,"metric":…,"value":…}` with a 64-byte name).
 const MESSAGE: usize = 192;
-/// Samples read from `/data` and not yet acknowledged by the hub.
-const OUTBOX: usize = 16;
+/// Bytes of samples read from `/data` and not yet published: a burst of the server's
+/// reports (about 30 samples of about 100 bytes) with room to spare.
+const OUTBOX: usize = 4096;
 /// Metrics a benchmark may have (the resume table; `hello.bdl` has about 30).
 const METRICS: usize = 48;
 /// Distinct sample numbers the subscriber can tell apart (256 words: 8,192 samples).
@@ -303,7 +307,7 @@ pub async fn run<R: Report>(
         subscribed: Signal::new(),
         arrived: Signal::new(),
         channel: RefCell::new(String::new()),
-        outbox: RefCell::new(Deque::new()),
+        outbox: RefCell::new(outbox::Outbox::new()),
         queued: Signal::new(),
         room: Signal::new(),
         reading: Cell::new(true),
@@ -325,12 +329,6 @@ pub async fn run<R: Report>(
     summary
 }
 
-/// A sample read from `/data`, waiting for its acknowledgement.
-struct Outgoing {
-    n: u32,
-    message: String<MESSAGE>,
-}
-
 /// The agent's state, shared by the futures of one task.
 struct Agent<'r, R> {
     rtm: &'r Rtm,
@@ -343,7 +341,7 @@ struct Agent<'r, R> {
     /// `benchmarks.<id>.metrics`, once started.
     channel: RefCell<String<48>>,
     /// Samples taken from `/data`, not yet handed to a publishing loop.
-    outbox: RefCell<Deque<Outgoing, OUTBOX>>,
+    outbox: RefCell<outbox::Outbox<OUTBOX>>,
     /// The outbox has a sample, or the reader is done.
     queued: Signal<NoopRawMutex, ()>,
     /// A publish was acknowledged: the outbox may have room.
@@ -563,12 +561,17 @@ impl<R: Report> Agent<'_, R> {
                             ControlFlow::Continue(())
                         }
                         resume::Line::New => {
-                            if self.outbox.borrow().is_full() {
-                                full = true;
-                                return ControlFlow::Break(());
+                            match self.enqueue(&sample, cursor.taken()) {
+                                Enqueued::Yes => cursor.take(sample.name),
+                                Enqueued::Refused => {
+                                    cursor.take(sample.name);
+                                    self.count(|s| s.refused += 1);
+                                }
+                                Enqueued::Full => {
+                                    full = true;
+                                    return ControlFlow::Break(());
+                                }
                             }
-                            cursor.take(sample.name);
-                            self.enqueue(&sample, cursor.taken() - 1);
                             ControlFlow::Continue(())
                         }
                     }
@@ -581,8 +584,8 @@ impl<R: Report> Agent<'_, R> {
                         taken: cursor.taken(),
                         cause: None,
                     });
-                    // Resume once the publishers made room.
-                    while self.outbox.borrow().is_full() {
+                    // Resume once the publishers emptied the outbox.
+                    while !self.outbox.borrow().is_empty() {
                         self.room.wait().await;
                     }
                 }
@@ -601,29 +604,26 @@ impl<R: Report> Agent<'_, R> {
     }
 
     /// Puts sample number `n` into the outbox as its message.
-    fn enqueue(&self, sample: &Sample<'_>, n: u32) {
+    fn enqueue(&self, sample: &Sample<'_>, n: u32) -> Enqueued {
         let mut buf = [0u8; MESSAGE];
         let Some(message) = sample_message(n, sample, &mut buf) else {
-            self.count(|s| s.refused += 1);
-            return;
+            return Enqueued::Refused;
         };
-        let mut message_text = String::new();
-        // Fits: both are MESSAGE bytes.
-        let _ = message_text.push_str(message);
-        let _ = self.outbox.borrow_mut().push_back(Outgoing {
-            n,
-            message: message_text,
-        });
+        if !self.outbox.borrow_mut().push(n, message) {
+            return Enqueued::Full;
+        }
         self.queued.signal(());
+        Enqueued::Yes
     }
 
     /// One publishing loop: takes a sample from the outbox, publishes it acknowledged,
     /// and publishes it again while the connection drops under it. Ends when `/data`
     /// was read to its end and the outbox is empty.
     async fn publisher(&self) {
+        let mut message: String<MESSAGE> = String::new();
         loop {
-            let next = self.outbox.borrow_mut().pop_front();
-            let Some(sample) = next else {
+            let next = self.outbox.borrow_mut().pop(&mut message);
+            let Some(n) = next else {
                 if !self.reading.get() {
                     // Wake the other loops, which may be waiting too.
                     self.queued.signal(());
@@ -637,18 +637,15 @@ impl<R: Report> Agent<'_, R> {
                 // Another loop may be waiting: the signal holds one wake-up.
                 self.queued.signal(());
             }
-            self.publish(&sample).await;
+            self.publish(n, &message).await;
         }
     }
 
-    async fn publish(&self, sample: &Outgoing) {
+    /// Publishes sample `n` until the hub acknowledges it (or refuses it).
+    async fn publish(&self, n: u32, message: &str) {
         let channel = self.channel.borrow().clone();
         loop {
-            match self
-                .rtm
-                .publish_acked(&channel, &sample.message, None)
-                .await
-            {
+            match self.rtm.publish_acked(&channel, message, None).await {
                 Ok(Reply::Ok(_)) => {
                     self.count(|s| s.published += 1);
                     self.report(Progress::Acknowledged(self.summary.get().published));
@@ -656,7 +653,7 @@ impl<R: Report> Agent<'_, R> {
                 }
                 Ok(Reply::Disconnected | Reply::Timeout) => {
                     self.count(|s| s.republished += 1);
-                    self.report(Progress::Republished(sample.n));
+                    self.report(Progress::Republished(n));
                 }
                 Ok(_) => {
                     self.problem("publishing", &"the hub refused a sample");
@@ -672,6 +669,15 @@ impl<R: Report> Agent<'_, R> {
             }
         }
     }
+}
+
+/// What became of a sample offered to the outbox.
+enum Enqueued {
+    Yes,
+    /// No room now: break the stream off, resume it later.
+    Full,
+    /// Its message cannot be written (a name or value too long for [`MESSAGE`]).
+    Refused,
 }
 
 /// `benchmarks.<id>.metrics`, the std agent's channel name.
