@@ -298,9 +298,9 @@ impl<'a> LinkConfig<'a> {
 /// - `message`: the largest incoming WebSocket message (a fragmented one is reassembled
 ///   here; a bigger one ends the connection with close code 1009).
 /// - `tx`: bytes waiting to be written, coalesced: at least `OUT` +
-///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (1024) bytes — the upgrade request and the
-///   `101` head share it before the first frame; more lets more PDUs go out in one
-///   write.
+///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (512) bytes, and the upgrade request — the
+///   request, then the `101` head in its place, use it before the first frame; more
+///   lets more PDUs go out in one write.
 ///
 /// The runner's own socket chunk is the argument of [`Messaging::run`].
 #[derive(Debug)]
@@ -564,7 +564,7 @@ impl<
     /// JSON whatever `config.encoding` says.
     ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
-    /// is too long, or `buffers.tx` is smaller than `OUT` + 1024 bytes.
+    /// is too long, or `buffers.tx` is smaller than `OUT` + 512 bytes or the upgrade request.
     pub fn new<R: RngCore>(
         config: rtm::Config,
         link: LinkConfig<'_>,

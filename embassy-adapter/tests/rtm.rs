@@ -293,7 +293,7 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
     ));
     assert_eq!(
         new("ws://10.0.0.1:8080", 2048),
-        Err(rtm::LinkError::TxTooSmall { min: 2048 + 1024 })
+        Err(rtm::LinkError::TxTooSmall { min: 2048 + 512 })
     );
 
     // TLS is not this crate's: the attempt fails without touching the network, and a

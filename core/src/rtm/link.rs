@@ -9,7 +9,7 @@ use super::backoff::splitmix64;
 use super::client::{Client, Config};
 use super::events::{ClientState, ConnectError, Handler, Transmit};
 use super::pdu::Encoding;
-use crate::http::{Cursor, Head};
+use crate::http::{Cursor, EncodeError, Head};
 use crate::time::Instant;
 use crate::ws::{
     check_response, CloseCode, Endpoint, Error as WsError, HandshakeError, Key, MaskSource,
@@ -23,9 +23,14 @@ pub const MAX_ENDPOINT_LEN: usize = 256;
 pub const MAX_APPKEY_LEN: usize = 128;
 
 /// The smallest transmit buffer a [`Link`] accepts on top of the client's `OUT`: room for
-/// the upgrade request and the `101` head that follows it, which share that buffer before
-/// the first frame.
-pub const MIN_TX_EXTRA: usize = 1024;
+/// the `101` head, which gathers in that buffer once the upgrade request has gone out
+/// (the request must fit too: [`Link::new`] checks it).
+pub const MIN_TX_EXTRA: usize = 512;
+
+/// The `min` of [`LinkError::TxTooSmall`] when the upgrade request does not fit: `OUT` plus
+/// this holds the request for any endpoint and appkey within [`MAX_ENDPOINT_LEN`] and
+/// [`MAX_APPKEY_LEN`] (percent-encoded) with a user agent of up to 200 bytes.
+const MAX_UPGRADE_REQUEST: usize = 1024;
 
 /// Liveness and framing settings of a [`Link`]; the client's own settings (backoff,
 /// restore, connect timeout) are its [`Config`].
@@ -81,7 +86,8 @@ pub enum LinkError {
     EndpointTooLong,
     /// The appkey is longer than [`MAX_APPKEY_LEN`].
     AppkeyTooLong,
-    /// The transmit buffer is smaller than `OUT` + [`MIN_TX_EXTRA`] bytes.
+    /// The transmit buffer is smaller than `OUT` + [`MIN_TX_EXTRA`] bytes, or than the
+    /// upgrade request for this endpoint, appkey and user agent.
     TxTooSmall {
         /// The smallest size accepted.
         min: usize,
@@ -242,13 +248,9 @@ enum Phase {
     Idle,
     /// `Connect` was handed out; waiting for the adapter's report.
     Opening,
-    /// The upgrade request is `tx[..request]`; the response head gathers after it, in
-    /// `tx[request..request + head]`.
-    Upgrading {
-        key: Key,
-        request: usize,
-        head: usize,
-    },
+    /// The upgrade request is `tx[tx_start..tx_end]` until it has gone out; then the
+    /// response head gathers in its place, in `tx[..head]`.
+    Upgrading { key: Key, head: usize },
     /// WebSocket frames flow.
     Open,
     /// Flushing the last frames (and, when `wait_peer`, waiting for the server's close
@@ -364,7 +366,7 @@ impl<
     ///     Config::default(), LinkConfig::DEFAULT, url, "k", vec![0; 64], vec![0; tx]).map(|_| ());
     /// assert_eq!(new("ws://h", 2048), Ok(()));
     /// assert_eq!(new("http://h", 2048), Err(LinkError::Url(UrlError::UnsupportedScheme)));
-    /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 256 + 1024 }));
+    /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 256 + 512 }));
     /// ```
     pub fn new(
         client: Config,
@@ -379,6 +381,20 @@ impl<
         let appkey = String::try_from(appkey).map_err(|()| LinkError::AppkeyTooLong)?;
         let min = OUT.saturating_add(MIN_TX_EXTRA);
         if tx.as_ref().len() < min {
+            return Err(LinkError::TxTooSmall { min });
+        }
+        // The upgrade request must fit too (the head then gathers in its place).
+        let mut tx = tx;
+        let request = write_upgrade(
+            tx.as_mut(),
+            &endpoint,
+            &appkey,
+            &Key::new([0; 16]),
+            client.encoding.subprotocol(),
+            config.user_agent,
+        );
+        if let Err(EncodeError::BufferTooSmall { .. }) = request {
+            let min = OUT.saturating_add(MAX_UPGRADE_REQUEST).max(min);
             return Err(LinkError::TxTooSmall { min });
         }
         Ok(Link {
@@ -486,14 +502,10 @@ impl<
         self.tx_start = self.tx_start.saturating_add(n).min(self.tx_end);
         self.tx_since = Some(now);
         self.tx_torn = self.tx_start < self.tx_end;
-        let upgrading = matches!(self.phase, Phase::Upgrading { .. });
         if self.tx_start == self.tx_end {
             self.tx_since = None;
-            // While upgrading, the request stays put: the head gathers behind it.
-            if !upgrading {
-                self.tx_start = 0;
-                self.tx_end = 0;
-            }
+            self.tx_start = 0;
+            self.tx_end = 0;
         }
     }
 
@@ -505,31 +517,12 @@ impl<
             return;
         }
         let key = Key::new(self.session_entropy().nonce());
-        let written = {
-            let Ok(endpoint) = Endpoint::parse(&self.endpoint) else {
-                return self.fail_upgrade(now, ConnectError::Protocol, h);
-            };
-            let request = UpgradeRequest {
-                endpoint,
-                appkey: &self.appkey,
-                key: &key,
-                origin: None,
-                protocol: self.client.encoding().subprotocol(),
-                user_agent: self.config.user_agent,
-            };
-            let mut out = Cursor::new(self.tx.as_mut());
-            request.encode(&mut out).map(|()| out.len())
-        };
-        match written {
+        match self.write_upgrade(&key) {
             Ok(request) => {
                 self.clear_tx();
                 self.tx_end = request;
                 self.tx_since = Some(now);
-                self.phase = Phase::Upgrading {
-                    key,
-                    request,
-                    head: 0,
-                };
+                self.phase = Phase::Upgrading { key, head: 0 };
             }
             // Only an endpoint the URL parser let through but the request writer refuses
             // (a control byte in the path, say) can get here.
@@ -713,6 +706,19 @@ impl<
         }
     }
 
+    /// Writes the upgrade request with `key` at the start of `tx`; its length.
+    fn write_upgrade(&mut self, key: &Key) -> Result<usize, EncodeError> {
+        let protocol = self.client.encoding().subprotocol();
+        write_upgrade(
+            self.tx.as_mut(),
+            &self.endpoint,
+            &self.appkey,
+            key,
+            protocol,
+            self.config.user_agent,
+        )
+    }
+
     fn session_entropy(&mut self) -> &mut Entropy {
         self.session.masks_mut()
     }
@@ -816,21 +822,17 @@ impl<
         input: &'i [u8],
         h: &mut H,
     ) -> Option<&'i [u8]> {
-        let Phase::Upgrading { key, request, head } = self.phase else {
+        let Phase::Upgrading { key, head } = self.phase else {
             return None;
         };
-        if self.tx_start < request {
+        if self.tx_start < self.tx_end {
             // An answer before the whole request went out cannot be an honest one.
             self.fail_upgrade(now, ConnectError::Protocol, h);
             return None;
         }
-        let room = self
-            .tx
-            .as_ref()
-            .len()
-            .saturating_sub(request.saturating_add(head));
+        let room = self.tx.as_ref().len().saturating_sub(head);
         let take = input.len().min(room);
-        let at = request.saturating_add(head);
+        let at = head;
         if let (Some(dst), Some(src)) = (
             self.tx.as_mut().get_mut(at..at.saturating_add(take)),
             input.get(..take),
@@ -840,7 +842,7 @@ impl<
         let gathered = self
             .tx
             .as_ref()
-            .get(request..at.saturating_add(take))
+            .get(..at.saturating_add(take))
             .unwrap_or_default();
         // Search from just before the new bytes: the blank line may straddle two reads.
         let from = head.saturating_sub(3);
@@ -855,7 +857,6 @@ impl<
             } else {
                 self.phase = Phase::Upgrading {
                     key,
-                    request,
                     head: head.saturating_add(take),
                 };
             }
@@ -963,6 +964,31 @@ enum End {
     Flush,
     /// The server is dead or not reading: close the transport without a frame.
     Abandon,
+}
+
+/// The upgrade request at the start of `tx`; its length. Out of line: `new` and
+/// `handle_connected` share its one copy.
+#[inline(never)]
+fn write_upgrade(
+    tx: &mut [u8],
+    endpoint: &str,
+    appkey: &str,
+    key: &Key,
+    protocol: Option<&str>,
+    user_agent: Option<&str>,
+) -> Result<usize, EncodeError> {
+    let endpoint =
+        Endpoint::parse(endpoint).map_err(|_| EncodeError::InvalidValue { field: "endpoint" })?;
+    let request = UpgradeRequest {
+        endpoint,
+        appkey,
+        key,
+        origin: None,
+        protocol,
+        user_agent,
+    };
+    let mut out = Cursor::new(tx);
+    request.encode(&mut out).map(|()| out.len())
 }
 
 fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

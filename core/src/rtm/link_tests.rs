@@ -819,3 +819,53 @@ mod cbor {
         }
     }
 }
+
+#[test]
+fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
+    type Small = Link<Vec<u8>, 1, 1, 64, 64>;
+    let new = |appkey: &str, tx: usize| {
+        Small::new(
+            client_config(),
+            config(),
+            "ws://example.test:8080/rtm",
+            appkey,
+            vec![0; 256],
+            vec![0; tx],
+        )
+    };
+    // OUT + MIN_TX_EXTRA, but a request that does not fit: refused up front.
+    let long = "k".repeat(MAX_APPKEY_LEN);
+    assert_eq!(
+        new(&"\u{e9}".repeat(MAX_APPKEY_LEN / 2), 64 + MIN_TX_EXTRA).map(|_| ()),
+        Err(LinkError::TxTooSmall {
+            min: 64 + MAX_UPGRADE_REQUEST
+        })
+    );
+    assert!(new(&long, 64 + MIN_TX_EXTRA).is_ok());
+    // The head arrives one byte at a time and gathers where the request was.
+    let mut link = new("K", 64 + MIN_TX_EXTRA).unwrap();
+    let (t, log) = (secs(1), &mut Log::default());
+    link.client_mut().start(t, log);
+    assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+    link.handle_connected(t, log);
+    let Some(Output::Transmit(request)) = link.poll_output(t) else {
+        panic!("no request");
+    };
+    let request = request.to_vec();
+    // Half the request written: an answer now is refused.
+    let mut early = new("K", 64 + MIN_TX_EXTRA).unwrap();
+    early.client_mut().start(t, log);
+    early.poll_output(t);
+    early.handle_connected(t, log);
+    early.transmitted(t, 10);
+    early.handle_input(t, b"HTTP/1.1 101", log);
+    assert!(!early.is_open());
+    assert_eq!(early.poll_output(t), Some(Output::Close));
+    // All of it written, then the answer byte by byte.
+    link.transmitted(t, request.len());
+    for b in answer(&request) {
+        link.handle_input(t, &[b], log);
+    }
+    assert!(link.is_open());
+    assert_eq!(link.client().state(), ClientState::Connected);
+}
