@@ -53,6 +53,9 @@ type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 512, 512>;
 /// The link's transmit buffer: the outbox plus room for the upgrade request and the
 /// `101` head (core's minimum).
 const TX_LEN: usize = 512 + benchlink_core::rtm::MIN_TX_EXTRA;
+/// The link's receive buffer: the largest message it accepts (the echoed samples are
+/// under 256 bytes).
+const RX_LEN: usize = 512;
 /// How the messaging link's PDUs travel.
 #[cfg(not(feature = "cbor"))]
 const ENCODING: Encoding = Encoding::Json;
@@ -97,7 +100,7 @@ struct Report {
 fn run() -> Result<Report> {
     // Messaging first: connected and subscribed before the samples flow. The link is
     // built in place and used where it was built (a moved copy would stay in this frame).
-    let (mut rx, mut tx) = ([0u8; 1024], [0u8; TX_LEN]);
+    let (mut rx, mut tx) = ([0u8; RX_LEN], [0u8; TX_LEN]);
     let mut made = Rtm::new(&mut rx, &mut tx);
     let rtm = match &mut made {
         Ok(rtm) => rtm,
@@ -128,8 +131,10 @@ fn run() -> Result<Report> {
 /// and the log lines read.
 #[inline(never)]
 fn benchmark(rtm: &mut Rtm<'_>) -> Result<(u32, u32)> {
+    // Sized for this server's replies: request heads under 192 bytes, response heads
+    // under 192, the largest JSON reply (`/results`) under 256, lines under 96.
     let (mut rx, mut tx, mut head, mut body, mut line) =
-        ([0u8; 256], [0u8; 256], [0u8; 256], [0u8; 256], [0u8; 128]);
+        ([0u8; 128], [0u8; 192], [0u8; 192], [0u8; 256], [0u8; 96]);
     let buffers = Buffers {
         rx: &mut rx,
         tx: &mut tx,
@@ -250,7 +255,7 @@ fn inflate_memory() -> Option<(
 // ---------------------------------------------------------------------------------------
 
 /// Bytes the driver reads at a time (like one TCP segment).
-const CHUNK: usize = 256;
+const CHUNK: usize = 128;
 
 #[derive(Default)]
 struct App {
