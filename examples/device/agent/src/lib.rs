@@ -32,15 +32,14 @@ pub mod resume;
 pub mod roundtrip;
 
 use core::cell::{Cell, RefCell};
-use core::fmt::Display;
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::request::{self, File};
 use benchlink_core::bench::{Sample, Status};
 use benchlink_core::http::Cursor as Out;
 use benchlink_core::json::{self, write};
-use benchlink_core::rtm::{ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::bench::{BenchClient, Buffers, Server, Timeouts};
+use benchlink_core::rtm::{ClientState, LinkError, Mode, RequestError, SubState, SubscribeArgs};
+use benchlink_embassy::bench::{BenchClient, Buffers, Error as BenchError, Server, Timeouts};
 use benchlink_embassy::rtm::{
     DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
 };
@@ -162,8 +161,12 @@ impl Default for Memory {
     }
 }
 
-/// What the agent tells the board as it goes. Errors come as `Display` so that a board
-/// that does not format them links no formatting code.
+/// What the agent tells the board as it goes.
+///
+/// Errors come as the library's own types ([`Problem`], [`DisconnectReason`]), so a
+/// board logs them as it likes: with `defmt` (every one is `defmt::Format` with the
+/// `defmt` features), with `Display`, or by their [`Problem::kind`] name, which links no
+/// formatting code at all.
 #[derive(Clone, Copy)]
 pub enum Progress<'a> {
     /// The messaging client entered this state.
@@ -180,9 +183,9 @@ pub enum Progress<'a> {
     DataResumed {
         /// Samples taken before the break.
         taken: u32,
-        /// Why: an error of the benchmark client, or `None` when the agent broke it off
-        /// because its publish queue was full.
-        cause: Option<&'a dyn Display>,
+        /// Why: the benchmark client's error, or `None` when the agent broke it off
+        /// because its outbox was full.
+        cause: Option<Problem<'a>>,
     },
     /// The hub acknowledged a sample: this many so far.
     Acknowledged(u32),
@@ -192,11 +195,86 @@ pub enum Progress<'a> {
     Problem {
         /// What the agent was doing.
         during: &'static str,
-        /// The error.
-        error: &'a dyn Display,
+        /// What went wrong.
+        problem: Problem<'a>,
     },
     /// The benchmark's final results arrived, with this many metrics.
     Results(usize),
+}
+
+/// What went wrong.
+#[derive(Clone, Copy)]
+pub enum Problem<'a> {
+    /// The benchmark client's error.
+    Bench(&'a BenchError<'a>),
+    /// A messaging call was refused.
+    Request(RequestError),
+    /// The messaging settings were refused.
+    Link(LinkError),
+    /// The hub's own words (a subscription's failure reason).
+    Hub(&'a str),
+    /// Something the agent noticed, in words.
+    Note(&'static str),
+}
+
+impl Problem<'_> {
+    /// A few words for what went wrong (the error's kind, without its details).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Problem::Bench(e) => match e {
+                BenchError::Connect(_) => "cannot connect to the benchmark server",
+                BenchError::Io(_) => "the benchmark server's connection failed",
+                BenchError::Timeout { .. } => "the benchmark server did not answer in time",
+                BenchError::Encode(_) => "the request does not fit its buffer",
+                BenchError::Decode(_) => "the response is not valid HTTP or was cut short",
+                BenchError::BodyTooLarge { .. } => "a reply larger than the body buffer",
+                BenchError::TooManyFiles => "too many files to upload",
+                BenchError::Server(_) => "the benchmark server answered with an error",
+            },
+            Problem::Request(RequestError::Full) => "the messaging queue is full",
+            Problem::Request(_) => "the messaging client refused the request",
+            Problem::Link(_) => "the messaging settings were refused",
+            Problem::Hub(_) => "the hub refused",
+            Problem::Note(text) => text,
+        }
+    }
+}
+
+impl core::fmt::Display for Problem<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Problem::Bench(e) => e.fmt(f),
+            Problem::Request(e) => e.fmt(f),
+            Problem::Link(e) => e.fmt(f),
+            Problem::Hub(text) | Problem::Note(text) => f.write_str(text),
+        }
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Problem<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        match self {
+            Problem::Bench(e) => defmt::write!(f, "{}", e),
+            Problem::Request(e) => defmt::write!(f, "{}", e),
+            Problem::Link(e) => defmt::write!(f, "{}", e),
+            Problem::Hub(text) => defmt::write!(f, "{=str}", text),
+            Problem::Note(text) => defmt::write!(f, "{=str}", text),
+        }
+    }
+}
+
+/// A few words for why a messaging connection ended (the kind of
+/// [`DisconnectReason`], without its details), for boards that format nothing.
+pub fn disconnect_kind(why: &DisconnectReason) -> &'static str {
+    match why {
+        DisconnectReason::PeerClosed { .. } => "the hub closed the connection",
+        DisconnectReason::Protocol(_) => "the hub broke the WebSocket protocol",
+        DisconnectReason::DeadPeer { .. } => "no data from the hub (dead peer)",
+        DisconnectReason::WriteStalled => "the hub stopped reading (writes stalled)",
+        DisconnectReason::TransportClosed => "the connection closed without a close frame",
+        DisconnectReason::ClientClosed => "closed by the client",
+    }
 }
 
 /// Where progress goes: the board's log.
@@ -274,7 +352,7 @@ pub async fn run<R: Report>(
         Err(e) => {
             report.progress(Progress::Problem {
                 during: "setting up the messaging link",
-                error: &e,
+                problem: Problem::Link(e),
             });
             return Summary::default();
         }
@@ -295,7 +373,7 @@ pub async fn run<R: Report>(
         Err(e) => {
             report.progress(Progress::Problem {
                 during: "setting up the benchmark client",
-                error: &e,
+                problem: Problem::Bench(&e),
             });
             return Summary::default();
         }
@@ -358,8 +436,8 @@ impl<R: Report> Agent<'_, R> {
         }
     }
 
-    fn problem(&self, during: &'static str, error: &dyn Display) {
-        self.report(Progress::Problem { during, error });
+    fn problem(&self, during: &'static str, problem: Problem<'_>) {
+        self.report(Progress::Problem { during, problem });
     }
 
     fn count(&self, f: impl FnOnce(&mut Summary)) {
@@ -388,19 +466,27 @@ impl<R: Report> Agent<'_, R> {
                         .and_then(|n| u32::try_from(n).ok());
                     match n.and_then(|n| self.seen.borrow_mut().mark(n)) {
                         Some(_) => self.arrived.signal(()),
-                        None => self.problem("reading a sample back", &"no sample number"),
+                        None => {
+                            self.problem("reading a sample back", Problem::Note("no sample number"))
+                        }
                     }
                 }
                 Event::SubscriptionFailed { reason, .. } => {
-                    self.problem("subscribing", &reason.as_str());
+                    self.problem("subscribing", Problem::Hub(&reason));
                 }
                 Event::FastForward { .. } => {
-                    self.problem("receiving", &"the hub skipped the subscription ahead");
+                    self.problem(
+                        "receiving",
+                        Problem::Note("the hub skipped the subscription ahead"),
+                    );
                 }
                 Event::MessageTooLarge { .. } => {
-                    self.problem("receiving", &"a message larger than the event buffer");
+                    self.problem(
+                        "receiving",
+                        Problem::Note("a message larger than the event buffer"),
+                    );
                 }
-                Event::Lost { .. } => self.problem("receiving", &"events lost"),
+                Event::Lost { .. } => self.problem("receiving", Problem::Note("events lost")),
                 Event::ProtocolError { .. } | Event::SubscriptionDeleted { .. } => {}
             }
         }
@@ -421,7 +507,7 @@ impl<R: Report> Agent<'_, R> {
         {
             self.problem(
                 "connecting",
-                &"messaging not connected after 30 s (retrying)",
+                Problem::Note("messaging not connected after 30 s (retrying)"),
             );
         }
         if let Some((role, secret)) = settings.role {
@@ -432,11 +518,14 @@ impl<R: Report> Agent<'_, R> {
             {
                 Ok(reply) if reply.is_ok() => {}
                 Ok(_) => {
-                    self.problem("authenticating", &"the hub refused the role and secret");
+                    self.problem(
+                        "authenticating",
+                        Problem::Note("the hub refused the role and secret"),
+                    );
                     return self.summary.get();
                 }
                 Err(e) => {
-                    self.problem("authenticating", &e);
+                    self.problem("authenticating", Problem::Request(e));
                     return self.summary.get();
                 }
             }
@@ -451,7 +540,7 @@ impl<R: Report> Agent<'_, R> {
         let id = match bench.call(&start).await {
             Ok(started) => started.id,
             Err(e) => {
-                self.problem("starting the benchmark", &e);
+                self.problem("starting the benchmark", Problem::Bench(&e));
                 return self.summary.get();
             }
         };
@@ -468,7 +557,7 @@ impl<R: Report> Agent<'_, R> {
                 .rtm
                 .subscribe(name, Mode::Reliable, SubscribeArgs::default())
             {
-                self.problem("subscribing", &e);
+                self.problem("subscribing", Problem::Request(e));
                 return self.summary.get();
             }
         }
@@ -476,7 +565,10 @@ impl<R: Report> Agent<'_, R> {
             .await
             .is_err()
         {
-            self.problem("subscribing", &"no subscribe reply in 30 s (it is retried)");
+            self.problem(
+                "subscribing",
+                Problem::Note("no subscribe reply in 30 s (it is retried)"),
+            );
         }
 
         // 2. Its stages, until it runs (`/data` never answers for a failed benchmark).
@@ -492,7 +584,7 @@ impl<R: Report> Agent<'_, R> {
         self.count(|s| s.complete = complete);
         match bench.call(&request::Results { id }).await {
             Ok(results) => self.report(Progress::Results(results.iter().count())),
-            Err(e) => self.problem("reading the results", &e),
+            Err(e) => self.problem("reading the results", Problem::Bench(&e)),
         }
         bench.close().await;
         let deadline = Instant::now() + settings.round_trip_wait;
@@ -532,7 +624,7 @@ impl<R: Report> Agent<'_, R> {
                         return !until_running && status.status == Status::Complete;
                     }
                 }
-                Err(e) => self.problem("reading the status", &e),
+                Err(e) => self.problem("reading the status", Problem::Bench(&e)),
             }
             Timer::after(Duration::from_secs(1)).await;
         }
@@ -592,7 +684,7 @@ impl<R: Report> Agent<'_, R> {
                 Err(e) => {
                     self.report(Progress::DataResumed {
                         taken: cursor.taken(),
-                        cause: Some(&e),
+                        cause: Some(Problem::Bench(&e)),
                     });
                     Timer::after(Duration::from_secs(1)).await;
                 }
@@ -656,13 +748,13 @@ impl<R: Report> Agent<'_, R> {
                     self.report(Progress::Republished(n));
                 }
                 Ok(_) => {
-                    self.problem("publishing", &"the hub refused a sample");
+                    self.problem("publishing", Problem::Note("the hub refused a sample"));
                     self.count(|s| s.refused += 1);
                     return;
                 }
                 Err(e) => {
                     // The queue is full for now (a reconnect is under way): wait for it.
-                    self.problem("publishing", &e);
+                    self.problem("publishing", Problem::Request(e));
                     self.rtm.wait_for_state(ClientState::Connected).await;
                     Timer::after(Duration::from_millis(100)).await;
                 }

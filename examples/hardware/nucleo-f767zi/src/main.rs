@@ -13,7 +13,7 @@ use benchlink_core::bench::request::File;
 use benchlink_device_agent::{host_port, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
 use benchlink_embassy::rtm::LinkConfig;
-use defmt::{error, info, warn, Display2Format};
+use defmt::{error, info, warn};
 use embassy_executor::Spawner;
 use embassy_net::StackResources;
 use embassy_stm32::eth::{self, Ethernet, GenericPhy, PacketQueue, Sma};
@@ -87,11 +87,7 @@ impl Report for Log {
             Progress::Started(id) => info!("started benchmark {=u64}", id),
             Progress::Stage(stage) => info!("benchmark: {=str}", stage),
             Progress::DataResumed { taken, cause } => match cause {
-                Some(e) => warn!(
-                    "/data broke after {=u32} samples ({}): resuming",
-                    taken,
-                    Display2Format(e)
-                ),
+                Some(e) => warn!("/data broke after {=u32} samples ({}): resuming", taken, e),
                 None => info!(
                     "/data paused after {=u32} samples (publish queue full)",
                     taken
@@ -99,9 +95,7 @@ impl Report for Log {
             },
             Progress::Acknowledged(n) => defmt::debug!("{=u32} samples acknowledged", n),
             Progress::Republished(n) => warn!("sample {=u32} published again", n),
-            Progress::Problem { during, error } => {
-                warn!("{=str}: {}", during, Display2Format(error))
-            }
+            Progress::Problem { during, problem } => warn!("{=str}: {}", during, problem),
             Progress::Results(metrics) => info!("results: {=usize} metrics", metrics),
         }
     }

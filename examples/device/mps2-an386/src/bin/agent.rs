@@ -11,10 +11,9 @@
 #![no_std]
 #![no_main]
 
-use core::fmt::{self, Display, Write};
-
 use benchlink_core::bench::request::File;
-use benchlink_device_agent::{Memory, Progress, Report, Settings};
+use benchlink_core::rtm::ClientState;
+use benchlink_device_agent::{disconnect_kind, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
 use benchlink_embassy::rtm::LinkConfig;
 use benchlink_firmware::stack;
@@ -119,51 +118,50 @@ async fn main(spawner: Spawner) {
     exit(summary.success())
 }
 
-/// The agent's progress as `agent: …` lines on the host's terminal.
+/// The agent's progress as `agent: …` lines on the host's terminal, written without
+/// `core::fmt` (errors by their kind: the image links no formatting code).
 struct Log {
     host: Host,
 }
 
-impl Log {
-    fn line(&mut self, parts: fmt::Arguments<'_>) {
-        let _ = writeln!(self, "agent: {parts}");
-    }
-}
-
-impl Write for Log {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.host.str(s);
-        Ok(())
-    }
-}
-
 impl Report for Log {
     fn progress(&mut self, progress: Progress<'_>) {
+        let host = self.host.str("agent: ");
         match progress {
-            Progress::Messaging(state) => self.line(format_args!("messaging {state:?}")),
-            Progress::Disconnected(why) => {
-                self.line(format_args!("messaging disconnected: {why}"));
-            }
-            Progress::Subscribed => self.line(format_args!("subscribed")),
-            Progress::Started(id) => self.line(format_args!("started benchmark {id}")),
-            Progress::Stage(stage) => self.line(format_args!("benchmark {stage}")),
+            Progress::Messaging(state) => host.str("messaging ").str(state_name(state)),
+            Progress::Disconnected(why) => host
+                .str("messaging disconnected: ")
+                .str(disconnect_kind(why)),
+            Progress::Subscribed => host.str("subscribed"),
+            Progress::Started(id) => host.str("started benchmark ").u64(id),
+            Progress::Stage(stage) => host.str("benchmark ").str(stage),
             Progress::Acknowledged(n) if n == 1 || n % 25 == 0 => {
-                self.line(format_args!("acknowledged {n} "));
+                host.str("acknowledged ").u64(n.into()).str(" ")
             }
-            Progress::Acknowledged(_) => {}
-            Progress::DataResumed { taken, cause } => match cause {
-                Some(e) => self.line(format_args!(
-                    "/data broke after {taken} samples ({e}): resuming"
-                )),
-                None => self.line(format_args!(
-                    "/data paused after {taken} samples (publish queue full)"
-                )),
-            },
-            Progress::Republished(n) => self.line(format_args!("sample {n} published again")),
-            Progress::Problem { during, error } => {
-                self.line(format_args!("{during}: {}", error as &dyn Display));
+            Progress::Acknowledged(_) => return,
+            Progress::DataResumed { taken, cause } => {
+                host.str("/data broke after ")
+                    .u64(taken.into())
+                    .str(" samples (");
+                host.str(cause.map_or("outbox full", |c| c.kind()))
+                    .str("): resuming")
             }
-            Progress::Results(metrics) => self.line(format_args!("results: {metrics} metrics")),
-        }
+            Progress::Republished(n) => host.str("sample ").u64(n.into()).str(" published again"),
+            Progress::Problem { during, problem } => host.str(during).str(": ").str(problem.kind()),
+            Progress::Results(metrics) => host.str("results: ").u64(metrics as u64).str(" metrics"),
+        };
+        self.host.str("\n");
+    }
+}
+
+/// The client state's name.
+fn state_name(state: ClientState) -> &'static str {
+    match state {
+        ClientState::Stopped => "stopped",
+        ClientState::Connecting => "connecting",
+        ClientState::Connected => "connected",
+        ClientState::Stopping => "stopping",
+        ClientState::Awaiting => "awaiting a reconnect",
+        ClientState::Disposed => "disposed",
     }
 }
