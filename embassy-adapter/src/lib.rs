@@ -18,7 +18,7 @@
 //!   receive [`Event`](rtm::Event)s with.
 //! - [`transport`]: the [`Transport`](transport::Transport) trait both run over, and
 //!   [`TcpTransport`](transport::TcpTransport) for an embassy-net `TcpSocket` (names
-//!   resolved with `stack.dns_query`).
+//!   resolved with `stack.dns_query`; feature `dns`, on by default).
 //!
 //! With the `defmt` feature every public type implements `defmt::Format` (secrets print
 //! as redacted).

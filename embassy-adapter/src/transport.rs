@@ -6,6 +6,7 @@
 //! slot" rather than "a connector that returns connections": that is what lets a
 //! `TcpSocket` and its buffers live in one static and be reused forever.
 
+#[cfg(feature = "dns")]
 use embassy_net::dns::DnsQueryType;
 use embassy_net::tcp::{self, TcpSocket};
 use embassy_net::{IpAddress, IpEndpoint, Stack};
@@ -16,7 +17,8 @@ use embedded_io_async::{ErrorType, Read, Write};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ConnectError {
-    /// The host name did not resolve (no DNS server, no answer, or no IPv4 address).
+    /// The host name did not resolve (no DNS server, no answer, or no IPv4 address; or,
+    /// without the `dns` feature, the host is not an IPv4 literal).
     Dns,
     /// The peer refused the connection (RST).
     Refused,
@@ -85,8 +87,11 @@ pub trait Transport: Read + Write {
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
 
 /// [`Transport`] over an embassy-net TCP socket, with names resolved by the stack's DNS
-/// client (`stack.dns_query`; an IP literal skips the query).
+/// client (`stack.dns_query`; an IP literal skips the query; without the `dns` feature,
+/// only IPv4 literals connect).
 pub struct TcpTransport<'a> {
+    /// For its DNS client.
+    #[cfg(feature = "dns")]
     stack: Stack<'a>,
     socket: TcpSocket<'a>,
 }
@@ -104,6 +109,7 @@ impl<'a> TcpTransport<'a> {
     /// windows: 1–4 KiB each is plenty for both protocols).
     pub fn new(stack: Stack<'a>, rx_buffer: &'a mut [u8], tx_buffer: &'a mut [u8]) -> Self {
         TcpTransport {
+            #[cfg(feature = "dns")]
             stack,
             socket: TcpSocket::new(stack, rx_buffer, tx_buffer),
         }
@@ -114,6 +120,8 @@ impl<'a> TcpTransport<'a> {
         &mut self.socket
     }
 
+    /// `host`'s address: an IP literal as it is, a name through the stack's DNS client.
+    #[cfg(feature = "dns")]
     async fn resolve(&self, host: &str) -> Result<IpAddress, ConnectError> {
         let addrs = self
             .stack
@@ -121,6 +129,14 @@ impl<'a> TcpTransport<'a> {
             .await
             .map_err(|_| ConnectError::Dns)?;
         addrs.first().copied().ok_or(ConnectError::Dns)
+    }
+
+    /// `host`'s address: without the `dns` feature, only an IPv4 literal has one.
+    #[cfg(not(feature = "dns"))]
+    async fn resolve(&self, host: &str) -> Result<IpAddress, ConnectError> {
+        host.parse::<core::net::Ipv4Addr>()
+            .map(IpAddress::Ipv4)
+            .map_err(|_| ConnectError::Dns)
     }
 
     /// Resets the socket to `Closed` so that `connect` accepts it again.

@@ -50,9 +50,10 @@ pub const MAC: [u8; 6] = [0x02, 0x00, 0xbe, 0x4c, 0x03, 0x86];
 /// `HOST:GUEST_PORT` reaches `127.0.0.1:HOST_PORT` on the host.
 pub const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 100);
 
-/// Sockets the stack holds: the DHCP client's, the DNS resolver's and two TCP sockets
-/// (the agent's benchmark and messaging connections).
-pub const SOCKETS: usize = 4;
+/// Sockets the stack holds: the DHCP client's and two TCP sockets (the agent's benchmark
+/// and messaging connections). No DNS: the board's servers are addresses
+/// ([`HOST`]), so no resolver is linked.
+pub const SOCKETS: usize = 3;
 
 /// How long [`init`] waits for an IPv4 configuration (DHCP from QEMU answers at once).
 pub const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);

@@ -126,6 +126,10 @@ struct Log {
 
 impl Report for Log {
     fn progress(&mut self, progress: Progress<'_>) {
+        // Every 25th acknowledgement (and the first, which the fault runs wait for).
+        if matches!(progress, Progress::Acknowledged(n) if n != 1 && n % 25 != 0) {
+            return;
+        }
         let host = self.host.str("agent: ");
         match progress {
             Progress::Messaging(state) => host.str("messaging ").str(state_name(state)),
@@ -135,10 +139,7 @@ impl Report for Log {
             Progress::Subscribed => host.str("subscribed"),
             Progress::Started(id) => host.str("started benchmark ").u64(id),
             Progress::Stage(stage) => host.str("benchmark ").str(stage),
-            Progress::Acknowledged(n) if n == 1 || n % 25 == 0 => {
-                host.str("acknowledged ").u64(n.into()).str(" ")
-            }
-            Progress::Acknowledged(_) => return,
+            Progress::Acknowledged(n) => host.str("acknowledged ").u64(n.into()).str(" "),
             Progress::DataResumed { taken, cause } => {
                 host.str("/data broke after ")
                     .u64(taken.into())
