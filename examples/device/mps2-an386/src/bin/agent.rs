@@ -15,7 +15,7 @@ use benchlink_core::bench::request::File;
 use benchlink_core::rtm::ClientState;
 use benchlink_device_agent::{disconnect_kind, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
-use benchlink_embassy::rtm::LinkConfig;
+use benchlink_embassy::rtm::{DisconnectReason, LinkConfig};
 use benchlink_firmware::stack;
 use benchlink_mps2_an386::{self as board, exit, Host};
 use embassy_executor::Spawner;
@@ -133,9 +133,14 @@ impl Report for Log {
         let host = self.host.str("agent: ");
         match progress {
             Progress::Messaging(state) => host.str("messaging ").str(state_name(state)),
-            Progress::Disconnected(why) => host
-                .str("messaging disconnected: ")
-                .str(disconnect_kind(why)),
+            Progress::Disconnected(why) => {
+                host.str("messaging disconnected: ")
+                    .str(disconnect_kind(why));
+                if let DisconnectReason::DeadPeer { silent_ms } = why {
+                    host.str(" after ").u64(*silent_ms).str(" ms of silence");
+                }
+                host
+            }
             Progress::Subscribed => host.str("subscribed"),
             Progress::Started(id) => host.str("started benchmark ").u64(id),
             Progress::Stage(stage) => host.str("benchmark ").str(stage),
