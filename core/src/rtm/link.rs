@@ -814,8 +814,11 @@ impl<
         self.mark_tx(now, was_empty);
     }
 
-    /// Gathers the `101` head behind the upgrade request; returns the input after the
+    /// Gathers the `101` head where the upgrade request was; returns the input after the
     /// head once the link is open, `None` while the head is incomplete or after a failure.
+    /// Out of line: once a connection, and its parse (a table of 32 headers) would
+    /// otherwise sit in the frame of every input call.
+    #[inline(never)]
     fn upgrade_input<'i, H: Handler>(
         &mut self,
         now: Instant,
