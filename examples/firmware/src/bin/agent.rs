@@ -47,15 +47,15 @@ type Result<T = ()> = core::result::Result<T, &'static str>;
 
 const BENCH_ID: u64 = 7;
 const CHANNEL: &str = "benchmarks.7.metrics";
-/// The messaging link: one subscription, 4 requests in flight, 512 bytes of offline
-/// queue and of outbox (the largest PDU).
-type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 512, 512>;
+/// The messaging link: one subscription, 4 requests in flight, 256 bytes of offline
+/// queue and of outbox (the largest PDU: the samples' are under 160 bytes).
+type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 256, 256>;
 /// The link's transmit buffer: the outbox plus room for the upgrade request and the
 /// `101` head (core's minimum).
-const TX_LEN: usize = 512 + benchlink_core::rtm::MIN_TX_EXTRA;
+const TX_LEN: usize = 256 + benchlink_core::rtm::MIN_TX_EXTRA;
 /// The link's receive buffer: the largest message it accepts (the echoed samples are
-/// under 256 bytes).
-const RX_LEN: usize = 512;
+/// under 220 bytes).
+const RX_LEN: usize = 320;
 /// How the messaging link's PDUs travel.
 #[cfg(not(feature = "cbor"))]
 const ENCODING: Encoding = Encoding::Json;
