@@ -46,7 +46,10 @@ fuzz_target!(|input: &[u8]| {
         let buf_len = [0, 1, 7, 64, 125, 126, 1024, 65536][usize::from((flags >> 1) & 7)];
         let reference = check_decoder(payload, buf_len, &seed);
         let expected = model(payload, buf_len);
-        assert_eq!(reference, expected, "decoder disagrees with the RFC 6455 model");
+        assert_eq!(
+            reference, expected,
+            "decoder disagrees with the RFC 6455 model"
+        );
         check_session(payload, buf_len, &seed, &reference);
     } else {
         let (stream, messages, max) = build(payload);
@@ -56,7 +59,10 @@ fuzz_target!(|input: &[u8]| {
             error: None,
         };
         let reference = check_decoder(&stream, buf_len, &seed);
-        assert_eq!(reference, expected, "built frames did not decode to their messages");
+        assert_eq!(
+            reference, expected,
+            "built frames did not decode to their messages"
+        );
         check_session(&stream, buf_len, &seed, &reference);
     }
 });
@@ -73,7 +79,11 @@ enum Msg {
 
 fn own(m: &Message<'_>, max: usize) -> Msg {
     let control = |p: &[u8]| {
-        assert!(p.len() <= MAX_CONTROL_PAYLOAD, "control payload of {}", p.len());
+        assert!(
+            p.len() <= MAX_CONTROL_PAYLOAD,
+            "control payload of {}",
+            p.len()
+        );
         p.to_vec()
     };
     match *m {
@@ -102,7 +112,11 @@ struct Run {
 }
 
 /// Feeds `stream` in pieces of `lens` bytes to `dec` as a socket reader would.
-fn decode_with<B: AsRef<[u8]> + AsMut<[u8]>>(dec: &mut Decoder<B>, stream: &[u8], lens: &[usize]) -> Run {
+fn decode_with<B: AsRef<[u8]> + AsMut<[u8]>>(
+    dec: &mut Decoder<B>,
+    stream: &[u8],
+    lens: &[usize],
+) -> Run {
     let max = dec.max_message_len();
     let mut messages = Vec::new();
     let mut offset = 0;
@@ -150,7 +164,11 @@ fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8]) -> Run {
     let reference = decode_with(&mut dec, stream, &whole(len));
     // The same decoder, dirty (mid-frame or failed), after reset.
     dec.reset();
-    assert_eq!(reference, decode_with(&mut dec, stream, &whole(len)), "after reset");
+    assert_eq!(
+        reference,
+        decode_with(&mut dec, stream, &whole(len)),
+        "after reset"
+    );
 
     let mut rng = Rng::from_bytes(seed);
     let mut splits = vec![
@@ -163,7 +181,12 @@ fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8]) -> Run {
     for lens in &splits {
         dec.reset();
         let got = decode_with(&mut dec, stream, lens);
-        assert_eq!(reference, got, "split into {:?}", &lens[..lens.len().min(64)]);
+        assert_eq!(
+            reference,
+            got,
+            "split into {:?}",
+            &lens[..lens.len().min(64)]
+        );
     }
     reference
 }
@@ -233,10 +256,7 @@ fn model(s: &[u8], max: usize) -> Run {
             let so_far = assembling.as_ref().map_or(0, |(_, d)| d.len()) as u64;
             let total = so_far.saturating_add(len);
             if total > max as u64 {
-                return done(
-                    messages,
-                    Some(Error::MessageTooLarge { len: total, max }),
-                );
+                return done(messages, Some(Error::MessageTooLarge { len: total, max }));
             }
         }
         if ((rest.len() - header) as u64) < len {
@@ -301,7 +321,11 @@ fn client_frames(mut s: &[u8]) -> Vec<ClientFrame> {
     while !s.is_empty() {
         assert!(s.len() >= 2, "partial frame header {s:02x?}");
         let (b0, b1) = (s[0], s[1]);
-        assert_eq!(b0 & 0xF0, 0x80, "client frame not FIN or with RSV bits: {b0:#04x}");
+        assert_eq!(
+            b0 & 0xF0,
+            0x80,
+            "client frame not FIN or with RSV bits: {b0:#04x}"
+        );
         assert!(b1 & 0x80 != 0, "client frame not masked");
         let (len, header) = match b1 & 0x7F {
             126 => {
@@ -376,7 +400,9 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
     };
     let mut mask_state = u32::from_le_bytes(seed.try_into().unwrap());
     let masks = move || {
-        mask_state = mask_state.wrapping_mul(0x9E37_79B9).wrapping_add(0x7F4A_7C15);
+        mask_state = mask_state
+            .wrapping_mul(0x9E37_79B9)
+            .wrapping_add(0x7F4A_7C15);
         mask_state.to_be_bytes()
     };
     let mut buf = vec![0u8; buf_len];
@@ -411,7 +437,10 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
                 assert_eq!(frames.last(), Some(&close_frame(1000, b"bye")));
             } else {
                 assert_eq!(session.state(), before);
-                assert_eq!(frames, frames_before, "close() queued a frame when not Open");
+                assert_eq!(
+                    frames, frames_before,
+                    "close() queued a frame when not Open"
+                );
             }
         }
         let piece = &stream[offset..offset + len];
@@ -421,7 +450,9 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
             let rest = &piece[pos..];
             let before = session.state();
             let frames_before = outgoing(&session, &sent);
-            let result = session.handle(rest).map(|(used, m)| (used, m.map(|m| own(&m, buf_len))));
+            let result = session
+                .handle(rest)
+                .map(|(used, m)| (used, m.map(|m| own(&m, buf_len))));
             let after = session.state();
             let frames = outgoing(&session, &sent);
             match result {
@@ -494,7 +525,11 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
             let mut out = [0u8; 16];
             let mut out = Cursor::new(&mut out);
             let sent_text = session.send_text("x", &mut out);
-            assert_eq!(sent_text.is_ok(), session.state() == State::Open, "{sent_text:?}");
+            assert_eq!(
+                sent_text.is_ok(),
+                session.state() == State::Open,
+                "{sent_text:?}"
+            );
             if sent_text.is_ok() {
                 let frames = client_frames(out.written());
                 assert_eq!(
@@ -515,7 +550,10 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
         .position(|m| matches!(m, Msg::Close(_)))
         .map_or(reference.messages.len(), |i| i + 1);
     let expected_error = if cut < reference.messages.len()
-        || reference.messages.last().is_some_and(|m| matches!(m, Msg::Close(_)))
+        || reference
+            .messages
+            .last()
+            .is_some_and(|m| matches!(m, Msg::Close(_)))
     {
         None
     } else {
@@ -561,7 +599,11 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
                     let len = *u
                         .choose(&[125usize, 126, 127, 65535, 65536, 70000])
                         .unwrap_or(&126);
-                    let unit: &[u8] = if text { "é€x".as_bytes() } else { &[0, 0xFF, 7] };
+                    let unit: &[u8] = if text {
+                        "é€x".as_bytes()
+                    } else {
+                        &[0, 0xFF, 7]
+                    };
                     unit.iter().copied().cycle().take(len).collect()
                 } else if text {
                     let s: String = u.arbitrary().unwrap_or_default();
