@@ -761,7 +761,19 @@ fn parse_head<const MAX_HEADERS: usize>(
     method: Method,
 ) -> Result<HeadInfo, DecodeError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
+    parse_head_with(raw, method, &mut headers)
+}
+
+/// [`parse_head`] with the header table as a slice: one copy for every table size (the
+/// upgrade response's and each decoder's).
+#[inline(never)]
+fn parse_head_with<'r>(
+    raw: &'r [u8],
+    method: Method,
+    headers: &mut [httparse::Header<'r>],
+) -> Result<HeadInfo, DecodeError> {
+    let max = headers.len();
+    let mut response = httparse::Response::new(headers);
     match response.parse(raw) {
         Ok(httparse::Status::Complete(n)) if n == raw.len() => {}
         Ok(_) => {
@@ -769,9 +781,7 @@ fn parse_head<const MAX_HEADERS: usize>(
                 what: "incomplete head",
             })
         }
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(DecodeError::TooManyHeaders { max: MAX_HEADERS })
-        }
+        Err(httparse::Error::TooManyHeaders) => return Err(DecodeError::TooManyHeaders { max }),
         Err(e) => return Err(DecodeError::MalformedHead { what: describe(e) }),
     }
     let status = response.code.unwrap_or(0);
