@@ -649,17 +649,21 @@ impl<
     pub fn handle_timeout<H: Handler>(&mut self, now: Instant, h: &mut H) {
         self.report_close(now, h);
         if let Phase::Open = self.phase {
-            let silent = now.saturating_duration_since(self.last_rx);
-            let stalled = self.tx_since.is_some_and(|since| {
-                now.saturating_duration_since(since) >= self.config.dead_peer_timeout
-            });
-            if silent >= self.config.dead_peer_timeout {
+            // Compared as instants: the duration is made only for the report.
+            let dead = self.config.dead_peer_timeout;
+            let stalled = self
+                .tx_since
+                .is_some_and(|since| since.saturating_add(dead) <= now);
+            if self.last_rx.saturating_add(dead) <= now {
+                let silent = now.saturating_duration_since(self.last_rx);
                 h.link_closed(Disconnect::DeadPeer { silent });
                 self.end(now, End::Abandon, h);
             } else if stalled {
                 h.link_closed(Disconnect::WriteStalled);
                 self.end(now, End::Abandon, h);
-            } else if silent >= self.config.ping_interval && !self.ping_sent {
+            } else if self.last_rx.saturating_add(self.config.ping_interval) <= now
+                && !self.ping_sent
+            {
                 self.ping_due = true;
                 self.ping_sent = true;
             }
