@@ -1,8 +1,14 @@
 //! Byte streams to a server: plain TCP or TLS (rustls with the ring provider), shared by
 //! every std client. Certificate verification is on by default against the bundled Mozilla
 //! roots (`webpki-roots`); callers may add their own roots (a private CA, a test server's
-//! self-signed certificate) or, explicitly, switch verification off like the official
-//! MZBench client's `--no_cert_check`.
+//! self-signed certificate, trusted as that exact certificate even when it is marked as a
+//! CA, as curl and Python trust it) or, explicitly, switch verification off like the
+//! official MZBench client's `--no_cert_check`. A refused certificate fails the connection
+//! with an `io::Error` holding a [`TlsError`], which says why in words and what to do.
+
+mod trust;
+
+pub use trust::{TlsError, TlsErrorKind};
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -23,7 +29,10 @@ use rustls::{
 /// How to check a TLS server's certificate.
 #[derive(Debug, Clone, Default)]
 pub struct TlsOptions {
-    /// Extra trusted roots, in addition to the bundled Mozilla roots.
+    /// Extra trusted roots, in addition to the bundled Mozilla roots. A server whose
+    /// certificate is exactly one of these is trusted even when the certificate is a CA's
+    /// (`basicConstraints CA:TRUE`, as `openssl req -x509` makes it) or its issuer is not
+    /// given; its names and validity period are still checked.
     pub extra_roots: Vec<CertificateDer<'static>>,
     /// Skip certificate verification entirely. Off by default; meant for test servers
     /// with throw-away certificates, as the official client's `--no_cert_check`.
@@ -159,7 +168,12 @@ impl Tls {
             for cert in &options.extra_roots {
                 roots.add(cert.clone()).map_err(io::Error::other)?;
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let verifier = trust::Verifier::new(roots, options.extra_roots.clone(), provider)
+                .map_err(io::Error::other)?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
         };
         Ok(Tls {
             config: Arc::new(config),
@@ -221,7 +235,7 @@ impl Stream {
     pub fn complete_handshake(&mut self) -> io::Result<()> {
         if let Stream::Tls(s) = self {
             while s.conn.is_handshaking() {
-                s.conn.complete_io(&mut s.sock)?;
+                s.conn.complete_io(&mut s.sock).map_err(trust::explain)?;
             }
         }
         Ok(())
@@ -393,7 +407,7 @@ impl Read for Stream {
             // chunked bodies, and close-delimited bodies end there by definition).
             Stream::Tls(s) => match s.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-                other => other,
+                other => other.map_err(trust::explain),
             },
         }
     }
@@ -403,14 +417,14 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Plain(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf).map_err(trust::explain),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Plain(s) => s.flush(),
-            Stream::Tls(s) => s.flush(),
+            Stream::Tls(s) => s.flush().map_err(trust::explain),
         }
     }
 }
