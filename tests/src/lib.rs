@@ -449,13 +449,25 @@ impl TlsProxy {
     /// Starts serving TLS on a fresh `127.0.0.1` port.
     pub fn start(upstream: SocketAddr) -> TlsProxy {
         let (cert, key, cert_pem) = localhost_certificate();
+        TlsProxy::with_certificate(upstream, vec![cert], key, cert_pem)
+    }
+
+    /// Starts serving TLS with the given certificate chain (the server's certificate
+    /// first) and key; `cert_pem` is what [`TlsProxy::cert_pem`] returns.
+    pub fn with_certificate(
+        upstream: SocketAddr,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        cert_pem: String,
+    ) -> TlsProxy {
+        let cert = chain
+            .first()
+            .cloned()
+            .unwrap_or_else(|| panic!("a certificate chain of at least one"));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .and_then(|b| {
-                b.with_no_client_auth()
-                    .with_single_cert(vec![cert.clone()], key)
-            })
+            .and_then(|b| b.with_no_client_auth().with_single_cert(chain, key))
             .unwrap_or_else(|e| panic!("TLS server configuration: {e}"));
         let config = Arc::new(config);
         let close_notify = Arc::new(AtomicBool::new(true));
