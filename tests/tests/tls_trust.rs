@@ -461,6 +461,28 @@ fn a_wrong_name_is_refused_with_the_names_the_certificate_has() {
          name 127.0.0.1: it is for DNS:bench.example.com, IP:10.1.2.3; connect with one of \
          those names, or reissue the certificate with subjectAltName=IP:127.0.0.1",
     );
+    // The logs (DEBUG_BENCHLINK_SDK=debug) say it in the same words.
+    let file = servers.pem_file("named.pem", &served.cert_pem);
+    let (code, stderr) = rtm_cli(
+        LOCALHOST,
+        servers.wss.port(),
+        Some(&file),
+        &[("DEBUG_BENCHLINK_SDK", "debug")],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let words = "the certificate of the server 127.0.0.1 (CN=bench.example.com) is not valid for \
+                 the name 127.0.0.1: it is for DNS:bench.example.com, IP:10.1.2.3; connect with \
+                 one of those names, or reissue the certificate with subjectAltName=IP:127.0.0.1";
+    for logged in [
+        format!("] tls: {words}"),
+        format!("] rtm: connect failed: connection failed: {words}"),
+    ] {
+        assert!(
+            stderr.lines().any(|l| l.ends_with(&logged)),
+            "{logged}\nin\n{stderr}"
+        );
+    }
+
     let (leaf, ca_pem) = private_ca_leaf(&["localhost"]);
     let servers = Servers::start(&leaf);
     refused(

@@ -141,6 +141,7 @@ impl ServerCertVerifier for Verifier {
             refused
         };
         let error = TlsError::new(server_name, &refused, Some(end_entity), now);
+        log::info!("tls: {error}");
         LAST_REFUSED.with(|last| *last.borrow_mut() = Some(error));
         Err(refused)
     }
