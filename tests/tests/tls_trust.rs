@@ -156,7 +156,7 @@ fn trusting(pem: Option<&str>) -> TlsOptions {
 }
 
 /// The library's benchmark client over https to `host`: Ok, or the refusal.
-fn bench_lib(host: &str, port: u16, tls: TlsOptions) -> Result<(), (TlsError, String)> {
+fn bench_lib(host: &str, port: u16, tls: TlsOptions) -> Result<(), Box<(TlsError, String)>> {
     let url = format!("https://{host}:{port}");
     let mut c = BenchClient::new(ServerAddress::parse(&url).expect("address"))
         .expect("client")
@@ -174,7 +174,10 @@ fn bench_lib(host: &str, port: u16, tls: TlsOptions) -> Result<(), (TlsError, St
                     .cloned(),
                 _ => None,
             };
-            Err((tls.unwrap_or_else(|| panic!("not a TlsError: {e:?}")), text))
+            Err(Box::new((
+                tls.unwrap_or_else(|| panic!("not a TlsError: {e:?}")),
+                text,
+            )))
         }
     }
 }
@@ -261,7 +264,8 @@ fn rtm_cli(host: &str, port: u16, cacert: Option<&str>, env: &[(&str, &str)]) ->
 /// Every way in connects to `host` when `cacert` (a PEM text) is trusted.
 fn connects(servers: &Servers, host: &str, cacert: &str) {
     let (https, wss) = (servers.https.port(), servers.wss.port());
-    if let Err((e, text)) = bench_lib(host, https, trusting(Some(cacert))) {
+    if let Err(refused) = bench_lib(host, https, trusting(Some(cacert))) {
+        let (e, text) = *refused;
         panic!("bench over https to {host}: {text} ({:?})", e.rustls());
     }
     if let Err(e) = rtm_lib(host, wss, trusting(Some(cacert))) {
@@ -330,7 +334,7 @@ fn refused_with(
     words: Words<'_>,
 ) {
     let (https, wss) = (servers.https.port(), servers.wss.port());
-    let (e, text) = bench_lib(host, https, trusting(cacert)).expect_err("https must be refused");
+    let (e, text) = *bench_lib(host, https, trusting(cacert)).expect_err("https must be refused");
     assert_eq!(e.kind(), kind, "{e}");
     assert!(
         words.is(&e.to_string()),
