@@ -522,3 +522,160 @@ impl std::error::Error for TlsError {
         Some(&self.source)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, SanType,
+    };
+    use std::time::{Duration, SystemTime};
+
+    fn cert(
+        ca: bool,
+        sans: &[SanType],
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> CertificateDer<'static> {
+        let mut p = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "localhost");
+        p.distinguished_name = dn;
+        p.subject_alt_names = sans.to_vec();
+        if ca {
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        adjust(&mut p);
+        let key = KeyPair::generate().expect("key");
+        p.self_signed(&key).expect("certificate").der().clone()
+    }
+
+    fn localhost_sans() -> Vec<SanType> {
+        vec![
+            SanType::IpAddress(IpAddr::from([127, 0, 0, 1])),
+            SanType::DnsName("localhost".try_into().expect("name")),
+        ]
+    }
+
+    fn verifier(given: &[CertificateDer<'static>]) -> Verifier {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for c in given {
+            roots.add(c.clone()).expect("root");
+        }
+        Verifier::new(
+            roots,
+            given.to_vec(),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .expect("verifier")
+    }
+
+    fn now() -> UnixTime {
+        UnixTime::since_unix_epoch(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO),
+        )
+    }
+
+    /// The verdict for `end_entity` presented as `host`: Ok, or the refusal explained.
+    fn verdict(v: &Verifier, end_entity: &CertificateDer<'_>, host: &str) -> Result<(), TlsError> {
+        let name = ServerName::try_from(host.to_owned()).expect("server name");
+        v.verify_server_cert(end_entity, &[], &name, &[], now())
+            .map(|_| ())
+            .map_err(|e| {
+                LAST_REFUSED
+                    .with(|l| l.borrow_mut().take())
+                    .filter(|t| format!("{:?}", t.rustls()) == format!("{e:?}"))
+                    .expect("the refusal explained")
+            })
+    }
+
+    #[test]
+    fn a_given_ca_certificate_is_trusted_as_itself_with_its_names_and_dates_checked() {
+        let c = cert(true, &localhost_sans(), |_| {});
+        let v = verifier(std::slice::from_ref(&c));
+        assert!(verdict(&v, &c, "127.0.0.1").is_ok());
+        assert!(verdict(&v, &c, "localhost").is_ok());
+        let e = verdict(&v, &c, "example.com").expect_err("another name");
+        assert_eq!(e.kind(), TlsErrorKind::NameMismatch);
+        assert_eq!(e.certificate_names(), ["IP:127.0.0.1", "DNS:localhost"]);
+        // Not given: refused as a CA certificate.
+        let e = verdict(&verifier(&[]), &c, "localhost").expect_err("not given");
+        assert_eq!(e.kind(), TlsErrorKind::CaCertificate);
+        // Another certificate given does not make it trusted.
+        let other = cert(true, &localhost_sans(), |_| {});
+        let e = verdict(&verifier(&[other]), &c, "localhost").expect_err("not this one");
+        assert_eq!(e.kind(), TlsErrorKind::CaCertificate);
+    }
+
+    #[test]
+    fn a_given_certificate_for_another_purpose_or_out_of_date_is_refused() {
+        let client_only = cert(true, &localhost_sans(), |p| {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        });
+        let v = verifier(std::slice::from_ref(&client_only));
+        let e = verdict(&v, &client_only, "localhost").expect_err("not for servers");
+        assert_eq!(e.kind(), TlsErrorKind::Other);
+        assert!(
+            matches!(
+                e.rustls(),
+                rustls::Error::InvalidCertificate(CertificateError::InvalidPurpose)
+            ),
+            "{e}"
+        );
+        let expired = cert(true, &localhost_sans(), |p| {
+            p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2001, 2, 3);
+        });
+        let v = verifier(std::slice::from_ref(&expired));
+        let e = verdict(&v, &expired, "localhost").expect_err("expired");
+        assert_eq!(e.kind(), TlsErrorKind::Expired);
+        assert!(
+            e.to_string().starts_with(
+                "the certificate of the server localhost (CN=localhost) expired on 2001-02-03 \
+                 00:00:00 UTC (valid from 2000-01-01 00:00:00 UTC); it is now "
+            ),
+            "{e}"
+        );
+        let no_names = cert(true, &[], |_| {});
+        let v = verifier(std::slice::from_ref(&no_names));
+        let e = verdict(&v, &no_names, "localhost").expect_err("no SAN");
+        assert_eq!(e.kind(), TlsErrorKind::NoSubjectAltNames);
+    }
+
+    #[test]
+    fn words_without_the_certificate() {
+        let name = ServerName::try_from("10.0.0.1").expect("name");
+        let at = UnixTime::since_unix_epoch(Duration::from_secs(86_400));
+        let mismatch = CertificateError::NotValidForNameContext {
+            expected: name.to_owned(),
+            presented: vec!["DnsName(\"a.example\")".into()],
+        };
+        let e = TlsError::new(&name, &mismatch.into(), None, at);
+        assert_eq!(
+            e.to_string(),
+            "the certificate of the server 10.0.0.1 is not valid for the name 10.0.0.1: it is \
+             for DnsName(\"a.example\"); connect with one of those names, or reissue the \
+             certificate with subjectAltName=IP:10.0.0.1"
+        );
+        let expired = CertificateError::ExpiredContext {
+            time: at,
+            not_after: UnixTime::since_unix_epoch(Duration::from_secs(3_600)),
+        };
+        let e = TlsError::new(&name, &expired.into(), None, at);
+        assert_eq!(
+            e.to_string(),
+            "the certificate of the server 10.0.0.1 expired on 1970-01-01 01:00:00 UTC; it is \
+             now 1970-01-02 00:00:00 UTC: renew the certificate on the server, or set this \
+             machine's clock right"
+        );
+        let e = TlsError::new(&name, &CertificateError::UnknownIssuer.into(), None, at);
+        assert_eq!(
+            e.to_string(),
+            "the certificate of the server 10.0.0.1 was issued by a CA that is not trusted: give \
+             that CA's certificate (PEM) with --cacert or SSL_CERT_FILE"
+        );
+    }
+}
