@@ -195,7 +195,7 @@ pub(super) fn explain(e: std::io::Error) -> std::io::Error {
     let known = LAST_REFUSED.with(|last| {
         last.borrow()
             .as_ref()
-            .filter(|t| matches!(&t.source, rustls::Error::InvalidCertificate(c) if format!("{c:?}") == cause))
+            .filter(|t| matches!(&*t.source, rustls::Error::InvalidCertificate(c) if format!("{c:?}") == cause))
             .cloned()
     });
     match known {
@@ -240,9 +240,9 @@ pub enum TlsErrorKind {
 pub struct TlsError {
     host: String,
     kind: TlsErrorKind,
-    certificate: Option<CertificateFacts>,
+    certificate: Option<Box<CertificateFacts>>,
     now: i64,
-    source: rustls::Error,
+    source: Box<rustls::Error>,
 }
 
 /// What the server's certificate says, for the words.
@@ -298,7 +298,9 @@ impl TlsError {
         end_entity: Option<&CertificateDer<'_>>,
         now: UnixTime,
     ) -> TlsError {
-        let certificate = end_entity.and_then(|c| CertificateFacts::read(c.as_ref()));
+        let certificate = end_entity
+            .and_then(|c| CertificateFacts::read(c.as_ref()))
+            .map(Box::new);
         let kind = match error {
             rustls::Error::InvalidCertificate(c) => match c {
                 CertificateError::UnknownIssuer => TlsErrorKind::UnknownIssuer,
@@ -335,7 +337,7 @@ impl TlsError {
             kind,
             certificate,
             now: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
-            source: error.clone(),
+            source: Box::new(error.clone()),
         }
     }
 
@@ -425,7 +427,7 @@ impl fmt::Display for TlsError {
             TlsErrorKind::NameMismatch => {
                 let names = self.certificate_names();
                 let names = if names.is_empty() {
-                    match &self.source {
+                    match &*self.source {
                         rustls::Error::InvalidCertificate(
                             CertificateError::NotValidForNameContext { presented, .. },
                         ) => presented.join(", "),
@@ -450,7 +452,7 @@ impl fmt::Display for TlsError {
                 self.san_for_host()
             ),
             TlsErrorKind::Expired => {
-                let not_after = match (&self.source, facts) {
+                let not_after = match (&*self.source, facts) {
                     (_, Some(c)) => c.not_after,
                     (
                         rustls::Error::InvalidCertificate(CertificateError::ExpiredContext {
@@ -476,7 +478,7 @@ impl fmt::Display for TlsError {
                 )
             }
             TlsErrorKind::NotValidYet => {
-                let not_before = match (&self.source, facts) {
+                let not_before = match (&*self.source, facts) {
                     (_, Some(c)) => c.not_before,
                     (
                         rustls::Error::InvalidCertificate(CertificateError::NotValidYetContext {
@@ -519,7 +521,7 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        Some(&*self.source)
     }
 }
 
@@ -580,7 +582,11 @@ mod tests {
     }
 
     /// The verdict for `end_entity` presented as `host`: Ok, or the refusal explained.
-    fn verdict(v: &Verifier, end_entity: &CertificateDer<'_>, host: &str) -> Result<(), TlsError> {
+    fn verdict(
+        v: &Verifier,
+        end_entity: &CertificateDer<'_>,
+        host: &str,
+    ) -> Result<(), Box<TlsError>> {
         let name = ServerName::try_from(host.to_owned()).expect("server name");
         v.verify_server_cert(end_entity, &[], &name, &[], now())
             .map(|_| ())
@@ -588,6 +594,7 @@ mod tests {
                 LAST_REFUSED
                     .with(|l| l.borrow_mut().take())
                     .filter(|t| format!("{:?}", t.rustls()) == format!("{e:?}"))
+                    .map(Box::new)
                     .expect("the refusal explained")
             })
     }
