@@ -43,7 +43,9 @@ pub(super) struct BenchArgs {
     /// Do not verify the server's TLS certificate.
     #[arg(long, global = true, alias = "no_cert_check")]
     no_cert_check: bool,
-    /// Trust the CA certificates of this PEM file too.
+    /// Trust the certificates of this PEM file too (a private CA, or the server's own
+    /// certificate, trusted as itself even when it is a CA's, as curl does); SSL_CERT_FILE
+    /// is honoured too.
     #[arg(long, global = true)]
     cacert: Option<PathBuf>,
     /// Reach the server through this HTTPS proxy, `[http://]host:port` (a CONNECT

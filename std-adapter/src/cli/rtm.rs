@@ -158,7 +158,8 @@ pub(super) struct RtmArgs {
           alias = "reply_timeout")]
     reply_timeout: Duration,
     /// (benchlink) Also trust the certificates of this PEM file for wss:// (a private CA,
-    /// a test server's own certificate); SSL_CERT_FILE is honoured too.
+    /// or the server's own certificate, trusted as itself even when it is a CA's, as curl
+    /// does); SSL_CERT_FILE is honoured too.
     #[arg(long, global = true, value_name = "PEM")]
     cacert: Option<PathBuf>,
     /// (benchlink) Do not verify the server's certificate (wss:// stays encrypted, not
