@@ -668,12 +668,40 @@ fn the_openssl_one_liner_certificate_connects_as_for_curl_and_python() {
     let servers = Servers::start(&served);
     connects(&servers, LOCALHOST, &cert_pem);
     let url = format!("https://127.0.0.1:{}/clusters_info", servers.https.port());
-    if let Ok(out) = Command::new("curl")
-        .args(["-sS", "-o", "/dev/null", "--cacert"])
-        .arg(&cert)
-        .arg(&url)
-        .output()
-    {
+    // The other clients, straight to the server (no proxy from the environment), each
+    // within a hang guard; one that is not installed is skipped.
+    let other_client = |program: &str, args: Vec<String>| {
+        let mut command = Command::new(program);
+        command.args(args).stdin(std::process::Stdio::null());
+        for proxy in [
+            "https_proxy",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "HTTP_PROXY",
+            "all_proxy",
+            "ALL_PROXY",
+        ] {
+            command.env_remove(proxy);
+        }
+        within(PATIENCE * 3, program, move || command.output())
+    };
+    let cert_path = cert.to_str().expect("utf-8").to_owned();
+    let curl = other_client(
+        "curl",
+        [
+            "-sS",
+            "--max-time",
+            "20",
+            "-o",
+            "/dev/null",
+            "--cacert",
+            &cert_path,
+            &url,
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    if let Ok(out) = curl {
         assert!(
             out.status.success(),
             "curl: {}",
@@ -681,11 +709,10 @@ fn the_openssl_one_liner_certificate_connects_as_for_curl_and_python() {
         );
     }
     let python = format!(
-        "import ssl, urllib.request; urllib.request.urlopen({url:?}, \
-         context=ssl.create_default_context(cafile={:?})).read()",
-        cert.to_str().expect("utf-8")
+        "import ssl, urllib.request; urllib.request.urlopen({url:?}, timeout=20, \
+         context=ssl.create_default_context(cafile={cert_path:?})).read()"
     );
-    if let Ok(out) = Command::new("python3").args(["-c", &python]).output() {
+    if let Ok(out) = other_client("python3", vec!["-c".to_owned(), python]) {
         assert!(
             out.status.success(),
             "python: {}",
