@@ -267,8 +267,9 @@ enum Phase {
 /// `B` is the byte storage of the two buffers (`&mut [u8]`, an array, a `Box<[u8]>`):
 /// `rx` holds the largest message accepted (a fragmented one is reassembled there; an
 /// unfragmented frame is read straight from the input), `tx` the bytes waiting to be
-/// written: at least `OUT` + [`MIN_TX_EXTRA`] bytes; a bigger `tx` lets more PDUs go out
-/// in one write. The other capacities are the [`Client`]'s.
+/// written: at least `OUT` + [`MIN_TX_EXTRA`] bytes, and the upgrade request (the `101`
+/// head then gathers in its place); a bigger `tx` lets more PDUs go out in one write. The
+/// other capacities are the [`Client`]'s.
 ///
 /// # Driving it
 ///
