@@ -129,6 +129,10 @@ fn sdk_bench_runs_every_scenario() {
     // The SDK's venv comes from `.ci/python-sdk`; `.ci/test` exports it (the interop
     // tests insist on it under CI).
     let Some(python) = std::env::var_os("BENCHLINK_PY_SDK").filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "BENCHLINK_PY_SDK is not set: run `bash .ci/python-sdk` (the test command does)"
+        );
         eprintln!("NOTICE: skipping the SDK side of the benchmark: BENCHLINK_PY_SDK is not set");
         return;
     };
