@@ -36,7 +36,8 @@
 //! one final outcome (`Ok`/`Error` answering its request, `Timeout`, `Disconnected`),
 //! nothing after it, and after `dispose` none is outstanding; after `handle_timeout(now)`
 //! (and the drain) `poll_timeout()` is later than `now` and every ticket whose deadline
-//! is ≤ `now` is final; `queued + in flight ≤ max_queue_size`, in flight ≤ `PENDING` + 1
+//! is ≤ `now` is final (one more `handle_timeout` is allowed when the drain's `Close`
+//! found no transport: the client hears of it at that call); `queued + in flight ≤ max_queue_size`, in flight ≤ `PENDING` + 1
 //! (an authenticate), and they bound the open tickets; a `Transmit` is never empty nor
 //! larger than the tx buffer, only goes to an open transport, and `Connect` only comes
 //! with no transport; `link_closed` comes at most once per opened connection, only for
@@ -1205,6 +1206,14 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             self.rec.unresolved()
         );
         if timed {
+            // A close the client asked for while no transport was open (the drain's
+            // `Close`) is reported at the next call with a handler: `poll_timeout` is due
+            // at once for that one call. After it, it must be later than now, or the
+            // adapter would spin.
+            if self.link.poll_timeout().is_some_and(|at| at <= self.now) {
+                self.timeout();
+                self.drain(&mut Unstructured::new(&[]));
+            }
             if let Some(at) = self.link.poll_timeout() {
                 assert!(
                     at > self.now,
