@@ -598,6 +598,8 @@ fn manual_start_after_stop_keeps_subscriptions() {
 fn subscribe_before_start() {
     let rig = Rig::new();
     let sub = rig.subscribe("early", Mode::Simple, SubscribeOptions::default());
+    // Calls do not wait for their callbacks (they run on the I/O thread, after it).
+    sub.wait_count("on_created", 1);
     assert_eq!(sub.all(), ["on_created"]);
     rig.start();
     sub.wait_count("on_enter_subscribed", 1);

@@ -1321,12 +1321,31 @@ impl Session {
         }
         drop(tx);
         loop {
+            // The deadline is looked at before every event, not only when none is
+            // waiting: a server faster than the output keeps the backlog full forever.
             let event = match deadline {
-                Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                    Ok(e) => e,
-                    Err(RecvTimeoutError::Timeout) => return Ok(Ended::Deadline),
-                    Err(RecvTimeoutError::Disconnected) => break,
-                },
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    let next = if left.is_zero() {
+                        Err(RecvTimeoutError::Timeout)
+                    } else {
+                        rx.recv_timeout(left)
+                    };
+                    match next {
+                        Ok(e) => e,
+                        Err(RecvTimeoutError::Timeout) => {
+                            let late = Instant::now().saturating_duration_since(d);
+                            let waiting = rx.try_iter().take(FOLLOW_BACKLOG).count();
+                            ctx.log.debug(format_args!(
+                                "deadline: fired {} us after it was due, {waiting} data PDUs \
+                                 waiting",
+                                late.as_micros()
+                            ));
+                            return Ok(Ended::Deadline);
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
                 None => match rx.recv() {
                     Ok(e) => e,
                     Err(_) => break,

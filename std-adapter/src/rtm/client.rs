@@ -30,7 +30,10 @@ use crate::net::Stream;
 use super::observer::{text, ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
 use super::transport::{open, ConnectError, TransportOptions};
 
-const SUBS: usize = 512;
+/// The subscription table's capacity, fixed at compile time by the core: the ceiling
+/// of [`ClientOptions::max_subscriptions`].
+pub const MAX_SUBSCRIPTIONS: usize = 4096;
+const SUBS: usize = MAX_SUBSCRIPTIONS;
 const PENDING: usize = 4096;
 const QUEUE: usize = 512 << 10;
 const OUT: usize = 512 << 10;
@@ -41,6 +44,12 @@ const TX: usize = 2 * OUT + core_rtm::MIN_TX_EXTRA;
 const READ_CHUNK: usize = 64 << 10;
 type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, PENDING, QUEUE, OUT>;
 type CoreClient = core_rtm::Client<SUBS, PENDING, QUEUE, OUT>;
+
+/// How long [`Client::dispose`] waits for the I/O thread to end.
+pub const DISPOSE_WAIT: Duration = Duration::from_secs(10);
+
+/// Stack of the thread that builds the link (a debug build moves it a few times).
+const BUILD_STACK: usize = 64 << 20;
 
 const WAKER: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -72,6 +81,9 @@ pub struct ClientOptions {
     /// (`last_connecting_error`); messages and replies still reach the API as JSON text,
     /// and [`Client::publish_cbor`] publishes a CBOR item as is.
     pub encoding: Encoding,
+    /// Most subscriptions at once; one more is refused at the call
+    /// (`TooManySubscriptions`). Default and ceiling: [`MAX_SUBSCRIPTIONS`] (4096).
+    pub max_subscriptions: usize,
 }
 
 impl ClientOptions {
@@ -93,6 +105,7 @@ impl ClientOptions {
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
             encoding: Encoding::Json,
+            max_subscriptions: MAX_SUBSCRIPTIONS,
         }
     }
 }
@@ -205,7 +218,6 @@ pub struct Client {
 struct Shared {
     engine: Arc<Engine>,
     watch: Arc<StateWatch>,
-    tx: Sender<Msg>,
     thread: ThreadId,
     join: Mutex<Option<JoinHandle<()>>>,
 }
@@ -214,16 +226,8 @@ impl Drop for Shared {
     /// The last handle is gone and nobody can stop the client any more: dispose it, so
     /// that its thread closes the connection and ends instead of reconnecting forever.
     fn drop(&mut self) {
-        let job: Job = Box::new(|core| {
-            let now = core.now();
-            let (link, events) = core.parts();
-            link.client_mut().dispose(now, &mut Collect(events));
-            Box::new(|| {})
-        });
-        // Fails when the thread already ended (disposed).
-        if self.tx.send(Msg::Job(job)).is_ok() {
-            self.engine.wake();
-        }
+        self.engine.lock().dispose();
+        self.engine.wake();
     }
 }
 
@@ -261,6 +265,13 @@ impl Engine {
 struct Core {
     link: Box<CoreLink>,
     events: Vec<Ev>,
+    /// Events taken out of `events` for delivery so far: with `events.len()`, the mark
+    /// that [`Client::wait_for_state`] waits to see delivered.
+    taken: u64,
+    /// Subscription records (created and not yet seen deleted), against
+    /// `max_subscriptions`.
+    subs: usize,
+    max_subs: usize,
     epoch: StdInstant,
     /// The transport error behind the client's latest connect failure, in words.
     transport_error: Option<(core_rtm::ConnectError, String)>,
@@ -275,6 +286,12 @@ impl Core {
         (&mut self.link, &mut self.events)
     }
 
+    fn dispose(&mut self) {
+        let now = self.now();
+        let (link, events) = self.parts();
+        link.client_mut().dispose(now, &mut Collect(events));
+    }
+
     fn last_error(&self) -> Option<String> {
         let error = self.link.client().last_connecting_error()?;
         Some(match &self.transport_error {
@@ -284,13 +301,9 @@ impl Core {
     }
 }
 
-/// An API call run on the I/O thread with the link locked; it returns the completion that
-/// hands the result to the caller, run only after the call's events were dispatched (so a
-/// caller that then waits for a state sees every state change the call caused).
-type Job = Box<dyn FnOnce(&mut Core) -> Box<dyn FnOnce()> + Send>;
-
+/// What connect threads report to the I/O thread. API calls never go through it: they
+/// lock the link and queue their work in it (see [`Client::call`]).
 enum Msg {
-    Job(Job),
     Connected(u64, Stream),
     ConnectFailed(u64, ConnectError),
 }
@@ -383,8 +396,24 @@ impl Handler for Collect<'_> {
 /// The client state as last reported, for callers that wait for a state.
 #[derive(Debug)]
 struct StateWatch {
-    state: Mutex<ClientState>,
+    seen: Mutex<Seen>,
     changed: std::sync::Condvar,
+}
+
+/// What observers have been told so far.
+#[derive(Debug)]
+struct Seen {
+    state: ClientState,
+    /// Events delivered (see [`Core::taken`]).
+    delivered: u64,
+    /// The I/O thread has ended.
+    ended: bool,
+}
+
+impl StateWatch {
+    fn lock(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// What an `authenticate` caller is told.
@@ -444,11 +473,15 @@ impl Client {
         let poll = Poll::new().map_err(|_| Error::Disposed)?;
         let waker = Waker::new(poll.registry(), WAKER).map_err(|_| Error::Disposed)?;
         let (tx, rx) = mpsc::channel();
-        let thread_tx = tx.clone();
         let watch = Arc::new(StateWatch {
-            state: Mutex::new(ClientState::Stopped),
+            seen: Mutex::new(Seen {
+                state: ClientState::Stopped,
+                delivered: 0,
+                ended: false,
+            }),
             changed: std::sync::Condvar::new(),
         });
+        let max_subs = options.max_subscriptions.min(MAX_SUBSCRIPTIONS);
         let thread_watch = watch.clone();
         crate::logging::init_from_env();
         let config = core_rtm::Config {
@@ -470,24 +503,41 @@ impl Client {
             seed: seed(),
             ..core_rtm::LinkConfig::DEFAULT
         };
-        // The link is built on the I/O thread, whose stack is large enough for the
-        // client's tables on their way into the box, and handed back.
+        // The link (its tables take megabytes) is built on a short-lived thread whose
+        // stack is large enough for it on its way into the box (those stack pages go with
+        // that thread), and handed to the I/O thread, then the engine back here.
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let join = thread::Builder::new()
             .name("benchlink-rtm".into())
-            .stack_size(16 << 20)
+            // As a main thread's, for the callbacks.
+            .stack_size(8 << 20)
             .spawn(move || {
                 let rx_buf = vec![0u8; options.transport.max_message_size.max(1024)];
-                let link = CoreLink::new(
-                    config,
-                    link_config,
-                    &options.transport.endpoint,
-                    &options.transport.appkey,
-                    rx_buf.into_boxed_slice(),
-                    vec![0u8; TX].into_boxed_slice(),
-                );
-                let link = match link {
-                    Ok(link) => Box::new(link),
+                let (endpoint, appkey) = (&options.transport.endpoint, &options.transport.appkey);
+                let built = thread::scope(|s| {
+                    thread::Builder::new()
+                        .name("benchlink-rtm-build".into())
+                        .stack_size(BUILD_STACK)
+                        .spawn_scoped(s, move || {
+                            CoreLink::new(
+                                config,
+                                link_config,
+                                endpoint,
+                                appkey,
+                                rx_buf.into_boxed_slice(),
+                                vec![0u8; TX].into_boxed_slice(),
+                            )
+                            .map(Box::new)
+                            .map_err(|e| e.to_string())
+                        })
+                        .map_err(|e| e.to_string())
+                        .and_then(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err("building the link panicked".into()))
+                        })
+                });
+                let link = match built {
+                    Ok(link) => link,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
@@ -497,6 +547,9 @@ impl Client {
                     core: Mutex::new(Core {
                         link,
                         events: Vec::new(),
+                        taken: 0,
+                        subs: 0,
+                        max_subs,
                         epoch: StdInstant::now(),
                         transport_error: None,
                     }),
@@ -516,7 +569,7 @@ impl Client {
                     blocked: false,
                     generation: 0,
                     connecting: false,
-                    tx: thread_tx,
+                    tx,
                     engine,
                 };
                 let observers = Observers {
@@ -531,7 +584,7 @@ impl Client {
             Ok(Ok(engine)) => engine,
             Ok(Err(e)) => {
                 let _ = join.join();
-                return Err(Error::Connect(e.to_string()));
+                return Err(Error::Connect(e));
             }
             Err(_) => return Err(Error::Disposed),
         };
@@ -539,41 +592,32 @@ impl Client {
             shared: Arc::new(Shared {
                 engine,
                 watch,
-                tx,
                 thread,
                 join: Mutex::new(Some(join)),
             }),
         })
     }
 
-    /// Runs `f` on the I/O thread with the link locked, and returns its result once the
-    /// events it caused were dispatched; directly when called from a callback (already on
-    /// that thread: its events follow the running callback's).
-    fn exec<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Core) -> R + Send + 'static,
-    ) -> Result<R, Error> {
-        if thread::current().id() == self.shared.thread {
-            return Ok(f(&mut self.shared.engine.lock()));
-        }
-        let (rtx, rrx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |core| {
-            let r = f(core);
-            Box::new(move || {
-                let _ = rtx.send(r);
-            })
-        });
-        self.shared
-            .tx
-            .send(Msg::Job(job))
-            .map_err(|_| Error::Disposed)?;
+    /// Runs `f` with the link locked, on the calling thread, and wakes the I/O thread
+    /// (a syscall only when it may be asleep). There is no round trip to the I/O thread:
+    /// a call never waits for a callback, so a callback that blocks, or that waits for
+    /// another thread's call, cannot deadlock the client. The I/O thread holds the lock
+    /// only to feed it one read chunk and flush, never while a callback runs.
+    fn call<R>(&self, f: impl FnOnce(&mut Core) -> R) -> Result<R, Error> {
+        let r = {
+            let mut core = self.shared.engine.lock();
+            if core.link.client().state() == ClientState::Disposed {
+                return Err(Error::Disposed);
+            }
+            f(&mut core)
+        };
         self.shared.engine.wake();
-        rrx.recv().map_err(|_| Error::Disposed)
+        Ok(r)
     }
 
     /// Connects (in the background) and keeps the connection up until [`Client::stop`].
     pub fn start(&self) -> Result<(), Error> {
-        self.exec(|core| {
+        self.call(|core| {
             let now = core.now();
             let (link, ev) = core.parts();
             link.client_mut().start(now, &mut Collect(ev));
@@ -582,7 +626,7 @@ impl Client {
 
     /// Closes the connection; requests made while stopped are queued until the next start.
     pub fn stop(&self) -> Result<(), Error> {
-        self.exec(|core| {
+        self.call(|core| {
             let now = core.now();
             let (link, ev) = core.parts();
             link.client_mut().stop(now, &mut Collect(ev));
@@ -590,29 +634,57 @@ impl Client {
     }
 
     /// Finishes all work, closes the connection and ends the I/O thread; the client is
-    /// unusable afterwards (calls return [`Error::Disposed`]).
+    /// unusable afterwards (calls return [`Error::Disposed`]). Waits up to
+    /// [`DISPOSE_WAIT`] for the thread to end (its last callbacks run first); a thread
+    /// still busy in a callback then is left to end by itself.
     pub fn dispose(&self) -> Result<(), Error> {
-        let r = self.exec(|core| {
-            let now = core.now();
-            let (link, ev) = core.parts();
-            link.client_mut().dispose(now, &mut Collect(ev));
-        });
+        self.call(Core::dispose)?;
         if thread::current().id() != self.shared.thread {
-            if let Some(join) = self
+            let deadline = StdInstant::now().checked_add(DISPOSE_WAIT);
+            let mut seen = self.shared.watch.lock();
+            while !seen.ended {
+                let left = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
+                match left {
+                    Some(left) if left.is_zero() => break,
+                    Some(left) => {
+                        seen = match self.shared.watch.changed.wait_timeout(seen, left) {
+                            Ok((s, _)) => s,
+                            Err(p) => p.into_inner().0,
+                        };
+                    }
+                    None => {
+                        seen = self
+                            .shared
+                            .watch
+                            .changed
+                            .wait(seen)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                }
+            }
+            let ended = seen.ended;
+            drop(seen);
+            let join = self
                 .shared
                 .join
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .take()
-            {
-                let _ = join.join();
+                .take();
+            match join {
+                Some(join) if ended => {
+                    let _ = join.join();
+                }
+                Some(_) => log::warn!("rtm: the I/O thread is still in a callback: not waiting"),
+                None => {}
             }
         }
-        r
+        Ok(())
     }
 
-    /// Blocks until the client's state satisfies `wanted` (as observers saw it) or
-    /// `timeout` passes; returns the state reached. Not for use inside callbacks.
+    /// Blocks until the client's state satisfies `wanted` (as observers saw it, after
+    /// every event caused so far — by this thread's calls included — was delivered) or
+    /// `timeout` passes; returns the state reached. Inside a callback it does not wait:
+    /// it returns the state observers have seen.
     ///
     /// ```no_run
     /// # use benchlink_std::rtm::{Client, ClientOptions, ClientState};
@@ -626,24 +698,33 @@ impl Client {
         wanted: impl Fn(ClientState) -> bool,
         timeout: Duration,
     ) -> ClientState {
-        let deadline = StdInstant::now() + timeout;
-        let mut state = self
-            .shared
-            .watch
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while !wanted(*state) {
-            let left = deadline.saturating_duration_since(StdInstant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = match self.shared.watch.changed.wait_timeout(state, left) {
-                Ok((s, _)) => s,
-                Err(p) => p.into_inner().0,
+        if thread::current().id() == self.shared.thread {
+            return self.shared.watch.lock().state;
+        }
+        let mark = {
+            let core = self.shared.engine.lock();
+            core.taken.saturating_add(core.events.len() as u64)
+        };
+        // A timeout too far to represent is none.
+        let deadline = StdInstant::now().checked_add(timeout);
+        let mut seen = self.shared.watch.lock();
+        while !(seen.ended || seen.delivered >= mark && wanted(seen.state)) {
+            let left = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
+            seen = match left {
+                Some(left) if left.is_zero() => break,
+                Some(left) => match self.shared.watch.changed.wait_timeout(seen, left) {
+                    Ok((s, _)) => s,
+                    Err(p) => p.into_inner().0,
+                },
+                None => self
+                    .shared
+                    .watch
+                    .changed
+                    .wait(seen)
+                    .unwrap_or_else(PoisonError::into_inner),
             };
         }
-        *state
+        seen.state
     }
 
     /// True while connected.
@@ -871,7 +952,7 @@ impl Client {
     ) -> Result<(), Error> {
         let role = role.to_owned();
         let secret = secret.to_owned();
-        let result = self.exec(move |core| {
+        let result = self.call(move |core| {
             let now = core.now();
             let (link, ev) = core.parts();
             let at = ev.len();
@@ -921,7 +1002,7 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        let result = self.exec(move |core| {
+        let result = self.call(move |core| {
             let extras = options.extra.as_ref().map(|v| v.to_string());
             let history = match (options.history_count, options.history_age) {
                 (Some(n), _) => Some(core_rtm::pdu::History::Count(n)),
@@ -937,6 +1018,10 @@ impl Client {
                 force: false,
                 extras: extras.as_deref(),
             };
+            let fresh = core.link.client().subscription_state(&key).is_none();
+            if fresh && core.subs >= core.max_subs {
+                return Err(RequestError::TooManySubscriptions);
+            }
             let now = core.now();
             let (link, ev) = core.parts();
             let at = ev.len();
@@ -944,8 +1029,16 @@ impl Client {
                 .client_mut()
                 .subscribe(now, &key, mode, args, &mut Collect(ev));
             if r.is_ok() {
+                let created = ev
+                    .get(at..)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| matches!(e, Ev::SubCreated(_)));
                 // Registered before the events of this call (`created` among them).
                 ev.insert(at, Ev::Register(key, observer));
+                if created {
+                    core.subs += 1;
+                }
             }
             r
         })?;
@@ -960,7 +1053,7 @@ impl Client {
     ) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
-        self.exec(move |core| {
+        self.call(move |core| {
             if core.link.client().subscription_state(&key).is_none() {
                 return Err(Error::Request(RequestError::UnknownSubscription));
             }
@@ -973,7 +1066,7 @@ impl Client {
     /// `on_deleted`.
     pub fn unsubscribe(&self, channel_or_id: &str) -> Result<(), Error> {
         let key = channel_or_id.to_owned();
-        self.exec(move |core| {
+        self.call(move |core| {
             let now = core.now();
             let (link, ev) = core.parts();
             link.client_mut().unsubscribe(now, &key, &mut Collect(ev))
@@ -1190,7 +1283,6 @@ impl Io {
                 let (link, events) = core.parts();
                 link.handle_connect_failed(now, code, &mut Collect(events));
             }
-            Msg::Job(_) => {}
         }
     }
 }
@@ -1217,7 +1309,6 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     let observers = RefCell::new(observers);
     let mut ready = Events::with_capacity(16);
     let mut buf = vec![0u8; READ_CHUNK];
-    let mut completions: Vec<Box<dyn FnOnce()>> = Vec::new();
     loop {
         // From here on, a caller that queues work must wake the thread again.
         engine.wake_pending.store(false, Ordering::Release);
@@ -1227,10 +1318,7 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
         let timeout = {
             let mut core = engine.lock();
             while let Ok(msg) = rx.try_recv() {
-                match msg {
-                    Msg::Job(job) => completions.push(job(&mut core)),
-                    connect => io.connected(&mut core, connect),
-                }
+                io.connected(&mut core, msg);
             }
             // Deadlines first: a request whose time is up (a timeout of 0 included) fails
             // even if its reply is already waiting in the socket.
@@ -1254,9 +1342,6 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
         // Observers may call the client: what they queue goes out before the next sleep.
         while dispatch(&engine, &watch, &observers) {
             io.flush(&mut engine.lock());
-        }
-        for complete in completions.drain(..) {
-            complete();
         }
         if engine.lock().link.client().state() == ClientState::Disposed {
             break;
@@ -1285,6 +1370,8 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     }
     // Fail whatever still waits, so no caller blocks forever.
     observers.borrow_mut().callbacks.clear();
+    watch.lock().ended = true;
+    watch.changed.notify_all();
 }
 
 /// Delivers the events queued in the link's core, in order, one at a time, with the
@@ -1294,17 +1381,35 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
 fn dispatch(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>) -> bool {
     let mut delivered = false;
     loop {
-        let events = std::mem::take(&mut engine.lock().events);
+        let events = {
+            let mut core = engine.lock();
+            let events = std::mem::take(&mut core.events);
+            core.taken = core.taken.saturating_add(events.len() as u64);
+            let deleted = events
+                .iter()
+                .filter(|e| matches!(e, Ev::SubDeleted(_)))
+                .count();
+            core.subs = core.subs.saturating_sub(deleted);
+            events
+        };
         if events.is_empty() {
             return delivered;
         }
         delivered = true;
         for ev in events {
-            if let Ev::State(_, enter) = &ev {
-                *watch.state.lock().unwrap_or_else(PoisonError::into_inner) = *enter;
-                watch.changed.notify_all();
-            }
+            let state = match &ev {
+                Ev::State(_, enter) => Some(*enter),
+                _ => None,
+            };
             let ok = catch_unwind(AssertUnwindSafe(|| deliver(observers, ev))).is_ok();
+            {
+                let mut seen = watch.lock();
+                if let Some(state) = state {
+                    seen.state = state;
+                }
+                seen.delivered = seen.delivered.saturating_add(1);
+            }
+            watch.changed.notify_all();
             if !ok {
                 log::error!("rtm: a callback panicked: stopping the client");
                 let mut core = engine.lock();

@@ -42,7 +42,7 @@ pub enum Reply {
 ///
 /// The floods exist to prove that a client's memory stays bounded and its deadlines
 /// fire when a peer sends without pause. They are bounded on the server's side too: the
-/// connection's writer thread writes one chunk (16 KiB) of flood at a time with a
+/// connection's writer thread writes one chunk (16 KiB, 256 KiB of data) of flood at a time with a
 /// blocking write, so a client that reads slowly slows the flood down (TCP backpressure)
 /// instead of the server buffering for it. Frames queued for the connection (replies,
 /// subscription data, pongs, a close) go out between chunks, so a flooded client can
@@ -55,8 +55,9 @@ pub enum SocketFault {
     /// WebSocket pings (payload `flood`) back to back, forever. A client that answers
     /// each one with a pong, or queues each as an event, must not grow with them.
     PingFlood,
-    /// Valid `rtm/subscription/data` PDUs for subscription `subscription_id`, one
-    /// message each, back to back as fast as the socket takes them. `message` is the raw
+    /// Valid `rtm/subscription/data` PDUs for subscription `subscription_id`, 100
+    /// messages each, back to back as fast as the socket takes them (256 KiB of PDUs per
+    /// write, so the flood outruns the client). `message` is the raw
     /// JSON of every message (e.g. `{"n":1}` or `"x"`), inserted as given. Positions are
     /// valid and increasing: each message takes the next sequence number of the
     /// subscription's channel (the messages are not stored, so other subscribers and

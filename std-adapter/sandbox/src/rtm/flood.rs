@@ -12,8 +12,15 @@ use super::outbox::append_frame;
 use super::pdu::{push_quoted, Positions};
 use super::state::{data_pdu, Shared, State};
 
-/// Bytes of flood per write.
+/// Bytes of flood per write (pings, the endless message).
 pub(crate) const CHUNK: usize = 16 * 1024;
+
+/// Bytes of data flood per write: many PDUs per syscall, so the server outruns any
+/// client (the client's reads, parsing and callbacks cost more per byte than this).
+pub(crate) const DATA_CHUNK: usize = 256 * 1024;
+
+/// Messages per data flood PDU (as the peer: 100).
+pub(crate) const MESSAGES_PER_PDU: u64 = 100;
 
 /// The payload of every flood ping.
 const PING_PAYLOAD: &[u8] = b"flood";
@@ -67,9 +74,12 @@ impl Flooder {
                 subscription_id,
                 message,
             } => {
-                // One PDU is about this long; a chunk holds as many as fit.
-                let pdu_len = 100 + subscription_id.len() + message.len();
-                let n = (CHUNK / pdu_len).max(1) as u64;
+                // One PDU of MESSAGES_PER_PDU messages is about this long; a chunk
+                // holds as many as fit.
+                let per = usize::try_from(MESSAGES_PER_PDU).unwrap_or(1);
+                let pdu_len = 100 + subscription_id.len() + (message.len() + 1) * per;
+                let pdus = (DATA_CHUNK / pdu_len).max(1) as u64;
+                let n = pdus * MESSAGES_PER_PDU;
                 let mut st = shared.lock();
                 self.chunk.clear();
                 // A message published between the writer's look at its queue and this
@@ -81,14 +91,16 @@ impl Flooder {
                 }
                 let first = reserve(&mut st, id, subscription_id, n)?;
                 drop(st);
-                for seq in first..first + n {
+                for pdu in 0..pdus {
+                    // The PDU's messages take sequence numbers first..=last.
+                    let last = first + pdu * MESSAGES_PER_PDU + MESSAGES_PER_PDU - 1;
                     append_frame(&mut self.chunk, 0x1, true, |o| {
                         data_pdu(
                             o,
                             self.positions,
                             subscription_id,
-                            seq,
-                            iter::once(message.as_str()),
+                            last,
+                            iter::repeat_n(message.as_str(), per),
                         );
                     });
                 }
