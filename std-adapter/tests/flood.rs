@@ -217,3 +217,67 @@ fn a_hanging_server_is_declared_dead_and_the_client_reconnects() {
     assert_eq!(state, ClientState::Connected);
     client.dispose().unwrap();
 }
+
+/// The figures the command gives at `-v 3` when its deadline fires: how late (µs) and how
+/// many data PDUs were waiting for the output then.
+fn deadline_figures(stderr: &str) -> Option<(u64, usize)> {
+    let line = stderr.lines().find(|l| l.starts_with("deadline: fired "))?;
+    let mut words = line.split_whitespace();
+    let late = words.nth(2)?.parse().ok()?;
+    let waiting = words.nth(5)?.parse().ok()?;
+    Some((late, waiting))
+}
+
+/// Runs a following command (`subscribe`, `record`) with a 2 s deadline under a data
+/// flood that outruns the client (100 messages a PDU, 256 KiB a write), stdout to
+/// `/dev/null`: the command ends by itself, at its deadline, although data was still
+/// waiting then. How late the deadline fired is printed (`--nocapture`), not asserted.
+fn deadline_under_a_fast_flood(what: &str, args: &[&str]) {
+    let server = flood_server(data_flood("flood"));
+    let mut all = vec!["-v", "3"];
+    all.extend_from_slice(args);
+    let (code, elapsed, peak, stderr) = run_cli(&server, &all);
+    let figures = deadline_figures(&stderr);
+    let closed = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("closed and disposed in "))
+        .unwrap_or("? us");
+    println!(
+        "{what} under a data flood faster than the client: deadline fired {} us late with {} \
+         data PDUs waiting; closed and disposed in {closed}; ended after {elapsed:?}, peak RSS \
+         {peak} KiB",
+        figures.map_or("?".into(), |f| f.0.to_string()),
+        figures.map_or("?".into(), |f| f.1.to_string()),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (_, waiting) = figures.unwrap_or_else(|| panic!("no deadline line: {stderr}"));
+    assert!(
+        waiting > 0,
+        "the flood did not outrun the client: nothing was waiting\n{stderr}"
+    );
+    assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn cli_subscribe_timeout_fires_under_a_flood_faster_than_the_client() {
+    deadline_under_a_fast_flood(
+        "subscribe --timeout 2",
+        &["subscribe", "flood", "--timeout", "2"],
+    );
+}
+
+#[test]
+fn cli_subscribe_jsonl_timeout_fires_under_a_flood_faster_than_the_client() {
+    deadline_under_a_fast_flood(
+        "subscribe --jsonl --timeout 2",
+        &["--jsonl", "subscribe", "flood", "--timeout", "2"],
+    );
+}
+
+#[test]
+fn cli_record_time_limit_fires_under_a_flood_faster_than_the_client() {
+    deadline_under_a_fast_flood(
+        "record --time_limit_in_seconds 2",
+        &["record", "flood", "--time_limit_in_seconds", "2"],
+    );
+}

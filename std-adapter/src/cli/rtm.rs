@@ -55,6 +55,9 @@ pub(super) const EXIT_INVALID: u8 = 4;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the last requests and the close may take to go out at the end.
 const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long the close may take at the end of a following command (subscribe, view,
+/// record): nothing of theirs waits to go out.
+const FOLLOW_STOP_WAIT: Duration = Duration::from_millis(50);
 /// Most publishes waiting for their acknowledgement at once.
 const WINDOW: usize = 1000;
 
@@ -1146,6 +1149,9 @@ impl ClientObserver for Watch {
 struct Session {
     client: Client,
     _local: Option<RtmServer>,
+    log: Log,
+    /// How long the close may take at the end.
+    stop_wait: std::cell::Cell<Duration>,
 }
 
 impl Drop for Session {
@@ -1153,11 +1159,16 @@ impl Drop for Session {
         // Stop first: its close goes out behind the requests not yet written (those sent
         // without acknowledgement included), where dispose alone would drop them. Then,
         // before the local server goes, dispose and join the I/O thread.
+        let started = Instant::now();
         if self.client.stop().is_ok() {
             self.client
-                .wait_for_state(|s| s == ClientState::Stopped, STOP_WAIT);
+                .wait_for_state(|s| s == ClientState::Stopped, self.stop_wait.get());
         }
         let _ = self.client.dispose();
+        self.log.debug(format_args!(
+            "closed and disposed in {} us",
+            started.elapsed().as_micros()
+        ));
     }
 }
 
@@ -1226,6 +1237,8 @@ impl Session {
         let session = Session {
             client,
             _local: local,
+            log,
+            stop_wait: std::cell::Cell::new(STOP_WAIT),
         };
         session.client.start()?;
         match rx.recv_timeout(CONNECT_TIMEOUT) {
@@ -1297,6 +1310,9 @@ impl Session {
         deadline: Option<Instant>,
         mut output: impl FnMut(&SubscriptionData) -> io::Result<Flow>,
     ) -> Result<Ended, Fail> {
+        // Nothing of a following command waits to go out at the end: the close (which
+        // a flooding server answers behind megabytes of data) is not waited for long.
+        self.stop_wait.set(FOLLOW_STOP_WAIT);
         // Bounded: when the output is slower than the server, the client's thread waits
         // here, stops reading the socket, and TCP slows the server down (nothing grows).
         // Leaving this function drops the receiver, which releases a waiting sender.
