@@ -1573,7 +1573,10 @@ fn fault_data_flood() {
             real = true;
         } else {
             assert_eq!(messages.len(), 100);
-            assert!(messages.iter().all(|m| *m == json!({"k": [1, "v"]})), "{pdu}");
+            assert!(
+                messages.iter().all(|m| *m == json!({"k": [1, "v"]})),
+                "{pdu}"
+            );
         }
         let p = position(&pdu);
         assert!(p > last, "{p} after {last}");
