@@ -131,6 +131,9 @@ pub enum Error {
     Connect(String),
     /// The client was disposed.
     Disposed,
+    /// A blocking call (`…_sync`) inside a callback: its reply would be delivered by
+    /// the thread it blocks, so it fails at once instead (use the callback form).
+    InCallback,
 }
 
 impl fmt::Display for Error {
@@ -145,6 +148,10 @@ impl fmt::Display for Error {
             Error::NotOpen(why) => f.write_str(why),
             Error::Connect(why) => write!(f, "client connection error: {why}"),
             Error::Disposed => f.write_str("client disposed"),
+            Error::InCallback => f.write_str(
+                "a blocking call inside a callback would wait for its own thread: use the \
+                 callback form",
+            ),
         }
     }
 }
@@ -916,8 +923,9 @@ impl Client {
             .unwrap_or(serde_json::Value::Null))
     }
 
-    /// Sends a request with a deadline of `timeout` and blocks for its outcome. Must not
-    /// be called from a callback (the reply is delivered on the same thread).
+    /// Sends a request with a deadline of `timeout` and blocks for its outcome; inside a
+    /// callback it fails with [`Error::InCallback`] (the reply is delivered on the thread
+    /// it would block).
     fn sync(
         &self,
         timeout: Duration,
@@ -928,6 +936,9 @@ impl Client {
             Ack,
         ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<Reply, Error> {
+        if thread::current().id() == self.shared.thread {
+            return Err(Error::InCallback);
+        }
         let (tx, rx) = mpsc::channel();
         let callback: Callback = Box::new(move |r| {
             let _ = tx.send(r);
@@ -978,6 +989,9 @@ impl Client {
         secret: &str,
         timeout: Duration,
     ) -> Result<(), Error> {
+        if thread::current().id() == self.shared.thread {
+            return Err(Error::InCallback);
+        }
         let (tx, rx) = mpsc::channel();
         self.authenticate(role, secret, move |r| {
             let _ = tx.send(r);

@@ -26,8 +26,15 @@
 //! fast-forwards; a [`SubscriptionObserver`] hears one subscription's states
 //! (Unsubscribed, Subscribing, Subscribed, Unsubscribing, Failed), `on_created`,
 //! `on_deleted` and its data. Every method defaults to doing nothing. Callbacks run on the
-//! client's I/O thread, in order, may call the client again, and a panicking callback
-//! stops the client cleanly. Request callbacks receive exactly one final [`Response`]:
+//! client's I/O thread, in order, after the call that caused them returned; they may
+//! call the client again, and a panicking callback stops the client cleanly. No call
+//! waits for the I/O thread, so a callback that blocks (or waits for another thread's
+//! call) holds up only the events after it, never a caller; a `…_sync` call inside a
+//! callback fails at once ([`Error::InCallback`]).
+//!
+//! # Subscriptions
+//! At most [`ClientOptions::max_subscriptions`] at once (default and ceiling
+//! [`MAX_SUBSCRIPTIONS`], 4096). Request callbacks receive exactly one final [`Response`]:
 //! the reply, `Timeout`, or `Disconnected`.
 //!
 //! # Modes
@@ -50,7 +57,10 @@ mod transport;
 
 pub use benchlink_core::rtm::pdu::Encoding;
 pub use benchlink_core::rtm::{ClientState, Mode, SubState};
-pub use client::{Callback, Client, ClientOptions, Error, Response, SubscribeOptions};
+pub use client::{
+    Callback, Client, ClientOptions, Error, Response, SubscribeOptions, DISPOSE_WAIT,
+    MAX_SUBSCRIPTIONS,
+};
 pub use connection::{Connection, ConnectionDelegate};
 pub use observer::{ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
 pub use scoped::{make_client, AUTH_WAIT, CONNECT_WAIT};
