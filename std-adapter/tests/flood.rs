@@ -281,3 +281,36 @@ fn cli_record_time_limit_fires_under_a_flood_faster_than_the_client() {
         &["record", "flood", "--time_limit_in_seconds", "2"],
     );
 }
+
+/// Issue 21: `subscribe` with a few hundred channels and a timeout hung (the client's
+/// thread blocked in the command's observer while the command waited in `subscribe`).
+/// 2,000 channels in one command, one of them flooded (so the command's backlog is full
+/// while it subscribes), 50 runs: each ends by itself at its `--timeout`.
+#[test]
+fn cli_subscribe_to_2000_channels_ends_at_its_timeout_every_time() {
+    let server = flood_server(data_flood("ch0"));
+    let channels: Vec<String> = (0..2000).map(|i| format!("ch{i}")).collect();
+    let mut args = vec!["-v", "3", "subscribe"];
+    args.extend(channels.iter().map(String::as_str));
+    args.extend(["--timeout", "1"]);
+    let (mut worst_late, mut worst_elapsed, mut worst_peak) = (0, Duration::ZERO, 0);
+    for run in 0..50 {
+        let (code, elapsed, peak, stderr) = run_cli(&server, &args);
+        assert_eq!(code, Some(0), "run {run}: {stderr}");
+        assert!(
+            stderr.contains("Subscribing to 2000 channels"),
+            "run {run}: {stderr}"
+        );
+        let (late, _) = deadline_figures(&stderr)
+            .unwrap_or_else(|| panic!("run {run}: no deadline line: {stderr}"));
+        worst_late = worst_late.max(late);
+        worst_elapsed = worst_elapsed.max(elapsed);
+        worst_peak = worst_peak.max(peak);
+    }
+    println!(
+        "50 runs of subscribe to 2000 channels --timeout 1 (one flooded): the deadline fired \
+         at most {worst_late} us late; the longest run took {worst_elapsed:?}; peak RSS at \
+         most {worst_peak} KiB"
+    );
+    assert!(worst_peak < MAX_RSS_KIB, "peak RSS {worst_peak} KiB");
+}
