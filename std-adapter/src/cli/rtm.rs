@@ -1281,8 +1281,16 @@ impl Session {
             }),
         )?;
         let mut channels = Vec::new();
+        // One deadline for the whole search, however many parts arrive meanwhile.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
-            let reply = match rx.recv_timeout(timeout) {
+            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+            let next = if left.is_zero() {
+                Err(RecvTimeoutError::Timeout)
+            } else {
+                rx.recv_timeout(left)
+            };
+            let reply = match next {
                 Ok(Response::Reply(r)) if r.is_ok() => r,
                 Ok(Response::Reply(r)) => return Err(Error::Reply(r).into()),
                 Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => {
@@ -1462,6 +1470,9 @@ struct Inflight {
     n: Mutex<usize>,
     changed: Condvar,
     refused: AtomicBool,
+    /// When each acknowledged publish not yet handed on was sent, oldest first: the
+    /// oldest one's acknowledgement is due first.
+    sent_at: Mutex<std::collections::VecDeque<Instant>>,
 }
 
 impl Inflight {
@@ -1473,6 +1484,10 @@ impl Inflight {
         let mut n = self.n.lock().unwrap_or_else(PoisonError::into_inner);
         *n = n.saturating_sub(1);
         self.changed.notify_all();
+    }
+
+    fn sent_at(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Instant>> {
+        self.sent_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes a slot, waiting while [`WINDOW`] publishes are unacknowledged.
@@ -1529,6 +1544,7 @@ impl Publisher {
             ));
         }
         let seq = self.next;
+        self.inflight.sent_at().push_back(Instant::now());
         let mut once = Some((
             self.tx.clone(),
             Arc::clone(&self.inflight),
@@ -1542,6 +1558,7 @@ impl Publisher {
         });
         if let Err(e) = self.client.publish_json(channel, json, Some(callback)) {
             // Refused at the call: the callback was dropped unused.
+            self.inflight.sent_at().pop_back();
             self.inflight.release();
             return Err(Fail(1, format!("publishing to {channel}: {e}")));
         }
@@ -1574,10 +1591,24 @@ fn collect_acks(
                 break;
             }
         }
-        match rx.recv_timeout(timeout) {
+        // Each acknowledgement is due `timeout` after its publish, whatever else arrives
+        // meanwhile: the oldest one is looked at before every event.
+        let due = inflight
+            .sent_at()
+            .front()
+            .and_then(|t| t.checked_add(timeout));
+        let event = match due {
+            Some(due) => match due.saturating_duration_since(Instant::now()) {
+                left if left.is_zero() => Err(RecvTimeoutError::Timeout),
+                left => rx.recv_timeout(left),
+            },
+            None => rx.recv_timeout(timeout),
+        };
+        match event {
             Ok(PubEvent::Ack(seq, channel, response)) => {
                 pending.insert(seq, (channel, response));
                 while let Some((channel, response)) = pending.remove(&next) {
+                    inflight.sent_at().pop_front();
                     let outcome = match response {
                         Response::Reply(r) if r.is_ok() => {
                             Ok(r.field("position").unwrap_or_default())
@@ -1597,7 +1628,7 @@ fn collect_acks(
                 }
             }
             Ok(PubEvent::Done(acked, sent, result)) => done = Some((acked, sent, result)),
-            Err(RecvTimeoutError::Timeout) if inflight.count() == 0 => {}
+            Err(RecvTimeoutError::Timeout) if due.is_none() => {}
             Err(RecvTimeoutError::Timeout) => {
                 return Err(Fail(
                     1,
