@@ -314,3 +314,36 @@ fn cli_subscribe_to_2000_channels_ends_at_its_timeout_every_time() {
     );
     assert!(worst_peak < MAX_RSS_KIB, "peak RSS {worst_peak} KiB");
 }
+
+/// `--reply-timeout` fires while pings flood in and the server never answers: `read`
+/// (one reply awaited) and `publish` (acknowledgements awaited). How long the command
+/// took past its timeout is printed (it includes connecting and closing).
+#[test]
+fn cli_reply_timeout_fires_under_a_ping_flood() {
+    let server = flood_server(SocketFault::PingFlood);
+    server
+        .faults()
+        .override_replies("rtm/read", Reply::Silence, None);
+    server
+        .faults()
+        .override_replies("rtm/publish", Reply::Silence, None);
+    for (what, args) in [
+        ("read", vec!["read", "kv", "--reply-timeout", "1"]),
+        (
+            "publish",
+            vec!["publish", "ch", "1", "--reply-timeout", "1"],
+        ),
+    ] {
+        let (code, elapsed, peak, stderr) = run_cli(&server, &args);
+        println!(
+            "{what} --reply-timeout 1 under a ping flood, no reply: ended after {elapsed:?}, \
+             peak RSS {peak} KiB"
+        );
+        assert_eq!(code, Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains("timed out") || stderr.contains("unacked"),
+            "{what}: {stderr}"
+        );
+        assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
+    }
+}
