@@ -148,7 +148,7 @@ SEEDS = {
     },
 }
 
-# RTM frames (spec §3) for the messaging targets.
+# RTM PDUs for the messaging targets.
 RTM_DATA = b'{"action":"rtm/subscription/data","body":{"subscription_id":"chan","position":"1479315802:6","messages":[{"k":1},"two",null]}}'
 RTM_FRAMES = {
     "data": RTM_DATA,
