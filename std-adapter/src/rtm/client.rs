@@ -1382,6 +1382,9 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
             }
         }
     }
+    // What a call queued after the last delivery (dispose's own events: the queued
+    // requests' `Disconnected`) is delivered before the thread ends.
+    dispatch(&engine, &watch, &observers);
     // Fail whatever still waits, so no caller blocks forever.
     observers.borrow_mut().callbacks.clear();
     watch.lock().ended = true;
