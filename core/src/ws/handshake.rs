@@ -12,7 +12,6 @@
 use super::Endpoint;
 use crate::http::{query, Cursor, EncodeError, Head};
 use base64::Engine as _;
-use sha1::Digest as _;
 
 /// The GUID RFC 6455 appends to the key before hashing it.
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -41,6 +40,22 @@ impl Key {
         Key { text }
     }
 
+    /// A key as a server receives it (24 characters of base64), so that a server — a
+    /// test double, a local hub — computes its accept value with this same code.
+    /// `None` when it is not 24 base64 characters.
+    ///
+    /// ```
+    /// use benchlink_core::ws::Key;
+    /// let key = Key::parse(b"dGhlIHNhbXBsZSBub25jZQ==").unwrap();
+    /// assert_eq!(key.accept().as_str(), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    /// assert!(Key::parse(b"short").is_none());
+    /// ```
+    pub fn parse(text: &[u8]) -> Option<Key> {
+        let text: [u8; 24] = text.try_into().ok()?;
+        let base64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+        text.iter().all(base64).then_some(Key { text })
+    }
+
     /// The key as sent in the request.
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.text).unwrap_or_default()
@@ -55,10 +70,7 @@ impl Key {
     /// assert_eq!(key.accept().as_str(), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     /// ```
     pub fn accept(&self) -> Accept {
-        let digest = sha1::Sha1::new()
-            .chain_update(self.text)
-            .chain_update(GUID)
-            .finalize();
+        let digest = super::sha1::digest(&[&self.text, GUID]);
         let mut text = [0u8; 28];
         // 20 bytes are always exactly 28 base64 characters.
         let _ = base64::engine::general_purpose::STANDARD.encode_slice(digest, &mut text);

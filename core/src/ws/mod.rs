@@ -63,6 +63,7 @@ mod error;
 mod frame;
 mod handshake;
 mod session;
+mod sha1;
 
 pub use close::{CloseCode, CloseFrame};
 pub use decoder::{Decoder, Message};

@@ -435,7 +435,7 @@ impl<'b> Rtm<'b> {
 mod loopback {
     use super::*;
     use benchlink_core::http;
-    use benchlink_core::ws::apply_mask;
+    use benchlink_core::ws::{apply_mask, Key};
 
     /// Bytes per `read`, like one TCP segment.
     const MSS: usize = 536;
@@ -572,8 +572,6 @@ mod loopback {
 
         /// The `101` answer to the upgrade request in `head`.
         fn upgrade(&mut self, head: &[u8]) -> core::result::Result<(), ErrorKind> {
-            use base64::Engine as _;
-            use sha1::Digest as _;
             const FIELD: &[u8] = b"\r\nSec-WebSocket-Key: ";
             let at = head
                 .windows(FIELD.len())
@@ -581,17 +579,10 @@ mod loopback {
                 .ok_or(ErrorKind::InvalidData)?;
             let key = head
                 .get(at + FIELD.len()..at + FIELD.len() + 24)
+                .and_then(Key::parse)
                 .ok_or(ErrorKind::InvalidData)?;
-            let digest = sha1::Sha1::new()
-                .chain_update(key)
-                .chain_update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
-                .finalize();
-            let mut accept = [0u8; 28];
-            base64::engine::general_purpose::STANDARD
-                .encode_slice(digest, &mut accept)
-                .map_err(|_| ErrorKind::InvalidData)?;
             self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
-            self.push(&accept)?;
+            self.push(key.accept().as_str().as_bytes())?;
             self.push(wire::UPGRADE_TAIL)
         }
 

@@ -1,0 +1,143 @@
+//! SHA-1 (FIPS 180-4) for the one thing WebSocket needs it for: the
+//! `Sec-WebSocket-Accept` value, a hash of 60 bytes once per connection.
+//!
+//! Why not the `sha1` crate: its portable backend unrolls all 80 rounds and the message
+//! schedule for speed, about 3 KiB of Cortex-M flash; the device agent's whole budget is
+//! 48 KiB, and the handshake hashes two blocks per connection, so speed does not matter
+//! here and size does. This is the textbook loop (about 400 bytes), checked against the
+//! `sha1` crate on random inputs of every length up to three blocks in the tests.
+//! It is not a general-purpose hash and is not exported.
+
+/// SHA-1 of the concatenation of `parts`.
+pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
+    let mut state: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut block = [0u8; 64];
+    let mut fill = 0usize;
+    let mut total = 0u64;
+    for &byte in parts.iter().flat_map(|part| part.iter()) {
+        push(&mut state, &mut block, &mut fill, byte);
+        total = total.wrapping_add(8);
+    }
+    // Padding: 0x80, zeros up to 56 bytes into a block, then the length in bits.
+    push(&mut state, &mut block, &mut fill, 0x80);
+    while fill != 56 {
+        push(&mut state, &mut block, &mut fill, 0);
+    }
+    for byte in total.to_be_bytes() {
+        push(&mut state, &mut block, &mut fill, byte);
+    }
+    let mut out = [0u8; 20];
+    for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    out
+}
+
+/// Appends one byte to the block, compressing it when it is full.
+fn push(state: &mut [u32; 5], block: &mut [u8; 64], fill: &mut usize, byte: u8) {
+    if let Some(slot) = block.get_mut(*fill) {
+        *slot = byte;
+    }
+    *fill = fill.wrapping_add(1);
+    if *fill == 64 {
+        compress(state, block);
+        *fill = 0;
+    }
+}
+
+/// One 64-byte block: the 16-word window of the message schedule rolls in place.
+fn compress(state: &mut [u32; 5], block: &[u8; 64]) {
+    let mut w = [0u32; 16];
+    for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
+        *word = bytes.iter().fold(0, |acc, &b| (acc << 8) | u32::from(b));
+    }
+    let [mut a, mut b, mut c, mut d, mut e] = *state;
+    // Indices are taken mod 16, so `get` never misses (the optimiser drops the check).
+    let at = |w: &[u32; 16], j: usize| w.get(j & 15).copied().unwrap_or_default();
+    for i in 0..80usize {
+        if i >= 16 {
+            let x = at(&w, i + 13) ^ at(&w, i + 8) ^ at(&w, i + 2) ^ at(&w, i);
+            if let Some(slot) = w.get_mut(i & 15) {
+                *slot = x.rotate_left(1);
+            }
+        }
+        let (f, k) = match i / 20 {
+            0 => ((b & c) | (!b & d), 0x5A82_7999),
+            1 => (b ^ c ^ d, 0x6ED9_EBA1),
+            2 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+            _ => (b ^ c ^ d, 0xCA62_C1D6),
+        };
+        let t = a
+            .rotate_left(5)
+            .wrapping_add(f)
+            .wrapping_add(e)
+            .wrapping_add(k)
+            .wrapping_add(at(&w, i));
+        e = d;
+        d = c;
+        c = b.rotate_left(30);
+        b = a;
+        a = t;
+    }
+    for (h, v) in state.iter_mut().zip([a, b, c, d, e]) {
+        *h = h.wrapping_add(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digest;
+    use sha1::Digest as _;
+
+    #[test]
+    fn the_fips_examples() {
+        let hex = |d: [u8; 20]| {
+            d.iter()
+                .map(|b| std::format!("{b:02x}"))
+                .collect::<String>()
+        };
+        assert_eq!(
+            hex(digest(&[b"abc"])),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        assert_eq!(
+            hex(digest(&[b""])),
+            "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+        );
+        assert_eq!(
+            hex(digest(&[
+                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
+            ])),
+            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
+        );
+    }
+
+    /// Every length up to three blocks (all padding cases: the length in the same block,
+    /// in a block of its own), split into two parts at every third point, against the
+    /// `sha1` crate.
+    #[test]
+    fn agrees_with_the_sha1_crate() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..=192usize {
+            let data: std::vec::Vec<u8> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            let want: [u8; 20] = sha1::Sha1::digest(&data).into();
+            for cut in (0..=len).step_by(3) {
+                let (head, tail) = data.split_at(cut);
+                assert_eq!(digest(&[head, tail]), want, "len {len}, cut {cut}");
+            }
+        }
+    }
+}
