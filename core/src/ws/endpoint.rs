@@ -87,10 +87,10 @@ impl<'a> Endpoint<'a> {
         } else {
             return Err(UrlError::UnsupportedScheme);
         };
-        let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let split = find(rest, |b| matches!(b, b'/' | b'?' | b'#')).unwrap_or(rest.len());
         let authority = rest.get(..split).unwrap_or_default();
         let tail = rest.get(split..).unwrap_or_default();
-        if authority.contains('@') {
+        if find(authority, |b| b == b'@').is_some() {
             return Err(UrlError::UserInfo);
         }
         let (host, port) = split_authority(authority)?;
@@ -104,7 +104,7 @@ impl<'a> Endpoint<'a> {
             }
             Some(digits) => parse_port(digits)?,
         };
-        let path_end = tail.find(['?', '#']).unwrap_or(tail.len());
+        let path_end = find(tail, |b| b == b'?' || b == b'#').unwrap_or(tail.len());
         match tail.as_bytes().get(path_end) {
             Some(b'?') => return Err(UrlError::Query),
             Some(_) => return Err(UrlError::Fragment),
@@ -150,11 +150,11 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
         return Err(UrlError::MissingHost);
     }
     if let Some(bracketed) = authority.strip_prefix('[') {
-        let close = bracketed.find(']').ok_or(UrlError::InvalidHost)?;
+        let close = find(bracketed, |b| b == b']').ok_or(UrlError::InvalidHost)?;
         let host = bracketed.get(..close).unwrap_or_default();
         let after = bracketed.get(close.saturating_add(1)..).unwrap_or_default();
         let ipv6_byte = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
-        if !host.contains(':') || !host.bytes().all(ipv6_byte) {
+        if find(host, |b| b == b':').is_none() || !host.bytes().all(ipv6_byte) {
             return Err(UrlError::InvalidHost);
         }
         return match after {
@@ -183,15 +183,18 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
 }
 
 fn parse_port(digits: &str) -> Result<u16, UrlError> {
-    if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if digits.len() > 5 {
         return Err(UrlError::InvalidPort);
     }
-    let port = digits.bytes().fold(0u32, |n, d| {
-        n.saturating_mul(10)
-            .saturating_add(u32::from(d.saturating_sub(b'0')))
-    });
+    let port = crate::http::parse_decimal(digits.as_bytes()).unwrap_or_default();
     u16::try_from(port)
         .ok()
         .filter(|&p| p != 0)
         .ok_or(UrlError::InvalidPort)
+}
+
+/// The first byte that `is` picks out: the URL's delimiters are ASCII, so a byte search
+/// finds them (`str::find` with a char pattern links the UTF-8 char searcher).
+fn find(text: &str, is: impl Fn(u8) -> bool) -> Option<usize> {
+    text.bytes().position(is)
 }

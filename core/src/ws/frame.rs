@@ -201,8 +201,10 @@ impl FrameHeader {
 /// assert_eq!(&hello, b"Hello");
 /// ```
 pub fn apply_mask(mask: [u8; 4], offset: usize, data: &mut [u8]) {
-    let mut key = mask;
-    key.rotate_left(offset % 4);
+    // The key as it lines up with `data[0]`: a rotation of its bytes, done on the word
+    // (one instruction; a slice rotation links the general `rotate_left`).
+    let shift = (offset % 4) as u32 * 8;
+    let key = u32::from_be_bytes(mask).rotate_left(shift).to_be_bytes();
     let word = u32::from_ne_bytes(key);
     let mut words = data.chunks_exact_mut(4);
     for chunk in &mut words {

@@ -95,8 +95,8 @@ impl Outbox {
 
     /// Moves the pending bytes to the front, so the capacity argument above holds.
     fn compact(&mut self) {
-        if let Some(pending) = self.buf.get_mut(..self.end) {
-            pending.rotate_left(self.start.min(self.end));
+        if self.start < self.end && self.end <= self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
         }
         self.end = self.end.saturating_sub(self.start);
         self.pong_at = self.pong_at.map(|at| at.saturating_sub(self.start));
