@@ -30,7 +30,41 @@ pub const MAX_ROLE_LEN: usize = 64;
 /// characters).
 pub const MAX_SECRET_LEN: usize = 64;
 
-type Credentials = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
+type Exchange = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
+
+/// A role and secret with the code that runs their exchange. The code is reached through
+/// pointers set only where credentials are made (`authenticate`), so a client that never
+/// authenticates links none of it — the request writer and reply handling of the
+/// exchange, about 1 KiB of Cortex-M flash — although the client's reply dispatch and
+/// pump call it whenever credentials exist.
+struct Credentials {
+    exchange: Exchange,
+    write: fn(&mut Exchange, Encoding, u64, &mut Cursor<'_>) -> Result<bool, WriteError>,
+    reply: for<'p> fn(&mut Exchange, &Pdu<'p>) -> AuthStep<'p>,
+}
+
+impl Credentials {
+    fn new(role: String<MAX_ROLE_LEN>, secret: Vec<u8, MAX_SECRET_LEN>) -> Self {
+        Credentials {
+            exchange: RoleSecretAuth::new(role, secret),
+            write: Exchange::write_request_as,
+            reply: Exchange::handle_reply,
+        }
+    }
+
+    /// A request of the exchange is due (the handshake, or `authenticate` once the nonce
+    /// came).
+    fn due(&self) -> bool {
+        matches!(
+            self.exchange.state(),
+            AuthState::Idle | AuthState::ReadyToAuthenticate
+        )
+    }
+
+    fn handle_reply<'p>(&mut self, pdu: &Pdu<'p>) -> AuthStep<'p> {
+        (self.reply)(&mut self.exchange, pdu)
+    }
+}
 
 /// Client settings; `Default` gives the reference (Python) SDK's defaults (1 s base and
 /// 300 s cap of the reconnect delay, no attempt limit, 20000 queued requests, 10 s per
@@ -911,7 +945,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.user_auth = Some(UserAuth {
             ticket,
             deadline,
-            machine: RoleSecretAuth::new(role_text, secret_bytes),
+            machine: Credentials::new(role_text, secret_bytes),
             started: false,
         });
         self.pump();
@@ -1059,7 +1093,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 self.next_id = 0;
                 match self.remembered.as_mut() {
                     Some(creds) if self.config.restore_auth_on_reconnect => {
-                        creds.reset();
+                        creds.exchange.reset();
                         self.restoring = Some(now.saturating_add(self.config.auth_timeout));
                         self.pump();
                     }
@@ -1555,7 +1589,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
         // The user's authenticate.
         if let Some(auth) = self.user_auth.as_mut().filter(|a| a.started) {
-            let expected = match auth.machine.state() {
+            let expected = match auth.machine.exchange.state() {
                 AuthState::AwaitingResult { .. } => Action::Authenticate,
                 _ => Action::Handshake,
             };
@@ -1922,7 +1956,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 match self.user_auth.as_mut() {
                     Some(auth) if auth.ticket == meta.ticket => {
                         auth.started = true;
-                        auth.machine.reset();
+                        auth.machine.exchange.reset();
                         let id = self.next_id;
                         if let Ok(true) = Self::write_auth(
                             &mut self.outbox,
@@ -1984,13 +2018,11 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         machine: &mut Credentials,
         id: u32,
     ) -> Result<bool, WriteError> {
-        if machine.next_request().is_none() {
+        if !machine.due() {
             return Ok(false);
         }
         push_encoded(outbox, None, |out| {
-            machine
-                .write_request_as(encoding, u64::from(id), out)
-                .map(|_| ())
+            (machine.write)(&mut machine.exchange, encoding, u64::from(id), out).map(|_| ())
         })?;
         Ok(true)
     }
