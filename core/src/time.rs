@@ -104,7 +104,7 @@ impl Instant {
     /// assert_eq!(Instant::MAX.checked_add(Duration::from_micros(1)), None);
     /// ```
     pub fn checked_add(self, d: Duration) -> Option<Instant> {
-        let micros = u64::try_from(d.as_micros()).ok()?;
+        let micros = micros(d)?;
         self.0.checked_add(micros).map(Instant)
     }
 
@@ -127,7 +127,7 @@ impl Instant {
     /// assert_eq!(Instant::ZERO.checked_sub(Duration::from_micros(1)), None);
     /// ```
     pub fn checked_sub(self, d: Duration) -> Option<Instant> {
-        let micros = u64::try_from(d.as_micros()).ok()?;
+        let micros = micros(d)?;
         self.0.checked_sub(micros).map(Instant)
     }
 
@@ -212,6 +212,32 @@ impl Sub<Instant> for Instant {
     type Output = Duration;
     fn sub(self, earlier: Instant) -> Duration {
         self.saturating_duration_since(earlier)
+    }
+}
+
+/// `d` in whole microseconds, `None` past `u64`: seconds and the sub-second part apart,
+/// so a 32-bit target multiplies in 64 bits instead of linking `Duration::as_micros`'s
+/// 128-bit arithmetic.
+fn micros(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000)?
+        .checked_add(u64::from(d.subsec_micros()))
+}
+
+/// The earlier of two optional deadlines, `None` meaning none (later than any instant):
+/// how every machine merges the deadlines it tracks into its next wake-up.
+///
+/// ```
+/// use benchlink_core::time::{earliest, Instant};
+/// let (a, b) = (Instant::from_millis(1), Instant::from_millis(2));
+/// assert_eq!(earliest(Some(b), Some(a)), Some(a));
+/// assert_eq!(earliest(None, Some(b)), Some(b));
+/// assert_eq!(earliest(None, None), None);
+/// ```
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

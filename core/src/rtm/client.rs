@@ -21,7 +21,7 @@ use super::queue::RecordFifo;
 use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
 use crate::json::WriteError;
-use crate::time::Instant;
+use crate::time::{earliest, Instant};
 
 /// The longest role name [`Client::authenticate`] accepts.
 pub const MAX_ROLE_LEN: usize = 64;
@@ -448,13 +448,6 @@ fn push_encoded_dyn<const N: usize>(
         (false, None) => Err(WriteError::Encode(
             crate::http::EncodeError::BufferTooSmall { capacity: N },
         )),
-    }
-}
-
-fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 
@@ -941,7 +934,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
         self.next_ticket = self.next_ticket.wrapping_add(1);
         self.queued = self.queued.saturating_add(1);
-        self.queue_deadline = min_deadline(self.queue_deadline, deadline);
+        self.queue_deadline = earliest(self.queue_deadline, deadline);
         self.user_auth = Some(UserAuth {
             ticket,
             deadline,
@@ -1373,16 +1366,16 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut at = self.queue_deadline;
         for p in &self.pending {
-            at = min_deadline(at, p.deadline());
+            at = earliest(at, p.deadline());
         }
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
-            at = min_deadline(at, auth.deadline);
+            at = earliest(at, auth.deadline);
         }
         match self.state {
-            ClientState::Awaiting => at = min_deadline(at, self.reconnect_at),
+            ClientState::Awaiting => at = earliest(at, self.reconnect_at),
             ClientState::Connecting => {
-                at = min_deadline(at, self.restoring);
-                at = min_deadline(at, self.connect_deadline);
+                at = earliest(at, self.restoring);
+                at = earliest(at, self.connect_deadline);
             }
             ClientState::Disposed => return None,
             _ => {}
@@ -1818,7 +1811,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             match push_encoded(&mut self.queue, Some(&meta), write_body) {
                 Ok(()) => {
                     self.queued = self.queued.saturating_add(1);
-                    self.queue_deadline = min_deadline(self.queue_deadline, deadline);
+                    self.queue_deadline = earliest(self.queue_deadline, deadline);
                 }
                 Err(WriteError::Encode(_)) if !req.json_is_valid() => {
                     return Err(RequestError::InvalidJson)
@@ -1877,7 +1870,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     *queued = queued.saturating_sub(1);
                     Self::resolve_queued(meta, user_auth, h, Outcome::Timeout);
                 }
-                d => next = min_deadline(next, d),
+                d => next = earliest(next, d),
             }
         });
         self.queue_deadline = next;

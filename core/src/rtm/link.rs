@@ -10,7 +10,7 @@ use super::client::{Client, Config};
 use super::events::{ClientState, ConnectError, Handler, Transmit};
 use super::pdu::Encoding;
 use crate::http::{Cursor, EncodeError, Head};
-use crate::time::Instant;
+use crate::time::{earliest, Instant};
 use crate::ws::{
     check_response, CloseCode, Endpoint, Error as WsError, HandshakeError, Key, MaskSource,
     Message, Session, State as WsState, UpgradeRequest, UrlError, MAX_HEADER_LEN,
@@ -692,12 +692,12 @@ impl<
                 let stall = self
                     .tx_since
                     .map(|since| since.saturating_add(self.config.dead_peer_timeout));
-                Some(min(Some(dead), min(ping, stall)).unwrap_or(dead))
+                Some(earliest(Some(dead), earliest(ping, stall)).unwrap_or(dead))
             }
             Phase::Closing { deadline, .. } => Some(deadline),
             _ => None,
         };
-        min(client, link)
+        earliest(client, link)
     }
 
     // ----------------------------------------------------------------------------------
@@ -997,13 +997,6 @@ fn write_upgrade(
     };
     let mut out = Cursor::new(tx);
     request.encode(&mut out).map(|()| out.len())
-}
-
-fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 #[cfg(test)]

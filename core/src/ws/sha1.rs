@@ -10,6 +10,30 @@
 
 /// SHA-1 of the concatenation of `parts`.
 pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    // The message, 0x80, zeros, and its length in bits as the last 8 bytes of a block.
+    let blocks = (len.saturating_add(8) / 64).saturating_add(1);
+    let end = blocks.saturating_mul(64);
+    let bits = (len as u64).wrapping_mul(8).to_be_bytes();
+    let padded = |i: usize| -> u8 {
+        if i < len {
+            let mut at = i;
+            for part in parts {
+                match part.get(at) {
+                    Some(&byte) => return byte,
+                    None => at = at.saturating_sub(part.len()),
+                }
+            }
+            0
+        } else if i == len {
+            0x80
+        } else {
+            let from_end = end.saturating_sub(i);
+            bits.get(8usize.wrapping_sub(from_end))
+                .copied()
+                .unwrap_or(0)
+        }
+    };
     let mut state: [u32; 5] = [
         0x6745_2301,
         0xEFCD_AB89,
@@ -17,20 +41,14 @@ pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
         0x1032_5476,
         0xC3D2_E1F0,
     ];
-    let mut block = [0u8; 64];
-    let mut fill = 0usize;
-    let mut total = 0u64;
-    for &byte in parts.iter().flat_map(|part| part.iter()) {
-        push(&mut state, &mut block, &mut fill, byte);
-        total = total.wrapping_add(8);
-    }
-    // Padding: 0x80, zeros up to 56 bytes into a block, then the length in bits.
-    push(&mut state, &mut block, &mut fill, 0x80);
-    while fill != 56 {
-        push(&mut state, &mut block, &mut fill, 0);
-    }
-    for byte in total.to_be_bytes() {
-        push(&mut state, &mut block, &mut fill, byte);
+    for block in 0..blocks {
+        let mut w = [0u32; 16];
+        for (j, word) in w.iter_mut().enumerate() {
+            for k in 0..4 {
+                *word = (*word << 8) | u32::from(padded(block * 64 + j * 4 + k));
+            }
+        }
+        compress(&mut state, w);
     }
     let mut out = [0u8; 20];
     for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
@@ -39,24 +57,9 @@ pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
     out
 }
 
-/// Appends one byte to the block, compressing it when it is full.
-fn push(state: &mut [u32; 5], block: &mut [u8; 64], fill: &mut usize, byte: u8) {
-    if let Some(slot) = block.get_mut(*fill) {
-        *slot = byte;
-    }
-    *fill = fill.wrapping_add(1);
-    if *fill == 64 {
-        compress(state, block);
-        *fill = 0;
-    }
-}
-
-/// One 64-byte block: the 16-word window of the message schedule rolls in place.
-fn compress(state: &mut [u32; 5], block: &[u8; 64]) {
-    let mut w = [0u32; 16];
-    for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-        *word = bytes.iter().fold(0, |acc, &b| (acc << 8) | u32::from(b));
-    }
+/// One 64-byte block as 16 big-endian words: the window of the message schedule rolls
+/// in place.
+fn compress(state: &mut [u32; 5], mut w: [u32; 16]) {
     let [mut a, mut b, mut c, mut d, mut e] = *state;
     // Indices are taken mod 16, so `get` never misses (the optimiser drops the check).
     let at = |w: &[u32; 16], j: usize| w.get(j & 15).copied().unwrap_or_default();
