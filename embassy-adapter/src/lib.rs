@@ -29,7 +29,7 @@
 //!
 //! ```no_run
 //! use benchlink_embassy::core::rtm::Config;
-//! use benchlink_embassy::rtm::{LinkConfig, Messaging, RunnerBuffers};
+//! use benchlink_embassy::rtm::{MessagingConfig, Messaging, RunnerBuffers};
 //! use benchlink_embassy::transport::TcpTransport;
 //! use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 //! use embassy_time::{Duration, Timer};
@@ -44,7 +44,7 @@
 //!     // The link keeps its memory ('static: a `ConstStaticCell` each on a device): the
 //!     // largest incoming message, and the transmit buffer (at least PDU + 1 KiB).
 //!     let buffers = RunnerBuffers { message: static_bytes::<1024>(), tx: static_bytes::<2048>() };
-//!     let link = LinkConfig::new("ws://10.0.0.1:8080", "APPKEY");
+//!     let link = MessagingConfig::new("ws://10.0.0.1:8080", "APPKEY");
 //!     Rtm::new(Config::default(), link, buffers, rng).expect("a valid endpoint")
 //! }
 //!

@@ -38,8 +38,8 @@ use core::task::Poll;
 
 use benchlink_core::rtm::{
     self, pdu, Ack, AuthResult, Client, ClientState, Disconnect, FailReason, Handler,
-    InternalError, Link, LinkError, Mode, Outcome, Output, RequestError, SubState, SubscribeArgs,
-    Ticket, MAX_ENDPOINT_LEN,
+    InternalError, Link, LinkError, Mode, Output, RequestError, SubState, SubscribeArgs, Ticket,
+    MAX_ENDPOINT_LEN,
 };
 use benchlink_core::time::Instant as CoreInstant;
 use benchlink_core::ws::{CloseCode, Error as WsError};
@@ -207,7 +207,7 @@ impl core::fmt::Display for DisconnectReason {
 /// How an acknowledged request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Reply<const MSG: usize> {
+pub enum Outcome<const MSG: usize> {
     /// `…/ok`: the reply's body as JSON text (`{}` when it had none; empty for a done
     /// `authenticate`). `rtm/publish/ok` carries `position`, `rtm/read/ok` `message`.
     Ok(String<MSG>),
@@ -226,16 +226,16 @@ pub enum Reply<const MSG: usize> {
     },
 }
 
-impl<const MSG: usize> Reply<MSG> {
-    /// True for [`Reply::Ok`].
+impl<const MSG: usize> Outcome<MSG> {
+    /// True for [`Outcome::Ok`].
     pub fn is_ok(&self) -> bool {
-        matches!(self, Reply::Ok(_))
+        matches!(self, Outcome::Ok(_))
     }
 
     /// Member `name` of an `Ok` or `Error` body as raw JSON text (a string keeps its
     /// quotes): `reply.member("position")`.
     pub fn member(&self, name: &str) -> Option<&str> {
-        let (Reply::Ok(body) | Reply::Error(body)) = self else {
+        let (Outcome::Ok(body) | Outcome::Error(body)) = self else {
             return None;
         };
         benchlink_core::json::parse(body, benchlink_core::json::DEFAULT_MAX_DEPTH)
@@ -250,7 +250,7 @@ impl<const MSG: usize> Reply<MSG> {
 /// timeout (TCP connect, DNS and the WebSocket upgrade together) is the client's:
 /// [`rtm::Config::connect_timeout`].
 #[derive(Debug, Clone, Copy)]
-pub struct LinkConfig<'a> {
+pub struct MessagingConfig<'a> {
     /// `ws://host[:port][/path]` (`wss://` needs TLS, which this crate does not do: every
     /// attempt fails with [`rtm::ConnectError::Tls`]).
     pub endpoint: &'a str,
@@ -268,10 +268,10 @@ pub struct LinkConfig<'a> {
     pub close_timeout: Duration,
 }
 
-impl<'a> LinkConfig<'a> {
+impl<'a> MessagingConfig<'a> {
     /// Defaults for `endpoint` and `appkey`.
     pub const fn new(endpoint: &'a str, appkey: &'a str) -> Self {
-        LinkConfig {
+        MessagingConfig {
             endpoint,
             appkey,
             user_agent: Some(concat!("benchlink-embassy/", env!("CARGO_PKG_VERSION"))),
@@ -318,7 +318,7 @@ type CoreLink<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
     ticket: Ticket,
-    reply: Option<Reply<MSG>>,
+    reply: Option<Outcome<MSG>>,
 }
 
 struct Shared<
@@ -341,7 +341,7 @@ struct Shared<
 /// Capacities: `SUBS` subscriptions, `PENDING` acknowledged requests in flight (and
 /// tasks awaiting replies), `QUEUE` bytes of offline queue, `OUT` bytes of the largest
 /// PDU sent (see [`Client`]); `EVENTS` events buffered for the application, `MSG` bytes
-/// of the largest message text delivered in an [`Event::Data`] or [`Reply`].
+/// of the largest message text delivered in an [`Event::Data`] or [`Outcome`].
 /// `M` is the mutex flavour: `CriticalSectionRawMutex` to share across interrupt
 /// executors, `NoopRawMutex` when everything runs in one executor.
 pub struct Messaging<
@@ -404,7 +404,7 @@ fn truncated<const N: usize>(text: &str) -> String<N> {
 }
 
 /// The [`Handler`] the core reports to: turns borrowed events into owned ones.
-struct Sink<'s, M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> {
+struct EventCopier<'s, M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> {
     events: &'s Channel<M, Event<MSG>, EVENTS>,
     slots: &'s mut Vec<Slot<MSG>, PENDING>,
     subs: &'s mut usize,
@@ -414,7 +414,7 @@ struct Sink<'s, M: RawMutex, const PENDING: usize, const EVENTS: usize, const MS
 }
 
 impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize>
-    Sink<'_, M, PENDING, EVENTS, MSG>
+    EventCopier<'_, M, PENDING, EVENTS, MSG>
 {
     fn push(&mut self, event: Event<MSG>) {
         if *self.lost > 0 {
@@ -433,7 +433,7 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize>
         }
     }
 
-    fn fill(&mut self, ticket: Ticket, reply: Reply<MSG>) {
+    fn fill(&mut self, ticket: Ticket, reply: Outcome<MSG>) {
         if let Some(slot) = self.slots.iter_mut().find(|s| s.ticket == ticket) {
             slot.reply = Some(reply);
             self.notify = true;
@@ -441,32 +441,32 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize>
     }
 }
 
-fn body_reply<const MSG: usize>(pdu: &pdu::Pdu<'_>, ok: bool) -> Reply<MSG> {
+fn body_reply<const MSG: usize>(pdu: &pdu::Pdu<'_>, ok: bool) -> Outcome<MSG> {
     // This adapter's links speak JSON, so every body is JSON text.
     let body = pdu.body.and_then(|b| b.raw().as_json()).unwrap_or("{}");
     match String::try_from(body) {
-        Ok(text) if ok => Reply::Ok(text),
-        Ok(text) => Reply::Error(text),
-        Err(()) => Reply::TooLarge { len: body.len() },
+        Ok(text) if ok => Outcome::Ok(text),
+        Ok(text) => Outcome::Error(text),
+        Err(()) => Outcome::TooLarge { len: body.len() },
     }
 }
 
 impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> Handler
-    for Sink<'_, M, PENDING, EVENTS, MSG>
+    for EventCopier<'_, M, PENDING, EVENTS, MSG>
 {
     fn client_state(&mut self, _leave: ClientState, enter: ClientState) {
         self.notify = true;
         self.push(Event::State(enter));
     }
 
-    fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+    fn reply(&mut self, ticket: Ticket, outcome: rtm::Outcome<'_>) {
         let reply = match outcome {
-            Outcome::Ok(pdu) => body_reply(&pdu, true),
-            Outcome::Error(pdu) => body_reply(&pdu, false),
+            rtm::Outcome::Ok(pdu) => body_reply(&pdu, true),
+            rtm::Outcome::Error(pdu) => body_reply(&pdu, false),
             // Search is not offered by this adapter; its intermediate data is dropped.
-            Outcome::Data(_) => return,
-            Outcome::Timeout => Reply::Timeout,
-            Outcome::Disconnected => Reply::Disconnected,
+            rtm::Outcome::Data(_) => return,
+            rtm::Outcome::Timeout => Outcome::Timeout,
+            rtm::Outcome::Disconnected => Outcome::Disconnected,
         };
         self.fill(ticket, reply);
     }
@@ -527,13 +527,13 @@ impl<M: RawMutex, const PENDING: usize, const EVENTS: usize, const MSG: usize> H
 
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         let reply = match result {
-            AuthResult::Done => Reply::Ok(String::new()),
+            AuthResult::Done => Outcome::Ok(String::new()),
             AuthResult::Rejected { error, .. } => {
                 let text = error.reason.or(error.error).map(|s| s.as_raw());
-                Reply::Error(truncated(text.unwrap_or("rejected")))
+                Outcome::Error(truncated(text.unwrap_or("rejected")))
             }
-            AuthResult::Timeout => Reply::Timeout,
-            AuthResult::Disconnected => Reply::Disconnected,
+            AuthResult::Timeout => Outcome::Timeout,
+            AuthResult::Disconnected => Outcome::Disconnected,
         };
         self.fill(ticket, reply);
     }
@@ -567,7 +567,7 @@ impl<
     /// is too long, or `buffers.tx` is smaller than `OUT` + 512 bytes or the upgrade request.
     pub fn new<R: RngCore>(
         config: rtm::Config,
-        link: LinkConfig<'_>,
+        link: MessagingConfig<'_>,
         buffers: RunnerBuffers,
         rng: &mut R,
     ) -> Result<Self, LinkError> {
@@ -615,11 +615,11 @@ impl<
         &self,
         f: impl FnOnce(
             &mut CoreLink<SUBS, PENDING, QUEUE, OUT>,
-            &mut Sink<'_, M, PENDING, EVENTS, MSG>,
+            &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
         ) -> R,
     ) -> Option<R> {
         self.with_shared(|s| {
-            let mut sink = Sink {
+            let mut sink = EventCopier {
                 events: &self.events,
                 slots: &mut s.slots,
                 subs: &mut s.subs,
@@ -639,7 +639,7 @@ impl<
         &self,
         f: impl FnOnce(
             &mut Client<SUBS, PENDING, QUEUE, OUT>,
-            &mut Sink<'_, M, PENDING, EVENTS, MSG>,
+            &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
         ) -> Result<R, RequestError>,
     ) -> Result<R, RequestError> {
         let r = self
@@ -707,7 +707,7 @@ impl<
         channel: &str,
         message_json: &str,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ack = Ack::Reply {
             deadline: deadline(timeout),
         };
@@ -722,7 +722,7 @@ impl<
     /// errors).
     ///
     /// ```
-    /// use benchlink_embassy::rtm::{LinkConfig, Messaging, RunnerBuffers};
+    /// use benchlink_embassy::rtm::{MessagingConfig, Messaging, RunnerBuffers};
     /// use benchlink_embassy::core::rtm::Config;
     /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
     ///
@@ -740,7 +740,7 @@ impl<
     ///     tx: Box::leak(vec![0; 512 + 1024].into_boxed_slice()),
     /// };
     /// let rtm: Messaging<CriticalSectionRawMutex, 1, 4, 512, 512, 4, 256> =
-    ///     Messaging::new(Config::default(), LinkConfig::new("ws://10.0.0.1:8080", "KEY"), buffers, &mut Rng(7))
+    ///     Messaging::new(Config::default(), MessagingConfig::new("ws://10.0.0.1:8080", "KEY"), buffers, &mut Rng(7))
     ///         .unwrap();
     /// // Not started: queued (already serialized) until the runner connects.
     /// rtm.publish_typed("metrics", &Sample { ts: 1, metric: "rx \"eth0\"", value: 3 }).unwrap();
@@ -774,7 +774,7 @@ impl<
         channel: &str,
         message: &T,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ack = Ack::Reply {
             deadline: deadline(timeout),
         };
@@ -799,7 +799,7 @@ impl<
         channel: &str,
         value: &T,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ack = Ack::Reply {
             deadline: deadline(timeout),
         };
@@ -813,7 +813,7 @@ impl<
         &self,
         channel: &str,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let at = deadline(timeout);
         self.acked(|c, h| c.read(now(), channel, None, at, h).map(Some))
             .await
@@ -825,7 +825,7 @@ impl<
         channel: &str,
         value_json: &str,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ack = Ack::Reply {
             deadline: deadline(timeout),
         };
@@ -838,7 +838,7 @@ impl<
         &self,
         channel: &str,
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ack = Ack::Reply {
             deadline: deadline(timeout),
         };
@@ -846,14 +846,14 @@ impl<
     }
 
     /// Authenticate as `role` (role-secret authentication: a handshake, then the HMAC-MD5 of the server's nonce). On
-    /// success the credentials are replayed after every reconnect. `Reply::Ok` means
-    /// done; `Reply::Error` carries the server's reason.
+    /// success the credentials are replayed after every reconnect. `Outcome::Ok` means
+    /// done; `Outcome::Error` carries the server's reason.
     pub async fn authenticate(
         &self,
         role: &str,
         secret: &[u8],
         timeout: Option<Duration>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let at = deadline(timeout);
         self.acked(|c, h| c.authenticate(now(), role, secret, at, h).map(Some))
             .await
@@ -897,9 +897,9 @@ impl<
         &self,
         submit: impl FnOnce(
             &mut Client<SUBS, PENDING, QUEUE, OUT>,
-            &mut Sink<'_, M, PENDING, EVENTS, MSG>,
+            &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
         ) -> Result<Option<Ticket>, RequestError>,
-    ) -> Result<Reply<MSG>, RequestError> {
+    ) -> Result<Outcome<MSG>, RequestError> {
         let ticket = self.command(|c, h| {
             if h.slots.is_full() {
                 return Err(RequestError::Full);

@@ -16,7 +16,7 @@ use std::time::Duration as StdDuration;
 
 use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
 use benchlink_embassy::rtm::{
-    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
 };
 use benchlink_embassy::transport::TcpTransport;
 use common::{bridge, buf, network, run_test, spawn, Net, TestRng};
@@ -277,10 +277,10 @@ fn client(spawner: Spawner, net: &Net, dead_peer: Duration) -> &'static Rtm {
         connect_timeout: core::time::Duration::from_secs(2),
         ..rtm::Config::default()
     };
-    let link = LinkConfig {
+    let link = MessagingConfig {
         ping_interval: Duration::from_millis(200),
         dead_peer_timeout: dead_peer,
-        ..LinkConfig::new("ws://10.0.0.1:8090", "KEY")
+        ..MessagingConfig::new("ws://10.0.0.1:8090", "KEY")
     };
     let buffers = RunnerBuffers {
         message: buf(4096),
@@ -319,7 +319,7 @@ async fn deadline_fires_on_time(rtm: &Rtm) {
         .await
         .expect("queued");
     let took = start.elapsed();
-    assert_eq!(reply, Reply::Timeout);
+    assert_eq!(reply, Outcome::Timeout);
     assert!(
         took >= timeout && took < timeout + Duration::from_millis(150),
         "deadline of {timeout:?} fired after {took:?}"

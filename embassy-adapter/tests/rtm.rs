@@ -10,7 +10,7 @@ use std::time::Duration as StdDuration;
 
 use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
 use benchlink_embassy::rtm::{
-    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
 };
 use benchlink_embassy::transport::TcpTransport;
 use benchlink_sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
@@ -29,7 +29,7 @@ fn client(spawner: Spawner, net: &Net) -> &'static Rtm {
     client_with(
         spawner,
         net,
-        LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY),
+        MessagingConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY),
         client_config(),
     )
 }
@@ -46,7 +46,7 @@ fn client_config() -> rtm::Config {
 fn client_with(
     spawner: Spawner,
     net: &Net,
-    link: LinkConfig<'static>,
+    link: MessagingConfig<'static>,
     config: rtm::Config,
 ) -> &'static Rtm {
     let buffers = RunnerBuffers {
@@ -138,7 +138,7 @@ fn publish_subscribe_receive_and_kv() {
             .authenticate(SUPERUSER_ROLE, b"not the secret", Some(WAIT))
             .await
             .unwrap();
-        assert!(matches!(wrong, Reply::Error(_)), "{wrong:?}");
+        assert!(matches!(wrong, Outcome::Error(_)), "{wrong:?}");
         let auth = rtm
             .authenticate(SUPERUSER_ROLE, SUPERUSER_SECRET.as_bytes(), Some(WAIT))
             .await
@@ -232,10 +232,10 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
     run_test(StdDuration::from_secs(40), move |spawner| async move {
         let net = network(spawner);
         bridge(spawner, net.gateway, 8080, addr, 3);
-        let link = LinkConfig {
+        let link = MessagingConfig {
             ping_interval: Duration::from_millis(200),
             dead_peer_timeout: Duration::from_millis(700),
-            ..LinkConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY)
+            ..MessagingConfig::new("ws://10.0.0.1:8080", DEFAULT_APPKEY)
         };
         let config = rtm::Config {
             connect_timeout: core::time::Duration::from_millis(500),
@@ -281,7 +281,7 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
         };
         Rtm::new(
             client_config(),
-            LinkConfig::new(endpoint, DEFAULT_APPKEY),
+            MessagingConfig::new(endpoint, DEFAULT_APPKEY),
             buffers,
             &mut TestRng(1),
         )
@@ -303,7 +303,7 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
         let rtm = client_with(
             spawner,
             &net,
-            LinkConfig::new("wss://10.0.0.1:8443", DEFAULT_APPKEY),
+            MessagingConfig::new("wss://10.0.0.1:8443", DEFAULT_APPKEY),
             rtm::Config {
                 retry_first_connect: false,
                 ..client_config()

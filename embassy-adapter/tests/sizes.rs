@@ -5,7 +5,7 @@
 mod common;
 
 use benchlink_embassy::bench::{BenchClient, Buffers, Server};
-use benchlink_embassy::rtm::{LinkConfig, Messaging, RunnerBuffers};
+use benchlink_embassy::rtm::{Messaging, MessagingConfig, RunnerBuffers};
 use benchlink_embassy::transport::TcpTransport;
 use common::TestRng;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
@@ -28,7 +28,7 @@ fn client_and_future_sizes() {
             message: Box::leak(Box::new([0u8; 1])),
             tx: Box::leak(Box::new([0u8; 2048])),
         };
-        let link = LinkConfig::new("ws://h", "k");
+        let link = MessagingConfig::new("ws://h", "k");
         let rtm = Rtm::new(Default::default(), link, buffers, &mut TestRng(1)).unwrap();
         size_of_run(&rtm, Fake)
     };

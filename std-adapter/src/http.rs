@@ -253,7 +253,7 @@ impl Deadline {
 }
 
 /// A request as the exchange sends it: its head fields and a body writer.
-pub(crate) struct Outgoing<'a> {
+pub(crate) struct RequestParts<'a> {
     pub(crate) method: Method,
     /// Path and query, already encoded.
     pub(crate) target: &'a str,
@@ -310,7 +310,7 @@ pub(crate) fn exchange<'c>(
     endpoint: &Endpoint,
     conn: &'c mut Option<Connection>,
     bufs: &'c mut Buffers,
-    out: &Outgoing<'_>,
+    out: &RequestParts<'_>,
     limits: Deadlines,
 ) -> Result<(Exchange<'c>, HeadInfo), Failure> {
     let deadline = Deadline::starting_now(limits.reply);
@@ -362,7 +362,7 @@ pub(crate) fn exchange<'c>(
     }
 }
 
-fn encode_head(out: &Outgoing<'_>) -> Result<Vec<u8>, EncodeError> {
+fn encode_head(out: &RequestParts<'_>) -> Result<Vec<u8>, EncodeError> {
     let head = RequestHead {
         method: out.method,
         path: out.target,
@@ -379,7 +379,7 @@ fn send_and_read_head(
     c: &mut Connection,
     decoder: &mut ResponseDecoder<'_>,
     head: &[u8],
-    out: &Outgoing<'_>,
+    out: &RequestParts<'_>,
     deadline: &Deadline,
 ) -> Result<HeadInfo, Failure> {
     c.set_nonblocking(false)?;

@@ -215,7 +215,7 @@ impl Boundary {
         self.write_closing(out)
     }
 
-    fn write_part_head(&self, part: &Part<'_>, out: &mut impl Sink) -> Result<(), EncodeError> {
+    fn write_part_head(&self, part: &Part<'_>, out: &mut impl Framing) -> Result<(), EncodeError> {
         if part.content_type.bytes().any(|b| b < b' ' || b == 0x7F) {
             return Err(EncodeError::InvalidValue {
                 field: "content_type",
@@ -232,7 +232,7 @@ impl Boundary {
         out.put(b"\r\n\r\n")
     }
 
-    fn write_closing(&self, out: &mut impl Sink) -> Result<(), EncodeError> {
+    fn write_closing(&self, out: &mut impl Framing) -> Result<(), EncodeError> {
         out.put(b"--")?;
         out.put(&self.0)?;
         out.put(b"--\r\n")
@@ -240,11 +240,11 @@ impl Boundary {
 }
 
 /// Where multipart framing goes: the real buffer, or a counter for `Content-Length`.
-trait Sink {
+trait Framing {
     fn put(&mut self, bytes: &[u8]) -> Result<(), EncodeError>;
 }
 
-impl Sink for Cursor<'_> {
+impl Framing for Cursor<'_> {
     fn put(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
         self.push(bytes)
     }
@@ -252,7 +252,7 @@ impl Sink for Cursor<'_> {
 
 struct Counter(u64);
 
-impl Sink for Counter {
+impl Framing for Counter {
     fn put(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
         let len =
             u64::try_from(bytes.len()).map_err(|_| EncodeError::InvalidValue { field: "len" })?;
@@ -266,7 +266,7 @@ impl Sink for Counter {
 
 /// urllib3's `format_header_param_html5`: the escaping requests applies to `name` and
 /// `filename`, so the server receives what it would from the official client.
-fn put_escaped(out: &mut impl Sink, s: &str) -> Result<(), EncodeError> {
+fn put_escaped(out: &mut impl Framing, s: &str) -> Result<(), EncodeError> {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {

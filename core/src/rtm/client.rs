@@ -7,9 +7,6 @@ use heapless::{String, Vec};
 
 use super::auth::{AuthState, AuthStep, RoleSecretAuth};
 use super::backoff::Backoff;
-use super::connection::{
-    escaped_len, Meta, Pending, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
-};
 use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
@@ -18,7 +15,10 @@ use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
 use super::queue::RecordFifo;
-use super::subscription::{Fate, Link, SubEvent, SubRequest, SubscribeArgs, Subscription};
+use super::requests::{
+    escaped_len, Meta, Pending, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
+};
+use super::subscription::{Fate, LinkMode, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
 use crate::json::WriteError;
 use crate::time::{earliest, Instant};
@@ -986,13 +986,15 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                 let Some(sub) = self.subs.get_mut(i) else {
                     return Err(RequestError::UnknownSubscription);
                 };
-                let event = match (sub.state(), sub.link) {
+                let event = match (sub.state(), sub.link_mode) {
                     (SubState::Failed, _) => SubEvent::UnsubscribeOk,
-                    (_, Link::Linked | Link::Cycle) => return Err(RequestError::AlreadySubscribed),
-                    (_, Link::Unlinked) => SubEvent::ModeChange,
+                    (_, LinkMode::Linked | LinkMode::Cycle) => {
+                        return Err(RequestError::AlreadySubscribed)
+                    }
+                    (_, LinkMode::Unlinked) => SubEvent::ModeChange,
                 };
                 sub.replace_args(fresh);
-                sub.link = Link::Cycle;
+                sub.link_mode = LinkMode::Cycle;
                 let fate = sub.handle(event, connected, h);
                 self.apply_fate(i, fate);
             }
@@ -1043,7 +1045,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         let Some(sub) = self.subs.get_mut(i) else {
             return Err(RequestError::UnknownSubscription);
         };
-        sub.link = Link::Unlinked;
+        sub.link_mode = LinkMode::Unlinked;
         let fate = match sub.state() {
             SubState::Failed => sub.handle(SubEvent::UnsubscribeOk, connected, h),
             SubState::Unsubscribed => {

@@ -2045,7 +2045,7 @@ fn pdu(text: &str) -> Pdu<'_> {
     Pdu::parse(text).unwrap()
 }
 
-fn sub_in(state: SubState, link: Link, mode: Mode) -> Subscription {
+fn sub_in(state: SubState, link: LinkMode, mode: Mode) -> Subscription {
     let mut s = Subscription::new("k", mode, &SubscribeArgs::default()).unwrap();
     let mut h = NoopHandler;
     let _ = match state {
@@ -2058,7 +2058,7 @@ fn sub_in(state: SubState, link: Link, mode: Mode) -> Subscription {
         SubState::Unsubscribing => {
             let _ = s.handle(SubEvent::Connect, true, &mut h);
             let _ = s.handle(SubEvent::SubscribeOk(pdu(OK)), true, &mut h);
-            s.link = Link::Unlinked;
+            s.link_mode = LinkMode::Unlinked;
             s.handle(SubEvent::ModeChange, true, &mut h)
         }
         SubState::Failed => {
@@ -2067,7 +2067,7 @@ fn sub_in(state: SubState, link: Link, mode: Mode) -> Subscription {
         }
     };
     assert_eq!(s.state(), state);
-    s.link = link;
+    s.link_mode = link;
     s
 }
 
@@ -2088,7 +2088,7 @@ fn channel_err(text: &str) -> crate::rtm::pdu::ChannelError<'_> {
 /// (state, link, mode, event, connected) → (new state, fate)
 fn step(
     state: SubState,
-    link: Link,
+    link: LinkMode,
     mode: Mode,
     event: SubEvent<'_>,
     connected: bool,
@@ -2101,7 +2101,7 @@ fn step(
 
 #[test]
 fn subscription_table_rows() {
-    use Link::*;
+    use LinkMode::*;
     use SubState as S;
     let m = Mode::Reliable;
     let ok = || SubEvent::SubscribeOk(pdu(OK));
@@ -2287,7 +2287,7 @@ fn state_machines_do_not_crash() {
         SubState::Unsubscribing,
         SubState::Failed,
     ];
-    let links = [Link::Linked, Link::Unlinked, Link::Cycle];
+    let links = [LinkMode::Linked, LinkMode::Unlinked, LinkMode::Cycle];
     let modes = [Mode::Simple, Mode::Reliable, Mode::Advanced];
     let data_text =
         r#"{"action":"rtm/subscription/data","body":{"subscription_id":"k","messages":[1]}}"#;
@@ -2797,7 +2797,7 @@ fn random_event_sequences_keep_the_invariants() {
             assert!(c
                 .subs
                 .iter()
-                .all(|s| s.link != Link::Unlinked || s.state() != SubState::Unsubscribed));
+                .all(|s| s.link_mode != LinkMode::Unlinked || s.state() != SubState::Unsubscribed));
             if c.state() == ClientState::Connected {
                 assert!(c.open && c.writable && c.subs_connected && c.restoring.is_none());
             }

@@ -3,10 +3,11 @@
 //! adapter.
 
 use core::fmt;
+use core::time::Duration;
 
-use super::link::Disconnect;
 use super::pdu::{self, Action, ErrorBody, Pdu, PduError};
 use crate::time::Instant;
+use crate::ws::{CloseCode, Error as WsError};
 
 /// The client's state, named as in the reference SDK.
 ///
@@ -679,6 +680,69 @@ impl fmt::Display for InternalError<'_> {
             InternalError::NotConnected => {
                 f.write_str("frame received without an open connection (ignored)")
             }
+        }
+    }
+}
+
+/// Why an open connection ended, reported once per connection through
+/// [`Handler::link_closed`] before the client's own state change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disconnect<'a> {
+    /// The server sent a close frame.
+    PeerClosed {
+        /// Its status code (`None` when the frame had no body).
+        code: Option<CloseCode>,
+        /// Its reason text (possibly empty).
+        reason: &'a str,
+    },
+    /// The server broke the WebSocket protocol; a close frame with the matching code was
+    /// sent (e.g. 1009 for a message larger than the receive buffer).
+    Protocol(WsError),
+    /// Nothing arrived for [`LinkConfig::dead_peer_timeout`](super::LinkConfig::dead_peer_timeout), an unanswered ping included.
+    DeadPeer {
+        /// How long the server had been silent.
+        silent: Duration,
+    },
+    /// Bytes waiting to be sent did not move for [`LinkConfig::dead_peer_timeout`](super::LinkConfig::dead_peer_timeout): the
+    /// server stopped reading.
+    WriteStalled,
+    /// The transport ended (EOF, reset, TLS error) without a close handshake.
+    TransportClosed,
+    /// The client closed the connection (stop, dispose, or a protocol error it reported
+    /// as an internal error).
+    ClientClosed,
+}
+
+impl fmt::Display for Disconnect<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Disconnect::PeerClosed { code: None, .. } => {
+                write!(f, "the server closed the connection")
+            }
+            Disconnect::PeerClosed {
+                code: Some(code),
+                reason,
+            } => {
+                write!(f, "the server closed the connection with code {code}")?;
+                if !reason.is_empty() {
+                    write!(f, ": {}", reason.escape_debug())?;
+                }
+                Ok(())
+            }
+            Disconnect::Protocol(e) => write!(f, "WebSocket protocol violation by the server: {e}"),
+            Disconnect::DeadPeer { silent } => write!(
+                f,
+                "no data from the server for {} ms (dead peer)",
+                silent.as_millis()
+            ),
+            Disconnect::WriteStalled => write!(f, "the server stopped reading (write stalled)"),
+            Disconnect::TransportClosed => {
+                write!(f, "the connection was closed without a close frame")
+            }
+            Disconnect::ClientClosed => write!(
+                f,
+                "closed by the client (stopped, or after a protocol error it reported)"
+            ),
         }
     }
 }

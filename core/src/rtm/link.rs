@@ -7,13 +7,13 @@ use heapless::String;
 
 use super::backoff::splitmix64;
 use super::client::{Client, Config};
-use super::events::{ClientState, ConnectError, Handler, Transmit};
+use super::events::{ClientState, ConnectError, Disconnect, Handler, Transmit};
 use super::pdu::Encoding;
 use crate::http::{Cursor, EncodeError, Head};
 use crate::time::{earliest, Instant};
 use crate::ws::{
-    check_response, CloseCode, Endpoint, Error as WsError, HandshakeError, Key, MaskSource,
-    Message, Session, State as WsState, UpgradeRequest, UrlError, MAX_HEADER_LEN,
+    check_response, CloseCode, Endpoint, HandshakeError, Key, MaskSource, Message, Session,
+    State as WsState, UpgradeRequest, UrlError, MAX_HEADER_LEN,
 };
 
 /// The longest endpoint URL a [`Link`] keeps.
@@ -110,69 +110,6 @@ impl fmt::Display for LinkError {
 }
 
 impl core::error::Error for LinkError {}
-
-/// Why an open connection ended, reported once per connection through
-/// [`Handler::link_closed`] before the client's own state change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Disconnect<'a> {
-    /// The server sent a close frame.
-    PeerClosed {
-        /// Its status code (`None` when the frame had no body).
-        code: Option<CloseCode>,
-        /// Its reason text (possibly empty).
-        reason: &'a str,
-    },
-    /// The server broke the WebSocket protocol; a close frame with the matching code was
-    /// sent (e.g. 1009 for a message larger than the receive buffer).
-    Protocol(WsError),
-    /// Nothing arrived for [`LinkConfig::dead_peer_timeout`], an unanswered ping included.
-    DeadPeer {
-        /// How long the server had been silent.
-        silent: Duration,
-    },
-    /// Bytes waiting to be sent did not move for [`LinkConfig::dead_peer_timeout`]: the
-    /// server stopped reading.
-    WriteStalled,
-    /// The transport ended (EOF, reset, TLS error) without a close handshake.
-    TransportClosed,
-    /// The client closed the connection (stop, dispose, or a protocol error it reported
-    /// as an internal error).
-    ClientClosed,
-}
-
-impl fmt::Display for Disconnect<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Disconnect::PeerClosed { code: None, .. } => {
-                write!(f, "the server closed the connection")
-            }
-            Disconnect::PeerClosed {
-                code: Some(code),
-                reason,
-            } => {
-                write!(f, "the server closed the connection with code {code}")?;
-                if !reason.is_empty() {
-                    write!(f, ": {}", reason.escape_debug())?;
-                }
-                Ok(())
-            }
-            Disconnect::Protocol(e) => write!(f, "WebSocket protocol violation by the server: {e}"),
-            Disconnect::DeadPeer { silent } => write!(
-                f,
-                "no data from the server for {} ms (dead peer)",
-                silent.as_millis()
-            ),
-            Disconnect::WriteStalled => write!(f, "the server stopped reading (write stalled)"),
-            Disconnect::TransportClosed => {
-                write!(f, "the connection was closed without a close frame")
-            }
-            Disconnect::ClientClosed => write!(
-                f,
-                "closed by the client (stopped, or after a protocol error it reported)"
-            ),
-        }
-    }
-}
 
 #[cfg(feature = "defmt")]
 impl defmt::Format for Disconnect<'_> {

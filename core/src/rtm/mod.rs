@@ -15,20 +15,20 @@ pub mod pdu;
 
 mod backoff;
 mod client;
-mod connection;
 mod events;
 mod link;
 mod queue;
+mod requests;
 mod subscription;
 #[cfg(feature = "serde")]
 mod typed;
 
 pub use client::{Client, Config, MAX_ROLE_LEN, MAX_SECRET_LEN};
 pub use events::{
-    Ack, AuthResult, ClientState, ConnectError, FailReason, Handler, InternalError, Mode,
-    NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
+    Ack, AuthResult, ClientState, ConnectError, Disconnect, FailReason, Handler, InternalError,
+    Mode, NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
 };
 pub use link::{
-    Disconnect, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
+    Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
 };
 pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT};

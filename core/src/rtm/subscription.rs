@@ -28,10 +28,10 @@
 
 use heapless::String;
 
-use super::connection::{escaped_len, ENVELOPE};
 use super::events::{FailReason, Handler, InternalError, Mode, RequestError, SubState};
 use super::pdu::Text;
 use super::pdu::{self, History, Pdu, Request, SubscribeRequest, Target};
+use super::requests::{escaped_len, ENVELOPE};
 
 /// Bytes available per subscription for its key (channel name or subscription id), its
 /// `filter` and its `extras` together.
@@ -75,7 +75,7 @@ pub struct SubscribeArgs<'a> {
 /// Whether the application still wants the subscription (the reference SDK's "link
 /// mode", separate from the delivery mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Link {
+pub(crate) enum LinkMode {
     /// Wanted, with the current arguments.
     Linked,
     /// `unsubscribe` was called: delete it once `Unsubscribed`.
@@ -137,7 +137,7 @@ pub(crate) struct Subscription {
     /// Data arrived since the last subscribe was sent.
     data_since_subscribe: bool,
     state: SubState,
-    pub(crate) link: Link,
+    pub(crate) link_mode: LinkMode,
     /// A request to write as soon as the outbox has room.
     pub(crate) to_send: Option<SubRequest>,
     /// The request in flight on the current connection: `(id, kind)`.
@@ -189,20 +189,20 @@ impl Subscription {
             established: false,
             data_since_subscribe: false,
             state: SubState::Unsubscribed,
-            link: Link::Linked,
+            link_mode: LinkMode::Linked,
             to_send: None,
             in_flight: None,
         })
     }
 
     /// Takes the arguments of `fresh` (a cycle, or a restart from `Failed`), keeping the
-    /// state, the link and the requests of `self`.
+    /// state, the link mode and the requests of `self`.
     pub(crate) fn replace_args(&mut self, fresh: Subscription) {
-        let (state, link, to_send, in_flight) =
-            (self.state, self.link, self.to_send, self.in_flight);
+        let (state, link_mode, to_send, in_flight) =
+            (self.state, self.link_mode, self.to_send, self.in_flight);
         *self = Subscription {
             state,
-            link,
+            link_mode,
             to_send,
             in_flight,
             ..fresh
@@ -311,24 +311,26 @@ impl Subscription {
         use SubEvent as E;
         use SubState as S;
         match (self.state, event) {
-            (S::Unsubscribed, E::Connect) if self.link != Link::Unlinked => {
+            (S::Unsubscribed, E::Connect) if self.link_mode != LinkMode::Unlinked => {
                 self.go(S::Subscribing, connected, h)
             }
-            (S::Unsubscribed, E::ModeChange) if self.link != Link::Unlinked && connected => {
+            (S::Unsubscribed, E::ModeChange)
+                if self.link_mode != LinkMode::Unlinked && connected =>
+            {
                 self.go(S::Subscribing, connected, h)
             }
             (S::Subscribing, E::SubscribeOk(pdu)) => {
-                if self.link == Link::Linked {
+                if self.link_mode == LinkMode::Linked {
                     self.established_by(&pdu, h);
                     self.go(S::Subscribed, connected, h)
                 } else {
                     self.go(S::Unsubscribing, connected, h)
                 }
             }
-            (S::Subscribing, E::SubscribeError(pdu)) => match self.link {
-                Link::Linked => self.fail(FailReason::SubscribeError(pdu), connected, h),
-                Link::Unlinked => self.go(S::Unsubscribed, connected, h),
-                Link::Cycle => {
+            (S::Subscribing, E::SubscribeError(pdu)) => match self.link_mode {
+                LinkMode::Linked => self.fail(FailReason::SubscribeError(pdu), connected, h),
+                LinkMode::Unlinked => self.go(S::Unsubscribed, connected, h),
+                LinkMode::Cycle => {
                     self.resolve_cycle(h);
                     self.go(S::Subscribing, connected, h)
                 }
@@ -336,14 +338,14 @@ impl Subscription {
             (S::Subscribing | S::Subscribed | S::Unsubscribing, E::Disconnect) => {
                 self.go(S::Unsubscribed, connected, h)
             }
-            (S::Subscribed, E::ModeChange) if self.link != Link::Linked => {
+            (S::Subscribed, E::ModeChange) if self.link_mode != LinkMode::Linked => {
                 self.go(S::Unsubscribing, connected, h)
             }
             (S::Subscribed, E::ChannelError(e)) => {
                 let lost_position = e
                     .error
                     .is_some_and(|code| code == "out_of_sync" || code == "expired_position");
-                if self.link != Link::Linked {
+                if self.link_mode != LinkMode::Linked {
                     self.go(S::Unsubscribed, connected, h)
                 } else if lost_position && self.mode == Mode::Advanced {
                     self.fail(FailReason::ChannelError(e), connected, h)
@@ -395,13 +397,13 @@ impl Subscription {
                 self.to_send = Some(SubRequest::Unsubscribe);
                 Fate::Keep
             }
-            SubState::Unsubscribed => match self.link {
-                Link::Linked => Fate::Keep,
-                Link::Unlinked => {
+            SubState::Unsubscribed => match self.link_mode {
+                LinkMode::Linked => Fate::Keep,
+                LinkMode::Unlinked => {
                     h.subscription_deleted(self.key());
                     Fate::Remove
                 }
-                Link::Cycle => {
+                LinkMode::Cycle => {
                     self.resolve_cycle(h);
                     self.handle(SubEvent::ModeChange, connected, h)
                 }
@@ -419,7 +421,7 @@ impl Subscription {
     /// The old subscription is gone; the new arguments take over (the application
     /// unsubscribed, then subscribed again before the old one was gone).
     fn resolve_cycle<H: Handler>(&mut self, h: &mut H) {
-        self.link = Link::Linked;
+        self.link_mode = LinkMode::Linked;
         h.subscription_deleted(self.key());
         h.subscription_created(self.key());
     }
@@ -437,7 +439,7 @@ impl Subscription {
         h.subscription_data(self.key(), data);
         match data.position {
             None => h.internal_error(InternalError::DataWithoutPosition { key: self.key() }),
-            Some(p) if self.tracks_position() && self.link == Link::Linked => {
+            Some(p) if self.tracks_position() && self.link_mode == LinkMode::Linked => {
                 if !self.track(p) {
                     h.internal_error(InternalError::PositionNotTracked { key: self.key() });
                 }
@@ -454,7 +456,7 @@ impl Subscription {
     ) {
         h.fast_forward(self.key(), info);
         if let Some(p) = info.position {
-            if self.tracks_position() && self.link == Link::Linked && !self.track(p) {
+            if self.tracks_position() && self.link_mode == LinkMode::Linked && !self.track(p) {
                 h.internal_error(InternalError::PositionNotTracked { key: self.key() });
             }
         }

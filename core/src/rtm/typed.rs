@@ -8,11 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::connection::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
 use super::events::{Ack, Handler, RequestError, Ticket};
 #[cfg(feature = "cbor")]
 use super::pdu::cbor_envelope;
 use super::pdu::{envelope, Encoding, Item, Pdu, SubscriptionData};
+use super::requests::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
 use super::Client;
 use crate::http::Cursor;
 use crate::json::typed::DeserializeError;

@@ -20,7 +20,7 @@ use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
 use crate::http::{
-    self, Buffers, Connection, Deadlines, Endpoint, Exchange, Outgoing, Pumped, Wait,
+    self, Buffers, Connection, Deadlines, Endpoint, Exchange, Pumped, RequestParts, Wait,
 };
 use crate::net::{Tls, TlsOptions};
 
@@ -570,7 +570,7 @@ fn send<'t, R: Request>(
         }
         w.write_all(&http::encode_to_vec(|c| boundary.closing(c)).map_err(io::Error::other)?)
     };
-    let out = Outgoing {
+    let out = RequestParts {
         method: R::METHOD,
         target: &target,
         host: &identity.host,

@@ -41,7 +41,7 @@ use benchlink_core::json::{self, write};
 use benchlink_core::rtm::{ClientState, LinkError, Mode, RequestError, SubState, SubscribeArgs};
 use benchlink_embassy::bench::{BenchClient, Buffers, Error as BenchError, Server, Timeouts};
 use benchlink_embassy::rtm::{
-    DisconnectReason, Event, LinkConfig, Messaging, Reply, RunnerBuffers,
+    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
 };
 use benchlink_embassy::transport::TcpTransport;
 use embassy_futures::join::join_array;
@@ -52,7 +52,7 @@ use embassy_sync::signal::Signal;
 use embassy_time::{with_timeout, Duration, Instant, Timer};
 use heapless::String;
 
-pub use benchlink_core::rtm::Config as MessagingConfig;
+pub use benchlink_core::rtm::Config as ClientConfig;
 
 /// Acknowledged publishes in flight at once (the messaging client's `PENDING`, and the
 /// number of publishing loops).
@@ -79,11 +79,11 @@ pub struct Settings<'a> {
     /// The benchmark server (host, port, bearer token).
     pub bench: Server<'a>,
     /// The messaging endpoint (`ws://host:port`), appkey and liveness checks.
-    pub link: LinkConfig<'a>,
+    pub link: MessagingConfig<'a>,
     /// The messaging client's reconnect policy and limits. The agent sets its own
     /// `jitter_seed` (from the board's seed) and `retry_first_connect` (a device keeps
     /// trying).
-    pub messaging: MessagingConfig,
+    pub messaging: ClientConfig,
     /// Role and secret: when set, the client authenticates before the run (and again
     /// after every reconnect).
     pub role: Option<(&'a str, &'a [u8])>,
@@ -103,11 +103,11 @@ pub struct Settings<'a> {
 
 impl<'a> Settings<'a> {
     /// Defaults for a benchmark server, a messaging endpoint and a scenario.
-    pub const fn new(bench: Server<'a>, link: LinkConfig<'a>, script: File<'a>) -> Self {
+    pub const fn new(bench: Server<'a>, link: MessagingConfig<'a>, script: File<'a>) -> Self {
         Settings {
             bench,
             link,
-            messaging: MessagingConfig::DEFAULT,
+            messaging: ClientConfig::DEFAULT,
             role: None,
             script,
             includes: &[],
@@ -338,7 +338,7 @@ pub async fn run<R: Report>(
         bench_line,
     } = memory;
     let mut rng = XorShift(seed | 1);
-    let config = MessagingConfig {
+    let config = ClientConfig {
         jitter_seed: rand_core::RngCore::next_u64(&mut rng) | 1,
         retry_first_connect: true,
         ..settings.messaging
@@ -738,12 +738,12 @@ impl<R: Report> Agent<'_, R> {
         let channel = self.channel.borrow().clone();
         loop {
             match self.rtm.publish_acked(&channel, message, None).await {
-                Ok(Reply::Ok(_)) => {
+                Ok(Outcome::Ok(_)) => {
                     self.count(|s| s.published += 1);
                     self.report(Progress::Acknowledged(self.summary.get().published));
                     return;
                 }
-                Ok(Reply::Disconnected | Reply::Timeout) => {
+                Ok(Outcome::Disconnected | Outcome::Timeout) => {
                     self.count(|s| s.republished += 1);
                     self.report(Progress::Republished(n));
                 }

@@ -12,7 +12,7 @@
 use benchlink_core::bench::request::File;
 use benchlink_device_agent::{host_port, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
-use benchlink_embassy::rtm::LinkConfig;
+use benchlink_embassy::rtm::MessagingConfig;
 use defmt::{error, info, warn};
 use embassy_executor::Spawner;
 use embassy_net::StackResources;
@@ -156,7 +156,7 @@ async fn main(spawner: Spawner) {
             token: BENCH_TOKEN,
             ..Server::new(host, port)
         },
-        LinkConfig::new(RTM_ENDPOINT, RTM_APPKEY),
+        MessagingConfig::new(RTM_ENDPOINT, RTM_APPKEY),
         SCENARIO,
     );
     settings.includes = INCLUDES;

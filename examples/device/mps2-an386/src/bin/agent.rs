@@ -15,7 +15,7 @@ use benchlink_core::bench::request::File;
 use benchlink_core::rtm::ClientState;
 use benchlink_device_agent::{disconnect_kind, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
-use benchlink_embassy::rtm::{DisconnectReason, LinkConfig};
+use benchlink_embassy::rtm::{DisconnectReason, MessagingConfig};
 use benchlink_firmware::stack;
 use benchlink_mps2_an386::{self as board, exit, Host};
 use embassy_executor::Spawner;
@@ -70,7 +70,7 @@ async fn main(spawner: Spawner) {
     };
     host.str("agent: network up\n");
 
-    let mut link = LinkConfig::new(RTM_ENDPOINT, RTM_APPKEY);
+    let mut link = MessagingConfig::new(RTM_ENDPOINT, RTM_APPKEY);
     link.ping_interval = PING_INTERVAL;
     link.dead_peer_timeout = DEAD_PEER_TIMEOUT;
     let mut settings = Settings::new(
