@@ -2024,5 +2024,4 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 }
 
 #[cfg(test)]
-#[path = "client_tests.rs"]
 mod tests;

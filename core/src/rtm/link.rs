@@ -937,5 +937,4 @@ fn write_upgrade(
 }
 
 #[cfg(test)]
-#[path = "link_tests.rs"]
 mod tests;

@@ -34,8 +34,6 @@
 //! }
 //! ```
 
-#[cfg(all(test, feature = "cbor"))]
-mod cbor_tests;
 mod decode;
 mod encode;
 #[cfg(test)]

@@ -6,6 +6,10 @@ use crate::http::{Cursor, EncodeError};
 use crate::json::testing::Buf;
 use crate::json::{ErrorKind, WriteError};
 
+/// The CBOR encoding against the reference SDK's bytes.
+#[cfg(feature = "cbor")]
+mod cbor;
+
 type Text = Buf<1024>;
 
 fn encoded(req: &Request<'_>, id: Option<u64>) -> Text {

@@ -1,7 +1,7 @@
 //! The CBOR encoding against the Python SDK 1.5.0's bytes: every client payload it
 //! produced is reproduced byte for byte, every server payload it accepted is read.
 
-use super::*;
+use super::super::*;
 use crate::http::Cursor;
 
 fn hex(s: &str) -> Vec<u8> {

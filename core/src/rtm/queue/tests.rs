@@ -1,0 +1,102 @@
+use super::*;
+
+#[test]
+fn fifo_order_and_compaction() {
+    let mut q = RecordFifo::<32>::new();
+    assert_eq!(RecordFifo::<32>::max_record(), 28);
+    assert!(q.push(b"0123456789"));
+    assert!(q.push(b"abcdefghij"));
+    assert!(
+        !q.push(b"ABCDEFGHIJ"),
+        "4+10+4+10 = 28, no room for 14 more"
+    );
+    assert_eq!(q.front(), Some(&b"0123456789"[..]));
+    q.pop_front();
+    // Tail room is 4 bytes; the freed front takes the record.
+    assert!(q.push(b"ABCDEFGHIJ"));
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.front(), Some(&b"abcdefghij"[..]));
+    q.pop_front();
+    assert_eq!(q.front(), Some(&b"ABCDEFGHIJ"[..]));
+    q.pop_front();
+    assert!(q.is_empty());
+    assert_eq!(q.front(), None);
+    q.pop_front();
+    assert!(q.is_empty());
+    assert!(q.push(&[7; 28]));
+    assert!(!q.push(b""));
+}
+
+#[test]
+fn in_place_writes_and_scan() {
+    let mut q = RecordFifo::<64>::new();
+    assert!(q.push_with(|dst| {
+        dst.get_mut(..3)?.copy_from_slice(b"xyz");
+        Some(3)
+    }));
+    assert!(!q.push_with(|_| None));
+    assert!(q.push(b"12"));
+    let mut seen = 0;
+    q.for_each_mut(|r| {
+        seen += r.len();
+        if let Some(b) = r.first_mut() {
+            *b = b'!';
+        }
+    });
+    assert_eq!(seen, 5);
+    assert_eq!(q.front(), Some(&b"!yz"[..]));
+    if let Some(r) = q.front_mut() {
+        r[1] = b'?';
+    }
+    assert_eq!(q.front(), Some(&b"!?z"[..]));
+    q.clear();
+    assert!(q.is_empty());
+    let tiny = RecordFifo::<2>::new();
+    assert_eq!(RecordFifo::<2>::max_record(), 0);
+    assert!(tiny.front().is_none());
+}
+
+#[test]
+fn a_full_queue_drained_as_it_fills_keeps_its_order() {
+    // Records of varying size, the queue kept near full for many rounds.
+    let mut q = RecordFifo::<256>::new();
+    let (mut next_in, mut next_out) = (0u32, 0u32);
+    let record = |n: u32| {
+        let len = 1 + (n as usize * 7) % 30;
+        let mut r = std::vec![0u8; len];
+        r[0] = n as u8;
+        r
+    };
+    for _ in 0..2000 {
+        while q.push(&record(next_in)) {
+            next_in += 1;
+        }
+        let mut seen = 0;
+        q.for_each_mut(|_| seen += 1);
+        assert_eq!(seen, q.len());
+        for _ in 0..3 {
+            assert_eq!(q.front(), Some(&record(next_out)[..]));
+            q.pop_front();
+            next_out += 1;
+        }
+    }
+    assert!(next_in > 5_000);
+    while let Some(front) = q.front() {
+        assert_eq!(front, &record(next_out)[..]);
+        q.pop_front();
+        next_out += 1;
+    }
+    assert_eq!(next_in, next_out);
+}
+
+#[test]
+fn two_small_gaps_are_joined_for_a_record_that_fits_neither() {
+    let mut q = RecordFifo::<32>::new();
+    assert!(q.push(b"01234")); // 0..9
+    assert!(q.push(b"abcdefghijklm")); // 9..26: tail room 6
+    q.pop_front(); // front gap 9
+    assert!(q.push(&[b'x'; 8])); // fits neither the tail (6) nor the front (9 < 12) ...
+    assert_eq!(q.front(), Some(&b"abcdefghijklm"[..])); // ... so both were joined
+    q.pop_front();
+    assert_eq!(q.front(), Some(&[b'x'; 8][..]));
+}
