@@ -400,7 +400,7 @@ impl Rtm {
             let why = rtm
                 .client
                 .last_connecting_error()
-                .unwrap_or_else(|| "no connection in time".into());
+                .map_or_else(|| "no connection in time".into(), |e| e.to_string());
             return Err(AgentError(format!(
                 "connecting to {}: {why}",
                 target.endpoint

@@ -6,7 +6,8 @@
 //!   the local servers of the `benchlink-sandbox` crate (`benchlink sandbox`).
 //! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
 //! - [`net`]: plain and TLS byte streams shared by the clients.
-//! - [`logging`]: `DEBUG_BENCHLINK_SDK=debug` turns on verbose logs to stderr.
+//! - [`logging`] turns on verbose logs to stderr with `DEBUG_BENCHLINK_SDK=debug` (or
+//!   the reference SDK's `DEBUG_SATORI_SDK=debug`).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;

@@ -1,12 +1,16 @@
-//! Verbose logging to stderr, switched on by `DEBUG_BENCHLINK_SDK=debug` (like the
-//! reference SDK's `DEBUG_SATORI_SDK`). benchlink logs through the `log` crate; an
-//! application with its own logger keeps it, and this one is installed only when the
-//! variable asks for it and no logger is set yet.
+//! Verbose logging to stderr, switched on by `DEBUG_BENCHLINK_SDK=debug`, or by the
+//! reference SDK's own `DEBUG_SATORI_SDK=debug` (so a program ported from Python keeps
+//! its switch). benchlink logs through the `log` crate; an application with its own
+//! logger keeps it, and this one is installed only when a variable asks for it and no
+//! logger is set yet.
 
 use std::io::Write;
 
 /// The environment variable that turns on verbose logging.
 pub const DEBUG_ENV: &str = "DEBUG_BENCHLINK_SDK";
+
+/// The reference SDK's spelling of [`DEBUG_ENV`], honoured the same way.
+pub const DEBUG_ENV_REFERENCE: &str = "DEBUG_SATORI_SDK";
 
 struct Stderr;
 
@@ -32,17 +36,22 @@ impl log::Log for Stderr {
 
 static LOGGER: Stderr = Stderr;
 
-/// Installs the stderr logger at debug level if `DEBUG_BENCHLINK_SDK=debug`; returns
-/// whether verbose logging is on. Called by the clients' constructors; safe to call
-/// any number of times.
+/// Installs the stderr logger at debug level if `DEBUG_BENCHLINK_SDK=debug` or
+/// `DEBUG_SATORI_SDK=debug`; returns whether verbose logging is on. Called by the
+/// clients' constructors; safe to call any number of times.
 ///
 /// ```
-/// // Without the variable nothing changes.
+/// // Without the variables nothing changes.
 /// std::env::remove_var("DEBUG_BENCHLINK_SDK");
+/// std::env::remove_var("DEBUG_SATORI_SDK");
 /// assert!(!benchlink_std::logging::init_from_env());
+/// // The reference SDK's variable turns it on too.
+/// std::env::set_var("DEBUG_SATORI_SDK", "debug");
+/// assert!(benchlink_std::logging::init_from_env());
 /// ```
 pub fn init_from_env() -> bool {
-    if std::env::var(DEBUG_ENV).as_deref() != Ok("debug") {
+    let asks = |var| std::env::var(var).as_deref() == Ok("debug");
+    if !asks(DEBUG_ENV) && !asks(DEBUG_ENV_REFERENCE) {
         return false;
     }
     if log::set_logger(&LOGGER).is_ok() {

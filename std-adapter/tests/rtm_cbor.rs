@@ -224,7 +224,7 @@ fn a_server_that_does_not_select_cbor_gets_a_clear_error_and_no_cbor() {
     wait_until("a connect error", || {
         client.last_connecting_error().is_some()
     });
-    let error = client.last_connecting_error().unwrap();
+    let error = client.last_connecting_error().unwrap().to_string();
     assert!(
         error.contains("did not select") && error.contains("cbor"),
         "{error}"

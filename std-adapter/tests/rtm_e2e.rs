@@ -16,8 +16,8 @@ use benchlink_sandbox::rtm::{
     DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use benchlink_std::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, Error, Mode, Response, SubscribeOptions,
-    SubscriptionData, SubscriptionObserver,
+    Callback, Client, ClientObserver, ClientOptions, ConnectError, Error, Mode, Response,
+    SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use serde_json::{json, Value};
 
@@ -734,7 +734,7 @@ fn backoff_grows_on_refused_connections() {
     assert!(rig
         .client
         .last_connecting_error()
-        .is_none_or(|e| e.contains("503")));
+        .is_none_or(|e| e.to_string().contains("503")));
 }
 
 /// A server that accepts the upgrade and closes at once gets a growing backoff, not a
@@ -839,7 +839,14 @@ fn first_connect_to_dead_endpoint_stops() {
         ]
     );
     let error = client.last_connecting_error().expect("an error is kept");
-    assert!(error.contains("connection failed"), "{error}");
+    assert!(error.to_string().contains("connection failed"), "{error}");
+    // The typed error: the client saw a transport failure, and the socket's error is
+    // behind it (as the reference SDK keeps the exception itself).
+    assert!(
+        matches!(error.transport(), Some(ConnectError::Io(_))),
+        "{error:?}"
+    );
+    assert!(std::error::Error::source(&error).is_some());
     client.dispose().unwrap();
 }
 
@@ -894,7 +901,9 @@ fn bad_appkey_fails_to_connect() {
     log.wait_count("on_enter_stopped", 1);
     assert_eq!(log.count("on_enter_connected"), 0);
     let error = client.last_connecting_error().expect("an error is kept");
-    assert!(error.contains("400"), "{error}");
+    assert!(error.to_string().contains("400"), "{error}");
+    // Refused by the server's answer to the upgrade: no socket error behind it.
+    assert!(error.transport().is_none(), "{error:?}");
     assert_eq!(server.attempts()[0].outcome, AttemptOutcome::Rejected(400));
     client.dispose().unwrap();
 }
@@ -2240,4 +2249,81 @@ fn subscribe_error_without_reason() {
         .unwrap();
     sub.wait_count("on_enter_failed:Unknown error", 1);
     assert_eq!(rig.connection_count(), 1);
+}
+
+/// The client observer is settable at any time (the reference SDK's `client.observer =
+/// …`): one set after start sees the states that follow, the old one sees no more, and
+/// `None` silences the client; a swap made inside a callback applies from the next
+/// state change.
+#[test]
+fn client_observer_set_at_any_time() {
+    let rig = Rig::connected();
+    let second = Log::new();
+    rig.client
+        .set_observer(Some(Box::new(ClientLog(second.clone()))))
+        .unwrap();
+    let first_before = rig.log.len();
+    rig.client.stop().unwrap();
+    second.wait_count("on_enter_stopped", 1);
+    assert_eq!(
+        second.all(),
+        [
+            "on_leave_connected",
+            "on_enter_stopping",
+            "on_leave_stopping",
+            "on_enter_stopped"
+        ]
+    );
+    assert_eq!(rig.log.len(), first_before, "{:?}", rig.log.all());
+
+    // An observer that hands over to another from inside its own callback.
+    struct HandOver {
+        client: Client,
+        next: Option<Box<dyn ClientObserver>>,
+        log: Arc<Log>,
+    }
+    impl ClientObserver for HandOver {
+        fn on_leave_stopped(&mut self) {
+            self.log.push("handover: on_leave_stopped");
+            let next = self.next.take();
+            self.client.set_observer(next).unwrap();
+        }
+        fn on_enter_connecting(&mut self) {
+            self.log.push("handover: on_enter_connecting");
+        }
+    }
+    let third = Log::new();
+    rig.client
+        .set_observer(Some(Box::new(HandOver {
+            client: rig.client.clone(),
+            next: Some(Box::new(ClientLog(third.clone()))),
+            log: second.clone(),
+        })))
+        .unwrap();
+    rig.client.start().unwrap();
+    third.wait_count("on_enter_connected", 1);
+    // The callback's swap applied from the next state change: the transition it ran in
+    // (leave Stopped, enter Connecting) stayed with the old observer.
+    assert_eq!(
+        second.all()[second.len() - 2..],
+        [
+            "handover: on_leave_stopped",
+            "handover: on_enter_connecting"
+        ]
+    );
+    assert_eq!(
+        third.all()[..2],
+        ["on_leave_connecting", "on_enter_connected"]
+    );
+
+    // `None`: nobody hears the rest.
+    rig.client.set_observer(None).unwrap();
+    let third_before = third.len();
+    rig.client.stop().unwrap();
+    assert_eq!(
+        rig.client
+            .wait_for_state(|s| s == benchlink_std::rtm::ClientState::Stopped, WAIT),
+        benchlink_std::rtm::ClientState::Stopped
+    );
+    assert_eq!(third.len(), third_before, "{:?}", third.all());
 }

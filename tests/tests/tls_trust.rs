@@ -196,7 +196,7 @@ fn rtm_lib(host: &str, port: u16, tls: TlsOptions) -> Result<(), String> {
         ClientState::Connected => Ok(()),
         _ => Err(client
             .last_connecting_error()
-            .unwrap_or_else(|| format!("{state:?} without an error"))),
+            .map_or_else(|| format!("{state:?} without an error"), |e| e.to_string())),
     };
     client.dispose().expect("dispose");
     outcome

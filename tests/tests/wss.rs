@@ -118,7 +118,10 @@ fn wss_refuses_an_unknown_certificate_unless_told_not_to_check() {
     let state = client.wait_for_state(|s| s == ClientState::Stopped, PATIENCE);
     assert_eq!(state, ClientState::Stopped);
     let error = client.last_connecting_error().expect("an error is kept");
-    assert!(error.to_lowercase().contains("certificate"), "{error}");
+    assert!(
+        error.to_string().to_lowercase().contains("certificate"),
+        "{error}"
+    );
     client.dispose().expect("dispose");
 
     let insecure = TlsOptions {

@@ -180,7 +180,10 @@ fn connect(args: &Args) -> Result<Client, String> {
         Duration::from_secs(10),
     );
     if state != ClientState::Connected {
-        let why = client.last_connecting_error().unwrap_or_default();
+        let why = client
+            .last_connecting_error()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         return Err(format!("could not connect to {}: {why}", args.endpoint));
     }
     Ok(client)

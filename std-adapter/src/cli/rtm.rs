@@ -40,8 +40,8 @@ use super::meter::Meter;
 use super::rtm_target::{Settings, Target};
 use crate::net::{parse_proxy, TlsOptions};
 use crate::rtm::{
-    Callback, Client, ClientObserver, ClientOptions, ClientState, Encoding, Error, Mode, Reply,
-    Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
+    Callback, Client, ClientObserver, ClientOptions, ClientState, Encoding, Error, History, Mode,
+    Reply, Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 use benchlink_sandbox::rtm::RtmServer;
 
@@ -646,7 +646,7 @@ fn subscribe_options(
     } else {
         (config.or(None, "count")?, config.or(None, "age")?)
     };
-    let (history_count, history_age) = match (count, age) {
+    let history = match (count, age) {
         (Some(_), Some(_)) if !count_with_age => {
             return Err(Fail(
                 1,
@@ -655,13 +655,13 @@ fn subscribe_options(
                     .into(),
             ))
         }
-        (Some(_), Some(age)) => (None, Some(age)),
-        other => other,
+        (_, Some(age)) => Some(History::Age(age)),
+        (Some(count), None) => Some(History::Count(count)),
+        (None, None) => None,
     };
     Ok(SubscribeOptions {
         position: config.or(start.position.clone(), "position")?,
-        history_count,
-        history_age,
+        history,
         only_value_changes: start.only.is_some(),
         ..SubscribeOptions::default()
     })
@@ -1247,7 +1247,7 @@ impl Session {
                 let why = session
                     .client
                     .last_connecting_error()
-                    .unwrap_or_else(|| "connection closed".into());
+                    .map_or_else(|| "connection closed".into(), |e| e.to_string());
                 return Err(Fail(1, format!("could not connect to {endpoint}: {why}")));
             }
             Err(RecvTimeoutError::Timeout) => {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant as StdInstant};
 
-use benchlink_core::rtm::pdu::{Encoding, Payload};
+use benchlink_core::rtm::pdu::{Encoding, History, Payload};
 use benchlink_core::rtm::{
     self as core_rtm, Ack, AuthResult, ClientState, Disconnect, FailReason, Handler, InternalError,
     Mode, Outcome, Output, RequestError, SubState, SubscribeArgs, Ticket,
@@ -110,6 +110,51 @@ impl ClientOptions {
     }
 }
 
+/// Why a connection attempt failed, as [`Client::last_connecting_error`] keeps it: the
+/// client's reason (refused upgrade, TLS, timeout, auth restore, …) and, when a socket,
+/// TLS or proxy error caused it, that error.
+///
+/// ```
+/// use benchlink_std::rtm::{Client, ClientOptions};
+/// let client = Client::new(ClientOptions::new("ws://127.0.0.1:9", "key")).unwrap();
+/// assert!(client.last_connecting_error().is_none()); // no attempt yet
+/// client.dispose().unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnectingError {
+    kind: core_rtm::ConnectError,
+    transport: Option<Arc<ConnectError>>,
+}
+
+impl ConnectingError {
+    /// What failed, as the client's state machine saw it.
+    pub fn kind(&self) -> core_rtm::ConnectError {
+        self.kind
+    }
+
+    /// The socket, TLS, proxy or HTTP error behind it, when there was one.
+    pub fn transport(&self) -> Option<&ConnectError> {
+        self.transport.as_deref()
+    }
+}
+
+impl fmt::Display for ConnectingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.transport {
+            Some(e) => e.fmt(f),
+            None => self.kind.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConnectingError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.transport
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
 /// What a call can fail with.
 #[derive(Debug)]
 pub enum Error {
@@ -183,10 +228,9 @@ pub type Callback = Box<dyn FnMut(Response) + Send>;
 pub struct SubscribeOptions {
     /// Start at this position.
     pub position: Option<String>,
-    /// Replay the last `count` messages first.
-    pub history_count: Option<u64>,
-    /// Replay the last `age` seconds first.
-    pub history_age: Option<u64>,
+    /// Replay history first: the last `n` messages ([`History::Count`]) or the last `s`
+    /// seconds ([`History::Age`]) — one or the other, as the protocol allows.
+    pub history: Option<History>,
     /// A view (`select … from channel`); the subscription is then keyed by the id given.
     pub filter: Option<String>,
     /// Aggregation period of a view, seconds (≤ 60).
@@ -280,8 +324,8 @@ struct Core {
     subs: usize,
     max_subs: usize,
     epoch: StdInstant,
-    /// The transport error behind the client's latest connect failure, in words.
-    transport_error: Option<(core_rtm::ConnectError, String)>,
+    /// The transport error behind the client's latest connect failure.
+    transport_error: Option<(core_rtm::ConnectError, Arc<ConnectError>)>,
 }
 
 impl Core {
@@ -299,12 +343,13 @@ impl Core {
         link.client_mut().dispose(now, &mut Collect(events));
     }
 
-    fn last_error(&self) -> Option<String> {
-        let error = self.link.client().last_connecting_error()?;
-        Some(match &self.transport_error {
-            Some((code, words)) if *code == error => words.clone(),
-            _ => error.to_string(),
-        })
+    fn last_error(&self) -> Option<ConnectingError> {
+        let kind = self.link.client().last_connecting_error()?;
+        let transport = match &self.transport_error {
+            Some((code, e)) if *code == kind => Some(e.clone()),
+            _ => None,
+        };
+        Some(ConnectingError { kind, transport })
     }
 }
 
@@ -337,6 +382,8 @@ enum Ev {
     Register(String, Box<dyn SubscriptionObserver>),
     /// `replace_observer`.
     Replace(String, Box<dyn SubscriptionObserver>),
+    /// `set_observer`: the client observer from here on.
+    Observer(Option<Box<dyn ClientObserver>>),
 }
 
 struct Collect<'e>(&'e mut Vec<Ev>);
@@ -739,8 +786,11 @@ impl Client {
         self.shared.engine.lock().link.client().is_connected()
     }
 
-    /// Why the last connection attempt failed, if it did.
-    pub fn last_connecting_error(&self) -> Option<String> {
+    /// Why the last connection attempt failed, if it did: the error itself, as the
+    /// reference SDK returns the exception (its text is the message to show; its
+    /// [`kind`](ConnectingError::kind) and [`transport`](ConnectingError::transport) say
+    /// what failed).
+    pub fn last_connecting_error(&self) -> Option<ConnectingError> {
         self.shared.engine.lock().last_error()
     }
 
@@ -1018,14 +1068,9 @@ impl Client {
         let observer: Box<dyn SubscriptionObserver> = Box::new(observer);
         let result = self.call(move |core| {
             let extras = options.extra.as_ref().map(|v| v.to_string());
-            let history = match (options.history_count, options.history_age) {
-                (Some(n), _) => Some(core_rtm::pdu::History::Count(n)),
-                (None, Some(s)) => Some(core_rtm::pdu::History::Age(s)),
-                (None, None) => None,
-            };
             let args = SubscribeArgs {
                 position: options.position.as_deref(),
-                history,
+                history: options.history,
                 filter: options.filter.as_deref(),
                 period: options.period,
                 only_value_changes: options.only_value_changes,
@@ -1057,6 +1102,25 @@ impl Client {
             r
         })?;
         result.map_err(Error::Request)
+    }
+
+    /// Sets the client observer, or removes it with `None` — at any time, as the reference
+    /// SDK's `client.observer = …`. It gets the state changes that follow the call, in
+    /// order with everything else the client reports (one made inside a callback applies
+    /// from the next state change: a transition's leave and enter go to one observer).
+    ///
+    /// ```
+    /// use benchlink_std::rtm::{Client, ClientObserver, ClientOptions};
+    /// struct Log;
+    /// impl ClientObserver for Log {
+    ///     fn on_enter_disposed(&mut self) { println!("disposed"); }
+    /// }
+    /// let client = Client::new(ClientOptions::new("ws://127.0.0.1:9", "key")).unwrap();
+    /// client.set_observer(Some(Box::new(Log))).unwrap();
+    /// client.dispose().unwrap(); // prints "disposed"
+    /// ```
+    pub fn set_observer(&self, observer: Option<Box<dyn ClientObserver>>) -> Result<(), Error> {
+        self.call(move |core| core.events.push(Ev::Observer(observer)))
     }
 
     /// Replaces the observer of an existing subscription (its state is unchanged).
@@ -1293,7 +1357,7 @@ impl Io {
                 self.connecting = false;
                 log::info!("rtm: connect failed: {e}");
                 let code = core_error(&e);
-                core.transport_error = Some((code, e.to_string()));
+                core.transport_error = Some((code, Arc::new(e)));
                 let (link, events) = core.parts();
                 link.handle_connect_failed(now, code, &mut Collect(events));
             }
@@ -1496,6 +1560,7 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
                 .or_default()
                 .push_back(Some(observer));
         }
+        Ev::Observer(observer) => observers.borrow_mut().client = observer,
         Ev::Replace(key, observer) => {
             if let Some(slot) = observers
                 .borrow_mut()

@@ -208,7 +208,7 @@ impl Connection {
             Err(Error::Connect(
                 self.client
                     .last_connecting_error()
-                    .unwrap_or_else(|| "not connected".into()),
+                    .map_or_else(|| "not connected".into(), |e| e.to_string()),
             ))
         }
     }

@@ -55,11 +55,11 @@ mod observer;
 mod scoped;
 mod transport;
 
-pub use benchlink_core::rtm::pdu::Encoding;
+pub use benchlink_core::rtm::pdu::{Encoding, History};
 pub use benchlink_core::rtm::{ClientState, Mode, SubState};
 pub use client::{
-    Callback, Client, ClientOptions, Error, Response, SubscribeOptions, DISPOSE_WAIT,
-    MAX_SUBSCRIPTIONS,
+    Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
+    DISPOSE_WAIT, MAX_SUBSCRIPTIONS,
 };
 pub use connection::{Connection, ConnectionDelegate};
 pub use observer::{ClientObserver, Reply, SubscriptionData, SubscriptionObserver};

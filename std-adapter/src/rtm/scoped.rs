@@ -37,7 +37,7 @@ pub fn make_client<R>(
         let why = guard
             .0
             .last_connecting_error()
-            .unwrap_or_else(|| format!("still {state:?}"));
+            .map_or_else(|| format!("still {state:?}"), |e| e.to_string());
         return Err(Error::Connect(why));
     }
     if let Some((role, secret)) = auth {
