@@ -1102,7 +1102,9 @@ impl<'a> Scanner<'a> {
 
     /// Steps over the byte just peeked (never past the end).
     fn bump(&mut self) {
-        self.pos = self.pos.wrapping_add(usize::from(self.pos < self.bytes.len()));
+        self.pos = self
+            .pos
+            .wrapping_add(usize::from(self.pos < self.bytes.len()));
     }
 
     /// `kind` at the current position, or [`ErrorKind::UnexpectedEnd`] if the input ended.
