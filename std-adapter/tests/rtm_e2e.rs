@@ -692,16 +692,17 @@ fn gaps(server: &RtmServer, first: usize) -> Vec<Duration> {
         .collect()
 }
 
-/// Gap `k` (0-based) after a drop of a stable connection must be about
-/// `interval · 2^(k+1)`, less at most a quarter of jitter.
+/// Gap `k` (0-based) after a drop of a stable connection is at least
+/// `interval · 2^(k+1)` (no jitter by default; a few milliseconds of slack for the
+/// server's clock reading the attempt after the client's). Only the lower bound is
+/// asserted: a loaded machine may always be late.
 fn assert_backoff(gaps: &[Duration], interval: Duration) {
     for (k, gap) in gaps.iter().enumerate() {
         let base = interval * 2u32.pow(u32::try_from(k).unwrap() + 1);
-        let low = base * 3 / 4 - Duration::from_millis(15);
-        let high = base + Duration::from_millis(250);
+        let low = base - Duration::from_millis(5);
         assert!(
-            *gap >= low && *gap <= high,
-            "gap {k} = {gap:?}, expected {low:?}..{high:?}; all gaps {gaps:?}"
+            *gap >= low,
+            "gap {k} = {gap:?}, expected at least {low:?}; all gaps {gaps:?}"
         );
     }
 }
@@ -718,17 +719,21 @@ fn backoff_grows_on_refused_connections() {
     let faults = rig.server.faults();
     faults.refuse_connections(ConnectFault::Status(503), Some(3));
     let mark = rig.log.len();
+    let dropped = std::time::Instant::now();
     faults.drop_connections();
     rig.log.wait_since(mark, "on_enter_connected");
     let attempts = rig.server.attempts();
     assert_eq!(attempts.len(), 5, "{attempts:?}");
+    // `reconnect_interval` is the wait before the first reconnection attempt (the SDK
+    // contract), counted from the drop.
+    let first_wait = attempts[1].at.duration_since(dropped);
+    assert!(first_wait >= interval, "{first_wait:?} < {interval:?}");
     assert!(attempts[1..4]
         .iter()
         .all(|a| a.outcome == AttemptOutcome::Rejected(503)));
     let gaps = gaps(&rig.server, 1);
     assert_eq!(gaps.len(), 3);
     assert_backoff(&gaps, interval);
-    // The first attempt after the drop of a stable connection is immediate.
     let log = rig.log.since(mark);
     assert_eq!(log[..2], ["on_leave_connected", "on_enter_awaiting"]);
     assert!(rig

@@ -3,12 +3,15 @@
 //! that means exactly the number of reconnect attempts, and an explicit first-connect
 //! policy.
 //!
-//! The delay before reconnect attempt *n+1* is measured from the **start** of attempt *n*:
+//! The delay before reconnect attempt *n+1* is measured from the **start** of attempt *n*
+//! (the reference SDK's timing), or — with `Config::wait_before_first_reconnect`, the SDK
+//! contract's reading of `reconnect_interval` — the first one after a stable connection
+//! dropped from the drop:
 //!
 //! ```text
 //! base   = min(reconnect_interval · 2^fail_count, max_reconnect_interval)
 //! jitter = uniform in [0, base / 4]   (0 when jitter_seed == 0)
-//! next   = max(last_attempt_start + base − jitter, now)
+//! next   = max(reference + base − jitter, now)
 //! ```
 //!
 //! Jitter is *subtracted* so the cap stays a cap and clients that failed together spread
@@ -27,8 +30,9 @@ pub(crate) struct Backoff {
     fail_count: u32,
     /// Reconnect attempts still allowed before giving up (`None` = unlimited).
     attempts_left: Option<u32>,
-    /// Start of the latest connect attempt, the reference point of the next delay.
-    last_attempt_start: Option<Instant>,
+    /// The reference point of the next delay: the start of the latest connect attempt,
+    /// or the drop of a stable connection (see [`dropped`](Self::dropped)).
+    reference: Option<Instant>,
     /// splitmix64 state; `None` disables jitter.
     rng: Option<u64>,
 }
@@ -38,7 +42,7 @@ impl Backoff {
         Backoff {
             fail_count: 0,
             attempts_left: None,
-            last_attempt_start: None,
+            reference: None,
             rng: if jitter_seed != 0 {
                 Some(jitter_seed)
             } else {
@@ -63,6 +67,11 @@ impl Backoff {
         self.fail_count = self.fail_count.saturating_add(1);
     }
 
+    /// A stable connection dropped now: the next wait counts from here.
+    pub(crate) fn dropped(&mut self, now: Instant) {
+        self.reference = Some(now);
+    }
+
     /// Whether another reconnect attempt is allowed.
     pub(crate) fn may_retry(&self) -> bool {
         self.attempts_left != Some(0)
@@ -71,7 +80,7 @@ impl Backoff {
     /// A connect attempt starts now; a scheduled reconnect (not a user `start`) uses up
     /// one attempt of the budget.
     pub(crate) fn attempt_started(&mut self, now: Instant, consumes_budget: bool) {
-        self.last_attempt_start = Some(now);
+        self.reference = Some(now);
         if consumes_budget {
             self.attempts_left = self.attempts_left.map(|n| n.saturating_sub(1));
         }
@@ -110,7 +119,7 @@ impl Backoff {
         };
         // In microseconds throughout, as `Instant` counts: no 64-bit division (a Cortex-M
         // has none in hardware, and the library routine is most of a kilobyte of flash).
-        let reference = self.last_attempt_start.unwrap_or(now);
+        let reference = self.reference.unwrap_or(now);
         let at = reference
             .as_micros()
             .saturating_add(base_us.saturating_sub(jitter_us));

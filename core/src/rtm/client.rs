@@ -104,6 +104,12 @@ pub struct Config {
     /// `fail_count_threshold`) instead of stopping the client. Default false: the
     /// reference SDK's behaviour, where a bad endpoint fails fast.
     pub retry_first_connect: bool,
+    /// Whether `reconnect_interval` is waited before the first reconnection attempt after a
+    /// stable connection dropped, as the SDK contract describes the interval. Default
+    /// false: the reference SDK's timing, where every wait counts from the start of the
+    /// previous attempt, so the first reconnect after a long-lived connection is
+    /// immediate. Failed attempts back off the same way either way.
+    pub wait_before_first_reconnect: bool,
     /// Seed of the jitter generator; give every client its own random seed. `0` disables
     /// jitter (for tests). The default is a fixed non-zero seed.
     pub jitter_seed: u64,
@@ -135,6 +141,7 @@ impl Config {
         restore_auth_on_reconnect: true,
         max_queue_size: 20_000,
         retry_first_connect: false,
+        wait_before_first_reconnect: false,
         jitter_seed: 0x0BE0_C41E_D5EE_D001,
         auth_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(30),
@@ -1468,6 +1475,9 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             .map_or(0, |t| now.as_micros().saturating_sub(t.as_micros()));
         if self.got_reply || u128::from(lived_us) >= self.config.reconnect_interval.as_micros() {
             self.backoff.reset(self.config.fail_count_threshold);
+            if self.config.wait_before_first_reconnect {
+                self.backoff.dropped(now);
+            }
         } else {
             self.backoff.record_failure();
         }

@@ -59,7 +59,8 @@ const SOCKET: Token = Token(1);
 pub struct ClientOptions {
     /// Where and how to connect.
     pub transport: TransportOptions,
-    /// Wait before the first reconnect attempt; doubles with each failure (default 1 s).
+    /// Wait before the first reconnection attempt after a drop; doubles with each failed
+    /// attempt, each wait counted from the start of the attempt before (default 1 s).
     pub reconnect_interval: Duration,
     /// Cap of the wait between attempts (default 300 s).
     pub max_reconnect_interval: Duration,
@@ -72,6 +73,15 @@ pub struct ClientOptions {
     pub max_queue_size: usize,
     /// Retry a failing *first* connect after `start()` (default false: fail fast).
     pub retry_first_connect: bool,
+    /// Wait `reconnect_interval` before the first reconnection attempt after a stable
+    /// connection dropped, as the SDK contract says (default true). False gives the
+    /// reference SDK's timing, where that first attempt is immediate (its wait counts
+    /// from the start of the connection's own attempt, long past).
+    pub wait_before_first_reconnect: bool,
+    /// Shorten each reconnect wait by a random 0–25 %, so that many clients dropped
+    /// together do not reconnect in lock-step (default false, as in the reference SDK:
+    /// waits are exactly as configured).
+    pub reconnect_jitter: bool,
     /// Send a WebSocket ping after this much silence from the server (default 30 s).
     pub ping_interval: Duration,
     /// Declare the server dead after this much silence, then reconnect (default 60 s).
@@ -102,6 +112,8 @@ impl ClientOptions {
             restore_auth_on_reconnect: true,
             max_queue_size: 20000,
             retry_first_connect: false,
+            wait_before_first_reconnect: true,
+            reconnect_jitter: false,
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
             encoding: Encoding::Json,
@@ -545,7 +557,9 @@ impl Client {
             restore_auth_on_reconnect: options.restore_auth_on_reconnect,
             max_queue_size: options.max_queue_size,
             retry_first_connect: options.retry_first_connect,
-            jitter_seed: seed(),
+            wait_before_first_reconnect: options.wait_before_first_reconnect,
+            // A zero seed turns the core's jitter off.
+            jitter_seed: if options.reconnect_jitter { seed() } else { 0 },
             connect_timeout: options.transport.connect_timeout,
             encoding: options.encoding,
             ..core_rtm::Config::default()

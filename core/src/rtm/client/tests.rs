@@ -670,6 +670,23 @@ fn backoff_matches_the_reference_gaps() {
     assert_eq!(gaps, [500, 1000, 2000, 3000, 3000]);
 }
 
+/// `wait_before_first_reconnect`: the SDK contract's `reconnect_interval`, the wait
+/// before the first reconnection attempt, counted from the drop; failed attempts then
+/// back off from their own starts as before.
+#[test]
+fn first_reconnect_waits_the_interval_when_asked() {
+    let config = Config {
+        reconnect_interval: Duration::from_millis(250),
+        max_reconnect_interval: Duration::from_secs(3),
+        wait_before_first_reconnect: true,
+        ..quiet()
+    };
+    let starts = attempt_starts(config, 4);
+    let gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(starts[0], 10_250, "the interval after the drop at 10 s");
+    assert_eq!(gaps, [500, 1000, 2000]);
+}
+
 #[test]
 fn backoff_is_measured_from_the_attempt_start() {
     let mut t = T::new(Config {
