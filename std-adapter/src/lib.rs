@@ -2,16 +2,12 @@
 //!
 //! - [`bench`]: a blocking benchmark-server client over `std::net` (http, and https with
 //!   rustls), built on `benchlink-core`'s codecs.
-//! - [`cli`] (feature `cli`, on by default): the `benchlink` command line, which also runs
-//!   the local servers of the `benchlink-sandbox` crate (`benchlink sandbox`).
 //! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
 //! - [`net`]: plain and TLS byte streams shared by the clients.
 //! - [`logging`]: `DEBUG_BENCHLINK_SDK=debug` turns on verbose logs to stderr.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;
-#[cfg(feature = "cli")]
-pub mod cli;
 mod http;
 pub mod logging;
 pub mod net;

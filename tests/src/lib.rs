@@ -326,7 +326,7 @@ pub fn benchlink_bin() -> &'static Path {
         let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
         let mut build = Command::new(env!("CARGO"));
         build
-            .args(["build", "-q", "-p", "benchlink-std", "--bin", "benchlink"])
+            .args(["build", "-q", "-p", "benchlink-cli", "--bin", "benchlink"])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(repo_root());

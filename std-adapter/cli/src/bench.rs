@@ -11,14 +11,14 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use benchlink_core::bench::{LogLineError, Sample, SampleError, Status};
 
-use super::bench_target::Target;
-use super::plot::plot;
-use super::progress::{wait, Interrupts};
-use crate::bench::{
+use crate::bench_target::Target;
+use crate::plot::plot;
+use crate::progress::{wait, Interrupts};
+use benchlink_std::bench::{
     Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, StartOptions,
     StatusInfo,
 };
-use crate::net::{parse_proxy, TlsOptions};
+use benchlink_std::net::{parse_proxy, TlsOptions};
 
 /// Exit code of a benchmark that ended `failed` under `run` or `status --wait` (as the
 /// official CLI; `results --wait` prints the results and exits 0).
@@ -1030,7 +1030,7 @@ mod tests {
                 walk(sub, &format!("{path} {}", sub.get_name()), missing);
             }
         }
-        let top = crate::cli::Cli::command();
+        let top = crate::Cli::command();
         let bench = top.find_subcommand("bench").expect("bench command");
         let mut missing = Vec::new();
         walk(bench, "bench", &mut missing);

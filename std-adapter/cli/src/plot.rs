@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use plotters::prelude::*;
 
-use super::bench::Fail;
-use crate::bench::{Available, BenchClient};
+use crate::bench::Fail;
+use benchlink_std::bench::{Available, BenchClient};
 
 /// How long the `/data` stream of a finished benchmark may be silent before the plot is
 /// drawn with what came (the stream itself ends only after the server's finalize
