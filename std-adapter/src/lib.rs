@@ -12,3 +12,9 @@ mod http;
 pub mod logging;
 pub mod net;
 pub mod rtm;
+
+/// This crate's README: its Rust examples compile (and, where they need no server, run)
+/// as doc tests, so that what it shows keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;
