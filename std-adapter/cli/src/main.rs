@@ -10,9 +10,11 @@
 
 mod bench;
 mod bench_target;
+mod charts;
 mod meter;
 mod plot;
 mod progress;
+mod report;
 mod rtm;
 mod rtm_target;
 mod sandbox;
@@ -29,6 +31,7 @@ Examples:
   benchlink bench start --nodes 2 --env rate=5 examples/scenarios/hello.bdl
   benchlink bench status --wait 0
   benchlink bench plot 0 -o print.svg --target print --target print.rps
+  benchlink bench report 0 -o report.html
   benchlink bench data --format csv 0
   benchlink rtm --help; benchlink bench run --help     every command's options
 

@@ -978,10 +978,12 @@ fn svg_texts(svg: &str) -> Vec<String> {
         .collect()
 }
 
-/// `run --plot` draws one panel per metric, titled with its name; `plot --target`
-/// draws only those.
+/// `run --plot` groups the metrics into charts as MZBench's dashboard does (a chart per
+/// histogram, counter or gauge, titled with its name and kind; the all-zero ones named
+/// in one line); `plot --target` draws only those; `report` writes one page with the
+/// status, the results and the same charts, that loads nothing from elsewhere.
 #[test]
-fn plots_have_one_panel_per_metric() {
+fn plots_and_reports_group_metrics_as_the_dashboard_does() {
     let server = fast_server();
     let host = server.host();
     let dir = std::env::temp_dir().join(format!("benchlink-cli-plot-{}", std::process::id()));
@@ -999,26 +1001,59 @@ fn plots_have_one_panel_per_metric() {
     .expect_code(0);
     assert_eq!(out.json()["status"], "complete");
     let csv = bench(&host, &["data", "--format", "csv", "0"]).expect_code(0);
-    let mut metrics: Vec<&str> = csv
+    let mut series: Vec<&str> = csv
         .stdout
         .lines()
         .filter_map(|l| l.split(',').next())
         .collect();
-    metrics.sort_unstable();
-    metrics.dedup();
-    assert!(metrics.contains(&"print"), "{metrics:?}");
+    series.sort_unstable();
+    series.dedup();
+    let results = bench(&host, &["results", "0"]).expect_code(0).json();
+    let kinds: Vec<(String, String)> = results
+        .as_object()
+        .expect("results by metric")
+        .iter()
+        .map(|(name, m)| (name.clone(), m["type"].as_str().expect("a type").to_owned()))
+        .collect();
+    assert!(
+        kinds.contains(&("dummy".into(), "histogram".into())),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&("print".into(), "counter".into())),
+        "{kinds:?}"
+    );
 
     let svg = std::fs::read_to_string(&all).expect("the SVG was written");
     assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
     let texts = svg_texts(&svg);
-    for m in &metrics {
-        let titles = texts.iter().filter(|t| t == m).count();
-        assert_eq!(titles, 1, "one panel titled {m}");
+    let all_zero = texts
+        .iter()
+        .find_map(|t| t.strip_prefix("all zero: "))
+        .unwrap_or_default();
+    let mut charts = 0;
+    for (name, kind) in &kinds {
+        let title = format!("{name} ({kind})");
+        let drawn = texts.iter().filter(|t| **t == title).count();
+        let folded = all_zero.split(", ").any(|n| n == name);
+        assert!(
+            drawn + usize::from(folded) == 1,
+            "{name}: one chart ({drawn}) or named all zero ({folded}): {texts:?}"
+        );
+        charts += drawn;
     }
-    let panels = texts.iter().filter(|t| *t == "seconds").count();
-    assert_eq!(panels, metrics.len(), "one time axis per metric");
+    assert!(charts >= 2, "{texts:?}");
+    let axes = texts.iter().filter(|t| *t == "elapsed (mm:ss)").count();
+    assert_eq!(axes, charts, "one time axis per chart");
+    assert!(
+        out.stderr.contains(&format!(
+            "plotted {} metrics in {charts} charts",
+            series.len()
+        )),
+        "{}",
+        out.stderr
+    );
 
     let two = dir.join("two.svg");
     let out = bench(
@@ -1035,13 +1070,22 @@ fn plots_have_one_panel_per_metric() {
         ],
     )
     .expect_code(0);
-    assert!(out.stderr.contains("plotted 2 metrics"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("plotted 2 metrics in 1 charts"),
+        "{}",
+        out.stderr
+    );
     let texts = svg_texts(&std::fs::read_to_string(&two).expect("written"));
-    assert_eq!(texts.iter().filter(|t| *t == "seconds").count(), 2);
-    assert!(texts.iter().any(|t| t == "print") && texts.iter().any(|t| t == "print.rps"));
-    for m in metrics.iter().filter(|m| !m.starts_with("print")) {
-        assert!(!texts.iter().any(|t| t == m), "{m} is not plotted");
-    }
+    let titles: Vec<&String> = texts
+        .iter()
+        .filter(|t| {
+            ["(histogram)", "(counter)", "(gauge)"]
+                .iter()
+                .any(|k| t.ends_with(k))
+        })
+        .collect();
+    assert_eq!(titles, ["print (counter)"], "{texts:?}");
+    assert!(texts.iter().any(|t| t == "total") && texts.iter().any(|t| t == "rate (per second)"));
     let out = bench(
         &host,
         &[
@@ -1055,6 +1099,38 @@ fn plots_have_one_panel_per_metric() {
     )
     .expect_code(1);
     assert!(out.stderr.contains("no metric nope"), "{}", out.stderr);
+
+    let page = dir.join("report.html");
+    let out = bench(&host, &["report", "0", "-o", page.to_str().expect("utf-8")]).expect_code(0);
+    assert!(
+        out.stderr.contains(&format!(
+            "wrote the report of benchmark 0 ({charts} charts)"
+        )),
+        "{}",
+        out.stderr
+    );
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..80]);
+    assert!(html.contains("<h1>Benchmark 0: complete</h1>"));
+    assert!(html.contains("<h2>Status timeline</h2>") && html.contains("<td>complete</td>"));
+    for (name, kind) in &kinds {
+        let row = format!("<tr><td>{name}</td><td>{kind}</td>");
+        assert!(html.contains(&row), "{row}");
+    }
+    assert_eq!(html.matches("<svg").count(), 1, "the charts, inline");
+    let chart_texts = svg_texts(&html);
+    assert_eq!(
+        chart_texts
+            .iter()
+            .filter(|t| *t == "elapsed (mm:ss)")
+            .count(),
+        charts
+    );
+    for outside in [
+        "<script", "<link", "<img", "src=", "href=", "url(", "@import",
+    ] {
+        assert!(!html.contains(outside), "{outside} in the page");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1168,7 +1244,7 @@ fn plot_of_a_trickling_or_silent_stream_ends() {
         out.stderr
     );
     let texts = svg_texts(&std::fs::read_to_string(&svg).expect("written"));
-    assert!(texts.iter().any(|t| t == "print"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "print (gauge)"), "{texts:?}");
     let out = bench(&host, &["plot", "2", "-o", path]).expect_code(1);
     assert!(out.stderr.contains("no metric samples"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
