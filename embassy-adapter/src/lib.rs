@@ -88,3 +88,9 @@ pub mod transport;
 
 /// The protocol core this crate drives, re-exported so firmware needs one dependency.
 pub use benchlink_core as core;
+
+/// This crate's README: its Rust examples compile (and, where they need no server, run)
+/// as doc tests, so that what it shows keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

@@ -2,8 +2,6 @@
 //!
 //! - [`bench`]: a blocking benchmark-server client over `std::net` (http, and https with
 //!   rustls), built on `benchlink-core`'s codecs.
-//! - [`cli`] (feature `cli`, on by default): the `benchlink` command line, which also runs
-//!   the local servers of the `benchlink-sandbox` crate (`benchlink sandbox`).
 //! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
 //! - [`net`]: plain and TLS byte streams shared by the clients.
 //! - [`logging`] turns on verbose logs to stderr with `DEBUG_BENCHLINK_SDK=debug` (or
@@ -11,9 +9,13 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;
-#[cfg(feature = "cli")]
-pub mod cli;
 mod http;
 pub mod logging;
 pub mod net;
 pub mod rtm;
+
+/// This crate's README: its Rust examples compile (and, where they need no server, run)
+/// as doc tests, so that what it shows keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

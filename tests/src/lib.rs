@@ -20,11 +20,26 @@ use benchlink_std::bench::{BenchClient, Scenario, ServerAddress, StatusInfo};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection};
 
-/// The README's Rust examples, compiled (and, where they need no server, run) by
-/// `cargo test --doc -p benchlink-tests`, so that what the README shows keeps building.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct Readme;
+/// `readme!(Name, "path")`: the README at `path` as a doc item, so that
+/// `cargo test --doc -p benchlink-tests` compiles its Rust examples (and runs those that
+/// need no server) and what the README shows keeps building.
+macro_rules! readme {
+    ($name:ident, $path:literal) => {
+        #[cfg(doctest)]
+        #[doc = include_str!($path)]
+        pub struct $name;
+    };
+}
+
+// The READMEs whose crate cannot test them itself: the top one; core's, whose examples
+// may use the `serde` and `embedded-io` features this crate turns on; the command line's
+// (a binary crate has no doc tests); the firmware's and the device agent's (packages
+// outside the workspace, built for thumbv7em only).
+readme!(Readme, "../../README.md");
+readme!(CoreReadme, "../../core/README.md");
+readme!(CliReadme, "../../std-adapter/cli/README.md");
+readme!(FirmwareReadme, "../../examples/firmware/README.md");
+readme!(DeviceReadme, "../../examples/device/README.md");
 
 /// How long any single wait in these tests may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -326,7 +341,7 @@ pub fn benchlink_bin() -> &'static Path {
         let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
         let mut build = Command::new(env!("CARGO"));
         build
-            .args(["build", "-q", "-p", "benchlink-std", "--bin", "benchlink"])
+            .args(["build", "-q", "-p", "benchlink-cli", "--bin", "benchlink"])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(repo_root());

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
 
-use super::bench::Fail;
-use crate::bench::ServerAddress;
+use crate::bench::Fail;
+use benchlink_std::bench::ServerAddress;
 
 /// Where a running server is looked for when no host is given (the official CLI's
 /// default host).

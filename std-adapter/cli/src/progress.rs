@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::bench::Fail;
-use crate::bench::{BenchClient, Escaped, StatusInfo};
+use crate::bench::Fail;
+use benchlink_std::bench::{BenchClient, Escaped, StatusInfo};
 
 /// First poll interval.
 const FIRST_POLL: Duration = Duration::from_millis(100);

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
-use super::rtm::Log;
+use crate::rtm::Log;
 
 /// A running count of messages (see the module).
 pub(super) struct Meter {

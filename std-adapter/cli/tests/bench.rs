@@ -12,9 +12,14 @@ use std::time::{Duration, Instant};
 use benchlink_sandbox::bench::{Fault, Speed};
 use benchlink_std::bench::StartOptions;
 use benchlink_tests::{
-    benchlink_bin as bin, client, fast_server, hello, live_server, live_speed, repo_root,
-    server_with, wait_final, wait_process_gone, wait_running, TlsProxy,
+    client, fast_server, hello, live_server, live_speed, repo_root, server_with, wait_final,
+    wait_process_gone, wait_running, TlsProxy,
 };
+
+/// The `benchlink` binary cargo built for these tests.
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_benchlink")
+}
 
 /// How long one run of the binary may take.
 const CLI_PATIENCE: Duration = Duration::from_secs(30);
@@ -112,7 +117,6 @@ fn bench(host: &str, args: &[&str]) -> Out {
 
 #[test]
 fn run_hello_completes() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
     let status = out.json();
@@ -136,7 +140,6 @@ fn run_hello_completes() {
 
 #[test]
 fn run_of_a_failing_benchmark_exits_3() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let h = host.clone();
@@ -163,7 +166,6 @@ fn run_of_a_failing_benchmark_exits_3() {
 
 #[test]
 fn errors_exit_1_with_the_servers_reason() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let out = bench(&host, &["status", "999"]).expect_code(1);
@@ -198,7 +200,6 @@ fn errors_exit_1_with_the_servers_reason() {
 
 #[test]
 fn missing_script_exits_2() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let out = bench(&server.host(), &["start", "examples/scenarios/nope.bdl"]).expect_code(2);
     assert!(out.stderr.contains("nope.bdl"), "{}", out.stderr);
@@ -223,7 +224,6 @@ fn missing_script_exits_2() {
 
 #[test]
 fn invalid_values_exit_4() {
-    bin(); // built before any timing starts
     let server = live_server();
     let host = server.host();
     let mut c = client(&host);
@@ -256,7 +256,6 @@ fn invalid_values_exit_4() {
 
 #[test]
 fn start_passes_every_option() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let out = bench(
         &server.host(),
@@ -337,7 +336,6 @@ fn start_passes_every_option() {
 
 #[test]
 fn data_log_results_of_a_finished_benchmark() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let mut c = client(&host);
@@ -433,8 +431,7 @@ fn data_log_results_of_a_finished_benchmark() {
 
 #[test]
 fn commands_on_a_running_benchmark_with_underscore_aliases() {
-    bin(); // built before any timing starts
-           // Ten seconds of running: time enough for a dozen runs of the binary; stopped below.
+    // Ten seconds of running: time enough for a dozen runs of the binary; stopped below.
     let server = server_with(|c| {
         c.speed = Speed {
             scenario_second: Duration::from_secs(1),
@@ -489,7 +486,6 @@ fn commands_on_a_running_benchmark_with_underscore_aliases() {
 
 #[test]
 fn tokens_and_https() {
-    bin(); // built before any timing starts
     let server = server_with(|c| {
         c.users = Some(vec![benchlink_sandbox::bench::User::new(
             "user",
@@ -551,7 +547,6 @@ fn tokens_and_https() {
 /// first and runs alongside the others.
 #[test]
 fn a_run_without_host_uses_the_in_process_server() {
-    bin(); // built before any timing starts
     let out =
         benchlink_with(&["bench", "run", "examples/scenarios/hello.bdl"], |_| {}).expect_code(0);
     assert!(
@@ -568,7 +563,6 @@ fn a_run_without_host_uses_the_in_process_server() {
 /// bounds the whole request, and the message says which server did not answer.
 #[test]
 fn a_silent_or_dripping_server_times_out() {
-    bin(); // built before any timing starts
     let runs: Vec<_> = [Fault::Silent, Fault::Drip(Duration::from_secs(1))]
         .into_iter()
         .map(|fault| {
@@ -603,7 +597,6 @@ fn a_silent_or_dripping_server_times_out() {
 /// `--timeout` is the idle limit of a stream: a quiet `server-logs` ends with a message.
 #[test]
 fn a_quiet_stream_ends_after_the_timeout() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let out = bench(
@@ -622,7 +615,6 @@ fn a_quiet_stream_ends_after_the_timeout() {
 /// `benchlink bench data … | head`: a closed stdout ends the command at once, quietly.
 #[test]
 fn a_closed_stdout_ends_data_quietly() {
-    bin(); // built before any timing starts
     let server = server_with(|c| c.data_flood = 300_000);
     let host = server.host();
     let mut c = client(&host);
@@ -674,7 +666,6 @@ fn a_closed_stdout_ends_data_quietly() {
 /// The csv and tsv paths keep every line of a large, fast stream, in order.
 #[test]
 fn data_of_a_large_stream_keeps_every_line() {
-    bin(); // built before any timing starts
     let server = server_with(|c| c.data_flood = 50_000);
     let host = server.host();
     let mut c = client(&host);
@@ -782,7 +773,6 @@ fn scripted_data_server() -> String {
 /// for a connection cut mid-stream; exit 1.
 #[test]
 fn json_data_prints_what_it_collected_before_the_error() {
-    bin(); // built before any timing starts
     let host = scripted_data_server();
     for (id, error) in [("1", "bad /data line"), ("2", "closed early")] {
         let out = bench(&host, &["data", id]).expect_code(1);
@@ -815,7 +805,6 @@ fn json_data_prints_what_it_collected_before_the_error() {
 /// throw-away one.
 #[test]
 fn commands_without_host_meet_at_the_running_server() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let probe = server.host();
     let at = |args: &[&str]| {
@@ -863,7 +852,6 @@ fn commands_without_host_meet_at_the_running_server() {
 /// terminal.
 #[test]
 fn a_fast_run_reports_promptly_with_a_line_per_stage() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let started = Instant::now();
     let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
@@ -889,7 +877,6 @@ fn a_fast_run_reports_promptly_with_a_line_per_stage() {
 /// before anything is sent.
 #[test]
 fn nodes_file_workers_per_node_and_contradictions() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let dir = std::env::temp_dir().join(format!("benchlink-cli-nodes-{}", std::process::id()));
@@ -962,7 +949,6 @@ fn nodes_file_workers_per_node_and_contradictions() {
 /// (as the official CLI); `status --wait` exits 3 for a failed one.
 #[test]
 fn results_wait_exits_0_status_wait_3_for_a_failed_benchmark() {
-    bin(); // built before any timing starts
     let server = fast_server();
     let host = server.host();
     let id = client(&host)
@@ -992,11 +978,12 @@ fn svg_texts(svg: &str) -> Vec<String> {
         .collect()
 }
 
-/// `run --plot` draws one panel per metric, titled with its name; `plot --target`
-/// draws only those.
+/// `run --plot` groups the metrics into charts as MZBench's dashboard does (a chart per
+/// histogram, counter or gauge, titled with its name and kind; the all-zero ones named
+/// in one line); `plot --target` draws only those; `report` writes one page with the
+/// status, the results and the same charts, that loads nothing from elsewhere.
 #[test]
-fn plots_have_one_panel_per_metric() {
-    bin(); // built before any timing starts
+fn plots_and_reports_group_metrics_as_the_dashboard_does() {
     let server = fast_server();
     let host = server.host();
     let dir = std::env::temp_dir().join(format!("benchlink-cli-plot-{}", std::process::id()));
@@ -1014,26 +1001,59 @@ fn plots_have_one_panel_per_metric() {
     .expect_code(0);
     assert_eq!(out.json()["status"], "complete");
     let csv = bench(&host, &["data", "--format", "csv", "0"]).expect_code(0);
-    let mut metrics: Vec<&str> = csv
+    let mut series: Vec<&str> = csv
         .stdout
         .lines()
         .filter_map(|l| l.split(',').next())
         .collect();
-    metrics.sort_unstable();
-    metrics.dedup();
-    assert!(metrics.contains(&"print"), "{metrics:?}");
+    series.sort_unstable();
+    series.dedup();
+    let results = bench(&host, &["results", "0"]).expect_code(0).json();
+    let kinds: Vec<(String, String)> = results
+        .as_object()
+        .expect("results by metric")
+        .iter()
+        .map(|(name, m)| (name.clone(), m["type"].as_str().expect("a type").to_owned()))
+        .collect();
+    assert!(
+        kinds.contains(&("dummy".into(), "histogram".into())),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&("print".into(), "counter".into())),
+        "{kinds:?}"
+    );
 
     let svg = std::fs::read_to_string(&all).expect("the SVG was written");
     assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80]);
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
     let texts = svg_texts(&svg);
-    for m in &metrics {
-        let titles = texts.iter().filter(|t| t == m).count();
-        assert_eq!(titles, 1, "one panel titled {m}");
+    let all_zero = texts
+        .iter()
+        .find_map(|t| t.strip_prefix("all zero: "))
+        .unwrap_or_default();
+    let mut charts = 0;
+    for (name, kind) in &kinds {
+        let title = format!("{name} ({kind})");
+        let drawn = texts.iter().filter(|t| **t == title).count();
+        let folded = all_zero.split(", ").any(|n| n == name);
+        assert!(
+            drawn + usize::from(folded) == 1,
+            "{name}: one chart ({drawn}) or named all zero ({folded}): {texts:?}"
+        );
+        charts += drawn;
     }
-    let panels = texts.iter().filter(|t| *t == "seconds").count();
-    assert_eq!(panels, metrics.len(), "one time axis per metric");
+    assert!(charts >= 2, "{texts:?}");
+    let axes = texts.iter().filter(|t| *t == "elapsed (mm:ss)").count();
+    assert_eq!(axes, charts, "one time axis per chart");
+    assert!(
+        out.stderr.contains(&format!(
+            "plotted {} metrics in {charts} charts",
+            series.len()
+        )),
+        "{}",
+        out.stderr
+    );
 
     let two = dir.join("two.svg");
     let out = bench(
@@ -1050,13 +1070,22 @@ fn plots_have_one_panel_per_metric() {
         ],
     )
     .expect_code(0);
-    assert!(out.stderr.contains("plotted 2 metrics"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("plotted 2 metrics in 1 charts"),
+        "{}",
+        out.stderr
+    );
     let texts = svg_texts(&std::fs::read_to_string(&two).expect("written"));
-    assert_eq!(texts.iter().filter(|t| *t == "seconds").count(), 2);
-    assert!(texts.iter().any(|t| t == "print") && texts.iter().any(|t| t == "print.rps"));
-    for m in metrics.iter().filter(|m| !m.starts_with("print")) {
-        assert!(!texts.iter().any(|t| t == m), "{m} is not plotted");
-    }
+    let titles: Vec<&String> = texts
+        .iter()
+        .filter(|t| {
+            ["(histogram)", "(counter)", "(gauge)"]
+                .iter()
+                .any(|k| t.ends_with(k))
+        })
+        .collect();
+    assert_eq!(titles, ["print (counter)"], "{texts:?}");
+    assert!(texts.iter().any(|t| t == "total") && texts.iter().any(|t| t == "rate (per second)"));
     let out = bench(
         &host,
         &[
@@ -1070,6 +1099,38 @@ fn plots_have_one_panel_per_metric() {
     )
     .expect_code(1);
     assert!(out.stderr.contains("no metric nope"), "{}", out.stderr);
+
+    let page = dir.join("report.html");
+    let out = bench(&host, &["report", "0", "-o", page.to_str().expect("utf-8")]).expect_code(0);
+    assert!(
+        out.stderr.contains(&format!(
+            "wrote the report of benchmark 0 ({charts} charts)"
+        )),
+        "{}",
+        out.stderr
+    );
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..80]);
+    assert!(html.contains("<h1>Benchmark 0: complete</h1>"));
+    assert!(html.contains("<h2>Status timeline</h2>") && html.contains("<td>complete</td>"));
+    for (name, kind) in &kinds {
+        let row = format!("<tr><td>{name}</td><td>{kind}</td>");
+        assert!(html.contains(&row), "{row}");
+    }
+    assert_eq!(html.matches("<svg").count(), 1, "the charts, inline");
+    let chart_texts = svg_texts(&html);
+    assert_eq!(
+        chart_texts
+            .iter()
+            .filter(|t| *t == "elapsed (mm:ss)")
+            .count(),
+        charts
+    );
+    for outside in [
+        "<script", "<link", "<img", "src=", "href=", "url(", "@import",
+    ] {
+        assert!(!html.contains(outside), "{outside} in the page");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1079,7 +1140,6 @@ fn plots_have_one_panel_per_metric() {
 #[test]
 fn ctrl_c_during_run_stops_the_benchmark() {
     use std::io::{BufRead, BufReader};
-    bin(); // built before any timing starts
     let server = live_server();
     let mut child = Command::new(bin())
         .args([
@@ -1172,7 +1232,6 @@ fn trickling_data_server() -> String {
 /// nothing: the time budget and the quiet limit end it, with what came.
 #[test]
 fn plot_of_a_trickling_or_silent_stream_ends() {
-    bin(); // built before any timing starts
     let host = trickling_data_server();
     let dir = std::env::temp_dir().join(format!("benchlink-cli-trickle-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -1185,7 +1244,7 @@ fn plot_of_a_trickling_or_silent_stream_ends() {
         out.stderr
     );
     let texts = svg_texts(&std::fs::read_to_string(&svg).expect("written"));
-    assert!(texts.iter().any(|t| t == "print"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "print (gauge)"), "{texts:?}");
     let out = bench(&host, &["plot", "2", "-o", path]).expect_code(1);
     assert!(out.stderr.contains("no metric samples"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
@@ -1198,7 +1257,6 @@ fn plot_of_a_trickling_or_silent_stream_ends() {
 fn ctrl_c_on_a_terminal_asks_before_stopping() {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
-    bin(); // built before any timing starts
     if Command::new("script").arg("--version").output().is_err() {
         eprintln!("skipped: no `script` to provide a terminal");
         return;
@@ -1210,7 +1268,7 @@ fn ctrl_c_on_a_terminal_asks_before_stopping() {
     });
     let line = format!(
         "'{}' bench --host {} run examples/scenarios/hello.bdl",
-        bin().display(),
+        bin(),
         server.host()
     );
     let mut child = Command::new("script")

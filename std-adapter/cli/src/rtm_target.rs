@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::rtm::{Fail, Log, RtmArgs, Secret, EXIT_INVALID};
+use crate::rtm::{Fail, Log, RtmArgs, Secret, EXIT_INVALID};
 use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 
 /// Where `benchlink sandbox` serves RTM by default.

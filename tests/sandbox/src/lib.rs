@@ -19,3 +19,9 @@ pub use bench::{
 };
 pub use control::ControlServer;
 pub use rtm::{RtmServer, RtmServerConfig};
+
+/// This crate's README: its Rust examples compile (and, where they need no server, run)
+/// as doc tests, so that what it shows keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

@@ -15,7 +15,7 @@
 //! a failed subscription exits 1 (satori-rtm-cli exits 0 or 130, by a race).
 //!
 //! Without `--endpoint` (and `BENCHLINK_RTM_ENDPOINT`, `SATORI_ENDPOINT`, the config
-//! file) a local RTM server is used: see [`super::rtm_target`].
+//! file) a local RTM server is used: see [`crate::rtm_target`].
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Display};
@@ -36,14 +36,14 @@ use benchlink_core::ws::Endpoint;
 
 use self::pyjson::Style;
 use self::recording::{BadRecord, Loops, Rate, Schedule};
-use super::meter::Meter;
-use super::rtm_target::{Settings, Target};
-use crate::net::{parse_proxy, TlsOptions};
-use crate::rtm::{
+use crate::meter::Meter;
+use crate::rtm_target::{Settings, Target};
+use benchlink_sandbox::rtm::RtmServer;
+use benchlink_std::net::{parse_proxy, TlsOptions};
+use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, ClientState, Encoding, Error, History, Mode,
     Reply, Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
-use benchlink_sandbox::rtm::RtmServer;
 
 mod pyjson;
 mod recording;

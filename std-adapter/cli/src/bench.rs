@@ -11,14 +11,15 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use benchlink_core::bench::{LogLineError, Sample, SampleError, Status};
 
-use super::bench_target::Target;
-use super::plot::plot;
-use super::progress::{wait, Interrupts};
-use crate::bench::{
+use crate::bench_target::Target;
+use crate::plot::{plot, Drawn};
+use crate::progress::{wait, Interrupts};
+use crate::report::report;
+use benchlink_std::bench::{
     Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, StartOptions,
     StatusInfo,
 };
-use crate::net::{parse_proxy, TlsOptions};
+use benchlink_std::net::{parse_proxy, TlsOptions};
 
 /// Exit code of a benchmark that ended `failed` under `run` or `status --wait` (as the
 /// official CLI; `results --wait` prints the results and exits 0).
@@ -72,9 +73,12 @@ enum BenchCommand {
     /// Print a benchmark's results (with --wait: once it ended, whatever the outcome,
     /// exit 0 as the official CLI; 130 after Ctrl-C).
     Results(WaitArgs),
-    /// Draw a benchmark's metrics (finished or running) into an SVG file, one panel per
-    /// metric against time.
+    /// Draw a benchmark's metrics (finished or running) into an SVG file, grouped into
+    /// charts as MZBench's dashboard groups them.
     Plot(PlotArgs),
+    /// Write one self-contained HTML page about a benchmark: its status timeline, its
+    /// results table and its metric charts.
+    Report(ReportArgs),
     /// Stop a benchmark.
     Stop(IdArg),
     /// Start a clone of a benchmark under a new id.
@@ -162,6 +166,15 @@ struct PlotArgs {
     /// Only these metrics (repeatable).
     #[arg(long)]
     target: Vec<String>,
+    /// Benchmark id.
+    id: u64,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
     /// Benchmark id.
     id: u64,
 }
@@ -408,6 +421,16 @@ fn validate(args: &BenchArgs) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Says on stderr what a plot drew and where.
+fn plotted(drawn: Drawn, path: &Path) {
+    eprintln!(
+        "plotted {} metrics in {} charts into {}",
+        drawn.metrics,
+        drawn.charts,
+        path.display()
+    );
+}
+
 /// A `--nodes` value the server can use: a count above 0, or at least two hosts that
 /// all have the same user (the server would otherwise fail the benchmark later, at
 /// `allocating_hosts`).
@@ -463,7 +486,7 @@ fn command(
             if let Some(path) = &a.plot {
                 out.flush().map_err(Fail::output)?;
                 match plot(client, id, &[], path) {
-                    Ok(panels) => eprintln!("plotted {panels} metrics into {}", path.display()),
+                    Ok(drawn) => plotted(drawn, path),
                     // A failed benchmark's exit code says more than the missing plot.
                     Err(Fail(_, m)) if code != 0 => eprintln!("error: {m}"),
                     Err(fail) => return Err(fail),
@@ -489,8 +512,15 @@ fn command(
             print_json(out, &client.results(a.id)?);
         }
         BenchCommand::Plot(a) => {
-            let panels = plot(client, a.id, &a.target, &a.output)?;
-            eprintln!("plotted {panels} metrics into {}", a.output.display());
+            plotted(plot(client, a.id, &a.target, &a.output)?, &a.output);
+        }
+        BenchCommand::Report(a) => {
+            let charts = report(client, a.id, &a.output)?;
+            eprintln!(
+                "wrote the report of benchmark {} ({charts} charts) into {}",
+                a.id,
+                a.output.display()
+            );
         }
         BenchCommand::Stop(a) => {
             client.stop(a.id)?;
@@ -1030,7 +1060,7 @@ mod tests {
                 walk(sub, &format!("{path} {}", sub.get_name()), missing);
             }
         }
-        let top = crate::cli::Cli::command();
+        let top = crate::Cli::command();
         let bench = top.find_subcommand("bench").expect("bench command");
         let mut missing = Vec::new();
         walk(bench, "bench", &mut missing);

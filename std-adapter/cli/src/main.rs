@@ -10,9 +10,11 @@
 
 mod bench;
 mod bench_target;
+mod charts;
 mod meter;
 mod plot;
 mod progress;
+mod report;
 mod rtm;
 mod rtm_target;
 mod sandbox;
@@ -29,6 +31,7 @@ Examples:
   benchlink bench start --nodes 2 --env rate=5 examples/scenarios/hello.bdl
   benchlink bench status --wait 0
   benchlink bench plot 0 -o print.svg --target print --target print.rps
+  benchlink bench report 0 -o report.html
   benchlink bench data --format csv 0
   benchlink rtm --help; benchlink bench run --help     every command's options
 
@@ -55,7 +58,7 @@ Exit codes: 0 ok, 1 error, 2 missing scenario or nodes file, 3 failed benchmark 
     about = "Benchmark-server and real-time messaging client",
     after_help = AFTER_HELP
 )]
-pub struct Cli {
+struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -74,13 +77,7 @@ enum Command {
 /// CLI (1 error or bad usage, 2 missing script, 3 failed benchmark after `bench run` or
 /// `bench status --wait` — not `results --wait`, which prints the results of any
 /// ending —, 4 invalid value, 130 interrupted).
-///
-/// ```no_run
-/// fn main() -> std::process::ExitCode {
-///     benchlink_std::cli::main()
-/// }
-/// ```
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     match Cli::try_parse() {
         Ok(cli) => run(cli),
         Err(e) => {
@@ -97,8 +94,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Runs parsed arguments (the entry point tests use).
-pub fn run(cli: Cli) -> ExitCode {
+/// Runs parsed arguments.
+fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(args) => bench::run(*args),
         Command::Rtm(args) => rtm::run(*args),

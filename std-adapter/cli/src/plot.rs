@@ -1,7 +1,6 @@
 //! `benchlink bench plot` and `bench run --plot`: a benchmark's metrics from `/data`
-//! drawn as an SVG file, one panel per metric (titled with the metric's name) against
-//! seconds since the first sample — the graphs benchmark users read, without opening a
-//! dashboard.
+//! drawn as an SVG file, grouped into charts as MZBench's dashboard groups them (see
+//! [`crate::charts`]) — the graphs benchmark users read, without opening a dashboard.
 //!
 //! A running benchmark is plotted as far as it got: `/data` replays every sample so far
 //! at once and then only trickles, so reading stops when the stream ends or has been
@@ -12,10 +11,9 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use plotters::prelude::*;
-
-use super::bench::Fail;
-use crate::bench::{Available, BenchClient};
+use crate::bench::Fail;
+use crate::charts::{draw, group, time_span, Points};
+use benchlink_std::bench::{Available, BenchClient};
 
 /// How long the `/data` stream of a finished benchmark may be silent before the plot is
 /// drawn with what came (the stream itself ends only after the server's finalize
@@ -31,21 +29,25 @@ const BUDGET_RUNNING: Duration = Duration::from_secs(3);
 const BUDGET: Duration = Duration::from_secs(60);
 /// Samples read at most (about 16 bytes each).
 const MAX_POINTS: usize = 1_000_000;
-/// Size of one panel in pixels.
-const PANEL: (u32, u32) = (960, 240);
 
-/// Samples of one metric: (unix seconds, value).
-type Points = Vec<(u64, f64)>;
+/// What a plot drew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Drawn {
+    /// Metric series read.
+    pub(crate) metrics: usize,
+    /// Charts drawn (the all-zero ones are named, not drawn).
+    pub(crate) charts: usize,
+}
 
 /// Reads benchmark `id`'s samples and writes the SVG of the `targets` metrics (all when
-/// there are none) to `path`; returns the number of panels drawn. A target the benchmark
-/// does not have is said on stderr, or is an error when no target is left.
-pub(super) fn plot(
+/// there are none) to `path`. A target the benchmark does not have is said on stderr, or
+/// is an error when no target is left.
+pub(crate) fn plot(
     client: BenchClient,
     id: u64,
     targets: &[String],
     path: &Path,
-) -> Result<usize, Fail> {
+) -> Result<Drawn, Fail> {
     let mut series = collect(client, id)?;
     if series.is_empty() {
         return Err(Fail(
@@ -73,13 +75,22 @@ pub(super) fn plot(
             eprintln!("warning: {message}");
         }
     }
-    let svg = draw(&series).map_err(|e| Fail(1, format!("cannot draw the plot: {e}")))?;
+    let charts = group(&series);
+    let svg = draw(&charts, true, time_span(&series)).map_err(drawing_failed)?;
     std::fs::write(path, svg).map_err(|e| Fail(1, format!("{}: {e}", path.display())))?;
-    Ok(series.len())
+    Ok(Drawn {
+        metrics: series.len(),
+        charts: charts.charts.len(),
+    })
+}
+
+/// The failure of a drawing backend, as the command reports it.
+pub(crate) fn drawing_failed(e: Box<dyn std::error::Error>) -> Fail {
+    Fail(1, format!("cannot draw the charts: {e}"))
 }
 
 /// The samples of `/data`, by metric name.
-fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, Points>, Fail> {
+pub(crate) fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, Points>, Fail> {
     let mut client = client;
     let running = !client.status(id)?.status().is_final();
     let (quiet, budget) = if running {
@@ -183,89 +194,9 @@ impl Collector {
     }
 }
 
-/// At most about `2 * buckets` points with the same outline: the points split into
-/// `buckets` runs, each drawn as its lowest and highest point in time order, so that
-/// spikes survive. The SVG stays small however long the benchmark ran.
-fn decimate(points: &[(u64, f64)], buckets: usize) -> Vec<(u64, f64)> {
-    if points.len() <= 2 * buckets || buckets == 0 {
-        return points.to_vec();
-    }
-    let per = points.len().div_ceil(buckets);
-    let mut out = Vec::with_capacity(2 * buckets);
-    for run in points.chunks(per) {
-        let low = run.iter().min_by(|a, b| a.1.total_cmp(&b.1));
-        let high = run.iter().max_by(|a, b| a.1.total_cmp(&b.1));
-        if let (Some(low), Some(high)) = (low, high) {
-            if low.0 <= high.0 {
-                out.extend([*low, *high]);
-            } else {
-                out.extend([*high, *low]);
-            }
-        }
-    }
-    out
-}
-
-/// The SVG text: the panels stacked top to bottom, in name order.
-fn draw(series: &BTreeMap<String, Points>) -> Result<String, Box<dyn std::error::Error>> {
-    let origin = series
-        .values()
-        .flat_map(|p| p.iter().map(|(t, _)| *t))
-        .min()
-        .unwrap_or(0);
-    let end = series
-        .values()
-        .flat_map(|p| p.iter().map(|(t, _)| *t))
-        .max()
-        .unwrap_or(origin);
-    let span = (end.saturating_sub(origin) as f64).max(1.0);
-    let rows = u32::try_from(series.len()).unwrap_or(u32::MAX);
-    let mut svg = String::new();
-    {
-        let size = (PANEL.0, PANEL.1.saturating_mul(rows));
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)?;
-        for (panel, (name, points)) in root.split_evenly((series.len(), 1)).iter().zip(series) {
-            let (low, high) = value_range(points);
-            let mut chart = ChartBuilder::on(panel)
-                .caption(name, ("sans-serif", 16))
-                .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(70)
-                .build_cartesian_2d(0.0..span, low..high)?;
-            chart
-                .configure_mesh()
-                .x_desc("seconds")
-                .bold_line_style(BLACK.mix(0.1))
-                .max_light_lines(0)
-                .draw()?;
-            let line = decimate(points, PANEL.0 as usize)
-                .into_iter()
-                .map(|(t, v)| (t.saturating_sub(origin) as f64, v));
-            chart.draw_series(LineSeries::new(line, &BLUE))?;
-        }
-        root.present()?;
-    }
-    Ok(svg)
-}
-
-/// The y range of a panel: the values' range with a margin, never empty.
-fn value_range(points: &Points) -> (f64, f64) {
-    let low = points.iter().map(|(_, v)| *v).fold(f64::INFINITY, f64::min);
-    let high = points
-        .iter()
-        .map(|(_, v)| *v)
-        .fold(f64::NEG_INFINITY, f64::max);
-    if !low.is_finite() || !high.is_finite() {
-        return (0.0, 1.0);
-    }
-    let margin = ((high - low) * 0.05).max(high.abs().max(1.0) * 0.05);
-    (low - margin, high + margin)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{decimate, Collector, Cut};
+    use super::{Collector, Cut};
     use std::collections::BTreeMap;
     use std::ops::ControlFlow;
     use std::time::{Duration, Instant};
@@ -304,18 +235,5 @@ mod tests {
         let late = now + Duration::from_secs(2);
         assert_eq!(c.push("m", 1, "2", late), ControlFlow::Break(()));
         assert_eq!(c.cut, Some(Cut::Budget));
-    }
-
-    #[test]
-    fn decimation_bounds_the_points_and_keeps_the_extremes() {
-        let points: Vec<(u64, f64)> = (0..100_000u64)
-            .map(|t| (t, if t == 54_321 { 1e9 } else { (t % 7) as f64 }))
-            .collect();
-        let drawn = decimate(&points, 500);
-        assert!(drawn.len() <= 1000, "{}", drawn.len());
-        assert!(drawn.contains(&(54_321, 1e9)), "the spike survives");
-        assert!(drawn.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
-        let few = &points[..10];
-        assert_eq!(decimate(few, 500), few, "short series as they are");
     }
 }
