@@ -121,7 +121,7 @@ impl From<DecodeError> for Failure {
 
 /// A connection with what was read but not yet decoded.
 #[derive(Debug)]
-pub(crate) struct Connection {
+pub(crate) struct HttpConnection {
     stream: Stream,
     buf: Box<[u8]>,
     start: usize,
@@ -134,9 +134,9 @@ pub(crate) struct Connection {
     read_timeout: Option<Duration>,
 }
 
-impl Connection {
-    fn new(stream: Stream) -> Connection {
-        Connection {
+impl HttpConnection {
+    fn new(stream: Stream) -> HttpConnection {
+        HttpConnection {
             stream,
             buf: vec![0; READ_BUF].into_boxed_slice(),
             start: 0,
@@ -189,7 +189,7 @@ pub(crate) struct Endpoint {
 impl Endpoint {
     /// Connects within the connect timeout or what is left of the request's deadline,
     /// whichever is shorter.
-    fn connect(&self, deadline: &Deadline) -> Result<Connection, Failure> {
+    fn connect(&self, deadline: &Deadline) -> Result<HttpConnection, Failure> {
         let (timeout, waiting) = match deadline.left() {
             Some(left) if left < self.connect_timeout => (left, deadline.limit),
             _ => (self.connect_timeout, Some(self.connect_timeout)),
@@ -206,7 +206,7 @@ impl Endpoint {
             }
         };
         match stream {
-            Ok(stream) => Ok(Connection::new(stream)),
+            Ok(stream) => Ok(HttpConnection::new(stream)),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -297,7 +297,7 @@ pub(crate) enum Wait {
 
 /// A response being read; the body comes through [`Exchange::pump`].
 pub(crate) struct Exchange<'c> {
-    conn: &'c mut Option<Connection>,
+    conn: &'c mut Option<HttpConnection>,
     decoder: ResponseDecoder<'c>,
     ended: bool,
     deadline: Deadline,
@@ -308,7 +308,7 @@ pub(crate) struct Exchange<'c> {
 /// A stale kept-alive connection is replaced and the request sent once more.
 pub(crate) fn exchange<'c>(
     endpoint: &Endpoint,
-    conn: &'c mut Option<Connection>,
+    conn: &'c mut Option<HttpConnection>,
     bufs: &'c mut Buffers,
     out: &RequestParts<'_>,
     limits: Deadlines,
@@ -320,7 +320,7 @@ pub(crate) fn exchange<'c>(
     decoder.set_request_method(out.method);
     // A kept-alive connection the server has closed (or is closing) is replaced before
     // anything is sent on it, so a request that is not safe to repeat is sent once.
-    if conn.as_mut().is_some_and(Connection::closed_by_peer) {
+    if conn.as_mut().is_some_and(HttpConnection::closed_by_peer) {
         *conn = None;
     }
     let idempotent = matches!(out.method, Method::Get | Method::Head);
@@ -376,7 +376,7 @@ fn encode_head(out: &RequestParts<'_>) -> Result<Vec<u8>, EncodeError> {
 }
 
 fn send_and_read_head(
-    c: &mut Connection,
+    c: &mut HttpConnection,
     decoder: &mut ResponseDecoder<'_>,
     head: &[u8],
     out: &RequestParts<'_>,
@@ -463,7 +463,7 @@ enum Filled {
 }
 
 /// Reads the next bytes into the (fully consumed) buffer.
-fn fill(c: &mut Connection, wait: ReadWait<'_>) -> io::Result<Filled> {
+fn fill(c: &mut HttpConnection, wait: ReadWait<'_>) -> io::Result<Filled> {
     c.start = 0;
     c.end = 0;
     match wait {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use benchlink_core::rtm::RequestError;
 use benchlink_sandbox::rtm::{
-    AttemptOutcome, ConnectFault, ConnectionInfo, Reply as FaultReply, RtmServer, RtmServerConfig,
+    AttemptOutcome, ConnectFault, ConnectionInfo, ReplyOverride, RtmServer, RtmServerConfig,
     DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use benchlink_std::rtm::{
@@ -1023,7 +1023,7 @@ fn queued_requests_end_disconnected_on_dispose() {
 fn in_flight_publish_gets_disconnected_once() {
     let rig = Rig::connected();
     let faults = rig.server.faults();
-    faults.override_replies("rtm/publish", FaultReply::Silence, Some(1));
+    faults.override_replies("rtm/publish", ReplyOverride::Silence, Some(1));
     let (cb, rx) = callback();
     rig.client.publish("c", &json!("lost?"), Some(cb)).unwrap();
     assert!(rig
@@ -1042,7 +1042,7 @@ fn publish_sync_times_out() {
     let rig = Rig::connected();
     rig.server
         .faults()
-        .override_replies("rtm/publish", FaultReply::Silence, Some(1));
+        .override_replies("rtm/publish", ReplyOverride::Silence, Some(1));
     let start = Instant::now();
     let r = rig
         .client
@@ -1246,7 +1246,7 @@ fn wrong_reply_type_to_subscribe_reconnects() {
     let rig = Rig::connected();
     rig.server.faults().override_replies(
         "rtm/subscribe",
-        FaultReply::Raw(r#"{"action":"rtm/publish/ok","id":{id},"body":{}}"#.to_owned()),
+        ReplyOverride::Raw(r#"{"action":"rtm/publish/ok","id":{id},"body":{}}"#.to_owned()),
         Some(1),
     );
     let mark = rig.log.len();
@@ -1357,7 +1357,7 @@ fn channel_error_during_unsubscribing() {
     let sub = rig.subscribe("chan", Mode::Reliable, SubscribeOptions::default());
     let faults = rig.server.faults();
     // The unsubscribe goes unanswered; the server ends the subscription instead.
-    faults.override_replies("rtm/unsubscribe", FaultReply::Silence, Some(1));
+    faults.override_replies("rtm/unsubscribe", ReplyOverride::Silence, Some(1));
     rig.client.unsubscribe("chan").unwrap();
     sub.wait_count("on_enter_unsubscribing", 1);
     assert!(rig
@@ -1546,7 +1546,7 @@ fn unsubscribe_error_returns_to_subscribed() {
     let sub = rig.subscribe("chan", Mode::Reliable, SubscribeOptions::default());
     rig.server.faults().override_replies(
         "rtm/unsubscribe",
-        FaultReply::Raw(
+        ReplyOverride::Raw(
             r#"{"action":"rtm/unsubscribe/error","id":{id},"body":{"error":"nope","reason":"injected"}}"#
                 .to_owned(),
         ),
@@ -2240,7 +2240,7 @@ fn subscribe_error_without_reason() {
     let rig = Rig::connected();
     rig.server.faults().override_replies(
         "rtm/subscribe",
-        FaultReply::Raw(r#"{"action":"rtm/subscribe/error","id":{id},"body":{}}"#.to_owned()),
+        ReplyOverride::Raw(r#"{"action":"rtm/subscribe/error","id":{id},"body":{}}"#.to_owned()),
         Some(1),
     );
     let sub = Log::new();

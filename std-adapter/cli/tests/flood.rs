@@ -11,7 +11,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use benchlink_sandbox::rtm::{Reply, RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY};
+use benchlink_sandbox::rtm::{
+    ReplyOverride, RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY,
+};
 use benchlink_std::rtm::{Client, ClientObserver, ClientOptions, ClientState, Error, Mode};
 use benchlink_std::rtm::{SubscribeOptions, SubscriptionObserver};
 
@@ -167,7 +169,7 @@ fn request_deadline_fires_while_data_floods_in() {
     let server = flood_server(data_flood("flood"));
     server
         .faults()
-        .override_replies("rtm/read", Reply::Silence, None);
+        .override_replies("rtm/read", ReplyOverride::Silence, None);
     let (client, _why) = connected(&server, |_| {});
     let (tx, data) = mpsc::channel();
     client
@@ -323,10 +325,10 @@ fn cli_reply_timeout_fires_under_a_ping_flood() {
     let server = flood_server(SocketFault::PingFlood);
     server
         .faults()
-        .override_replies("rtm/read", Reply::Silence, None);
+        .override_replies("rtm/read", ReplyOverride::Silence, None);
     server
         .faults()
-        .override_replies("rtm/publish", Reply::Silence, None);
+        .override_replies("rtm/publish", ReplyOverride::Silence, None);
     for (what, args) in [
         ("read", vec!["read", "kv", "--reply-timeout", "1"]),
         (

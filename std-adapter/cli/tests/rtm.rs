@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use benchlink_sandbox::rtm::{
-    ConnectionInfo, Reply, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
+    ConnectionInfo, ReplyOverride, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
     SUPERUSER_SECRET,
 };
 
@@ -939,7 +939,7 @@ fn a_refused_publish_exits_1() {
     // A server that never answers: the reply timeout, then exit 1.
     server
         .faults()
-        .override_replies("rtm/write", Reply::Silence, Some(1));
+        .override_replies("rtm/write", ReplyOverride::Silence, Some(1));
     let r = run(rtm(&server, &["--reply-timeout", "0.3", "write", "k", "1"]));
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("rtm/write operation timed out"), "{r:?}");

@@ -20,7 +20,7 @@ use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
 use crate::http::{
-    self, Buffers, Connection, Deadlines, Endpoint, Exchange, Pumped, RequestParts, Wait,
+    self, Buffers, Deadlines, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait,
 };
 use crate::net::{Tls, TlsOptions};
 
@@ -104,7 +104,7 @@ struct Identity {
 #[derive(Debug)]
 struct Transport {
     endpoint: Endpoint,
-    conn: Option<Connection>,
+    conn: Option<HttpConnection>,
     bufs: Buffers,
 }
 

@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use benchlink_sandbox::rtm::{
-    AttemptOutcome, ConnectFault, Permissions, Reply, Role, RtmServer, RtmServerConfig,
+    AttemptOutcome, ConnectFault, Permissions, ReplyOverride, Role, RtmServer, RtmServerConfig,
     SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use serde_json::{json, Value};
@@ -1137,7 +1137,7 @@ fn fault_reply_overrides_delays_and_rejections() {
     // A reply of the wrong type for a subscribe, once.
     faults.override_replies(
         "rtm/subscribe",
-        Reply::Raw(r#"{"action":"rtm/publish/ok","id":{id},"body":{}}"#.to_owned()),
+        ReplyOverride::Raw(r#"{"action":"rtm/publish/ok","id":{id},"body":{}}"#.to_owned()),
         Some(1),
     );
     let reply = c.call("rtm/subscribe", json!({"channel": "o"}));
@@ -1148,7 +1148,7 @@ fn fault_reply_overrides_delays_and_rejections() {
     );
     c.ok("rtm/subscribe", json!({"channel": "o"}));
     // Silence for reads, until cleared.
-    faults.override_replies("rtm/read", Reply::Silence, None);
+    faults.override_replies("rtm/read", ReplyOverride::Silence, None);
     c.request("rtm/read", json!({"channel": "o"}));
     c.quiet(Duration::from_millis(100));
     faults.clear();

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::Targets;
 use crate::bench::query::{QValue, Query};
 use crate::bench::request::Request;
-use crate::rtm::{AttemptOutcome, ConnectFault, Reply, SocketFault};
+use crate::rtm::{AttemptOutcome, ConnectFault, ReplyOverride, SocketFault};
 use crate::{BenchServer, RtmServer};
 
 /// Why a request was not carried out: the status and a message for the operator.
@@ -278,7 +278,7 @@ fn override_reply(s: &RtmServer, c: &Call<'_>) -> Outcome {
     let times = c.times()?;
     let reply = if c.switch("silence", false)? {
         c.no_body("silence=true")?;
-        Reply::Silence
+        ReplyOverride::Silence
     } else {
         let raw = c.body_text()?;
         if raw.is_empty() {
@@ -286,7 +286,7 @@ fn override_reply(s: &RtmServer, c: &Call<'_>) -> Outcome {
                 "the body is the raw reply (silence=true sends no reply)",
             ));
         }
-        Reply::Raw(raw.to_owned())
+        ReplyOverride::Raw(raw.to_owned())
     };
     s.faults().override_replies(action, reply, times);
     Ok(done())

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::auth::{fresh_nonce, hashes_equal, role_secret_hash};
 use super::cbor::{self, Encoding};
 use super::config::{Op, MAX_NAME_BYTES};
-use super::faults::Reply;
+use super::faults::ReplyOverride;
 use super::message::Message;
 use super::outbox::close_frame;
 use super::pdu::{
@@ -52,7 +52,7 @@ pub(crate) fn handle(batch: &mut Batch<'_>, conn: u64, text: &str, cbor_message:
     };
     if !st.faults.is_quiet() {
         if let Some(reply) = st.faults.take_override(&req.action) {
-            if let Reply::Raw(text) = reply {
+            if let ReplyOverride::Raw(text) = reply {
                 let text = text.replace("{id}", req.id.unwrap_or("null"));
                 send(st, conn, &text);
             }

@@ -28,7 +28,7 @@ pub enum ConnectFault {
 
 /// A replacement for the server's reply to some request (see [`Faults::override_replies`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
+pub enum ReplyOverride {
     /// Send this text frame instead, with every `{id}` replaced by the request's raw
     /// JSON id (`null` when it had none). For malformed or mistyped replies, e.g.
     /// `{"action":"rtm/publish/ok","id":{id},"body":{}}` to a subscribe. A CBOR client
@@ -90,7 +90,7 @@ pub enum SocketFault {
 #[derive(Clone, Debug)]
 struct Override {
     action: String,
-    reply: Reply,
+    reply: ReplyOverride,
     remaining: Option<usize>,
 }
 
@@ -127,7 +127,7 @@ impl FaultState {
     }
 
     /// The replacement reply for a request with `action`, counting it down.
-    pub(crate) fn take_override(&mut self, action: &str) -> Option<Reply> {
+    pub(crate) fn take_override(&mut self, action: &str) -> Option<ReplyOverride> {
         let i = self.overrides.iter().position(|o| o.action == action)?;
         let o = &mut self.overrides[i];
         let reply = o.reply.clone();
@@ -343,7 +343,7 @@ impl Faults {
     /// Replaces the reply to the next `times` requests with `action` (`None`: until
     /// cleared). The request itself is not carried out. A later call for the same
     /// action applies after this one is used up.
-    pub fn override_replies(&self, action: &str, reply: Reply, times: Option<usize>) {
+    pub fn override_replies(&self, action: &str, reply: ReplyOverride, times: Option<usize>) {
         if times == Some(0) {
             return;
         }

@@ -127,7 +127,7 @@ pub use config::{
     Permissions, Role, RtmServerConfig, DEFAULT_APPKEY, MAX_NAME_BYTES, RESTRICTED_PREFIX,
     STORED_MESSAGE_OVERHEAD, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
-pub use faults::{ConnectFault, Faults, Reply, SocketFault};
+pub use faults::{ConnectFault, Faults, ReplyOverride, SocketFault};
 pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
 
 use message::Message;
