@@ -14,9 +14,10 @@
 //!   bit 7: a body limit (below the data size for compressed bodies, 64 KiB for raw bytes).
 //! - f3 bits 0-1: `data` as is / as is / repeated (each copy with one random byte) to
 //!   34 KB / to 50 KB, so the decoded stream wraps the 32 KiB window.
-//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points.
+//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points; its
+//!   first byte picks the kind of split (`chosen_pieces`).
 //!
-//! Properties: the events are the same whole, in random pieces and byte at a time.
+//! Properties: the events are the same whole and in the input's chosen split.
 //! Compressed data: the decoded body is exactly `data` and `End` comes right after the
 //! body with `coding_complete` = not cut (a following pipelined response decodes too);
 //! with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream announcing a
@@ -27,8 +28,8 @@
 
 use benchlink_core::http::{ContentEncoding, DecodeError, Framing, InflateBuffers, Limits, Method};
 use benchlink_core_fuzz::{
-    byte_pieces, chunk, compress, gzip_member, looks_like_zlib, random_pieces, run, whole, Ev,
-    Flush, Format, GzipOptions, Rng, Setup,
+    chosen_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole, Ev, Flush, Format,
+    GzipOptions, Rng, Setup,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -148,7 +149,8 @@ fuzz_target!(|input: &[u8]| {
         max_responses: 2,
     };
 
-    // Same events under any split, with memory reused (dirty) between runs.
+    // The same events whole and in the input's chosen split, the split run reusing the
+    // memory the whole run left dirty.
     let mut big = Box::new(InflateBuffers::<32768>::new());
     let mut small = Box::new(InflateBuffers::<1024>::new());
     let mut decode = |lens: &[usize]| {
@@ -160,16 +162,8 @@ fuzz_target!(|input: &[u8]| {
         run::<16>(&wire, lens, &setup, Some(memory))
     };
     let reference = decode(&whole(wire.len()));
-    let mut splits = vec![
-        random_pieces(wire.len(), &mut rng, 64),
-        random_pieces(wire.len(), &mut rng, 3000),
-    ];
-    if wire.len() <= 2048 {
-        splits.push(byte_pieces(wire.len()));
-    }
-    for lens in &splits {
-        assert_eq!(reference, decode(lens), "split into {lens:?}");
-    }
+    let lens = chosen_pieces(wire.len(), *s0, &mut rng);
+    assert_eq!(reference, decode(&lens), "split into {lens:?}");
 
     let encoding = match kind {
         Kind::Zlib | Kind::Raw => ContentEncoding::Deflate,
