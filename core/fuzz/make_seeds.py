@@ -140,13 +140,14 @@ SEEDS = {
         "data_bad_lines": b"\x40" + SEED + b"1439245024\tprint\n\n14x\tprint\t3\n1\tp\t1,5\n1\t\t2\n1\tok\t-0\r\n2\tok\t1e400",
     },
     "reply_json": {
-        # [depth][status selector: < 128 is 200, 128 + i is STATUSES[i]][picked value][body]
-        "results": b"\x20\x00\x00" + RESULTS,
-        "clusters": b"\x20\x00\x80" + CLUSTERS,
+        # [depth][status: < 128 is 200, 128 + i is STATUSES[i], bits 4-6 the reply type]
+        # [picked value][body]
+        "results": b"\x20\x10\x00" + RESULTS,
+        "clusters": b"\x20\x20\x80" + CLUSTERS,
         "status": b"\x20\x00\x40" + STATUS,
-        "started": b"\x20\x00\xc0" + STARTED,
+        "started": b"\x20\x30\xc0" + STARTED,
         "not_found_404": b"\x20\x80\x00" + NOT_FOUND,
-        "escapes_and_numbers": b'\x08\x00\x90 {"s":"a\\u00e9\\ud83d\\ude00\\n\\"","n":[-0,1.5e-3,18446744073709551615,1e400],"z":null,"b":[true,false,{}]} ',
+        "escapes_and_numbers": b'\x08\x40\x90 {"s":"a\\u00e9\\ud83d\\ude00\\n\\"","n":[-0,1.5e-3,18446744073709551615,1e400],"z":null,"b":[true,false,{}]} ',
     },
 }
 

@@ -657,7 +657,11 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
                     } else {
                         &[0, 0xFF, 7]
                     };
-                    unit.iter().copied().cycle().take(len).collect()
+                    // `repeat` copies in doubling blocks; a byte-wise iterator would run the
+                    // coverage instrumentation for each of up to 70 000 bytes.
+                    let mut payload = unit.repeat(len / unit.len() + 1);
+                    payload.truncate(len);
+                    payload
                 } else if text {
                     let s: String = u.arbitrary().unwrap_or_default();
                     s.into_bytes()
