@@ -9,7 +9,9 @@
 
 use std::io::Write;
 
-use benchlink_core::bench::{LineSplitter, LineTooLong, LogDecoder, MetricDecoder};
+use benchlink_core::bench::{
+    LineDecoder, LineFormat, LineSplitter, LineTooLong, LogLine, MetricLine,
+};
 use benchlink_core::http::{DecodeError, Event, InflateBuffers, Limits, ResponseDecoder};
 use benchlink_core::ws::{Decoder, Error as WsError, Message};
 
@@ -62,7 +64,10 @@ fn same_for_every_split<T: PartialEq + std::fmt::Debug>(
 enum Http {
     Head(u16, Vec<(String, Vec<u8>)>),
     Data(Vec<u8>),
-    End { keep_alive: bool, complete: bool },
+    End {
+        keep_alive: bool,
+        coding_complete: bool,
+    },
     Error(DecodeError),
 }
 
@@ -107,7 +112,7 @@ fn http(pieces: &[&[u8]], responses: usize, eof: bool) -> Vec<Http> {
                         &mut events,
                         Http::End {
                             keep_alive,
-                            complete: coding_complete,
+                            coding_complete,
                         },
                     );
                     if events
@@ -136,7 +141,7 @@ fn http(pieces: &[&[u8]], responses: usize, eof: bool) -> Vec<Http> {
                         &mut events,
                         Http::End {
                             keep_alive,
-                            complete: coding_complete,
+                            coding_complete,
                         },
                     );
                     return events;
@@ -267,7 +272,7 @@ fn compressed_responses_every_split() {
             assert!(
                 events.contains(&Http::End {
                     keep_alive: true,
-                    complete: !cut
+                    coding_complete: !cut
                 }),
                 "{coding}, cut {cut}: {events:?}"
             );
@@ -315,35 +320,31 @@ fn line_decoders_every_split() {
     assert_eq!(lines[2], Ok(Vec::new()), "\\r then \\r\\n is an empty line");
     assert_eq!(lines[4], Err(LineTooLong { max: 48 }));
 
-    let log = same_for_every_split(LINES, |pieces| {
-        let mut buf = [0u8; 48];
-        let mut dec = LogDecoder::new(&mut buf);
-        let mut out = Vec::new();
-        for piece in pieces {
-            let mut input = *piece;
-            while let Some(item) = dec.next(&mut input) {
-                out.push(format!("{item:?}"));
-            }
-        }
-        out.extend(dec.finish().map(|item| format!("{item:?}")));
-        out
-    });
+    let log = same_for_every_split(LINES, decoded_lines::<LogLine>);
     assert_eq!(log.len(), lines.len());
-
-    let samples = same_for_every_split(LINES, |pieces| {
-        let mut buf = [0u8; 48];
-        let mut dec = MetricDecoder::new(&mut buf);
-        let mut out = Vec::new();
-        for piece in pieces {
-            let mut input = *piece;
-            while let Some(item) = dec.next(&mut input) {
-                out.push(format!("{item:?}"));
-            }
-        }
-        out.extend(dec.finish().map(|item| format!("{item:?}")));
-        out
-    });
+    let samples = same_for_every_split(LINES, decoded_lines::<MetricLine>);
     assert_eq!(samples.len(), lines.len());
+}
+
+/// The items (as their `Debug` text) of a line decoder of format `F` with a 48-byte
+/// buffer fed `pieces`.
+fn decoded_lines<F: LineFormat>(pieces: &[&[u8]]) -> Vec<String>
+where
+    for<'l> F::Item<'l>: std::fmt::Debug,
+    for<'l> F::Error<'l>: std::fmt::Debug,
+{
+    let mut buf = [0u8; 48];
+    let mut dec = LineDecoder::<F>::new(&mut buf);
+    let mut out = Vec::new();
+    for piece in pieces {
+        let mut input = *piece;
+        while let Some(item) = dec.next(&mut input) {
+            out.push(format!("{item:?}"));
+        }
+        assert!(input.is_empty());
+    }
+    out.extend(dec.finish().map(|item| format!("{item:?}")));
+    out
 }
 
 // ------------------------------------------------------------------------------------
