@@ -86,7 +86,8 @@ pub fn whole(len: usize) -> Vec<usize> {
 /// whole, byte at a time, random pieces of at most 3 / 16 / 64 / 1500 bytes or a third
 /// of the input, or two pieces cut at a random point. One split per execution, not all
 /// of them, keeps the targets fast; the corpus holds inputs for every kind of split, and
-/// the tests in `core/tests/` feed small inputs in every split there is.
+/// the tests in `core/tests/` feed small inputs byte at a time and cut in every way into
+/// two and three pieces.
 pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
     let max_piece = match choice % 8 {
         0 => return whole(len),
