@@ -121,14 +121,16 @@ SEEDS = {
     },
     "inflate": {
         # f1: format | framing << 2 | level << 4; f2: strategy | cut 8 | spelling 16 |
-        # small window 32 | raw bytes 64 | limit 128; f3: 2 or 3 repeat the data to 34/50 KB
+        # small window 32 | raw bytes 64 | limit 128; f3: 0xFF repeats the data to 33 KB,
+        # else bits 1 and 2 to 2 KiB in 1 KiB segments
         "zlib_chunked_log": bytes([0x64, 0x00, 0x00]) + SEED + LOG,
         "zlib_chunked_log_cut": bytes([0x64, 0x08, 0x00]) + SEED + LOG,
         "raw_close_data": bytes([0x69, 0x10, 0x00]) + SEED + DATA,
         "gzip_length_results": bytes([0x92, 0x00, 0x00]) + SEED + RESULTS,
         "gzip2_small_window": bytes([0x6F, 0x20, 0x00]) + SEED + LOG * 4,
-        "zlib_length_wrapping_window": bytes([0x60, 0x00, 0x03]) + SEED + LOG,
-        "gzip_cut_chunked_wrapping_window": bytes([0x56, 0x08, 0x02]) + SEED + DATA,
+        "zlib_length_wrapping_window": bytes([0x60, 0x00, 0xFF]) + SEED + LOG,
+        "raw_small_window_segments": bytes([0x61, 0x20, 0x06]) + SEED + DATA,
+        "gzip_cut_chunked_wrapping_window": bytes([0x56, 0x08, 0x06]) + SEED + DATA,
         "raw_bytes_zlib_stream": bytes([0x04, 0x40, 0x00]) + SEED + zlib_log(LOG),
         "raw_bytes_gzip_limited": bytes([0x02, 0xC0, 0x00]) + SEED + gzip.compress(LOG * 20, mtime=0),
     },
@@ -138,13 +140,14 @@ SEEDS = {
         "data_bad_lines": b"\x40" + SEED + b"1439245024\tprint\n\n14x\tprint\t3\n1\tp\t1,5\n1\t\t2\n1\tok\t-0\r\n2\tok\t1e400",
     },
     "reply_json": {
-        # [depth][status selector: < 128 is 200, 128 + i is STATUSES[i]][body]
-        "results": b"\x20\x00" + RESULTS,
-        "clusters": b"\x20\x00" + CLUSTERS,
-        "status": b"\x20\x00" + STATUS,
-        "started": b"\x20\x00" + STARTED,
-        "not_found_404": b"\x20\x80" + NOT_FOUND,
-        "escapes_and_numbers": b'\x08\x00 {"s":"a\\u00e9\\ud83d\\ude00\\n\\"","n":[-0,1.5e-3,18446744073709551615,1e400],"z":null,"b":[true,false,{}]} ',
+        # [depth][status: < 128 is 200, 128 + i is STATUSES[i], bits 4-6 the reply type]
+        # [picked value][body]
+        "results": b"\x20\x10\x00" + RESULTS,
+        "clusters": b"\x20\x20\x80" + CLUSTERS,
+        "status": b"\x20\x00\x40" + STATUS,
+        "started": b"\x20\x30\xc0" + STARTED,
+        "not_found_404": b"\x20\x80\x00" + NOT_FOUND,
+        "escapes_and_numbers": b'\x08\x40\x90 {"s":"a\\u00e9\\ud83d\\ude00\\n\\"","n":[-0,1.5e-3,18446744073709551615,1e400],"z":null,"b":[true,false,{}]} ',
     },
 }
 

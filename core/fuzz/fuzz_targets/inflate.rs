@@ -12,27 +12,35 @@
 //!   (`Deflate`, `identity, deflate`, `x-gzip`, `GZIP`); bit 5: a 1 KiB inflate window
 //!   instead of 32 KiB; bit 6: `data` is served as the compressed body itself (raw bytes);
 //!   bit 7: a body limit (below the data size for compressed bodies, 64 KiB for raw bytes).
-//! - f3 bits 0-1: `data` as is / as is / repeated (each copy with one random byte) to
-//!   34 KB / to 50 KB, so the decoded stream wraps the 32 KiB window.
-//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points.
+//! - f3: 0xFF: `data` repeated (each copy with one random byte) to 33 KB, so that the
+//!   decoded stream wraps the 32 KiB window (rare: it is slow); else bits 1 and 2 set:
+//!   repeated to 2 KiB and compressed with a full flush every 1 KiB, so that no
+//!   back-reference reaches further and the 1 KiB window, wrapped twice, must decode it
+//!   exactly too; else `data` as is.
+//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points; its
+//!   first byte picks the kind of split (`chosen_pieces`).
 //!
-//! Properties: the events are the same whole, in random pieces and byte at a time.
+//! Properties: the events are the same whole and in the input's chosen split.
 //! Compressed data: the decoded body is exactly `data` and `End` comes right after the
 //! body with `coding_complete` = not cut (a following pipelined response decodes too);
 //! with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream announcing a
-//! window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate and gzip with the 1 KiB window give a prefix of
-//! `data` and end only with all of it (never silently wrong bytes). Raw bytes: no panic,
+//! window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate and gzip with
+//! the 1 KiB window give exactly `data` when it was compressed in 1 KiB segments, else a
+//! prefix of it and end only with all of it (never silently wrong bytes). Raw bytes: no panic,
 //! at most `max_body_bytes` delivered.
 #![no_main]
 
 use benchlink_core::http::{ContentEncoding, DecodeError, Framing, InflateBuffers, Limits, Method};
 use benchlink_core_fuzz::{
-    byte_pieces, chunk, compress, gzip_member, looks_like_zlib, random_pieces, run, whole, Ev,
-    Flush, Format, GzipOptions, Rng, Setup,
+    chosen_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole, Ev, Flush, Format,
+    GzipOptions, Rng, Setup,
 };
 use libfuzzer_sys::fuzz_target;
 
 const NEXT: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+
+/// The small inflate window, and the segment length of data that must decode exactly in it.
+const SEGMENT: usize = 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -48,19 +56,36 @@ fuzz_target!(|input: &[u8]| {
     };
     let (f1, f2) = (*f1, *f2);
     let mut rng = Rng::from_bytes(&[f1, f2, *f3, *s0, *s1, *s2, *s3]);
+    // Expanded data wraps an inflate window: the 32 KiB one (slow, so only for f3 = 0xFF)
+    // or, in segments of at most `SEGMENT` bytes that back-references cannot leave, the
+    // 1 KiB one.
+    let (target, segmented) = match f3 {
+        0xFF => (33_000, false),
+        f3 if f3 & 6 == 6 => (2 * SEGMENT, true),
+        _ => (0, false),
+    };
     let expanded;
-    let data = match f3 & 3 {
-        2 | 3 if !data.is_empty() => {
-            let target = if f3 & 3 == 2 { 34_000 } else { 50_000 };
-            let mut big = Vec::with_capacity(target + data.len() + 1);
-            while big.len() < target {
-                big.extend_from_slice(data);
-                big.push(rng.next() as u8);
-            }
-            expanded = big;
-            &expanded[..]
+    let data = if target > 0 && !data.is_empty() {
+        let mut big = Vec::with_capacity(target + data.len() + 1);
+        while big.len() < target {
+            big.extend_from_slice(data);
+            big.push(rng.next() as u8);
         }
-        _ => data,
+        expanded = big;
+        &expanded[..]
+    } else {
+        data
+    };
+    // A full flush resets the compressor's dictionary: with one at least every `SEGMENT`
+    // bytes no back-reference reaches further.
+    let segments = |len: usize| -> Vec<(usize, Flush)> {
+        if segmented {
+            (1..=len / SEGMENT)
+                .map(|i| (i * SEGMENT, Flush::Full))
+                .collect()
+        } else {
+            Vec::new()
+        }
     };
     let kind = [Kind::Zlib, Kind::Raw, Kind::Gzip, Kind::Gzip2][usize::from(f1 & 3)];
     let framing = (f1 >> 2) & 3;
@@ -86,6 +111,7 @@ fuzz_target!(|input: &[u8]| {
                 (rng.below(data.len() + 1), kind)
             })
             .collect();
+        flushes.extend(segments(data.len()));
         flushes.sort_unstable_by_key(|f| f.0);
         match kind {
             Kind::Zlib => compress(data, Format::Zlib, level, strategy, &flushes, !cut),
@@ -97,8 +123,22 @@ fuzz_target!(|input: &[u8]| {
             Kind::Gzip2 => {
                 let at = rng.below(data.len() + 1);
                 let (a, b) = data.split_at(at);
-                let first = compress(a, Format::RawDeflate, level, strategy, &[], true);
-                let second = compress(b, Format::RawDeflate, level, strategy, &[], !cut);
+                let first = compress(
+                    a,
+                    Format::RawDeflate,
+                    level,
+                    strategy,
+                    &segments(a.len()),
+                    true,
+                );
+                let second = compress(
+                    b,
+                    Format::RawDeflate,
+                    level,
+                    strategy,
+                    &segments(b.len()),
+                    !cut,
+                );
                 [
                     gzip_member(a, &first, &gzip_options(&mut rng), true),
                     gzip_member(b, &second, &gzip_options(&mut rng), !cut),
@@ -148,9 +188,10 @@ fuzz_target!(|input: &[u8]| {
         max_responses: 2,
     };
 
-    // Same events under any split, with memory reused (dirty) between runs.
+    // The same events whole and in the input's chosen split, the split run reusing the
+    // memory the whole run left dirty.
     let mut big = Box::new(InflateBuffers::<32768>::new());
-    let mut small = Box::new(InflateBuffers::<1024>::new());
+    let mut small = Box::new(InflateBuffers::<SEGMENT>::new());
     let mut decode = |lens: &[usize]| {
         let memory = if small_window {
             small.memory()
@@ -160,16 +201,8 @@ fuzz_target!(|input: &[u8]| {
         run::<16>(&wire, lens, &setup, Some(memory))
     };
     let reference = decode(&whole(wire.len()));
-    let mut splits = vec![
-        random_pieces(wire.len(), &mut rng, 64),
-        random_pieces(wire.len(), &mut rng, 3000),
-    ];
-    if wire.len() <= 2048 {
-        splits.push(byte_pieces(wire.len()));
-    }
-    for lens in &splits {
-        assert_eq!(reference, decode(lens), "split into {lens:?}");
-    }
+    let lens = chosen_pieces(wire.len(), *s0, &mut rng);
+    assert_eq!(reference, decode(&lens), "split into {lens:?}");
 
     let encoding = match kind {
         Kind::Zlib | Kind::Raw => ContentEncoding::Deflate,
@@ -214,15 +247,18 @@ fuzz_target!(|input: &[u8]| {
             assert!(decoded.is_empty());
             return;
         }
-        // A back-reference beyond the small window must be an error, never wrong bytes.
-        assert!(
-            data.starts_with(decoded),
-            "1 KiB window produced bytes that are not the data"
-        );
-        if matches!(after.first(), Some(Ev::End { .. })) {
-            assert!(decoded == data, "ended early");
+        if !segmented {
+            // A back-reference beyond the small window must be an error, never wrong bytes.
+            assert!(
+                data.starts_with(decoded),
+                "1 KiB window produced bytes that are not the data"
+            );
+            if matches!(after.first(), Some(Ev::End { .. })) {
+                assert!(decoded == data, "ended early");
+            }
+            return;
         }
-        return;
+        // Back-references within the window: the checks below, exactly as with 32 KiB.
     }
     if let Some(limit) = limit.filter(|&l| l < data.len() as u64) {
         assert!(

@@ -2,10 +2,11 @@
 //!
 //! Input: `[buffer size][seed: 4 bytes][stream…]`
 //! - buffer size: the line buffer (line-length limit), 0-254 bytes, or 4096 for 255.
-//! - seed: split points.
+//! - seed: split points; its first byte picks the kind of split (`chosen_pieces`), its
+//!   second the decoder: `LineSplitter` (`% 3 == 0`), `LogDecoder` (1), `MetricDecoder` (2).
 //!
-//! Properties: the items (owned copies) are identical whole, in random pieces and one
-//! byte at a time, and equal a plain model of Python's `bytes.splitlines()` with the
+//! Properties: the items (owned copies) of the chosen decoder in the chosen split equal a
+//! plain model of Python's `bytes.splitlines()` with the
 //! length limit (each over-long line one `TooLong`, the final unterminated line from
 //! `finish`); every line handed out fits the buffer; log lines are exactly the UTF-8 lines;
 //! samples are what `Sample::parse` makes of each line, and a parsed sample's fields
@@ -16,7 +17,7 @@ use benchlink_core::bench::{
     LineFormat, LineSplitter, LineTooLong, LogDecoder, LogLine, LogLineError, MetricDecoder,
     Number, Sample, SampleError,
 };
-use benchlink_core_fuzz::{byte_pieces, random_pieces, whole, Rng};
+use benchlink_core_fuzz::{chosen_pieces, Rng};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,54 +175,49 @@ fuzz_target!(|input: &[u8]| {
     };
     let mut buf = vec![0u8; max];
     let mut rng = Rng::from_bytes(&[*s0, *s1, *s2, *s3]);
-    let len = stream.len();
-    let mut splits = vec![
-        whole(len),
-        random_pieces(len, &mut rng, 8),
-        random_pieces(len, &mut rng, 300),
-    ];
-    if len <= 4096 {
-        splits.push(byte_pieces(len));
-    }
+    let lens = chosen_pieces(stream.len(), *s0, &mut rng);
 
     let expected = model(stream, max);
-    let expected_log: Vec<Log> = expected
-        .iter()
-        .map(|l| match l {
-            Line::Ok(b) => log_item(LogLine::parse(b)),
-            Line::TooLong(m) => Log::TooLong(*m),
-        })
-        .collect();
-    let expected_metrics: Vec<Metric> = expected
-        .iter()
-        .map(|l| match l {
-            Line::Ok(b) => metric_item(Sample::parse(b)),
-            Line::TooLong(m) => Metric::Err(SampleError::LineTooLong { max: *m }),
-        })
-        .collect();
-    for l in &expected {
-        if let Line::Ok(b) = l {
-            check_sample(b);
-        }
-    }
-
-    for lens in &splits {
-        buf.fill(0xA5);
-        assert_eq!(
-            split_lines(stream, lens, &mut buf),
+    // One decoder per input (the second seed byte picks it), so that each execution
+    // decodes the stream once; every decoder starts on a dirty buffer.
+    buf.fill(0xA5);
+    match s1 % 3 {
+        0 => assert_eq!(
+            split_lines(stream, &lens, &mut buf),
             expected,
             "lines, split {lens:?}"
-        );
-        assert_eq!(
-            log_lines(stream, lens, &mut buf),
-            expected_log,
-            "log, split {lens:?}"
-        );
-        assert_eq!(
-            metric_lines(stream, lens, &mut buf),
-            expected_metrics,
-            "metrics, split {lens:?}"
-        );
+        ),
+        1 => {
+            let expected_log: Vec<Log> = expected
+                .iter()
+                .map(|l| match l {
+                    Line::Ok(b) => log_item(LogLine::parse(b)),
+                    Line::TooLong(m) => Log::TooLong(*m),
+                })
+                .collect();
+            assert_eq!(
+                log_lines(stream, &lens, &mut buf),
+                expected_log,
+                "log, split {lens:?}"
+            );
+        }
+        _ => {
+            let expected_metrics: Vec<Metric> = expected
+                .iter()
+                .map(|l| match l {
+                    Line::Ok(b) => {
+                        check_sample(b);
+                        metric_item(Sample::parse(b))
+                    }
+                    Line::TooLong(m) => Metric::Err(SampleError::LineTooLong { max: *m }),
+                })
+                .collect();
+            assert_eq!(
+                metric_lines(stream, &lens, &mut buf),
+                expected_metrics,
+                "metrics, split {lens:?}"
+            );
+        }
     }
 });
 

@@ -1,17 +1,20 @@
 //! `json::parse` and the typed benchmark-server replies on arbitrary bodies.
 //!
-//! Input: `[depth][status][body…]`
+//! Input: `[depth][status][pick][body…]`
 //! - depth: the nesting limit, `depth % 48`, or 300 for 255 (clamped to `MAX_DEPTH`).
-//! - status: 200 for values below 128, else one of a table of other statuses.
+//! - status: 200 for values below 128, else one of a table of other statuses (bits 0-3);
+//!   bits 4-6 pick the reply type(s) that `read_reply` reads (one reply check per input).
+//! - pick: which value (in document order, `pick * values / 256`) gets the checks whose
+//!   cost grows with the size of the value or of its container.
 //!
 //! Properties:
 //! - `parse`/`parse_bytes` never panic; an error's offset is within the input; if Ok,
 //!   `as_raw` is exactly the input without surrounding JSON whitespace, the value's nesting
 //!   is within the limit and one less fails with `TooDeep`.
 //! - Walking every member, element, string (`chars`, `unescape_into`, `Display`, `==`) and
-//!   number never panics and is self-consistent: each nested value's raw text re-parses
-//!   to itself, `get` finds the first member with that key, `Array::get(i)` is the i-th
-//!   element, integers read as `i64`/`u64` exactly when their text does.
+//!   number never panics and is self-consistent: integers read as `i64`/`u64` exactly
+//!   when their text does; for the picked value, its raw text re-parses to itself, `get`
+//!   finds the first member with its key, `Array::get(i)` is it as the i-th element.
 //! - Differential against serde_json: the same texts are accepted (serde_json's lone-surrogate
 //!   and out-of-range-number refusals aside), with the same strings, structure and numbers.
 //! - `read_reply` for every reply type with any status: no panic; non-200 is exactly
@@ -33,7 +36,7 @@ const STATUSES: [u16; 16] = [
 ];
 
 fuzz_target!(|input: &[u8]| {
-    let [depth, status, body @ ..] = input else {
+    let [depth, status, pick, body @ ..] = input else {
         return;
     };
     let max_depth = if *depth == 255 {
@@ -41,21 +44,24 @@ fuzz_target!(|input: &[u8]| {
     } else {
         usize::from(*depth % 48)
     };
+    let reply = (*status >> 4) & 7;
     let status = if *status < 128 {
         200
     } else {
         STATUSES[usize::from(*status % 16)]
     };
-    check_json(body, max_depth);
-    check_replies(status, body);
-    check_replies(200, body);
+    check_json(body, max_depth, *pick);
+    check_replies(status, body, reply);
+    if status != 200 {
+        check_replies(200, body, reply);
+    }
 });
 
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-fn check_json(body: &[u8], max_depth: usize) {
+fn check_json(body: &[u8], max_depth: usize, pick: u8) {
     let parsed = json::parse_bytes(body, max_depth);
     let text = std::str::from_utf8(body);
     if let Ok(text) = text {
@@ -89,7 +95,11 @@ fn check_json(body: &[u8], max_depth: usize) {
         "as_raw is the trimmed input"
     );
 
-    let depth = walk(value);
+    let mut pick = Pick {
+        at: count_values(value) * usize::from(pick) / 256,
+        seen: 0,
+    };
+    let depth = walk(value, &mut pick);
     assert!(
         depth <= max_depth.min(MAX_DEPTH),
         "nesting {depth} past the limit {max_depth}"
@@ -101,11 +111,49 @@ fn check_json(body: &[u8], max_depth: usize) {
     differential(body, Some((value, depth)));
 }
 
+/// Values in the tree, the root included.
+fn count_values(v: Value<'_>) -> usize {
+    let children: usize = match v.kind() {
+        Kind::Object => v
+            .as_object()
+            .expect("object")
+            .members()
+            .map(|(_, m)| count_values(m))
+            .sum(),
+        Kind::Array => v
+            .as_array()
+            .expect("array")
+            .elements()
+            .map(count_values)
+            .sum(),
+        _ => 0,
+    };
+    1 + children
+}
+
+/// The one value (by its index in document order) that gets the checks costing time in
+/// the size of the value or of its container: running them on every value would make a
+/// walk quadratic in the input, so the input picks one.
+struct Pick {
+    at: usize,
+    seen: usize,
+}
+
+impl Pick {
+    /// Whether the value about to be walked is the picked one.
+    fn next_is_picked(&self) -> bool {
+        self.seen == self.at
+    }
+}
+
 /// Walks the whole value, checking the accessors; returns its nesting depth.
-fn walk(v: Value<'_>) -> usize {
-    // Every nested value's text is itself valid JSON.
-    let again = json::parse(v.as_raw(), MAX_DEPTH).expect("a value's raw text re-parses");
-    assert_eq!(again.as_raw(), v.as_raw());
+fn walk(v: Value<'_>, pick: &mut Pick) -> usize {
+    if pick.next_is_picked() {
+        // Its text is itself valid JSON.
+        let again = json::parse(v.as_raw(), MAX_DEPTH).expect("a value's raw text re-parses");
+        assert_eq!(again.as_raw(), v.as_raw());
+    }
+    pick.seen += 1;
     let kind = v.kind();
     assert_eq!(v.as_object().is_some(), kind == Kind::Object);
     assert_eq!(v.as_array().is_some(), kind == Kind::Array);
@@ -122,16 +170,18 @@ fn walk(v: Value<'_>) -> usize {
             let mut depth = 0;
             for (i, (key, value)) in members.iter().enumerate() {
                 let decoded = check_str(*key);
-                let first = members
-                    .iter()
-                    .position(|(k, _)| *k == *key)
-                    .expect("itself");
-                assert!(first <= i);
-                assert_eq!(
-                    obj.get(&decoded).map(|v| v.as_raw()),
-                    Some(members[first].1.as_raw())
-                );
-                depth = depth.max(walk(*value));
+                if pick.next_is_picked() {
+                    let first = members
+                        .iter()
+                        .position(|(k, _)| *k == *key)
+                        .expect("itself");
+                    assert!(first <= i);
+                    assert_eq!(
+                        obj.get(&decoded).map(|v| v.as_raw()),
+                        Some(members[first].1.as_raw())
+                    );
+                }
+                depth = depth.max(walk(*value, pick));
             }
             depth + 1
         }
@@ -143,8 +193,10 @@ fn walk(v: Value<'_>) -> usize {
             assert_eq!(arr.get(elements.len()), None);
             let mut depth = 0;
             for (i, e) in elements.iter().enumerate() {
-                assert_eq!(arr.get(i), Some(*e));
-                depth = depth.max(walk(*e));
+                if pick.next_is_picked() {
+                    assert_eq!(arr.get(i), Some(*e));
+                }
+                depth = depth.max(walk(*e, pick));
             }
             depth + 1
         }
@@ -278,9 +330,13 @@ fn same(ours: Value<'_>, theirs: &serde_json::Value) {
     }
 }
 
-fn check_error(e: &Error<'_>, status: u16, body: &[u8]) {
-    let _ = e.to_string();
-    let _ = format!("{e:?}");
+/// `shown`: the errors already formatted; formatting an equal one again proves nothing.
+fn check_error<'a>(e: &Error<'a>, status: u16, body: &[u8], shown: &mut Vec<Error<'a>>) {
+    if !shown.contains(e) {
+        let _ = e.to_string();
+        let _ = format!("{e:?}");
+        shown.push(*e);
+    }
     let _ = std::error::Error::source(e);
     if status != 200 {
         assert_eq!(*e, Error::from_reply(status, body));
@@ -288,10 +344,12 @@ fn check_error(e: &Error<'_>, status: u16, body: &[u8]) {
     }
 }
 
-fn check_replies(status: u16, body: &[u8]) {
+fn check_replies(status: u16, body: &[u8], reply: u8) {
     // from_reply
     let e = Error::from_reply(status, body);
     let _ = e.to_string();
+    let _ = format!("{e:?}");
+    let mut shown = vec![e];
     match e {
         Error::Http {
             status: s,
@@ -326,7 +384,7 @@ fn check_replies(status: u16, body: &[u8]) {
                     $check;
                 }
                 Err(e) => {
-                    check_error(&e, status, body);
+                    check_error(&e, status, body, &mut shown);
                     if let Some(j) = json_error {
                         assert_eq!(e, Error::Json(j));
                     }
@@ -334,68 +392,87 @@ fn check_replies(status: u16, body: &[u8]) {
             }
         };
     }
-    reply!(BenchStatus<'_>, |s| {
-        let v = json::parse_bytes(body, 16).expect("valid");
-        for (t, key) in [
-            (s.create_time, "create_time"),
-            (s.start_time, "start_time"),
-            (s.finish_time, "finish_time"),
-        ] {
-            if let Some(t) = t {
-                let raw = v
-                    .get(key)
-                    .and_then(|x| x.as_str())
-                    .expect("present")
-                    .as_raw();
-                assert_eq!(t.to_string(), raw, "timestamp round trip");
-            }
-        }
-        let _ = s.status.as_str();
-        let _ = s.status.is_final();
-        let _ = s.reason.map(|r| r.to_string());
-    });
-    reply!(Results<'_>, |r| {
-        let v = json::parse_bytes(body, 16).expect("valid");
-        let count = v.as_object().expect("object").members().count();
-        assert_eq!(r.iter().count(), count, "every checked metric is iterated");
-        assert_eq!(r.is_empty(), count == 0);
-        for (name, metric) in &r {
-            let name = name.to_string();
-            assert!(r.get(&name).is_some());
-            let _ = metric.kind.as_str();
-            for (key, n) in metric.stats() {
-                assert_eq!(metric.stat(key).is_some(), true);
-                let _ = n.as_f64();
-            }
-        }
-    });
-    reply!(Clusters<'_>, |c| {
-        let v = json::parse_bytes(body, 16).expect("valid");
-        let count = v.as_array().expect("array").elements().count();
-        assert_eq!(c.iter().count(), count, "every checked cluster is iterated");
-        assert_eq!(c.is_empty(), count == 0);
-        for cluster in &c {
-            if let Some(hosts) = cluster.hosts {
-                for h in hosts {
-                    let _ = h.to_string();
+    // One reply type per input (two for the last group of trivial replies).
+    match reply {
+        0 => {
+            reply!(BenchStatus<'_>, |s| {
+                let v = json::parse_bytes(body, 16).expect("valid");
+                for (t, key) in [
+                    (s.create_time, "create_time"),
+                    (s.start_time, "start_time"),
+                    (s.finish_time, "finish_time"),
+                ] {
+                    if let Some(t) = t {
+                        let raw = v
+                            .get(key)
+                            .and_then(|x| x.as_str())
+                            .expect("present")
+                            .as_raw();
+                        assert_eq!(t.to_string(), raw, "timestamp round trip");
+                    }
                 }
-            }
-            let _ = cluster.timestamp.map(|t| t.to_string());
-            let _ = cluster.state.map(|s| s.as_str());
-            let _ = cluster.provider.map(|p| p.to_string());
-            let _ = cluster.reason.map(|p| p.to_string());
+                let _ = s.status.as_str();
+                let _ = s.status.is_final();
+                let _ = s.reason.map(|r| r.to_string());
+            });
         }
-    });
-    reply!(Started<'_>, |s| {
-        let v = json::parse_bytes(body, 16).expect("valid");
-        assert_eq!(v.get("id").and_then(|i| i.as_u64()), Some(s.id));
-    });
-    reply!(Empty, |_e| assert!(json::parse_bytes(body, 16)
-        .expect("valid")
-        .as_object()
-        .is_some()));
-    reply!(Stopped, |_s| ());
-    reply!(EnvSet, |_s| ());
-    reply!(CommandSent, |_s| ());
-    reply!(TypecheckOk, |_s| ());
+        1 => {
+            reply!(Results<'_>, |r| {
+                let v = json::parse_bytes(body, 16).expect("valid");
+                let count = v.as_object().expect("object").members().count();
+                assert_eq!(r.iter().count(), count, "every checked metric is iterated");
+                assert_eq!(r.is_empty(), count == 0);
+                for (name, metric) in &r {
+                    let name = name.to_string();
+                    assert!(r.get(&name).is_some());
+                    let _ = metric.kind.as_str();
+                    for (key, n) in metric.stats() {
+                        assert_eq!(metric.stat(key).is_some(), true);
+                        let _ = n.as_f64();
+                    }
+                }
+            });
+        }
+        2 => {
+            reply!(Clusters<'_>, |c| {
+                let v = json::parse_bytes(body, 16).expect("valid");
+                let count = v.as_array().expect("array").elements().count();
+                assert_eq!(c.iter().count(), count, "every checked cluster is iterated");
+                assert_eq!(c.is_empty(), count == 0);
+                for cluster in &c {
+                    if let Some(hosts) = cluster.hosts {
+                        for h in hosts {
+                            let _ = h.to_string();
+                        }
+                    }
+                    let _ = cluster.timestamp.map(|t| t.to_string());
+                    let _ = cluster.state.map(|s| s.as_str());
+                    let _ = cluster.provider.map(|p| p.to_string());
+                    let _ = cluster.reason.map(|p| p.to_string());
+                }
+            });
+        }
+        3 => {
+            reply!(Started<'_>, |s| {
+                let v = json::parse_bytes(body, 16).expect("valid");
+                assert_eq!(v.get("id").and_then(|i| i.as_u64()), Some(s.id));
+            });
+        }
+        4 => {
+            reply!(Empty, |_e| assert!(json::parse_bytes(body, 16)
+                .expect("valid")
+                .as_object()
+                .is_some()));
+        }
+        5 => {
+            reply!(Stopped, |_s| ());
+        }
+        6 => {
+            reply!(EnvSet, |_s| ());
+        }
+        _ => {
+            reply!(CommandSent, |_s| ());
+            reply!(TypecheckOk, |_s| ());
+        }
+    }
 }

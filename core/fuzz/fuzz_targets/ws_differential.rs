@@ -7,7 +7,8 @@
 //! - flags bit 2: 0 = the payload is the byte stream as is; 1 = the payload describes
 //!   frames built here (opcode, FIN, reserved bits, mask, minimal or not length form,
 //!   length, payload bytes from the input: a frame may be cut short by the end of input).
-//! - seed: where the core's input is split (random pieces).
+//! - seed: where the core's input is split; its first byte picks the kind of split
+//!   (`chosen_pieces`).
 //!
 //! Both decoders run until the end of the input, their first error, or the first close
 //! frame (after which nothing is decoded: tungstenite refuses frames after a close, the
@@ -38,7 +39,7 @@
 use std::io::{self, Read, Write};
 
 use benchlink_core::ws::{Decoder, Error as CoreError, Message as CoreMessage};
-use benchlink_core_fuzz::{random_pieces, Rng};
+use benchlink_core_fuzz::{chosen_pieces, Rng};
 use libfuzzer_sys::fuzz_target;
 use tungstenite::error::{Error as TError, ProtocolError};
 use tungstenite::protocol::frame::coding::CloseCode as TCloseCode;
@@ -60,7 +61,7 @@ fuzz_target!(|input: &[u8]| {
         payload
     };
     let mut rng = Rng::from_bytes(&[*s0, *s1, *s2, *s3]);
-    let core = run_core(stream, max, &mut rng);
+    let core = run_core(stream, max, *s0, &mut rng);
     let tung = run_tungstenite(stream, max);
     if std::env::var_os("WS_DIFFERENTIAL_TRACE").is_some() {
         eprintln!("core: {core:?}\ntungstenite: {tung:?}");
@@ -102,11 +103,11 @@ fn tung_view(code: u16, reason: String) -> (u16, String) {
     }
 }
 
-fn run_core(stream: &[u8], max: usize, rng: &mut Rng) -> Run<CoreError> {
+fn run_core(stream: &[u8], max: usize, split: u8, rng: &mut Rng) -> Run<CoreError> {
     let mut decoder = Decoder::new(vec![0u8; max]);
     let mut msgs = Vec::new();
     let mut offset = 0;
-    for len in random_pieces(stream.len(), rng, 64) {
+    for len in chosen_pieces(stream.len(), split, rng) {
         let mut piece = &stream[offset..offset + len];
         offset += len;
         loop {

@@ -6,11 +6,14 @@
 //!   are framed here as a server frames them (unmasked, minimal lengths).
 //! - flags bits 1-3 (raw mode): receive buffer 0 / 1 / 7 / 64 / 125 / 126 / 1024 / 65536
 //!   bytes. In built mode the buffer is the largest message plus `flags >> 4` bytes.
-//! - seed: split points, the outbox writes and when `close()` is called.
+//! - seed: split points, the outbox writes and when `close()` is called; its first byte
+//!   picks the kind of split of the decoder's run (`chosen_pieces`); bit 0 of its second
+//!   byte picks the check after the decoder's whole run: the split run (clear) or the
+//!   `Session` (set).
 //!
 //! Properties:
-//! - the decoder gives the same messages (owned) and the same error, whole, in random
-//!   pieces and byte at a time, also after `reset` of a dirty decoder; they equal an
+//! - the decoder gives the same messages (owned) and the same error, whole and in the
+//!   input's chosen split, also after `reset` of a dirty decoder; they equal an
 //!   independent whole-input model of RFC 6455 §5 (header checks in the order the decoder
 //!   documents, minimal lengths, fragment sequencing, size limit decided from headers,
 //!   per-fragment UTF-8, close bodies); message sizes are within the buffer (control
@@ -33,7 +36,7 @@ use benchlink_core::ws::{
     CloseCode, CloseStatus, Decoder, Error, Message, Session, State, MAX_CLOSE_REASON,
     MAX_CONTROL_PAYLOAD,
 };
-use benchlink_core_fuzz::{byte_pieces, random_pieces, whole, Rng};
+use benchlink_core_fuzz::{chosen_pieces, random_pieces, whole, Rng};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 
@@ -42,15 +45,19 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     let seed = [*s0, *s1, *s2, *s3];
+    // One check after the decoder's whole run per input: the split run or the session.
+    let session = s1 & 1 != 0;
     if flags & 1 == 0 {
         let buf_len = [0, 1, 7, 64, 125, 126, 1024, 65536][usize::from((flags >> 1) & 7)];
-        let reference = check_decoder(payload, buf_len, &seed);
+        let reference = check_decoder(payload, buf_len, &seed, !session);
         let expected = model(payload, buf_len);
         assert_eq!(
             reference, expected,
             "decoder disagrees with the RFC 6455 model"
         );
-        check_session(payload, buf_len, &seed, &reference);
+        if session {
+            check_session(payload, buf_len, &seed, &reference);
+        }
     } else {
         let (stream, messages, max) = build(payload);
         let buf_len = max + usize::from(flags >> 4);
@@ -58,12 +65,14 @@ fuzz_target!(|input: &[u8]| {
             messages,
             error: None,
         };
-        let reference = check_decoder(&stream, buf_len, &seed);
+        let reference = check_decoder(&stream, buf_len, &seed, !session);
         assert_eq!(
             reference, expected,
             "built frames did not decode to their messages"
         );
-        check_session(&stream, buf_len, &seed, &reference);
+        if session {
+            check_session(&stream, buf_len, &seed, &reference);
+        }
     }
 });
 
@@ -156,38 +165,26 @@ fn decode_with<B: AsRef<[u8]> + AsMut<[u8]>>(
     }
 }
 
-fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8]) -> Run {
+fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8], split: bool) -> Run {
     let len = stream.len();
     let mut buf = vec![0u8; buf_len];
     let mut dec = Decoder::new(&mut buf);
     assert_eq!(dec.max_message_len(), buf_len);
     let reference = decode_with(&mut dec, stream, &whole(len));
-    // The same decoder, dirty (mid-frame or failed), after reset.
+    if !split {
+        return reference;
+    }
+    // The same decoder, dirty (mid-frame or failed), after reset, in the chosen split.
     dec.reset();
+    let mut rng = Rng::from_bytes(seed);
+    let lens = chosen_pieces(len, seed[0], &mut rng);
+    let got = decode_with(&mut dec, stream, &lens);
     assert_eq!(
         reference,
-        decode_with(&mut dec, stream, &whole(len)),
-        "after reset"
+        got,
+        "split into {:?}",
+        &lens[..lens.len().min(64)]
     );
-
-    let mut rng = Rng::from_bytes(seed);
-    let mut splits = vec![
-        random_pieces(len, &mut rng, 16),
-        random_pieces(len, &mut rng, len / 3 + 1),
-    ];
-    if len <= 70_000 {
-        splits.push(byte_pieces(len));
-    }
-    for lens in &splits {
-        dec.reset();
-        let got = decode_with(&mut dec, stream, lens);
-        assert_eq!(
-            reference,
-            got,
-            "split into {:?}",
-            &lens[..lens.len().min(64)]
-        );
-    }
     reference
 }
 
@@ -314,46 +311,104 @@ struct ClientFrame {
     payload: Vec<u8>,
 }
 
-/// Parses whole masked client frames (§5.2): FIN, mask bit, minimal lengths, control
-/// payload ≤ 125. Panics on anything else, including a partial frame at the end.
+/// Parses the first whole masked client frame (§5.2) of `s`: FIN, mask bit, minimal
+/// lengths. Returns it with its size, or `None` while `s` holds only part of a frame;
+/// panics on anything that is not such a frame.
+fn client_frame(s: &[u8]) -> Option<(ClientFrame, usize)> {
+    let (&b0, &b1) = (s.first()?, s.get(1)?);
+    assert_eq!(
+        b0 & 0xF0,
+        0x80,
+        "client frame not FIN or with RSV bits: {b0:#04x}"
+    );
+    assert!(b1 & 0x80 != 0, "client frame not masked");
+    let (len, header) = match b1 & 0x7F {
+        126 => {
+            let len = usize::from(u16::from_be_bytes(s.get(2..4)?.try_into().unwrap()));
+            assert!(len >= 126, "non-minimal 16-bit length {len}");
+            (len, 4)
+        }
+        127 => {
+            let len = u64::from_be_bytes(s.get(2..10)?.try_into().unwrap());
+            assert!(len > 0xFFFF, "non-minimal 64-bit length {len}");
+            (
+                usize::try_from(len).expect("a frame length this machine can hold"),
+                10,
+            )
+        }
+        n => (usize::from(n), 2),
+    };
+    let mask: [u8; 4] = s.get(header..header + 4)?.try_into().unwrap();
+    let payload: Vec<u8> = s
+        .get(header + 4..header + 4 + len)?
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b ^ mask[i % 4])
+        .collect();
+    let frame = ClientFrame {
+        opcode: b0 & 0x0F,
+        payload,
+    };
+    Some((frame, header + 4 + len))
+}
+
+/// Parses whole masked client frames; panics on anything else, including a partial frame
+/// at the end.
 fn client_frames(mut s: &[u8]) -> Vec<ClientFrame> {
     let mut frames = Vec::new();
     while !s.is_empty() {
-        assert!(s.len() >= 2, "partial frame header {s:02x?}");
-        let (b0, b1) = (s[0], s[1]);
-        assert_eq!(
-            b0 & 0xF0,
-            0x80,
-            "client frame not FIN or with RSV bits: {b0:#04x}"
-        );
-        assert!(b1 & 0x80 != 0, "client frame not masked");
-        let (len, header) = match b1 & 0x7F {
-            126 => {
-                let len = u16::from_be_bytes([s[2], s[3]]) as usize;
-                assert!(len >= 126, "non-minimal 16-bit length {len}");
-                (len, 4)
-            }
-            127 => {
-                let len = u64::from_be_bytes(s[2..10].try_into().unwrap());
-                assert!(len > 0xFFFF, "non-minimal 64-bit length {len}");
-                (len as usize, 10)
-            }
-            n => (usize::from(n), 2),
-        };
-        assert!(s.len() >= header + 4 + len, "partial frame");
-        let mask: [u8; 4] = s[header..header + 4].try_into().unwrap();
-        let payload: Vec<u8> = s[header + 4..header + 4 + len]
-            .iter()
-            .enumerate()
-            .map(|(i, b)| b ^ mask[i % 4])
-            .collect();
-        frames.push(ClientFrame {
-            opcode: b0 & 0x0F,
-            payload,
-        });
-        s = &s[header + 4 + len..];
+        let (frame, size) =
+            client_frame(s).unwrap_or_else(|| panic!("partial frame at the end: {s:02x?}"));
+        frames.push(frame);
+        s = &s[size..];
     }
     frames
+}
+
+/// The session's outgoing stream as client frames: the frames written out whole, and the
+/// written bytes of the frame being written. Each step parses only what the written tail
+/// and the session's pending outbox make (re-parsing all that was written at every step
+/// would make the check quadratic in the stream).
+#[derive(Default)]
+struct Outgoing {
+    written: Vec<ClientFrame>,
+    tail: Vec<u8>,
+}
+
+impl Outgoing {
+    /// The adapter wrote `bytes` of the pending outbox.
+    fn write(&mut self, bytes: &[u8]) {
+        self.tail.extend_from_slice(bytes);
+        while let Some((frame, size)) = client_frame(&self.tail) {
+            self.written.push(frame);
+            self.tail.drain(..size);
+        }
+    }
+
+    /// The frames still to come: the written tail completed by the session's pending
+    /// outbox, which must be whole frames that may follow what was written.
+    fn pending<B, M>(&self, session: &Session<B, M>) -> Vec<ClientFrame>
+    where
+        B: AsRef<[u8]> + AsMut<[u8]>,
+        M: FnMut() -> [u8; 4],
+    {
+        let mut bytes = self.tail.clone();
+        if let Some(p) = session.poll_transmit() {
+            assert!(!p.is_empty(), "poll_transmit offers an empty slice");
+            bytes.extend_from_slice(p);
+        }
+        let frames = client_frames(&bytes);
+        check_outbox_frames(&frames);
+        if self.written.last().is_some_and(|f| f.opcode == 0x8) {
+            assert!(frames.is_empty(), "a frame after the close frame");
+        }
+        frames
+    }
+
+    /// The latest frame of the whole outgoing stream.
+    fn last<'a>(&'a self, pending: &'a [ClientFrame]) -> Option<&'a ClientFrame> {
+        pending.last().or(self.written.last())
+    }
 }
 
 /// The session's own frames: pongs and at most one close, last, with a valid body.
@@ -409,32 +464,22 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
     let mut session = Session::new(&mut buf, masks);
     assert_eq!(session.state(), State::Open);
 
-    // Bytes written out so far; `sent ++ pending` is the whole outgoing stream.
-    let mut sent: Vec<u8> = Vec::new();
+    // Frames written out so far; they and the pending ones are the outgoing stream, and
+    // only the pending ones change while the session handles input.
+    let mut outgoing = Outgoing::default();
     let mut messages: Vec<Msg> = Vec::new();
     let mut error = None;
     let mut offset = 0;
 
-    let outgoing = |session: &Session<_, _>, sent: &[u8]| {
-        let mut all = sent.to_vec();
-        if let Some(p) = session.poll_transmit() {
-            assert!(!p.is_empty(), "poll_transmit offers an empty slice");
-            all.extend_from_slice(p);
-        }
-        let frames = client_frames(&all);
-        check_outbox_frames(&frames);
-        frames
-    };
-
     for (piece_index, &len) in lens.iter().enumerate().chain([(lens.len(), &0)]) {
         if close_before == Some(piece_index) {
             let before = session.state();
-            let frames_before = outgoing(&session, &sent);
+            let frames_before = outgoing.pending(&session);
             session.close(CloseCode::NORMAL, "bye").unwrap();
-            let frames = outgoing(&session, &sent);
+            let frames = outgoing.pending(&session);
             if before == State::Open {
                 assert_eq!(session.state(), State::Closing);
-                assert_eq!(frames.last(), Some(&close_frame(1000, b"bye")));
+                assert_eq!(outgoing.last(&frames), Some(&close_frame(1000, b"bye")));
             } else {
                 assert_eq!(session.state(), before);
                 assert_eq!(
@@ -449,12 +494,12 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
         while pos < piece.len() {
             let rest = &piece[pos..];
             let before = session.state();
-            let frames_before = outgoing(&session, &sent);
+            let frames_before = outgoing.pending(&session);
             let result = session
                 .handle(rest)
                 .map(|(used, m)| (used, m.map(|m| own(&m, buf_len))));
             let after = session.state();
-            let frames = outgoing(&session, &sent);
+            let frames = outgoing.pending(&session);
             match result {
                 Err(e) => {
                     assert_eq!(after, State::Closed(CloseStatus::Failed(e)));
@@ -464,7 +509,10 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
                     } else {
                         error.get_or_insert(e);
                         if before == State::Open {
-                            assert_eq!(frames.last(), Some(&close_frame(e.close_code().0, b"")));
+                            assert_eq!(
+                                outgoing.last(&frames),
+                                Some(&close_frame(e.close_code().0, b""))
+                            );
                         } else {
                             assert_eq!(frames, frames_before, "a second close frame");
                         }
@@ -488,7 +536,7 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
                                 opcode: 0xA,
                                 payload: p.clone(),
                             };
-                            assert_eq!(frames.last(), Some(&pong), "ping not answered");
+                            assert_eq!(outgoing.last(&frames), Some(&pong), "ping not answered");
                         }
                         Msg::Close(c) => {
                             let code = c.as_ref().map(|(code, _)| CloseCode(*code));
@@ -502,7 +550,7 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
                                         payload: Vec::new(),
                                     },
                                 };
-                                assert_eq!(frames.last(), Some(&echo), "close not echoed");
+                                assert_eq!(outgoing.last(&frames), Some(&echo), "close not echoed");
                             } else {
                                 assert_eq!(frames, frames_before);
                             }
@@ -518,7 +566,7 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
             // The adapter writes some of what is pending.
             if let Some(p) = session.poll_transmit() {
                 let n = rng.below(p.len() + 1);
-                sent.extend_from_slice(&p[..n]);
+                outgoing.write(&p[..n]);
                 session.advance_transmit(n);
             }
             // Sending works exactly while Open.
@@ -565,10 +613,15 @@ fn check_session(stream: &[u8], buf_len: usize, seed: &[u8], reference: &Run) {
     // Drain the rest of the outbox, then the transport ends.
     while let Some(p) = session.poll_transmit() {
         let n = 1 + rng.below(p.len());
-        sent.extend_from_slice(&p[..n]);
+        outgoing.write(&p[..n]);
         session.advance_transmit(n);
     }
-    check_outbox_frames(&client_frames(&sent));
+    assert!(
+        outgoing.tail.is_empty(),
+        "partial frame at the end: {:02x?}",
+        outgoing.tail
+    );
+    check_outbox_frames(&outgoing.written);
     let before = session.state();
     session.handle_eof();
     match before {
@@ -587,15 +640,15 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
     let mut stream = Vec::new();
     let mut expected = Vec::new();
     let mut max = 0usize;
-    let mut big = 0;
+    let mut big = false;
     let count = u.int_in_range(0..=10u8).unwrap_or(0);
     for _ in 0..count {
         let kind = u.int_in_range(0..=5u8).unwrap_or(0);
         match kind {
             0..=2 => {
                 let text = kind != 2;
-                let payload: Vec<u8> = if u.ratio(1, 6).unwrap_or(false) && big < 2 {
-                    big += 1;
+                let payload: Vec<u8> = if u.ratio(1, 6).unwrap_or(false) && !big {
+                    big = true;
                     let len = *u
                         .choose(&[125usize, 126, 127, 65535, 65536, 70000])
                         .unwrap_or(&126);
@@ -604,7 +657,11 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
                     } else {
                         &[0, 0xFF, 7]
                     };
-                    unit.iter().copied().cycle().take(len).collect()
+                    // `repeat` copies in doubling blocks; a byte-wise iterator would run the
+                    // coverage instrumentation for each of up to 70 000 bytes.
+                    let mut payload = unit.repeat(len / unit.len() + 1);
+                    payload.truncate(len);
+                    payload
                 } else if text {
                     let s: String = u.arbitrary().unwrap_or_default();
                     s.into_bytes()

@@ -48,24 +48,29 @@ impl Rng {
     }
 }
 
+/// Most pieces one split may have; past that, the rest of the input is one last piece.
+/// Tiny pieces over a long input then cost a few thousand decoder calls at most, which
+/// keeps every execution fast; the tiny pieces still cover the input's first kilobytes.
+pub const MAX_PIECES: usize = 4096;
+
 /// Splits `len` bytes into pieces of 1..=`max_piece` bytes (random), biased towards a mix
-/// of tiny and large pieces; returns the piece lengths (summing to `len`).
+/// of tiny and large pieces; returns the piece lengths (summing to `len`), at most
+/// [`MAX_PIECES`] of them.
 pub fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
     let mut lens = Vec::new();
     let mut left = len;
     let max_piece = max_piece.max(1);
     while left > 0 {
         let cap = if rng.chance(3) { 3 } else { max_piece };
-        let n = (1 + rng.below(cap)).min(left);
+        let n = if lens.len() + 1 == MAX_PIECES {
+            left
+        } else {
+            (1 + rng.below(cap.min(max_piece))).min(left)
+        };
         lens.push(n);
         left -= n;
     }
     lens
-}
-
-/// One byte per piece.
-pub fn byte_pieces(len: usize) -> Vec<usize> {
-    vec![1; len]
 }
 
 /// The whole input as one piece (no piece at all for an empty input).
@@ -75,6 +80,29 @@ pub fn whole(len: usize) -> Vec<usize> {
     } else {
         vec![len]
     }
+}
+
+/// The one split an execution feeds its input in, chosen by a byte of the fuzz input:
+/// whole, byte at a time, random pieces of at most 3 / 16 / 64 / 1500 bytes or a third
+/// of the input, or two pieces cut at a random point. One split per execution, not all
+/// of them, keeps the targets fast; the corpus holds inputs for every kind of split, and
+/// the tests in `core/tests/` feed small inputs byte at a time and cut in every way into
+/// two and three pieces.
+pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
+    let max_piece = match choice % 8 {
+        0 => return whole(len),
+        1 => 1,
+        2 => 3,
+        3 => 16,
+        4 => 64,
+        5 => 1500,
+        6 => len / 3 + 1,
+        _ => {
+            let at = rng.below(len + 1);
+            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
+        }
+    };
+    random_pieces(len, rng, max_piece)
 }
 
 /// One decoder event, owned, so runs over different splits can be compared. Consecutive
