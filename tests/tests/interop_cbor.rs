@@ -351,7 +351,7 @@ fn benchlink_and_the_sdk_exchange_cbor_both_ways() {
         .publish_sync("rust-to-sdk", &json!({"a": [1, "x", null]}), wait)
         .expect("publish JSON");
     client
-        .publish_json("rust-to-sdk", "2.5".to_owned(), None)
+        .publish_json("rust-to-sdk", "2.5", None)
         .expect("publish JSON text");
     // {"who": "zebra", "raw": h'00ff'}
     let binary = b"\xa2\x63who\x65zebra\x63raw\x42\x00\xff".to_vec();

@@ -2332,3 +2332,49 @@ fn client_observer_set_at_any_time() {
     );
     assert_eq!(third.len(), third_before, "{:?}", third.all());
 }
+
+/// `max_queue_size` bounds the requests waiting for a reply; the one past it is refused
+/// with `Full` at the call (the SDK contract), and `wait_for_room` waits until one is
+/// answered. A silent server answers nothing, so nothing drains until it speaks again.
+#[test]
+fn full_at_the_bound_then_wait_for_room() {
+    let rig = Rig::with(RtmServerConfig::default(), |o| o.max_queue_size = 3);
+    rig.start();
+    let faults = rig.server.faults();
+    assert_eq!(
+        faults.set_socket_fault(Some(benchlink_sandbox::rtm::SocketFault::Silent)),
+        1
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    for n in 0..3 {
+        let tx = tx.clone();
+        rig.client
+            .publish_json(
+                "room",
+                n.to_string(),
+                Some(Box::new(move |r| {
+                    let _ = tx.send(r);
+                })),
+            )
+            .unwrap();
+    }
+    let refused = rig.client.publish_json("room", "3", None);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Request(benchlink_core::rtm::RequestError::Full))
+        ),
+        "{refused:?}"
+    );
+    // Nothing can drain while the server is silent: the wait ends at its timeout.
+    assert!(!rig.client.wait_for_room(Duration::from_millis(50)).unwrap());
+    // The server speaks again: the replies free room, and the waiter sees it.
+    let client = rig.client.clone();
+    let waiter = std::thread::spawn(move || client.wait_for_room(WAIT));
+    faults.set_socket_fault(None);
+    assert!(waiter.join().unwrap().unwrap());
+    rig.client.publish_json("room", "3", None).unwrap();
+    for _ in 0..3 {
+        rx.recv_timeout(WAIT).expect("each acked publish ends");
+    }
+}

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::value::RawValue;
 
+use benchlink_core::rtm::RequestError;
 use benchlink_core::ws::Endpoint;
 
 use self::pyjson::Style;
@@ -58,8 +59,10 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long the close may take at the end of a following command (subscribe, view,
 /// record): nothing of theirs waits to go out.
 const FOLLOW_STOP_WAIT: Duration = Duration::from_millis(50);
-/// Most publishes waiting for their acknowledgement at once.
-const WINDOW: usize = 1000;
+/// Most publishes waiting for their acknowledgement at once: the client's
+/// `max_queue_size` (the SDK contract's 20,000), so that the pipe stays full across a slow
+/// link (the rate is this window over the round trip); past it the producer waits.
+const WINDOW: usize = 20_000;
 
 /// A role secret: never shown by `Debug`.
 #[derive(Clone)]
@@ -160,6 +163,12 @@ pub(super) struct RtmArgs {
     #[arg(long, global = true, default_value = "10", value_parser = parse_secs,
           alias = "reply_timeout")]
     reply_timeout: Duration,
+    /// (benchlink) Most requests waiting for the connection or a reply at once, the SDK's
+    /// `max_queue_size`; publishing from stdin waits for room at this bound instead of
+    /// failing.
+    #[arg(long, global = true, default_value = "20000", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..), alias = "max_queue_size")]
+    max_queue_size: u64,
     /// (benchlink) Also trust the certificates of this PEM file for wss:// (a private CA,
     /// or the server's own certificate, trusted as itself even when it is a CA's, as curl
     /// does); SSL_CERT_FILE is honoured too.
@@ -1213,6 +1222,7 @@ impl Session {
             .or_else(|| std::env::var("https_proxy").ok())
             .filter(|p| !p.is_empty());
         let mut options = ClientOptions::new(endpoint.clone(), appkey.clone());
+        options.max_queue_size = usize::try_from(args.max_queue_size).unwrap_or(usize::MAX);
         options.encoding = match args.protocol {
             ProtocolArg::Json => Encoding::Json,
             ProtocolArg::Cbor => Encoding::Cbor,
@@ -1529,42 +1539,70 @@ struct Publisher {
 }
 
 impl Publisher {
+    /// Publishes one message, waiting for room while the client's queue is full (its
+    /// `max_queue_size` requests waiting, or its buffers): the input is read only as fast
+    /// as the link drains, and every line is sent.
     fn publish(&mut self, channel: &str, json: String) -> Result<(), Fail> {
-        if !self.acks {
-            self.client
-                .publish_json(channel, json, None)
-                .map_err(|e| Fail(1, format!("publishing to {channel}: {e}")))?;
-            self.sent += 1;
-            return Ok(());
-        }
-        if !self.inflight.acquire(self.timeout) {
+        if self.acks && !self.inflight.acquire(self.timeout) {
             return Err(Fail(
                 1,
                 format!("{WINDOW} messages unacknowledged for {:?}", self.timeout),
             ));
         }
+        if self.acks {
+            // Before the call: its acknowledgement may come back before the call returns.
+            self.inflight.sent_at().push_back(Instant::now());
+        }
+        loop {
+            let callback = self.acks.then(|| self.ack_callback(channel));
+            match self.client.publish_json(channel, &json, callback) {
+                Ok(()) => break,
+                Err(Error::Request(RequestError::Full)) => {
+                    match self.client.wait_for_room(self.timeout) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            return Err(self.refused_at_call(
+                                channel,
+                                format!("no room in the client's queue for {:?}", self.timeout),
+                            ))
+                        }
+                        Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
+                    }
+                }
+                Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
+            }
+        }
+        if self.acks {
+            self.next += 1;
+        }
+        self.sent += 1;
+        Ok(())
+    }
+
+    /// The callback of acknowledged publish number `next`: hands the reply on, once.
+    fn ack_callback(&self, channel: &str) -> Callback {
         let seq = self.next;
-        self.inflight.sent_at().push_back(Instant::now());
         let mut once = Some((
             self.tx.clone(),
             Arc::clone(&self.inflight),
             channel.to_owned(),
         ));
-        let callback: Callback = Box::new(move |response| {
+        Box::new(move |response| {
             if let Some((tx, inflight, channel)) = once.take() {
                 inflight.release();
                 let _ = tx.send(PubEvent::Ack(seq, channel, response));
             }
-        });
-        if let Err(e) = self.client.publish_json(channel, json, Some(callback)) {
-            // Refused at the call: the callback was dropped unused.
+        })
+    }
+
+    /// A publish the client refused at the call: its window slot is given back (the
+    /// callback was dropped unused).
+    fn refused_at_call(&self, channel: &str, why: String) -> Fail {
+        if self.acks {
             self.inflight.sent_at().pop_back();
             self.inflight.release();
-            return Err(Fail(1, format!("publishing to {channel}: {e}")));
         }
-        self.next += 1;
-        self.sent += 1;
-        Ok(())
+        Fail(1, format!("publishing to {channel}: {why}"))
     }
 
     /// Whether the server refused a message: the producer should stop.

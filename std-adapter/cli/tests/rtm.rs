@@ -1412,3 +1412,33 @@ fn the_cbor_protocol_prints_the_same_json() {
     );
     assert_eq!(ok(run(rtm(&json_only, &["read", "kv"]))).stdout, "null\n");
 }
+
+/// Piping more lines than the client's queue holds (`--max-queue-size` requests waiting
+/// for the connection or a reply; 8 here, so every run meets the bound) sends every one:
+/// the command reads its input only as fast as the link drains, where it used to stop
+/// with "request refused: too many requests waiting". Checked by the channel's sequence:
+/// the server's own publish afterwards takes the next number.
+#[test]
+fn publish_waits_for_room_and_sends_every_line() {
+    let server = server();
+    const LINES: usize = 20_000;
+    let input = "{\"a\":1}\n".repeat(LINES);
+    for (args, channel) in [
+        (
+            &["--max-queue-size", "8", "publish", "-q", "fill.quiet"][..],
+            "fill.quiet",
+        ),
+        (
+            &["--max-queue-size", "8", "publish", "fill.acked"][..],
+            "fill.acked",
+        ),
+    ] {
+        let r = run_with_stdin(rtm(&server, args), &input);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        let next = server.publish(channel, "\"last\"").expect("a position");
+        assert!(
+            next.ends_with(&format!(":{LINES}")),
+            "{args:?}: the next position is {next}, so not every line arrived"
+        );
+    }
+}

@@ -308,6 +308,10 @@ struct Engine {
     wake_pending: AtomicBool,
     waker: Waker,
     thread: ThreadId,
+    /// Signalled by the I/O thread after each turn while someone waits for room
+    /// ([`Client::wait_for_room`]); waited on with `core`'s lock.
+    room: std::sync::Condvar,
+    room_waiters: std::sync::atomic::AtomicUsize,
 }
 
 impl Engine {
@@ -622,6 +626,8 @@ impl Client {
                         transport_error: None,
                     }),
                     wake_pending: AtomicBool::new(false),
+                    room: std::sync::Condvar::new(),
+                    room_waiters: std::sync::atomic::AtomicUsize::new(0),
                     waker,
                     thread: thread::current().id(),
                 });
@@ -795,6 +801,69 @@ impl Client {
         seen.state
     }
 
+    /// Blocks until a request refused with [`RequestError::Full`] may be accepted: until
+    /// fewer requests wait (queued, or sent and not answered) than when called, or none
+    /// do. Returns whether that happened before `timeout`. `Full` stays at the call, as
+    /// the SDK contract says; this is how a producer waits for room instead of failing
+    /// (`benchlink rtm publish` reads its input this way, as fast as the link drains).
+    /// Inside a callback it fails with [`Error::InCallback`] (the room would come from
+    /// the thread that runs it).
+    ///
+    /// ```no_run
+    /// # use benchlink_std::rtm::{Client, ClientOptions, Error};
+    /// # use benchlink_core::rtm::RequestError;
+    /// # let client = Client::new(ClientOptions::new("ws://127.0.0.1:8080", "k"))?;
+    /// # let wait = std::time::Duration::from_secs(60);
+    /// for line in ["1", "2", "3"] {
+    ///     loop {
+    ///         match client.publish_json("ch", line.to_owned(), None) {
+    ///             Err(Error::Request(RequestError::Full)) if client.wait_for_room(wait)? => continue,
+    ///             other => break other?,
+    ///         }
+    ///     }
+    /// }
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn wait_for_room(&self, timeout: Duration) -> Result<bool, Error> {
+        if thread::current().id() == self.shared.thread {
+            return Err(Error::InCallback);
+        }
+        let engine = &self.shared.engine;
+        let waiting = |core: &Core| {
+            let client = core.link.client();
+            client
+                .queued_requests()
+                .saturating_add(client.requests_in_flight())
+        };
+        let deadline = StdInstant::now().checked_add(timeout);
+        let mut core = engine.lock();
+        let at_call = waiting(&core);
+        engine.room_waiters.fetch_add(1, Ordering::AcqRel);
+        let result = loop {
+            if core.link.client().state() == ClientState::Disposed {
+                break Err(Error::Disposed);
+            }
+            let now_waiting = waiting(&core);
+            if now_waiting == 0 || now_waiting < at_call {
+                break Ok(true);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
+            core = match left {
+                Some(left) if left.is_zero() => break Ok(false),
+                Some(left) => engine
+                    .room
+                    .wait_timeout(core, left)
+                    .map_or_else(|p| p.into_inner().0, |(c, _)| c),
+                None => engine
+                    .room
+                    .wait(core)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        };
+        engine.room_waiters.fetch_sub(1, Ordering::AcqRel);
+        result
+    }
+
     /// True while connected.
     pub fn is_connected(&self) -> bool {
         self.shared.engine.lock().link.client().is_connected()
@@ -820,15 +889,17 @@ impl Client {
         self.publish_json(channel, json, callback)
     }
 
-    /// Publishes a message that is already JSON text.
+    /// Publishes a message that is already JSON text (copied into the client's queue, so
+    /// a caller refused with `Full` still has it to try again).
     pub fn publish_json(
         &self,
         channel: &str,
-        json: String,
+        json: impl AsRef<str>,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
+        let json = json.as_ref();
         self.request(None, callback, |client, now, ev, ack| {
-            client.publish(now, channel, &json, ack, &mut Collect(ev))
+            client.publish(now, channel, json, ack, &mut Collect(ev))
         })
     }
 
@@ -1435,6 +1506,10 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
         while dispatch(&engine, &watch, &observers) {
             io.flush(&mut engine.lock());
         }
+        // Requests went out or were answered this turn: a caller waiting for room looks.
+        if engine.room_waiters.load(Ordering::Acquire) > 0 {
+            engine.room.notify_all();
+        }
         if engine.lock().link.client().state() == ClientState::Disposed {
             break;
         }
@@ -1467,6 +1542,7 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     observers.borrow_mut().callbacks.clear();
     watch.lock().ended = true;
     watch.changed.notify_all();
+    engine.room.notify_all();
 }
 
 /// Delivers the events queued in the link's core, in order, one at a time, with the
