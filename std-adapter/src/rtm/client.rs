@@ -78,6 +78,14 @@ pub struct ClientOptions {
     /// reference SDK's timing, where that first attempt is immediate (its wait counts
     /// from the start of the connection's own attempt, long past).
     pub wait_before_first_reconnect: bool,
+    /// Report leaving `Subscribed` when the unsubscribe completes (the server's reply, or
+    /// the connection's end), as the SDK contract says `on_leave_subscribed` signals the
+    /// unsubscribe's completion (default true): until then the observer still sees the
+    /// subscription as subscribed and gets the messages that arrive, and at completion it
+    /// hears `on_leave_subscribed`, `on_enter_unsubscribing`, `on_leave_unsubscribing` and
+    /// what follows, in that order. False gives the reference SDK's order, where
+    /// `on_leave_subscribed` comes when the unsubscribe is sent and messages may follow.
+    pub leave_subscribed_on_completion: bool,
     /// Shorten each reconnect wait by a random 0–25 %, so that many clients dropped
     /// together do not reconnect in lock-step (default false, as in the reference SDK:
     /// waits are exactly as configured).
@@ -113,6 +121,7 @@ impl ClientOptions {
             max_queue_size: 20000,
             retry_first_connect: false,
             wait_before_first_reconnect: true,
+            leave_subscribed_on_completion: true,
             reconnect_jitter: false,
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
@@ -493,6 +502,11 @@ type AuthDone = Box<dyn FnOnce(Result<(), String>) + Send>;
 #[derive(Default)]
 struct Observers {
     client: Option<Box<dyn ClientObserver>>,
+    /// `ClientOptions::leave_subscribed_on_completion`.
+    hold_leave_subscribed: bool,
+    /// Subscriptions whose `Subscribed → Unsubscribing` is held back until the
+    /// unsubscribe completes (their next event).
+    held: std::collections::HashSet<String>,
     /// The observers registered per subscription key (by `Ev::Register`, so in the order
     /// of the core's events), oldest first. The front one gets the key's events until
     /// its `on_deleted`. A `subscribe` while the old record still exists (a cycle) waits
@@ -648,6 +662,7 @@ impl Client {
                 };
                 let observers = Observers {
                     client: observer,
+                    hold_leave_subscribed: options.leave_subscribed_on_completion,
                     ..Observers::default()
                 };
                 run_loop(io, rx, thread_watch, observers);
@@ -1595,6 +1610,28 @@ fn dispatch(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>)
 /// Calls one observer method. The observer is taken out of the table while it runs, so
 /// it may call the client freely.
 fn deliver(observers: &RefCell<Observers>, ev: Ev) {
+    // An unsubscribe's `Subscribed → Unsubscribing` is told when it completes: held until
+    // the subscription's next event, then told before it.
+    let key = match &ev {
+        Ev::Sub(key, SubState::Subscribed, SubState::Unsubscribing) => {
+            let mut obs = observers.borrow_mut();
+            if obs.hold_leave_subscribed {
+                obs.held.insert(key.clone());
+                return;
+            }
+            None
+        }
+        Ev::Sub(key, ..) | Ev::SubFailed(key, _) | Ev::SubDeleted(key) => Some(key),
+        _ => None,
+    };
+    if let Some(key) = key {
+        if observers.borrow_mut().held.remove(key) {
+            with_sub(observers, key, |o| {
+                o.on_leave_subscribed();
+                o.on_enter_unsubscribing();
+            });
+        }
+    }
     match ev {
         Ev::State(leave, enter) => with_client(observers, |o| {
             match leave {
