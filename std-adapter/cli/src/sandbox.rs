@@ -18,6 +18,7 @@ use benchlink_sandbox::bench::{
     BenchFault, BenchServer, BenchServerConfig, Fault, LogCompression, Speed, User, STAGES,
 };
 use benchlink_sandbox::control::ControlServer;
+use benchlink_sandbox::relay::Relay;
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
@@ -110,6 +111,12 @@ pub(super) struct SandboxArgs {
     /// Make the benchmark server misbehave on every connection.
     #[arg(long, value_enum)]
     fault: Option<FaultArg>,
+    /// Delay every byte of every connection to either server by MS milliseconds in each
+    /// direction (a round trip of 2×MS), keeping their order: a server across a real
+    /// network, for benchmarks. The servers then listen on free ports behind relays that
+    /// take the advertised ones.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    latency: u64,
     /// Pause after each byte with --fault drip, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     drip_ms: u64,
@@ -197,7 +204,8 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
         },
     };
     config.listen = args.listen;
-    config.port = args.port;
+    // Behind a relay, the server takes any free port and the relay the advertised one.
+    config.port = if args.latency > 0 { 0 } else { args.port };
     config.data_flood = args.data_flood;
     config.log_compression = match args.log_compression {
         Compression::Deflate => LogCompression::Deflate,
@@ -273,7 +281,7 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     };
     let rtm = match RtmServer::start(RtmServerConfig {
         listen: args.listen,
-        port: args.rtm_port,
+        port: if args.latency > 0 { 0 } else { args.rtm_port },
         ..RtmServerConfig::default()
     }) {
         Ok(server) => server,
@@ -311,6 +319,31 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         }
         None => None,
     };
+    // With a latency, relays take the advertised ports and clients reach the servers
+    // through them.
+    let (bench_addr, rtm_addr, relays) = if args.latency > 0 {
+        let delay = std::time::Duration::from_millis(args.latency);
+        let relay = |port: u16, target: SocketAddr| {
+            Relay::start(SocketAddr::new(args.listen, port), target, delay).map_err(|e| {
+                format!(
+                    "could not start the latency relay on {}:{port}: {e}",
+                    args.listen
+                )
+            })
+        };
+        match (
+            relay(args.port, bench.addr()),
+            relay(args.rtm_port, rtm.addr()),
+        ) {
+            (Ok(b), Ok(r)) => (b.addr(), r.addr(), vec![b, r]),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        (bench.addr(), rtm.addr(), Vec::new())
+    };
     let mut banner = format!(
         "benchmark server listening on http://{host}\n\
          try: MZBENCH_API_HOST={host} benchlink bench run examples/scenarios/hello.bdl\n\
@@ -318,9 +351,16 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
          appkey: {DEFAULT_APPKEY}\n  \
          role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})\n\
          try: BENCHLINK_RTM_ENDPOINT={endpoint} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals\n",
-        host = bench.host(),
-        endpoint = rtm.endpoint(),
+        host = bench_addr,
+        endpoint = format!("ws://{rtm_addr}"),
     );
+    if args.latency > 0 {
+        banner.push_str(&format!(
+            "latency: every byte delayed {} ms each way (a {} ms round trip)\n",
+            args.latency,
+            2 * args.latency
+        ));
+    }
     let mut warning = String::new();
     if let Some(control) = &control {
         let addr = control.addr();
@@ -339,7 +379,7 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     let _ = io::stdout().flush();
     let _ = io::stderr().write_all(warning.as_bytes());
     // The servers run on their own threads until the process is killed.
-    let _servers = (bench, rtm, control);
+    let _servers = (bench, rtm, control, relays);
     loop {
         std::thread::park();
     }

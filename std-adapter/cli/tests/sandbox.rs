@@ -222,3 +222,32 @@ fn rtm_socket_fault_from_flags() {
     }
     assert_eq!(data[head_end], 0x89);
 }
+
+/// `--latency MS`: both servers behind relays that delay each direction by MS; what
+/// clients reach at the advertised addresses answers as before, a round trip later.
+#[test]
+fn latency_puts_both_servers_a_round_trip_away() {
+    let s = sandbox(&["--latency", "40"]);
+    let started = Instant::now();
+    let (status, _) = get(&s.bench, "/clusters_info", "any");
+    assert_eq!(status, 200);
+    // Connect, request, reply: at least one round trip of 2 × 40 ms (a lower bound).
+    assert!(
+        started.elapsed() >= Duration::from_millis(80),
+        "{:?}",
+        started.elapsed()
+    );
+    // The messaging server answers its upgrade through its relay too.
+    let addr = s.rtm.trim_start_matches("ws://");
+    let upgrade = format!(
+        "GET /v2?appkey=benchlink-test-appkey HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\r\n"
+    );
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(upgrade.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 101");
+}

@@ -9,9 +9,13 @@
 //!
 //! [`control`] is an HTTP endpoint that drives both while they run: every runtime fault
 //! and observation of their Rust API, for scripts and tests in any language.
+//!
+//! [`relay`] delays every connection's bytes by a fixed time each way, keeping their
+//! order: a server across a real network, on loopback.
 
 pub mod bench;
 pub mod control;
+pub mod relay;
 pub mod rtm;
 
 pub use bench::{
