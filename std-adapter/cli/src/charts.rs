@@ -300,7 +300,10 @@ where
         let (low, high) = value_range(right.iter().map(|(l, _)| l.points));
         let mut dual = context.set_secondary_coord(0.0..span as f64, low..high);
         draw_primary(&mut dual, chart.kind, &left, origin, span)?;
-        dual.configure_secondary_axes().y_desc(RATE_AXIS).draw()?;
+        dual.configure_secondary_axes()
+            .y_desc(RATE_AXIS)
+            .y_label_formatter(&axis_value)
+            .draw()?;
         for (line, colour) in &right {
             dual.draw_secondary_series(LineSeries::new(
                 path(line.points, origin),
@@ -324,6 +327,23 @@ where
     Ok(())
 }
 
+/// A value-axis label that keeps what tells the ticks apart: tiny and huge values in
+/// scientific notation (`1.5e-5` rather than a row of `0.0`), the rest with at most
+/// three decimals and no trailing zeros.
+pub(crate) fn axis_value(v: &f64) -> String {
+    let magnitude = v.abs();
+    if magnitude != 0.0 && !(0.001..1e7).contains(&magnitude) {
+        return format!("{v:.2e}");
+    }
+    let text = format!("{v:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
 /// The axes, grid and left-axis series of a chart.
 fn draw_primary<DB: DrawingBackend>(
     context: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
@@ -344,6 +364,7 @@ where
         .x_desc("elapsed (mm:ss)")
         .y_desc(kind.axis())
         .x_label_formatter(&elapsed)
+        .y_label_formatter(&axis_value)
         .x_labels(ticks)
         .bold_line_style(BLACK.mix(0.1))
         .max_light_lines(0)
@@ -398,7 +419,16 @@ fn value_range<'a>(series: impl Iterator<Item = &'a Points>) -> (f64, f64) {
     if !low.is_finite() || !high.is_finite() {
         return (0.0, 1.0);
     }
-    let margin = ((high - low) * 0.05).max(high.abs().max(1.0) * 0.05);
+    // 5 % of the span each side; a flat line gets 5 % of its value (or ±1 at zero), so
+    // that small values (a merge time of 0.0002 s) are drawn at their own scale.
+    let span = high - low;
+    let margin = if span > 0.0 {
+        span * 0.05
+    } else if high != 0.0 {
+        high.abs() * 0.05
+    } else {
+        1.0
+    };
     (low - margin, high + margin)
 }
 
@@ -587,5 +617,28 @@ mod tests {
         assert!(drawn.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
         let few = &points[..10];
         assert_eq!(decimate(few, 500), few, "short series as they are");
+    }
+
+    #[test]
+    fn axis_labels_tell_tiny_and_huge_values_apart() {
+        assert_eq!(axis_value(&0.0), "0");
+        assert_eq!(axis_value(&-0.0), "0");
+        assert_eq!(axis_value(&1.5), "1.5");
+        assert_eq!(axis_value(&1800.0), "1800");
+        assert_eq!(axis_value(&0.125), "0.125");
+        assert_eq!(axis_value(&0.00001), "1.00e-5");
+        assert_eq!(axis_value(&0.00002), "2.00e-5");
+        assert_eq!(axis_value(&2.5e9), "2.50e9");
+    }
+
+    #[test]
+    fn small_values_get_their_own_scale() {
+        let tiny: Points = vec![(0, 0.0002), (1, 0.000233), (2, 0.00029)];
+        let (low, high) = value_range([&tiny].into_iter());
+        assert!(low > 0.0001 && high < 0.0003, "{low}..{high}");
+        let flat: Points = vec![(0, 5.0), (1, 5.0)];
+        assert_eq!(value_range([&flat].into_iter()), (4.75, 5.25));
+        let zero: Points = vec![(0, 0.0)];
+        assert_eq!(value_range([&zero].into_iter()), (-1.0, 1.0));
     }
 }
