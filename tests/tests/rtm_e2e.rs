@@ -955,11 +955,11 @@ fn kv_requests_while_stopped_are_queued() {
     let (wcb, wrx) = callback();
     rig.client.write("kv", &json!({"v": 1}), Some(wcb)).unwrap();
     let (rcb, rrx) = callback();
-    rig.client.read("kv", None, rcb).unwrap();
+    rig.client.read("kv", None, Some(rcb)).unwrap();
     let (dcb, drx) = callback();
     rig.client.delete("kv", Some(dcb)).unwrap();
     let (r2cb, r2rx) = callback();
-    rig.client.read("kv", None, r2cb).unwrap();
+    rig.client.read("kv", None, Some(r2cb)).unwrap();
     rig.start();
     assert_eq!(reply(&wrx).action, "rtm/write/ok");
     let read = reply(&rrx);
@@ -986,7 +986,7 @@ fn max_queue_size_refuses_at_the_call() {
     }
     let (cb, _rx) = callback();
     assert!(matches!(
-        rig.client.read("q", None, cb),
+        rig.client.read("q", None, Some(cb)),
         Err(Error::Request(RequestError::Full))
     ));
     // Subscribe and unsubscribe are not requests of the queue.
@@ -2436,4 +2436,32 @@ fn reference_order_leaves_subscribed_when_the_unsubscribe_is_sent() {
         log.since(mark),
         ["on_leave_subscribed", "on_enter_unsubscribing"]
     );
+}
+
+/// The reference SDK's `read(channel, args=None, callback=None)` and
+/// `read_sync(channel, args=None, timeout)`: `args` are members of the request, and a
+/// read without a callback is sent all the same.
+#[test]
+fn read_takes_args_and_an_optional_callback() {
+    let rig = Rig::connected();
+    rig.client.write("kv.args", &json!({"v": 1}), None).unwrap();
+    let value = rig
+        .client
+        .read_sync_with("kv.args", Some(json!({"position": null, "extra": 7})), WAIT)
+        .unwrap();
+    assert_eq!(value, json!({"v": 1}));
+    rig.client
+        .read("kv.args", Some(json!({"extra": 8})), None)
+        .unwrap();
+    // Both reads reached the server with their members: a publish's round trip, sent
+    // after the second read on the same connection, shows the server has it.
+    rig.publish("kv.args.after", &json!(0));
+    let reads: Vec<Value> = rig
+        .received(0)
+        .into_iter()
+        .filter(|p| action(p) == "rtm/read")
+        .collect();
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    assert_eq!(reads[0]["body"]["extra"], 7);
+    assert_eq!(reads[1]["body"]["extra"], 8);
 }

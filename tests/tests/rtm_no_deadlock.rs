@@ -207,7 +207,7 @@ impl SubscriptionObserver for Caller {
                     Err(Error::InCallback) => "InCallback".to_owned(),
                     other => format!("{other:?}"),
                 });
-                let _ = client.read("elsewhere", None, Box::new(|_| {}));
+                let _ = client.read("elsewhere", None, Some(Box::new(|_| {})));
                 let _ =
                     client.wait_for_state(|s| s == ClientState::Disposed, Duration::from_secs(5));
             })),

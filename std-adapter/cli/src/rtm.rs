@@ -578,7 +578,9 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
             let pretty = config.flag(a.prettify_json, "prettify_json")?;
             let session = connect()?;
             let client = &session.client;
-            let reply = call("read", ctx.timeout, |cb| client.read(&a.key, None, cb))?;
+            let reply = call("read", ctx.timeout, |cb| {
+                client.read(&a.key, None, Some(cb))
+            })?;
             #[derive(serde::Deserialize)]
             struct Body<'a> {
                 #[serde(borrow)]

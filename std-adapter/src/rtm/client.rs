@@ -940,15 +940,17 @@ impl Client {
         })
     }
 
-    /// Reads the channel's value; the callback receives `rtm/read/ok` with `message`.
+    /// Reads the channel's value; `args` are more members for the request (e.g.
+    /// `filter`, `position`), and the callback, when given, receives `rtm/read/ok` with
+    /// `message` (without one the reply is not delivered, as in the reference SDK).
     pub fn read(
         &self,
         channel: &str,
         args: Option<serde_json::Value>,
-        callback: Callback,
+        callback: Option<Callback>,
     ) -> Result<(), Error> {
         let args = args.map(|a| a.to_string());
-        self.request(None, Some(callback), |client, now, ev, ack| {
+        self.request(None, callback, |client, now, ev, ack| {
             client
                 .read(
                     now,
@@ -1061,9 +1063,27 @@ impl Client {
 
     /// Reads and waits; returns the value as JSON (`null` when never written).
     pub fn read_sync(&self, channel: &str, timeout: Duration) -> Result<serde_json::Value, Error> {
+        self.read_sync_with(channel, None, timeout)
+    }
+
+    /// [`read_sync`](Self::read_sync) with more members for the request, as the
+    /// reference SDK's `read_sync(channel, args, timeout)`.
+    pub fn read_sync_with(
+        &self,
+        channel: &str,
+        args: Option<serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, Error> {
+        let args = args.map(|a| a.to_string());
         let reply = self.sync(timeout, |client, now, ev, ack| {
             client
-                .read(now, channel, None, deadline(ack), &mut Collect(ev))
+                .read(
+                    now,
+                    channel,
+                    args.as_deref(),
+                    deadline(ack),
+                    &mut Collect(ev),
+                )
                 .map(Some)
         })?;
         Ok(reply

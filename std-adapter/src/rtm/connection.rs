@@ -255,7 +255,7 @@ impl Connection {
         &self,
         channel: &str,
         args: Option<serde_json::Value>,
-        callback: Callback,
+        callback: Option<Callback>,
     ) -> Result<(), Error> {
         self.open()?;
         self.client.read(channel, args, callback)
@@ -263,8 +263,18 @@ impl Connection {
 
     /// Reads and waits; returns the value (`null` if none).
     pub fn read_sync(&self, channel: &str, timeout: Duration) -> Result<serde_json::Value, Error> {
+        self.read_sync_with(channel, None, timeout)
+    }
+
+    /// [`read_sync`](Self::read_sync) with more members for the request (`args`).
+    pub fn read_sync_with(
+        &self,
+        channel: &str,
+        args: Option<serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, Error> {
         self.open()?;
-        self.client.read_sync(channel, timeout)
+        self.client.read_sync_with(channel, args, timeout)
     }
 
     /// Writes a channel's value.
