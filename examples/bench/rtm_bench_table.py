@@ -2,7 +2,7 @@
 rtm_sdk_bench.py (one JSON line each, in BENCH_DIR/<scenario>.<client>.<round>.json, the
 hub's CPU seconds during that run in ….hub) and prints medians, ranges and ratios.
 
-Environment: BENCH_DIR, REPEAT, COUNT, SDK_COUNT, WINDOW, REPRODUCE, COMMIT, CPUS,
+Environment: BENCH_DIR, REPEAT, COUNT, SDK_COUNT, WINDOW, LATENCY, REPRODUCE, COMMIT, CPUS,
 CPU_MODEL, LOAD_BEFORE, LOAD_AFTER, RUSTC, PYTHON. Exit code 0 always: the figures are
 reported, never judged (the driver's exit code says whether a run broke).
 """
@@ -104,7 +104,10 @@ def main():
         runs.row('hub CPU per received message, publishing included (µs)', 'subscribe',
                  'hub_us_per_msg', US, ratio=False),
     ]
-    print('| one connection, loopback, one hub | benchlink | SDK 1.5.0 | benchlink / SDK |')
+    latency = int(env.get('LATENCY') or 0)
+    link = ('loopback' if latency == 0 else
+            'a %d ms round trip (each direction delayed %d ms)' % (2 * latency, latency))
+    print('| one connection, %s, one hub | benchlink | SDK 1.5.0 | benchlink / SDK |' % link)
     print('|---|---|---|---|')
     for r in rows:
         print('| %s | %s | %s | %s |' % r)
