@@ -39,12 +39,31 @@ pub fn python() -> Option<PathBuf> {
                 "BENCHLINK_PY_SDK={} does not exist; run `bash .ci/python-sdk`",
                 path.display()
             );
+            // Which SDK the tests ran, once, past the harness's capture.
+            static RAN: Once = Once::new();
+            RAN.call_once(|| {
+                let version = Command::new(&path)
+                    .args([
+                        "-c",
+                        "import importlib.metadata as m; print(m.version('satori-rtm-sdk'))",
+                    ])
+                    .output()
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "interop: reference SDK {} at {}",
+                    version.as_deref().unwrap_or("(version unknown)"),
+                    path.display()
+                );
+            });
             Some(path)
         }
         None if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => panic!(
             "BENCHLINK_PY_SDK is unset or empty under CI: the Python SDK interop tests must \
-             run there. `.ci/test` sets it with `export BENCHLINK_PY_SDK=\"$(bash \
-             .ci/python-sdk)\"`; if it is empty, that install failed (see its output above)"
+             run there. `.ci/test` sets it in two steps, `py_sdk=$(bash .ci/python-sdk) && \
+             export BENCHLINK_PY_SDK=$py_sdk`, so that a failed install fails it"
         ),
         None => {
             // Straight to stderr, past the test harness's capture, so that it shows.
