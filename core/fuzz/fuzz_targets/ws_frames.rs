@@ -14,9 +14,9 @@
 //! Properties:
 //! - the decoder gives the same messages (owned) and the same error, whole and in the
 //!   input's chosen split, also after `reset` of a dirty decoder; they equal an
-//!   independent whole-input model of RFC 6455 §5 (header checks in the order the decoder
-//!   documents, minimal lengths, fragment sequencing, size limit decided from headers,
-//!   per-fragment UTF-8, close bodies); message sizes are within the buffer (control
+//!   independent whole-input model of RFC 6455's base framing (its section 5: header
+//!   checks in the order the decoder documents, minimal lengths, fragment sequencing,
+//!   size limit decided from headers, per-fragment UTF-8, close bodies); message sizes are within the buffer (control
 //!   payloads ≤ 125, close reasons ≤ 123); errors are sticky; `None` only once the input
 //!   is used;
 //! - built frames decode to exactly the messages they were built from, under any split;
@@ -188,8 +188,8 @@ fn check_decoder(stream: &[u8], buf_len: usize, seed: &[u8], split: bool) -> Run
     reference
 }
 
-/// RFC 6455 §5 on a whole input, written independently of the decoder: the messages up
-/// to the first violation, and the violation.
+/// RFC 6455's base framing (its section 5) on a whole input, written independently of
+/// the decoder: the messages up to the first violation, and the violation.
 fn model(s: &[u8], max: usize) -> Run {
     let mut messages = Vec::new();
     let mut assembling: Option<(bool, Vec<u8>)> = None;
@@ -311,8 +311,8 @@ struct ClientFrame {
     payload: Vec<u8>,
 }
 
-/// Parses the first whole masked client frame (§5.2) of `s`: FIN, mask bit, minimal
-/// lengths. Returns it with its size, or `None` while `s` holds only part of a frame;
+/// Parses the first whole masked client frame (RFC 6455's frame layout, section 5.2) of
+/// `s`: FIN, mask bit, minimal lengths. Returns it with its size, or `None` while `s` holds only part of a frame;
 /// panics on anything that is not such a frame.
 fn client_frame(s: &[u8]) -> Option<(ClientFrame, usize)> {
     let (&b0, &b1) = (s.first()?, s.get(1)?);
