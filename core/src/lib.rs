@@ -35,6 +35,8 @@
 #[macro_use]
 mod text_enum;
 
+mod compact;
+
 pub mod bench;
 #[cfg(feature = "embedded-io")]
 pub mod blocking;

@@ -14,9 +14,10 @@ use super::events::{
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
+use super::in_flight::{InFlight, Pending};
 use super::queue::RecordFifo;
 use super::requests::{
-    escaped_len, Meta, Pending, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
+    escaped_len, Meta, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
 };
 use super::subscription::{Fate, LinkMode, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
@@ -374,7 +375,7 @@ pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, c
     /// Subscriptions may send (they got `Connect` on the current connection).
     subs_connected: bool,
     subs: Vec<Subscription, SUBS>,
-    pending: Vec<Pending, PENDING>,
+    pending: InFlight<PENDING>,
     queue: RecordFifo<QUEUE>,
     /// Live (not cancelled) user requests in `queue`.
     queued: usize,
@@ -504,7 +505,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             user_auth: None,
             subs_connected: false,
             subs: Vec::new(),
-            pending: Vec::new(),
+            pending: InFlight::new(),
             queue: RecordFifo::new(),
             queued: 0,
             queue_deadline: None,
@@ -1277,15 +1278,10 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return;
         }
         self.expire_queued(now, h);
-        let mut i = 0;
-        while let Some(p) = self.pending.get(i).copied() {
-            if p.deadline().is_some_and(|d| d <= now) {
-                self.pending.remove(i);
-                h.reply(p.ticket, Outcome::Timeout);
-            } else {
-                i = i.saturating_add(1);
-            }
-        }
+        self.pending.remove_if(
+            |p| p.deadline().is_some_and(|d| d <= now),
+            |p| h.reply(p.ticket, Outcome::Timeout),
+        );
         if self
             .user_auth
             .as_ref()
@@ -1374,7 +1370,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut at = self.queue_deadline;
-        for p in &self.pending {
+        for p in self.pending.iter() {
             at = earliest(at, p.deadline());
         }
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
@@ -1517,10 +1513,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.connect_deadline = None;
         self.connected_at = None;
         self.subs_connected = false;
-        for p in &self.pending {
-            h.reply(p.ticket, Outcome::Disconnected);
-        }
-        self.pending.clear();
+        self.pending.drain(|p| h.reply(p.ticket, Outcome::Disconnected));
         if self.user_auth.as_ref().is_some_and(|a| a.started) {
             if let Some(auth) = self.user_auth.take() {
                 h.auth(auth.ticket, AuthResult::Disconnected);
@@ -1543,7 +1536,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 
     fn apply_fate(&mut self, i: usize, fate: Fate) {
         if fate == Fate::Remove && i < self.subs.len() {
-            self.subs.remove(i);
+            crate::compact::remove(&mut self.subs, i);
         }
     }
 
@@ -1555,7 +1548,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             match sub.handle(event, connected, h) {
                 Fate::Keep => i = i.saturating_add(1),
                 Fate::Remove => {
-                    self.subs.remove(i);
+                    crate::compact::remove(&mut self.subs, i);
                 }
             }
         }
@@ -1635,20 +1628,17 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             }
         }
         // A user request in flight.
-        if let Some(at) = self.pending.iter().position(|p| p.id == id) {
-            let Some(p) = self.pending.get(at).copied() else {
-                return;
-            };
+        if let Some(p) = self.pending.get(id) {
             self.got_reply = true;
             // A raw action takes whatever outcome its id gets.
             let answers = p.kind == ReqKind::Other || pdu.action.request() == p.kind.action();
             match pdu.action.outcome() {
                 Some(Suffix::Ok) if answers => {
-                    self.pending.remove(at);
+                    self.pending.take(id);
                     h.reply(p.ticket, Outcome::Ok(pdu));
                 }
                 Some(Suffix::Error) if answers || pdu.action == Action::GeneralError => {
-                    self.pending.remove(at);
+                    self.pending.take(id);
                     h.reply(p.ticket, Outcome::Error(pdu));
                 }
                 Some(Suffix::Data)
@@ -1783,7 +1773,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                         self.next_id = self.next_id.wrapping_add(1);
                         let entry = Pending::new(id, ticket, req.kind(), deadline);
                         // `can_send_now` checked there is room.
-                        let _ = self.pending.push(entry);
+                        self.pending.push(entry);
                     }
                 }
                 Err(WriteError::Encode(_)) => {}
@@ -2007,8 +1997,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             }
             if meta.acked {
                 self.next_id = self.next_id.wrapping_add(1);
-                let _ = self
-                    .pending
+                self.pending
                     .push(Pending::new(id, meta.ticket, meta.kind, meta.deadline));
             }
             self.queue.pop_front();

@@ -674,8 +674,7 @@ impl<
     fn compact_tx(&mut self) {
         if self.tx_start > 0 {
             let (start, end) = (self.tx_start, self.tx_end);
-            self.tx.as_mut().copy_within(start..end, 0);
-            self.tx_end = end.saturating_sub(start);
+            self.tx_end = crate::compact::to_front(self.tx.as_mut(), start, end);
             self.tx_start = 0;
         }
     }

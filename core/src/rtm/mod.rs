@@ -16,6 +16,7 @@ pub mod pdu;
 mod backoff;
 mod client;
 mod events;
+mod in_flight;
 mod link;
 mod queue;
 mod requests;

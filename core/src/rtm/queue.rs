@@ -150,8 +150,7 @@ impl<const N: usize> RecordFifo<N> {
 
     /// Moves the older region to the front (only while there is no newer one).
     fn compact(&mut self) {
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end = self.end.saturating_sub(self.start);
+        self.end = crate::compact::to_front(&mut self.buf, self.start, self.end);
         self.start = 0;
     }
 

@@ -267,31 +267,6 @@ impl<'a> UserRequest<'a> {
     }
 }
 
-/// One acked user request in flight on the current connection (24 bytes).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pending {
-    pub(crate) id: u32,
-    pub(crate) ticket: Ticket,
-    pub(crate) kind: ReqKind,
-    /// Microseconds; `u64::MAX` = no deadline (an `Option<Instant>` would take 16 bytes).
-    deadline: u64,
-}
-
-impl Pending {
-    pub(crate) fn new(id: u32, ticket: Ticket, kind: ReqKind, deadline: Option<Instant>) -> Self {
-        Pending {
-            id,
-            ticket,
-            kind,
-            deadline: deadline.map_or(u64::MAX, Instant::as_micros),
-        }
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        (self.deadline != u64::MAX).then_some(Instant::from_micros(self.deadline))
-    }
-}
-
 /// The fixed header of an offline-queue record, followed by the request body (empty for
 /// [`ReqKind::Auth`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

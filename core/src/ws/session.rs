@@ -95,10 +95,7 @@ impl Outbox {
 
     /// Moves the pending bytes to the front, so the capacity argument above holds.
     fn compact(&mut self) {
-        if self.start < self.end && self.end <= self.buf.len() {
-            self.buf.copy_within(self.start..self.end, 0);
-        }
-        self.end = self.end.saturating_sub(self.start);
+        self.end = crate::compact::to_front(&mut self.buf, self.start, self.end);
         self.pong_at = self.pong_at.map(|at| at.saturating_sub(self.start));
         self.start = 0;
     }

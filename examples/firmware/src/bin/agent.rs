@@ -541,10 +541,11 @@ mod loopback {
         upgraded: bool,
         subscribed: bool,
         next_position: u64,
-        /// What the client has not read yet: at most the upgrade response, or the replies
-        /// to one write of the client and their echoes.
+        /// What the client has not read yet (`out[read..out_len]`): at most the upgrade
+        /// response, or the replies to one write of the client and their echoes.
         out: [u8; 384],
         out_len: usize,
+        read: usize,
     }
 
     impl RtmServer {
@@ -557,6 +558,7 @@ mod loopback {
                 next_position: 0,
                 out: [0; 384],
                 out_len: 0,
+                read: 0,
             }
         }
 
@@ -577,35 +579,41 @@ mod loopback {
                 .windows(FIELD.len())
                 .position(|w| w == FIELD)
                 .ok_or(ErrorKind::InvalidData)?;
-            let key = head
+            let Some(key) = head
                 .get(at + FIELD.len()..at + FIELD.len() + 24)
                 .and_then(Key::parse)
-                .ok_or(ErrorKind::InvalidData)?;
+            else {
+                return Err(ErrorKind::InvalidData);
+            };
             self.push(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")?;
             self.push(key.accept().as_str().as_bytes())?;
             self.push(wire::UPGRADE_TAIL)
         }
 
-        /// One server frame (unmasked), its payload written in place by `write` (the
-        /// header is fitted in once its length is known).
+        /// One server frame (unmasked), its payload written in place by `write`: once
+        /// to learn its length, then again after the header that length decides (no
+        /// copy of the payload, no second buffer).
         fn push_frame(
             &mut self,
             opcode: u8,
             write: &mut dyn FnMut(&mut Cursor<'_>) -> core::result::Result<(), http::EncodeError>,
         ) -> core::result::Result<(), ErrorKind> {
             let at = self.out_len;
-            let room = self.out.get_mut(at + 4..).ok_or(ErrorKind::OutOfMemory)?;
-            let mut out = Cursor::new(room);
-            write(&mut out).map_err(|_| ErrorKind::OutOfMemory)?;
-            let len = out.len();
-            if len < 126 {
-                self.out[at..at + 2].copy_from_slice(&[opcode, len as u8]);
-                self.out.copy_within(at + 4..at + 4 + len, at + 2);
-                self.out_len = at + 2 + len;
+            let mut payload = |header: usize, out: &mut [u8]| {
+                let room = out.get_mut(at + header..).ok_or(ErrorKind::OutOfMemory)?;
+                let mut cursor = Cursor::new(room);
+                write(&mut cursor).map_err(|_| ErrorKind::OutOfMemory)?;
+                Ok::<_, ErrorKind>(cursor.len())
+            };
+            let len = payload(4, &mut self.out)?;
+            let header: &[u8] = if len < 126 {
+                &[opcode, len as u8]
             } else {
-                self.out[at..at + 4].copy_from_slice(&[opcode, 126, (len >> 8) as u8, len as u8]);
-                self.out_len = at + 4 + len;
-            }
+                &[opcode, 126, (len >> 8) as u8, len as u8]
+            };
+            self.push(header)?;
+            payload(header.len(), &mut self.out)?;
+            self.out_len = at + header.len() + len;
             Ok(())
         }
 
@@ -714,10 +722,13 @@ mod loopback {
 
     impl Read for RtmServer {
         fn read(&mut self, buf: &mut [u8]) -> core::result::Result<usize, ErrorKind> {
-            let n = self.out_len.min(buf.len()).min(MSS);
-            buf[..n].copy_from_slice(&self.out[..n]);
-            self.out.copy_within(n..self.out_len, 0);
-            self.out_len -= n;
+            let unread = &self.out[self.read..self.out_len];
+            let n = unread.len().min(buf.len()).min(MSS);
+            buf[..n].copy_from_slice(&unread[..n]);
+            self.read += n;
+            if self.read == self.out_len {
+                (self.read, self.out_len) = (0, 0);
+            }
             Ok(n)
         }
     }
@@ -731,7 +742,7 @@ mod loopback {
             &mut self,
             deadline: Option<Instant>,
         ) -> core::result::Result<bool, ErrorKind> {
-            if self.out_len == 0 {
+            if self.read == self.out_len {
                 return idle(&mut self.now, deadline);
             }
             Ok(true)
@@ -749,14 +760,14 @@ mod loopback {
             self.connected = true;
             self.upgraded = false;
             self.subscribed = false;
-            self.out_len = 0;
+            (self.read, self.out_len) = (0, 0);
             Ok(())
         }
 
         fn close(&mut self) {
             self.connected = false;
             self.upgraded = false;
-            self.out_len = 0;
+            (self.read, self.out_len) = (0, 0);
         }
     }
 

@@ -1,0 +1,215 @@
+//! The table of acked requests in flight on the current connection, found by their
+//! PDU id when the reply comes.
+//!
+//! Ids are handed out in increasing order (wrapping at 2³²) and entries are appended in
+//! that order, so the table is a ring sorted by id: a reply is found by binary search,
+//! and a request answered out of order leaves a hole that is skipped, not closed by
+//! moving its successors. Replies mostly come in order, so the holes are usually at the
+//! front, where they are dropped at once; the ring only gathers its live entries (in
+//! order) when it is full of holes. Lookups cost `O(log n)` and removals `O(1)`
+//! amortized whatever the capacity, and nothing is ever moved with `memmove` (1.5 KiB of
+//! flash on a Cortex-M).
+
+use super::events::Ticket;
+use super::requests::ReqKind;
+use crate::time::Instant;
+
+/// One acked user request in flight (24 bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) id: u32,
+    pub(crate) ticket: Ticket,
+    pub(crate) kind: ReqKind,
+    /// Answered (or timed out) while requests before it are still in flight: a hole.
+    done: bool,
+    /// Microseconds; `u64::MAX` = no deadline (an `Option<Instant>` would take 16 bytes).
+    deadline: u64,
+}
+
+impl Pending {
+    pub(crate) fn new(id: u32, ticket: Ticket, kind: ReqKind, deadline: Option<Instant>) -> Self {
+        Pending {
+            id,
+            ticket,
+            kind,
+            done: false,
+            deadline: deadline.map_or(u64::MAX, Instant::as_micros),
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        (self.deadline != u64::MAX).then_some(Instant::from_micros(self.deadline))
+    }
+}
+
+/// At most `N` requests in flight, in id order.
+pub(crate) struct InFlight<const N: usize> {
+    slots: [Pending; N],
+    /// Index of the oldest slot.
+    head: usize,
+    /// Slots in use, holes included.
+    used: usize,
+    /// Live entries (`used` minus the holes).
+    live: usize,
+}
+
+impl<const N: usize> InFlight<N> {
+    pub(crate) const fn new() -> Self {
+        const HOLE: Pending = Pending {
+            id: 0,
+            ticket: Ticket::from_raw(0),
+            kind: ReqKind::Other,
+            done: true,
+            deadline: u64::MAX,
+        };
+        InFlight {
+            slots: [HOLE; N],
+            head: 0,
+            used: 0,
+            live: 0,
+        }
+    }
+
+    /// Requests in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.live
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.live >= N
+    }
+
+    /// Appends `p`, whose id is above every id in the table; `false` when it is full.
+    pub(crate) fn push(&mut self, p: Pending) -> bool {
+        if self.used >= N {
+            self.gather();
+        }
+        if self.used >= N {
+            return false;
+        }
+        let i = self.index(self.used);
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = p;
+            self.used += 1;
+            self.live += 1;
+        }
+        true
+    }
+
+    /// The live request with `id`.
+    pub(crate) fn get(&self, id: u32) -> Option<Pending> {
+        let at = self.find(id)?;
+        self.slots.get(self.index(at)).copied()
+    }
+
+    /// Removes and returns the live request with `id`.
+    pub(crate) fn take(&mut self, id: u32) -> Option<Pending> {
+        let at = self.find(id)?;
+        let p = self.slots.get(self.index(at)).copied()?;
+        self.end(at);
+        Some(p)
+    }
+
+    /// Every live request, oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Pending> {
+        (0..self.used)
+            .filter_map(|at| self.slots.get(self.index(at)))
+            .filter(|p| !p.done)
+    }
+
+    /// Removes the live requests `expired` says are over, oldest first, handing each to
+    /// `over` as it goes.
+    pub(crate) fn remove_if(
+        &mut self,
+        mut expired: impl FnMut(&Pending) -> bool,
+        mut over: impl FnMut(Pending),
+    ) {
+        let mut at = 0;
+        while at < self.used {
+            let p = self.slots.get(self.index(at)).copied();
+            match p {
+                Some(p) if !p.done && expired(&p) => {
+                    let before = self.used;
+                    self.end(at);
+                    // Ending the front drops it and the holes after it: what follows
+                    // moved down by as many positions.
+                    at = (at + 1).saturating_sub(before - self.used);
+                    over(p);
+                }
+                _ => at += 1,
+            }
+        }
+    }
+
+    /// Empties the table, handing each live request to `over`, oldest first.
+    pub(crate) fn drain(&mut self, mut over: impl FnMut(Pending)) {
+        for at in 0..self.used {
+            if let Some(p) = self.slots.get(self.index(at)).filter(|p| !p.done) {
+                over(*p);
+            }
+        }
+        (self.head, self.used, self.live) = (0, 0, 0);
+    }
+
+    /// The slot of position `at` (0 = oldest).
+    fn index(&self, at: usize) -> usize {
+        // `N` is a constant: no division is linked (a mask when it is a power of two).
+        (self.head + at).checked_rem(N).unwrap_or(0)
+    }
+
+    /// The position of the live request with `id`: binary search on the ids' distance
+    /// from the oldest one (ids increase along the ring, wrapping at 2³²).
+    fn find(&self, id: u32) -> Option<usize> {
+        let first = self.slots.get(self.index(0)).filter(|_| self.used > 0)?.id;
+        let key = id.wrapping_sub(first);
+        let (mut lo, mut hi) = (0, self.used);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let p = self.slots.get(self.index(mid))?;
+            match p.id.wrapping_sub(first).cmp(&key) {
+                core::cmp::Ordering::Less => lo = mid + 1,
+                core::cmp::Ordering::Greater => hi = mid,
+                core::cmp::Ordering::Equal => return (!p.done).then_some(mid),
+            }
+        }
+        None
+    }
+
+    /// Marks position `at` answered and drops the holes at the front.
+    fn end(&mut self, at: usize) {
+        let i = self.index(at);
+        if let Some(slot) = self.slots.get_mut(i) {
+            slot.done = true;
+        }
+        self.live = self.live.saturating_sub(1);
+        while self.used > 0 && self.slots.get(self.head).is_some_and(|p| p.done) {
+            self.head = self.index(1);
+            self.used -= 1;
+        }
+        if self.used == 0 {
+            self.head = 0;
+        }
+    }
+
+    /// Moves the live entries together, in order, from the front: the holes between
+    /// them become free slots at the back.
+    fn gather(&mut self) {
+        let mut kept = 0;
+        for at in 0..self.used {
+            if self.slots.get(self.index(at)).is_some_and(|p| !p.done) {
+                // Swapped, not copied: two distinct slots borrowed at once are known
+                // apart, so the move is never a `memmove`.
+                let (a, b) = (self.index(kept), self.index(at));
+                let (low, high) = self.slots.split_at_mut(a.max(b));
+                if let (Some(x), Some(y)) = (low.get_mut(a.min(b)), high.first_mut()) {
+                    core::mem::swap(x, y);
+                }
+                kept += 1;
+            }
+        }
+        self.used = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests;
