@@ -262,24 +262,7 @@ where
         extras,
     };
     f(&mut w)?;
-    if let Some(extras) = extras {
-        w.extras = None;
-        for (i, (key, value)) in extras.members().enumerate() {
-            let repeated_later = extras
-                .members()
-                .skip(i.saturating_add(1))
-                .any(|(later, _)| later == key);
-            if !repeated_later {
-                w.separator()?;
-                // Keys and values of a validated object are valid JSON text already.
-                w.out.push(b"\"")?;
-                w.out.push_str(key.as_raw())?;
-                w.out.push(b"\":")?;
-                w.out.push_str(value.as_raw())?;
-            }
-        }
-    }
-    Ok(w.out.push(b"}")?)
+    w.finish()
 }
 
 /// Writes an array: `[`, the elements `f` writes, `]`.
@@ -317,6 +300,27 @@ pub struct ObjectWriter<'w, 'b> {
 }
 
 impl<'b> ObjectWriter<'_, 'b> {
+    /// The extras (the last of each key) and `}`: out of the generic callers, one copy.
+    fn finish(&mut self) -> Result<(), WriteError> {
+        if let Some(extras) = self.extras.take() {
+            for (i, (key, value)) in extras.members().enumerate() {
+                let repeated_later = extras
+                    .members()
+                    .skip(i.saturating_add(1))
+                    .any(|(later, _)| later == key);
+                if !repeated_later {
+                    self.separator()?;
+                    // Keys and values of a validated object are valid JSON text already.
+                    self.out.push(b"\"")?;
+                    self.out.push_str(key.as_raw())?;
+                    self.out.push(b"\":")?;
+                    self.out.push_str(value.as_raw())?;
+                }
+            }
+        }
+        Ok(self.out.push(b"}")?)
+    }
+
     fn separator(&mut self) -> Result<(), WriteError> {
         if !core::mem::replace(&mut self.first, false) {
             self.out.push(b",")?;
