@@ -190,12 +190,12 @@ impl<'b> LineSplitter<'b> {
     }
 }
 
-/// The index of the first `\n` or `\r` in `data`, looking at eight bytes at a time.
+/// The index of the first `\n` or `\r` in `data`, looking at a word at a time.
 fn find_line_end(data: &[u8]) -> Option<usize> {
-    use crate::swar::{find, repeat, zero_bytes};
+    use crate::swar::{find, zero_bytes, Native, Word};
     find(
         data,
-        |w| zero_bytes(w ^ repeat(b'\n')) | zero_bytes(w ^ repeat(b'\r')),
+        |w: Native| zero_bytes(w ^ Native::repeat(b'\n')) | zero_bytes(w ^ Native::repeat(b'\r')),
         |b| b == b'\n' || b == b'\r',
     )
 }

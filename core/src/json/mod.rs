@@ -1162,9 +1162,11 @@ impl<'a> Scanner<'a> {
     /// plain string content: a quote, a backslash or (when `controls`) a control
     /// character; to the end if there is none.
     fn skip_plain(&mut self, controls: bool) {
-        use crate::swar::{bytes_below, find, repeat, zero_bytes};
+        use crate::swar::{bytes_below, find, zero_bytes, Native, Word};
         let rest = self.bytes.get(self.pos..).unwrap_or_default();
-        let special = |w: u64| zero_bytes(w ^ repeat(b'"')) | zero_bytes(w ^ repeat(b'\\'));
+        let special = |w: Native| {
+            zero_bytes(w ^ Native::repeat(b'"')) | zero_bytes(w ^ Native::repeat(b'\\'))
+        };
         let run = if controls {
             find(
                 rest,
@@ -1225,7 +1227,7 @@ impl<'a> Scanner<'a> {
     fn skip_validated(&mut self) {
         match self.peek() {
             Some(b'"') => self.skip_validated_string(),
-            Some(b'{' | b'[') => self.skip_validated_container(),
+            Some(b'{' | b'[') => self.skip_validated_container::<crate::swar::Native>(),
             _ => {
                 while !matches!(
                     self.peek(),
@@ -1237,22 +1239,22 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// [`skip_validated`](Self::skip_validated) for an object or array: eight bytes at a
+    /// [`skip_validated`](Self::skip_validated) for an object or array: a word at a
     /// time, the brackets inside strings masked out by the quotes before them; words with
     /// a backslash (escapes, which may hide a quote) and the last bytes go byte by byte.
-    fn skip_validated_container(&mut self) {
-        use crate::swar::{eq_bytes, prefix_xor, repeat};
+    /// Generic in the word so that the host's tests run the 32-bit word of an MCU too.
+    fn skip_validated_container<W: crate::swar::Word>(&mut self) {
+        use crate::swar::{bits, eq_bytes, flag_byte, prefix_xor};
         let mut depth = 0usize;
         let mut in_string = false;
         loop {
             let rest = self.bytes.get(self.pos..).unwrap_or_default();
-            let Some(Ok(bytes)) = rest.get(..8).map(<[u8; 8]>::try_from) else {
+            let Some(w) = W::load(rest) else {
                 self.skip_bytes(rest.len(), &mut depth, &mut in_string);
                 return;
             };
-            let w = u64::from_le_bytes(bytes);
-            if eq_bytes(w, b'\\') != 0 {
-                if self.skip_bytes(8, &mut depth, &mut in_string) {
+            if eq_bytes(w, b'\\') != W::ZERO {
+                if self.skip_bytes(W::BYTES, &mut depth, &mut in_string) {
                     return;
                 }
                 continue;
@@ -1262,23 +1264,23 @@ impl<'a> Scanner<'a> {
                 inside = !inside;
             }
             // `[`/`{` and `]`/`}` differ by 0x20 only.
-            let folded = w | repeat(0x20);
+            let folded = w | W::repeat(0x20);
             let opens = eq_bytes(folded, b'{');
             let mut brackets = (opens | eq_bytes(folded, b'}')) & !inside;
-            while brackets != 0 {
-                let bit = brackets & brackets.wrapping_neg();
-                brackets ^= bit;
-                if opens & bit != 0 {
+            while brackets != W::ZERO {
+                let bit = brackets.lowest();
+                brackets = brackets ^ bit;
+                if opens & bit != W::ZERO {
                     depth += 1;
                 } else if depth > 1 {
                     depth -= 1;
                 } else {
-                    self.pos += bit.trailing_zeros() as usize / 8 + 1;
+                    self.pos += flag_byte(bit) + 1;
                     return;
                 }
             }
-            in_string = inside >> 63 != 0;
-            self.pos += 8;
+            in_string = inside >> (bits::<W>() - 1) != W::ZERO;
+            self.pos += W::BYTES;
         }
     }
 

@@ -515,3 +515,32 @@ fn walk(v: Value<'_>) {
         a.elements().for_each(walk);
     }
 }
+
+/// Skipping a validated container a word at a time ends where its text ends, with the
+/// 32-bit word of an MCU as with the 64-bit one of a desktop: brackets inside strings,
+/// escaped quotes, nesting, and every length around the word boundaries.
+#[test]
+fn container_skip_at_both_word_widths() {
+    let containers = [
+        r#"{}"#,
+        r#"[1,2,3]"#,
+        r#"{"a":"}","b":["]","{"],"c":{"d":"\"}"}}"#,
+        r#"["\\",{"x":"\\\"]"}]"#,
+        r#"[[[[[[[[[]]]]]]]]]"#,
+        r#"{"messages":[{"ts":1,"v":"a]b}c"},{"ts":2,"v":"\u005d"}],"position":"1:2"}"#,
+    ];
+    for container in containers {
+        for pad in 0..9 {
+            let text = format!("{}{container} ,1", " ".repeat(pad));
+            let end = pad + container.len();
+            for skip in [
+                Scanner::skip_validated_container::<u32>,
+                Scanner::skip_validated_container::<u64>,
+            ] {
+                let mut scanner = Scanner::new(&text, pad);
+                skip(&mut scanner);
+                assert_eq!(scanner.pos, end, "{text:?}");
+            }
+        }
+    }
+}

@@ -11,10 +11,10 @@ use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
 };
+use super::in_flight::{InFlight, Pending};
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
-use super::in_flight::{InFlight, Pending};
 use super::queue::RecordFifo;
 use super::requests::{
     escaped_len, Meta, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
@@ -1513,7 +1513,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         self.connect_deadline = None;
         self.connected_at = None;
         self.subs_connected = false;
-        self.pending.drain(|p| h.reply(p.ticket, Outcome::Disconnected));
+        self.pending
+            .drain(|p| h.reply(p.ticket, Outcome::Disconnected));
         if self.user_auth.as_ref().is_some_and(|a| a.started) {
             if let Some(auth) = self.user_auth.take() {
                 h.auth(auth.ticket, AuthResult::Disconnected);

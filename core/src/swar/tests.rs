@@ -36,8 +36,10 @@ fn digits_eight_at_a_time() {
     }
 }
 
-#[test]
-fn exact_masks() {
+/// The masks of a word of either width against byte-by-byte truth: the 32-bit word a
+/// Cortex-M uses and the 64-bit one of a desktop.
+fn exact_masks_at<W: Word + core::fmt::Debug>(to: impl Fn(u64) -> W) {
+    let n = W::BYTES;
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..20_000 {
         seed ^= seed << 13;
@@ -48,21 +50,38 @@ fn exact_masks() {
             [b'"', b'!', b'#', b'\\', b'[', b'{', 0, 0x80, 0xa2, 0xff]
                 [(seed >> (i * 7)) as usize % 10]
         });
-        let w = u64::from_le_bytes(bytes);
-        let flags = |f: &dyn Fn(u8) -> bool| {
-            (0..8).fold(0u64, |m, i| m | (u64::from(f(bytes[i])) << (i * 8 + 7)))
+        let bytes = &bytes[..n];
+        let w = W::load(bytes).unwrap();
+        let flags = |f: &dyn Fn(usize) -> bool| {
+            to((0..n).fold(0u64, |m, i| m | (u64::from(f(i)) << (i * 8 + 7))))
         };
         for b in [b'"', b'\\', b'{', 0, 0x80, 0xff] {
-            assert_eq!(eq_bytes(w, b), flags(&|x| x == b), "{bytes:?} {b}");
+            assert_eq!(eq_bytes(w, b), flags(&|i| bytes[i] == b), "{bytes:?} {b}");
         }
         let quotes = eq_bytes(w, b'"');
-        let inside = flags(&|_| false)
-            | (0..8).fold(0u64, |m, i| {
-                let before = bytes[..=i].iter().filter(|&&x| x == b'"').count();
-                m | (((before % 2) as u64) << (i * 8 + 7))
-            });
+        let inside = flags(&|i| bytes[..=i].iter().filter(|&&x| x == b'"').count() % 2 == 1);
         assert_eq!(prefix_xor(quotes), inside, "{bytes:?}");
+        // The lowest flag of the approximate masks is the first byte that matches.
+        let first = |f: &dyn Fn(u8) -> bool| bytes.iter().position(|&b| f(b));
+        let lowest = |m: W| (m != W::ZERO).then(|| flag_byte(m));
+        assert_eq!(lowest(zero_bytes(w)), first(&|b| b == 0), "{bytes:?}");
+        assert_eq!(
+            lowest(bytes_below(w, 0x20)),
+            first(&|b| b < 0x20),
+            "{bytes:?}"
+        );
+        assert_eq!(
+            lowest(non_digits(w)),
+            first(&|b| !b.is_ascii_digit()),
+            "{bytes:?}"
+        );
     }
+}
+
+#[test]
+fn exact_masks() {
+    exact_masks_at::<u32>(|m| m as u32);
+    exact_masks_at::<u64>(|m| m);
 }
 
 #[test]
@@ -84,7 +103,14 @@ fn finds_the_first_match_at_every_offset() {
                 data.iter().position(|&b| b == needle)
             );
         }
-        let below = find(&data, |w| bytes_below(w, 0x20), |b| b < 0x20);
-        assert_eq!(below, data.iter().position(|&b| b < 0x20), "{data:?}");
+        let want = data.iter().position(|&b| b < 0x20);
+        assert_eq!(
+            find(&data, |w: u32| bytes_below(w, 0x20), |b| b < 0x20),
+            want
+        );
+        assert_eq!(
+            find(&data, |w: u64| bytes_below(w, 0x20), |b| b < 0x20),
+            want
+        );
     }
 }
