@@ -218,7 +218,7 @@ impl Sub<Instant> for Instant {
 /// `d` in whole microseconds, `None` past `u64`: seconds and the sub-second part apart,
 /// so a 32-bit target multiplies in 64 bits instead of linking `Duration::as_micros`'s
 /// 128-bit arithmetic.
-fn micros(d: Duration) -> Option<u64> {
+pub(crate) fn micros(d: Duration) -> Option<u64> {
     d.as_secs()
         .checked_mul(1_000_000)?
         .checked_add(u64::from(d.subsec_micros()))

@@ -21,7 +21,7 @@
 
 use core::time::Duration;
 
-use crate::time::Instant;
+use crate::time::{micros, Instant};
 
 /// Fail counter, attempt budget and jitter source of one client.
 #[derive(Debug, Clone)]
@@ -92,13 +92,16 @@ impl Backoff {
     }
 
     /// `min(interval · 2^fail_count, max)`, without overflow.
-    pub(crate) fn base_delay(&self, interval: Duration, max: Duration) -> Duration {
-        let mut delay = interval;
+    /// `min(interval · 2^fail_count, max)`, in microseconds (a duration past `u64`
+    /// microseconds counts as `u64::MAX`).
+    pub(crate) fn base_delay(&self, interval: Duration, max: Duration) -> u64 {
+        let max = micros(max).unwrap_or(u64::MAX);
+        let mut delay = micros(interval).unwrap_or(u64::MAX);
         for _ in 0..self.fail_count {
             if delay >= max {
                 break;
             }
-            delay = delay.checked_mul(2).unwrap_or(max);
+            delay = delay.saturating_mul(2);
         }
         delay.min(max)
     }
@@ -111,8 +114,7 @@ impl Backoff {
         interval: Duration,
         max: Duration,
     ) -> Instant {
-        let base = self.base_delay(interval, max);
-        let base_us = u64::try_from(base.as_micros()).unwrap_or(u64::MAX);
+        let base_us = self.base_delay(interval, max);
         let jitter_us = match self.rng.as_mut() {
             Some(state) => below(splitmix64(state), (base_us / 4).saturating_add(1)),
             None => 0,
