@@ -471,15 +471,21 @@ mod loopback {
     impl Write for HttpServer {
         /// A request head (the agent's requests have no body).
         fn write(&mut self, request: &[u8]) -> core::result::Result<usize, ErrorKind> {
-            let path = request.split(|&b| b == b' ').nth(1).unwrap_or_default();
-            let path = path.split(|&b| b == b'?').next().unwrap_or_default();
-            self.reply = match path {
-                b"/status" => include_bytes!("../../fixtures/status.http"),
-                b"/data" => include_bytes!("../../fixtures/data.http"),
-                b"/results" => include_bytes!("../../fixtures/results.http"),
-                #[cfg(feature = "deflate")]
-                b"/log" => include_bytes!("../../fixtures/log.deflate.http"),
-                _ => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            // The request line starts `GET /path?` (every request has the id).
+            let get = |path: &[u8]| {
+                request.get(4..).is_some_and(|r| r.starts_with(path))
+                    && request.get(4 + path.len()) == Some(&b'?')
+            };
+            self.reply = if get(b"/status") {
+                include_bytes!("../../fixtures/status.http")
+            } else if get(b"/data") {
+                include_bytes!("../../fixtures/data.http")
+            } else if get(b"/results") {
+                include_bytes!("../../fixtures/results.http")
+            } else if cfg!(feature = "deflate") && get(b"/log") {
+                include_bytes!("../../fixtures/log.deflate.http")
+            } else {
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
             };
             Ok(request.len())
         }
