@@ -34,7 +34,10 @@ use super::transport::{open, ConnectError, TransportOptions};
 /// of [`ClientOptions::max_subscriptions`].
 pub const MAX_SUBSCRIPTIONS: usize = 4096;
 const SUBS: usize = MAX_SUBSCRIPTIONS;
-const PENDING: usize = 4096;
+/// Acknowledged requests in flight: as many as the reference SDK's default queue (its
+/// `max_queue_size`, 20,000), so a distant hub sees a window that large. The core's table
+/// is a ring searched by id, so its size costs memory (24 bytes an entry), not time.
+const PENDING: usize = 20_000;
 const QUEUE: usize = 512 << 10;
 const OUT: usize = 512 << 10;
 /// Outgoing bytes: one largest PDU plus as much again, so PDUs go out in big batches.
