@@ -67,18 +67,7 @@ pub const MAX_UPLOAD_FILES: usize = 16;
 pub fn authority(host: &str, port: u16) -> Result<String<MAX_AUTHORITY>, EncodeError> {
     let mut buf = [0u8; MAX_AUTHORITY];
     let mut out = Cursor::new(&mut buf);
-    let v6 = host.contains(':');
-    if v6 {
-        out.push(b"[")?;
-    }
-    out.push_str(host)?;
-    if v6 {
-        out.push(b"]")?;
-    }
-    if port != 80 {
-        out.push(b":")?;
-        out.push_u64(u64::from(port))?;
-    }
+    crate::http::authority(&mut out, host, Some(port).filter(|&p| p != 80))?;
     let text = core::str::from_utf8(out.written())
         .map_err(|_| EncodeError::InvalidValue { field: "host" })?;
     String::try_from(text).map_err(|()| EncodeError::BufferTooSmall {

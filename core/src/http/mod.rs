@@ -34,6 +34,7 @@ pub use decode_error::{DecodeError, GzipError, Section};
 pub use miniz_oxide::inflate::core::DecompressorOxide;
 pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};
+pub(crate) use request::{authority, check_host, header};
 pub use request::{Body, ConnectHead, RequestHead};
 pub(crate) use response::parse_decimal;
 pub use response::{Event, Framing, Head, Headers, Limits, ResponseDecoder, Version};
