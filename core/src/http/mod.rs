@@ -36,7 +36,7 @@ pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};
 pub(crate) use request::{authority, check_host, header};
 pub use request::{Body, ConnectHead, RequestHead};
-pub(crate) use response::parse_decimal;
+pub(crate) use response::{list_has, parse_decimal};
 pub use response::{Event, Framing, Head, Headers, Limits, ResponseDecoder, Version};
 
 /// The request methods the benchmark-server API uses (`POST` only for `/start` and

@@ -811,10 +811,8 @@ fn parse_head_with<'r>(
                 length = Some(value);
             }
         } else if name.eq_ignore_ascii_case("connection") {
-            for token in tokens(header.value) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-            }
+            close |= list_has(header.value, b"close");
+            keep_alive |= list_has(header.value, b"keep-alive");
         } else if name.eq_ignore_ascii_case("content-encoding") {
             encoding = encoding.then(ContentEncoding::from_header(header.value));
         }
@@ -867,7 +865,14 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-/// A non-empty string of ASCII digits that fits in a u64.
+/// Whether the comma-separated list `value` has the element `token` (trimmed,
+/// case-insensitive).
+pub(crate) fn list_has(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| trim(t).eq_ignore_ascii_case(token))
+}
+
 /// ASCII digits as a `u64` (`None` when empty, not all digits, or too large): the one
 /// decimal reader of the crate (`str::parse` would link a second, generic one).
 pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {

@@ -10,7 +10,7 @@
 //! refused by [`Endpoint::parse`] and by the writer.
 
 use super::Endpoint;
-use crate::http::{authority, check_host, header, query, Cursor, EncodeError, Head};
+use crate::http::{authority, check_host, header, list_has, query, Cursor, EncodeError, Head};
 use base64::Engine as _;
 
 /// The GUID RFC 6455 appends to the key before hashing it.
@@ -322,7 +322,5 @@ pub fn check_response<'s>(
 /// Whether any header `name` lists `token` (comma-separated, case-insensitive).
 fn has_token(head: &Head<'_>, name: &str, token: &str) -> bool {
     head.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .flat_map(|(_, v)| v.split(|&b| b == b','))
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        .any(|(n, v)| n.eq_ignore_ascii_case(name) && list_has(v, token.as_bytes()))
 }
