@@ -640,12 +640,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                     };
                     return Ok((used, Step::Head(head)));
                 }
-                State::Body {
-                    head,
-                    body,
-                    content,
-                } => {
-                    let head = *head;
+                State::Body { body, content, .. } => {
                     if content.has_pending() {
                         let (_, out) = content.step(self.inflate.as_mut(), &[])?;
                         if out != Output::None {
@@ -671,7 +666,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                         }
                         Next::NeedMore if !eof => return Ok((used, Step::NeedMore)),
                         Next::NeedMore => match body {
-                            Body::Close => self.end(head),
+                            Body::Close => self.end(),
                             Body::Chunked(chunked) => {
                                 return Err(DecodeError::UnexpectedEof {
                                     section: chunked.eof_section(),
@@ -683,17 +678,17 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                                 })
                             }
                         },
-                        Next::End => self.end(head),
+                        Next::End => self.end(),
                     }
                 }
             }
         }
     }
 
-    fn end(&mut self, head: HeadInfo) {
-        if let State::Body { content, .. } = &self.state {
+    fn end(&mut self) {
+        if let State::Body { head, content, .. } = &self.state {
             self.state = State::Done {
-                head,
+                head: *head,
                 coding_complete: content.is_complete(),
             };
         }

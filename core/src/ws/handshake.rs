@@ -191,7 +191,7 @@ impl UpgradeRequest<'_> {
         let port = Some(port).filter(|&p| p != self.endpoint.default_port());
         authority(out, host, port)?;
         out.push(b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ")?;
-        out.push_str(self.key.as_str())?;
+        out.push(&self.key.text)?;
         out.push(b"\r\nSec-WebSocket-Version: 13\r\n")?;
         if let Some(origin) = self.origin {
             header(out, "Origin", "origin", origin)?;
@@ -289,25 +289,38 @@ pub fn check_response<'s>(
             status: head.status,
         });
     }
-    if !has_token(head, "upgrade", "websocket") {
+    // One pass over the headers; the first `Sec-WebSocket-Accept` and
+    // `Sec-WebSocket-Protocol` count, as with `Head::header`.
+    let (mut upgrade, mut connection, mut extension) = (false, false, false);
+    let (mut accept, mut selected) = (None, None);
+    for (name, value) in head.headers() {
+        let is = |known: &str| name.eq_ignore_ascii_case(known);
+        if is("upgrade") {
+            upgrade |= list_has(value, b"websocket");
+        } else if is("connection") {
+            connection |= list_has(value, b"upgrade");
+        } else if is("sec-websocket-accept") {
+            accept = accept.or(Some(value));
+        } else if is("sec-websocket-protocol") {
+            selected = selected.or(Some(value));
+        } else if is("sec-websocket-extensions") {
+            extension |= !value.is_empty();
+        }
+    }
+    if !upgrade {
         return Err(HandshakeError::UpgradeHeader);
     }
-    if !has_token(head, "connection", "upgrade") {
+    if !connection {
         return Err(HandshakeError::ConnectionHeader);
     }
-    let accept = head
-        .header("sec-websocket-accept")
-        .ok_or(HandshakeError::MissingAccept)?;
-    if accept != key.accept().as_str().as_bytes() {
+    let accept = accept.ok_or(HandshakeError::MissingAccept)?;
+    if accept != key.accept().text {
         return Err(HandshakeError::BadAccept);
     }
-    if head
-        .headers()
-        .any(|(n, v)| n.eq_ignore_ascii_case("sec-websocket-extensions") && !v.is_empty())
-    {
+    if extension {
         return Err(HandshakeError::UnexpectedExtension);
     }
-    match head.header("sec-websocket-protocol") {
+    match selected {
         None => Ok(None),
         Some(selected) => match (protocol, core::str::from_utf8(selected)) {
             // Compared case-insensitively, as the Python SDK does (`CBOR` selects `cbor`).
@@ -317,10 +330,4 @@ pub fn check_response<'s>(
             _ => Err(HandshakeError::UnexpectedProtocol),
         },
     }
-}
-
-/// Whether any header `name` lists `token` (comma-separated, case-insensitive).
-fn has_token(head: &Head<'_>, name: &str, token: &str) -> bool {
-    head.headers()
-        .any(|(n, v)| n.eq_ignore_ascii_case(name) && list_has(v, token.as_bytes()))
 }
