@@ -699,26 +699,24 @@ impl Sink for ReplyBody<'_> {
     }
 
     fn data(&mut self, data: &[u8]) -> ControlFlow<()> {
-        let end = self.len.checked_add(data.len());
-        match end.and_then(|end| self.buf.get_mut(self.len..end)) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                self.len += data.len();
-                ControlFlow::Continue(())
-            }
-            None => {
-                // An error body is kept as far as it fits; a reply is not read further.
-                let room = self.buf.len().saturating_sub(self.len);
-                let take = data.get(..room).unwrap_or(data);
-                if let Some(dst) = self.buf.get_mut(self.len..self.len + take.len()) {
-                    dst.copy_from_slice(take);
-                    self.len += take.len();
-                }
-                self.overflow = true;
-                ControlFlow::Break(())
-            }
+        if keep(self.buf, &mut self.len, data) {
+            return ControlFlow::Continue(());
         }
+        // An error body is kept as far as it fits; a reply is not read further.
+        self.overflow = true;
+        ControlFlow::Break(())
     }
+}
+
+/// Appends as much of `data` to `buf[..*len]` as fits; whether all of it did.
+fn keep(buf: &mut [u8], len: &mut usize, data: &[u8]) -> bool {
+    let take = data.len().min(buf.len().saturating_sub(*len));
+    let end = len.saturating_add(take);
+    if let (Some(dst), Some(src)) = (buf.get_mut(*len..end), data.get(..take)) {
+        dst.copy_from_slice(src);
+        *len = end;
+    }
+    take == data.len()
 }
 
 /// A stream's lines handed to `on_line` as they arrive (decoded per `F`; a bad line is
@@ -811,12 +809,8 @@ where
                 }
             }
         } else {
-            let room = self.err.len().saturating_sub(self.err_len);
-            let take = data.get(..room.min(data.len())).unwrap_or_default();
-            if let Some(dst) = self.err.get_mut(self.err_len..self.err_len + take.len()) {
-                dst.copy_from_slice(take);
-            }
-            self.err_len += take.len();
+            // An error body, kept as far as it fits.
+            keep(self.err, &mut self.err_len, data);
         }
         ControlFlow::Continue(())
     }
