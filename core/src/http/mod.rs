@@ -144,6 +144,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The bytes written from `start` on, to transform in place (the WebSocket client's
+    /// masking).
+    pub(crate) fn written_from(&mut self, start: usize) -> &mut [u8] {
+        self.buf.get_mut(start..self.len).unwrap_or_default()
+    }
+
     /// Appends a string.
     pub fn push_str(&mut self, s: &str) -> Result<(), EncodeError> {
         self.push(s.as_bytes())

@@ -241,14 +241,10 @@ pub fn encode_frame(
 ) -> Result<(), SendError> {
     check_control(opcode, payload.len())?;
     FrameHeader::new(opcode, payload.len() as u64).encode(mask, out)?;
-    // Mask through a small stack buffer: the cursor only appends.
-    let mut chunk = [0u8; 64];
-    for (i, piece) in payload.chunks(chunk.len()).enumerate() {
-        let dst = chunk.get_mut(..piece.len()).unwrap_or_default();
-        dst.copy_from_slice(piece);
-        apply_mask(mask, i.wrapping_mul(64), dst);
-        out.push(dst)?;
-    }
+    // Masked where it was written.
+    let start = out.len();
+    out.push(payload)?;
+    apply_mask(mask, 0, out.written_from(start));
     Ok(())
 }
 
