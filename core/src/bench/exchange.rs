@@ -37,6 +37,7 @@
 //! assert!(!status.status.is_final());
 //! ```
 
+use core::marker::PhantomData;
 use core::ops::ControlFlow;
 
 use heapless::String;
@@ -67,18 +68,7 @@ pub const MAX_UPLOAD_FILES: usize = 16;
 pub fn authority(host: &str, port: u16) -> Result<String<MAX_AUTHORITY>, EncodeError> {
     let mut buf = [0u8; MAX_AUTHORITY];
     let mut out = Cursor::new(&mut buf);
-    let v6 = host.contains(':');
-    if v6 {
-        out.push(b"[")?;
-    }
-    out.push_str(host)?;
-    if v6 {
-        out.push(b"]")?;
-    }
-    if port != 80 {
-        out.push(b":")?;
-        out.push_u64(u64::from(port))?;
-    }
+    crate::http::authority(&mut out, host, Some(port).filter(|&p| p != 80))?;
     let text = core::str::from_utf8(out.written())
         .map_err(|_| EncodeError::InvalidValue { field: "host" })?;
     String::try_from(text).map_err(|()| EncodeError::BufferTooSmall {
@@ -374,14 +364,49 @@ enum Step {
 }
 
 /// The bytes of one request, chunk by chunk: see the [module docs](self).
-#[derive(Debug)]
+///
+/// Only [`new`](Self::new) depends on the request's type: the rest is one copy of
+/// [`Parts`] for every request type (each copy would be flash).
 pub struct Outgoing<'r, R> {
-    req: &'r R,
-    boundary: Option<Boundary>,
-    /// The upload's `Content-Length`.
-    len: u64,
+    parts: Parts<'r>,
+    req: PhantomData<&'r R>,
+}
+
+impl<R> core::fmt::Debug for Outgoing<'_, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("method", &self.parts.method)
+            .field("path", &self.parts.path)
+            .field("upload", &self.parts.upload)
+            .field("step", &self.parts.step)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Outgoing`] needs of its request, whatever its type.
+pub(crate) struct Parts<'r> {
+    method: Method,
+    path: &'static str,
+    query: &'r dyn EncodeQuery,
+    upload: Option<Upload<'r>>,
     step: Step,
 }
+
+/// The body of an upload.
+#[derive(Debug)]
+struct Upload<'r> {
+    bench: File<'r>,
+    includes: &'r [File<'r>],
+    boundary: Boundary,
+    /// The upload's `Content-Length`.
+    len: u64,
+    /// [`Upload::step`], reached through a pointer that only the request types with a
+    /// body set: a client that sends none links no multipart writer.
+    step: UploadStep<'r>,
+}
+
+type UploadStep<'r> =
+    fn(&Upload<'r>, Step, &mut [u8]) -> Result<(Option<Chunk<'r>>, Step), EncodeError>;
 
 impl<'r, R: Request> Outgoing<'r, R> {
     /// The request `req`, its head written into `tx` now (so what cannot be sent fails
@@ -396,32 +421,22 @@ impl<'r, R: Request> Outgoing<'r, R> {
         seed: u64,
         tx: &mut [u8],
     ) -> Result<Self, OutgoingError> {
-        let (boundary, len) = match req.body() {
-            BenchBody::Empty => (None, 0),
-            BenchBody::Multipart { bench, includes } => {
-                if includes.len() >= MAX_UPLOAD_FILES {
-                    return Err(OutgoingError::TooManyFiles);
-                }
-                let boundary = pick_boundary(seed, bench, includes);
-                // content_length is additive over parts apart from the closing
-                // delimiter, so parts are measured one at a time (no array of parts).
-                let closing = boundary.content_length(&[])?;
-                let mut len = closing;
-                for (name, file) in files(bench, includes) {
-                    let one = boundary.content_length(&[part(name, &file)])?;
-                    len = len.saturating_add(one.saturating_sub(closing));
-                }
-                (Some(boundary), len)
-            }
+        let upload = match req.body() {
+            BenchBody::Empty => None,
+            BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
         };
-        let mut outgoing = Outgoing {
-            req,
-            boundary,
-            len,
+        let mut parts = Parts {
+            method: R::METHOD,
+            path: R::PATH,
+            query: req,
+            upload,
             step: Step::Head,
         };
-        outgoing.step = Step::HeadWritten(outgoing.write_head(headers, tx)?);
-        Ok(outgoing)
+        parts.step = Step::HeadWritten(parts.write_head(headers, tx)?);
+        Ok(Outgoing {
+            parts,
+            req: PhantomData,
+        })
     }
 
     /// Starts over (to send the request again on a new connection).
@@ -438,7 +453,7 @@ impl<'r, R: Request> Outgoing<'r, R> {
     /// assert_eq!(out.next(&headers, &mut tx).unwrap(), first);
     /// ```
     pub fn restart(&mut self) {
-        self.step = Step::Head;
+        self.parts.restart();
     }
 
     /// The next chunk to write, `None` once the whole request was handed out. `tx` is
@@ -449,113 +464,121 @@ impl<'r, R: Request> Outgoing<'r, R> {
         headers: &Headers<'_>,
         tx: &mut [u8],
     ) -> Result<Option<Chunk<'r>>, EncodeError> {
-        let upload = match (self.req.body(), self.boundary.as_ref()) {
-            (BenchBody::Multipart { bench, includes }, Some(b)) => Some((bench, includes, b)),
-            _ => None,
-        };
-        let file = |i: usize| upload.and_then(|(bench, includes, _)| files(bench, includes).nth(i));
-        let (chunk, next) = match self.step {
-            Step::Done => return Ok(None),
-            Step::HeadWritten(n) => (Chunk::Tx(n), Step::PartHead(0)),
-            Step::Head => (Chunk::Tx(self.write_head(headers, tx)?), Step::PartHead(0)),
-            Step::PartHead(i) => match (file(i), upload) {
-                (Some((name, f)), Some((_, _, boundary))) => {
-                    let mut out = Cursor::new(tx);
-                    boundary.part_head(&part(name, &f), &mut out)?;
-                    (Chunk::Tx(out.len()), Step::Content(i))
-                }
-                (None, Some(_)) => return self.closing(tx),
-                _ => {
-                    self.step = Step::Done;
-                    return Ok(None);
-                }
-            },
-            Step::Content(i) => {
-                let content = file(i).map_or(&[][..], |(_, f)| f.content);
-                (Chunk::Content(content), Step::PartEnd(i))
-            }
-            Step::PartEnd(i) => {
-                let mut out = Cursor::new(tx);
-                out.push(b"\r\n")?;
-                (Chunk::Tx(out.len()), Step::PartHead(i.saturating_add(1)))
-            }
-        };
-        self.step = next;
-        Ok(Some(chunk))
+        self.parts.next(headers, tx)
     }
 
-    fn closing(&mut self, tx: &mut [u8]) -> Result<Option<Chunk<'r>>, EncodeError> {
-        let mut out = Cursor::new(tx);
-        if let Some(boundary) = &self.boundary {
-            boundary.closing(&mut out)?;
-        }
-        self.step = Step::Done;
-        Ok(Some(Chunk::Tx(out.len())))
-    }
-
-    fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
-        let body = match &self.boundary {
-            Some(boundary) => Body::Multipart {
-                boundary,
-                len: self.len,
-            },
-            None => Body::Empty,
-        };
-        write_head(R::METHOD, R::PATH, self.req, body, headers, tx)
+    /// The request without its type, for a client loop that exists once for every
+    /// request type.
+    #[cfg(feature = "embedded-io")]
+    pub(crate) fn parts(&mut self) -> &mut Parts<'r> {
+        &mut self.parts
     }
 }
 
-/// The request chunks of an [`Outgoing`] of any request type, for a client loop that
-/// exists once for every request type (each copy would be flash).
-#[cfg(feature = "embedded-io")]
-pub(crate) trait Chunks<'r> {
-    /// See [`Outgoing::next`].
-    fn next_chunk(
-        &mut self,
-        headers: &Headers<'_>,
-        tx: &mut [u8],
-    ) -> Result<Option<Chunk<'r>>, EncodeError>;
-
+impl<'r> Parts<'r> {
     /// See [`Outgoing::restart`].
-    fn restart_chunks(&mut self);
-}
+    pub(crate) fn restart(&mut self) {
+        self.step = Step::Head;
+    }
 
-#[cfg(feature = "embedded-io")]
-impl<'r, R: Request> Chunks<'r> for Outgoing<'r, R> {
-    fn next_chunk(
+    /// See [`Outgoing::next`].
+    pub(crate) fn next(
         &mut self,
         headers: &Headers<'_>,
         tx: &mut [u8],
     ) -> Result<Option<Chunk<'r>>, EncodeError> {
-        self.next(headers, tx)
+        let (chunk, next) = match self.step {
+            Step::Done => return Ok(None),
+            Step::HeadWritten(n) => (Some(Chunk::Tx(n)), Step::PartHead(0)),
+            Step::Head => (
+                Some(Chunk::Tx(self.write_head(headers, tx)?)),
+                Step::PartHead(0),
+            ),
+            step => match &self.upload {
+                Some(upload) => (upload.step)(upload, step, tx)?,
+                None => (None, Step::Done),
+            },
+        };
+        self.step = next;
+        Ok(chunk)
     }
 
-    fn restart_chunks(&mut self) {
-        self.restart();
+    fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
+        let body = match &self.upload {
+            Some(upload) => Body::Multipart {
+                boundary: &upload.boundary,
+                len: upload.len,
+            },
+            None => Body::Empty,
+        };
+        let head = RequestHead {
+            method: self.method,
+            path: self.path,
+            host: headers.authority,
+            user_agent: headers.user_agent,
+            bearer: headers.bearer,
+            body,
+            keep_alive: true,
+        };
+        let mut out = Cursor::new(tx);
+        head.encode(self.query, &mut out)?;
+        Ok(out.len())
     }
 }
 
-/// [`Outgoing::write_head`], once for every request type.
-fn write_head(
-    method: Method,
-    path: &str,
-    query: &dyn EncodeQuery,
-    body: Body<'_>,
-    headers: &Headers<'_>,
-    tx: &mut [u8],
-) -> Result<usize, EncodeError> {
-    let head = RequestHead {
-        method,
-        path,
-        host: headers.authority,
-        user_agent: headers.user_agent,
-        bearer: headers.bearer,
-        body,
-        keep_alive: true,
-    };
-    let mut out = Cursor::new(tx);
-    head.encode(query, &mut out)?;
-    Ok(out.len())
+impl<'r> Upload<'r> {
+    fn new(bench: File<'r>, includes: &'r [File<'r>], seed: u64) -> Result<Self, OutgoingError> {
+        if includes.len() >= MAX_UPLOAD_FILES {
+            return Err(OutgoingError::TooManyFiles);
+        }
+        let boundary = pick_boundary(seed, bench, includes);
+        // content_length is additive over parts apart from the closing delimiter, so
+        // parts are measured one at a time (no array of parts).
+        let closing = boundary.content_length(&[])?;
+        let mut len = closing;
+        for (name, file) in files(bench, includes) {
+            let one = boundary.content_length(&[part(name, &file)])?;
+            len = len.saturating_add(one.saturating_sub(closing));
+        }
+        Ok(Upload {
+            bench,
+            includes,
+            boundary,
+            len,
+            step: Upload::step,
+        })
+    }
+
+    /// The chunk of `step` after the head: file `i`'s part head, its content, the `\r\n`
+    /// after it, and after the last file the closing delimiter.
+    fn step(&self, step: Step, tx: &mut [u8]) -> Result<(Option<Chunk<'r>>, Step), EncodeError> {
+        let file = |i: usize| files(self.bench, self.includes).nth(i);
+        let mut out = Cursor::new(tx);
+        Ok(match step {
+            Step::PartHead(i) => match file(i) {
+                Some((name, f)) => {
+                    self.boundary.part_head(&part(name, &f), &mut out)?;
+                    (Some(Chunk::Tx(out.len())), Step::Content(i))
+                }
+                None => {
+                    self.boundary.closing(&mut out)?;
+                    (Some(Chunk::Tx(out.len())), Step::Done)
+                }
+            },
+            Step::Content(i) => {
+                let content = file(i).map_or(&[][..], |(_, f)| f.content);
+                (Some(Chunk::Content(content)), Step::PartEnd(i))
+            }
+            Step::PartEnd(i) => {
+                out.push(b"\r\n")?;
+                (
+                    Some(Chunk::Tx(out.len())),
+                    Step::PartHead(i.saturating_add(1)),
+                )
+            }
+            Step::Head | Step::HeadWritten(_) | Step::Done => (None, Step::Done),
+        })
+    }
 }
 
 /// A boundary that occurs in none of the files (a random one almost never does; the
@@ -676,26 +699,24 @@ impl Sink for ReplyBody<'_> {
     }
 
     fn data(&mut self, data: &[u8]) -> ControlFlow<()> {
-        let end = self.len.checked_add(data.len());
-        match end.and_then(|end| self.buf.get_mut(self.len..end)) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                self.len += data.len();
-                ControlFlow::Continue(())
-            }
-            None => {
-                // An error body is kept as far as it fits; a reply is not read further.
-                let room = self.buf.len().saturating_sub(self.len);
-                let take = data.get(..room).unwrap_or(data);
-                if let Some(dst) = self.buf.get_mut(self.len..self.len + take.len()) {
-                    dst.copy_from_slice(take);
-                    self.len += take.len();
-                }
-                self.overflow = true;
-                ControlFlow::Break(())
-            }
+        if keep(self.buf, &mut self.len, data) {
+            return ControlFlow::Continue(());
         }
+        // An error body is kept as far as it fits; a reply is not read further.
+        self.overflow = true;
+        ControlFlow::Break(())
     }
+}
+
+/// Appends as much of `data` to `buf[..*len]` as fits; whether all of it did.
+fn keep(buf: &mut [u8], len: &mut usize, data: &[u8]) -> bool {
+    let take = data.len().min(buf.len().saturating_sub(*len));
+    let end = len.saturating_add(take);
+    if let (Some(dst), Some(src)) = (buf.get_mut(*len..end), data.get(..take)) {
+        dst.copy_from_slice(src);
+        *len = end;
+    }
+    take == data.len()
 }
 
 /// A stream's lines handed to `on_line` as they arrive (decoded per `F`; a bad line is
@@ -788,12 +809,8 @@ where
                 }
             }
         } else {
-            let room = self.err.len().saturating_sub(self.err_len);
-            let take = data.get(..room.min(data.len())).unwrap_or_default();
-            if let Some(dst) = self.err.get_mut(self.err_len..self.err_len + take.len()) {
-                dst.copy_from_slice(take);
-            }
-            self.err_len += take.len();
+            // An error body, kept as far as it fits.
+            keep(self.err, &mut self.err_len, data);
         }
         ControlFlow::Continue(())
     }

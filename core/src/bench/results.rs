@@ -138,26 +138,19 @@ pub struct Metric<'a> {
 impl<'a> Metric<'a> {
     fn from_value(value: Value<'a>) -> Result<Self, Error<'a>> {
         let obj = object(value, "each metric as an object")?;
-        // One pass over the members (the first of each name counts, as with `get`).
-        let (mut kind, mut number, mut rps, mut percentiles) = (None, None, None, None);
+        // One pass over the members (the first of each name counts, as with `get`); a
+        // key is compared decoded, escaped or not.
+        const KEYS: [&str; 4] = ["type", "value", "rps", "percentiles"];
+        let mut found: [Option<Value<'a>>; 4] = [None; 4];
         for (key, v) in obj.members() {
-            let slot = match key.as_plain() {
-                Some("type") => &mut kind,
-                Some("value") => &mut number,
-                Some("rps") => &mut rps,
-                Some("percentiles") => &mut percentiles,
-                Some(_) => continue,
-                // An escaped key: compare it the slow way.
-                None if key == "type" => &mut kind,
-                None if key == "value" => &mut number,
-                None if key == "rps" => &mut rps,
-                None if key == "percentiles" => &mut percentiles,
-                None => continue,
-            };
-            if slot.is_none() {
-                *slot = Some(v);
+            let at = KEYS.iter().position(|k| key == *k);
+            if let Some(slot) = at.and_then(|i| found.get_mut(i)) {
+                if slot.is_none() {
+                    *slot = Some(v);
+                }
             }
         }
+        let [kind, number, rps, percentiles] = found;
         let present = |v: Option<Value<'a>>| v.filter(|v| !v.is_null());
         let expected = "`type` of each metric as a string";
         let kind = present(kind)

@@ -55,8 +55,8 @@ impl core::error::Error for TimestampError {}
 
 const SECONDS_PER_DAY: u64 = 86_400;
 /// Days from 0000-03-01 (the start of the algorithm's era 0) to 1970-01-01.
-const EPOCH_DAYS: u64 = 719_468;
-const DAYS_PER_ERA: u64 = 146_097;
+const EPOCH_DAYS: u32 = 719_468;
+const DAYS_PER_ERA: u32 = 146_097;
 
 impl Timestamp {
     /// The timestamp `secs` seconds after 1970-01-01T00:00:00Z, as `/clusters_info` and
@@ -108,17 +108,18 @@ impl Timestamp {
                 offset: SHAPE.len(),
             });
         }
-        // Every field below is all ASCII digits (checked above), so at most 9999.
-        let field = |from: usize, to: usize| -> u64 {
+        // Every field below is all ASCII digits (checked above), so at most 9999: the
+        // calendar arithmetic fits 32 bits, which a Cortex-M does in single instructions.
+        let field = |from: usize, to: usize| -> u32 {
             bytes
                 .get(from..to)
                 .unwrap_or_default()
                 .iter()
-                .fold(0, |n, d| n * 10 + u64::from(d - b'0'))
+                .fold(0, |n, d| n * 10 + u32::from(d - b'0'))
         };
         let (year, month, day) = (field(0, 4), field(5, 7), field(8, 10));
         let (hour, minute, second) = (field(11, 13), field(14, 16), field(17, 19));
-        let in_range = |value: u64, min: u64, max: u64, name: &'static str| {
+        let in_range = |value: u32, min: u32, max: u32, name: &'static str| {
             if (min..=max).contains(&value) {
                 Ok(())
             } else {
@@ -133,7 +134,7 @@ impl Timestamp {
         in_range(second, 0, 59, "second")?;
         let days = days_from_civil(year, month, day);
         Ok(Timestamp(
-            days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second,
+            u64::from(days) * SECONDS_PER_DAY + u64::from(hour * 3600 + minute * 60 + second),
         ))
     }
 }
@@ -161,11 +162,11 @@ impl fmt::Display for Timestamp {
     }
 }
 
-fn is_leap(year: u64) -> bool {
+fn is_leap(year: u32) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }
 
-fn days_in_month(year: u64, month: u64) -> u64 {
+fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         2 if is_leap(year) => 29,
         2 => 28,
@@ -176,7 +177,7 @@ fn days_in_month(year: u64, month: u64) -> u64 {
 
 /// Days since 1970-01-01 of a valid date with `year >= 1970`. Years start in March so
 /// that the leap day is the last day of the shifted year.
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+fn days_from_civil(year: u32, month: u32, day: u32) -> u32 {
     let year = if month <= 2 { year - 1 } else { year };
     let era = year / 400;
     let year_of_era = year % 400;
@@ -189,9 +190,9 @@ fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
 /// The inverse of [`days_from_civil`] for any `days` a `u64` of seconds can produce
 /// (below 2^48, so no step can overflow).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + EPOCH_DAYS;
-    let era = z / DAYS_PER_ERA;
-    let day_of_era = z % DAYS_PER_ERA;
+    let z = days + u64::from(EPOCH_DAYS);
+    let era = z / u64::from(DAYS_PER_ERA);
+    let day_of_era = z % u64::from(DAYS_PER_ERA);
     let year_of_era =
         (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);

@@ -15,7 +15,7 @@ use heapless::String;
 use super::Transport;
 pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, Buffers, Chunk, Chunks, Outgoing, ReplyBody, Server, Sink, StreamBody, Waiting,
+    self, Buffers, Chunk, Outgoing, Parts, ReplyBody, Server, Sink, StreamBody, Waiting,
     MAX_AUTHORITY, MAX_HEADERS,
 };
 use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
@@ -224,7 +224,7 @@ impl<T: Transport> Conn<'_, T> {
     ) -> Result<(), Error<'static>> {
         let headers = self.server.headers(&self.authority);
         let mut outgoing = Outgoing::new(req, &headers, self.seed, self.tx)?;
-        self.exchange_chunks(R::METHOD, &mut outgoing, stream, sink)
+        self.exchange_chunks(R::METHOD, outgoing.parts(), stream, sink)
     }
 
     /// [`exchange`](Self::exchange) after the request's type is known: once for every
@@ -232,7 +232,7 @@ impl<T: Transport> Conn<'_, T> {
     fn exchange_chunks(
         &mut self,
         method: Method,
-        outgoing: &mut dyn Chunks<'_>,
+        outgoing: &mut Parts<'_>,
         stream: bool,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
@@ -284,15 +284,15 @@ impl<T: Transport> Conn<'_, T> {
                         return Err(e);
                     }
                     retried = true;
-                    outgoing.restart_chunks();
+                    outgoing.restart();
                 }
             }
         }
     }
 
-    fn send(&mut self, out: &mut dyn Chunks<'_>) -> Result<(), Error<'static>> {
+    fn send(&mut self, out: &mut Parts<'_>) -> Result<(), Error<'static>> {
         let headers = self.server.headers(&self.authority);
-        while let Some(chunk) = out.next_chunk(&headers, self.tx)? {
+        while let Some(chunk) = out.next(&headers, self.tx)? {
             let bytes = match chunk {
                 Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
                 Chunk::Content(content) => content,

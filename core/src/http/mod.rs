@@ -34,8 +34,9 @@ pub use decode_error::{DecodeError, GzipError, Section};
 pub use miniz_oxide::inflate::core::DecompressorOxide;
 pub use multipart::{Boundary, Part, BOUNDARY_LEN};
 pub use query::{EncodeQuery, QueryWriter};
+pub(crate) use request::{authority, check_host, header};
 pub use request::{Body, ConnectHead, RequestHead};
-pub(crate) use response::parse_decimal;
+pub(crate) use response::{list_has, parse_decimal};
 pub use response::{Event, Framing, Head, Headers, Limits, ResponseDecoder, Version};
 
 /// The request methods the benchmark-server API uses (`POST` only for `/start` and
@@ -141,6 +142,12 @@ impl<'a> Cursor<'a> {
             }
             None => Err(EncodeError::BufferTooSmall { capacity }),
         }
+    }
+
+    /// The bytes written from `start` on, to transform in place (the WebSocket client's
+    /// masking).
+    pub(crate) fn written_from(&mut self, start: usize) -> &mut [u8] {
+        self.buf.get_mut(start..self.len).unwrap_or_default()
     }
 
     /// Appends a string.

@@ -109,13 +109,13 @@ impl<'c, 'b> QueryWriter<'c, 'b> {
 /// Percent-encodes `s` the way `quote_plus` does.
 pub fn encode(out: &mut Cursor<'_>, s: &str) -> Result<(), EncodeError> {
     for &b in s.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
-                out.push(&[b])?
-            }
-            b' ' => out.push(b"+")?,
-            _ => out.push(&super::percent_escape(b))?,
-        }
+        let escaped = super::percent_escape(b);
+        let one = [b];
+        out.push(match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => &one,
+            b' ' => b"+",
+            _ => &escaped,
+        })?;
     }
     Ok(())
 }

@@ -258,30 +258,54 @@ impl ConnectHead<'_> {
     /// assert_eq!(out.written(), b"CONNECT [::1]:8443 HTTP/1.1\r\nHost: [::1]:8443\r\n\r\n");
     /// ```
     pub fn encode(&self, out: &mut Cursor<'_>) -> Result<(), EncodeError> {
-        let bad_host = |b: u8| b <= b' ' || b == 0x7F || matches!(b, b'/' | b'[' | b']' | b'@');
-        if self.host.is_empty() || self.host.bytes().any(bad_host) {
-            return Err(EncodeError::InvalidValue { field: "host" });
-        }
+        check_host(self.host, false)?;
         out.push(b"CONNECT ")?;
-        self.authority(out)?;
+        authority(out, self.host, Some(self.port))?;
         out.push(b" HTTP/1.1\r\nHost: ")?;
-        self.authority(out)?;
+        authority(out, self.host, Some(self.port))?;
         out.push(b"\r\n")?;
         if let Some(auth) = self.proxy_authorization {
             header(out, "Proxy-Authorization", "proxy_authorization", auth)?;
         }
         out.push(b"\r\n")
     }
+}
 
-    fn authority(&self, out: &mut Cursor<'_>) -> Result<(), EncodeError> {
-        let ipv6 = self.host.contains(':');
-        if ipv6 {
-            out.push(b"[")?;
-        }
-        out.push_str(self.host)?;
-        out.push(if ipv6 { b"]:" } else { b":" })?;
-        out.push_u64(u64::from(self.port))
+/// Refuses an empty host and one with bytes that could break the line it is written
+/// on or change what it means (spaces, control bytes, `/`, brackets, `@`); with
+/// `ascii_only`, any non-ASCII byte too (a WebSocket host must be in its ASCII form).
+pub(crate) fn check_host(host: &str, ascii_only: bool) -> Result<(), EncodeError> {
+    let bad = |b: u8| {
+        b <= b' ' || b == 0x7F || (ascii_only && b > 0x7F) || matches!(b, b'/' | b'[' | b']' | b'@')
+    };
+    if host.is_empty() || host.bytes().any(bad) {
+        return Err(EncodeError::InvalidValue { field: "host" });
     }
+    Ok(())
+}
+
+/// `host` (an IPv6 address, the one kind with a colon, in brackets), then `:port` when
+/// there is one: the one authority writer, for `CONNECT`, the benchmark requests' `Host`
+/// and the WebSocket upgrade's.
+pub(crate) fn authority(
+    out: &mut Cursor<'_>,
+    host: &str,
+    port: Option<u16>,
+) -> Result<(), EncodeError> {
+    // A byte search: `str::contains` with a char links the char searcher.
+    let ipv6 = host.bytes().any(|b| b == b':');
+    if ipv6 {
+        out.push(b"[")?;
+    }
+    out.push_str(host)?;
+    if ipv6 {
+        out.push(b"]")?;
+    }
+    if let Some(port) = port {
+        out.push(b":")?;
+        out.push_u64(u64::from(port))?;
+    }
+    Ok(())
 }
 
 /// Path bytes that cannot end the request line early: no space and no control byte.
@@ -298,7 +322,7 @@ fn check_value(field: &'static str, value: &str) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn header(
+pub(crate) fn header(
     out: &mut Cursor<'_>,
     name: &str,
     field: &'static str,

@@ -640,12 +640,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                     };
                     return Ok((used, Step::Head(head)));
                 }
-                State::Body {
-                    head,
-                    body,
-                    content,
-                } => {
-                    let head = *head;
+                State::Body { body, content, .. } => {
                     if content.has_pending() {
                         let (_, out) = content.step(self.inflate.as_mut(), &[])?;
                         if out != Output::None {
@@ -671,7 +666,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                         }
                         Next::NeedMore if !eof => return Ok((used, Step::NeedMore)),
                         Next::NeedMore => match body {
-                            Body::Close => self.end(head),
+                            Body::Close => self.end(),
                             Body::Chunked(chunked) => {
                                 return Err(DecodeError::UnexpectedEof {
                                     section: chunked.eof_section(),
@@ -683,17 +678,17 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
                                 })
                             }
                         },
-                        Next::End => self.end(head),
+                        Next::End => self.end(),
                     }
                 }
             }
         }
     }
 
-    fn end(&mut self, head: HeadInfo) {
-        if let State::Body { content, .. } = &self.state {
+    fn end(&mut self) {
+        if let State::Body { head, content, .. } = &self.state {
             self.state = State::Done {
-                head,
+                head: *head,
                 coding_complete: content.is_complete(),
             };
         }
@@ -811,10 +806,8 @@ fn parse_head_with<'r>(
                 length = Some(value);
             }
         } else if name.eq_ignore_ascii_case("connection") {
-            for token in tokens(header.value) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-            }
+            close |= list_has(header.value, b"close");
+            keep_alive |= list_has(header.value, b"keep-alive");
         } else if name.eq_ignore_ascii_case("content-encoding") {
             encoding = encoding.then(ContentEncoding::from_header(header.value));
         }
@@ -867,7 +860,14 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-/// A non-empty string of ASCII digits that fits in a u64.
+/// Whether the comma-separated list `value` has the element `token` (trimmed,
+/// case-insensitive).
+pub(crate) fn list_has(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| trim(t).eq_ignore_ascii_case(token))
+}
+
 /// ASCII digits as a `u64` (`None` when empty, not all digits, or too large): the one
 /// decimal reader of the crate (`str::parse` would link a second, generic one).
 pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {

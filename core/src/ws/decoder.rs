@@ -51,10 +51,12 @@ enum State {
         filled: usize,
     },
     /// Copying a frame's payload into the message buffer (data) or the control buffer;
-    /// `left` bytes still to come.
+    /// `left` of its `len` bytes still to come. Both fit a `usize`: the header checks
+    /// refused any frame longer than the buffer it goes to.
     Payload {
         frame: FrameInfo,
-        left: u64,
+        len: usize,
+        left: usize,
     },
     Failed(Error),
 }
@@ -284,14 +286,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
                     }
                     self.state = State::Payload {
                         frame,
-                        left: frame.len,
+                        len,
+                        left: len,
                     };
                 }
-                State::Payload { frame, left } => {
-                    let frame = *frame;
+                State::Payload { frame, len, left } => {
+                    let (frame, len) = (*frame, *len);
                     if *left == 0 {
                         self.state = HEADER;
-                        match self.finish(frame)? {
+                        match self.finish(frame, len)? {
                             Some(step) => return Ok((used, Some(step))),
                             None => continue,
                         }
@@ -299,13 +302,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
                     if rest.is_empty() {
                         return Ok((used, None));
                     }
-                    let n = usize::try_from(*left).map_or(rest.len(), |l| l.min(rest.len()));
+                    let n = (*left).min(rest.len());
                     let src = rest.get(..n).unwrap_or_default();
-                    let stored = frame.len.saturating_sub(*left);
-                    *left = left.saturating_sub(n as u64);
+                    let at = len.saturating_sub(*left);
+                    *left = left.saturating_sub(n);
                     used = used.saturating_add(n);
                     let dst = if frame.opcode.is_control() {
-                        let at = usize::try_from(stored).unwrap_or(usize::MAX);
                         self.control.get_mut(at..at.saturating_add(n))
                     } else {
                         let message = self.message.as_mut();
@@ -341,8 +343,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
 
     /// A frame whose payload was stored is complete: a control message, the end of a
     /// message, or a fragment (`None`).
-    fn finish(&mut self, frame: FrameInfo) -> Result<Option<Step>, Error> {
-        let len = usize::try_from(frame.len).unwrap_or(usize::MAX);
+    fn finish(&mut self, frame: FrameInfo, len: usize) -> Result<Option<Step>, Error> {
         if frame.opcode.is_control() {
             let payload = self.control.get(..len).unwrap_or_default();
             let kind = check_whole(frame.opcode, payload)?;

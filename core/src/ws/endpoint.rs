@@ -88,8 +88,7 @@ impl<'a> Endpoint<'a> {
             return Err(UrlError::UnsupportedScheme);
         };
         let split = find(rest, |b| matches!(b, b'/' | b'?' | b'#')).unwrap_or(rest.len());
-        let authority = rest.get(..split).unwrap_or_default();
-        let tail = rest.get(split..).unwrap_or_default();
+        let (authority, tail) = rest.split_at_checked(split).unwrap_or_default();
         if find(authority, |b| b == b'@').is_some() {
             return Err(UrlError::UserInfo);
         }
@@ -138,10 +137,8 @@ impl<'a> Endpoint<'a> {
 }
 
 fn strip_scheme<'u>(url: &'u str, scheme: &str) -> Option<&'u str> {
-    let head = url.get(..scheme.len())?;
-    head.eq_ignore_ascii_case(scheme)
-        .then(|| url.get(scheme.len()..))
-        .flatten()
+    let (head, rest) = url.split_at_checked(scheme.len())?;
+    head.eq_ignore_ascii_case(scheme).then_some(rest)
 }
 
 /// Splits `host[:port]` or `[v6][:port]`; the port is `None` when absent.
@@ -151,8 +148,8 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
     }
     if let Some(bracketed) = authority.strip_prefix('[') {
         let close = find(bracketed, |b| b == b']').ok_or(UrlError::InvalidHost)?;
-        let host = bracketed.get(..close).unwrap_or_default();
-        let after = bracketed.get(close.saturating_add(1)..).unwrap_or_default();
+        let (host, after) = bracketed.split_at_checked(close).unwrap_or_default();
+        let after = after.get(1..).unwrap_or_default();
         let ipv6_byte = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
         if find(host, |b| b == b':').is_none() || !host.bytes().all(ipv6_byte) {
             return Err(UrlError::InvalidHost);
@@ -166,10 +163,10 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
         };
     }
     let (host, port) = match authority.bytes().rposition(|b| b == b':') {
-        Some(colon) => (
-            authority.get(..colon).unwrap_or_default(),
-            authority.get(colon.saturating_add(1)..),
-        ),
+        Some(colon) => {
+            let (host, port) = authority.split_at_checked(colon).unwrap_or_default();
+            (host, port.get(1..))
+        }
         None => (authority, None),
     };
     if host.is_empty() {

@@ -165,24 +165,27 @@ impl FrameHeader {
     /// assert_eq!(out.written(), [0x01, 0xFF, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
     /// ```
     pub fn encode(&self, mask: [u8; 4], out: &mut Cursor<'_>) -> Result<(), EncodeError> {
-        let fin = if self.fin { 0x80 } else { 0 };
-        let mut header = [0u8; MAX_HEADER_LEN];
-        let mut w = Cursor::new(&mut header);
-        w.push(&[fin | self.opcode.bits()])?;
         let len = self.payload_len;
-        match u16::try_from(len) {
-            Ok(short @ 0..=125) => w.push(&[0x80 | short as u8])?,
-            Ok(medium) => {
-                w.push(&[0x80 | 126])?;
-                w.push(&medium.to_be_bytes())?;
-            }
-            Err(_) => {
-                w.push(&[0x80 | 127])?;
-                w.push(&len.to_be_bytes())?;
-            }
+        let n = self.encoded_len();
+        // The extended length: none, 16 or 64 bits, big-endian.
+        let ext = n.saturating_sub(6);
+        let mut header = [0u8; MAX_HEADER_LEN];
+        header[0] = if self.fin { 0x80 } else { 0 } | self.opcode.bits();
+        header[1] = 0x80
+            | match ext {
+                0 => len as u8,
+                2 => 126,
+                _ => 127,
+            };
+        let bytes = len.to_be_bytes();
+        let ext_bytes = bytes.get(8usize.saturating_sub(ext)..).unwrap_or_default();
+        if let Some(slot) = header.get_mut(2..2 + ext) {
+            slot.copy_from_slice(ext_bytes);
         }
-        w.push(&mask)?;
-        out.push(w.written())
+        if let Some(slot) = header.get_mut(2 + ext..n) {
+            slot.copy_from_slice(&mask);
+        }
+        out.push(header.get(..n).unwrap_or_default())
     }
 }
 
@@ -238,14 +241,10 @@ pub fn encode_frame(
 ) -> Result<(), SendError> {
     check_control(opcode, payload.len())?;
     FrameHeader::new(opcode, payload.len() as u64).encode(mask, out)?;
-    // Mask through a small stack buffer: the cursor only appends.
-    let mut chunk = [0u8; 64];
-    for (i, piece) in payload.chunks(chunk.len()).enumerate() {
-        let dst = chunk.get_mut(..piece.len()).unwrap_or_default();
-        dst.copy_from_slice(piece);
-        apply_mask(mask, i.wrapping_mul(64), dst);
-        out.push(dst)?;
-    }
+    // Masked where it was written.
+    let start = out.len();
+    out.push(payload)?;
+    apply_mask(mask, 0, out.written_from(start));
     Ok(())
 }
 

@@ -10,7 +10,7 @@
 //! refused by [`Endpoint::parse`] and by the writer.
 
 use super::Endpoint;
-use crate::http::{query, Cursor, EncodeError, Head};
+use crate::http::{authority, check_host, header, list_has, query, Cursor, EncodeError, Head};
 use base64::Engine as _;
 
 /// The GUID RFC 6455 appends to the key before hashing it.
@@ -178,10 +178,7 @@ impl UpgradeRequest<'_> {
         if !path_ok {
             return Err(EncodeError::InvalidValue { field: "path" });
         }
-        let bad_host = |b: u8| b <= b' ' || b >= 0x7F || matches!(b, b'/' | b'[' | b']' | b'@');
-        if host.is_empty() || host.bytes().any(bad_host) {
-            return Err(EncodeError::InvalidValue { field: "host" });
-        }
+        check_host(host, true)?;
         let base = path.strip_suffix("/").unwrap_or(path);
         out.push(b"GET ")?;
         out.push_str(base)?;
@@ -191,44 +188,22 @@ impl UpgradeRequest<'_> {
         out.push(b"?appkey=")?;
         query::encode(out, self.appkey)?;
         out.push(b" HTTP/1.1\r\nHost: ")?;
-        let ipv6 = host.contains(':');
-        if ipv6 {
-            out.push(b"[")?;
-        }
-        out.push_str(host)?;
-        if ipv6 {
-            out.push(b"]")?;
-        }
-        if port != self.endpoint.default_port() {
-            out.push(b":")?;
-            out.push_u64(u64::from(port))?;
-        }
+        let port = Some(port).filter(|&p| p != self.endpoint.default_port());
+        authority(out, host, port)?;
         out.push(b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ")?;
-        out.push_str(self.key.as_str())?;
+        out.push(&self.key.text)?;
         out.push(b"\r\nSec-WebSocket-Version: 13\r\n")?;
-        optional_header(out, "Origin", "origin", self.origin)?;
-        optional_header(out, "Sec-WebSocket-Protocol", "protocol", self.protocol)?;
-        optional_header(out, "User-Agent", "user_agent", self.user_agent)?;
+        if let Some(origin) = self.origin {
+            header(out, "Origin", "origin", origin)?;
+        }
+        if let Some(protocol) = self.protocol {
+            header(out, "Sec-WebSocket-Protocol", "protocol", protocol)?;
+        }
+        if let Some(user_agent) = self.user_agent {
+            header(out, "User-Agent", "user_agent", user_agent)?;
+        }
         out.push(b"\r\n")
     }
-}
-
-fn optional_header(
-    out: &mut Cursor<'_>,
-    name: &str,
-    field: &'static str,
-    value: Option<&str>,
-) -> Result<(), EncodeError> {
-    let Some(value) = value else {
-        return Ok(());
-    };
-    if value.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7F) {
-        return Err(EncodeError::InvalidValue { field });
-    }
-    out.push_str(name)?;
-    out.push(b": ")?;
-    out.push_str(value)?;
-    out.push(b"\r\n")
 }
 
 /// Why the server's answer to the upgrade request was refused (the client's checks of
@@ -314,25 +289,38 @@ pub fn check_response<'s>(
             status: head.status,
         });
     }
-    if !has_token(head, "upgrade", "websocket") {
+    // One pass over the headers; the first `Sec-WebSocket-Accept` and
+    // `Sec-WebSocket-Protocol` count, as with `Head::header`.
+    let (mut upgrade, mut connection, mut extension) = (false, false, false);
+    let (mut accept, mut selected) = (None, None);
+    for (name, value) in head.headers() {
+        let is = |known: &str| name.eq_ignore_ascii_case(known);
+        if is("upgrade") {
+            upgrade |= list_has(value, b"websocket");
+        } else if is("connection") {
+            connection |= list_has(value, b"upgrade");
+        } else if is("sec-websocket-accept") {
+            accept = accept.or(Some(value));
+        } else if is("sec-websocket-protocol") {
+            selected = selected.or(Some(value));
+        } else if is("sec-websocket-extensions") {
+            extension |= !value.is_empty();
+        }
+    }
+    if !upgrade {
         return Err(HandshakeError::UpgradeHeader);
     }
-    if !has_token(head, "connection", "upgrade") {
+    if !connection {
         return Err(HandshakeError::ConnectionHeader);
     }
-    let accept = head
-        .header("sec-websocket-accept")
-        .ok_or(HandshakeError::MissingAccept)?;
-    if accept != key.accept().as_str().as_bytes() {
+    let accept = accept.ok_or(HandshakeError::MissingAccept)?;
+    if accept != key.accept().text {
         return Err(HandshakeError::BadAccept);
     }
-    if head
-        .headers()
-        .any(|(n, v)| n.eq_ignore_ascii_case("sec-websocket-extensions") && !v.is_empty())
-    {
+    if extension {
         return Err(HandshakeError::UnexpectedExtension);
     }
-    match head.header("sec-websocket-protocol") {
+    match selected {
         None => Ok(None),
         Some(selected) => match (protocol, core::str::from_utf8(selected)) {
             // Compared case-insensitively, as the Python SDK does (`CBOR` selects `cbor`).
@@ -342,12 +330,4 @@ pub fn check_response<'s>(
             _ => Err(HandshakeError::UnexpectedProtocol),
         },
     }
-}
-
-/// Whether any header `name` lists `token` (comma-separated, case-insensitive).
-fn has_token(head: &Head<'_>, name: &str, token: &str) -> bool {
-    head.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .flat_map(|(_, v)| v.split(|&b| b == b','))
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }

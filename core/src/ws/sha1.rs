@@ -10,62 +10,72 @@
 
 /// SHA-1 of the concatenation of `parts`.
 pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
-    let len: usize = parts.iter().map(|part| part.len()).sum();
-    // The message, 0x80, zeros, and its length in bits as the last 8 bytes of a block.
-    let blocks = (len.saturating_add(8) / 64).saturating_add(1);
-    let end = blocks.saturating_mul(64);
-    let bits = (len as u64).wrapping_mul(8).to_be_bytes();
-    let padded = |i: usize| -> u8 {
-        if i < len {
-            let mut at = i;
-            for part in parts {
-                match part.get(at) {
-                    Some(&byte) => return byte,
-                    None => at = at.saturating_sub(part.len()),
-                }
-            }
-            0
-        } else if i == len {
-            0x80
-        } else {
-            let from_end = end.saturating_sub(i);
-            bits.get(8usize.wrapping_sub(from_end))
-                .copied()
-                .unwrap_or(0)
-        }
+    let mut hasher = Hasher {
+        state: [
+            0x6745_2301,
+            0xEFCD_AB89,
+            0x98BA_DCFE,
+            0x1032_5476,
+            0xC3D2_E1F0,
+        ],
+        block: [0; 16],
+        fill: 0,
     };
-    let mut state: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
-    for block in 0..blocks {
-        let mut w = [0u32; 16];
-        for (j, word) in w.iter_mut().enumerate() {
-            for k in 0..4 {
-                *word = (*word << 8) | u32::from(padded(block * 64 + j * 4 + k));
-            }
+    let mut len = 0u64;
+    for part in parts {
+        for &byte in *part {
+            hasher.byte(byte);
         }
-        compress(&mut state, w);
+        len = len.wrapping_add(part.len() as u64);
+    }
+    // The message, 0x80, zeros, and its length in bits as the last 8 bytes of a block.
+    hasher.byte(0x80);
+    while hasher.fill != 56 {
+        hasher.byte(0);
+    }
+    for &byte in &len.wrapping_mul(8).to_be_bytes() {
+        hasher.byte(byte);
     }
     let mut out = [0u8; 20];
-    for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
+    for (chunk, word) in out.chunks_exact_mut(4).zip(&hasher.state) {
         chunk.copy_from_slice(&word.to_be_bytes());
     }
     out
 }
 
+/// The state and the block being filled, one byte at a time (no look-ahead over the
+/// parts, no padding buffer).
+struct Hasher {
+    state: [u32; 5],
+    /// The block as 16 big-endian words, `fill` bytes of it so far.
+    block: [u32; 16],
+    fill: usize,
+}
+
+impl Hasher {
+    fn byte(&mut self, byte: u8) {
+        if let Some(word) = self.block.get_mut((self.fill / 4) & 15) {
+            *word = (*word << 8) | u32::from(byte);
+        }
+        self.fill += 1;
+        if self.fill == 64 {
+            // The block's words are all replaced before the next compression, so the
+            // schedule rolls in them.
+            compress(&mut self.state, &mut self.block);
+            self.fill = 0;
+        }
+    }
+}
+
 /// One 64-byte block as 16 big-endian words: the window of the message schedule rolls
 /// in place.
-fn compress(state: &mut [u32; 5], mut w: [u32; 16]) {
+fn compress(state: &mut [u32; 5], w: &mut [u32; 16]) {
     let [mut a, mut b, mut c, mut d, mut e] = *state;
     // Indices are taken mod 16, so `get` never misses (the optimiser drops the check).
     let at = |w: &[u32; 16], j: usize| w.get(j & 15).copied().unwrap_or_default();
     for i in 0..80usize {
         if i >= 16 {
-            let x = at(&w, i + 13) ^ at(&w, i + 8) ^ at(&w, i + 2) ^ at(&w, i);
+            let x = at(w, i + 13) ^ at(w, i + 8) ^ at(w, i + 2) ^ at(w, i);
             if let Some(slot) = w.get_mut(i & 15) {
                 *slot = x.rotate_left(1);
             }
@@ -81,16 +91,21 @@ fn compress(state: &mut [u32; 5], mut w: [u32; 16]) {
             .wrapping_add(f)
             .wrapping_add(e)
             .wrapping_add(k)
-            .wrapping_add(at(&w, i));
+            .wrapping_add(at(w, i));
         e = d;
         d = c;
         c = b.rotate_left(30);
         b = a;
         a = t;
     }
-    for (h, v) in state.iter_mut().zip([a, b, c, d, e]) {
-        *h = h.wrapping_add(v);
-    }
+    let [h0, h1, h2, h3, h4] = *state;
+    *state = [
+        h0.wrapping_add(a),
+        h1.wrapping_add(b),
+        h2.wrapping_add(c),
+        h3.wrapping_add(d),
+        h4.wrapping_add(e),
+    ];
 }
 
 #[cfg(test)]
