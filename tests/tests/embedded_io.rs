@@ -496,7 +496,7 @@ fn a_silent_rtm_server_fails_the_upgrade_at_the_connect_timeout() {
         let now = t.now();
         link.client_mut().start(now, &mut seen);
         let started = std::time::Instant::now();
-        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(5), |s| {
+        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(10), |s| {
             s.state == Some(ClientState::Stopped)
         });
         // The first attempt and its one retry both gave up at the connect timeout,
@@ -506,12 +506,10 @@ fn a_silent_rtm_server_fails_the_upgrade_at_the_connect_timeout() {
             link.client().last_connecting_error(),
             Some(ConnectError::Timeout)
         );
-        // Two attempts of 400 ms, never a hang.
+        // Two attempts of 400 ms each, not cut short (a hang ends `run_until` above, and
+        // then the client is not Stopped).
         let took = started.elapsed();
-        assert!(
-            took >= Duration::from_millis(800) && took < Duration::from_secs(5),
-            "{took:?}"
-        );
+        assert!(took >= Duration::from_millis(800), "{took:?}");
     });
 }
 
