@@ -107,6 +107,10 @@ pub struct BenchmarkInfo {
     pub commands: Vec<String>,
     /// Whether the benchmark's process still runs (streams end when it is gone).
     pub process_alive: bool,
+    /// How many times the `wait_exclusive` stage looked at the exclusive labels (once
+    /// on entry, then at every wake-up or poll): the tick a test waits for to see that
+    /// a waiting benchmark looked again and still waits.
+    pub exclusive_checks: u64,
 }
 
 /// A running emulated benchmark server. It shuts down (threads joined, connections
@@ -214,6 +218,7 @@ impl BenchServer {
             exclusive: b.params.exclusive.clone(),
             commands: b.commands.clone(),
             process_alive: b.process_alive,
+            exclusive_checks: b.exclusive_checks,
         })
     }
 

@@ -213,6 +213,8 @@ pub(crate) struct Bench {
     pub(crate) results: Option<Json>,
     pub(crate) commands: Vec<String>,
     pub(crate) pid: String,
+    /// How many times `wait_exclusive` looked at the labels (and waited again).
+    pub(crate) exclusive_checks: u64,
 }
 
 /// Final statuses: the pipeline is over (finalize may still run).
