@@ -5,7 +5,7 @@
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::outbox::close_frame;
 use super::state::{fast_forward_info, subscription_error, Shared};
@@ -429,6 +429,16 @@ impl Faults {
     pub fn close_view_windows(&self) -> usize {
         let positions = self.shared.positions;
         view::clock::close_all(&mut self.shared.lock(), positions)
+    }
+
+    /// Runs the views' clock now as if `ahead` had passed: every scheduled window end due
+    /// by then is handled as the clock's own thread would handle it (live windows close,
+    /// send their rows and are scheduled again; the entries of views that are gone are
+    /// dropped). A test can then check what was or was not sent without waiting for the
+    /// periods to pass.
+    pub fn run_view_clock(&self, ahead: Duration) {
+        let positions = self.shared.positions;
+        view::clock::fire(&mut self.shared.lock(), positions, Instant::now() + ahead);
     }
 
     /// Clears every switch: connections are accepted, pings answered, subscribes and
