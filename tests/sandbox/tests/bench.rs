@@ -1108,17 +1108,20 @@ fn data_hangs_on_failed_when_faithful() {
     wait_status(s.addr(), id, |st| st == "failed");
     let mut c = connect(s.addr());
     c.get_mut()
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    c.get_mut()
         .write_all(&official_get(&format!("/data?id={id}")))
         .unwrap();
+    // The request looked at the failed status, waited, looked again and still waits:
+    // nothing was sent (not even the headers).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.benchmark(id).unwrap().data_waits < 2 {
+        assert!(Instant::now() < deadline, "the /data request never waited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    c.get_mut().set_nonblocking(true).unwrap();
     let mut buf = [0u8; 16];
-    let err = c.read(&mut buf).unwrap_err();
-    assert!(matches!(
-        err.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    ));
+    let err = c.get_mut().peek(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
+    c.get_mut().set_nonblocking(false).unwrap();
     // Shutdown is not held up by the hanging request.
     let t = Instant::now();
     s.shutdown();
