@@ -266,15 +266,17 @@ fn a_silent_bench_server_times_out_at_the_reply_deadline() {
 
 #[test]
 fn a_dripping_bench_server_times_out_at_the_reply_deadline_too() {
-    // One byte of a valid response every 50 ms: never silent, never done in time.
+    // One byte of a valid response every 50 ms: never silent, and never done (a header
+    // that does not end, until the client hangs up), however late the client looks.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let _server = thread::spawn(move || {
         if let Ok((mut s, _)) = listener.accept() {
             use std::io::Write as _;
-            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}";
-            for b in reply {
-                if s.write_all(&[*b]).is_err() {
+            let head = b"HTTP/1.1 200 OK\r\nX-Drip: ";
+            let started = std::time::Instant::now();
+            for b in head.iter().chain(std::iter::repeat(&b'a')) {
+                if s.write_all(&[*b]).is_err() || started.elapsed() > Duration::from_secs(30) {
                     break;
                 }
                 thread::sleep(Duration::from_millis(50));
