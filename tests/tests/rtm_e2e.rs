@@ -19,6 +19,7 @@ use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, ConnectError, Error, Mode, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
+use benchlink_tests::wait_until;
 use serde_json::{json, Value};
 
 /// Upper bound of every wait for something that should happen.
@@ -2272,14 +2273,9 @@ fn dropped_client_closes_its_connection() {
     log.wait_count("on_enter_disposed", 1);
     // The client is gone for good once its I/O thread dropped the observer (the log's
     // only other owner): no timer is left to reconnect.
-    let deadline = Instant::now() + WAIT;
-    while Arc::strong_count(&log) > 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the client never let go of its observer"
-        );
-        std::thread::sleep(Duration::from_millis(3));
-    }
+    wait_until("the client to let go of its observer", || {
+        Arc::strong_count(&log) == 1
+    });
     assert_eq!(server.attempts().len(), 1);
 }
 

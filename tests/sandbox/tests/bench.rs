@@ -179,12 +179,20 @@ fn wait_status(addr: SocketAddr, id: u64, pred: impl Fn(&str) -> bool) -> serde_
     }
 }
 
-fn wait_finished(server: &BenchServer, id: u64) {
+/// Polls `cond` until it holds; fails the test, naming `what`, after 10 s (a guard
+/// against a hang, not a measure).
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while server.benchmark(id).unwrap().process_alive {
-        assert!(Instant::now() < deadline);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+fn wait_finished(server: &BenchServer, id: u64) {
+    wait_until("the benchmark's process to end", || {
+        !server.benchmark(id).unwrap().process_alive
+    });
 }
 
 fn error_body(reason: &str, code: &str) -> String {
@@ -778,14 +786,9 @@ fn failures_and_exclusive() {
     wait_status(a, second, |st| st == "wait_exclusive");
     // The waiting benchmark looks at the labels again (at its poll) and still waits.
     let checks = s.benchmark(second).unwrap().exclusive_checks;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.benchmark(second).unwrap().exclusive_checks < checks + 2 {
-        assert!(
-            Instant::now() < deadline,
-            "wait_exclusive never looked again"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("wait_exclusive to look again", || {
+        s.benchmark(second).unwrap().exclusive_checks >= checks + 2
+    });
     assert_eq!(status(a, first)["status"], "running");
     assert_eq!(status(a, second)["status"], "wait_exclusive");
     assert!(status(a, second).get("start_time").is_none());
@@ -1112,11 +1115,9 @@ fn data_hangs_on_failed_when_faithful() {
         .unwrap();
     // The request looked at the failed status, waited, looked again and still waits:
     // nothing was sent (not even the headers).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.benchmark(id).unwrap().data_waits < 2 {
-        assert!(Instant::now() < deadline, "the /data request never waited");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the /data request to wait", || {
+        s.benchmark(id).unwrap().data_waits >= 2
+    });
     c.get_mut().set_nonblocking(true).unwrap();
     let mut buf = [0u8; 16];
     let err = c.get_mut().peek(&mut buf).unwrap_err();

@@ -498,7 +498,10 @@ fn history_count_and_age() {
         json!({"channel": "h", "subscription_id": "d", "history": {"age": 60}}),
     );
     assert_eq!(c.messages("d", 5).len(), 5);
-    std::thread::sleep(Duration::from_millis(1100));
+    // The five are made older than a second, instead of waiting for it.
+    assert!(server
+        .faults()
+        .age_history("h", Duration::from_millis(1100)));
     c.publish("h", json!(5));
     // The live message reaches a..d.
     for _ in 0..4 {
@@ -581,7 +584,8 @@ fn expired_positions_fast_forward_or_fail() {
     let server = start(config);
     let mut c = connect(&server);
     let old = c.publish("t", json!("old"));
-    std::thread::sleep(Duration::from_millis(200));
+    // Older than the TTL, instead of waiting for it.
+    assert!(server.faults().age_history("t", Duration::from_millis(200)));
     c.ok("rtm/subscribe", json!({"channel": "t", "position": old}));
     assert_eq!(c.recv()["body"]["error"], "expired_position");
     // The value stays readable: key-value semantics.

@@ -320,6 +320,26 @@ impl Faults {
         }
     }
 
+    /// Makes every stored message of `channel` older by `by`, as if that time had passed
+    /// since each was published: what a `history.age` or
+    /// [`message_ttl`](super::RtmServerConfig::message_ttl) sees next, without a test
+    /// waiting for it. False when the channel does not exist (or `by` reaches back past
+    /// the clock's origin).
+    pub fn age_history(&self, channel: &str, by: Duration) -> bool {
+        let mut st = self.shared.lock();
+        let Some(ch) = st.channels.get_mut(channel) else {
+            return false;
+        };
+        let aged: Option<Vec<Instant>> = ch.history.iter().map(|s| s.at.checked_sub(by)).collect();
+        let Some(aged) = aged else {
+            return false;
+        };
+        for (stored, at) in ch.history.iter_mut().zip(aged) {
+            stored.at = at;
+        }
+        true
+    }
+
     /// Delays the handling of every `rtm/subscribe` (hence its `subscribe/ok`) by
     /// `delay`; `None` restores immediate handling. The delay runs on the connection's
     /// reader thread, so later requests of that connection wait too, and messages
