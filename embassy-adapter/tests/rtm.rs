@@ -15,7 +15,7 @@ use benchlink_embassy::rtm::{
 use benchlink_embassy::transport::TcpTransport;
 use benchlink_sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
 use benchlink_sandbox::{RtmServer, RtmServerConfig};
-use common::{bridge, buf, network, run_test, spawn, Net, TestRng};
+use common::{bridge, buf, network, run_test, spawn, wait_until, Net, TestRng};
 use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{with_timeout, Duration};
@@ -201,7 +201,11 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         //    the server drops the connection; restore the wire and it reconnects.
         net.wire.cut.store(true, Ordering::Relaxed);
         assert!(server.faults().drop_connections() >= 1);
-        embassy_time::Timer::after_millis(300).await;
+        // The wire comes back once the server has closed its side.
+        wait_until("the server to close the connection", || {
+            server.connections().iter().all(|c| !c.open)
+        })
+        .await;
         net.wire.cut.store(false, Ordering::Relaxed);
         expect_event(rtm, "resubscribed after the cut", |e| {
             is_subscribed(e, channel)
@@ -246,7 +250,12 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
             .unwrap();
         expect_event(rtm, "subscribed", |e| is_subscribed(e, "beats")).await;
         // Idle for several ping intervals: the server answers the pings, nothing drops.
-        embassy_time::Timer::after_millis(900).await;
+        // Five pings (the client's own clock, seen by the server) span more than the
+        // 700 ms dead-peer limit.
+        wait_until("five pings", || {
+            server.connections().first().is_some_and(|c| c.pings >= 5)
+        })
+        .await;
         assert_eq!(rtm.state(), ClientState::Connected);
         assert_eq!(server.connections().len(), 1);
 

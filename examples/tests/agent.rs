@@ -83,7 +83,7 @@ fn summary(stdout: &str) -> (u64, u64) {
 
 #[test]
 fn hello_round_trips_every_sample() {
-    let started = Instant::now();
+    // `agent` kills the run after PATIENCE: the only bound on its time.
     let output = agent(&[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -108,11 +108,6 @@ fn hello_round_trips_every_sample() {
     );
     // The results of hello.bdl: its `print` counter counted 2 workers × 10 prints.
     assert!(stdout.contains("\"print\""), "{stdout}");
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[test]

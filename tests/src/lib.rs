@@ -110,6 +110,19 @@ pub fn client(host: &str) -> BenchClient {
         .with_stream_idle_timeout(Some(PATIENCE))
 }
 
+/// Polls `cond` (every few milliseconds) until it holds; fails the test, naming `what`,
+/// if it still does not after [`PATIENCE`]: a guard against hanging, never a measure.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(3));
+    }
+}
+
 /// Polls `/status` until `pred` holds; fails the test after [`PATIENCE`].
 pub fn wait_status(
     client: &mut BenchClient,
@@ -146,18 +159,12 @@ pub fn wait_running(client: &mut BenchClient, id: u64) -> StatusInfo {
 /// Waits until the server-side process of benchmark `id` is gone (finalize over, logs
 /// closed, streams ended).
 pub fn wait_process_gone(server: &BenchServer, id: u64) {
-    let deadline = Instant::now() + PATIENCE;
-    while server
-        .benchmark(id)
-        .unwrap_or_else(|| panic!("benchmark {id} is unknown to the server"))
-        .process_alive
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the process of benchmark {id} never ended"
-        );
-        thread::sleep(Duration::from_millis(3));
-    }
+    wait_until(&format!("the end of the process of benchmark {id}"), || {
+        !server
+            .benchmark(id)
+            .unwrap_or_else(|| panic!("benchmark {id} is unknown to the server"))
+            .process_alive
+    });
 }
 
 /// Runs `f` on a thread of its own and returns its result, failing the test (with
@@ -188,6 +195,21 @@ pub fn within<T: Send + 'static>(
 /// Sockets of a proxy's connections, so that they can be closed from the test.
 type Sockets = Arc<Mutex<Vec<TcpStream>>>;
 
+/// What a proxy's connection handler shares with the proxy: the sockets to close, and
+/// the count of connections whose server side has ended and been passed on to the
+/// client (the event a test waits for instead of sleeping past a server's idle close).
+struct Shared {
+    sockets: Sockets,
+    upstream_ended: AtomicUsize,
+}
+
+impl Shared {
+    /// Notes that the server side of a connection ended and the client was told.
+    fn upstream_ended(&self) {
+        self.upstream_ended.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -197,25 +219,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Acceptor {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
-    sockets: Sockets,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Acceptor {
-    fn start(serve: impl Fn(TcpStream, &Sockets) + Send + Sync + 'static) -> Acceptor {
+    fn start(serve: impl Fn(TcpStream, &Arc<Shared>) + Send + Sync + 'static) -> Acceptor {
         let listener = TcpListener::bind("127.0.0.1:0")
             .unwrap_or_else(|e| panic!("binding a proxy listener: {e}"));
         let addr = listener
             .local_addr()
             .unwrap_or_else(|e| panic!("proxy address: {e}"));
         let accepted = Arc::new(AtomicUsize::new(0));
-        let sockets: Sockets = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new(Shared {
+            sockets: Arc::new(Mutex::new(Vec::new())),
+            upstream_ended: AtomicUsize::new(0),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let serve = Arc::new(serve);
         let (a, s, st) = (
             Arc::clone(&accepted),
-            Arc::clone(&sockets),
+            Arc::clone(&shared),
             Arc::clone(&stop),
         );
         let thread = thread::spawn(move || {
@@ -226,7 +251,7 @@ impl Acceptor {
                 let Ok(conn) = conn else { continue };
                 a.fetch_add(1, Ordering::SeqCst);
                 if let Ok(clone) = conn.try_clone() {
-                    lock(&s).push(clone);
+                    lock(&s.sockets).push(clone);
                 }
                 let (serve, s) = (Arc::clone(&serve), Arc::clone(&s));
                 thread::spawn(move || serve(conn, &s));
@@ -235,16 +260,20 @@ impl Acceptor {
         Acceptor {
             addr,
             accepted,
-            sockets,
+            shared,
             stop,
             thread: Some(thread),
         }
     }
 
     fn close_all(&self) {
-        for s in lock(&self.sockets).drain(..) {
+        for s in lock(&self.shared.sockets).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
+    }
+
+    fn upstream_ended(&self) -> usize {
+        self.shared.upstream_ended.load(Ordering::SeqCst)
     }
 }
 
@@ -292,18 +321,22 @@ pub struct CountingProxy {
 impl CountingProxy {
     /// Starts forwarding from a fresh `127.0.0.1` port to `upstream`.
     pub fn start(upstream: SocketAddr) -> CountingProxy {
-        let acceptor = Acceptor::start(move |client, sockets| {
+        let acceptor = Acceptor::start(move |client, shared| {
             let Ok(server) = TcpStream::connect(upstream) else {
                 let _ = client.shutdown(Shutdown::Both);
                 return;
             };
             if let Ok(clone) = server.try_clone() {
-                lock(sockets).push(clone);
+                lock(&shared.sockets).push(clone);
             }
             let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
                 return;
             };
-            thread::spawn(move || pump(s2, c2));
+            let shared = Arc::clone(shared);
+            thread::spawn(move || {
+                pump(s2, c2);
+                shared.upstream_ended();
+            });
             pump(client, server);
         });
         CountingProxy { acceptor }
@@ -322,6 +355,12 @@ impl CountingProxy {
     /// Closes every connection, both towards the clients and towards the server.
     pub fn close_all(&self) {
         self.acceptor.close_all();
+    }
+
+    /// How many connections have ended on the server's side (closed by the server, or
+    /// cut by [`CountingProxy::close_all`]) with the end passed on to the client.
+    pub fn server_closed(&self) -> usize {
+        self.acceptor.upstream_ended()
     }
 }
 
@@ -390,7 +429,7 @@ impl ConnectProxy {
     pub fn start() -> ConnectProxy {
         let targets = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&targets);
-        let acceptor = Acceptor::start(move |mut client, sockets| {
+        let acceptor = Acceptor::start(move |mut client, shared| {
             let mut head = Vec::new();
             let mut byte = [0u8; 1];
             while !head.ends_with(b"\r\n\r\n") {
@@ -420,7 +459,7 @@ impl ConnectProxy {
                 return;
             }
             if let Ok(clone) = server.try_clone() {
-                lock(sockets).push(clone);
+                lock(&shared.sockets).push(clone);
             }
             let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
                 return;
@@ -487,13 +526,13 @@ impl TlsProxy {
         let config = Arc::new(config);
         let close_notify = Arc::new(AtomicBool::new(true));
         let notify = Arc::clone(&close_notify);
-        let acceptor = Acceptor::start(move |client, sockets| {
+        let acceptor = Acceptor::start(move |client, shared| {
             serve_tls(
                 client,
                 upstream,
                 Arc::clone(&config),
                 Arc::clone(&notify),
-                sockets,
+                shared,
             );
         });
         TlsProxy {
@@ -524,6 +563,13 @@ impl TlsProxy {
         self.acceptor.accepted.load(Ordering::SeqCst)
     }
 
+    /// How many connections have ended on the server's side with the end passed on to
+    /// the client (a `close_notify` if [`TlsProxy::set_close_notify`], then the TCP
+    /// close).
+    pub fn server_closed(&self) -> usize {
+        self.acceptor.upstream_ended()
+    }
+
     /// Whether the proxy sends a TLS `close_notify` before closing a connection whose
     /// upstream side closed (default true); false closes the TCP connection bare, as
     /// some load balancers do.
@@ -547,14 +593,14 @@ fn serve_tls(
     upstream: SocketAddr,
     config: Arc<ServerConfig>,
     close_notify: Arc<AtomicBool>,
-    sockets: &Sockets,
+    shared: &Arc<Shared>,
 ) {
     let Ok(server) = TcpStream::connect(upstream) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
     if let Ok(clone) = server.try_clone() {
-        lock(sockets).push(clone);
+        lock(&shared.sockets).push(clone);
     }
     let Ok(tls) = ServerConnection::new(config) else {
         return;
@@ -566,6 +612,7 @@ fn serve_tls(
     // Upstream → client.
     let t = Arc::clone(&tls);
     let client_ctl = client.try_clone();
+    let ended = Arc::clone(shared);
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -589,6 +636,7 @@ fn serve_tls(
         if let Ok(c) = client_ctl {
             let _ = c.shutdown(Shutdown::Both);
         }
+        ended.upstream_ended();
     });
     // Client → upstream (this thread also writes the handshake records).
     let (mut client_in, mut server_out) = (client, server);

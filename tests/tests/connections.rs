@@ -3,14 +3,13 @@
 //! fresh connection after the server (or anything on the way) closed an idle one; and
 //! no harm from a stream dropped half-way.
 
-use std::thread;
 use std::time::Duration;
 
 use benchlink_core::bench::ReasonCode;
 use benchlink_std::bench::StartOptions;
 use benchlink_tests::{
     client, fast_server, hello, live_speed, server_with, wait_final, wait_process_gone,
-    wait_running, within, CountingProxy, PATIENCE,
+    wait_running, wait_until, within, CountingProxy, PATIENCE,
 };
 
 #[test]
@@ -75,14 +74,15 @@ fn idle_connection_closed_by_the_server_is_replaced() {
     let mut c = client(&proxy.host());
     let id = c.start(&hello(), &StartOptions::default()).expect("start");
     for round in 1..=3 {
-        // Long enough for the server to close the kept-alive connection.
-        thread::sleep(Duration::from_millis(300));
+        // The server closes the kept-alive connection at its idle deadline; the proxy
+        // has passed the close on to the client.
+        wait_until("the server's idle close", || proxy.server_closed() >= round);
         c.status(id)
             .unwrap_or_else(|e| panic!("round {round}: status on a stale connection: {e}"));
         assert_eq!(proxy.accepted(), 1 + round);
     }
     // An upload after the idle close: sent again on a fresh connection, exactly once.
-    thread::sleep(Duration::from_millis(300));
+    wait_until("the server's idle close", || proxy.server_closed() >= 4);
     let next = c
         .start(&hello(), &StartOptions::default())
         .expect("start on a stale connection");
@@ -92,7 +92,11 @@ fn idle_connection_closed_by_the_server_is_replaced() {
     // Without the proxy, straight to the server.
     let mut direct = client(&server.host());
     direct.status(id).expect("status");
-    thread::sleep(Duration::from_millis(300));
+    // Every connection closed at the server's idle deadline, the direct one too (the
+    // client keeps it open: only the server can close it).
+    wait_until("the server's idle close of every connection", || {
+        server.stats().connections == 0
+    });
     direct
         .status(id)
         .expect("status after the server's idle close");
@@ -106,7 +110,9 @@ fn connection_cut_on_the_way_is_replaced() {
     c.clusters_info().expect("clusters_info");
     for round in 1..=3 {
         proxy.close_all();
-        thread::sleep(Duration::from_millis(20));
+        wait_until("the cut to reach the client", || {
+            proxy.server_closed() >= round
+        });
         c.clusters_info()
             .unwrap_or_else(|e| panic!("round {round}: after a cut: {e}"));
         assert_eq!(proxy.accepted(), 1 + round);

@@ -266,15 +266,17 @@ fn a_silent_bench_server_times_out_at_the_reply_deadline() {
 
 #[test]
 fn a_dripping_bench_server_times_out_at_the_reply_deadline_too() {
-    // One byte of a valid response every 50 ms: never silent, never done in time.
+    // One byte of a valid response every 50 ms: never silent, and never done (a header
+    // that does not end, until the client hangs up), however late the client looks.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let _server = thread::spawn(move || {
         if let Ok((mut s, _)) = listener.accept() {
             use std::io::Write as _;
-            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}";
-            for b in reply {
-                if s.write_all(&[*b]).is_err() {
+            let head = b"HTTP/1.1 200 OK\r\nX-Drip: ";
+            let started = std::time::Instant::now();
+            for b in head.iter().chain(std::iter::repeat(&b'a')) {
+                if s.write_all(&[*b]).is_err() || started.elapsed() > Duration::from_secs(30) {
                     break;
                 }
                 thread::sleep(Duration::from_millis(50));
@@ -496,7 +498,7 @@ fn a_silent_rtm_server_fails_the_upgrade_at_the_connect_timeout() {
         let now = t.now();
         link.client_mut().start(now, &mut seen);
         let started = std::time::Instant::now();
-        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(5), |s| {
+        run_until(&mut link, &mut t, &mut seen, Duration::from_secs(10), |s| {
             s.state == Some(ClientState::Stopped)
         });
         // The first attempt and its one retry both gave up at the connect timeout,
@@ -506,12 +508,10 @@ fn a_silent_rtm_server_fails_the_upgrade_at_the_connect_timeout() {
             link.client().last_connecting_error(),
             Some(ConnectError::Timeout)
         );
-        // Two attempts of 400 ms, never a hang.
+        // Two attempts of 400 ms each, not cut short (a hang ends `run_until` above, and
+        // then the client is not Stopped).
         let took = started.elapsed();
-        assert!(
-            took >= Duration::from_millis(800) && took < Duration::from_secs(5),
-            "{took:?}"
-        );
+        assert!(took >= Duration::from_millis(800), "{took:?}");
     });
 }
 

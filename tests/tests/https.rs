@@ -3,13 +3,13 @@
 //! balancer looks. Verification is on by default; extra roots and the explicit
 //! `insecure_skip_verify` switch are the ways in.
 
-use std::thread;
 use std::time::Duration;
 
 use benchlink_std::bench::{BenchClient, ErrorKind, ServerAddress, StartOptions};
 use benchlink_std::net::TlsOptions;
 use benchlink_tests::{
-    fast_server, hello, server_with, wait_process_gone, within, ConnectProxy, TlsProxy, PATIENCE,
+    fast_server, hello, server_with, wait_process_gone, wait_until, within, ConnectProxy, TlsProxy,
+    PATIENCE,
 };
 
 fn https_client(url: &str, tls: TlsOptions) -> BenchClient {
@@ -144,7 +144,7 @@ fn https_idle_connection_closed_with_close_notify_is_replaced() {
         trusting(&proxy),
     );
     c.clusters_info().expect("clusters_info");
-    thread::sleep(Duration::from_millis(300));
+    wait_until("the server's idle close", || proxy.server_closed() >= 1);
     c.clusters_info()
         .expect("clusters_info after the idle close (close_notify)");
     assert_eq!(proxy.accepted(), 2);
@@ -163,7 +163,7 @@ fn https_idle_connection_closed_without_close_notify_is_replaced() {
         trusting(&proxy),
     );
     c.clusters_info().expect("clusters_info");
-    thread::sleep(Duration::from_millis(300));
+    wait_until("the server's idle close", || proxy.server_closed() >= 1);
     c.clusters_info()
         .expect("clusters_info after a bare TCP close of an idle TLS connection");
     assert_eq!(proxy.accepted(), 2);

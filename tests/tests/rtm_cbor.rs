@@ -8,7 +8,7 @@
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
@@ -17,6 +17,7 @@ use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, Encoding, Error, Mode, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
+use benchlink_tests::wait_until;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -48,14 +49,6 @@ fn connected(server: &RtmServer, encoding: Encoding) -> (Client, Arc<Mutex<usize
     client.start().unwrap();
     wait_until("connected", || client.is_connected());
     (client, count)
-}
-
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Subscription data, as JSON texts and (on a CBOR connection) CBOR items.

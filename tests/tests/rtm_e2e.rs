@@ -19,12 +19,11 @@ use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, ConnectError, Error, Mode, Response,
     SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
+use benchlink_tests::wait_until;
 use serde_json::{json, Value};
 
 /// Upper bound of every wait for something that should happen.
 const WAIT: Duration = Duration::from_secs(10);
-/// How long to watch for something that should *not* happen.
-const QUIET: Duration = Duration::from_millis(300);
 /// Reconnect interval of most tests.
 const INTERVAL: Duration = Duration::from_millis(50);
 
@@ -311,6 +310,21 @@ impl Rig {
 
     fn publish(&self, channel: &str, message: &Value) -> String {
         self.client.publish_sync(channel, message, WAIT).unwrap()
+    }
+
+    /// The event to wait for before checking that something did *not* happen: a
+    /// round trip through the server on the current connection (anything the server
+    /// sent before its reply has been read by the client, and its callbacks have run)
+    /// and then every observer event caused so far delivered.
+    fn barrier(&self) {
+        self.publish("barrier", &json!("barrier"));
+        self.settle();
+    }
+
+    /// Waits until every event the client has caused so far (by its own timers and by
+    /// this thread's calls) was delivered to the observers and callbacks.
+    fn settle(&self) {
+        self.client.wait_for_state(|_| true, WAIT);
     }
 
     /// The PDUs connection number `n` (0-based, in accept order) received, parsed.
@@ -768,7 +782,9 @@ fn backoff_grows_on_accept_then_close() {
         .all(|a| a.outcome == AttemptOutcome::ClosedAfterUpgrade));
     let gaps = gaps(&rig.server, 1);
     assert_backoff(&gaps, interval);
-    std::thread::sleep(QUIET);
+    // The fifth connection is the one that stays: a round trip goes through on it,
+    // and no attempt came before that.
+    rig.barrier();
     assert!(rig.client.is_connected());
     assert_eq!(rig.server.attempts().len(), 5);
 }
@@ -786,22 +802,48 @@ fn threshold_case(n: u32) {
     let mark = rig.log.len();
     faults.drop_connections();
     rig.log.wait_since(mark, "on_enter_stopped");
-    std::thread::sleep(QUIET);
+    rig.settle();
+    assert!(!rig.client.is_connected());
     assert_eq!(
         rig.server.attempts().len(),
         1 + n as usize,
         "threshold {n}: {:?}",
         rig.log.since(mark)
     );
+    // Stopped means no timer left: the next thing the client does is what the next
+    // call asks for. A restart connects at once, with exactly one more attempt and no
+    // other state change in between.
+    faults.clear();
+    let stopped = rig.log.len();
+    rig.start();
     assert_eq!(
-        rig.log
-            .since(mark)
+        rig.log.since(stopped),
+        [
+            "on_leave_stopped",
+            "on_enter_connecting",
+            "on_leave_connecting",
+            "on_enter_connected"
+        ]
+    );
+    assert_eq!(
+        rig.server.attempts().len(),
+        2 + n as usize,
+        "threshold {n}: {:?}",
+        rig.log.since(mark)
+    );
+    let log = rig.log.since(mark);
+    let until_stopped = &log[..log.len() - 4];
+    assert_eq!(
+        until_stopped.last().map(String::as_str),
+        Some("on_enter_stopped")
+    );
+    assert_eq!(
+        until_stopped
             .iter()
             .filter(|e| *e == "on_enter_connecting")
             .count(),
         n as usize
     );
-    assert!(!rig.client.is_connected());
 }
 
 #[test]
@@ -938,7 +980,9 @@ fn publish_before_start_is_delivered_and_acked() {
     rig.client
         .publish("delayed", &json!("hello"), Some(cb))
         .unwrap();
-    assert!(rx.recv_timeout(QUIET).is_err(), "acked before start");
+    // Every event the publish caused is delivered, and none is its reply.
+    rig.settle();
+    assert!(rx.try_recv().is_err(), "acked before start");
     rig.start();
     let r = reply(&rx);
     assert_eq!(r.action, "rtm/publish/ok");
@@ -1031,12 +1075,18 @@ fn in_flight_publish_gets_disconnected_once() {
     assert!(rig
         .server
         .wait_for_connections(WAIT, |c| first_received(c, "lost?")));
-    assert!(rx.recv_timeout(QUIET).is_err(), "the reply was silenced");
+    // A later request's reply is through: the silenced one would have come first.
+    rig.barrier();
+    assert!(rx.try_recv().is_err(), "the reply was silenced");
     rig.drop_and_reconnect();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), Response::Disconnected);
-    assert!(rx.recv_timeout(QUIET).is_err(), "completed twice");
+    rig.barrier();
+    assert!(rx.try_recv().is_err(), "completed twice");
     // Not resent on the new connection: at most once.
-    assert!(rig.received(1).iter().all(|p| action(p) != "rtm/publish"));
+    assert!(rig
+        .received(1)
+        .iter()
+        .all(|p| action(p) != "rtm/publish" || p["body"]["message"] != "lost?"));
 }
 
 #[test]
@@ -1051,8 +1101,10 @@ fn publish_sync_times_out() {
         .publish_sync("c", &json!(1), Duration::from_millis(300));
     let took = start.elapsed();
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    // Not before the timeout; the upper bound only guards against a timer that never
+    // fires (the reply never comes).
     assert!(
-        took >= Duration::from_millis(290) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(290) && took < WAIT,
         "{took:?}"
     );
     // The connection is fine afterwards.
@@ -1173,10 +1225,13 @@ fn failed_subscription_not_retried_on_reconnect() {
     sub.wait_count(INVALID_POSITION, 1);
     let before = sub.len();
     rig.drop_and_reconnect();
-    rig.publish("other", &json!(1)); // a round trip on the new connection
-    std::thread::sleep(QUIET);
+    // A round trip on the new connection: resubscribes go out right after the
+    // connection is up, before this request, and their events would be delivered.
+    rig.barrier();
     assert_eq!(sub.len(), before, "{:?}", sub.all());
-    assert!(subscribes(&rig.received(1), "chan").is_empty());
+    let pdus = rig.received(1);
+    assert!(subscribes(&pdus, "chan").is_empty());
+    assert!(pdus.iter().any(|p| action(p) == "rtm/publish"));
 }
 
 #[test]
@@ -1195,7 +1250,7 @@ fn double_subscribe_is_refused() {
     }
     rig.publish("chan", &json!(1));
     assert_eq!(first.wait_messages(1), ["1"]);
-    std::thread::sleep(Duration::from_millis(50));
+    rig.barrier();
     assert!(second.all().is_empty());
     // One subscribe on the wire.
     assert_eq!(subscribes(&rig.received(0), "chan").len(), 1);
@@ -1345,7 +1400,7 @@ fn advanced_out_of_sync_fails() {
         "{failed}"
     );
     rig.publish("adv", &json!(2));
-    std::thread::sleep(Duration::from_millis(100));
+    rig.barrier();
     rig.client.unsubscribe("adv").unwrap();
     sub.wait_count("on_deleted", 1);
     assert_eq!(sub.messages(), ["1"]);
@@ -1494,7 +1549,7 @@ fn unsubscribe_completes_with_on_deleted() {
         ]
     );
     rig.publish("chan", &json!(2));
-    std::thread::sleep(Duration::from_millis(100));
+    rig.barrier();
     assert_eq!(sub.messages(), ["1"]);
     assert!(rig.server.connections()[0].subscriptions.is_empty());
 }
@@ -1536,7 +1591,7 @@ fn unsubscribe_from_data_callback() {
     rig.publish("chain", &json!("second"));
     log.wait_count("published third", 1);
     rig.publish("chain", &json!("fourth"));
-    std::thread::sleep(Duration::from_millis(100));
+    rig.barrier();
     assert_eq!(
         log.all(),
         [r#"data:"second""#, "on_deleted", "published third"]
@@ -1778,8 +1833,9 @@ fn only_value_changes() {
         rig.publish("vc", &json!(v));
     }
     assert_eq!(sub.wait_messages(4), ["1", "2", "1", "3"]);
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(sub.messages().len(), 4);
+    // A change after them: anything the duplicates would have delivered comes first.
+    rig.publish("vc", &json!(4));
+    assert_eq!(sub.wait_messages(5), ["1", "2", "1", "3", "4"]);
 }
 
 /// SIMPLE uses a user position for the first subscribe only (the reference SDK re-sends
@@ -1852,7 +1908,8 @@ fn auth_before_start_is_queued() {
     let channel = format!("{RESTRICTED_PREFIX}_y");
     let (cb, prx) = callback();
     rig.client.publish(&channel, &json!(1), Some(cb)).unwrap();
-    assert!(rx.recv_timeout(QUIET).is_err());
+    rig.settle();
+    assert!(rx.try_recv().is_err(), "authenticated before start");
     rig.start();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), Ok(()));
     assert_eq!(reply(&prx).action, "rtm/publish/ok");
@@ -1964,9 +2021,17 @@ fn dead_peer_detected_by_pings() {
         o.dead_peer_timeout = Duration::from_millis(300);
     });
     rig.start();
-    // Answered pings keep an idle connection up.
-    std::thread::sleep(Duration::from_millis(700));
+    // Answered pings keep an idle connection up: seven pings (the client's own clock,
+    // seen by the server) span more than twice the dead-peer timeout.
+    assert!(
+        rig.server
+            .wait_for_connections(WAIT, |c| c.len() == 1 && c[0].pings >= 7),
+        "the client never pinged 7 times: {:?}",
+        rig.server.connections()
+    );
+    rig.settle();
     assert_eq!(rig.log.count("on_leave_connected"), 0);
+    assert_eq!(rig.server.attempts().len(), 1);
     let faults = rig.server.faults();
     faults.answer_pings(false);
     let mark = rig.log.len();
@@ -2200,13 +2265,17 @@ fn dropped_client_closes_its_connection() {
     client.start().unwrap();
     log.wait_count("on_enter_connected", 1);
     drop(client);
-    // A clone keeps it alive.
-    std::thread::sleep(Duration::from_millis(50));
+    // A clone keeps it alive: a round trip still goes through.
+    clone.publish_sync("alive", &json!(1), WAIT).unwrap();
     assert!(clone.is_connected());
     drop(clone);
     assert!(server.wait_for_connections(WAIT, |c| c.len() == 1 && c.iter().all(|c| !c.open)));
     log.wait_count("on_enter_disposed", 1);
-    std::thread::sleep(QUIET);
+    // The client is gone for good once its I/O thread dropped the observer (the log's
+    // only other owner): no timer is left to reconnect.
+    wait_until("the client to let go of its observer", || {
+        Arc::strong_count(&log) == 1
+    });
     assert_eq!(server.attempts().len(), 1);
 }
 

@@ -47,6 +47,19 @@ pub fn spawn(spawner: Spawner, future: impl Future<Output = ()> + 'static) {
     spawner.spawn(boxed_task(Box::pin(future)).expect("task pool exhausted"));
 }
 
+/// Polls `cond` (every 5 ms, yielding to the executor) until it holds; fails the test,
+/// naming `what`, if it still does not after 10 s: a guard against a hang, not a measure.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let limit = Duration::from_secs(10);
+    let polled = with_timeout(limit, async {
+        while !cond() {
+            Timer::after_millis(5).await;
+        }
+    })
+    .await;
+    polled.unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"));
+}
+
 /// Leaks a zeroed buffer: tasks need `'static` memory, and a test process is short.
 pub fn buf(len: usize) -> &'static mut [u8] {
     Box::leak(vec![0u8; len].into_boxed_slice())

@@ -847,18 +847,17 @@ fn commands_without_host_meet_at_the_running_server() {
     );
 }
 
-/// A fast benchmark is reported as soon as it ends (polling starts at 100 ms rather
-/// than the official 3 s), with one plain progress line per stage when stderr is not a
-/// terminal.
+/// A short benchmark is followed closely (polling starts at 100 ms and doubles, rather
+/// than the official fixed 3 s), with one plain progress line per stage when stderr is
+/// not a terminal.
 #[test]
 fn a_fast_run_reports_promptly_with_a_line_per_stage() {
-    let server = fast_server();
-    let started = Instant::now();
+    // `running` lasts about 1.2 s on this server (the stages before it, 10 ms each):
+    // polls at 0.1, 0.3 and 0.7 s see it, where the official first poll at 3 s would
+    // see only `complete`. Seen in the output, not measured by the clock.
+    let server = live_server();
     let out = bench(&server.host(), &["run", "examples/scenarios/hello.bdl"]).expect_code(0);
-    let took = started.elapsed();
     assert_eq!(out.json()["status"], "complete");
-    // The whole benchmark takes ~0.3 s on this server; one 3 s poll would exceed this.
-    assert!(took < Duration::from_secs(3), "run took {took:?}");
     let stages: Vec<&str> = out
         .stderr
         .lines()
@@ -866,6 +865,11 @@ fn a_fast_run_reports_promptly_with_a_line_per_stage() {
         .map(|l| l.split_whitespace().next().unwrap_or_default())
         .collect();
     assert_eq!(stages.last(), Some(&"complete"), "{}", out.stderr);
+    assert!(
+        stages.contains(&"running"),
+        "followed while running: {}",
+        out.stderr
+    );
     let mut unique = stages.clone();
     unique.dedup();
     assert_eq!(unique, stages, "one line per stage change: {}", out.stderr);

@@ -3,8 +3,9 @@
 //! hangs. What is checked: memory stays bounded (the command's peak resident set, read
 //! from `/proc`), deadlines fire while the flood goes on (`--timeout`, request timeouts,
 //! the dead-peer limit), and the command exits as documented. How late each deadline
-//! fired is printed (`cargo test --test flood -- --nocapture`); the assertions only bound
-//! it generously, as a machine under load may be slow: the figures are not timed tests.
+//! fired is printed (`cargo test --test flood -- --nocapture`); the assertions bound it
+//! only by [`LATE_GUARD`], a hang guard, as a machine under load may be slow: the
+//! figures are not timed tests.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -20,8 +21,9 @@ use benchlink_std::rtm::{SubscribeOptions, SubscriptionObserver};
 /// The most memory the command may use under any flood.
 const MAX_RSS_KIB: u64 = 64 * 1024;
 
-/// Slack allowed past a deadline before a test fails (the figure itself is printed).
-const SLACK: Duration = Duration::from_secs(1);
+/// How late past a deadline counts as "never fired" (the figure itself is printed): a
+/// guard against a deadline starved by the flood, far beyond a loaded machine's delays.
+const LATE_GUARD: Duration = Duration::from_secs(10);
 
 /// Peak resident set of a running process, KiB (`VmHWM`), if it is still there.
 fn peak_rss_kib(pid: u32) -> Option<u64> {
@@ -101,10 +103,7 @@ fn cli_subscribe_timeout_fires_under_a_data_flood_with_bounded_memory() {
     );
     assert_eq!(code, Some(0), "{stderr}");
     assert!(elapsed >= Duration::from_secs(3));
-    assert!(
-        elapsed < Duration::from_secs(3) + SLACK + Duration::from_secs(1),
-        "{elapsed:?}"
-    );
+    assert!(elapsed < Duration::from_secs(3) + LATE_GUARD, "{elapsed:?}");
     assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
 }
 
@@ -114,10 +113,7 @@ fn cli_subscribe_timeout_fires_under_an_endless_message() {
     let (code, elapsed, peak, stderr) = run_cli(&server, &["subscribe", "flood", "--timeout", "3"]);
     println!("subscribe --timeout 3 under an endless message: ended after {elapsed:?}, peak RSS {peak} KiB\n{stderr}");
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(
-        elapsed < Duration::from_secs(3) + SLACK + Duration::from_secs(1),
-        "{elapsed:?}"
-    );
+    assert!(elapsed < Duration::from_secs(3) + LATE_GUARD, "{elapsed:?}");
     assert!(peak < MAX_RSS_KIB, "peak RSS {peak} KiB");
     // The message outgrew the receive buffer: the client said why it reconnected.
     assert!(stderr.contains("protocol violation"), "{stderr}");
@@ -192,7 +188,7 @@ fn request_deadline_fires_while_data_floods_in() {
     let received: usize = data.try_iter().sum();
     println!("read timeout of {timeout:?} under a data flood fired {late:?} late; {received} messages meanwhile");
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
-    assert!(late < SLACK, "{late:?}");
+    assert!(late < LATE_GUARD, "{late:?}");
     assert!(received > 0, "the flood kept coming while the deadline ran");
     client.dispose().unwrap();
 }
@@ -213,7 +209,7 @@ fn a_hanging_server_is_declared_dead_and_the_client_reconnects() {
     let late = hung.elapsed().saturating_sub(Duration::from_millis(600));
     println!("dead peer declared {late:?} after the limit: {reason}");
     assert!(reason.contains("dead peer"), "{reason}");
-    assert!(late < SLACK, "{late:?}");
+    assert!(late < LATE_GUARD, "{late:?}");
     server.faults().set_socket_fault(None);
     let state = client.wait_for_state(|s| s == ClientState::Connected, Duration::from_secs(10));
     assert_eq!(state, ClientState::Connected);

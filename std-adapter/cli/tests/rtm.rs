@@ -58,13 +58,16 @@ fn spawn(mut command: Command) -> Child {
     command.spawn().expect("benchlink binary")
 }
 
-/// Waits for `child` (killing it after [`PATIENCE`]) and collects its output.
+/// Waits for `child` (killing it after [`PATIENCE`]) and collects its output (stdout
+/// only if it was not taken: see [`Lines`]).
 fn finish(mut child: Child) -> Run {
-    let mut stdout = child.stdout.take().expect("stdout");
+    let stdout = child.stdout.take();
     let mut stderr = child.stderr.take().expect("stderr");
     let out = thread::spawn(move || {
         let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
+        if let Some(mut stdout) = stdout {
+            let _ = stdout.read_to_string(&mut s);
+        }
         s
     });
     let err = thread::spawn(move || {
@@ -91,6 +94,50 @@ fn finish(mut child: Child) -> Run {
         code: status.code(),
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// The stdout of a running child, line by line as it prints them, so that a test can
+/// wait for what the command has done so far.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    /// Takes `child`'s stdout ([`finish`] then leaves `Run::stdout` empty).
+    fn of(child: &mut Child) -> Lines {
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to [`PATIENCE`]) until the command has printed `line`.
+    fn wait_for(&mut self, line: &str) {
+        while !self.seen.iter().any(|l| l == line) {
+            match self.rx.recv_timeout(PATIENCE) {
+                Ok(l) => self.seen.push(l),
+                Err(e) => panic!("never printed {line:?} ({e}); printed {:?}", self.seen),
+            }
+        }
+    }
+
+    /// Everything printed, once the command has ended: the lines and a newline each.
+    fn rest(mut self) -> String {
+        while let Ok(l) = self.rx.recv_timeout(PATIENCE) {
+            self.seen.push(l);
+        }
+        self.seen.iter().map(|l| format!("{l}\n")).collect()
     }
 }
 
@@ -1341,21 +1388,28 @@ fn endless_input_lines_are_refused_not_buffered() {
 #[test]
 fn a_dropped_connection_is_said_and_the_subscription_comes_back() {
     let server = server();
-    let subscriber = spawn(rtm(
+    let mut subscriber = spawn(rtm(
         &server,
         &["subscribe", "drops", "--max", "2", "--timeout", "15"],
     ));
+    let mut printed = Lines::of(&mut subscriber);
     wait_subscribed(&server, &["drops"]);
     server.publish("drops", "1").expect("publish");
-    // The first message is through once the server shows it delivered; then cut.
-    thread::sleep(Duration::from_millis(200));
+    // The first message is through once the command printed it; then cut.
+    printed.wait_for("drops: 1");
     assert!(server.faults().drop_connections() >= 1);
-    // Back, subscribed again from where it was.
-    thread::sleep(Duration::from_millis(100));
-    wait_subscribed(&server, &["drops"]);
+    // Back on a second connection, subscribed again from where it was.
+    assert!(
+        server.wait_for_connections(PATIENCE, |c| c.len() == 2
+            && c[1].open
+            && c[1].subscriptions.iter().any(|s| s == "drops")),
+        "never subscribed again: {:?}",
+        server.connections()
+    );
     server.publish("drops", "2").expect("publish");
     let r = ok(finish(subscriber));
-    assert_eq!(r.stdout, "drops: 1\ndrops: 2\n", "{r:?}");
+    let stdout = printed.rest();
+    assert_eq!(stdout, "drops: 1\ndrops: 2\n", "{stdout:?} {r:?}");
     let said: Vec<&str> = r.stderr.lines().collect();
     let connected = said.iter().filter(|l| **l == "Connected").count();
     let disconnected = said.iter().filter(|l| **l == "Disconnected").count();

@@ -133,6 +133,22 @@ fn get(addr: SocketAddr, target: &str) -> Resp {
     raw(addr, &official_get(target))
 }
 
+/// `config` with its connection deadlines (idle, head, body) an hour away, so that
+/// nothing but the server's own shutdown can end a connection within [`SHUTDOWN_GUARD`].
+fn without_deadlines(config: BenchServerConfig) -> BenchServerConfig {
+    let hour = Duration::from_secs(3600);
+    BenchServerConfig {
+        keep_alive_timeout: hour,
+        header_timeout: hour,
+        body_timeout: hour,
+        ..config
+    }
+}
+
+/// How long a shutdown may take before the test says it waited for connections to end
+/// by themselves (they cannot, under [`without_deadlines`]): a hang guard, not a measure.
+const SHUTDOWN_GUARD: Duration = Duration::from_secs(30);
+
 fn server(speed: Speed) -> BenchServer {
     BenchServer::start(BenchServerConfig {
         speed,
@@ -163,12 +179,20 @@ fn wait_status(addr: SocketAddr, id: u64, pred: impl Fn(&str) -> bool) -> serde_
     }
 }
 
-fn wait_finished(server: &BenchServer, id: u64) {
+/// Polls `cond` until it holds; fails the test, naming `what`, after 10 s (a guard
+/// against a hang, not a measure).
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while server.benchmark(id).unwrap().process_alive {
-        assert!(Instant::now() < deadline);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+fn wait_finished(server: &BenchServer, id: u64) {
+    wait_until("the benchmark's process to end", || {
+        !server.benchmark(id).unwrap().process_alive
+    });
 }
 
 fn error_body(reason: &str, code: &str) -> String {
@@ -760,7 +784,11 @@ fn failures_and_exclusive() {
     let second = start(a, "/start?exclusive=y", &endless);
     wait_status(a, first, |st| st == "running");
     wait_status(a, second, |st| st == "wait_exclusive");
-    std::thread::sleep(Duration::from_millis(100));
+    // The waiting benchmark looks at the labels again (at its poll) and still waits.
+    let checks = s.benchmark(second).unwrap().exclusive_checks;
+    wait_until("wait_exclusive to look again", || {
+        s.benchmark(second).unwrap().exclusive_checks >= checks + 2
+    });
     assert_eq!(status(a, first)["status"], "running");
     assert_eq!(status(a, second)["status"], "wait_exclusive");
     assert!(status(a, second).get("start_time").is_none());
@@ -934,7 +962,7 @@ fn data_stream_live() {
 
 #[test]
 fn server_logs_stream() {
-    let s = server(Speed::fast());
+    let s = BenchServer::start(without_deadlines(BenchServerConfig::fast())).unwrap();
     let mut c = connect(s.addr());
     c.get_mut()
         .write_all(&official_get("/server_logs?severity=info"))
@@ -966,7 +994,7 @@ fn server_logs_stream() {
     let addr = s.addr();
     let t = Instant::now();
     s.shutdown();
-    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(t.elapsed() < SHUTDOWN_GUARD, "{:?}", t.elapsed());
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest);
     assert!(std::net::TcpListener::bind(addr).is_ok(), "port released");
@@ -1071,31 +1099,32 @@ fn crash_zombie_and_housekeeping() {
 
 #[test]
 fn data_hangs_on_failed_when_faithful() {
-    let s = BenchServer::start(BenchServerConfig {
+    let s = BenchServer::start(without_deadlines(BenchServerConfig {
         quirks: Quirks {
             data_hangs_on_failed: true,
             ..Quirks::default()
         },
         ..BenchServerConfig::fast()
-    })
+    }))
     .unwrap();
     let id = start(s.addr(), "/start?emulate_bench_crash=true", SMALL_BDL);
     wait_status(s.addr(), id, |st| st == "failed");
     let mut c = connect(s.addr());
     c.get_mut()
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    c.get_mut()
         .write_all(&official_get(&format!("/data?id={id}")))
         .unwrap();
+    // The request looked at the failed status, waited, looked again and still waits:
+    // nothing was sent (not even the headers).
+    wait_until("the /data request to wait", || {
+        s.benchmark(id).unwrap().data_waits >= 2
+    });
+    c.get_mut().set_nonblocking(true).unwrap();
     let mut buf = [0u8; 16];
-    let err = c.read(&mut buf).unwrap_err();
-    assert!(matches!(
-        err.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    ));
+    let err = c.get_mut().peek(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
+    c.get_mut().set_nonblocking(false).unwrap();
     // Shutdown is not held up by the hanging request.
     let t = Instant::now();
     s.shutdown();
-    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(t.elapsed() < SHUTDOWN_GUARD, "{:?}", t.elapsed());
 }

@@ -563,19 +563,31 @@ fn benchmarks_crash_and_turn_zombie() {
 /// The reply of a full endpoint, which answers `503` at once, before any request (a
 /// probe that sends nothing first cannot be reset for unread bytes); `None` when the
 /// probe was admitted (it then sends a request, so that its slot is freed).
+///
+/// Whether the `503` came is known without waiting for it to (not) come: a second
+/// connection made after the probe ends one way or another (answered, refused, reset),
+/// and the accept loop, which takes connections in order and writes its `503` before
+/// taking the next, decided on the probe before that.
 fn busy_reply(addr: SocketAddr) -> Option<String> {
     let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let mut marker = TcpStream::connect(addr).unwrap();
+    marker.set_read_timeout(Some(WAIT)).unwrap();
+    let _ = marker.write_all(b"GET / HTTP/1.1\r\n\r\n");
+    let _ = marker.read_to_end(&mut Vec::new());
+    drop(marker);
+    conn.set_nonblocking(true).unwrap();
+    let mut first = [0u8; 1];
+    let decided = conn.peek(&mut first);
+    conn.set_nonblocking(false).unwrap();
+    conn.set_read_timeout(Some(WAIT)).unwrap();
     let mut reply = String::new();
-    let _ = conn.read_to_string(&mut reply);
-    if reply.is_empty() {
-        conn.set_read_timeout(Some(WAIT)).unwrap();
+    if matches!(&decided, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
         conn.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         let _ = conn.read_to_string(&mut reply);
         assert!(reply.starts_with("HTTP/1.1 200 "), "{reply}");
         return None;
     }
+    let _ = conn.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 503 "), "{reply}");
     Some(reply)
 }

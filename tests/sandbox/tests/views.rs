@@ -61,14 +61,16 @@ impl Client {
         (seq(&pdu["body"]["position"]), messages)
     }
 
-    /// Nothing arrives within `d`.
-    fn quiet(&mut self, d: Duration) {
-        self.ws.get_mut().set_read_timeout(Some(d)).unwrap();
-        match self.ws.read() {
-            Err(tungstenite::Error::Io(_)) => {}
-            other => panic!("expected silence, got {other:?}"),
-        }
-        self.ws.get_mut().set_read_timeout(Some(WAIT)).unwrap();
+    /// Nothing arrived: the reply to a request sent now is the next PDU (the server
+    /// sends this connection everything caused before the request first, so what was
+    /// due has come).
+    fn quiet(&mut self) {
+        let reply = self.call(r#"{"action":"rtm/read","id":99,"body":{"channel":"quiet.marker"}}"#);
+        assert_eq!(
+            reply["action"], "rtm/read/ok",
+            "expected silence, got {reply}"
+        );
+        assert_eq!(reply["id"], 99, "{reply}");
     }
 }
 
@@ -123,7 +125,8 @@ fn filtering_rows() {
     }
     assert_eq!(c.data("s"), (1, vec![json!({"test": 1})]));
     assert_eq!(c.data("s"), (3, vec![json!({"test": 3})]));
-    c.quiet(Duration::from_millis(100));
+    // The publisher's acks are in: every row was filtered or sent by now.
+    c.quiet();
 }
 
 #[test]
@@ -163,7 +166,7 @@ fn two_views_on_one_channel_and_a_function() {
 
 #[test]
 fn aggregated_count_per_group_at_the_window_end() {
-    let (_server, mut c, mut p) = start();
+    let (server, mut c, mut p) = start();
     let start = subscribed(
         &mut c,
         &json!({"subscription_id": "stats", "filter": "select count(*) as count, who from `animals` group by who"}),
@@ -190,9 +193,12 @@ fn aggregated_count_per_group_at_the_window_end() {
             json!({"count": 1, "who": "giraffe"})
         ]
     );
-    // An empty window sends nothing.
-    c.quiet(Duration::from_millis(1200));
+    // An empty window sends nothing: its end comes (the clock run ahead), and then nothing
+    // arrived.
+    server.faults().run_view_clock(Duration::from_millis(1100));
+    c.quiet();
     p.publish("animals", &json!({"who": "lion"}));
+    assert_eq!(server.faults().close_view_windows(), 1);
     assert_eq!(
         c.data("stats"),
         (start + 5, vec![json!({"count": 1, "who": "lion"})])
@@ -212,7 +218,7 @@ fn unaliased_aggregate_with_a_long_period_closed_by_the_test_hook() {
     assert_eq!(server.faults().close_view_windows(), 1);
     assert_eq!(c.data("n"), (4, vec![json!({"COUNT(*)": 3})]));
     assert_eq!(server.faults().close_view_windows(), 1);
-    c.quiet(Duration::from_millis(100));
+    c.quiet();
 }
 
 #[test]
@@ -405,7 +411,9 @@ fn unsubscribe_discards_the_open_window() {
     let reply = c.call(r#"{"action":"rtm/unsubscribe","id":6,"body":{"subscription_id":"v"}}"#);
     assert_eq!(reply["action"], "rtm/unsubscribe/ok");
     assert_eq!(server.faults().close_view_windows(), 0);
-    c.quiet(Duration::from_millis(1200));
+    // The discarded window's scheduled end comes (the clock run past it) and sends nothing.
+    server.faults().run_view_clock(Duration::from_millis(1100));
+    c.quiet();
     let reply = c.call(r#"{"action":"rtm/unsubscribe","id":7,"body":{"subscription_id":"v"}}"#);
     assert_eq!(reply["body"]["error"], "not_subscribed");
 }
@@ -474,7 +482,9 @@ fn a_flood_of_groups_closes_windows_early() {
     );
     let second = window(2000);
     assert_eq!(second[0], json!({"k": 1000, "n": 1}));
-    c.quiet(Duration::from_millis(100));
+    // Every publish handled (an acknowledged one after them), and no third window early.
+    p.publish("other", &json!(0));
+    c.quiet();
 }
 
 #[test]

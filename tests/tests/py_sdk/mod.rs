@@ -27,6 +27,8 @@ use serde_json::{json, Value};
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(12);
 /// After this the driver kills a script (its own watchdog fires at timeout + 2 s).
 const KILL_AFTER: Duration = Duration::from_secs(16);
+/// How long an exited script's output pipes may take to reach their end.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// The venv's python, or `None` (after a notice) when the SDK is not installed and this
 /// is not CI.
@@ -95,6 +97,8 @@ pub struct Py {
     lines: Receiver<String>,
     seen: Vec<String>,
     stderr: Arc<Mutex<String>>,
+    /// Disconnected once the stderr reader has read everything (the pipe closed).
+    stderr_done: Receiver<()>,
     deadline: Instant,
     reported: bool,
 }
@@ -153,7 +157,9 @@ impl Py {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().expect("stderr");
         let sink = Arc::clone(&stderr);
+        let (done, stderr_done) = mpsc::channel::<()>();
         thread::spawn(move || {
+            let _done = done;
             let mut buf = [0u8; 4096];
             while let Ok(n @ 1..) = pipe.read(&mut buf) {
                 sink.lock()
@@ -167,23 +173,41 @@ impl Py {
             lines,
             seen: Vec::new(),
             stderr,
+            stderr_done,
             deadline: Instant::now() + KILL_AFTER,
             reported: false,
         }
     }
 
-    /// The command line, what the script printed and its stderr.
+    /// The command line, what the script printed and its stderr; called once the script
+    /// has exited: waits until the reader threads reach the end of its pipes (for a few
+    /// seconds at most, should something else hold them open).
     pub fn transcript(&mut self) -> String {
-        // Let the reader threads drain what is left.
-        thread::sleep(Duration::from_millis(100));
-        while let Ok(line) = self.lines.try_recv() {
-            self.seen.push(line);
+        let deadline = Instant::now() + DRAIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.seen.push("(stdout still open)".to_owned());
+                    break;
+                }
+            }
         }
-        let stderr = self
+        let left = deadline.saturating_duration_since(Instant::now());
+        let open = matches!(
+            self.stderr_done.recv_timeout(left),
+            Err(RecvTimeoutError::Timeout)
+        );
+        let mut stderr = self
             .stderr
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        if open {
+            stderr.push_str("(stderr still open)");
+        }
         format!(
             "--- command: {}\n--- stdout:\n{}\n--- stderr:\n{stderr}",
             self.command,

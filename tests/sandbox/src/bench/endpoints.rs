@@ -354,6 +354,8 @@ fn create(shared: &Arc<Shared>, params: StartParams, author: &str) -> Result<i64
         results: None,
         commands: Vec::new(),
         pid: format!("<0.{}.0>", 400 + id.rem_euclid(10_000) * 3),
+        exclusive_checks: 0,
+        data_waits: 0,
         params,
     };
     bench.api_log(

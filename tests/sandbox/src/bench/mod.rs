@@ -107,6 +107,14 @@ pub struct BenchmarkInfo {
     pub commands: Vec<String>,
     /// Whether the benchmark's process still runs (streams end when it is gone).
     pub process_alive: bool,
+    /// How many times the `wait_exclusive` stage looked at the exclusive labels (once
+    /// on entry, then at every wake-up or poll): the tick a test waits for to see that
+    /// a waiting benchmark looked again and still waits.
+    pub exclusive_checks: u64,
+    /// How many times a `/data` request looked for a status with data and waited for
+    /// one (see [`Quirks::data_hangs_on_failed`]): the tick a test waits for to see that
+    /// the request still hangs.
+    pub data_waits: u64,
 }
 
 /// A running emulated benchmark server. It shuts down (threads joined, connections
@@ -214,6 +222,8 @@ impl BenchServer {
             exclusive: b.params.exclusive.clone(),
             commands: b.commands.clone(),
             process_alive: b.process_alive,
+            exclusive_checks: b.exclusive_checks,
+            data_waits: b.data_waits,
         })
     }
 

@@ -289,7 +289,7 @@ fn wait_exclusive(shared: &Arc<Shared>, id: i64) -> Outcome {
         if shared.is_shutdown() {
             return Outcome::Aborted;
         }
-        let Some(b) = st.benches.get(&id) else {
+        let Some(b) = st.benches.get_mut(&id) else {
             return Outcome::Aborted;
         };
         if b.abort {
@@ -298,6 +298,7 @@ fn wait_exclusive(shared: &Arc<Shared>, id: i64) -> Outcome {
         if b.stop_requested {
             return Outcome::Stopped;
         }
+        b.exclusive_checks += 1;
         let labels = b.params.exclusive.clone();
         // The lowest waiting id goes first among benchmarks that share a label.
         let blocked = labels

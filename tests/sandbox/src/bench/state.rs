@@ -213,6 +213,10 @@ pub(crate) struct Bench {
     pub(crate) results: Option<Json>,
     pub(crate) commands: Vec<String>,
     pub(crate) pid: String,
+    /// How many times `wait_exclusive` looked at the labels (and waited again).
+    pub(crate) exclusive_checks: u64,
+    /// How many times a `/data` request looked for a status with data (and waited).
+    pub(crate) data_waits: u64,
 }
 
 /// Final statuses: the pipeline is over (finalize may still run).

@@ -102,8 +102,8 @@ fn streamable(status: &str) -> bool {
 pub(crate) fn data(shared: &Shared, conn: &mut Conn, id: i64, ka: bool) -> io::Result<Flow> {
     // Wait, before any header, for a status with data.
     let names: Vec<String> = loop {
-        let st = shared.lock();
-        let Some(b) = st.benches.get(&id) else {
+        let mut st = shared.lock();
+        let Some(b) = st.benches.get_mut(&id) else {
             drop(st);
             return reply_err(conn, &ApiError::no_bench(id), ka);
         };
@@ -111,6 +111,7 @@ pub(crate) fn data(shared: &Shared, conn: &mut Conn, id: i64, ka: bool) -> io::R
         if streamable(b.status) || (failed && !shared.config.quirks.data_hangs_on_failed) {
             break b.metrics.series.iter().map(|(n, _)| n.clone()).collect();
         }
+        b.data_waits += 1;
         let st = shared.wait(st, shared.config.speed.poll);
         drop(st);
         if shared.is_shutdown() || conn.peer_gone() {

@@ -466,6 +466,8 @@ fn run(
                     (Encoding::Json, Message::Binary(bytes)) => {
                         actions::handle(&mut batch, id, &String::from_utf8_lossy(&bytes), None);
                     }
+                    // tungstenite queues the pong itself.
+                    (_, Message::Ping(_)) => batch.state().record_ping(id),
                     _ => {}
                 }
                 handled += 1;

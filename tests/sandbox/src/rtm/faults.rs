@@ -5,7 +5,7 @@
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::outbox::close_frame;
 use super::state::{fast_forward_info, subscription_error, Shared};
@@ -320,6 +320,26 @@ impl Faults {
         }
     }
 
+    /// Makes every stored message of `channel` older by `by`, as if that time had passed
+    /// since each was published: what a `history.age` or
+    /// [`message_ttl`](super::RtmServerConfig::message_ttl) sees next, without a test
+    /// waiting for it. False when the channel does not exist (or `by` reaches back past
+    /// the clock's origin).
+    pub fn age_history(&self, channel: &str, by: Duration) -> bool {
+        let mut st = self.shared.lock();
+        let Some(ch) = st.channels.get_mut(channel) else {
+            return false;
+        };
+        let aged: Option<Vec<Instant>> = ch.history.iter().map(|s| s.at.checked_sub(by)).collect();
+        let Some(aged) = aged else {
+            return false;
+        };
+        for (stored, at) in ch.history.iter_mut().zip(aged) {
+            stored.at = at;
+        }
+        true
+    }
+
     /// Delays the handling of every `rtm/subscribe` (hence its `subscribe/ok`) by
     /// `delay`; `None` restores immediate handling. The delay runs on the connection's
     /// reader thread, so later requests of that connection wait too, and messages
@@ -429,6 +449,16 @@ impl Faults {
     pub fn close_view_windows(&self) -> usize {
         let positions = self.shared.positions;
         view::clock::close_all(&mut self.shared.lock(), positions)
+    }
+
+    /// Runs the views' clock now as if `ahead` had passed: every scheduled window end due
+    /// by then is handled as the clock's own thread would handle it (live windows close,
+    /// send their rows and are scheduled again; the entries of views that are gone are
+    /// dropped). A test can then check what was or was not sent without waiting for the
+    /// periods to pass.
+    pub fn run_view_clock(&self, ahead: Duration) {
+        let positions = self.shared.positions;
+        view::clock::fire(&mut self.shared.lock(), positions, Instant::now() + ahead);
     }
 
     /// Clears every switch: connections are accepted, pings answered, subscribes and

@@ -57,4 +57,7 @@ pub struct ConnectionInfo {
     pub received: Vec<String>,
     /// How many PDUs it received, including those not kept in `received`.
     pub received_count: usize,
+    /// How many WebSocket pings it received (the client's keep-alive ticks, which a
+    /// test can wait for instead of sleeping through a ping interval).
+    pub pings: usize,
 }

@@ -347,6 +347,7 @@ pub(crate) struct Record {
     pub received: Vec<String>,
     pub received_bytes: usize,
     pub received_count: usize,
+    pub pings: usize,
 }
 
 /// The state behind [`Shared::lock`].
@@ -428,6 +429,13 @@ impl State {
         }
     }
 
+    /// Notes a WebSocket ping received on connection `id`.
+    pub(crate) fn record_ping(&mut self, id: u64) {
+        if let Some(r) = self.records.get_mut(&id) {
+            r.pings += 1;
+        }
+    }
+
     pub(crate) fn connection_info(&self) -> Vec<ConnectionInfo> {
         self.records
             .iter()
@@ -444,6 +452,7 @@ impl State {
                     .unwrap_or_default(),
                 received: r.received.clone(),
                 received_count: r.received_count,
+                pings: r.pings,
             })
             .collect()
     }

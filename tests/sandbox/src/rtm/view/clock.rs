@@ -99,7 +99,7 @@ pub(crate) fn run(shared: &Shared) {
 }
 
 /// Closes every window due by `now`; returns when the next one is due.
-fn fire(st: &mut State, positions: Positions, now: Instant) -> Option<Instant> {
+pub(crate) fn fire(st: &mut State, positions: Positions, now: Instant) -> Option<Instant> {
     loop {
         let (&(at, _), _) = st.views.due.first_key_value()?;
         if at > now {
