@@ -488,10 +488,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// assert!(matches!(dec.decode(&input[n + m..]).unwrap(), (0, Event::End { keep_alive: true, coding_complete: true })));
     /// ```
     pub fn decode<'s>(&'s mut self, input: &'s [u8]) -> Result<(usize, Event<'s>), DecodeError> {
-        match self.run(input, false) {
-            Ok((used, step)) => Ok((used, self.event(input, step))),
-            Err(e) => Err(self.fail(e)),
-        }
+        self.step(input, false)
     }
 
     /// The peer closed the connection. Returns the remaining decoded data (call again
@@ -511,8 +508,17 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// assert_eq!(dec.finish().err(), Some(DecodeError::UnexpectedEof { section: Section::NoResponse }));
     /// ```
     pub fn finish(&mut self) -> Result<Event<'_>, DecodeError> {
-        match self.run(&[], true) {
-            Ok((_, step)) => Ok(self.event(&[], step)),
+        self.step(&[], true).map(|(_, event)| event)
+    }
+
+    /// [`decode`](Self::decode), or [`finish`](Self::finish) at `eof`: one copy of both.
+    fn step<'s>(
+        &'s mut self,
+        input: &'s [u8],
+        eof: bool,
+    ) -> Result<(usize, Event<'s>), DecodeError> {
+        match self.run(input, eof) {
+            Ok((used, step)) => Ok((used, self.event(input, step))),
             Err(e) => Err(self.fail(e)),
         }
     }
