@@ -394,7 +394,7 @@ pub(crate) struct Parts<'r> {
 
 /// The body of an upload.
 #[derive(Debug)]
-struct Upload<'r> {
+pub(crate) struct Upload<'r> {
     bench: File<'r>,
     includes: &'r [File<'r>],
     boundary: Boundary,
@@ -421,20 +421,9 @@ impl<'r, R: Request> Outgoing<'r, R> {
         seed: u64,
         tx: &mut [u8],
     ) -> Result<Self, OutgoingError> {
-        let upload = match req.body() {
-            BenchBody::Empty => None,
-            BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
-        };
-        let mut parts = Parts {
-            method: R::METHOD,
-            path: R::PATH,
-            query: req,
-            upload,
-            step: Step::Head,
-        };
-        parts.step = Step::HeadWritten(parts.write_head(headers, tx)?);
+        let upload = Upload::of(req, seed)?;
         Ok(Outgoing {
-            parts,
+            parts: Parts::new(R::METHOD, R::PATH, req, upload, headers, tx)?,
             req: PhantomData,
         })
     }
@@ -466,16 +455,30 @@ impl<'r, R: Request> Outgoing<'r, R> {
     ) -> Result<Option<Chunk<'r>>, EncodeError> {
         self.parts.next(headers, tx)
     }
-
-    /// The request without its type, for a client loop that exists once for every
-    /// request type.
-    #[cfg(feature = "embedded-io")]
-    pub(crate) fn parts(&mut self) -> &mut Parts<'r> {
-        &mut self.parts
-    }
 }
 
 impl<'r> Parts<'r> {
+    /// [`Outgoing::new`] without the request's type (its upload drawn already), for a
+    /// client loop that exists once for every request type.
+    pub(crate) fn new(
+        method: Method,
+        path: &'static str,
+        query: &'r dyn EncodeQuery,
+        upload: Option<Upload<'r>>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<Self, EncodeError> {
+        let mut parts = Parts {
+            method,
+            path,
+            query,
+            upload,
+            step: Step::Head,
+        };
+        parts.step = Step::HeadWritten(parts.write_head(headers, tx)?);
+        Ok(parts)
+    }
+
     /// See [`Outgoing::restart`].
     pub(crate) fn restart(&mut self) {
         self.step = Step::Head;
@@ -527,6 +530,14 @@ impl<'r> Parts<'r> {
 }
 
 impl<'r> Upload<'r> {
+    /// The upload of `req`, if it has a body, its boundary drawn from `seed`.
+    pub(crate) fn of<R: Request>(req: &'r R, seed: u64) -> Result<Option<Self>, OutgoingError> {
+        Ok(match req.body() {
+            BenchBody::Empty => None,
+            BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
+        })
+    }
+
     fn new(bench: File<'r>, includes: &'r [File<'r>], seed: u64) -> Result<Self, OutgoingError> {
         if includes.len() >= MAX_UPLOAD_FILES {
             return Err(OutgoingError::TooManyFiles);
