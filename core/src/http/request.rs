@@ -165,7 +165,7 @@ impl RequestHead<'_> {
             b"Connection: close\r\n"
         })?;
         match self.body {
-            Body::Empty if self.method == Method::Post => out.push(b"Content-Length: 0\r\n")?,
+            Body::Empty if self.method == Method::Post => content_length(out, 0)?,
             Body::Empty => {}
             Body::Sized { content_type, len } => {
                 content_length(out, len)?;
