@@ -134,7 +134,7 @@ impl<'s> Head<'s> {
     fn new(info: &HeadInfo, raw: &'s [u8]) -> Self {
         let raw = raw.get(..info.len).unwrap_or_default();
         let status_line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
-        let status_line = status_line.strip_suffix(b"\r").unwrap_or(status_line);
+        let status_line = without_cr(status_line);
         // "HTTP/1.1 200" is 12 bytes; httparse has validated the line.
         let reason = trim(status_line.get(12..).unwrap_or_default());
         Head {
@@ -232,7 +232,7 @@ impl<'s> Iterator for Headers<'s> {
                 None => (self.rest, &[][..]),
             };
             self.rest = rest;
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = without_cr(line);
             if line.is_empty() {
                 self.rest = &[];
                 return None;
@@ -884,6 +884,14 @@ pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {
         let d = char::from(d).to_digit(10)?;
         n.checked_mul(10)?.checked_add(u64::from(d))
     })
+}
+
+/// A line without the CR of its CRLF.
+fn without_cr(line: &[u8]) -> &[u8] {
+    match line {
+        [rest @ .., b'\r'] => rest,
+        _ => line,
+    }
 }
 
 /// Strips spaces and tabs at both ends (HTTP's optional whitespace).
