@@ -148,7 +148,7 @@ impl RequestHead<'_> {
         query: &(impl EncodeQuery + ?Sized),
         out: &mut Cursor<'_>,
     ) -> Result<(), EncodeError> {
-        if !self.path.starts_with('/') || !self.path.bytes().all(is_path_byte) {
+        if self.path.as_bytes().first() != Some(&b'/') || !self.path.bytes().all(is_path_byte) {
             return Err(EncodeError::InvalidValue { field: "path" });
         }
         out.push_all(&[self.method.as_str().as_bytes(), b" ", self.path.as_bytes()])?;

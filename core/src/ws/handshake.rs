@@ -171,7 +171,7 @@ impl UpgradeRequest<'_> {
         let Endpoint {
             host, port, path, ..
         } = self.endpoint;
-        let path_ok = (path.is_empty() || path.starts_with('/'))
+        let path_ok = matches!(path.as_bytes().first(), None | Some(b'/'))
             && path
                 .bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#');
