@@ -511,7 +511,9 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
         self.step(&[], true).map(|(_, event)| event)
     }
 
-    /// [`decode`](Self::decode), or [`finish`](Self::finish) at `eof`: one copy of both.
+    /// [`decode`](Self::decode), or [`finish`](Self::finish) at `eof`: one copy of both
+    /// (inlined into each, it would be two).
+    #[inline(never)]
     fn step<'s>(
         &'s mut self,
         input: &'s [u8],
