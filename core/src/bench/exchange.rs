@@ -403,7 +403,12 @@ pub(crate) struct Upload<'r> {
     /// [`Upload::step`], reached through a pointer that only the request types with a
     /// body set: a client that sends none links no multipart writer.
     step: UploadStep<'r>,
+    /// [`Upload::head`], likewise.
+    head: UploadHead<'r>,
 }
+
+type UploadHead<'r> =
+    fn(&Parts<'r>, &Upload<'r>, &Headers<'_>, &mut [u8]) -> Result<usize, EncodeError>;
 
 type UploadStep<'r> =
     fn(&Upload<'r>, Step, &mut [u8]) -> Result<(Option<Chunk<'r>>, Step), EncodeError>;
@@ -507,13 +512,20 @@ impl<'r> Parts<'r> {
     }
 
     fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
-        let body = match &self.upload {
-            Some(upload) => Body::Multipart {
-                boundary: &upload.boundary,
-                len: upload.len,
-            },
-            None => Body::Empty,
-        };
+        match &self.upload {
+            Some(upload) => (upload.head)(self, upload, headers, tx),
+            None => self.write_head_with(Body::Empty, headers, tx),
+        }
+    }
+
+    /// The head with `body`: an upload's through its pointer, so a client that sends
+    /// none links no multipart head either.
+    fn write_head_with(
+        &self,
+        body: Body<'_>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<usize, EncodeError> {
         let head = RequestHead {
             method: self.method,
             path: self.path,
@@ -557,7 +569,22 @@ impl<'r> Upload<'r> {
             boundary,
             len,
             step: Upload::step,
+            head: Upload::head,
         })
+    }
+
+    /// The request head announcing this upload.
+    fn head(
+        parts: &Parts<'r>,
+        upload: &Upload<'r>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let body = Body::Multipart {
+            boundary: &upload.boundary,
+            len: upload.len,
+        };
+        parts.write_head_with(body, headers, tx)
     }
 
     /// The chunk of `step` after the head: file `i`'s part head, its content, the `\r\n`
