@@ -806,7 +806,7 @@ fn parse_head_with<'r>(
                 }
             }
         } else if name.eq_ignore_ascii_case("content-length") {
-            for token in header.value.split(|&b| b == b',').map(trim) {
+            for token in elements(header.value) {
                 let value = parse_decimal(token).ok_or(DecodeError::InvalidContentLength)?;
                 if length.is_some_and(|l| l != value) {
                     return Err(DecodeError::InvalidContentLength);
@@ -860,20 +860,41 @@ fn describe(e: httparse::Error) -> &'static str {
     }
 }
 
+/// The trimmed elements of a comma-separated header value, empty ones included: the
+/// one list splitter of the HTTP code (each `split` with its own closure would be a
+/// copy of the slice splitter).
+pub(crate) fn elements(value: &[u8]) -> Elements<'_> {
+    Elements { rest: Some(value) }
+}
+
+/// Iterator of [`elements`].
+pub(crate) struct Elements<'v> {
+    rest: Option<&'v [u8]>,
+}
+
+impl<'v> Iterator for Elements<'v> {
+    type Item = &'v [u8];
+
+    fn next(&mut self) -> Option<&'v [u8]> {
+        let text = self.rest?;
+        let (element, rest) = match text.iter().position(|&b| b == b',') {
+            Some(i) => (text.get(..i)?, text.get(i + 1..)),
+            None => (text, None),
+        };
+        self.rest = rest;
+        Some(trim(element))
+    }
+}
+
 /// Non-empty, trimmed, comma-separated list elements.
 fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(trim)
-        .filter(|t| !t.is_empty())
+    elements(value).filter(|t| !t.is_empty())
 }
 
 /// Whether the comma-separated list `value` has the element `token` (trimmed,
 /// case-insensitive).
 pub(crate) fn list_has(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| trim(t).eq_ignore_ascii_case(token))
+    elements(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
 /// ASCII digits as a `u64` (`None` when empty, not all digits, or too large): the one
