@@ -394,7 +394,7 @@ pub(crate) struct Parts<'r> {
 
 /// The body of an upload.
 #[derive(Debug)]
-struct Upload<'r> {
+pub(crate) struct Upload<'r> {
     bench: File<'r>,
     includes: &'r [File<'r>],
     boundary: Boundary,
@@ -403,7 +403,12 @@ struct Upload<'r> {
     /// [`Upload::step`], reached through a pointer that only the request types with a
     /// body set: a client that sends none links no multipart writer.
     step: UploadStep<'r>,
+    /// [`Upload::head`], likewise.
+    head: UploadHead<'r>,
 }
+
+type UploadHead<'r> =
+    fn(&Parts<'r>, &Upload<'r>, &Headers<'_>, &mut [u8]) -> Result<usize, EncodeError>;
 
 type UploadStep<'r> =
     fn(&Upload<'r>, Step, &mut [u8]) -> Result<(Option<Chunk<'r>>, Step), EncodeError>;
@@ -421,20 +426,9 @@ impl<'r, R: Request> Outgoing<'r, R> {
         seed: u64,
         tx: &mut [u8],
     ) -> Result<Self, OutgoingError> {
-        let upload = match req.body() {
-            BenchBody::Empty => None,
-            BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
-        };
-        let mut parts = Parts {
-            method: R::METHOD,
-            path: R::PATH,
-            query: req,
-            upload,
-            step: Step::Head,
-        };
-        parts.step = Step::HeadWritten(parts.write_head(headers, tx)?);
+        let upload = Upload::of(req, seed)?;
         Ok(Outgoing {
-            parts,
+            parts: Parts::new(R::METHOD, R::PATH, req, upload, headers, tx)?,
             req: PhantomData,
         })
     }
@@ -466,16 +460,30 @@ impl<'r, R: Request> Outgoing<'r, R> {
     ) -> Result<Option<Chunk<'r>>, EncodeError> {
         self.parts.next(headers, tx)
     }
-
-    /// The request without its type, for a client loop that exists once for every
-    /// request type.
-    #[cfg(feature = "embedded-io")]
-    pub(crate) fn parts(&mut self) -> &mut Parts<'r> {
-        &mut self.parts
-    }
 }
 
 impl<'r> Parts<'r> {
+    /// [`Outgoing::new`] without the request's type (its upload drawn already), for a
+    /// client loop that exists once for every request type.
+    pub(crate) fn new(
+        method: Method,
+        path: &'static str,
+        query: &'r dyn EncodeQuery,
+        upload: Option<Upload<'r>>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<Self, EncodeError> {
+        let mut parts = Parts {
+            method,
+            path,
+            query,
+            upload,
+            step: Step::Head,
+        };
+        parts.step = Step::HeadWritten(parts.write_head(headers, tx)?);
+        Ok(parts)
+    }
+
     /// See [`Outgoing::restart`].
     pub(crate) fn restart(&mut self) {
         self.step = Step::Head;
@@ -504,13 +512,20 @@ impl<'r> Parts<'r> {
     }
 
     fn write_head(&self, headers: &Headers<'_>, tx: &mut [u8]) -> Result<usize, EncodeError> {
-        let body = match &self.upload {
-            Some(upload) => Body::Multipart {
-                boundary: &upload.boundary,
-                len: upload.len,
-            },
-            None => Body::Empty,
-        };
+        match &self.upload {
+            Some(upload) => (upload.head)(self, upload, headers, tx),
+            None => self.write_head_with(Body::Empty, headers, tx),
+        }
+    }
+
+    /// The head with `body`: an upload's through its pointer, so a client that sends
+    /// none links no multipart head either.
+    fn write_head_with(
+        &self,
+        body: Body<'_>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<usize, EncodeError> {
         let head = RequestHead {
             method: self.method,
             path: self.path,
@@ -527,6 +542,14 @@ impl<'r> Parts<'r> {
 }
 
 impl<'r> Upload<'r> {
+    /// The upload of `req`, if it has a body, its boundary drawn from `seed`.
+    pub(crate) fn of<R: Request>(req: &'r R, seed: u64) -> Result<Option<Self>, OutgoingError> {
+        Ok(match req.body() {
+            BenchBody::Empty => None,
+            BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
+        })
+    }
+
     fn new(bench: File<'r>, includes: &'r [File<'r>], seed: u64) -> Result<Self, OutgoingError> {
         if includes.len() >= MAX_UPLOAD_FILES {
             return Err(OutgoingError::TooManyFiles);
@@ -546,7 +569,22 @@ impl<'r> Upload<'r> {
             boundary,
             len,
             step: Upload::step,
+            head: Upload::head,
         })
+    }
+
+    /// The request head announcing this upload.
+    fn head(
+        parts: &Parts<'r>,
+        upload: &Upload<'r>,
+        headers: &Headers<'_>,
+        tx: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let body = Body::Multipart {
+            boundary: &upload.boundary,
+            len: upload.len,
+        };
+        parts.write_head_with(body, headers, tx)
     }
 
     /// The chunk of `step` after the head: file `i`'s part head, its content, the `\r\n`

@@ -71,14 +71,19 @@ impl<'a> Sample<'a> {
     }
 
     pub(crate) fn parse_fields(line: &'a [u8]) -> Result<Self, SampleError> {
-        let mut fields = line.split(|&b| b == b'\t');
-        let (Some(timestamp), Some(name), Some(value), None) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            return Err(SampleError::FieldCount {
-                found: line.split(|&b| b == b'\t').count(),
-            });
+        let tabs = line.iter().filter(|&&b| b == b'\t').count();
+        if tabs != 2 {
+            return Err(SampleError::FieldCount { found: tabs + 1 });
+        }
+        let tab = |text: &'a [u8]| {
+            let at = text.iter().position(|&b| b == b'\t').unwrap_or(text.len());
+            (
+                text.get(..at).unwrap_or_default(),
+                text.get(at + 1..).unwrap_or_default(),
+            )
         };
+        let (timestamp, rest) = tab(line);
+        let (name, value) = tab(rest);
         let timestamp =
             crate::http::parse_decimal(timestamp).ok_or(SampleError::InvalidTimestamp)?;
         let name = core::str::from_utf8(name)

@@ -93,14 +93,20 @@ impl Timestamp {
     pub fn parse(text: &str) -> Result<Self, TimestampError> {
         const SHAPE: &[u8; 20] = b"dddd-dd-ddTdd:dd:ddZ";
         let bytes = text.as_bytes();
+        // The shape is checked and the six fields read in one pass: each is all ASCII
+        // digits, so at most 9999, and the calendar arithmetic fits 32 bits, which a
+        // Cortex-M does in single instructions.
+        let mut fields = [0u32; 6];
+        let mut field = 0;
         for (offset, &want) in SHAPE.iter().enumerate() {
-            let ok = match bytes.get(offset) {
-                Some(b) if want == b'd' => b.is_ascii_digit(),
-                Some(&b) => b == want,
-                None => false,
-            };
-            if !ok {
-                return Err(TimestampError::Syntax { offset });
+            match bytes.get(offset) {
+                Some(&b) if want == b'd' && b.is_ascii_digit() => {
+                    if let Some(value) = fields.get_mut(field) {
+                        *value = *value * 10 + u32::from(b - b'0');
+                    }
+                }
+                Some(&b) if want != b'd' && b == want => field += 1,
+                _ => return Err(TimestampError::Syntax { offset }),
             }
         }
         if bytes.len() > SHAPE.len() {
@@ -108,17 +114,7 @@ impl Timestamp {
                 offset: SHAPE.len(),
             });
         }
-        // Every field below is all ASCII digits (checked above), so at most 9999: the
-        // calendar arithmetic fits 32 bits, which a Cortex-M does in single instructions.
-        let field = |from: usize, to: usize| -> u32 {
-            bytes
-                .get(from..to)
-                .unwrap_or_default()
-                .iter()
-                .fold(0, |n, d| n * 10 + u32::from(d - b'0'))
-        };
-        let (year, month, day) = (field(0, 4), field(5, 7), field(8, 10));
-        let (hour, minute, second) = (field(11, 13), field(14, 16), field(17, 19));
+        let [year, month, day, hour, minute, second] = fields;
         let in_range = |value: u32, min: u32, max: u32, name: &'static str| {
             if (min..=max).contains(&value) {
                 Ok(())

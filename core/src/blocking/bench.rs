@@ -2,7 +2,7 @@
 //! [`request`](crate::bench::request) through [`BenchClient::call`] (JSON replies) and
 //! [`BenchClient::stream`] (log and metric lines), over one kept-alive connection of a
 //! [`Transport`]. Its requests are written from an
-//! [`Outgoing`] and its responses go through core's
+//! [`Outgoing`](crate::bench::exchange::Outgoing) and its responses go through core's
 //! [`ResponseDecoder`] into a [`ReplyBody`] or [`StreamBody`], exactly as in the async
 //! client: only the waiting differs.
 
@@ -15,13 +15,15 @@ use heapless::String;
 use super::Transport;
 pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, Buffers, Chunk, Outgoing, Parts, ReplyBody, Server, Sink, StreamBody, Waiting,
+    self, Buffers, Chunk, Parts, ReplyBody, Server, Sink, StreamBody, Upload, Waiting,
     MAX_AUTHORITY, MAX_HEADERS,
 };
 use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use crate::http::DecompressorOxide;
-use crate::http::{DecodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section};
+use crate::http::{
+    DecodeError, EncodeQuery, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
+};
 use crate::time::Instant;
 
 /// How long a request may take.
@@ -222,20 +224,23 @@ impl<T: Transport> Conn<'_, T> {
         stream: bool,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
-        let headers = self.server.headers(&self.authority);
-        let mut outgoing = Outgoing::new(req, &headers, self.seed, self.tx)?;
-        self.exchange_chunks(R::METHOD, outgoing.parts(), stream, sink)
+        let upload = Upload::of(req, self.seed)?;
+        self.exchange_chunks(R::METHOD, R::PATH, req, upload, stream, sink)
     }
 
     /// [`exchange`](Self::exchange) after the request's type is known: once for every
     /// request type (each copy would be flash).
-    fn exchange_chunks(
+    fn exchange_chunks<'r>(
         &mut self,
         method: Method,
-        outgoing: &mut Parts<'_>,
+        path: &'static str,
+        query: &'r dyn EncodeQuery,
+        upload: Option<Upload<'r>>,
         stream: bool,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
+        let headers = self.server.headers(&self.authority);
+        let outgoing = &mut Parts::new(method, path, query, upload, &headers, self.tx)?;
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
         if self.open && self.peer_closed() {

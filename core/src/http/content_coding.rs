@@ -61,7 +61,7 @@ impl ContentEncoding {
     /// ```
     pub fn from_header(value: &[u8]) -> Self {
         let mut found = ContentEncoding::Identity;
-        for token in value.split(|&b| b == b',').map(super::response::trim) {
+        for token in super::response::elements(value) {
             let this = match token {
                 t if t.is_empty() || t.eq_ignore_ascii_case(b"identity") => continue,
                 t if t.eq_ignore_ascii_case(b"deflate") => ContentEncoding::Deflate,

@@ -150,6 +150,12 @@ impl<'a> Cursor<'a> {
         self.buf.get_mut(start..self.len).unwrap_or_default()
     }
 
+    /// Appends each of `parts` in turn: one call (and one error check) for a line written
+    /// from pieces. On error the parts before the one that did not fit stay written.
+    pub(crate) fn push_all(&mut self, parts: &[&[u8]]) -> Result<(), EncodeError> {
+        parts.iter().try_for_each(|part| self.push(part))
+    }
+
     /// Appends a string.
     pub fn push_str(&mut self, s: &str) -> Result<(), EncodeError> {
         self.push(s.as_bytes())

@@ -148,12 +148,10 @@ impl RequestHead<'_> {
         query: &(impl EncodeQuery + ?Sized),
         out: &mut Cursor<'_>,
     ) -> Result<(), EncodeError> {
-        if !self.path.starts_with('/') || !self.path.bytes().all(is_path_byte) {
+        if self.path.as_bytes().first() != Some(&b'/') || !self.path.bytes().all(is_path_byte) {
             return Err(EncodeError::InvalidValue { field: "path" });
         }
-        out.push_str(self.method.as_str())?;
-        out.push(b" ")?;
-        out.push_str(self.path)?;
+        out.push_all(&[self.method.as_str().as_bytes(), b" ", self.path.as_bytes()])?;
         QueryWriter::write(out, query)?;
         out.push(b" HTTP/1.1\r\n")?;
         header(out, "Host", "host", self.host)?;
@@ -165,7 +163,7 @@ impl RequestHead<'_> {
             b"Connection: close\r\n"
         })?;
         match self.body {
-            Body::Empty if self.method == Method::Post => out.push(b"Content-Length: 0\r\n")?,
+            Body::Empty if self.method == Method::Post => content_length(out, 0)?,
             Body::Empty => {}
             Body::Sized { content_type, len } => {
                 content_length(out, len)?;
@@ -180,9 +178,7 @@ impl RequestHead<'_> {
         }
         if let Some(token) = self.bearer {
             check_value("bearer", token)?;
-            out.push(b"Authorization: Bearer ")?;
-            out.push_str(token)?;
-            out.push(b"\r\n")?;
+            out.push_all(&[b"Authorization: Bearer ", token.as_bytes(), b"\r\n"])?;
         }
         out.push(b"\r\n")
     }
@@ -329,10 +325,7 @@ pub(crate) fn header(
     value: &str,
 ) -> Result<(), EncodeError> {
     check_value(field, value)?;
-    out.push_str(name)?;
-    out.push(b": ")?;
-    out.push_str(value)?;
-    out.push(b"\r\n")
+    out.push_all(&[name.as_bytes(), b": ", value.as_bytes(), b"\r\n"])
 }
 
 fn content_length(out: &mut Cursor<'_>, len: u64) -> Result<(), EncodeError> {

@@ -134,7 +134,7 @@ impl<'s> Head<'s> {
     fn new(info: &HeadInfo, raw: &'s [u8]) -> Self {
         let raw = raw.get(..info.len).unwrap_or_default();
         let status_line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
-        let status_line = status_line.strip_suffix(b"\r").unwrap_or(status_line);
+        let status_line = without_cr(status_line);
         // "HTTP/1.1 200" is 12 bytes; httparse has validated the line.
         let reason = trim(status_line.get(12..).unwrap_or_default());
         Head {
@@ -232,7 +232,7 @@ impl<'s> Iterator for Headers<'s> {
                 None => (self.rest, &[][..]),
             };
             self.rest = rest;
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = without_cr(line);
             if line.is_empty() {
                 self.rest = &[];
                 return None;
@@ -488,10 +488,7 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// assert!(matches!(dec.decode(&input[n + m..]).unwrap(), (0, Event::End { keep_alive: true, coding_complete: true })));
     /// ```
     pub fn decode<'s>(&'s mut self, input: &'s [u8]) -> Result<(usize, Event<'s>), DecodeError> {
-        match self.run(input, false) {
-            Ok((used, step)) => Ok((used, self.event(input, step))),
-            Err(e) => Err(self.fail(e)),
-        }
+        self.step(input, false)
     }
 
     /// The peer closed the connection. Returns the remaining decoded data (call again
@@ -511,8 +508,19 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
     /// assert_eq!(dec.finish().err(), Some(DecodeError::UnexpectedEof { section: Section::NoResponse }));
     /// ```
     pub fn finish(&mut self) -> Result<Event<'_>, DecodeError> {
-        match self.run(&[], true) {
-            Ok((_, step)) => Ok(self.event(&[], step)),
+        self.step(&[], true).map(|(_, event)| event)
+    }
+
+    /// [`decode`](Self::decode), or [`finish`](Self::finish) at `eof`: one copy of both
+    /// (inlined into each, it would be two).
+    #[inline(never)]
+    fn step<'s>(
+        &'s mut self,
+        input: &'s [u8],
+        eof: bool,
+    ) -> Result<(usize, Event<'s>), DecodeError> {
+        match self.run(input, eof) {
+            Ok((used, step)) => Ok((used, self.event(input, step))),
             Err(e) => Err(self.fail(e)),
         }
     }
@@ -798,7 +806,7 @@ fn parse_head_with<'r>(
                 }
             }
         } else if name.eq_ignore_ascii_case("content-length") {
-            for token in header.value.split(|&b| b == b',').map(trim) {
+            for token in elements(header.value) {
                 let value = parse_decimal(token).ok_or(DecodeError::InvalidContentLength)?;
                 if length.is_some_and(|l| l != value) {
                     return Err(DecodeError::InvalidContentLength);
@@ -852,20 +860,41 @@ fn describe(e: httparse::Error) -> &'static str {
     }
 }
 
+/// The trimmed elements of a comma-separated header value, empty ones included: the
+/// one list splitter of the HTTP code (each `split` with its own closure would be a
+/// copy of the slice splitter).
+pub(crate) fn elements(value: &[u8]) -> Elements<'_> {
+    Elements { rest: Some(value) }
+}
+
+/// Iterator of [`elements`].
+pub(crate) struct Elements<'v> {
+    rest: Option<&'v [u8]>,
+}
+
+impl<'v> Iterator for Elements<'v> {
+    type Item = &'v [u8];
+
+    fn next(&mut self) -> Option<&'v [u8]> {
+        let text = self.rest?;
+        let (element, rest) = match text.iter().position(|&b| b == b',') {
+            Some(i) => (text.get(..i)?, text.get(i + 1..)),
+            None => (text, None),
+        };
+        self.rest = rest;
+        Some(trim(element))
+    }
+}
+
 /// Non-empty, trimmed, comma-separated list elements.
 fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(trim)
-        .filter(|t| !t.is_empty())
+    elements(value).filter(|t| !t.is_empty())
 }
 
 /// Whether the comma-separated list `value` has the element `token` (trimmed,
 /// case-insensitive).
 pub(crate) fn list_has(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| trim(t).eq_ignore_ascii_case(token))
+    elements(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
 /// ASCII digits as a `u64` (`None` when empty, not all digits, or too large): the one
@@ -878,6 +907,14 @@ pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {
         let d = char::from(d).to_digit(10)?;
         n.checked_mul(10)?.checked_add(u64::from(d))
     })
+}
+
+/// A line without the CR of its CRLF.
+fn without_cr(line: &[u8]) -> &[u8] {
+    match line {
+        [rest @ .., b'\r'] => rest,
+        _ => line,
+    }
 }
 
 /// Strips spaces and tabs at both ends (HTTP's optional whitespace).

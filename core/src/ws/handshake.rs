@@ -171,7 +171,7 @@ impl UpgradeRequest<'_> {
         let Endpoint {
             host, port, path, ..
         } = self.endpoint;
-        let path_ok = (path.is_empty() || path.starts_with('/'))
+        let path_ok = matches!(path.as_bytes().first(), None | Some(b'/'))
             && path
                 .bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#');
@@ -180,8 +180,7 @@ impl UpgradeRequest<'_> {
         }
         check_host(host, true)?;
         let base = path.strip_suffix("/").unwrap_or(path);
-        out.push(b"GET ")?;
-        out.push_str(base)?;
+        out.push_all(&[b"GET ", base.as_bytes()])?;
         if !base.ends_with("/v2") {
             out.push(b"/v2")?;
         }
@@ -190,9 +189,11 @@ impl UpgradeRequest<'_> {
         out.push(b" HTTP/1.1\r\nHost: ")?;
         let port = Some(port).filter(|&p| p != self.endpoint.default_port());
         authority(out, host, port)?;
-        out.push(b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ")?;
-        out.push(&self.key.text)?;
-        out.push(b"\r\nSec-WebSocket-Version: 13\r\n")?;
+        out.push_all(&[
+            b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ",
+            &self.key.text,
+            b"\r\nSec-WebSocket-Version: 13\r\n",
+        ])?;
         if let Some(origin) = self.origin {
             header(out, "Origin", "origin", origin)?;
         }
