@@ -13,7 +13,7 @@ import statistics
 
 SCENARIOS = ('publish_ack', 'publish_noack', 'subscribe')
 CLIENTS = ('benchlink', 'sdk')
-RATE, US = '{:,.0f}', '{:.1f}'
+RATE, US, MIB = '{:,.0f}', '{:.1f}', '{:.1f}'
 
 
 def load(directory, name):
@@ -97,6 +97,8 @@ def main():
         runs.row('client CPU per publish without ack (µs)', 'publish_noack',
                  'cpu_us_per_msg', US),
         runs.row('client CPU per received message (µs)', 'subscribe', 'cpu_us_per_msg', US),
+        runs.row('client peak memory, acked publishes (MiB)', 'publish_ack', 'peak_rss_mib',
+                 MIB),
         runs.row('hub CPU per acked publish (µs)', 'publish_ack', 'hub_us_per_msg', US,
                  ratio=False),
         runs.row('hub CPU per publish without ack (µs)', 'publish_noack', 'hub_us_per_msg', US,

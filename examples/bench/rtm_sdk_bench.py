@@ -48,6 +48,15 @@ def cpu_times():
     return int(rest[14 - 3]) / tick, int(rest[15 - 3]) / tick
 
 
+def peak_rss_mib():
+    """Peak resident memory of this process so far, in MiB (VmHWM)."""
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024.0
+    return float('nan')
+
+
 class Meter(object):
     def __init__(self):
         self.cpu = cpu_times()
@@ -70,6 +79,7 @@ class Meter(object):
             'cpu_sys_s': sys_,
             'cpu_us_per_msg': per(user + sys_),
             'cpu_sys_us_per_msg': per(sys_),
+            'peak_rss_mib': peak_rss_mib(),
         }
         r.update(extra)
         return r

@@ -127,6 +127,18 @@ fn cpu_times() -> (f64, f64) {
     (ticks(14 - 3), ticks(15 - 3))
 }
 
+/// The process's peak resident memory so far, in MiB (`VmHWM` of `/proc/self/status`):
+/// what the client's tables, queues and buffers cost, compared with the SDK's.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
 /// Wall clock and CPU at the start of a measured interval.
 struct Meter {
     wall: Instant,
@@ -162,6 +174,7 @@ impl Meter {
             "cpu_sys_s": sys,
             "cpu_us_per_msg": per(user + sys),
             "cpu_sys_us_per_msg": per(sys),
+            "peak_rss_mib": peak_rss_mib(),
         });
         if let (Some(r), serde_json::Value::Object(extra)) = (r.as_object_mut(), extra) {
             r.extend(extra);
