@@ -130,6 +130,45 @@ fn make_client_connects_authenticates_and_cleans_up() {
     );
 }
 
+/// The observer given in the options (the SDK's `Client(..., observer=...)`, which
+/// `make_client` takes too) hears the whole life of a `make_client` client: the connect
+/// before the body runs, then the end, in order.
+#[test]
+fn make_client_takes_its_observer_from_the_options() {
+    use benchlink_std::rtm::{make_client, ClientObserver, SharedObserver};
+    use std::sync::{Arc, Mutex};
+    #[derive(Default)]
+    struct Events(Vec<&'static str>);
+    impl ClientObserver for Events {
+        fn on_enter_connecting(&mut self) {
+            self.0.push("connecting");
+        }
+        fn on_enter_connected(&mut self) {
+            self.0.push("connected");
+        }
+        fn on_enter_stopped(&mut self) {
+            self.0.push("stopped");
+        }
+        fn on_enter_disposed(&mut self) {
+            self.0.push("disposed");
+        }
+    }
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let events = Arc::new(Mutex::new(Events::default()));
+    let mut options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    options.observer = Some(SharedObserver::from(events.clone()));
+    let seen_in_body = make_client(options, None, |_| events.lock().unwrap().0.clone()).unwrap();
+    assert_eq!(seen_in_body, ["connecting", "connected"]);
+    // The end stops and disposes at once: whether the close handshake finished (Stopped)
+    // before the dispose is the server's timing.
+    let all = events.lock().unwrap().0.clone();
+    assert!(
+        all == ["connecting", "connected", "disposed"]
+            || all == ["connecting", "connected", "stopped", "disposed"],
+        "{all:?}"
+    );
+}
+
 #[test]
 fn raw_actions_and_send() {
     use benchlink_std::rtm::{Connection, Response};

@@ -27,7 +27,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::net::Stream;
 
-use super::observer::{text, ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
+use super::observer::{
+    text, ClientObserver, Reply, SharedObserver, SubscriptionData, SubscriptionObserver,
+};
 use super::transport::{open, ConnectError, TransportOptions};
 
 /// The subscription table's capacity, fixed at compile time by the core: the ceiling
@@ -105,6 +107,10 @@ pub struct ClientOptions {
     /// Most subscriptions at once; one more is refused at the call
     /// (`TooManySubscriptions`). Default and ceiling: [`MAX_SUBSCRIPTIONS`] (4096).
     pub max_subscriptions: usize,
+    /// The client observer, as the reference SDK's `observer=` argument (default none).
+    /// [`Client::with_observer`]'s observer, when given, takes its place;
+    /// [`Client::set_observer`] replaces either later.
+    pub observer: Option<SharedObserver>,
 }
 
 impl ClientOptions {
@@ -130,6 +136,7 @@ impl ClientOptions {
             dead_peer_timeout: Duration::from_secs(60),
             encoding: Encoding::Json,
             max_subscriptions: MAX_SUBSCRIPTIONS,
+            observer: None,
         }
     }
 }
@@ -557,6 +564,10 @@ impl Client {
         options: ClientOptions,
         observer: Option<Box<dyn ClientObserver>>,
     ) -> Result<Client, Error> {
+        let observer = observer.or_else(|| {
+            let shared = options.observer.clone()?;
+            Some(Box::new(shared) as Box<dyn ClientObserver>)
+        });
         let poll = Poll::new().map_err(|_| Error::Disposed)?;
         let waker = Waker::new(poll.registry(), WAKER).map_err(|_| Error::Disposed)?;
         let (tx, rx) = mpsc::channel();

@@ -62,6 +62,6 @@ pub use client::{
     DISPOSE_WAIT, MAX_SUBSCRIPTIONS,
 };
 pub use connection::{Connection, ConnectionDelegate};
-pub use observer::{ClientObserver, Reply, SubscriptionData, SubscriptionObserver};
+pub use observer::{ClientObserver, Reply, SharedObserver, SubscriptionData, SubscriptionObserver};
 pub use scoped::{make_client, AUTH_WAIT, CONNECT_WAIT};
 pub use transport::{open, ConnectError, TransportOptions};

@@ -4,6 +4,8 @@
 //! (even `stop()` from `on_enter_connected`, or `start()` from `on_enter_stopped`). A
 //! callback that panics stops the client cleanly.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use benchlink_core::json;
 use benchlink_core::rtm::pdu::{Pdu, Raw};
 
@@ -40,6 +42,75 @@ pub trait ClientObserver: Send {
     /// protocol violation, a dead or stalled server, the transport closing, or the client
     /// itself); the state change follows.
     fn on_link_closed(&mut self, why: &str) {}
+}
+
+/// A client observer that [`ClientOptions`](super::ClientOptions) can carry: the
+/// reference SDK's `Client(..., observer=...)` and `make_client(..., observer=...)`. It is
+/// shared (options are `Clone`), so the caller may keep a handle to what it records; its
+/// callbacks run on the I/O thread with its lock held, as a boxed observer's would.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use benchlink_std::rtm::{Client, ClientObserver, ClientOptions, SharedObserver};
+/// #[derive(Default)]
+/// struct Count { disposed: u32 }
+/// impl ClientObserver for Count {
+///     fn on_enter_disposed(&mut self) { self.disposed += 1; }
+/// }
+/// let count = Arc::new(Mutex::new(Count::default()));
+/// let mut options = ClientOptions::new("ws://127.0.0.1:9", "key");
+/// options.observer = Some(SharedObserver::from(count.clone()));
+/// Client::new(options).unwrap().dispose().unwrap();
+/// assert_eq!(count.lock().unwrap().disposed, 1);
+/// ```
+#[derive(Clone)]
+pub struct SharedObserver(Arc<Mutex<dyn ClientObserver>>);
+
+impl SharedObserver {
+    /// Shares `observer`.
+    pub fn new(observer: impl ClientObserver + 'static) -> SharedObserver {
+        SharedObserver(Arc::new(Mutex::new(observer)))
+    }
+}
+
+impl<T: ClientObserver + 'static> From<Arc<Mutex<T>>> for SharedObserver {
+    fn from(observer: Arc<Mutex<T>>) -> SharedObserver {
+        SharedObserver(observer)
+    }
+}
+
+impl std::fmt::Debug for SharedObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedObserver")
+    }
+}
+
+/// Each callback forwarded to the shared observer, under its lock.
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        impl ClientObserver for SharedObserver {
+            $(fn $name(&mut self, $($arg: $ty),*) {
+                self.0.lock().unwrap_or_else(PoisonError::into_inner).$name($($arg),*)
+            })*
+        }
+    };
+}
+
+forward! {
+    on_enter_stopped();
+    on_leave_stopped();
+    on_enter_connecting();
+    on_leave_connecting();
+    on_enter_connected();
+    on_leave_connected();
+    on_enter_stopping();
+    on_leave_stopping();
+    on_enter_awaiting();
+    on_leave_awaiting();
+    on_enter_disposed();
+    on_internal_error(error: &str);
+    on_fast_forward(channel: &str);
+    on_link_closed(why: &str);
 }
 
 /// Subscription callbacks, named as in the reference (Python) SDK's subscription
