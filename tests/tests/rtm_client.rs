@@ -58,16 +58,16 @@ fn publish_subscribe_read_write() {
 }
 
 #[test]
-fn low_level_connection_sync_calls_and_single_use() {
+fn low_level_connection_sync_calls_and_restart() {
     use benchlink_std::rtm::{Connection, ConnectionDelegate};
-    struct Closed(mpsc::Sender<&'static str>);
-    impl ConnectionDelegate for Closed {
+    struct Events(mpsc::Sender<String>);
+    impl ConnectionDelegate for Events {
         fn on_connection_closed(&mut self) {
-            let _ = self.0.send("closed");
+            let _ = self.0.send("closed".into());
         }
         fn on_subscription_data(&mut self, data: &SubscriptionData) {
             for m in data.messages() {
-                let _ = self.0.send(if m == "\"hi\"" { "data" } else { "other" });
+                let _ = self.0.send(m.to_owned());
             }
         }
     }
@@ -76,7 +76,7 @@ fn low_level_connection_sync_calls_and_single_use() {
     let conn = Connection::new(
         &server.endpoint(),
         DEFAULT_APPKEY,
-        Some(Box::new(Closed(tx))),
+        Some(Box::new(Events(tx))),
         None,
     )
     .unwrap();
@@ -84,12 +84,15 @@ fn low_level_connection_sync_calls_and_single_use() {
         conn.publish_sync("c", &1, WAIT).is_err(),
         "calls before start fail"
     );
+    conn.stop().unwrap(); // before start: nothing to close
     conn.start().unwrap();
-    assert!(conn.start().is_err(), "a second start fails");
+    assert!(conn.start().is_err(), "a second start while open fails");
     conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
         .unwrap();
+    conn.subscribe_sync("kept", SubscribeOptions::default(), WAIT)
+        .unwrap();
     conn.publish_sync("c", &"hi", WAIT).unwrap();
-    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "data");
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "\"hi\"");
     conn.unsubscribe_sync("c", WAIT).unwrap();
     assert!(
         conn.read_sync("missing", Duration::ZERO).is_err(),
@@ -99,9 +102,23 @@ fn low_level_connection_sync_calls_and_single_use() {
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), "closed");
     assert!(
         conn.publish_sync("c", &1, WAIT).is_err(),
-        "a closed connection is finished"
+        "a closed connection sends nothing"
+    );
+    // As the reference SDK's connection: start() again opens a new connection, which has
+    // none of the old one's subscriptions.
+    conn.start().unwrap();
+    conn.publish_sync("kept", &"not for us", WAIT).unwrap();
+    conn.subscribe_sync("marker", SubscribeOptions::default(), WAIT)
+        .unwrap();
+    conn.publish_sync("marker", &"after", WAIT).unwrap();
+    assert_eq!(
+        rx.recv_timeout(WAIT).unwrap(),
+        "\"after\"",
+        "the old subscription was not restored"
     );
     conn.stop().unwrap();
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "closed");
+    conn.stop().unwrap(); // twice: nothing more
 }
 
 #[test]

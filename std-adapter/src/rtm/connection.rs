@@ -1,8 +1,10 @@
-//! The low-level API: one WebSocket connection, no reconnect. `start()` blocks until the
-//! connection is open (or failed); after the connection closes the object is finished
-//! (the delegate hears `on_connection_closed`) and a new `Connection` must be made, as
-//! in the reference SDK. It is the [`Client`] with reconnection, auth restore and
-//! resubscription switched off, so both share every line of protocol code.
+//! The low-level API: one WebSocket connection at a time, no reconnect. `start()` blocks
+//! until the connection is open (or failed); once it closes (by `stop()`, the server or
+//! the network; the delegate hears `on_connection_closed`) nothing more goes out until
+//! `start()` opens a new one, as in the reference SDK, and that new connection starts
+//! with no subscriptions and no authentication. It is the [`Client`] with reconnection,
+//! auth restore and resubscription switched off, so both share every line of protocol
+//! code.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -120,6 +122,9 @@ pub struct Connection {
     client: Client,
     delegate: SharedDelegate,
     phase: Arc<Mutex<Phase>>,
+    /// The subscriptions made on the current connection: the client would restore them
+    /// on the next one, which the reference SDK's connection does not.
+    subscribed: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -165,6 +170,7 @@ impl Connection {
             client,
             delegate,
             phase,
+            subscribed: Mutex::new(Vec::new()),
         })
     }
 
@@ -185,10 +191,22 @@ impl Connection {
         *self.delegate.lock().unwrap_or_else(PoisonError::into_inner) = delegate;
     }
 
-    /// Opens the connection, blocking until it is open or failed (a second call fails).
+    /// Opens the connection, blocking until it is open or failed. While it is open a
+    /// second call fails; after it closed, this opens a new one (with no subscriptions
+    /// and no authentication of the old one).
     pub fn start(&self) -> Result<(), Error> {
-        if self.phase() != Phase::New {
+        if self.phase() == Phase::Open {
             return Err(Error::NotOpen("connection is already open"));
+        }
+        // The client is stopped: these go without a word to any server.
+        let old = std::mem::take(
+            &mut *self
+                .subscribed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for key in old {
+            let _ = self.client.unsubscribe(&key);
         }
         self.client.start()?;
         let state = self.client.wait_for_state(
@@ -213,11 +231,11 @@ impl Connection {
         }
     }
 
-    /// Closes the connection (close code 1000). Safe before `start()` and twice.
+    /// Closes the connection (close code 1000), waiting until it is closed; `start()`
+    /// may open a new one. Safe before `start()` and twice.
     pub fn stop(&self) -> Result<(), Error> {
-        if self.phase() == Phase::New {
-            *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
-            return self.client.dispose();
+        if self.phase() != Phase::Open {
+            return Ok(());
         }
         let _ = self.client.stop();
         self.client.wait_for_state(
@@ -225,7 +243,7 @@ impl Connection {
             Duration::from_secs(10),
         );
         *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
-        self.client.dispose()
+        Ok(())
     }
 
     /// Publishes (asynchronous; with a callback, the reply is delivered to it).
@@ -345,7 +363,12 @@ impl Connection {
             unsubscribed: None,
         };
         self.client
-            .subscribe(channel_or_id, Mode::Advanced, forward, options)
+            .subscribe(channel_or_id, Mode::Advanced, forward, options)?;
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(channel_or_id.to_owned());
+        Ok(())
     }
 
     /// Subscribes and waits for the outcome.
