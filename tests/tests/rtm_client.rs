@@ -98,14 +98,14 @@ fn low_level_connection_sync_calls_and_restart() {
         conn.read_sync("missing", Duration::ZERO).is_err(),
         "timeout 0 fails at once"
     );
-    server.faults().drop_connections();
+    conn.stop().unwrap();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), "closed");
     assert!(
         conn.publish_sync("c", &1, WAIT).is_err(),
-        "a closed connection sends nothing"
+        "a stopped connection sends nothing"
     );
-    // As the reference SDK's connection: start() again opens a new connection, which has
-    // none of the old one's subscriptions.
+    // The SDK contract: after stop(), start() opens a new connection, which has none of
+    // the old one's subscriptions.
     conn.start().unwrap();
     conn.publish_sync("kept", &"not for us", WAIT).unwrap();
     conn.subscribe_sync("marker", SubscribeOptions::default(), WAIT)
@@ -116,9 +116,12 @@ fn low_level_connection_sync_calls_and_restart() {
         "\"after\"",
         "the old subscription was not restored"
     );
-    conn.stop().unwrap();
+    // After a disconnect the connection is finished: a new one must be made.
+    server.faults().drop_connections();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), "closed");
-    conn.stop().unwrap(); // twice: nothing more
+    assert!(conn.publish_sync("marker", &1, WAIT).is_err());
+    assert!(conn.start().is_err(), "no restart after a disconnect");
+    conn.stop().unwrap(); // nothing to close
 }
 
 #[test]

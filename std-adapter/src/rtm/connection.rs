@@ -1,10 +1,11 @@
 //! The low-level API: one WebSocket connection at a time, no reconnect. `start()` blocks
-//! until the connection is open (or failed); once it closes (by `stop()`, the server or
-//! the network; the delegate hears `on_connection_closed`) nothing more goes out until
-//! `start()` opens a new one, as in the reference SDK, and that new connection starts
-//! with no subscriptions and no authentication. It is the [`Client`] with reconnection,
-//! auth restore and resubscription switched off, so both share every line of protocol
-//! code.
+//! until the connection is open (or failed). After `stop()` nothing goes out until
+//! `start()` opens a new connection, which has no subscriptions and no authentication of
+//! the old one; after a disconnect (the server or the network closed it; the delegate
+//! hears `on_connection_closed`) the object is no longer usable and a new `Connection`
+//! must be made — the SDK contract's connection life cycle. It is the [`Client`] with
+//! reconnection, auth restore and resubscription switched off, so both share every line
+//! of protocol code.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -40,6 +41,9 @@ fn with_delegate(d: &SharedDelegate, f: impl FnOnce(&mut dyn ConnectionDelegate)
 enum Phase {
     New,
     Open,
+    /// Closed by `stop()`: `start()` may open a new connection.
+    Stopped,
+    /// Closed by the server or the network: finished.
     Closed,
 }
 
@@ -182,6 +186,7 @@ impl Connection {
         match self.phase() {
             Phase::Open => Ok(()),
             Phase::New => Err(Error::NotOpen("connection is not open yet")),
+            Phase::Stopped => Err(Error::NotOpen("connection is stopped")),
             Phase::Closed => Err(Error::NotOpen("connection is closed")),
         }
     }
@@ -192,11 +197,17 @@ impl Connection {
     }
 
     /// Opens the connection, blocking until it is open or failed. While it is open a
-    /// second call fails; after it closed, this opens a new one (with no subscriptions
-    /// and no authentication of the old one).
+    /// second call fails; after `stop()`, this opens a new one (with no subscriptions and
+    /// no authentication of the old one); after a disconnect it fails.
     pub fn start(&self) -> Result<(), Error> {
-        if self.phase() == Phase::Open {
-            return Err(Error::NotOpen("connection is already open"));
+        match self.phase() {
+            Phase::Open => return Err(Error::NotOpen("connection is already open")),
+            Phase::Closed => {
+                return Err(Error::NotOpen(
+                    "connection was closed by a disconnect: make a new one",
+                ))
+            }
+            Phase::New | Phase::Stopped => {}
         }
         // The client is stopped: these go without a word to any server.
         let old = std::mem::take(
@@ -232,7 +243,7 @@ impl Connection {
     }
 
     /// Closes the connection (close code 1000), waiting until it is closed; `start()`
-    /// may open a new one. Safe before `start()` and twice.
+    /// may open a new one. Safe before `start()`, after a disconnect and twice.
     pub fn stop(&self) -> Result<(), Error> {
         if self.phase() != Phase::Open {
             return Ok(());
@@ -242,7 +253,7 @@ impl Connection {
             |s| matches!(s, ClientState::Stopped | ClientState::Disposed),
             Duration::from_secs(10),
         );
-        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Closed;
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = Phase::Stopped;
         Ok(())
     }
 
