@@ -124,6 +124,49 @@ fn low_level_connection_sync_calls_and_restart() {
     conn.stop().unwrap(); // nothing to close
 }
 
+/// A refused unsubscribe ends `unsubscribe_sync` with the error at once (not a timeout),
+/// and the subscription goes on.
+#[test]
+fn connection_unsubscribe_error_reaches_the_caller() {
+    use benchlink_sandbox::rtm::ReplyOverride;
+    use benchlink_std::rtm::{Connection, ConnectionDelegate, Error};
+    struct Data(mpsc::Sender<String>);
+    impl ConnectionDelegate for Data {
+        fn on_subscription_data(&mut self, data: &SubscriptionData) {
+            for m in data.messages() {
+                let _ = self.0.send(m.to_owned());
+            }
+        }
+    }
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let conn = Connection::new(
+        &server.endpoint(),
+        DEFAULT_APPKEY,
+        Some(Box::new(Data(tx))),
+        None,
+    )
+    .unwrap();
+    conn.start().unwrap();
+    conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
+        .unwrap();
+    server.faults().override_replies(
+        "rtm/unsubscribe",
+        ReplyOverride::Raw(
+            r#"{"action":"rtm/unsubscribe/error","id":{id},"body":{"error":"nope"}}"#.into(),
+        ),
+        Some(1),
+    );
+    match conn.unsubscribe_sync("c", WAIT) {
+        Err(Error::Reply(r)) => assert_eq!(r.action, "rtm/unsubscribe/error"),
+        other => panic!("{other:?}"),
+    }
+    conn.publish_sync("c", &"still", WAIT).unwrap();
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), "\"still\"");
+    conn.unsubscribe_sync("c", WAIT).unwrap();
+    conn.stop().unwrap();
+}
+
 #[test]
 fn make_client_connects_authenticates_and_cleans_up() {
     use benchlink_std::rtm::make_client;

@@ -80,6 +80,13 @@ impl SubscriptionObserver for SubForward {
     fn on_enter_subscribed(&mut self) {
         if let Some(mut cb) = self.subscribed.take() {
             cb(Response::Reply(ok("rtm/subscribe/ok", &self.key)));
+        } else if let Some(mut cb) = self.unsubscribed.take() {
+            // Back to Subscribed while an unsubscribe waits: the server refused it
+            // (`rtm/unsubscribe/error`), and the subscription goes on.
+            cb(Response::Reply(Reply {
+                action: "rtm/unsubscribe/error".into(),
+                body: serde_json::json!({ "subscription_id": self.key }).to_string(),
+            }));
         }
     }
     fn on_enter_failed(&mut self, reason: &str) {
