@@ -86,8 +86,10 @@ pub(super) struct SandboxArgs {
     /// Make this --user login an admin, who may act on every benchmark (repeatable).
     #[arg(long, value_name = "LOGIN")]
     admin: Vec<String>,
-    /// Behave like the real server where the default is friendlier: `/data` never answers
-    /// for a failed benchmark, `/server_logs` is 404.
+    /// Behave like the real server where the default is friendlier or follows the seed
+    /// document: `/data` never answers for a failed benchmark, `/server_logs` is 404,
+    /// `/email_report` does not split a comma-separated `addr`, `/remove_cluster_info` of
+    /// an unknown cluster is `200 {}`.
     #[arg(long)]
     faithful: bool,
     /// `/data` on a failed benchmark never answers (like the real server).
@@ -230,6 +232,8 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     q.missing_param_500 = !args.missing_param_400;
     q.change_env_not_running_500 = !args.change_env_not_running_400;
     q.typecheck_closes_connection = !args.typecheck_keeps_connection;
+    q.email_addr_not_split = args.faithful;
+    q.remove_unknown_cluster_ok = args.faithful;
     config.max_connections = args.max_connections;
     config.workers = args.workers;
     config.header_timeout = Duration::from_millis(args.header_timeout_ms);

@@ -331,7 +331,9 @@ fn start_passes_every_option() {
         .expect_code(0)
         .json();
     assert_eq!(after, serde_json::json!([]));
-    bench(&server.host(), &["remove_cluster_info", &cluster]).expect_code(0);
+    // Its record went with it: the seed's answer for an unknown cluster is `not_found`.
+    let out = bench(&server.host(), &["remove_cluster_info", &cluster]).expect_code(1);
+    assert!(out.stderr.contains("404 not_found"), "{}", out.stderr);
 }
 
 #[test]

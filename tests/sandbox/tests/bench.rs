@@ -414,8 +414,12 @@ fn clusters_for_node_counts() {
         (r.status, r.text()),
         (404, error_body("Cluster not found", "not_found"))
     );
-    assert_eq!(get(s.addr(), "/remove_cluster_info?id=1").body, b"{}");
-    assert_eq!(get(s.addr(), "/remove_cluster_info?id=77").body, b"{}");
+    // The seed: an unknown cluster is `not_found` (the real server's `200 {}` is a quirk).
+    let r = get(s.addr(), "/remove_cluster_info?id=77");
+    assert_eq!(
+        (r.status, r.text()),
+        (404, error_body("Cluster 77 is not found", "not_found"))
+    );
     assert_eq!(get(s.addr(), "/clusters_info").body, b"[]");
 }
 
@@ -517,7 +521,11 @@ fn stop_restart_change_env_run_command() {
     );
     assert_eq!(r.body, b"{}");
     let reports = s.email_reports();
-    assert_eq!(reports.last().unwrap().addresses, ["a@b.c,d@e.f", "g@h.i"]);
+    // The seed: `addr` is a comma-separated list (the real server's no-split is a quirk).
+    assert_eq!(
+        reports.last().unwrap().addresses,
+        ["a@b.c", "d@e.f", "g@h.i"]
+    );
 
     let r = get(s.addr(), &format!("/restart?id={id}"));
     let new_id = id + 1;
@@ -1127,4 +1135,39 @@ fn data_hangs_on_failed_when_faithful() {
     let t = Instant::now();
     s.shutdown();
     assert!(t.elapsed() < SHUTDOWN_GUARD, "{:?}", t.elapsed());
+}
+
+/// Under the real server's quirks (`benchlink sandbox --faithful`): a comma in `addr` is
+/// part of one address, and removing an unknown cluster's info is `200 {}`.
+#[test]
+fn email_report_and_remove_cluster_info_when_faithful() {
+    let s = BenchServer::start(BenchServerConfig {
+        quirks: Quirks {
+            email_addr_not_split: true,
+            remove_unknown_cluster_ok: true,
+            ..Quirks::default()
+        },
+        ..BenchServerConfig::fast()
+    })
+    .unwrap();
+    assert_eq!(get(s.addr(), "/remove_cluster_info?id=77").body, b"{}");
+    let id = start(s.addr(), "/start?deallocate_after_bench=false", SMALL_BDL);
+    wait_finished(&s, id);
+    // A known cluster's record goes, as with the default quirks.
+    let clusters = get(s.addr(), "/clusters_info").json();
+    let cid = clusters[0]["id"].as_u64().unwrap();
+    assert_eq!(
+        get(s.addr(), &format!("/remove_cluster_info?id={cid}")).body,
+        b"{}"
+    );
+    assert_eq!(get(s.addr(), "/clusters_info").body, b"[]");
+    let r = get(
+        s.addr(),
+        &format!("/email_report?id={id}&addr=a%40b.c,d%40e.f&addr=g%40h.i"),
+    );
+    assert_eq!(r.body, b"{}");
+    assert_eq!(
+        s.email_reports().last().unwrap().addresses,
+        ["a@b.c,d@e.f", "g@h.i"]
+    );
 }

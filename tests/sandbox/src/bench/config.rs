@@ -127,6 +127,14 @@ pub struct Quirks {
     pub change_env_not_running_500: bool,
     /// Close the connection after every `/typecheck` reply, like the real server.
     pub typecheck_closes_connection: bool,
+    /// `/email_report` takes each `addr` value as one address, as the real server does
+    /// (`addr` repeated for several). When false (default) a value is a comma-separated
+    /// list, as the seed document says.
+    pub email_addr_not_split: bool,
+    /// `/remove_cluster_info` answers `200 {}` for an unknown cluster too, as the real
+    /// server does (it swallows the error). When false (default) it is 404 `not_found`,
+    /// as the seed document says.
+    pub remove_unknown_cluster_ok: bool,
 }
 
 impl Default for Quirks {
@@ -137,6 +145,8 @@ impl Default for Quirks {
             server_logs_removed: false,
             change_env_not_running_500: true,
             typecheck_closes_connection: true,
+            email_addr_not_split: false,
+            remove_unknown_cluster_ok: false,
         }
     }
 }

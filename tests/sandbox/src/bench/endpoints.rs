@@ -181,15 +181,17 @@ pub(crate) fn handle(shared: &Arc<Shared>, conn: &mut Conn, req: &Request) -> io
         ("GET", "/deallocate_cluster") => {
             need_id("id").and_then(|id| deallocate_cluster(shared, id))
         }
-        ("GET", "/remove_cluster_info") => need_id("id").map(|id| {
+        ("GET", "/remove_cluster_info") => need_id("id").and_then(|id| {
             let mut st = shared.lock();
             if st.clusters.remove(&id).is_some() {
                 st.log(
                     Severity::Info,
                     &format!("[ API ] Cluster {id} info removed"),
                 );
+            } else if !shared.config.quirks.remove_unknown_cluster_ok {
+                return Err(ApiError::not_found(format!("Cluster {id} is not found")));
             }
-            Json::empty()
+            Ok(Json::empty())
         }),
         ("GET", "/add_tags") => need_id("id").and_then(|id| tags(shared, id, &q, true)),
         ("GET", "/remove_tags") => need_id("id").and_then(|id| tags(shared, id, &q, false)),
@@ -514,7 +516,22 @@ fn email_report(shared: &Shared, id: i64, q: &Query) -> Result<Json, ApiError> {
     if !is_final(b.status) {
         return Err(ApiError::badarg("Benchmark in not ended yet"));
     }
-    let addresses: Vec<String> = addrs.iter().map(|a| a.text().to_owned()).collect();
+    let split = !shared.config.quirks.email_addr_not_split;
+    let addresses: Vec<String> = addrs
+        .iter()
+        .flat_map(|a| {
+            let text = a.text();
+            let parts: Vec<&str> = if split {
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .collect()
+            } else {
+                vec![text]
+            };
+            parts.into_iter().map(str::to_owned).collect::<Vec<_>>()
+        })
+        .collect();
     st.log(
         Severity::Info,
         &format!(
