@@ -1013,6 +1013,35 @@ fn kv_requests_while_stopped_are_queued() {
     assert_eq!(reply(&r2rx).json()["message"], Value::Null);
 }
 
+/// At the default `max_queue_size` (20,000, the reference SDK's), 20,000 publishes of a
+/// 100-byte message wait offline and the next one is refused with `Full`: the count is
+/// the limit, not the bytes of the client's queue. Then all 20,000 go out and are
+/// acknowledged.
+#[test]
+fn the_default_queue_holds_twenty_thousand_publishes() {
+    let rig = Rig::new();
+    let message = "m".repeat(100);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for _ in 0..20_000 {
+        let tx = tx.clone();
+        let cb: Callback = Box::new(move |r| {
+            let _ = tx.send(matches!(&r, Response::Reply(reply) if reply.is_ok()));
+        });
+        rig.client.publish("q", &message, Some(cb)).unwrap();
+    }
+    match rig.client.publish("q", &message, None) {
+        Err(Error::Request(RequestError::Full)) => {}
+        other => panic!("expected Full, got {other:?}"),
+    }
+    rig.start();
+    for i in 0..20_000 {
+        assert!(
+            rx.recv_timeout(Duration::from_secs(60)).unwrap(),
+            "reply {i}"
+        );
+    }
+}
+
 /// `max_queue_size = 3`: the fourth request is refused at the call with `Full`; the first
 /// three are all delivered (nothing dropped silently, unlike the reference SDK).
 #[test]

@@ -40,7 +40,10 @@ const SUBS: usize = MAX_SUBSCRIPTIONS;
 /// `max_queue_size`, 20,000), so a distant hub sees a window that large. The core's table
 /// is a ring searched by id, so its size costs memory (24 bytes an entry), not time.
 const PENDING: usize = 20_000;
-const QUEUE: usize = 512 << 10;
+/// The offline queue's bytes: the default `max_queue_size` of publishes (20,000, the
+/// reference SDK's) of a 100-byte message each fit; only much larger messages meet
+/// `Full` before the count does.
+const QUEUE: usize = 4 << 20;
 const OUT: usize = 512 << 10;
 /// Outgoing bytes: one largest PDU plus as much again, so PDUs go out in big batches.
 const TX: usize = 2 * OUT + core_rtm::MIN_TX_EXTRA;
