@@ -1465,11 +1465,15 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// An established connection is gone.
     fn connection_lost<H: Handler>(&mut self, now: Instant, leave: Leave, h: &mut H) {
         // Compared in microseconds, as `Instant` counts: a `Duration` built from them
-        // would take a 64-bit division (a library routine on a Cortex-M).
+        // would take a 64-bit division (a library routine on a Cortex-M), and
+        // `Duration::as_micros` 128-bit arithmetic. An interval past `u64` microseconds
+        // is longer than any life.
         let lived_us = self
             .connected_at
             .map_or(0, |t| now.as_micros().saturating_sub(t.as_micros()));
-        if self.got_reply || u128::from(lived_us) >= self.config.reconnect_interval.as_micros() {
+        let stable =
+            crate::time::micros(self.config.reconnect_interval).is_some_and(|i| lived_us >= i);
+        if self.got_reply || stable {
             self.backoff.reset(self.config.fail_count_threshold);
             if self.config.wait_before_first_reconnect {
                 self.backoff.dropped(now);
