@@ -762,7 +762,13 @@ impl<'a> JsonStr<'a> {
     /// assert_eq!(it.next().unwrap().as_plain(), None);
     /// ```
     pub fn as_plain(&self) -> Option<&'a str> {
-        (!self.raw.contains('\\')).then_some(self.raw)
+        (!self.has_escape()).then_some(self.raw)
+    }
+
+    /// Whether the raw text has an escape: a byte search (`str::contains` with a `char`
+    /// would link the char searcher).
+    fn has_escape(&self) -> bool {
+        crate::swar::find_byte(self.raw.as_bytes(), b'\\').is_some()
     }
 
     /// The decoded characters: escapes resolved, `\uXXXX` surrogate pairs combined.
@@ -823,10 +829,8 @@ impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
         match self.raw.len().cmp(&other.len()) {
             core::cmp::Ordering::Less => false,
-            core::cmp::Ordering::Equal => self.raw == other && !self.raw.contains('\\'),
-            core::cmp::Ordering::Greater => {
-                self.raw.contains('\\') && self.chars().eq(other.chars())
-            }
+            core::cmp::Ordering::Equal => self.raw == other && !self.has_escape(),
+            core::cmp::Ordering::Greater => self.has_escape() && self.chars().eq(other.chars()),
         }
     }
 }
