@@ -1083,7 +1083,8 @@ impl defmt::Format for Number<'_> {
 
 /// A JSON number written without fraction or exponent.
 fn is_integer_text(text: &str) -> bool {
-    !text.contains(['.', 'e', 'E'])
+    // Bytes: a `char` pattern would link the char searcher.
+    !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
 }
 
 /// Byte-level validator over one text; the single place the grammar lives.
