@@ -783,6 +783,16 @@ impl<'a> JsonStr<'a> {
         }
     }
 
+    /// The decoded text's UTF-8 bytes: how decoded text is compared (equal characters
+    /// have equal encodings) without decoding the UTF-8 around the escapes.
+    fn unescaped(&self) -> Unescaped<'a> {
+        Unescaped {
+            rest: self.raw.as_bytes(),
+            pending: 0,
+            left: 0,
+        }
+    }
+
     /// True for `""`.
     ///
     /// ```
@@ -816,7 +826,7 @@ impl<'a> JsonStr<'a> {
 /// Compares decoded text, so `"\u0041"` equals `"A"`.
 impl PartialEq for JsonStr<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw || self.chars().eq(other.chars())
+        self.raw == other.raw || self.unescaped().eq(other.unescaped())
     }
 }
 
@@ -830,7 +840,7 @@ impl PartialEq<str> for JsonStr<'_> {
         match self.raw.len().cmp(&other.len()) {
             core::cmp::Ordering::Less => false,
             core::cmp::Ordering::Equal => self.raw == other && !self.has_escape(),
-            core::cmp::Ordering::Greater => self.has_escape() && self.chars().eq(other.chars()),
+            core::cmp::Ordering::Greater => self.has_escape() && self.unescaped().eq(other.bytes()),
         }
     }
 }
@@ -1071,6 +1081,109 @@ impl PartialEq<str> for Number<'_> {
 impl PartialEq<&str> for Number<'_> {
     fn eq(&self, other: &&str) -> bool {
         self.text == *other
+    }
+}
+
+/// The UTF-8 bytes of a [`JsonStr`]'s decoded text: what [`Chars`] yields, encoded. The
+/// bytes around escapes pass through as they are (the raw text is UTF-8 already), so no
+/// UTF-8 is decoded: only an escape's character is encoded.
+#[derive(Debug, Clone)]
+struct Unescaped<'a> {
+    rest: &'a [u8],
+    /// The continuation bytes of the current escape's character still to come, the
+    /// next in the low byte; `left` of them.
+    pending: u32,
+    left: u8,
+}
+
+impl Unescaped<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.rest.split_first()?;
+        self.rest = rest;
+        Some(b)
+    }
+
+    /// After `\u`: one code point, or a surrogate pair written as two escapes, as
+    /// [`Chars`] reads it.
+    fn unicode_escape(&mut self) -> char {
+        let Some(unit) = self.hex4() else {
+            return char::REPLACEMENT_CHARACTER;
+        };
+        if (0xD800..0xDC00).contains(&unit) {
+            let mut ahead = self.clone();
+            let low = match (ahead.byte(), ahead.byte()) {
+                (Some(b'\\'), Some(b'u')) => ahead.hex4(),
+                _ => None,
+            };
+            if let Some(low @ 0xDC00..=0xDFFF) = low {
+                self.rest = ahead.rest;
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                return char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+            }
+        }
+        char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
+
+    /// Four hex digits; like [`Chars`], a character that is not one is consumed (all
+    /// of its bytes).
+    fn hex4(&mut self) -> Option<u32> {
+        let mut n = 0;
+        for _ in 0..4 {
+            let b = self.byte()?;
+            let Some(digit) = char::from(b).to_digit(16) else {
+                while self.rest.first().is_some_and(|&b| b & 0xC0 == 0x80) {
+                    self.byte();
+                }
+                return None;
+            };
+            n = n * 16 + digit;
+        }
+        Some(n)
+    }
+}
+
+impl Iterator for Unescaped<'_> {
+    type Item = u8;
+
+    fn next(&mut self) -> Option<u8> {
+        if self.left > 0 {
+            let b = self.pending as u8;
+            self.pending >>= 8;
+            self.left -= 1;
+            return Some(b);
+        }
+        let b = self.byte()?;
+        if b != b'\\' {
+            return Some(b);
+        }
+        let c = match self.byte() {
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => self.unicode_escape(),
+            // `"`, `\` and `/` stand for themselves, as does any other character: its
+            // first byte here, the rest as they come.
+            Some(b) => return Some(b),
+            None => char::REPLACEMENT_CHARACTER,
+        };
+        // UTF-8 by hand, into a register: six bits per continuation byte, the last
+        // ones first.
+        let mut v = u32::from(c);
+        let n = match v {
+            0..0x80 => 0,
+            0x80..0x800 => 1,
+            0x800..0x1_0000 => 2,
+            _ => 3,
+        };
+        for _ in 0..n {
+            self.pending = self.pending << 8 | 0x80 | v & 0x3F;
+            v >>= 6;
+        }
+        self.left = n;
+        // The lead byte's length prefix: none, `110`, `1110` or `11110`.
+        Some((v | 0xF0E0_C000 >> (8 * n) & 0xFF) as u8)
     }
 }
 
