@@ -303,11 +303,10 @@ impl<'b> ObjectWriter<'_, 'b> {
     /// The extras (the last of each key) and `}`: out of the generic callers, one copy.
     fn finish(&mut self) -> Result<(), WriteError> {
         if let Some(extras) = self.extras.take() {
-            for (i, (key, value)) in extras.members().enumerate() {
-                let repeated_later = extras
-                    .members()
-                    .skip(i.saturating_add(1))
-                    .any(|(later, _)| later == key);
+            let mut members = extras.members();
+            while let Some((key, value)) = members.next() {
+                // The members after this one: where the iterator is now.
+                let repeated_later = members.clone().any(|(later, _)| later == key);
                 if !repeated_later {
                     self.separator()?;
                     // Keys and values of a validated object are valid JSON text already.
