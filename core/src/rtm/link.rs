@@ -623,13 +623,15 @@ impl<
         let client = self.client.poll_timeout();
         let link = match self.phase {
             Phase::Open => {
-                let dead = self.last_rx.saturating_add(self.config.dead_peer_timeout);
-                let ping = (!self.ping_sent)
-                    .then(|| self.last_rx.saturating_add(self.config.ping_interval));
-                let stall = self
-                    .tx_since
-                    .map(|since| since.saturating_add(self.config.dead_peer_timeout));
-                Some(earliest(Some(dead), earliest(ping, stall)).unwrap_or(dead))
+                // The dead-peer limit is always there: plain minimums, no options.
+                let mut at = self.last_rx.saturating_add(self.config.dead_peer_timeout);
+                if !self.ping_sent {
+                    at = at.min(self.last_rx.saturating_add(self.config.ping_interval));
+                }
+                if let Some(since) = self.tx_since {
+                    at = at.min(since.saturating_add(self.config.dead_peer_timeout));
+                }
+                Some(at)
             }
             Phase::Closing { deadline, .. } => Some(deadline),
             _ => None,
