@@ -1369,10 +1369,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.poll_timeout(), Some(t));
     /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut at = self.queue_deadline;
-        for p in self.pending.iter() {
-            at = earliest(at, p.deadline());
-        }
+        let mut at = earliest(self.queue_deadline, self.pending.earliest_deadline());
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
             at = earliest(at, auth.deadline);
         }
