@@ -885,7 +885,9 @@ impl<
         }
     }
 
-    /// Drops every unsent byte.
+    /// Drops every unsent byte. Out of line: its stores at every caller cost more than
+    /// the calls.
+    #[inline(never)]
     fn clear_tx(&mut self) {
         self.tx_start = 0;
         self.tx_end = 0;
