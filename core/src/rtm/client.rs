@@ -1917,10 +1917,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     continue;
                 };
                 let id = self.next_id;
-                let request = sub.request(kind);
                 let encoding = self.config.encoding;
+                // The request is made where it is encoded: only its two variants are
+                // then compiled in, not every request's members.
+                let sub_ref = &*sub;
                 if push_encoded(&mut self.outbox, None, |out| {
-                    request.encode_as(encoding, Some(u64::from(id)), out)
+                    sub_ref
+                        .request(kind)
+                        .encode_as(encoding, Some(u64::from(id)), out)
                 })
                 .is_err()
                 {
