@@ -110,7 +110,9 @@ impl<const N: usize> InFlight<N> {
         Some(p)
     }
 
-    /// Every live request, oldest first.
+    /// Every live request, oldest first (the tests' view of the table; the client only
+    /// needs [`earliest_deadline`](Self::earliest_deadline)).
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Pending> {
         (0..self.used)
             .filter_map(|at| self.slots.get(self.index(at)))
