@@ -1531,20 +1531,24 @@ impl<'a> Scanner<'a> {
 
 /// One bit per nesting level, up to [`MAX_DEPTH`].
 #[derive(Default)]
-struct BitStack([u64; MAX_DEPTH / 64]);
+struct BitStack([usize; MAX_DEPTH / BitStack::BITS]);
 
 impl BitStack {
+    /// Bits per word: the target's own word, so a 32-bit MCU shifts in one instruction
+    /// instead of calling the 64-bit shift routines.
+    const BITS: usize = usize::BITS as usize;
+
     fn set(&mut self, level: usize, bit: bool) {
-        if let Some(word) = self.0.get_mut(level / 64) {
-            let mask = 1u64 << (level % 64);
+        if let Some(word) = self.0.get_mut(level / Self::BITS) {
+            let mask = 1usize << (level % Self::BITS);
             *word = if bit { *word | mask } else { *word & !mask };
         }
     }
 
     fn get(&self, level: usize) -> bool {
         self.0
-            .get(level / 64)
-            .is_some_and(|word| word >> (level % 64) & 1 == 1)
+            .get(level / Self::BITS)
+            .is_some_and(|word| word >> (level % Self::BITS) & 1 == 1)
     }
 }
 
