@@ -731,6 +731,9 @@ impl<
                         self.tx_end = at.saturating_add(out.len());
                     }
                 }
+                // Only a CBOR client sends binary PDUs: without the feature, no code for
+                // them.
+                #[cfg(feature = "cbor")]
                 Some(Transmit::Binary(pdu)) => {
                     let at = self.tx_end;
                     let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
@@ -750,8 +753,8 @@ impl<
                     break;
                 }
                 // Never while open: the client orders a connect only once it considers
-                // this connection gone, after a `Close`.
-                Some(Transmit::Connect) | None => break,
+                // this connection gone, after a `Close`. (Nor `Binary` without `cbor`.)
+                _ => break,
             }
         }
         self.mark_tx(now, was_empty);
