@@ -75,11 +75,19 @@ macro_rules! text_enum {
                 stringify!($ex_text), ");\n```"
             )]
             pub fn as_str(&self) -> &'a str {
-                // A `match` of constants: a lookup table.
-                match self {
-                    Self::Other(text) => text,
-                    $( Self::$variant => $text, )*
+                // The variant's index into `NAMES`, from a field-less twin of the enum: a
+                // `match` of the tags onto themselves, which folds away; a `match` onto the
+                // strings would be a jump table with a case of code per name.
+                #[allow(non_camel_case_types, clippy::enum_variant_names)]
+                enum Index {
+                    $( $variant, )*
                 }
+                let i = match self {
+                    Self::Other(text) => return text,
+                    $( Self::$variant => Index::$variant as usize, )*
+                };
+                // Every index is in the table: the "" is never returned.
+                Self::NAMES.get(i).copied().unwrap_or_default()
             }
         }
 
