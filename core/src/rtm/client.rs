@@ -1634,21 +1634,27 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             self.got_reply = true;
             // A raw action takes whatever outcome its id gets.
             let answers = p.kind == ReqKind::Other || pdu.action.request() == p.kind.action();
-            match pdu.action.outcome() {
-                Some(Suffix::Ok) if answers => {
-                    self.pending.take(id);
-                    h.reply(p.ticket, Outcome::Ok(pdu));
-                }
+            // The outcome, and whether it is the request's last reply.
+            let outcome = match pdu.action.outcome() {
+                Some(Suffix::Ok) if answers => Some((Outcome::Ok(pdu), true)),
                 Some(Suffix::Error) if answers || pdu.action == Action::GeneralError => {
-                    self.pending.take(id);
-                    h.reply(p.ticket, Outcome::Error(pdu));
+                    Some((Outcome::Error(pdu), true))
                 }
                 Some(Suffix::Data)
                     if answers && matches!(p.kind, ReqKind::Search | ReqKind::Other) =>
                 {
-                    h.reply(p.ticket, Outcome::Data(pdu));
+                    Some((Outcome::Data(pdu), false))
                 }
-                _ => self.fatal(
+                _ => None,
+            };
+            match outcome {
+                Some((outcome, last)) => {
+                    if last {
+                        self.pending.take(id);
+                    }
+                    h.reply(p.ticket, outcome);
+                }
+                None => self.fatal(
                     now,
                     InternalError::WrongReply {
                         request: p.kind.action(),
