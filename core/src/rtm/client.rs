@@ -1369,20 +1369,30 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.poll_timeout(), Some(t));
     /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut at = earliest(self.queue_deadline, self.pending.earliest_deadline());
+        // A running minimum in microseconds, and whether any deadline counted (so a
+        // deadline at `Instant::MAX` still counts): cheaper than merging options.
+        let (mut at, mut any) = (u64::MAX, false);
+        let mut add = |d: Option<Instant>| {
+            if let Some(d) = d {
+                at = at.min(d.as_micros());
+                any = true;
+            }
+        };
+        add(self.queue_deadline);
+        add(self.pending.earliest_deadline());
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
-            at = earliest(at, auth.deadline);
+            add(auth.deadline);
         }
         match self.state {
-            ClientState::Awaiting => at = earliest(at, self.reconnect_at),
+            ClientState::Awaiting => add(self.reconnect_at),
             ClientState::Connecting => {
-                at = earliest(at, self.restoring);
-                at = earliest(at, self.connect_deadline);
+                add(self.restoring);
+                add(self.connect_deadline);
             }
             ClientState::Disposed => return None,
             _ => {}
         }
-        at
+        any.then_some(Instant::from_micros(at))
     }
 
     // ----------------------------------------------------------------------------------
