@@ -1875,7 +1875,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         if self.queue_deadline.is_none_or(|d| d > now) {
             return;
         }
-        let mut next = None;
+        // The next deadline as a running minimum, and whether there is one.
+        let (mut next, mut any) = (u64::MAX, false);
         let (queue, user_auth, queued) = (&mut self.queue, &mut self.user_auth, &mut self.queued);
         queue.for_each_mut(|record| {
             let Some((meta, _)) = Meta::read(record) else {
@@ -1890,10 +1891,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     *queued = queued.saturating_sub(1);
                     Self::resolve_queued(meta, user_auth, h, Outcome::Timeout);
                 }
-                d => next = earliest(next, d),
+                Some(d) => {
+                    next = next.min(d.as_micros());
+                    any = true;
+                }
+                None => {}
             }
         });
-        self.queue_deadline = next;
+        self.queue_deadline = any.then_some(Instant::from_micros(next));
     }
 
     /// Writes everything that may be written now, in protocol order: auth restore, the
