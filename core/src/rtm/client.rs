@@ -1278,10 +1278,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return;
         }
         self.expire_queued(now, h);
-        self.pending.remove_if(
-            |p| p.deadline().is_some_and(|d| d <= now),
-            |p| h.reply(p.ticket, Outcome::Timeout),
-        );
+        self.pending
+            .remove_if(|p| p.expired(now), |p| h.reply(p.ticket, Outcome::Timeout));
         if self
             .user_auth
             .as_ref()

@@ -37,6 +37,15 @@ impl Pending {
         }
     }
 
+    /// Whether its deadline has come at `now` (the raw microseconds compared: no
+    /// `Option` made).
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        self.deadline != u64::MAX && self.deadline <= now.as_micros()
+    }
+
+    /// The deadline as an instant (the tests' view; the client compares the raw
+    /// microseconds with [`expired`](Self::expired)).
+    #[cfg(test)]
     pub(crate) fn deadline(&self) -> Option<Instant> {
         (self.deadline != u64::MAX).then_some(Instant::from_micros(self.deadline))
     }
