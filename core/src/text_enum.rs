@@ -27,13 +27,28 @@ macro_rules! text_enum {
             #[allow(dead_code)]
             pub(crate) const ALL: &'static [$name<'static>] = &[$($name::$variant),*];
 
-            /// Every named variant with its text, as data: `parse` and `from_json` walk it
-            /// in a loop instead of one inlined comparison per name (on firmware, flash).
-            const TABLE: &'static [($name<'static>, &'static str)] =
-                &[$( ($name::$variant, $text) ),*];
+            /// Every name, in the order of the variants, as data: `parse` and `from_json`
+            /// walk it in a loop instead of one inlined comparison per name (on firmware,
+            /// flash). Names only: a name's index is its variant (see `from_index`), so the
+            /// table holds no copies of the variants (a word and more each).
+            const NAMES: &'static [&'static str] = &[$( $text ),*];
+
+            /// The variant of name `i` of [`NAMES`](Self::NAMES). The chain of comparisons
+            /// with constants folds to the variant's tag being the index.
+            fn from_index(i: usize) -> Option<Self> {
+                let mut n = 0usize;
+                $(
+                    if i == n {
+                        return Some($name::$variant);
+                    }
+                    n += 1;
+                )*
+                let _ = n;
+                None
+            }
 
             fn find(is: impl Fn(&str) -> bool) -> Option<Self> {
-                Self::TABLE.iter().find(|(_, text)| is(text)).map(|&(variant, _)| variant)
+                Self::NAMES.iter().position(|text| is(text)).and_then(Self::from_index)
             }
 
             #[doc = concat!(
@@ -60,14 +75,19 @@ macro_rules! text_enum {
                 stringify!($ex_text), ");\n```"
             )]
             pub fn as_str(&self) -> &'a str {
-                match self {
-                    Self::Other(text) => text,
-                    // Every named variant is in the table: the "" is never returned.
-                    named => Self::TABLE
-                        .iter()
-                        .find(|(variant, _)| variant == named)
-                        .map_or("", |&(_, text)| text),
+                // The variant's index into `NAMES`, from a field-less twin of the enum: a
+                // `match` of the tags onto themselves, which folds away; a `match` onto the
+                // strings would be a jump table with a case of code per name.
+                #[allow(non_camel_case_types, clippy::enum_variant_names)]
+                enum Index {
+                    $( $variant, )*
                 }
+                let i = match self {
+                    Self::Other(text) => return text,
+                    $( Self::$variant => Index::$variant as usize, )*
+                };
+                // Every index is in the table: the "" is never returned.
+                Self::NAMES.get(i).copied().unwrap_or_default()
             }
         }
 

@@ -238,9 +238,11 @@ pub(crate) fn micros(d: Duration) -> Option<u64> {
 /// assert_eq!(earliest(None, None), None);
 /// ```
 pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    // One of the two, picked: no new `Option` built.
     match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+        (Some(x), Some(y)) if y < x => b,
+        (None, _) => b,
+        _ => a,
     }
 }
 

@@ -173,11 +173,11 @@ impl<'a> Validator<'a> {
             return Err(self.s.error(ErrorKind::TooDeep));
         };
         let start = self.s.pos;
-        self.s.bump();
+        self.s.step();
         self.s.skip_ws();
         let mut ends = Ends::default();
         if self.s.peek() == Some(b'}') {
-            self.s.bump();
+            self.s.step();
         } else {
             for index in 0.. {
                 let (from, to) = self.s.key()?;
@@ -188,9 +188,9 @@ impl<'a> Validator<'a> {
                 ends.push(index, self.s.pos.saturating_sub(start));
                 self.s.skip_ws();
                 match self.s.peek() {
-                    Some(b',') => self.s.bump(),
+                    Some(b',') => self.s.step(),
                     Some(b'}') => {
-                        self.s.bump();
+                        self.s.step();
                         break;
                     }
                     _ => return Err(self.s.error(ErrorKind::ExpectedCommaOrEnd)),
@@ -680,7 +680,7 @@ impl<'a> Items<'a> {
         let mut s = Scanner::new(self.text, self.pos);
         s.skip_ws();
         if s.peek() == Some(b',') {
-            s.bump();
+            s.step();
             s.skip_ws();
         }
         let key = if keyed {
@@ -695,7 +695,7 @@ impl<'a> Items<'a> {
             if s.peek() != Some(b':') {
                 return None;
             }
-            s.bump();
+            s.step();
             Some(JsonStr {
                 raw: self.text.get(start..end)?,
             })
@@ -762,7 +762,13 @@ impl<'a> JsonStr<'a> {
     /// assert_eq!(it.next().unwrap().as_plain(), None);
     /// ```
     pub fn as_plain(&self) -> Option<&'a str> {
-        (!self.raw.contains('\\')).then_some(self.raw)
+        (!self.has_escape()).then_some(self.raw)
+    }
+
+    /// Whether the raw text has an escape: a byte search (`str::contains` with a `char`
+    /// would link the char searcher).
+    fn has_escape(&self) -> bool {
+        crate::swar::find_byte(self.raw.as_bytes(), b'\\').is_some()
     }
 
     /// The decoded characters: escapes resolved, `\uXXXX` surrogate pairs combined.
@@ -774,6 +780,16 @@ impl<'a> JsonStr<'a> {
     pub fn chars(&self) -> Chars<'a> {
         Chars {
             rest: self.raw.chars(),
+        }
+    }
+
+    /// The decoded text's UTF-8 bytes: how decoded text is compared (equal characters
+    /// have equal encodings) without decoding the UTF-8 around the escapes.
+    fn unescaped(&self) -> Unescaped<'a> {
+        Unescaped {
+            rest: self.raw.as_bytes(),
+            pending: 0,
+            left: 0,
         }
     }
 
@@ -810,7 +826,7 @@ impl<'a> JsonStr<'a> {
 /// Compares decoded text, so `"\u0041"` equals `"A"`.
 impl PartialEq for JsonStr<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw || self.chars().eq(other.chars())
+        self.raw == other.raw || self.unescaped().eq(other.unescaped())
     }
 }
 
@@ -823,10 +839,8 @@ impl PartialEq<str> for JsonStr<'_> {
     fn eq(&self, other: &str) -> bool {
         match self.raw.len().cmp(&other.len()) {
             core::cmp::Ordering::Less => false,
-            core::cmp::Ordering::Equal => self.raw == other && !self.raw.contains('\\'),
-            core::cmp::Ordering::Greater => {
-                self.raw.contains('\\') && self.chars().eq(other.chars())
-            }
+            core::cmp::Ordering::Equal => self.raw == other && !self.has_escape(),
+            core::cmp::Ordering::Greater => self.has_escape() && self.unescaped().eq(other.bytes()),
         }
     }
 }
@@ -1070,6 +1084,109 @@ impl PartialEq<&str> for Number<'_> {
     }
 }
 
+/// The UTF-8 bytes of a [`JsonStr`]'s decoded text: what [`Chars`] yields, encoded. The
+/// bytes around escapes pass through as they are (the raw text is UTF-8 already), so no
+/// UTF-8 is decoded: only an escape's character is encoded.
+#[derive(Debug, Clone)]
+struct Unescaped<'a> {
+    rest: &'a [u8],
+    /// The continuation bytes of the current escape's character still to come, the
+    /// next in the low byte; `left` of them.
+    pending: u32,
+    left: u8,
+}
+
+impl Unescaped<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.rest.split_first()?;
+        self.rest = rest;
+        Some(b)
+    }
+
+    /// After `\u`: one code point, or a surrogate pair written as two escapes, as
+    /// [`Chars`] reads it.
+    fn unicode_escape(&mut self) -> char {
+        let Some(unit) = self.hex4() else {
+            return char::REPLACEMENT_CHARACTER;
+        };
+        if (0xD800..0xDC00).contains(&unit) {
+            let mut ahead = self.clone();
+            let low = match (ahead.byte(), ahead.byte()) {
+                (Some(b'\\'), Some(b'u')) => ahead.hex4(),
+                _ => None,
+            };
+            if let Some(low @ 0xDC00..=0xDFFF) = low {
+                self.rest = ahead.rest;
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                return char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+            }
+        }
+        char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
+
+    /// Four hex digits; like [`Chars`], a character that is not one is consumed (all
+    /// of its bytes).
+    fn hex4(&mut self) -> Option<u32> {
+        let mut n = 0;
+        for _ in 0..4 {
+            let b = self.byte()?;
+            let Some(digit) = char::from(b).to_digit(16) else {
+                while self.rest.first().is_some_and(|&b| b & 0xC0 == 0x80) {
+                    self.byte();
+                }
+                return None;
+            };
+            n = n * 16 + digit;
+        }
+        Some(n)
+    }
+}
+
+impl Iterator for Unescaped<'_> {
+    type Item = u8;
+
+    fn next(&mut self) -> Option<u8> {
+        if self.left > 0 {
+            let b = self.pending as u8;
+            self.pending >>= 8;
+            self.left -= 1;
+            return Some(b);
+        }
+        let b = self.byte()?;
+        if b != b'\\' {
+            return Some(b);
+        }
+        let c = match self.byte() {
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => self.unicode_escape(),
+            // `"`, `\` and `/` stand for themselves, as does any other character: its
+            // first byte here, the rest as they come.
+            Some(b) => return Some(b),
+            None => char::REPLACEMENT_CHARACTER,
+        };
+        // UTF-8 by hand, into a register: six bits per continuation byte, the last
+        // ones first.
+        let mut v = u32::from(c);
+        let n = match v {
+            0..0x80 => 0,
+            0x80..0x800 => 1,
+            0x800..0x1_0000 => 2,
+            _ => 3,
+        };
+        for _ in 0..n {
+            self.pending = self.pending << 8 | 0x80 | v & 0x3F;
+            v >>= 6;
+        }
+        self.left = n;
+        // The lead byte's length prefix: none, `110`, `1110` or `11110`.
+        Some((v | 0xF0E0_C000 >> (8 * n) & 0xFF) as u8)
+    }
+}
+
 #[cfg(feature = "defmt")]
 impl defmt::Format for Number<'_> {
     fn format(&self, f: defmt::Formatter<'_>) {
@@ -1079,7 +1196,8 @@ impl defmt::Format for Number<'_> {
 
 /// A JSON number written without fraction or exponent.
 fn is_integer_text(text: &str) -> bool {
-    !text.contains(['.', 'e', 'E'])
+    // Bytes: a `char` pattern would link the char searcher.
+    !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
 }
 
 /// Byte-level validator over one text; the single place the grammar lives.
@@ -1100,7 +1218,15 @@ impl<'a> Scanner<'a> {
         self.bytes.get(self.pos).copied()
     }
 
-    /// Steps over the byte just peeked (never past the end).
+    /// Steps over the byte a [`peek`](Self::peek) just returned (so not past the end).
+    /// Unchecked, unlike [`bump`](Self::bump): the peek's bound check is the one check,
+    /// and the step, at some forty call sites, is one add.
+    fn step(&mut self) {
+        self.pos += 1;
+    }
+
+    /// Steps over the next byte, if there is one (never past the end): where no peek
+    /// has shown that there is.
     fn bump(&mut self) {
         self.pos = self
             .pos
@@ -1122,7 +1248,7 @@ impl<'a> Scanner<'a> {
 
     fn skip_ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.bump();
+            self.step();
         }
     }
 
@@ -1131,27 +1257,27 @@ impl<'a> Scanner<'a> {
             return Err(self.error(ErrorKind::InvalidNumber));
         }
         while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.bump();
+            self.step();
         }
         Ok(())
     }
 
     fn number(&mut self) -> Result<(), Error> {
         if self.peek() == Some(b'-') {
-            self.bump();
+            self.step();
         }
         match self.peek() {
-            Some(b'0') => self.bump(),
+            Some(b'0') => self.step(),
             _ => self.digits()?,
         }
         if self.peek() == Some(b'.') {
-            self.bump();
+            self.step();
             self.digits()?;
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.bump();
+            self.step();
             if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.bump();
+                self.step();
             }
             self.digits()?;
         }
@@ -1180,32 +1306,32 @@ impl<'a> Scanner<'a> {
     }
 
     fn string(&mut self) -> Result<(), Error> {
-        self.bump(); // the opening quote
+        self.step(); // the opening quote
         loop {
             self.skip_plain(true);
             match self.peek() {
                 Some(b'"') => {
-                    self.bump();
+                    self.step();
                     return Ok(());
                 }
                 Some(b'\\') => {
-                    self.bump();
+                    self.step();
                     match self.peek() {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.bump(),
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.step(),
                         Some(b'u') => {
-                            self.bump();
+                            self.step();
                             for _ in 0..4 {
                                 if !matches!(self.peek(), Some(b) if b.is_ascii_hexdigit()) {
                                     return Err(self.error(ErrorKind::InvalidEscape));
                                 }
-                                self.bump();
+                                self.step();
                             }
                         }
                         _ => return Err(self.error(ErrorKind::InvalidEscape)),
                     }
                 }
                 Some(0..=0x1F) => return Err(self.error(ErrorKind::ControlCharacter)),
-                Some(_) => self.bump(),
+                Some(_) => self.step(),
                 None => return Err(self.error(ErrorKind::UnexpectedEnd)),
             }
         }
@@ -1216,7 +1342,7 @@ impl<'a> Scanner<'a> {
             if self.peek() != Some(expected) {
                 return Err(self.error(ErrorKind::InvalidLiteral));
             }
-            self.bump();
+            self.step();
         }
         Ok(())
     }
@@ -1233,7 +1359,7 @@ impl<'a> Scanner<'a> {
                     self.peek(),
                     None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
                 ) {
-                    self.bump();
+                    self.step();
                 }
             }
         }
@@ -1308,16 +1434,16 @@ impl<'a> Scanner<'a> {
     }
 
     fn skip_validated_string(&mut self) {
-        self.bump(); // the opening quote
+        self.step(); // the opening quote
         loop {
             self.skip_plain(false);
             match self.peek() {
                 Some(b'\\') => {
-                    self.bump();
+                    self.step();
                     self.bump();
                 }
                 Some(_) => {
-                    self.bump();
+                    self.step();
                     return;
                 }
                 None => return,
@@ -1339,7 +1465,7 @@ impl<'a> Scanner<'a> {
         if self.peek() != Some(b':') {
             return Err(self.error(ErrorKind::ExpectedColon));
         }
-        self.bump();
+        self.step();
         Ok((start, end))
     }
 
@@ -1360,11 +1486,11 @@ impl<'a> Scanner<'a> {
                     let is_object = bracket == b'{';
                     open.set(depth, is_object);
                     depth += 1;
-                    self.bump();
+                    self.step();
                     self.skip_ws();
                     let close = if is_object { b'}' } else { b']' };
                     if self.peek() == Some(close) {
-                        self.bump();
+                        self.step();
                         depth -= 1;
                     } else {
                         if is_object {
@@ -1386,14 +1512,14 @@ impl<'a> Scanner<'a> {
                 let in_object = open.get(level);
                 match self.peek() {
                     Some(b',') => {
-                        self.bump();
+                        self.step();
                         if in_object {
                             self.key()?;
                         }
                         continue 'value;
                     }
-                    Some(b'}') if in_object => self.bump(),
-                    Some(b']') if !in_object => self.bump(),
+                    Some(b'}') if in_object => self.step(),
+                    Some(b']') if !in_object => self.step(),
                     _ => return Err(self.error(ErrorKind::ExpectedCommaOrEnd)),
                 }
                 depth = level;
@@ -1405,20 +1531,24 @@ impl<'a> Scanner<'a> {
 
 /// One bit per nesting level, up to [`MAX_DEPTH`].
 #[derive(Default)]
-struct BitStack([u64; MAX_DEPTH / 64]);
+struct BitStack([usize; MAX_DEPTH / BitStack::BITS]);
 
 impl BitStack {
+    /// Bits per word: the target's own word, so a 32-bit MCU shifts in one instruction
+    /// instead of calling the 64-bit shift routines.
+    const BITS: usize = usize::BITS as usize;
+
     fn set(&mut self, level: usize, bit: bool) {
-        if let Some(word) = self.0.get_mut(level / 64) {
-            let mask = 1u64 << (level % 64);
+        if let Some(word) = self.0.get_mut(level / Self::BITS) {
+            let mask = 1usize << (level % Self::BITS);
             *word = if bit { *word | mask } else { *word & !mask };
         }
     }
 
     fn get(&self, level: usize) -> bool {
         self.0
-            .get(level / 64)
-            .is_some_and(|word| word >> (level % 64) & 1 == 1)
+            .get(level / Self::BITS)
+            .is_some_and(|word| word >> (level % Self::BITS) & 1 == 1)
     }
 }
 

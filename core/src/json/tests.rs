@@ -544,3 +544,91 @@ fn container_skip_at_both_word_widths() {
         }
     }
 }
+
+/// `==` on decoded text (the byte-level `Unescaped`) agrees with comparing
+/// [`JsonStr::chars`], for escapes of every UTF-8 length, surrogate pairs, lone and
+/// invalid surrogates, and raw text around them; and the raw bytes of an unusual escape
+/// (not producible by the parser) pass through like `Chars` reads them.
+#[test]
+fn decoded_comparison_matches_chars() {
+    let raws = [
+        "",
+        "a",
+        "é",
+        "ab",
+        r"\n",
+        r"a\tb",
+        r"\u0041",
+        r"\u00e9",
+        r"\u07ff",
+        r"\u0800",
+        r"\uffff",
+        r"\ud83d\ude00",
+        r"x\ud83d\ude00y",
+        r"\ud83d",
+        r"\ud83dx",
+        r"\ude00",
+        r"\ud83d\u0041",
+        r#"\/\\\""#,
+        r"\b\f\r",
+        "é\\u00e9€",
+        r"\u20ac",
+        "😀",
+    ];
+    let plains = [
+        "",
+        "a",
+        "é",
+        "ab",
+        "\n",
+        "a\tb",
+        "A",
+        "\u{7ff}",
+        "\u{800}",
+        "\u{ffff}",
+        "😀",
+        "x😀y",
+        "\u{fffd}",
+        "\u{fffd}x",
+        "\u{fffd}A",
+        "/\\\"",
+        "\u{8}\u{c}\r",
+        "éé€",
+        "€",
+    ];
+    let decoded = |raw: &str| {
+        let mut chars = Buf::<64>::new();
+        for c in (JsonStr { raw }).chars() {
+            chars.push(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+        chars
+    };
+    for raw in raws {
+        let s = JsonStr { raw };
+        let mut bytes = Buf::<64>::new();
+        s.unescaped().for_each(|b| {
+            bytes.push(&[b]);
+        });
+        assert_eq!(bytes.as_bytes(), decoded(raw).as_bytes(), "{raw:?}");
+        for plain in plains {
+            assert_eq!(
+                s == *plain,
+                s.chars().eq(plain.chars()),
+                "{raw:?} == {plain:?}"
+            );
+        }
+        for other in raws {
+            let o = JsonStr { raw: other };
+            assert_eq!(s == o, s.chars().eq(o.chars()), "{raw:?} == {other:?}");
+        }
+    }
+    // Escapes the parser never lets through: a non-ASCII character after `\` or in the
+    // place of a hex digit, and a text ending in `\`.
+    for raw in ["\\é", "\\u0é41", "\\u00", "a\\"] {
+        let mut bytes = Buf::<64>::new();
+        (JsonStr { raw }).unescaped().for_each(|b| {
+            bytes.push(&[b]);
+        });
+        assert_eq!(bytes.as_bytes(), decoded(raw).as_bytes(), "{raw:?}");
+    }
+}

@@ -199,10 +199,16 @@ impl Compound<'_, '_> {
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), WriteError> {
+        self.key(key)?;
+        value.serialize(Serializer { out: self.out })
+    }
+
+    /// `,"key":`: out of line, one copy for every field of every type.
+    #[inline(never)]
+    fn key(&mut self, key: &str) -> Result<(), WriteError> {
         self.separator()?;
         write::string(self.out, key)?;
-        self.out.push(b":")?;
-        value.serialize(Serializer { out: self.out })
+        Ok(self.out.push(b":")?)
     }
 
     fn close(self) -> Result<(), WriteError> {

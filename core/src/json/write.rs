@@ -159,23 +159,23 @@ pub(crate) fn escaped(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
     let bytes = s.as_bytes();
     let mut plain_from = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let unicode;
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0C => b"\\f",
-            0..=0x1F => {
-                unicode = [b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b)];
-                &unicode
-            }
-            _ => continue,
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        // The letter after the backslash and the escape's length: a few comparisons,
+        // not a jump table over every byte up to `\`.
+        let (letter, len) = match b {
+            b'"' | b'\\' => (b, 2),
+            b'\n' => (b'n', 2),
+            b'\r' => (b'r', 2),
+            b'\t' => (b't', 2),
+            0x08 => (b'b', 2),
+            0x0C => (b'f', 2),
+            _ => (b'u', 6),
         };
+        let escape = [b'\\', letter, b'0', b'0', hex(b >> 4), hex(b)];
         out.push(bytes.get(plain_from..i).unwrap_or_default())?;
-        out.push(escape)?;
+        out.push(escape.get(..len).unwrap_or_default())?;
         plain_from = i + 1;
     }
     Ok(out.push(bytes.get(plain_from..).unwrap_or_default())?)
@@ -303,11 +303,10 @@ impl<'b> ObjectWriter<'_, 'b> {
     /// The extras (the last of each key) and `}`: out of the generic callers, one copy.
     fn finish(&mut self) -> Result<(), WriteError> {
         if let Some(extras) = self.extras.take() {
-            for (i, (key, value)) in extras.members().enumerate() {
-                let repeated_later = extras
-                    .members()
-                    .skip(i.saturating_add(1))
-                    .any(|(later, _)| later == key);
+            let mut members = extras.members();
+            while let Some((key, value)) = members.next() {
+                // The members after this one: where the iterator is now.
+                let repeated_later = members.clone().any(|(later, _)| later == key);
                 if !repeated_later {
                     self.separator()?;
                     // Keys and values of a validated object are valid JSON text already.

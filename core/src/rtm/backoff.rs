@@ -101,7 +101,7 @@ impl Backoff {
             if delay >= max {
                 break;
             }
-            delay = delay.saturating_mul(2);
+            delay = delay.saturating_add(delay);
         }
         delay.min(max)
     }

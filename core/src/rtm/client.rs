@@ -1278,10 +1278,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return;
         }
         self.expire_queued(now, h);
-        self.pending.remove_if(
-            |p| p.deadline().is_some_and(|d| d <= now),
-            |p| h.reply(p.ticket, Outcome::Timeout),
-        );
+        self.pending
+            .remove_if(|p| p.expired(now), |p| h.reply(p.ticket, Outcome::Timeout));
         if self
             .user_auth
             .as_ref()
@@ -1369,23 +1367,30 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// assert_eq!(client.poll_timeout(), Some(t));
     /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut at = self.queue_deadline;
-        for p in self.pending.iter() {
-            at = earliest(at, p.deadline());
-        }
+        // A running minimum in microseconds, and whether any deadline counted (so a
+        // deadline at `Instant::MAX` still counts): cheaper than merging options.
+        let (mut at, mut any) = (u64::MAX, false);
+        let mut add = |d: Option<Instant>| {
+            if let Some(d) = d {
+                at = at.min(d.as_micros());
+                any = true;
+            }
+        };
+        add(self.queue_deadline);
+        add(self.pending.earliest_deadline());
         if let Some(auth) = self.user_auth.as_ref().filter(|a| a.started) {
-            at = earliest(at, auth.deadline);
+            add(auth.deadline);
         }
         match self.state {
-            ClientState::Awaiting => at = earliest(at, self.reconnect_at),
+            ClientState::Awaiting => add(self.reconnect_at),
             ClientState::Connecting => {
-                at = earliest(at, self.restoring);
-                at = earliest(at, self.connect_deadline);
+                add(self.restoring);
+                add(self.connect_deadline);
             }
             ClientState::Disposed => return None,
             _ => {}
         }
-        at
+        any.then_some(Instant::from_micros(at))
     }
 
     // ----------------------------------------------------------------------------------
@@ -1465,11 +1470,15 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// An established connection is gone.
     fn connection_lost<H: Handler>(&mut self, now: Instant, leave: Leave, h: &mut H) {
         // Compared in microseconds, as `Instant` counts: a `Duration` built from them
-        // would take a 64-bit division (a library routine on a Cortex-M).
+        // would take a 64-bit division (a library routine on a Cortex-M), and
+        // `Duration::as_micros` 128-bit arithmetic. An interval past `u64` microseconds
+        // is longer than any life.
         let lived_us = self
             .connected_at
             .map_or(0, |t| now.as_micros().saturating_sub(t.as_micros()));
-        if self.got_reply || u128::from(lived_us) >= self.config.reconnect_interval.as_micros() {
+        let stable =
+            crate::time::micros(self.config.reconnect_interval).is_some_and(|i| lived_us >= i);
+        if self.got_reply || stable {
             self.backoff.reset(self.config.fail_count_threshold);
             if self.config.wait_before_first_reconnect {
                 self.backoff.dropped(now);
@@ -1633,21 +1642,27 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             self.got_reply = true;
             // A raw action takes whatever outcome its id gets.
             let answers = p.kind == ReqKind::Other || pdu.action.request() == p.kind.action();
-            match pdu.action.outcome() {
-                Some(Suffix::Ok) if answers => {
-                    self.pending.take(id);
-                    h.reply(p.ticket, Outcome::Ok(pdu));
-                }
+            // The outcome, and whether it is the request's last reply.
+            let outcome = match pdu.action.outcome() {
+                Some(Suffix::Ok) if answers => Some((Outcome::Ok(pdu), true)),
                 Some(Suffix::Error) if answers || pdu.action == Action::GeneralError => {
-                    self.pending.take(id);
-                    h.reply(p.ticket, Outcome::Error(pdu));
+                    Some((Outcome::Error(pdu), true))
                 }
                 Some(Suffix::Data)
                     if answers && matches!(p.kind, ReqKind::Search | ReqKind::Other) =>
                 {
-                    h.reply(p.ticket, Outcome::Data(pdu));
+                    Some((Outcome::Data(pdu), false))
                 }
-                _ => self.fatal(
+                _ => None,
+            };
+            match outcome {
+                Some((outcome, last)) => {
+                    if last {
+                        self.pending.take(id);
+                    }
+                    h.reply(p.ticket, outcome);
+                }
+                None => self.fatal(
                     now,
                     InternalError::WrongReply {
                         request: p.kind.action(),
@@ -1858,7 +1873,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         if self.queue_deadline.is_none_or(|d| d > now) {
             return;
         }
-        let mut next = None;
+        // The next deadline as a running minimum, and whether there is one.
+        let (mut next, mut any) = (u64::MAX, false);
         let (queue, user_auth, queued) = (&mut self.queue, &mut self.user_auth, &mut self.queued);
         queue.for_each_mut(|record| {
             let Some((meta, _)) = Meta::read(record) else {
@@ -1873,10 +1889,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     *queued = queued.saturating_sub(1);
                     Self::resolve_queued(meta, user_auth, h, Outcome::Timeout);
                 }
-                d => next = earliest(next, d),
+                Some(d) => {
+                    next = next.min(d.as_micros());
+                    any = true;
+                }
+                None => {}
             }
         });
-        self.queue_deadline = next;
+        self.queue_deadline = any.then_some(Instant::from_micros(next));
     }
 
     /// Writes everything that may be written now, in protocol order: auth restore, the
@@ -1916,10 +1936,14 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
                     continue;
                 };
                 let id = self.next_id;
-                let request = sub.request(kind);
                 let encoding = self.config.encoding;
+                // The request is made where it is encoded: only its two variants are
+                // then compiled in, not every request's members.
+                let sub_ref = &*sub;
                 if push_encoded(&mut self.outbox, None, |out| {
-                    request.encode_as(encoding, Some(u64::from(id)), out)
+                    sub_ref
+                        .request(kind)
+                        .encode_as(encoding, Some(u64::from(id)), out)
                 })
                 .is_err()
                 {

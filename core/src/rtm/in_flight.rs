@@ -37,6 +37,15 @@ impl Pending {
         }
     }
 
+    /// Whether its deadline has come at `now` (the raw microseconds compared: no
+    /// `Option` made).
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        self.deadline != u64::MAX && self.deadline <= now.as_micros()
+    }
+
+    /// The deadline as an instant (the tests' view; the client compares the raw
+    /// microseconds with [`expired`](Self::expired)).
+    #[cfg(test)]
     pub(crate) fn deadline(&self) -> Option<Instant> {
         (self.deadline != u64::MAX).then_some(Instant::from_micros(self.deadline))
     }
@@ -110,11 +119,25 @@ impl<const N: usize> InFlight<N> {
         Some(p)
     }
 
-    /// Every live request, oldest first.
+    /// Every live request, oldest first (the tests' view of the table; the client only
+    /// needs [`earliest_deadline`](Self::earliest_deadline)).
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Pending> {
         (0..self.used)
             .filter_map(|at| self.slots.get(self.index(at)))
             .filter(|p| !p.done)
+    }
+
+    /// The earliest deadline of a live request: the raw microseconds' minimum (no
+    /// deadline is `u64::MAX`, above every other), over every slot (the slots out of the
+    /// window are holes: only `push` fills one, and ending or draining an entry marks it
+    /// done).
+    pub(crate) fn earliest_deadline(&self) -> Option<Instant> {
+        let mut at = u64::MAX;
+        for p in self.slots.iter().filter(|p| !p.done) {
+            at = at.min(p.deadline);
+        }
+        (at != u64::MAX).then_some(Instant::from_micros(at))
     }
 
     /// Removes the live requests `expired` says are over, oldest first, handing each to
@@ -144,8 +167,11 @@ impl<const N: usize> InFlight<N> {
     /// Empties the table, handing each live request to `over`, oldest first.
     pub(crate) fn drain(&mut self, mut over: impl FnMut(Pending)) {
         for at in 0..self.used {
-            if let Some(p) = self.slots.get(self.index(at)).filter(|p| !p.done) {
-                over(*p);
+            let i = self.index(at);
+            if let Some(p) = self.slots.get_mut(i).filter(|p| !p.done) {
+                let live = *p;
+                p.done = true; // every slot out of the window stays a hole
+                over(live);
             }
         }
         (self.head, self.used, self.live) = (0, 0, 0);

@@ -623,13 +623,15 @@ impl<
         let client = self.client.poll_timeout();
         let link = match self.phase {
             Phase::Open => {
-                let dead = self.last_rx.saturating_add(self.config.dead_peer_timeout);
-                let ping = (!self.ping_sent)
-                    .then(|| self.last_rx.saturating_add(self.config.ping_interval));
-                let stall = self
-                    .tx_since
-                    .map(|since| since.saturating_add(self.config.dead_peer_timeout));
-                Some(earliest(Some(dead), earliest(ping, stall)).unwrap_or(dead))
+                // The dead-peer limit is always there: plain minimums, no options.
+                let mut at = self.last_rx.saturating_add(self.config.dead_peer_timeout);
+                if !self.ping_sent {
+                    at = at.min(self.last_rx.saturating_add(self.config.ping_interval));
+                }
+                if let Some(since) = self.tx_since {
+                    at = at.min(since.saturating_add(self.config.dead_peer_timeout));
+                }
+                Some(at)
             }
             Phase::Closing { deadline, .. } => Some(deadline),
             _ => None,
@@ -729,6 +731,9 @@ impl<
                         self.tx_end = at.saturating_add(out.len());
                     }
                 }
+                // Only a CBOR client sends binary PDUs: without the feature, no code for
+                // them.
+                #[cfg(feature = "cbor")]
                 Some(Transmit::Binary(pdu)) => {
                     let at = self.tx_end;
                     let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
@@ -748,8 +753,8 @@ impl<
                     break;
                 }
                 // Never while open: the client orders a connect only once it considers
-                // this connection gone, after a `Close`.
-                Some(Transmit::Connect) | None => break,
+                // this connection gone, after a `Close`. (Nor `Binary` without `cbor`.)
+                _ => break,
             }
         }
         self.mark_tx(now, was_empty);
@@ -883,7 +888,9 @@ impl<
         }
     }
 
-    /// Drops every unsent byte.
+    /// Drops every unsent byte. Out of line: its stores at every caller cost more than
+    /// the calls.
+    #[inline(never)]
     fn clear_tx(&mut self) {
         self.tx_start = 0;
         self.tx_end = 0;

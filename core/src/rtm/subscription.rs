@@ -240,14 +240,12 @@ impl Subscription {
             Some(filter) => escaped_len(filter).saturating_add(20 + 12), // "subscription_id":"…" ,"filter":"…"
             None => 12,                                                  // "channel":"…"
         };
-        let optional = [
-            (self.mode != Mode::Advanced, 20), // ,"fast_forward":true
-            (self.history.is_some(), 41),      // ,"history":{"count":<u64>}
-            (self.period.is_some(), 20),       // ,"period":<u32>
-            (self.force, 13),                  // ,"force":true
-            (self.only_value_changes, 23),     // ,"only":"value_changes"
-        ];
-        let optional: usize = optional.iter().filter(|(on, _)| *on).map(|(_, n)| n).sum();
+        // Flags times lengths: no iterator chain.
+        let optional = usize::from(self.mode != Mode::Advanced) * 20 // ,"fast_forward":true
+            + usize::from(self.history.is_some()) * 41 // ,"history":{"count":<u64>}
+            + usize::from(self.period.is_some()) * 20 // ,"period":<u32>
+            + usize::from(self.force) * 13 // ,"force":true
+            + usize::from(self.only_value_changes) * 23; // ,"only":"value_changes"
         ENVELOPE
             .saturating_add(2) // {}
             .saturating_add(target)

@@ -35,7 +35,7 @@ fn behaves_as_an_ordered_list() {
         for _ in 0..60 {
             match rand(4) {
                 0 | 1 => {
-                    let p = req(next, Some(rand(10)));
+                    let p = req(next, Some(rand(10)).filter(|&d| d != 9));
                     next = next.wrapping_add(1 + rand(2) as u32);
                     let pushed = table.push(p);
                     assert_eq!(pushed, model.len() < 5);
@@ -71,12 +71,20 @@ fn behaves_as_an_ordered_list() {
             assert_eq!(ids(&table), model.iter().map(|p| p.id).collect::<Vec<_>>());
             assert_eq!(table.len(), model.len());
             assert_eq!(table.is_full(), model.len() == 5);
+            assert_eq!(
+                table.earliest_deadline(),
+                model.iter().filter_map(|p| p.deadline()).min()
+            );
         }
         let mut drained = Vec::new();
         table.drain(|p| drained.push(p.id));
         assert_eq!(drained, model.iter().map(|p| p.id).collect::<Vec<_>>());
         assert_eq!(table.len(), 0);
         assert!(ids(&table).is_empty());
+        // Drained entries are holes: their deadlines are gone with them.
+        assert_eq!(table.earliest_deadline(), None);
+        assert!(table.push(req(next, None)));
+        assert_eq!(table.earliest_deadline(), None);
     }
 }
 

@@ -352,35 +352,53 @@ impl<'a> Pdu<'a> {
             return Ok(Incoming::Reply { id, pdu: *self });
         }
         match self.action {
-            Action::SubscriptionData => {
+            // The three subscription PDUs read their members in one pass: the body, `info`
+            // (for `info`), the subscription id, then the optional strings in the order
+            // each reads them (which decides the error reported first).
+            Action::SubscriptionData | Action::SubscriptionError | Action::SubscriptionInfo => {
                 let body = self.required_body()?;
-                Ok(Incoming::Data(SubscriptionData {
-                    subscription_id: self.required_str(body, "subscription_id")?,
-                    position: self.optional_str(body, "position")?,
-                    messages: self.required_array(body, "messages")?,
-                }))
-            }
-            Action::SubscriptionError => {
-                let body = self.required_body()?;
-                Ok(Incoming::ChannelError(ChannelError {
-                    subscription_id: self.required_str(body, "subscription_id")?,
-                    error: self.optional_str(body, "error")?,
-                    reason: self.optional_str(body, "reason")?,
-                    position: self.optional_str(body, "position")?,
-                }))
-            }
-            Action::SubscriptionInfo => {
-                let body = self.required_body()?;
-                let info = self.required_str(body, "info")?;
-                if info != "fast_forward" {
-                    return Ok(Incoming::Ignored(*self));
+                let info = if self.action == Action::SubscriptionInfo {
+                    let info = self.required_str(body, "info")?;
+                    if info != "fast_forward" {
+                        return Ok(Incoming::Ignored(*self));
+                    }
+                    Some(info)
+                } else {
+                    None
+                };
+                let subscription_id = self.required_str(body, "subscription_id")?;
+                let fields: &[&'static str] = match self.action {
+                    Action::SubscriptionData => &["position"],
+                    Action::SubscriptionError => &["error", "reason", "position"],
+                    _ => &["reason", "position"],
+                };
+                let mut texts = [None; 3];
+                for (slot, field) in texts.iter_mut().zip(fields) {
+                    *slot = self.optional_str(body, field)?;
                 }
-                Ok(Incoming::FastForward(SubscriptionInfo {
-                    subscription_id: self.required_str(body, "subscription_id")?,
-                    info,
-                    reason: self.optional_str(body, "reason")?,
-                    position: self.optional_str(body, "position")?,
-                }))
+                Ok(match (info, texts) {
+                    (Some(info), [reason, position, _]) => {
+                        Incoming::FastForward(SubscriptionInfo {
+                            subscription_id,
+                            info,
+                            reason,
+                            position,
+                        })
+                    }
+                    (None, [position, ..]) if self.action == Action::SubscriptionData => {
+                        Incoming::Data(SubscriptionData {
+                            subscription_id,
+                            position,
+                            messages: self.required_array(body, "messages")?,
+                        })
+                    }
+                    (None, [error, reason, position]) => Incoming::ChannelError(ChannelError {
+                        subscription_id,
+                        error,
+                        reason,
+                        position,
+                    }),
+                })
             }
             Action::GeneralError => Ok(Incoming::GeneralError(self.error())),
             action if action.is_known_reply() => Err(self.missing("id", self.envelope())),

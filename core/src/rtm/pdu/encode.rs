@@ -705,11 +705,12 @@ pub fn write_envelope(
     out: &mut Cursor<'_>,
 ) -> Result<(), WriteError> {
     // `raw` validates the whole value; a valid value starting with `{` is an object.
-    // JSON's own whitespace only: `str::trim_start` would link Unicode's table.
-    if !body
-        .trim_start_matches([' ', '\t', '\n', '\r'])
-        .starts_with('{')
-    {
+    // JSON's own whitespace only, byte by byte: `str::trim_start` would link Unicode's
+    // table, and a `char` pattern the char searcher.
+    let first = body
+        .bytes()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if first != Some(b'{') {
         return Err(write::parse_object(body)
             .err()
             .unwrap_or(WriteError::NotAnObject));

@@ -105,17 +105,6 @@ pub enum Outcome {
     Data,
 }
 
-impl Outcome {
-    /// The suffix without its slash.
-    const fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Error => "error",
-            Outcome::Data => "data",
-        }
-    }
-}
-
 text_enum! {
     /// The `action` of a PDU: every action of the protocol by name, anything else as
     /// [`Action::Other`] (unknown actions are data, not errors: a client must tolerate
@@ -174,13 +163,18 @@ text_enum! {
 impl<'a> Action<'a> {
     /// The name split at its last `/ok`, `/error` or `/data`, if it ends in one.
     fn split(&self) -> Option<(&'a str, Outcome)> {
+        // At the last `/` (found byte by byte), then the suffix compared whole: the
+        // outcomes have no `/` of their own.
         let name = self.as_str();
-        [Outcome::Ok, Outcome::Error, Outcome::Data]
-            .into_iter()
-            .find_map(|outcome| {
-                let head = name.strip_suffix(outcome.as_str())?.strip_suffix("/")?;
-                Some((head, outcome))
-            })
+        let at = name.bytes().rposition(|b| b == b'/')?;
+        let (head, suffix) = name.split_at_checked(at)?;
+        let outcome = match suffix {
+            "/ok" => Outcome::Ok,
+            "/error" => Outcome::Error,
+            "/data" => Outcome::Data,
+            _ => return None,
+        };
+        Some((head, outcome))
     }
 
     /// The outcome suffix (`/ok`, `/error`, `/data`), if the name ends in one. Note that

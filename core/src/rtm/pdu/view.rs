@@ -159,9 +159,10 @@ impl Eq for Text<'_> {}
 
 impl PartialEq<str> for Text<'_> {
     fn eq(&self, other: &str) -> bool {
-        match self.as_plain() {
-            Some(plain) => plain == other,
-            None => self.chars().eq(other.chars()),
+        match self.0 {
+            TextRepr::Json(s) => s == *other,
+            #[cfg(feature = "cbor")]
+            TextRepr::Plain(s) => s == other,
         }
     }
 }
