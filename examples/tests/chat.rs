@@ -3,7 +3,9 @@
 //! copies in `examples/reference-chat/`, run by the SDK 1.5.0 of `BENCHLINK_PY_SDK`) each
 //! chat in a channel of their own on one local hub, while a Rust client subscribed to
 //! that channel before the program started records what it published. Both sides must
-//! publish the same messages and print the same lines.
+//! publish the same messages and print the same lines. The reference SDK's own test of
+//! the examples (alice and bob in one channel) runs with a Rust alice and a Python bob;
+//! the port's `/emulate_disconnect`, and the original's failure there, have a test each.
 //!
 //! The Python examples import `test.utils.get_test_endpoint_and_appkey` (the SDK test
 //! suite's, which reads `credentials.json`): the test writes a `test/utils.py` of that
@@ -670,5 +672,47 @@ fn python_emulate_disconnect_fails_on_sdk_1_5_0() {
         strings(&["dave joined the channel", "dave left the channel"])
     );
     observer.nothing_more();
+    hub.shutdown();
+}
+
+/// The reference SDK's own test of these examples (`test/chat_example.py`), with alice
+/// the Rust `chat` and bob the Python `interactive.py` in one channel: each sees the
+/// other's join and lines, and bob sees alice leave (he is still subscribed, so that line
+/// does not race).
+#[test]
+fn rust_and_python_chat_together() {
+    let Some(python) = python() else { return };
+    let hub = RtmServer::start(RtmServerConfig::default()).expect("hub");
+    let shim = Shim::new(&hub.endpoint());
+    let channel = channel("together");
+    let mut alice = Side::Rust { hub: &hub }.spawn("interactive", &["alice", &channel]);
+    alice.expect_line("alice joined the channel");
+    let mut bob = Side::Python {
+        python: &python,
+        shim: &shim,
+    }
+    .spawn("interactive", &["bob", &channel]);
+    for person in [&mut alice, &mut bob] {
+        person.expect_line("bob joined the channel");
+    }
+    alice.say("Hi!");
+    for person in [&mut alice, &mut bob] {
+        person.expect_line("alice> Hi!");
+    }
+    bob.say("Welcome!");
+    for person in [&mut alice, &mut bob] {
+        person.expect_line("bob> Welcome!");
+    }
+    alice.say("kthxbye");
+    for person in [&mut alice, &mut bob] {
+        person.expect_line("alice> kthxbye");
+    }
+    alice.say("/quit");
+    bob.expect_line("alice left the channel");
+    bob.say("oh well");
+    bob.expect_line("bob> oh well");
+    bob.say("/quit");
+    alice.finish_ok();
+    bob.finish_ok();
     hub.shutdown();
 }
