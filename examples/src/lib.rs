@@ -6,5 +6,14 @@
 //! - binary `rtm-bench`: messaging throughput of the std client against a running RTM
 //!   server, benchlink's side of `.ci/bench-rtm` (the reference Python SDK's side is
 //!   `examples/bench/rtm_sdk_bench.py`).
+//! - [`chat`] (binaries `chat-bot` and `chat`): the reference Python SDK's chat examples
+//!   (`bot.py`, `interactive.py`), ported; see `examples/README.md`.
 
 pub mod agent;
+pub mod chat;
+
+/// `examples/README.md`, so that `cargo test --doc -p benchlink-examples` checks what it
+/// shows.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
