@@ -244,6 +244,26 @@ pub fn in_chat<R>(
     Ok(result)
 }
 
+/// How a chat program ends, from what `make_client(…, |client| in_chat(…, |chat| …))`
+/// returned: success, or the error on stderr as `program: error: …` and exit code 1 (where
+/// the Python original prints its traceback).
+pub fn exit_code(
+    program: &str,
+    result: Result<Result<Result<(), ChatError>, ChatError>, benchlink_std::rtm::Error>,
+) -> std::process::ExitCode {
+    match result
+        .map_err(ChatError::from)
+        .and_then(|joined| joined)
+        .and_then(|said| said)
+    {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// What Python's `print(message)` prints for a received message (JSON text, decoded by
 /// the SDK with `json.loads`): a string as it is, anything else as its `repr` — `None`,
 /// `True`, `[1, 'a']`, `{'k': 2.5}` (keys in the order received; a repeated key keeps

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -41,48 +41,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// The venv's python, or `None` after a notice when the SDK is not installed and this is
 /// not CI (under CI: a failure saying what is missing).
 fn python() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("BENCHLINK_PY_SDK").filter(|v| !v.is_empty()) else {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "BENCHLINK_PY_SDK is unset or empty under CI: the reference SDK (satori-rtm-sdk \
-             1.5.0, from `bash .ci/python-sdk`) is needed to run the Python chat examples \
-             beside their Rust ports. `.ci/test` sets it: `py_sdk=$(bash .ci/python-sdk) && \
-             export BENCHLINK_PY_SDK=$py_sdk`"
-        );
-        static NOTICE: Once = Once::new();
-        NOTICE.call_once(|| {
-            let _ = writeln!(
-                std::io::stderr(),
-                "NOTICE: skipping the Python side of the chat examples (examples/tests/chat.rs): \
-                 BENCHLINK_PY_SDK is not set; export BENCHLINK_PY_SDK=\"$(bash .ci/python-sdk)\""
-            );
-        });
-        return None;
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.exists(),
-        "BENCHLINK_PY_SDK={} does not exist; run `bash .ci/python-sdk`",
-        path.display()
-    );
-    static RAN: Once = Once::new();
-    RAN.call_once(|| {
-        let version = Command::new(&path)
-            .args([
-                "-c",
-                "import importlib.metadata as m; print(m.version('satori-rtm-sdk'))",
-            ])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-        let _ = writeln!(
-            std::io::stderr(),
-            "interop: reference SDK {} at {}",
-            version.as_deref().unwrap_or("(version unknown)"),
-            path.display()
-        );
-    });
+    let path = benchlink_tests::reference_sdk("the chat examples (examples/tests/chat.rs)")?;
     for module in ["satori.rtm.client", "six"] {
         let ok = Command::new(&path)
             .args(["-c", &format!("import {module}")])

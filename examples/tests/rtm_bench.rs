@@ -128,16 +128,11 @@ fn rtm_bench_runs_every_scenario() {
 fn sdk_bench_runs_every_scenario() {
     // The SDK's venv comes from `.ci/python-sdk`; `.ci/test` exports it (the interop
     // tests insist on it under CI).
-    let Some(python) = std::env::var_os("BENCHLINK_PY_SDK").filter(|v| !v.is_empty()) else {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "BENCHLINK_PY_SDK is not set: run `bash .ci/python-sdk` (the test command does)"
-        );
-        eprintln!("NOTICE: skipping the SDK side of the benchmark: BENCHLINK_PY_SDK is not set");
+    let Some(python) = benchlink_tests::reference_sdk("the messaging benchmark's SDK side") else {
         return;
     };
     let server = RtmServer::start(RtmServerConfig::default()).expect("rtm server");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/rtm_sdk_bench.py");
-    all_scenarios(&server, "sdk", &[PathBuf::from(python), script]);
+    all_scenarios(&server, "sdk", &[python, script]);
     server.shutdown();
 }

@@ -675,3 +675,56 @@ fn serve_tls(
     }
     let _ = server_out.shutdown(Shutdown::Write);
 }
+
+/// The reference Python SDK's venv python (`BENCHLINK_PY_SDK`, which `.ci/test` sets from
+/// `bash .ci/python-sdk`), for the tests that run it beside benchlink (`tests` names them
+/// in the messages). Under `CI` a missing SDK fails the test, naming what is missing;
+/// elsewhere it prints a notice once and gives `None`, and the caller skips its Python
+/// side. The first call prints which SDK runs (`interop: reference SDK 1.5.0 at PATH`),
+/// past the harness's capture.
+pub fn reference_sdk(tests: &str) -> Option<PathBuf> {
+    use std::sync::Once;
+    let Some(path) = std::env::var_os("BENCHLINK_PY_SDK").filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "BENCHLINK_PY_SDK is unset or empty under CI: {tests} need the reference Python \
+             SDK (satori-rtm-sdk 1.5.0). `.ci/test` sets it in two steps, \
+             `py_sdk=$(bash .ci/python-sdk) && export BENCHLINK_PY_SDK=$py_sdk`, so that a \
+             failed install fails it"
+        );
+        static NOTICE: Once = Once::new();
+        NOTICE.call_once(|| {
+            let _ = writeln!(
+                io::stderr(),
+                "NOTICE: skipping the Python side of {tests}: BENCHLINK_PY_SDK is not set; \
+                 export BENCHLINK_PY_SDK=\"$(bash .ci/python-sdk)\" to run it"
+            );
+        });
+        return None;
+    };
+    let path = PathBuf::from(path);
+    assert!(
+        path.exists(),
+        "BENCHLINK_PY_SDK={} does not exist; run `bash .ci/python-sdk`",
+        path.display()
+    );
+    static RAN: Once = Once::new();
+    RAN.call_once(|| {
+        let version = Command::new(&path)
+            .args([
+                "-c",
+                "import importlib.metadata as m; print(m.version('satori-rtm-sdk'))",
+            ])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let _ = writeln!(
+            io::stderr(),
+            "interop: reference SDK {} at {}",
+            version.as_deref().unwrap_or("(version unknown)"),
+            path.display()
+        );
+    });
+    Some(path)
+}

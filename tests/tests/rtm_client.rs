@@ -57,20 +57,23 @@ fn publish_subscribe_read_write() {
     c.dispose().unwrap();
 }
 
-#[test]
-fn low_level_connection_sync_calls_and_restart() {
-    use benchlink_std::rtm::{Connection, ConnectionDelegate};
-    struct Events(mpsc::Sender<String>);
-    impl ConnectionDelegate for Events {
-        fn on_connection_closed(&mut self) {
-            let _ = self.0.send("closed".into());
-        }
-        fn on_subscription_data(&mut self, data: &SubscriptionData) {
-            for m in data.messages() {
-                let _ = self.0.send(m.to_owned());
-            }
+/// A connection delegate that reports `closed` and every message's JSON text, in order.
+struct Events(mpsc::Sender<String>);
+
+impl benchlink_std::rtm::ConnectionDelegate for Events {
+    fn on_connection_closed(&mut self) {
+        let _ = self.0.send("closed".into());
+    }
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {
+        for m in data.messages() {
+            let _ = self.0.send(m.to_owned());
         }
     }
+}
+
+#[test]
+fn low_level_connection_sync_calls_and_restart() {
+    use benchlink_std::rtm::Connection;
     let server = RtmServer::start(RtmServerConfig::default()).unwrap();
     let (tx, rx) = mpsc::channel();
     let conn = Connection::new(
@@ -129,21 +132,13 @@ fn low_level_connection_sync_calls_and_restart() {
 #[test]
 fn connection_unsubscribe_error_reaches_the_caller() {
     use benchlink_sandbox::rtm::ReplyOverride;
-    use benchlink_std::rtm::{Connection, ConnectionDelegate, Error};
-    struct Data(mpsc::Sender<String>);
-    impl ConnectionDelegate for Data {
-        fn on_subscription_data(&mut self, data: &SubscriptionData) {
-            for m in data.messages() {
-                let _ = self.0.send(m.to_owned());
-            }
-        }
-    }
+    use benchlink_std::rtm::{Connection, Error};
     let server = RtmServer::start(RtmServerConfig::default()).unwrap();
     let (tx, rx) = mpsc::channel();
     let conn = Connection::new(
         &server.endpoint(),
         DEFAULT_APPKEY,
-        Some(Box::new(Data(tx))),
+        Some(Box::new(Events(tx))),
         None,
     )
     .unwrap();

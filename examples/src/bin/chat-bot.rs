@@ -15,7 +15,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use benchlink_examples::chat::{in_chat, parse_args, ChatError, Target};
+use benchlink_examples::chat::{exit_code, in_chat, parse_args, Target};
 use benchlink_std::rtm::{make_client, ClientOptions};
 use clap::Parser;
 
@@ -55,15 +55,5 @@ fn main() -> ExitCode {
             chat.say("Bye.")
         })
     });
-    match result
-        .map_err(ChatError::from)
-        .and_then(|joined| joined)
-        .and_then(|said| said)
-    {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chat-bot: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("chat-bot", result)
 }

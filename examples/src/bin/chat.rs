@@ -29,7 +29,7 @@
 use std::io::BufRead;
 use std::process::ExitCode;
 
-use benchlink_examples::chat::{in_chat, parse_args, ChatError, Target};
+use benchlink_examples::chat::{exit_code, in_chat, parse_args, ChatError, Target};
 use benchlink_std::rtm::{make_client, ClientOptions};
 use clap::Parser;
 
@@ -76,15 +76,5 @@ fn main() -> ExitCode {
             }
         })
     });
-    match result
-        .map_err(ChatError::from)
-        .and_then(|joined| joined)
-        .and_then(|said| said)
-    {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chat: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("chat", result)
 }

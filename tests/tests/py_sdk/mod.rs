@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,54 +33,7 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// The venv's python, or `None` (after a notice) when the SDK is not installed and this
 /// is not CI.
 pub fn python() -> Option<PathBuf> {
-    match std::env::var_os("BENCHLINK_PY_SDK").filter(|v| !v.is_empty()) {
-        Some(path) => {
-            let path = PathBuf::from(path);
-            assert!(
-                path.exists(),
-                "BENCHLINK_PY_SDK={} does not exist; run `bash .ci/python-sdk`",
-                path.display()
-            );
-            // Which SDK the tests ran, once, past the harness's capture.
-            static RAN: Once = Once::new();
-            RAN.call_once(|| {
-                let version = Command::new(&path)
-                    .args([
-                        "-c",
-                        "import importlib.metadata as m; print(m.version('satori-rtm-sdk'))",
-                    ])
-                    .output()
-                    .ok()
-                    .filter(|o| o.status.success())
-                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "interop: reference SDK {} at {}",
-                    version.as_deref().unwrap_or("(version unknown)"),
-                    path.display()
-                );
-            });
-            Some(path)
-        }
-        None if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => panic!(
-            "BENCHLINK_PY_SDK is unset or empty under CI: the Python SDK interop tests must \
-             run there. `.ci/test` sets it in two steps, `py_sdk=$(bash .ci/python-sdk) && \
-             export BENCHLINK_PY_SDK=$py_sdk`, so that a failed install fails it"
-        ),
-        None => {
-            // Straight to stderr, past the test harness's capture, so that it shows.
-            static NOTICE: Once = Once::new();
-            NOTICE.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "NOTICE: skipping the Python SDK interop tests (interop_python.rs): \
-                     BENCHLINK_PY_SDK is not set; \
-                     export BENCHLINK_PY_SDK=\"$(bash .ci/python-sdk)\" to run them"
-                );
-            });
-            None
-        }
-    }
+    benchlink_tests::reference_sdk("the Python SDK interop tests")
 }
 
 fn script(name: &str) -> PathBuf {
