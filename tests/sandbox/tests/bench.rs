@@ -7,6 +7,9 @@
     clippy::panic
 )]
 
+mod common;
+use common::wait_until;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -175,16 +178,6 @@ fn wait_status(addr: SocketAddr, id: u64, pred: impl Fn(&str) -> bool) -> serde_
             return s;
         }
         assert!(Instant::now() < deadline, "timed out at {s}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Polls `cond` until it holds; fails the test, naming `what`, after 10 s (a guard
-/// against a hang, not a measure).
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
 }

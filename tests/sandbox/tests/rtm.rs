@@ -1,6 +1,9 @@
 //! The local RTM server against tungstenite's client over real sockets: upgrade, PDUs,
 //! the position model, auth and ACLs, views, key-value, search, and every fault hook.
 
+mod common;
+use common::wait_until;
+
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
@@ -1791,9 +1794,19 @@ fn fault_floods_wait_for_a_slow_reader() {
             message,
         }),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // The writer stalls once the socket buffers are full (it counts each wait): from
+    // then on the flood builds nothing more, however long the test takes.
+    let stalls = || {
+        server
+            .connections()
+            .iter()
+            .find(|c| c.id == id)
+            .map_or(0, |c| c.write_stalls)
+    };
+    wait_until("the flood to fill the socket", || stalls() >= 2);
     let first = seq(&server.publish("slow", "1").unwrap());
-    std::thread::sleep(Duration::from_millis(500));
+    let seen = stalls();
+    wait_until("the writer to stall again", || stalls() >= seen + 2);
     let second = seq(&server.publish("slow", "2").unwrap());
     // The socket buffers (a few MB) hold a few thousand of these 1 KB PDUs.
     assert!(

@@ -539,20 +539,23 @@ fn write_loop(mut tcp: TcpStream, outbox: &Outbox, shared: &Shared, id: u64, pau
     // Nothing may follow the 101 in the same TCP segment: some clients (the C SDK among
     // them) corrupt a frame that shares it.
     thread::sleep(pause);
+    // A write that finds no room waits at most this long before it is counted as a stall
+    // (and goes on waiting): what lets a test see that a client reads nothing.
+    let _ = tcp.set_write_timeout(Some(super::WRITE_STALL));
     let mut buf = Vec::new();
     let mut flooder = Flooder::new(shared.positions);
     loop {
         buf.clear();
         let written = match outbox.next(&mut buf, flooder.in_message()) {
-            Next::Bytes => tcp.write_all(&buf),
+            Next::Bytes => write_all(&mut tcp, &buf, shared, id),
             Next::Flood(fault, looked) => match flooder.chunk(&fault, shared, id) {
-                Some(chunk) => tcp.write_all(chunk),
+                Some(chunk) => write_all(&mut tcp, chunk, shared, id),
                 None => {
                     outbox.flood_stalled(looked);
                     Ok(())
                 }
             },
-            Next::EndMessage => tcp.write_all(flooder.end_message()),
+            Next::EndMessage => write_all(&mut tcp, flooder.end_message(), shared, id),
             Next::End => break,
         };
         if written.is_err() {
@@ -565,6 +568,28 @@ fn write_loop(mut tcp: TcpStream, outbox: &Outbox, shared: &Shared, id: u64, pau
     }
     outbox.abandon();
     let _ = tcp.shutdown(Shutdown::Both);
+}
+
+/// `write_all` that counts each [`WRITE_STALL`](super::WRITE_STALL) spent waiting for room
+/// in the socket (the connection's `write_stalls`) and goes on waiting.
+fn write_all(tcp: &mut TcpStream, mut bytes: &[u8], shared: &Shared, id: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match tcp.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                shared.lock().record_write_stall(id);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -133,6 +133,10 @@ pub use records::{Attempt, AttemptOutcome, ConnectionInfo};
 use message::Message;
 use state::Shared;
 
+/// How long a connection's writer waits for room in a full socket before it counts a
+/// stall ([`ConnectionInfo::write_stalls`]) and waits again.
+pub const WRITE_STALL: Duration = Duration::from_millis(50);
+
 /// A running RTM server. It shuts down (threads joined, connections closed, port
 /// released) on [`RtmServer::shutdown`] or on drop.
 ///

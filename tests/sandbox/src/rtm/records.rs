@@ -60,4 +60,9 @@ pub struct ConnectionInfo {
     /// How many WebSocket pings it received (the client's keep-alive ticks, which a
     /// test can wait for instead of sleeping through a ping interval).
     pub pings: usize,
+    /// How many times the server's writer found the socket full and waited
+    /// ([`WRITE_STALL`](super::WRITE_STALL)) without writing a byte: a client that reads
+    /// nothing shows as a count that keeps growing, which a test can wait for instead of
+    /// sleeping until a flood has filled the socket buffers.
+    pub write_stalls: usize,
 }

@@ -348,6 +348,7 @@ pub(crate) struct Record {
     pub received_bytes: usize,
     pub received_count: usize,
     pub pings: usize,
+    pub write_stalls: usize,
 }
 
 /// The state behind [`Shared::lock`].
@@ -436,6 +437,15 @@ impl State {
         }
     }
 
+    /// Notes a write on connection `id` that waited a whole [`WRITE_STALL`] for room.
+    ///
+    /// [`WRITE_STALL`]: super::WRITE_STALL
+    pub(crate) fn record_write_stall(&mut self, id: u64) {
+        if let Some(r) = self.records.get_mut(&id) {
+            r.write_stalls += 1;
+        }
+    }
+
     pub(crate) fn connection_info(&self) -> Vec<ConnectionInfo> {
         self.records
             .iter()
@@ -453,6 +463,7 @@ impl State {
                 received: r.received.clone(),
                 received_count: r.received_count,
                 pings: r.pings,
+                write_stalls: r.write_stalls,
             })
             .collect()
     }
