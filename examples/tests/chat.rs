@@ -21,7 +21,7 @@
 //! cargo test -p benchlink-examples --test chat
 //! ```
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -183,26 +183,8 @@ impl Proc {
             .unwrap_or_else(|e| panic!("spawning {text}: {e}"));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        let mut pipe = child.stderr.take().expect("stderr");
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = pipe.read(&mut buf) {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let lines = benchlink_tests::lines_of(stdout);
+        let (stderr, _) = benchlink_tests::gather(child.stderr.take().expect("stderr"));
         Proc {
             command: text,
             child,

@@ -728,3 +728,36 @@ pub fn reference_sdk(tests: &str) -> Option<PathBuf> {
     });
     Some(path)
 }
+
+/// Each line of `out` (a child's stdout, say) as it comes, on a channel that closes when
+/// the pipe ends: what a test waits on instead of sleeping.
+pub fn lines_of(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    thread::spawn(move || {
+        for line in io::BufRead::lines(io::BufReader::new(out)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// All of `err` (a child's stderr, say), gathered as it comes, and a channel that closes
+/// when the pipe ends.
+pub fn gather(mut err: impl Read + Send + 'static) -> (Arc<Mutex<String>>, mpsc::Receiver<()>) {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&text);
+    let (done, ended) = mpsc::channel::<()>();
+    thread::spawn(move || {
+        let _done = done;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = err.read(&mut buf) {
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    (text, ended)
+}

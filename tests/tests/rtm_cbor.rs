@@ -238,6 +238,12 @@ fn malformed_cbor_from_the_server_makes_the_client_reconnect() {
         br#"{"action":"/error"}"#, // JSON where CBOR was negotiated
     ];
     for (i, payload) in bad.iter().enumerate() {
+        // The client hears the 101 before the server has listed the connection: wait
+        // for the server's side too, or the frame may have nobody to go to.
+        wait_until("the server to list the connection", || {
+            let conns = server.connections();
+            conns.len() == i + 1 && conns.last().is_some_and(|c| c.open)
+        });
         assert_eq!(server.faults().send_raw_binary(payload), 1);
         wait_until("a reconnect", || *connections.lock().unwrap() == i + 2);
         wait_until("connected again", || client.is_connected());

@@ -71,18 +71,23 @@ impl benchlink_std::rtm::ConnectionDelegate for Events {
     }
 }
 
-#[test]
-fn low_level_connection_sync_calls_and_restart() {
-    use benchlink_std::rtm::Connection;
-    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+/// A `Connection` to `server` (not started) whose delegate is [`Events`].
+fn connection(server: &RtmServer) -> (benchlink_std::rtm::Connection, mpsc::Receiver<String>) {
     let (tx, rx) = mpsc::channel();
-    let conn = Connection::new(
+    let conn = benchlink_std::rtm::Connection::new(
         &server.endpoint(),
         DEFAULT_APPKEY,
         Some(Box::new(Events(tx))),
         None,
     )
     .unwrap();
+    (conn, rx)
+}
+
+#[test]
+fn low_level_connection_sync_calls_and_restart() {
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let (conn, rx) = connection(&server);
     assert!(
         conn.publish_sync("c", &1, WAIT).is_err(),
         "calls before start fail"
@@ -132,16 +137,9 @@ fn low_level_connection_sync_calls_and_restart() {
 #[test]
 fn connection_unsubscribe_error_reaches_the_caller() {
     use benchlink_sandbox::rtm::ReplyOverride;
-    use benchlink_std::rtm::{Connection, Error};
+    use benchlink_std::rtm::Error;
     let server = RtmServer::start(RtmServerConfig::default()).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let conn = Connection::new(
-        &server.endpoint(),
-        DEFAULT_APPKEY,
-        Some(Box::new(Events(tx))),
-        None,
-    )
-    .unwrap();
+    let (conn, rx) = connection(&server);
     conn.start().unwrap();
     conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
         .unwrap();

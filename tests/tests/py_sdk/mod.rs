@@ -12,10 +12,10 @@
 // Each test crate that includes this module uses a part of it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -97,29 +97,8 @@ impl Py {
         thread::spawn(move || {
             let _ = pipe.write_all(input.as_bytes());
         });
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout");
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().expect("stderr");
-        let sink = Arc::clone(&stderr);
-        let (done, stderr_done) = mpsc::channel::<()>();
-        thread::spawn(move || {
-            let _done = done;
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = pipe.read(&mut buf) {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let lines = benchlink_tests::lines_of(child.stdout.take().expect("stdout"));
+        let (stderr, stderr_done) = benchlink_tests::gather(child.stderr.take().expect("stderr"));
         Py {
             command,
             child,
