@@ -36,14 +36,20 @@
 //! # type BoardRng = rand_core::UnwrapErr<rand_core::OsRng>; // the board's RNG peripheral
 //! # fn static_bytes<const N: usize>() -> &'static mut [u8] { Box::leak(Box::new([0; N])) }
 //!
-//! // 4 subscriptions, 8 requests in flight, 1 KiB offline queue and PDUs, 8 events of 256 B.
-//! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 1024, 1024, 8, 256>;
+//! // 4 subscriptions, 8 requests in flight, 8 events of 256 B.
+//! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 8, 256>;
 //!
 //! /// Put it in a `StaticCell` and hand out `&'static Rtm`.
 //! fn messaging(rng: &mut BoardRng) -> Rtm {
 //!     // The link keeps its memory ('static: a `ConstStaticCell` each on a device): the
-//!     // largest incoming message, and the transmit buffer (at least PDU + 1 KiB).
-//!     let buffers = RunnerBuffers { message: static_bytes::<1024>(), tx: static_bytes::<2048>() };
+//!     // largest incoming message, the transmit buffer (at least the outbox + 1 KiB), the
+//!     // offline queue, and the outbox (its size is the largest PDU sent).
+//!     let buffers = RunnerBuffers {
+//!         rx: static_bytes::<1024>(),
+//!         tx: static_bytes::<2048>(),
+//!         queue: static_bytes::<1024>(),
+//!         outbox: static_bytes::<1024>(),
+//!     };
 //!     let link = MessagingConfig::new("ws://10.0.0.1:8080", "APPKEY");
 //!     Rtm::new(Config::default(), link, buffers, rng).expect("a valid endpoint")
 //! }

@@ -293,27 +293,27 @@ impl<'a> MessagingConfig<'a> {
 }
 
 /// The link's memory, kept by [`Messaging`] for its whole life (so `'static`: a
-/// `static` array through `static_cell`, or a leaked box in tests):
+/// `static` array through `static_cell`, or a leaked box in tests), the core's
+/// [`Buffers`](rtm::Buffers):
 ///
-/// - `message`: the largest incoming WebSocket message (a fragmented one is reassembled
+/// - `rx`: the largest incoming WebSocket message (a fragmented one is reassembled
 ///   here; a bigger one ends the connection with close code 1009).
-/// - `tx`: bytes waiting to be written, coalesced: at least `OUT` +
+/// - `tx`: bytes waiting to be written, coalesced: at least `outbox` +
 ///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (512) bytes, and the upgrade request — the
 ///   request, then the `101` head in its place, use it before the first frame; more
 ///   lets more PDUs go out in one write.
+/// - `queue`: requests waiting for the connection (each its body plus 18 bytes).
+/// - `outbox`: PDUs on their way to `tx`; its size less 4 is the largest PDU sent.
 ///
 /// The runner's own socket chunk is the argument of [`Messaging::run`].
-#[derive(Debug)]
-pub struct RunnerBuffers {
-    /// Incoming messages.
-    pub message: &'static mut [u8],
-    /// Outgoing bytes.
-    pub tx: &'static mut [u8],
-}
+pub type RunnerBuffers = rtm::Buffers<&'static mut [u8]>;
 
 /// The core link with the runner's buffers.
-type CoreLink<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> =
-    Link<&'static mut [u8], SUBS, PENDING, QUEUE, OUT>;
+type CoreLink<const SUBS: usize, const PENDING: usize> = Link<&'static mut [u8], SUBS, PENDING>;
+
+/// The core client with the runner's buffers.
+type CoreClient<const SUBS: usize, const PENDING: usize> =
+    Client<SUBS, PENDING, &'static mut [u8], &'static mut [u8]>;
 
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
@@ -321,14 +321,8 @@ struct Slot<const MSG: usize> {
     reply: Option<Outcome<MSG>>,
 }
 
-struct Shared<
-    const SUBS: usize,
-    const PENDING: usize,
-    const QUEUE: usize,
-    const OUT: usize,
-    const MSG: usize,
-> {
-    link: CoreLink<SUBS, PENDING, QUEUE, OUT>,
+struct Shared<const SUBS: usize, const PENDING: usize, const MSG: usize> {
+    link: CoreLink<SUBS, PENDING>,
     slots: Vec<Slot<MSG>, PENDING>,
     waiters: MultiWakerRegistration<WAITERS>,
     subs: usize,
@@ -339,8 +333,8 @@ struct Shared<
 /// (`StaticCell`) and pass `&'static Messaging` around.
 ///
 /// Capacities: `SUBS` subscriptions, `PENDING` acknowledged requests in flight (and
-/// tasks awaiting replies), `QUEUE` bytes of offline queue, `OUT` bytes of the largest
-/// PDU sent (see [`Client`]); `EVENTS` events buffered for the application, `MSG` bytes
+/// tasks awaiting replies) (see [`Client`]); `EVENTS` events buffered for the
+/// application, `MSG` bytes
 /// of the largest message text delivered in an [`Event::Data`] or [`Outcome`].
 /// `M` is the mutex flavour: `CriticalSectionRawMutex` to share across interrupt
 /// executors, `NoopRawMutex` when everything runs in one executor.
@@ -348,12 +342,10 @@ pub struct Messaging<
     M: RawMutex,
     const SUBS: usize,
     const PENDING: usize,
-    const QUEUE: usize,
-    const OUT: usize,
     const EVENTS: usize,
     const MSG: usize,
 > {
-    shared: Mutex<M, RefCell<Shared<SUBS, PENDING, QUEUE, OUT, MSG>>>,
+    shared: Mutex<M, RefCell<Shared<SUBS, PENDING, MSG>>>,
     events: Channel<M, Event<MSG>, EVENTS>,
     /// A task called into the client, or took an event: the runner has something to
     /// act on (output to write, room for the next chunk).
@@ -364,11 +356,9 @@ impl<
         M: RawMutex,
         const SUBS: usize,
         const PENDING: usize,
-        const QUEUE: usize,
-        const OUT: usize,
         const EVENTS: usize,
         const MSG: usize,
-    > core::fmt::Debug for Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
+    > core::fmt::Debug for Messaging<M, SUBS, PENDING, EVENTS, MSG>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Messaging")
@@ -549,11 +539,9 @@ impl<
         M: RawMutex,
         const SUBS: usize,
         const PENDING: usize,
-        const QUEUE: usize,
-        const OUT: usize,
         const EVENTS: usize,
         const MSG: usize,
-    > Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
+    > Messaging<M, SUBS, PENDING, EVENTS, MSG>
 {
     /// A client in `Stopped` for `link`'s endpoint, with the core's settings (backoff,
     /// restore, queue size, connect timeout; give every device its own `jitter_seed`).
@@ -564,14 +552,14 @@ impl<
     /// JSON whatever `config.encoding` says.
     ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
-    /// is too long, or `buffers.tx` is smaller than `OUT` + 512 bytes or the upgrade request.
+    /// is too long, or `buffers.tx` is smaller than `buffers.outbox` + 512 bytes or the
+    /// upgrade request.
     pub fn new<R: RngCore>(
         config: rtm::Config,
         link: MessagingConfig<'_>,
         buffers: RunnerBuffers,
         rng: &mut R,
     ) -> Result<Self, LinkError> {
-        let RunnerBuffers { message, tx } = buffers;
         let config = rtm::Config {
             encoding: rtm::pdu::Encoding::Json,
             ..config
@@ -581,8 +569,7 @@ impl<
             link.core(rng.next_u64()),
             link.endpoint,
             link.appkey,
-            message,
-            tx,
+            buffers,
         )?;
         Ok(Messaging {
             shared: Mutex::new(RefCell::new(Shared {
@@ -599,10 +586,7 @@ impl<
 
     /// Runs `f` on the shared state; `None` only if called re-entrantly (never from
     /// this crate's code paths).
-    fn with_shared<R>(
-        &self,
-        f: impl FnOnce(&mut Shared<SUBS, PENDING, QUEUE, OUT, MSG>) -> R,
-    ) -> Option<R> {
+    fn with_shared<R>(&self, f: impl FnOnce(&mut Shared<SUBS, PENDING, MSG>) -> R) -> Option<R> {
         self.shared.lock(|cell| {
             let mut guard = cell.try_borrow_mut().ok()?;
             Some(f(&mut guard))
@@ -613,10 +597,7 @@ impl<
     /// call produced replies or state changes.
     fn with<R>(
         &self,
-        f: impl FnOnce(
-            &mut CoreLink<SUBS, PENDING, QUEUE, OUT>,
-            &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
-        ) -> R,
+        f: impl FnOnce(&mut CoreLink<SUBS, PENDING>, &mut EventCopier<'_, M, PENDING, EVENTS, MSG>) -> R,
     ) -> Option<R> {
         self.with_shared(|s| {
             let mut sink = EventCopier {
@@ -638,7 +619,7 @@ impl<
     fn command<R>(
         &self,
         f: impl FnOnce(
-            &mut Client<SUBS, PENDING, QUEUE, OUT>,
+            &mut CoreClient<SUBS, PENDING>,
             &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
         ) -> Result<R, RequestError>,
     ) -> Result<R, RequestError> {
@@ -735,11 +716,9 @@ impl<
     /// #     fn next_u64(&mut self) -> u64 { self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1); self.0 }
     /// #     fn fill_bytes(&mut self, dst: &mut [u8]) { for b in dst { *b = self.next_u64() as u8 } }
     /// # }
-    /// let buffers = RunnerBuffers {
-    ///     message: Box::leak(vec![0; 1024].into_boxed_slice()),
-    ///     tx: Box::leak(vec![0; 512 + 1024].into_boxed_slice()),
-    /// };
-    /// let rtm: Messaging<CriticalSectionRawMutex, 1, 4, 512, 512, 4, 256> =
+    /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
+    /// let buffers = RunnerBuffers { rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512) };
+    /// let rtm: Messaging<CriticalSectionRawMutex, 1, 4, 4, 256> =
     ///     Messaging::new(Config::default(), MessagingConfig::new("ws://10.0.0.1:8080", "KEY"), buffers, &mut Rng(7))
     ///         .unwrap();
     /// // Not started: queued (already serialized) until the runner connects.
@@ -762,7 +741,7 @@ impl<
     ///
     /// ```no_run
     /// # use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex as Raw;
-    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 512, 512, 4, 256>) {
+    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 4, 256>) {
     /// let timeout = Some(embassy_time::Duration::from_secs(5));
     /// let reply = rtm.publish_acked_typed("metrics", &("rx", 3), timeout).await;
     /// assert!(reply.is_ok_and(|r| r.is_ok()));
@@ -787,7 +766,7 @@ impl<
     ///
     /// ```no_run
     /// # use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex as Raw;
-    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 512, 512, 4, 256>) {
+    /// # async fn f(rtm: &benchlink_embassy::rtm::Messaging<Raw, 1, 4, 4, 256>) {
     /// let timeout = Some(embassy_time::Duration::from_secs(5));
     /// let reply = rtm.write_typed("config", &("mode", [1, 2]), timeout).await;
     /// assert!(reply.is_ok_and(|r| r.is_ok()));
@@ -896,7 +875,7 @@ impl<
     async fn acked(
         &self,
         submit: impl FnOnce(
-            &mut Client<SUBS, PENDING, QUEUE, OUT>,
+            &mut CoreClient<SUBS, PENDING>,
             &mut EventCopier<'_, M, PENDING, EVENTS, MSG>,
         ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<Outcome<MSG>, RequestError> {
@@ -944,12 +923,10 @@ struct SlotGuard<
     M: RawMutex,
     const SUBS: usize,
     const PENDING: usize,
-    const QUEUE: usize,
-    const OUT: usize,
     const EVENTS: usize,
     const MSG: usize,
 > {
-    messaging: &'m Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>,
+    messaging: &'m Messaging<M, SUBS, PENDING, EVENTS, MSG>,
     ticket: Ticket,
 }
 
@@ -957,11 +934,9 @@ impl<
         M: RawMutex,
         const SUBS: usize,
         const PENDING: usize,
-        const QUEUE: usize,
-        const OUT: usize,
         const EVENTS: usize,
         const MSG: usize,
-    > Drop for SlotGuard<'_, M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
+    > Drop for SlotGuard<'_, M, SUBS, PENDING, EVENTS, MSG>
 {
     fn drop(&mut self) {
         let ticket = self.ticket;
@@ -1011,11 +986,9 @@ impl<
         M: RawMutex,
         const SUBS: usize,
         const PENDING: usize,
-        const QUEUE: usize,
-        const OUT: usize,
         const EVENTS: usize,
         const MSG: usize,
-    > Messaging<M, SUBS, PENDING, QUEUE, OUT, EVENTS, MSG>
+    > Messaging<M, SUBS, PENDING, EVENTS, MSG>
 {
     /// The runner: owns `transport` and carries the link's bytes forever — opens the
     /// socket when the link asks, writes what it emits, feeds it what arrives, closes

@@ -24,7 +24,7 @@ use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{with_timeout, Duration, Instant};
 
-type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 2048, 2048, 16, 512>;
+type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 16, 512>;
 
 const WAIT: Duration = Duration::from_secs(10);
 const PORT: u16 = 8090;
@@ -333,8 +333,10 @@ fn client(spawner: Spawner, net: &Net, dead_peer: Duration) -> &'static Rtm {
         ..MessagingConfig::new("ws://10.0.0.1:8090", "KEY")
     };
     let buffers = RunnerBuffers {
-        message: buf(4096),
+        rx: buf(4096),
         tx: buf(2048 + 1024),
+        queue: buf(2048),
+        outbox: buf(2048),
     };
     let rtm = Rtm::new(config, link, buffers, &mut TestRng(7)).unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));

@@ -20,7 +20,7 @@ use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{with_timeout, Duration};
 
-type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 2048, 2048, 16, 512>;
+type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 16, 512>;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -50,8 +50,10 @@ fn client_with(
     config: rtm::Config,
 ) -> &'static Rtm {
     let buffers = RunnerBuffers {
-        message: buf(4096),
+        rx: buf(4096),
         tx: buf(2048 + 1024),
+        queue: buf(2048),
+        outbox: buf(2048),
     };
     let rtm = Rtm::new(config, link, buffers, &mut TestRng(0x9e37_79b9_7f4a_7c15)).unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));
@@ -285,8 +287,10 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
 fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
     let new = |endpoint: &'static str, tx: usize| {
         let buffers = RunnerBuffers {
-            message: buf(256),
+            rx: buf(256),
             tx: buf(tx),
+            queue: buf(2048),
+            outbox: buf(2048),
         };
         Rtm::new(
             client_config(),

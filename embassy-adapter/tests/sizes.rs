@@ -10,7 +10,7 @@ use benchlink_embassy::transport::TcpTransport;
 use common::TestRng;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 
-type Rtm = Messaging<NoopRawMutex, 4, 8, 1024, 1024, 8, 256>;
+type Rtm = Messaging<NoopRawMutex, 4, 8, 8, 256>;
 
 #[test]
 fn client_and_future_sizes() {
@@ -25,8 +25,10 @@ fn client_and_future_sizes() {
             size_of_val(&future)
         }
         let buffers = RunnerBuffers {
-            message: Box::leak(Box::new([0u8; 1])),
+            rx: Box::leak(Box::new([0u8; 1])),
             tx: Box::leak(Box::new([0u8; 2048])),
+            queue: Box::leak(Box::new([0u8; 1024])),
+            outbox: Box::leak(Box::new([0u8; 1024])),
         };
         let link = MessagingConfig::new("ws://h", "k");
         let rtm = Rtm::new(Default::default(), link, buffers, &mut TestRng(1)).unwrap();
@@ -48,7 +50,7 @@ fn client_and_future_sizes() {
         n
     };
     eprintln!(
-        "Messaging<4,8,1024,1024,8,256>: {rtm_static} B; run() future: {run_future} B; \
+        "Messaging<4,8,8,256>: {rtm_static} B; run() future: {run_future} B; \
          BenchClient: {bench_client} B; call() future: {call_future} B; TcpTransport: {transport} B"
     );
     assert!(rtm_static < 16 * 1024, "{rtm_static}");

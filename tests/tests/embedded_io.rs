@@ -378,7 +378,7 @@ impl Handler for Seen {
     }
 }
 
-type TestLink = Link<Vec<u8>, 2, 8, 4096, 4096>;
+type TestLink = Link<Vec<u8>, 2, 8>;
 
 fn link(endpoint: &str, config: Config, link: LinkConfig) -> TestLink {
     Link::new(
@@ -386,8 +386,12 @@ fn link(endpoint: &str, config: Config, link: LinkConfig) -> TestLink {
         link,
         endpoint,
         DEFAULT_APPKEY,
-        vec![0; 8192],
-        vec![0; 8192],
+        benchlink_core::rtm::Buffers {
+            rx: vec![0; 8192],
+            tx: vec![0; 8192],
+            queue: vec![0; 4096],
+            outbox: vec![0; 4096],
+        },
     )
     .unwrap()
 }

@@ -7,7 +7,8 @@ use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use benchlink_std::rtm::{
-    Client, ClientOptions, Mode, SubscribeOptions, SubscriptionData, SubscriptionObserver,
+    Client, ClientOptions, Error, Mode, RequestError, SubscribeOptions, SubscriptionData,
+    SubscriptionObserver,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -261,4 +262,71 @@ fn raw_actions_and_send() {
     );
     assert!(conn.send("not json").is_err());
     conn.stop().unwrap();
+}
+
+/// The largest outgoing message is configuration (16 MiB by default, as for incoming
+/// ones): a message of exactly that size goes out, through the hub, and back to a
+/// subscriber whose incoming limit has room for its envelope; one byte more is refused
+/// at the call, whatever the path (publish, publish_sync, write).
+#[test]
+fn a_message_at_the_outgoing_limit_goes_out_and_one_byte_more_is_refused() {
+    const LIMIT: usize = 16 << 20;
+    let server = RtmServer::start(RtmServerConfig {
+        max_message_size: LIMIT + (64 << 10),
+        max_queued_bytes: 4 * LIMIT,
+        ..RtmServerConfig::default()
+    })
+    .unwrap();
+    let options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    assert_eq!(options.max_outgoing_message_size, LIMIT, "the default");
+    let mut receiving = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    receiving.transport.max_message_size = LIMIT + (64 << 10);
+    let sender = Client::new(options).unwrap();
+    let receiver = Client::new(receiving).unwrap();
+    sender.start().unwrap();
+    receiver.start().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (ok_tx, ok_rx) = mpsc::channel();
+    struct Ready(Forward, mpsc::Sender<()>);
+    impl SubscriptionObserver for Ready {
+        fn on_enter_subscribed(&mut self) {
+            let _ = self.1.send(());
+        }
+        fn on_subscription_data(&mut self, data: &SubscriptionData) {
+            self.0.on_subscription_data(data)
+        }
+    }
+    let observer = Ready(Forward(tx), ok_tx);
+    receiver
+        .subscribe("big", Mode::Simple, observer, SubscribeOptions::default())
+        .unwrap();
+    ok_rx.recv_timeout(WAIT).unwrap();
+
+    // A JSON string of exactly LIMIT bytes, quotes included.
+    let at_limit = format!("\"{}\"", "x".repeat(LIMIT - 2));
+    let value: serde_json::Value = serde_json::from_str(&at_limit).unwrap();
+    let position = sender.publish_sync("big", &value, WAIT);
+    assert!(position.is_ok(), "{position:?}");
+    let got = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(got.len(), LIMIT);
+    assert!(got == at_limit, "the message arrived changed");
+
+    let over = format!("\"{}\"", "x".repeat(LIMIT - 1));
+    let refused = |r: Result<(), Error>| {
+        assert!(
+            matches!(r, Err(Error::Request(RequestError::TooLarge))),
+            "{r:?}"
+        )
+    };
+    refused(sender.publish_json("big", &over, None));
+    refused(sender.write("big", &"x".repeat(LIMIT - 1), None));
+    let value: serde_json::Value = serde_json::from_str(&over).unwrap();
+    refused(sender.publish_sync("big", &value, WAIT).map(|_| ()));
+    // The refusals cost nothing: the connection still carries a message at the limit.
+    let wrote = sender.publish_json("big", &at_limit, None);
+    assert!(wrote.is_ok(), "{wrote:?}");
+    let again = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(again.len(), LIMIT);
+    sender.dispose().unwrap();
+    receiver.dispose().unwrap();
 }

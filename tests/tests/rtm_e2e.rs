@@ -1042,6 +1042,68 @@ fn the_default_queue_holds_twenty_thousand_publishes() {
     }
 }
 
+/// A deep pipe into a server that stops acknowledging: 20,000 publishes go out and stay
+/// in flight (the std client's in-flight table is as deep as the default
+/// `max_queue_size`), the request past `max_queue_size` is refused with `Full` at the
+/// call, a request's deadline still fires while the pipe is full, and when the
+/// connection drops every one of the 20,000 callbacks hears `Disconnected`, once.
+#[test]
+fn a_full_pipe_into_a_silent_server_is_bounded_and_its_deadlines_fire() {
+    const IN_FLIGHT: usize = 20_000;
+    let rig = Rig::with(RtmServerConfig::default(), |o| {
+        o.max_queue_size = IN_FLIGHT + 1
+    });
+    rig.start();
+    rig.server
+        .faults()
+        .override_replies("rtm/publish", ReplyOverride::Silence, None);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..IN_FLIGHT {
+        let tx = tx.clone();
+        let cb: Callback = Box::new(move |r| {
+            let _ = tx.send((i, r));
+        });
+        rig.client.publish("deep", &json!(i), Some(cb)).unwrap();
+    }
+    // All of them on the wire, not waiting in the client.
+    assert!(
+        rig.server.wait_for_connections(WAIT, |c| c
+            .first()
+            .is_some_and(|c| c.received_count == IN_FLIGHT)),
+        "the server never saw {IN_FLIGHT} publishes"
+    );
+    // One slot left: a sync call takes it, and its deadline fires (nothing answers).
+    let r = rig
+        .client
+        .publish_sync("deep", &json!("sync"), Duration::from_millis(200));
+    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    // Its slot is free again; the one after it is not (publishes without a callback
+    // wait for nothing once written, so they take no slot).
+    let (last, _last_rx) = callback();
+    rig.client
+        .publish("deep", &json!("last"), Some(last))
+        .unwrap();
+    let (over, _over_rx) = callback();
+    match rig.client.publish("deep", &json!("over"), Some(over)) {
+        Err(Error::Request(RequestError::Full)) => {}
+        other => panic!("expected Full, got {other:?}"),
+    }
+    assert!(rx.try_recv().is_err(), "a silenced publish was answered");
+    rig.server.faults().clear();
+    rig.drop_and_reconnect();
+    let mut seen = vec![false; IN_FLIGHT];
+    for _ in 0..IN_FLIGHT {
+        let (i, r) = rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(r, Response::Disconnected, "publish {i}");
+        assert!(
+            !std::mem::replace(&mut seen[i], true),
+            "publish {i} ended twice"
+        );
+    }
+    rig.barrier();
+    assert!(rx.try_recv().is_err(), "a callback ran twice");
+}
+
 /// `max_queue_size = 3`: the fourth request is refused at the call with `Full`; the first
 /// three are all delivered (nothing dropped silently, unlike the reference SDK).
 #[test]

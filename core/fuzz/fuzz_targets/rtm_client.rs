@@ -2,8 +2,8 @@
 //! server frames and clock ticks, through a model adapter and a recording `Handler`.
 //!
 //! Input: `[sizes/options][event bytes…]`
-//! - byte 0 bits 0-1: capacities `Client<4, 8, 1024, 2048>` / `<2, 2, 256, 512>` /
-//!   `<1, 1, 96, 384>` / `<4, 8, 1024, 2048>`; bit 2: `restore_auth_on_reconnect`; bit 3:
+//! - byte 0 bits 0-1: capacities (subscriptions, in flight, queue and outbox bytes)
+//!   `4, 8, 1024, 2048` / `2, 2, 256, 512` / `1, 1, 96, 384` / `4, 8, 1024, 2048`; bit 2: `restore_auth_on_reconnect`; bit 3:
 //!   `retry_first_connect`; bit 4: end with `stop` + close + timeouts before `dispose`.
 //! - then (via `arbitrary::Unstructured`) the rest of the config (intervals, attempt
 //!   budget, `max_queue_size` 1..=12, jitter seed, timeouts) and up to 300 events: user
@@ -297,7 +297,7 @@ struct Sent {
 }
 
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    client: Client<S, P, Q, O>,
+    client: Client<S, P, [u8; Q], [u8; O]>,
     rec: Rec,
     config: Config,
     now: Instant,
@@ -346,7 +346,7 @@ fn quote(s: &str) -> String {
 impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
     fn run(config: Config, u: &mut Unstructured<'_>, stop_first: bool) {
         let mut f = Fuzz {
-            client: Client::<S, P, Q, O>::new(config),
+            client: Client::<S, P, _, _>::new(config, [0; Q], [0; O]),
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,

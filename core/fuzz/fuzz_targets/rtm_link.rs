@@ -3,11 +3,11 @@
 //! while a model server reads every byte the link writes.
 //!
 //! Input: `[options][operations…]`
-//! - byte 0 bits 0-1: capacities `Link<_, 4, 8, 2048, 1024>` / `<_, 1, 2, 256, 256>` /
-//!   `<_, 4, 32, 8192, 2048>` / the first again; bit 2: `restore_auth_on_reconnect`;
+//! - byte 0 bits 0-1: capacities (subscriptions, in flight, queue and outbox bytes)
+//!   `4, 8, 2048, 1024` / `1, 2, 256, 256` / `4, 32, 8192, 2048` / the first again; bit 2: `restore_auth_on_reconnect`;
 //!   bit 3: `retry_first_connect`; bit 4: end with `stop` + close + timeouts before
 //!   `dispose`; bit 5: `wss://` endpoint with a path.
-//! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ OUT + 1024), the
+//! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ outbox + 1024), the
 //!   client's config (intervals, attempt budget, `max_queue_size`, jitter seed, auth and
 //!   connect timeouts), the link's config (ping interval, dead-peer and close timeouts,
 //!   seed, user agent) and up to 400 operations:
@@ -54,8 +54,8 @@ use std::time::Duration;
 
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
-    Ack, AuthResult, ClientState, Config, ConnectError, Disconnect, Handler, Link, LinkConfig,
-    Mode, Outcome, Output, RequestError, SubscribeArgs, Ticket,
+    Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Handler, Link,
+    LinkConfig, Mode, Outcome, Output, RequestError, SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -472,7 +472,7 @@ fn server_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
 // ------------------------------------------------------------------------------------
 
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    link: Link<Vec<u8>, S, P, Q, O>,
+    link: Link<Vec<u8>, S, P>,
     rec: Rec,
     setup: Setup,
     tx_len: usize,
@@ -514,15 +514,15 @@ fn quote(s: &str) -> String {
 impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
     fn run(setup: Setup, rx: usize, tx_extra: usize, u: &mut Unstructured<'_>) {
         let tx_len = O + 1024 + tx_extra;
-        let link = Link::<Vec<u8>, S, P, Q, O>::new(
-            setup.client,
-            setup.link,
-            setup.endpoint,
-            "K",
-            vec![0u8; rx],
-            vec![0u8; tx_len],
-        )
-        .expect("valid link settings");
+        let buffers = Buffers {
+            rx: vec![0u8; rx],
+            tx: vec![0u8; tx_len],
+            queue: vec![0u8; Q],
+            outbox: vec![0u8; O],
+        };
+        let link =
+            Link::<Vec<u8>, S, P>::new(setup.client, setup.link, setup.endpoint, "K", buffers)
+                .expect("valid link settings");
         let mut f = Fuzz::<S, P, Q, O> {
             link,
             rec: Rec {
@@ -831,17 +831,13 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
     }
 
     /// Runs one call into the link and checks the `link_closed` bookkeeping.
-    fn call(&mut self, f: impl FnOnce(&mut Link<Vec<u8>, S, P, Q, O>, &mut Rec)) {
+    fn call(&mut self, f: impl FnOnce(&mut Link<Vec<u8>, S, P>, &mut Rec)) {
         self.call_input(false, f);
     }
 
     /// [`call`](Self::call); `input` for `handle_input`, the only call that can open the
     /// link.
-    fn call_input(
-        &mut self,
-        input: bool,
-        f: impl FnOnce(&mut Link<Vec<u8>, S, P, Q, O>, &mut Rec),
-    ) {
+    fn call_input(&mut self, input: bool, f: impl FnOnce(&mut Link<Vec<u8>, S, P>, &mut Rec)) {
         let was_open = self.link.is_open();
         self.rec.closed_in_call = 0;
         f(&mut self.link, &mut self.rec);

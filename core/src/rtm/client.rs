@@ -15,7 +15,7 @@ use super::in_flight::{InFlight, Pending};
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
-use super::queue::RecordFifo;
+use super::queue::{Bytes, RecordFifo};
 use super::requests::{
     escaped_len, Meta, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
 };
@@ -99,7 +99,7 @@ pub struct Config {
     pub restore_auth_on_reconnect: bool,
     /// Most user requests (publish, read, write, delete, search, authenticate) queued or in
     /// flight at once; one more is refused with [`RequestError::Full`] (default 20000).
-    /// The buffers (`QUEUE`, `PENDING`) may refuse earlier.
+    /// The buffers (the queue's bytes, `PENDING`) may refuse earlier.
     pub max_queue_size: usize,
     /// Whether a failed *first* connect after `start()` is retried (per
     /// `fail_count_threshold`) instead of stopping the client. Default false: the
@@ -194,8 +194,10 @@ enum Leave {
 
 /// The sans-IO RTM client: reconnects with backoff, restores auth and subscriptions,
 /// queues requests while offline, and completes every acked request exactly once.
-/// `SUBS` subscriptions, `PENDING` acked requests in flight, `QUEUE` bytes of offline
-/// queue, `OUT` bytes of outbox (the largest PDU it can send).
+/// `SUBS` subscriptions and `PENDING` acked requests in flight, fixed at compile time;
+/// the offline queue (`Q`) and the outbox (`O`, whose size bounds the largest PDU it can
+/// send) are byte buffers the caller gives [`new`](Self::new): arrays on a device, heap
+/// buffers sized by configuration where there is a heap (see [`Bytes`]).
 ///
 /// # Shape
 ///
@@ -218,7 +220,7 @@ enum Leave {
 ///     }
 /// }
 ///
-/// let mut client: Client<4, 8, 1024, 1024> = Client::new(Config::default());
+/// let mut client: Client<4, 8, _, _> = Client::new(Config::default(), [0; 1024], [0; 1024]);
 /// let mut app = App::default();
 /// let t = Instant::ZERO;
 /// client.start(t, &mut app);
@@ -269,7 +271,7 @@ enum Leave {
 ///   permissions).
 /// - **Offline queue**: publish, read, write, delete, search and authenticate made while
 ///   not connected (or while the queue is non-empty, an auth is in progress, or the table
-///   of requests in flight is full) wait in a `QUEUE`-byte buffer. A request that does not
+///   of requests in flight is full) wait in the queue's buffer. A request that does not
 ///   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
 ///   silently (the reference keeps only the newest 1000). `max_queue_size` counts
 ///   exactly the user requests queued or in flight (the reference also counts inbound
@@ -288,7 +290,7 @@ enum Leave {
 ///
 /// # Memory
 ///
-/// Everything lives in the struct, no heap: `QUEUE` + `OUT` bytes of buffers, `SUBS`
+/// No heap: the caller's two buffers (queue and outbox), and in the struct `SUBS`
 /// subscription records ([`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT) +
 /// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state),
 /// `PENDING` entries of 24 bytes, and fixed state including two credential slots of
@@ -296,14 +298,14 @@ enum Leave {
 ///
 /// | | thumbv7em (32-bit) | x86_64 |
 /// |---|---|---|
-/// | fixed (`Client<0, 0, 0, 0>`) | 664 B | 720 B |
+/// | fixed (`Client<0, 0, [u8; 0], [u8; 0]>`) | 664 B | 720 B |
 /// | per subscription (`SUBS`) | 392 B | 424 B |
 /// | per request in flight (`PENDING`) | 24 B | 24 B |
-/// | per byte of `QUEUE` / `OUT` | 1 B | 1 B |
-/// | `Client<4, 8, 1024, 2048>` | 5496 B | 5680 B |
+/// | per byte of array queue / outbox | 1 B | 1 B |
+/// | `Client<4, 8, [u8; 1024], [u8; 2048]>` | 5496 B | 5680 B |
 ///
-/// A PDU must fit in `OUT` (minus 4 bytes of record header); a request waiting offline
-/// takes its body plus 18 bytes of `QUEUE`. The client is one value: on std, large
+/// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
+/// offline takes its body plus 18 bytes of the queue. With arrays the client is one value: large
 /// capacities belong on the heap (`Box`) or in a thread with a big enough stack.
 ///
 /// # Subscriptions (the reference SDK's subscription machine, without its bugs)
@@ -340,7 +342,7 @@ enum Leave {
 /// as a failure). Call [`handle_timeout`](Self::handle_timeout) when
 /// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
 /// cannot re-enter the client: act on events after the call returns.
-pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> {
+pub struct Client<const SUBS: usize, const PENDING: usize, Q, O> {
     config: Config,
     state: ClientState,
     backoff: Backoff,
@@ -362,7 +364,7 @@ pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, c
     close_pending: bool,
     /// The front outbox record was handed out by `poll_transmit`; pop it on the next call.
     front_taken: bool,
-    outbox: RecordFifo<OUT>,
+    outbox: RecordFifo<O>,
 
     connected_at: Option<Instant>,
     got_reply: bool,
@@ -376,15 +378,15 @@ pub struct Client<const SUBS: usize, const PENDING: usize, const QUEUE: usize, c
     subs_connected: bool,
     subs: Vec<Subscription, SUBS>,
     pending: InFlight<PENDING>,
-    queue: RecordFifo<QUEUE>,
+    queue: RecordFifo<Q>,
     /// Live (not cancelled) user requests in `queue`.
     queued: usize,
     /// No queued deadline is earlier than this (may be stale-early: a spurious wakeup).
     queue_deadline: Option<Instant>,
 }
 
-impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> fmt::Debug
-    for Client<SUBS, PENDING, QUEUE, OUT>
+impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> fmt::Debug
+    for Client<SUBS, PENDING, Q, O>
 {
     /// State and counters only: never credentials or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -401,9 +403,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 }
 
 #[cfg(feature = "defmt")]
-impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> defmt::Format
-    for Client<SUBS, PENDING, QUEUE, OUT>
-{
+impl<const SUBS: usize, const PENDING: usize, Q, O> defmt::Format for Client<SUBS, PENDING, Q, O> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
@@ -417,8 +417,8 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 }
 
 /// Writes one record into `fifo` with `encode`, keeping the encoder's error.
-fn push_encoded<const N: usize>(
-    fifo: &mut RecordFifo<N>,
+fn push_encoded<B: Bytes>(
+    fifo: &mut RecordFifo<B>,
     prefix: Option<&Meta>,
     mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
@@ -427,8 +427,8 @@ fn push_encoded<const N: usize>(
 
 /// `push_encoded`'s body, once for every encoder (called through a trait object, so each
 /// request kind does not get its own copy of the prefix and error handling).
-fn push_encoded_dyn<const N: usize>(
-    fifo: &mut RecordFifo<N>,
+fn push_encoded_dyn<B: Bytes>(
+    fifo: &mut RecordFifo<B>,
     prefix: Option<&Meta>,
     encode: &mut dyn FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
@@ -454,14 +454,14 @@ fn push_encoded_dyn<const N: usize>(
         (true, _) => Ok(()),
         (false, Some(e)) => Err(e),
         (false, None) => Err(WriteError::Encode(
-            crate::http::EncodeError::BufferTooSmall { capacity: N },
+            crate::http::EncodeError::BufferTooSmall {
+                capacity: fifo.capacity(),
+            },
         )),
     }
 }
 
-impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>
-    Client<SUBS, PENDING, QUEUE, OUT>
-{
+impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, PENDING, Q, O> {
     /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
     ///
     /// A `const fn`, so firmware can place the client in a `static` (e.g. a
@@ -469,16 +469,16 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config};
-    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert_eq!(client.state(), ClientState::Stopped);
     /// assert_eq!(client.poll_timeout(), None);
     ///
     /// // Built at compile time:
-    /// const INITIAL: Client<1, 4, 512, 512> =
-    ///     Client::new(Config { jitter_seed: 0x5EED, ..Config::DEFAULT });
+    /// const INITIAL: Client<1, 4, [u8; 512], [u8; 512]> =
+    ///     Client::new(Config { jitter_seed: 0x5EED, ..Config::DEFAULT }, [0; 512], [0; 512]);
     /// assert_eq!(INITIAL.state(), ClientState::Stopped);
     /// ```
-    pub const fn new(config: Config) -> Self {
+    pub const fn new(config: Config, queue: Q, outbox: O) -> Self {
         let mut backoff = Backoff::new(config.jitter_seed);
         backoff.reset(config.fail_count_threshold);
         Client {
@@ -495,7 +495,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             writable: false,
             close_pending: false,
             front_taken: false,
-            outbox: RecordFifo::new(),
+            outbox: RecordFifo::new(outbox),
             connected_at: None,
             got_reply: false,
             next_id: 0,
@@ -506,10 +506,15 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             subs_connected: false,
             subs: Vec::new(),
             pending: InFlight::new(),
-            queue: RecordFifo::new(),
+            queue: RecordFifo::new(queue),
             queued: 0,
             queue_deadline: None,
         }
+    }
+
+    /// The outbox's size: a PDU of up to this many bytes less 4 can be sent.
+    pub(super) fn outbox_capacity(&self) -> usize {
+        self.outbox.capacity()
     }
 
     /// How this client's PDUs travel ([`Config::encoding`]).
@@ -517,7 +522,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config};
     /// use benchlink_core::rtm::pdu::Encoding;
-    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert_eq!(client.encoding(), Encoding::Json);
     /// ```
     pub fn encoding(&self) -> Encoding {
@@ -529,7 +534,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Connecting);
     /// ```
@@ -541,7 +546,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, Config};
-    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert!(!client.is_connected());
     /// ```
     pub fn is_connected(&self) -> bool {
@@ -553,7 +558,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Io { code: 111 }, &mut NoopHandler);
@@ -568,7 +573,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.subscribe(Instant::ZERO, "chan", Mode::Simple, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.subscription_state("chan"), Some(SubState::Unsubscribed));
     /// assert_eq!(client.subscription_state("other"), None);
@@ -584,7 +589,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler).unwrap();
     /// assert_eq!(client.queued_requests(), 1);
     /// ```
@@ -597,7 +602,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     ///
     /// ```
     /// use benchlink_core::rtm::{Client, Config};
-    /// let client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert_eq!(client.requests_in_flight(), 0);
     /// ```
     pub fn requests_in_flight(&self) -> usize {
@@ -615,7 +620,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// ```
@@ -648,7 +653,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.start(t, &mut NoopHandler);
     /// client.poll_transmit();
@@ -682,7 +687,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, ClientState, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.dispose(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Disposed);
     /// assert_eq!(client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler), Err(RequestError::Disposed));
@@ -725,7 +730,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.publish(t, "chan", "[1,2]", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.publish(t, "chan", "{oops", Ack::None, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -750,7 +755,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
     /// use benchlink_core::rtm::pdu::Payload;
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
     /// ```
     pub fn publish_payload<H: Handler>(
@@ -775,7 +780,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert!(client.read(Instant::ZERO, "kv", None, None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.read(Instant::ZERO, "kv", Some("[1]"), None, &mut NoopHandler), Err(RequestError::InvalidJson));
     /// ```
@@ -799,7 +804,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert_eq!(client.write(Instant::ZERO, "kv", "42", Ack::None, &mut NoopHandler), Ok(None));
     /// ```
     pub fn write<H: Handler>(
@@ -822,7 +827,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert!(client.delete(Instant::ZERO, "kv", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// ```
     pub fn delete<H: Handler>(
@@ -842,7 +847,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert!(client.search(Instant::ZERO, "ch", None, &mut NoopHandler).is_ok());
     /// ```
     pub fn search<H: Handler>(
@@ -866,7 +871,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let ack = Ack::Reply { deadline: None };
     /// assert!(client.action(Instant::ZERO, "rtm/new_thing", r#"{"x":1}"#, ack, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.action(Instant::ZERO, "rtm/x", "[1]", ack, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -900,7 +905,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.authenticate(t, "superuser", b"secret", None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.authenticate(t, "other", b"x", None, &mut NoopHandler), Err(RequestError::AuthInProgress));
@@ -922,7 +927,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
         }
         let role_text = String::try_from(role).map_err(|()| RequestError::TooLarge)?;
         let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
-        if escaped_len(role).saturating_add(AUTH_OVERHEAD) > RecordFifo::<OUT>::max_record() {
+        if escaped_len(role).saturating_add(AUTH_OVERHEAD) > self.outbox.max_record() {
             return Err(RequestError::TooLarge);
         }
         self.check_room()?;
@@ -963,7 +968,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// let view = SubscribeArgs { filter: Some("select * from chan"), ..SubscribeArgs::default() };
     /// client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler).unwrap();
@@ -985,7 +990,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return Err(RequestError::Disposed);
         }
         let fresh = Subscription::new(channel_or_id, mode, &args)?;
-        if fresh.pdu_bound() > RecordFifo::<OUT>::max_record() {
+        if fresh.pdu_bound() > self.outbox.max_record() {
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;
@@ -1030,7 +1035,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.subscribe(t, "chan", Mode::Reliable, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Ok(())); // deleted at once: not connected
@@ -1078,7 +1083,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1115,7 +1120,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config { retry_first_connect: true, ..Config::default() });
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Resolve, &mut NoopHandler);
@@ -1139,7 +1144,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1162,7 +1167,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1232,7 +1237,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::from_secs(10);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
@@ -1263,7 +1268,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     /// let config = Config { retry_first_connect: true, jitter_seed: 0, ..Config::default() };
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(config);
+    /// let mut client: Client<2, 4, _, _> = Client::new(config, [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Tls, &mut NoopHandler);
@@ -1314,7 +1319,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// assert_eq!(client.poll_transmit(), None);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -1361,7 +1366,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let t = Instant::from_secs(5);
     /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
     /// assert_eq!(client.poll_timeout(), Some(t));
@@ -1768,7 +1773,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             return Err(RequestError::Disposed);
         }
         self.check_room()?;
-        if req.pdu_bound() > RecordFifo::<OUT>::max_record() {
+        if req.pdu_bound() > self.outbox.max_record() {
             return Err(RequestError::TooLarge);
         }
         let (acked, deadline) = match ack {
@@ -1807,7 +1812,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
             // A queued body must fit an outbox record once wrapped in its envelope. A
             // typed message's size is only known once written: a body that turned out
             // larger, or that did not fit even that much room, is `TooLarge`.
-            let cap = RecordFifo::<OUT>::max_record().saturating_sub(ENVELOPE);
+            let cap = self.outbox.max_record().saturating_sub(ENVELOPE);
             let mut too_large = false;
             let write_body = |out: &mut Cursor<'_>| {
                 let written = req.encode_queued(self.config.encoding, out);
@@ -2032,7 +2037,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
 
     /// Writes the auth request due now, if any; `Ok(false)` when none is due.
     fn write_auth(
-        outbox: &mut RecordFifo<OUT>,
+        outbox: &mut RecordFifo<O>,
         encoding: Encoding,
         machine: &mut Credentials,
         id: u32,

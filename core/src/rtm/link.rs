@@ -9,6 +9,7 @@ use super::backoff::splitmix64;
 use super::client::{Client, Config};
 use super::events::{ClientState, ConnectError, Disconnect, Handler, Transmit};
 use super::pdu::Encoding;
+use super::queue::Bytes;
 use crate::http::{Cursor, EncodeError, Head};
 use crate::time::{earliest, Instant};
 use crate::ws::{
@@ -22,12 +23,12 @@ pub const MAX_ENDPOINT_LEN: usize = 256;
 /// The longest application key a [`Link`] keeps.
 pub const MAX_APPKEY_LEN: usize = 128;
 
-/// The smallest transmit buffer a [`Link`] accepts on top of the client's `OUT`: room for
+/// The smallest transmit buffer a [`Link`] accepts on top of its outbox's size: room for
 /// the `101` head, which gathers in that buffer once the upgrade request has gone out
 /// (the request must fit too: [`Link::new`] checks it).
 pub const MIN_TX_EXTRA: usize = 512;
 
-/// The `min` of [`LinkError::TxTooSmall`] when the upgrade request does not fit: `OUT` plus
+/// The `min` of [`LinkError::TxTooSmall`] when the upgrade request does not fit: the outbox plus
 /// this holds the request for any endpoint and appkey within [`MAX_ENDPOINT_LEN`] and
 /// [`MAX_APPKEY_LEN`] (percent-encoded) with a user agent of up to 200 bytes.
 const MAX_UPGRADE_REQUEST: usize = 1024;
@@ -86,7 +87,7 @@ pub enum LinkError {
     EndpointTooLong,
     /// The appkey is longer than [`MAX_APPKEY_LEN`].
     AppkeyTooLong,
-    /// The transmit buffer is smaller than `OUT` + [`MIN_TX_EXTRA`] bytes, or than the
+    /// The transmit buffer is smaller than the outbox + [`MIN_TX_EXTRA`] bytes, or than the
     /// upgrade request for this endpoint, appkey and user agent.
     TxTooSmall {
         /// The smallest size accepted.
@@ -197,16 +198,43 @@ enum Phase {
     Closed,
 }
 
+/// The byte buffers of a [`Link`], all of the caller's sizing; their contents on entry do
+/// not matter.
+pub struct Buffers<B> {
+    /// Incoming: the largest message accepted (a fragmented one is reassembled here; an
+    /// unfragmented frame is read straight from the input).
+    pub rx: B,
+    /// Outgoing bytes waiting to be written: at least `outbox` + [`MIN_TX_EXTRA`] bytes,
+    /// and the upgrade request (the `101` head then gathers in its place); more lets more
+    /// PDUs go out in one write.
+    pub tx: B,
+    /// Requests waiting for a connection (or for room in flight): a request takes its
+    /// body plus 18 bytes, and one that does not fit is refused at the call.
+    pub queue: B,
+    /// Encoded PDUs on their way to `tx`: its size less 4 bytes is the largest PDU sent.
+    pub outbox: B,
+}
+
+impl<B: Bytes> fmt::Debug for Buffers<B> {
+    /// Sizes only: the buffers may hold messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffers")
+            .field("rx", &self.rx.as_ref().len())
+            .field("tx", &self.tx.as_ref().len())
+            .field("queue", &self.queue.as_ref().len())
+            .field("outbox", &self.outbox.as_ref().len())
+            .finish()
+    }
+}
+
 /// The messaging link, sans IO: the [`Client`] (reconnect, restore, queues, deadlines)
 /// joined to the WebSocket upgrade, framing, pings and dead-peer detection, with one set
 /// of timers and one set of limits for every target.
 ///
-/// `B` is the byte storage of the two buffers (`&mut [u8]`, an array, a `Box<[u8]>`):
-/// `rx` holds the largest message accepted (a fragmented one is reassembled there; an
-/// unfragmented frame is read straight from the input), `tx` the bytes waiting to be
-/// written: at least `OUT` + [`MIN_TX_EXTRA`] bytes, and the upgrade request (the `101`
-/// head then gathers in its place); a bigger `tx` lets more PDUs go out in one write. The
-/// other capacities are the [`Client`]'s.
+/// `B` is the byte storage of its four [`Buffers`] (`&mut [u8]`, an array, a `Box<[u8]>`),
+/// sized by the caller: they bound the largest message each way and the bytes waiting.
+/// `SUBS` (subscriptions) and `PENDING` (acknowledged requests in flight) are the
+/// [`Client`]'s compile-time tables.
 ///
 /// # Driving it
 ///
@@ -225,12 +253,13 @@ enum Phase {
 /// flooding server in check through TCP flow control, and its deadlines keep firing.
 ///
 /// ```
-/// use benchlink_core::rtm::{Ack, Config, Link, LinkConfig, NoopHandler, Output};
+/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output};
 /// use benchlink_core::time::Instant;
 ///
-/// let mut link: Link<Vec<u8>, 2, 4, 512, 512> = Link::new(
+/// let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512] };
+/// let mut link: Link<Vec<u8>, 2, 4> = Link::new(
 ///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
-///     "ws://127.0.0.1:8080", "KEY", vec![0; 4096], vec![0; 4096],
+///     "ws://127.0.0.1:8080", "KEY", buffers,
 /// ).unwrap();
 /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
 /// link.client_mut().start(t, h);
@@ -245,8 +274,8 @@ enum Phase {
 /// link.client_mut().publish(t, "chan", "1", Ack::None, h).unwrap();
 /// assert_eq!(link.poll_output(t), None);
 /// ```
-pub struct Link<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> {
-    client: Client<SUBS, PENDING, QUEUE, OUT>,
+pub struct Link<B, const SUBS: usize, const PENDING: usize> {
+    client: Client<SUBS, PENDING, B, B>,
     config: LinkConfig,
     endpoint: String<MAX_ENDPOINT_LEN>,
     appkey: String<MAX_APPKEY_LEN>,
@@ -274,9 +303,7 @@ pub struct Link<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, 
     close_unreported: bool,
 }
 
-impl<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize> fmt::Debug
-    for Link<B, SUBS, PENDING, QUEUE, OUT>
-{
+impl<B: Bytes, const SUBS: usize, const PENDING: usize> fmt::Debug for Link<B, SUBS, PENDING> {
     /// State and sizes only: never credentials, the appkey or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Link")
@@ -287,21 +314,16 @@ impl<B, const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: 
     }
 }
 
-impl<
-        B: AsRef<[u8]> + AsMut<[u8]>,
-        const SUBS: usize,
-        const PENDING: usize,
-        const QUEUE: usize,
-        const OUT: usize,
-    > Link<B, SUBS, PENDING, QUEUE, OUT>
-{
+impl<B: Bytes, const SUBS: usize, const PENDING: usize> Link<B, SUBS, PENDING> {
     /// A stopped link to `endpoint` (`ws://host[:port][/path]` or `wss://…`) for `appkey`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Config, Link, LinkConfig, LinkError};
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError};
     /// use benchlink_core::ws::UrlError;
-    /// let new = |url, tx: usize| Link::<Vec<u8>, 1, 1, 64, 256>::new(
-    ///     Config::default(), LinkConfig::DEFAULT, url, "k", vec![0; 64], vec![0; tx]).map(|_| ());
+    /// let new = |url, tx: usize| {
+    ///     let buffers = Buffers { rx: vec![0; 64], tx: vec![0; tx], queue: vec![0; 64], outbox: vec![0; 256] };
+    ///     Link::<Vec<u8>, 1, 1>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers).map(|_| ())
+    /// };
     /// assert_eq!(new("ws://h", 2048), Ok(()));
     /// assert_eq!(new("http://h", 2048), Err(LinkError::Url(UrlError::UnsupportedScheme)));
     /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 256 + 512 }));
@@ -311,13 +333,19 @@ impl<
         config: LinkConfig,
         endpoint: &str,
         appkey: &str,
-        rx: B,
-        tx: B,
+        buffers: Buffers<B>,
     ) -> Result<Self, LinkError> {
+        let Buffers {
+            rx,
+            tx,
+            queue,
+            outbox,
+        } = buffers;
         Endpoint::parse(endpoint).map_err(LinkError::Url)?;
         let endpoint = String::try_from(endpoint).map_err(|()| LinkError::EndpointTooLong)?;
         let appkey = String::try_from(appkey).map_err(|()| LinkError::AppkeyTooLong)?;
-        let min = OUT.saturating_add(MIN_TX_EXTRA);
+        let out = outbox.as_ref().len();
+        let min = out.saturating_add(MIN_TX_EXTRA);
         if tx.as_ref().len() < min {
             return Err(LinkError::TxTooSmall { min });
         }
@@ -332,11 +360,11 @@ impl<
             config.user_agent,
         );
         if let Err(EncodeError::BufferTooSmall { .. }) = request {
-            let min = OUT.saturating_add(MAX_UPGRADE_REQUEST).max(min);
+            let min = out.saturating_add(MAX_UPGRADE_REQUEST).max(min);
             return Err(LinkError::TxTooSmall { min });
         }
         Ok(Link {
-            client: Client::new(client),
+            client: Client::new(client, queue, outbox),
             config,
             endpoint,
             appkey,
@@ -358,12 +386,12 @@ impl<
     /// The client: its state, and every user call (`start`, `stop`, `publish`,
     /// `subscribe`, …). What those calls send goes out through the next
     /// [`poll_output`](Self::poll_output).
-    pub fn client(&self) -> &Client<SUBS, PENDING, QUEUE, OUT> {
+    pub fn client(&self) -> &Client<SUBS, PENDING, B, B> {
         &self.client
     }
 
     /// The client, for user calls; see [`client`](Self::client).
-    pub fn client_mut(&mut self) -> &mut Client<SUBS, PENDING, QUEUE, OUT> {
+    pub fn client_mut(&mut self) -> &mut Client<SUBS, PENDING, B, B> {
         &mut self.client
     }
 
@@ -710,7 +738,7 @@ impl<
     fn fill_tx(&mut self, now: Instant) {
         let was_empty = self.tx_start == self.tx_end;
         self.copy_control();
-        let room_for_pdu = OUT.saturating_add(MAX_HEADER_LEN);
+        let room_for_pdu = self.client.outbox_capacity().saturating_add(MAX_HEADER_LEN);
         if self.tx.as_ref().len().saturating_sub(self.tx_end) < room_for_pdu {
             self.compact_tx();
         }

@@ -30,6 +30,7 @@ pub use events::{
     Mode, NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
 };
 pub use link::{
-    Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
+    Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
 };
+pub use queue::Bytes;
 pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT};

@@ -1,5 +1,6 @@
-//! A FIFO of variable-length byte records in one fixed array: the outbox of encoded PDUs
-//! and the offline queue of requests waiting for a connection both live in one of these.
+//! A FIFO of variable-length byte records in one caller-sized buffer: the outbox of
+//! encoded PDUs and the offline queue of requests waiting for a connection both live in
+//! one of these (an array on a device, a heap buffer sized by configuration on std).
 //!
 //! Why not a plain ring: every record must be readable as one `&[u8]` (a PDU handed to the
 //! adapter is one `&str`), so records never wrap. The array holds up to two regions, as in
@@ -10,12 +11,23 @@
 //! neither the tail nor the front gap fits a record but their sum does are the live
 //! records moved to the front once. Each record costs a 4-byte length header.
 
+/// Byte storage the caller gives the messaging client for its queue, its outbox and the
+/// link's socket buffers: anything that is a mutable byte slice (`[u8; N]`,
+/// `&mut [u8]`, `Vec<u8>`, `Box<[u8]>`). Its contents on entry do not matter.
+///
+/// A device passes arrays or `&'static mut` slices, sized at compile time; a std program
+/// passes heap buffers sized by its configuration (zeroed allocations, whose pages the
+/// operating system commits only as they are first written).
+pub trait Bytes: AsRef<[u8]> + AsMut<[u8]> {}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized> Bytes for T {}
+
 /// Bytes of bookkeeping per record.
 pub(crate) const RECORD_HEADER: usize = 4;
 
-/// Records of bytes, first in first out, in `N` bytes.
-pub(crate) struct RecordFifo<const N: usize> {
-    buf: [u8; N],
+/// Records of bytes, first in first out, in the bytes of `B`.
+pub(crate) struct RecordFifo<B> {
+    buf: B,
     /// Offset of the first live record of the older region.
     start: usize,
     /// Offset just past the last record of the older region.
@@ -26,7 +38,7 @@ pub(crate) struct RecordFifo<const N: usize> {
     count: usize,
 }
 
-impl<const N: usize> core::fmt::Debug for RecordFifo<N> {
+impl<B: AsRef<[u8]>> core::fmt::Debug for RecordFifo<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // The contents may be credentials-free PDUs, but they can be large: show the shape.
         f.debug_struct("RecordFifo")
@@ -38,22 +50,25 @@ impl<const N: usize> core::fmt::Debug for RecordFifo<N> {
                     .saturating_sub(self.start)
                     .saturating_add(self.wrap),
             )
-            .field("capacity", &N)
+            .field("capacity", &self.buf.as_ref().len())
             .finish()
     }
 }
 
-impl<const N: usize> RecordFifo<N> {
-    pub(crate) const fn new() -> Self {
+impl<B> RecordFifo<B> {
+    /// An empty FIFO in `buf` (whose contents do not matter).
+    pub(crate) const fn new(buf: B) -> Self {
         RecordFifo {
-            buf: [0; N],
+            buf,
             start: 0,
             end: 0,
             wrap: 0,
             count: 0,
         }
     }
+}
 
+impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.count
@@ -70,9 +85,14 @@ impl<const N: usize> RecordFifo<N> {
         self.count = 0;
     }
 
+    /// The buffer's size.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.as_ref().len()
+    }
+
     /// The largest record that could ever be stored (when the FIFO is empty).
-    pub(crate) const fn max_record() -> usize {
-        N.saturating_sub(RECORD_HEADER)
+    pub(crate) fn max_record(&self) -> usize {
+        self.capacity().saturating_sub(RECORD_HEADER)
     }
 
     /// Appends one record written in place by `write`, which gets the free space and
@@ -99,7 +119,8 @@ impl<const N: usize> RecordFifo<N> {
                     true
                 });
         }
-        if let Some(e) = self.write_at(self.end, N, write) {
+        let capacity = self.capacity();
+        if let Some(e) = self.write_at(self.end, capacity, write) {
             self.end = e;
             return true;
         }
@@ -112,7 +133,7 @@ impl<const N: usize> RecordFifo<N> {
         }
         // Neither gap fits the record alone: join them.
         self.compact();
-        self.write_at(self.end, N, write).is_some_and(|e| {
+        self.write_at(self.end, capacity, write).is_some_and(|e| {
             self.end = e;
             true
         })
@@ -127,11 +148,12 @@ impl<const N: usize> RecordFifo<N> {
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Option<usize> {
         let payload_at = at.checked_add(RECORD_HEADER)?;
-        let room = self.buf.get_mut(payload_at..limit)?;
+        let room = self.buf.as_mut().get_mut(payload_at..limit)?;
         let used = write(room)?;
         let len = u32::try_from(used).ok()?;
         let new_end = payload_at.checked_add(used).filter(|&e| e <= limit)?;
         self.buf
+            .as_mut()
             .get_mut(at..payload_at)?
             .copy_from_slice(&len.to_le_bytes());
         self.count = self.count.saturating_add(1);
@@ -150,7 +172,7 @@ impl<const N: usize> RecordFifo<N> {
 
     /// Moves the older region to the front (only while there is no newer one).
     fn compact(&mut self) {
-        self.end = crate::compact::to_front(&mut self.buf, self.start, self.end);
+        self.end = crate::compact::to_front(self.buf.as_mut(), self.start, self.end);
         self.start = 0;
     }
 
@@ -161,7 +183,7 @@ impl<const N: usize> RecordFifo<N> {
             return None;
         }
         let payload_at = at.checked_add(RECORD_HEADER)?;
-        let header: [u8; RECORD_HEADER] = self.buf.get(at..payload_at)?.try_into().ok()?;
+        let header: [u8; RECORD_HEADER] = self.buf.as_ref().get(at..payload_at)?.try_into().ok()?;
         let len = usize::try_from(u32::from_le_bytes(header)).ok()?;
         let next = payload_at.checked_add(len).filter(|&n| n <= limit)?;
         Some((payload_at..next, next))
@@ -169,13 +191,13 @@ impl<const N: usize> RecordFifo<N> {
 
     pub(crate) fn front(&self) -> Option<&[u8]> {
         let (range, _) = self.record_at(self.start, self.end)?;
-        self.buf.get(range)
+        self.buf.as_ref().get(range)
     }
 
     #[cfg(test)]
     pub(crate) fn front_mut(&mut self) -> Option<&mut [u8]> {
         let (range, _) = self.record_at(self.start, self.end)?;
-        self.buf.get_mut(range)
+        self.buf.as_mut().get_mut(range)
     }
 
     pub(crate) fn pop_front(&mut self) {
@@ -199,7 +221,7 @@ impl<const N: usize> RecordFifo<N> {
     {
         for (mut at, limit) in [(self.start, self.end), (0, self.wrap)] {
             while let Some((range, next)) = self.record_at(at, limit) {
-                if let Some(record) = self.buf.get_mut(range) {
+                if let Some(record) = self.buf.as_mut().get_mut(range) {
                     f(record);
                 }
                 at = next;

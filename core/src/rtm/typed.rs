@@ -13,7 +13,7 @@ use super::events::{Ack, Handler, RequestError, Ticket};
 use super::pdu::cbor_envelope;
 use super::pdu::{envelope, Encoding, Item, Pdu, SubscriptionData};
 use super::requests::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
-use super::Client;
+use super::{Bytes, Client};
 use crate::http::Cursor;
 use crate::json::typed::DeserializeError;
 use crate::json::write::{self, ObjectWriter};
@@ -88,9 +88,7 @@ impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
     }
 }
 
-impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usize>
-    Client<SUBS, PENDING, QUEUE, OUT>
-{
+impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, PENDING, Q, O> {
     /// [`publish`](Self::publish) of a typed message: `message` is serialized in the
     /// client's [`Config::encoding`](super::Config::encoding) — JSON, with the same
     /// escaping as every other string the client writes, or CBOR (feature `cbor`) —
@@ -109,7 +107,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// #[derive(serde::Serialize)]
     /// struct Sample<'a> { ts: u64, metric: &'a str, value: f64 }
     ///
-    /// let mut client: Client<2, 4, 256, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
     /// client.start(t, h);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -143,7 +141,7 @@ impl<const SUBS: usize, const PENDING: usize, const QUEUE: usize, const OUT: usi
     /// ```
     /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, 1024, 512> = Client::new(Config::default());
+    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 1024], [0; 512]);
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
     /// // Not connected: the value waits in the offline queue, already serialized.
     /// assert!(client.write_typed(t, "kv", &[1, 2, 3], Ack::Reply { deadline: None }, h).unwrap().is_some());

@@ -40,18 +40,36 @@ const SUBS: usize = MAX_SUBSCRIPTIONS;
 /// `max_queue_size`, 20,000), so a distant hub sees a window that large. The core's table
 /// is a ring searched by id, so its size costs memory (24 bytes an entry), not time.
 const PENDING: usize = 20_000;
-/// The offline queue's bytes: the default `max_queue_size` of publishes (20,000, the
-/// reference SDK's) of a 100-byte message each fit; only much larger messages meet
-/// `Full` before the count does.
-const QUEUE: usize = 4 << 20;
-const OUT: usize = 512 << 10;
-/// Outgoing bytes: one largest PDU plus as much again, so PDUs go out in big batches.
-const TX: usize = 2 * OUT + core_rtm::MIN_TX_EXTRA;
+/// Room in the outbox beyond the largest message: the PDU's envelope and the channel
+/// name (or a read's arguments), so that a message of exactly
+/// [`ClientOptions::max_outgoing_message_size`] goes out with any channel name up to
+/// about 64 KiB.
+const ENVELOPE_ROOM: usize = 64 << 10;
+/// Outgoing bytes framed ahead of the socket beyond one largest PDU: small PDUs go out in
+/// batches of up to this much per write.
+const TX_BATCH: usize = 512 << 10;
 /// One socket read; the link is fed this much at a time, so a flooding server costs at
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
-type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, PENDING, QUEUE, OUT>;
-type CoreClient = core_rtm::Client<SUBS, PENDING, QUEUE, OUT>;
+type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, PENDING>;
+type CoreClient = core_rtm::Client<SUBS, PENDING, Box<[u8]>, Box<[u8]>>;
+
+/// The link's four buffers for `options`, zeroed heap allocations whose pages the
+/// operating system commits only as they are written: a 16 MiB outbox costs memory only
+/// when a message that large is sent.
+fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
+    let bytes = |n: usize| vec![0u8; n].into_boxed_slice();
+    let outbox = options
+        .max_outgoing_message_size
+        .saturating_add(ENVELOPE_ROOM);
+    core_rtm::Buffers {
+        rx: bytes(options.transport.max_message_size.max(1024)),
+        tx: bytes(outbox + TX_BATCH + core_rtm::MIN_TX_EXTRA),
+        // Every request that can be sent can also wait offline.
+        queue: bytes(options.queue_bytes.saturating_add(outbox)),
+        outbox: bytes(outbox),
+    }
+}
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
 pub const DISPOSE_WAIT: Duration = Duration::from_secs(10);
@@ -77,8 +95,21 @@ pub struct ClientOptions {
     /// Replay the last successful authentication after every reconnect (default true).
     pub restore_auth_on_reconnect: bool,
     /// Most requests waiting for the connection or a reply; one more fails with
-    /// `Full` at the call (default 20000).
+    /// `Full` at the call (default 20000). Up to 20,000 acknowledged requests are in
+    /// flight at once (the in-flight table's compile-time size); more wait in the
+    /// offline queue until replies make room.
     pub max_queue_size: usize,
+    /// Bytes of the offline queue, where requests wait for a connection (or for room in
+    /// flight), on top of room for one largest outgoing message: each request takes its
+    /// body plus 18 bytes, and one that does not fit fails with `Full` at the call
+    /// (default 4 MiB: the default `max_queue_size` of 100-byte publishes fit).
+    pub queue_bytes: usize,
+    /// The largest message (the JSON text of a publish's message or a write's value, or
+    /// a CBOR item) the client sends; one byte more is refused at the call
+    /// (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
+    /// incoming messages. The outbox and the transmit buffer are sized for it; the
+    /// memory is committed only when a message that large is sent.
+    pub max_outgoing_message_size: usize,
     /// Retry a failing *first* connect after `start()` (default false: fail fast).
     pub retry_first_connect: bool,
     /// Wait `reconnect_interval` before the first reconnection attempt after a stable
@@ -131,6 +162,8 @@ impl ClientOptions {
             fail_count_threshold: None,
             restore_auth_on_reconnect: true,
             max_queue_size: 20000,
+            queue_bytes: 4 << 20,
+            max_outgoing_message_size: 16 << 20,
             retry_first_connect: false,
             wait_before_first_reconnect: true,
             leave_subscribed_on_completion: true,
@@ -305,6 +338,8 @@ struct Shared {
     watch: Arc<StateWatch>,
     thread: ThreadId,
     join: Mutex<Option<JoinHandle<()>>>,
+    /// [`ClientOptions::max_outgoing_message_size`].
+    max_outgoing: usize,
 }
 
 impl Drop for Shared {
@@ -567,6 +602,7 @@ impl Client {
         options: ClientOptions,
         observer: Option<Box<dyn ClientObserver>>,
     ) -> Result<Client, Error> {
+        let max_outgoing = options.max_outgoing_message_size;
         let observer = observer.or_else(|| {
             let shared = options.observer.clone()?;
             Some(Box::new(shared) as Box<dyn ClientObserver>)
@@ -615,23 +651,16 @@ impl Client {
             // As a main thread's, for the callbacks.
             .stack_size(8 << 20)
             .spawn(move || {
-                let rx_buf = vec![0u8; options.transport.max_message_size.max(1024)];
+                let buffers = buffers(&options);
                 let (endpoint, appkey) = (&options.transport.endpoint, &options.transport.appkey);
                 let built = thread::scope(|s| {
                     thread::Builder::new()
                         .name("benchlink-rtm-build".into())
                         .stack_size(BUILD_STACK)
                         .spawn_scoped(s, move || {
-                            CoreLink::new(
-                                config,
-                                link_config,
-                                endpoint,
-                                appkey,
-                                rx_buf.into_boxed_slice(),
-                                vec![0u8; TX].into_boxed_slice(),
-                            )
-                            .map(Box::new)
-                            .map_err(|e| e.to_string())
+                            CoreLink::new(config, link_config, endpoint, appkey, buffers)
+                                .map(Box::new)
+                                .map_err(|e| e.to_string())
                         })
                         .map_err(|e| e.to_string())
                         .and_then(|h| {
@@ -700,6 +729,7 @@ impl Client {
                 watch,
                 thread,
                 join: Mutex::new(Some(join)),
+                max_outgoing,
             }),
         })
     }
@@ -930,6 +960,7 @@ impl Client {
         callback: Option<Callback>,
     ) -> Result<(), Error> {
         let json = json.as_ref();
+        self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             client.publish(now, channel, json, ack, &mut Collect(ev))
         })
@@ -951,6 +982,7 @@ impl Client {
         cbor: Vec<u8>,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
+        self.check_outgoing(cbor.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             let message = Payload::Cbor(&cbor);
             client.publish_payload(now, channel, message, ack, &mut Collect(ev))
@@ -988,9 +1020,20 @@ impl Client {
         callback: Option<Callback>,
     ) -> Result<(), Error> {
         let json = serde_json::to_string(value).map_err(Error::Json)?;
+        self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             client.write(now, channel, &json, ack, &mut Collect(ev))
         })
+    }
+
+    /// Refuses a message longer than [`ClientOptions::max_outgoing_message_size`] at the
+    /// call, exactly at the limit (the outbox has room for the envelope beyond it).
+    fn check_outgoing(&self, len: usize) -> Result<(), Error> {
+        if len > self.shared.max_outgoing {
+            Err(Error::Request(RequestError::TooLarge))
+        } else {
+            Ok(())
+        }
     }
 
     /// Deletes the channel's value.
@@ -1072,6 +1115,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<String, Error> {
         let json = serde_json::to_string(message).map_err(Error::Json)?;
+        self.check_outgoing(json.len())?;
         let reply = self.sync(timeout, |client, now, ev, ack| {
             client.publish(now, channel, &json, ack, &mut Collect(ev))
         })?;

@@ -56,7 +56,7 @@ mod scoped;
 mod transport;
 
 pub use benchlink_core::rtm::pdu::{Encoding, History};
-pub use benchlink_core::rtm::{ClientState, Mode, SubState};
+pub use benchlink_core::rtm::{ClientState, Mode, RequestError, SubState};
 pub use client::{
     Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
     DISPOSE_WAIT, MAX_SUBSCRIPTIONS,

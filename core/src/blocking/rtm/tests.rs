@@ -1,5 +1,5 @@
 use super::*;
-use crate::rtm::{ClientState, Config, LinkConfig, NoopHandler};
+use crate::rtm::{Buffers, ClientState, Config, LinkConfig, NoopHandler};
 use core::time::Duration;
 use std::vec::Vec;
 
@@ -59,13 +59,17 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
         jitter_seed: 0,
         ..Config::default()
     };
-    let mut link: Link<Vec<u8>, 1, 1, 256, 256> = Link::new(
+    let mut link: Link<Vec<u8>, 1, 1> = Link::new(
         config,
         LinkConfig::DEFAULT,
         "ws://h:1",
         "k",
-        std::vec![0; 1024],
-        std::vec![0; 2048],
+        Buffers {
+            rx: std::vec![0; 1024],
+            tx: std::vec![0; 2048],
+            queue: std::vec![0; 256],
+            outbox: std::vec![0; 256],
+        },
     )
     .unwrap();
     let mut t = Stuck {

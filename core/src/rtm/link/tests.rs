@@ -13,7 +13,7 @@ use crate::rtm::{
     pdu, Ack, ClientState, Config, ConnectError, Handler, Mode, Outcome, SubscribeArgs, Ticket,
 };
 
-type TestLink = Link<Vec<u8>, 4, 128, 16384, 1024>;
+type TestLink = Link<Vec<u8>, 4, 128>;
 
 #[derive(Default, Debug)]
 struct Log {
@@ -75,8 +75,12 @@ fn new_link(rx: usize) -> TestLink {
         config(),
         "ws://example.test:8080/rtm",
         "K",
-        vec![0; rx],
-        vec![0; 16 * 1024],
+        Buffers {
+            rx: vec![0; rx],
+            tx: vec![0; 16 * 1024],
+            queue: vec![0; 16384],
+            outbox: vec![0; 1024],
+        },
     )
     .unwrap()
 }
@@ -523,13 +527,17 @@ fn transport_eof_reports_and_reconnects() {
 #[test]
 fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     // 2 KiB + 1 KiB of tx: a few frames per write; nothing is lost, order is kept.
-    let mut link: Link<Vec<u8>, 1, 4, 65536, 1024> = Link::new(
+    let mut link: Link<Vec<u8>, 1, 4> = Link::new(
         client_config(),
         config(),
         "ws://h",
         "K",
-        vec![0; 1024],
-        vec![0; 2048],
+        Buffers {
+            rx: vec![0; 1024],
+            tx: vec![0; 2048],
+            queue: vec![0; 65536],
+            outbox: vec![0; 1024],
+        },
     )
     .unwrap();
     let mut log = Log::default();
@@ -652,8 +660,12 @@ mod cbor {
             config(),
             "ws://example.test:8080/rtm",
             "K",
-            vec![0; 4096],
-            vec![0; 16 * 1024],
+            Buffers {
+                rx: vec![0; 4096],
+                tx: vec![0; 16 * 1024],
+                queue: vec![0; 16384],
+                outbox: vec![0; 1024],
+            },
         )
         .unwrap()
     }
@@ -822,15 +834,19 @@ mod cbor {
 
 #[test]
 fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
-    type Small = Link<Vec<u8>, 1, 1, 64, 64>;
+    type Small = Link<Vec<u8>, 1, 1>;
     let new = |appkey: &str, tx: usize| {
         Small::new(
             client_config(),
             config(),
             "ws://example.test:8080/rtm",
             appkey,
-            vec![0; 256],
-            vec![0; tx],
+            Buffers {
+                rx: vec![0; 256],
+                tx: vec![0; tx],
+                queue: vec![0; 64],
+                outbox: vec![0; 64],
+            },
         )
     };
     // OUT + MIN_TX_EXTRA, but a request that does not fit: refused up front.

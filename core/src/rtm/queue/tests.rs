@@ -2,8 +2,8 @@ use super::*;
 
 #[test]
 fn fifo_order_and_compaction() {
-    let mut q = RecordFifo::<32>::new();
-    assert_eq!(RecordFifo::<32>::max_record(), 28);
+    let mut q = RecordFifo::new([0u8; 32]);
+    assert_eq!(RecordFifo::new([0u8; 32]).max_record(), 28);
     assert!(q.push(b"0123456789"));
     assert!(q.push(b"abcdefghij"));
     assert!(
@@ -29,7 +29,7 @@ fn fifo_order_and_compaction() {
 
 #[test]
 fn in_place_writes_and_scan() {
-    let mut q = RecordFifo::<64>::new();
+    let mut q = RecordFifo::new([0u8; 64]);
     assert!(q.push_with(|dst| {
         dst.get_mut(..3)?.copy_from_slice(b"xyz");
         Some(3)
@@ -51,15 +51,15 @@ fn in_place_writes_and_scan() {
     assert_eq!(q.front(), Some(&b"!?z"[..]));
     q.clear();
     assert!(q.is_empty());
-    let tiny = RecordFifo::<2>::new();
-    assert_eq!(RecordFifo::<2>::max_record(), 0);
+    let tiny = RecordFifo::new([0u8; 2]);
+    assert_eq!(RecordFifo::new([0u8; 2]).max_record(), 0);
     assert!(tiny.front().is_none());
 }
 
 #[test]
 fn a_full_queue_drained_as_it_fills_keeps_its_order() {
     // Records of varying size, the queue kept near full for many rounds.
-    let mut q = RecordFifo::<256>::new();
+    let mut q = RecordFifo::new([0u8; 256]);
     let (mut next_in, mut next_out) = (0u32, 0u32);
     let record = |n: u32| {
         let len = 1 + (n as usize * 7) % 30;
@@ -91,7 +91,7 @@ fn a_full_queue_drained_as_it_fills_keeps_its_order() {
 
 #[test]
 fn two_small_gaps_are_joined_for_a_record_that_fits_neither() {
-    let mut q = RecordFifo::<32>::new();
+    let mut q = RecordFifo::new([0u8; 32]);
     assert!(q.push(b"01234")); // 0..9
     assert!(q.push(b"abcdefghijklm")); // 9..26: tail room 6
     q.pop_front(); // front gap 9

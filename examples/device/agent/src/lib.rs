@@ -62,7 +62,7 @@ const IN_FLIGHT: usize = 4;
 /// publishing loop), 512-byte PDUs, 4 events of up to [`MESSAGE`]-byte messages (the
 /// agent takes each event as it comes; the runner reads no more from the socket while
 /// they are full). Everything runs in one task, so no critical sections.
-type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 1024, 512, 4, MESSAGE>;
+type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 4, MESSAGE>;
 /// Longest sample message (`{"n":…,"ts":…,"metric":…,"value":…}` with a 64-byte name).
 const MESSAGE: usize = 192;
 /// Bytes of samples read from `/data` and not yet published: a burst of the server's
@@ -119,10 +119,12 @@ impl<'a> Settings<'a> {
 }
 
 /// Every buffer of the agent: both sockets' TCP windows, the messaging link's and the
-/// benchmark client's. About 21 KiB; put it in a static (`ConstStaticCell`).
+/// benchmark client's. About 23 KiB; put it in a static (`ConstStaticCell`).
 pub struct Memory {
     rtm_message: [u8; 2048],
     rtm_tx: [u8; 1536],
+    rtm_queue: [u8; 1024],
+    rtm_outbox: [u8; 512],
     rtm_chunk: [u8; 1024],
     rtm_socket_rx: [u8; 2048],
     rtm_socket_tx: [u8; 2048],
@@ -141,6 +143,8 @@ impl Memory {
         Memory {
             rtm_message: [0; 2048],
             rtm_tx: [0; 1536],
+            rtm_queue: [0; 1024],
+            rtm_outbox: [0; 512],
             rtm_chunk: [0; 1024],
             rtm_socket_rx: [0; 2048],
             rtm_socket_tx: [0; 2048],
@@ -326,6 +330,8 @@ pub async fn run<R: Report>(
     let Memory {
         rtm_message,
         rtm_tx,
+        rtm_queue,
+        rtm_outbox,
         rtm_chunk,
         rtm_socket_rx,
         rtm_socket_tx,
@@ -344,8 +350,10 @@ pub async fn run<R: Report>(
         ..settings.messaging
     };
     let buffers = RunnerBuffers {
-        message: rtm_message,
+        rx: rtm_message,
         tx: rtm_tx,
+        queue: rtm_queue,
+        outbox: rtm_outbox,
     };
     let rtm: Rtm = match Messaging::new(config, settings.link, buffers, &mut rng) {
         Ok(rtm) => rtm,

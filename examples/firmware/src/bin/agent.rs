@@ -55,10 +55,13 @@ macro_rules! channel {
 const CHANNEL: &str = channel!();
 /// The messaging link: one subscription, 4 requests in flight, 256 bytes of offline
 /// queue and of outbox (the largest PDU: the samples' are under 160 bytes).
-type RtmLink<'b> = Link<&'b mut [u8], 1, 4, 256, 256>;
+type RtmLink<'b> = Link<&'b mut [u8], 1, 4>;
+/// The offline queue and the outbox (the largest PDU sent: a sample publish).
+const QUEUE_LEN: usize = 256;
+const OUTBOX_LEN: usize = 256;
 /// The link's transmit buffer: the outbox plus room for the upgrade request and the
 /// `101` head (core's minimum).
-const TX_LEN: usize = 256 + benchlink_core::rtm::MIN_TX_EXTRA;
+const TX_LEN: usize = OUTBOX_LEN + benchlink_core::rtm::MIN_TX_EXTRA;
 /// The link's receive buffer: the largest message it accepts (the echoed samples are
 /// under 220 bytes).
 const RX_LEN: usize = 320;
@@ -107,7 +110,14 @@ fn run() -> Result<Report> {
     // Messaging first: connected and subscribed before the samples flow. The link is
     // built in place and used where it was built (a moved copy would stay in this frame).
     let (mut rx, mut tx) = ([0u8; RX_LEN], [0u8; TX_LEN]);
-    let mut made = Rtm::new(&mut rx, &mut tx);
+    let (mut queue, mut outbox) = ([0u8; QUEUE_LEN], [0u8; OUTBOX_LEN]);
+    let buffers = benchlink_core::rtm::Buffers {
+        rx: &mut rx[..],
+        tx: &mut tx[..],
+        queue: &mut queue[..],
+        outbox: &mut outbox[..],
+    };
+    let mut made = Rtm::new(buffers);
     let rtm = match &mut made {
         Ok(rtm) => rtm,
         Err(e) => return Err(*e),
@@ -320,7 +330,7 @@ struct Rtm<'b> {
 impl<'b> Rtm<'b> {
     /// The messaging state, out of line: built in its caller's place.
     #[inline(never)]
-    fn new(rx: &'b mut [u8], tx: &'b mut [u8]) -> Result<Self> {
+    fn new(buffers: benchlink_core::rtm::Buffers<&'b mut [u8]>) -> Result<Self> {
         let client = Config {
             jitter_seed: 0x5EED_1234,
             encoding: ENCODING,
@@ -336,8 +346,7 @@ impl<'b> Rtm<'b> {
             config,
             "ws://rtm.local:8080",
             "benchlink-firmware",
-            rx,
-            tx,
+            buffers,
         )
         .map_err(|_| "link")?;
         Ok(Rtm {
