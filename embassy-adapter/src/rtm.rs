@@ -309,11 +309,12 @@ impl<'a> MessagingConfig<'a> {
 pub type RunnerBuffers = rtm::Buffers<&'static mut [u8]>;
 
 /// The core link with the runner's buffers.
-type CoreLink<const SUBS: usize, const PENDING: usize> = Link<&'static mut [u8], SUBS, PENDING>;
+type CoreLink<const SUBS: usize, const PENDING: usize> =
+    Link<&'static mut [u8], SUBS, [rtm::Pending; PENDING]>;
 
 /// The core client with the runner's buffers.
 type CoreClient<const SUBS: usize, const PENDING: usize> =
-    Client<SUBS, PENDING, &'static mut [u8], &'static mut [u8]>;
+    Client<SUBS, [rtm::Pending; PENDING], &'static mut [u8], &'static mut [u8]>;
 
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
@@ -570,6 +571,7 @@ impl<
             link.endpoint,
             link.appkey,
             buffers,
+            [rtm::Pending::EMPTY; PENDING],
         )?;
         Ok(Messaging {
             shared: Mutex::new(RefCell::new(Shared {

@@ -42,7 +42,7 @@ use std::time::Duration;
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
     Ack, AuthResult, Client, ClientState, Config, ConnectError, FailReason, Handler, InternalError,
-    Mode, Outcome, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
+    Mode, Outcome, Pending, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -297,7 +297,7 @@ struct Sent {
 }
 
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    client: Client<S, P, [u8; Q], [u8; O]>,
+    client: Client<S, [Pending; P], [u8; Q], [u8; O]>,
     rec: Rec,
     config: Config,
     now: Instant,
@@ -346,7 +346,7 @@ fn quote(s: &str) -> String {
 impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
     fn run(config: Config, u: &mut Unstructured<'_>, stop_first: bool) {
         let mut f = Fuzz {
-            client: Client::<S, P, _, _>::new(config, [0; Q], [0; O]),
+            client: Client::<S, _, _, _>::new(config, [Pending::EMPTY; P], [0; Q], [0; O]),
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,

@@ -55,7 +55,7 @@ use std::time::Duration;
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
     Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Handler, Link,
-    LinkConfig, Mode, Outcome, Output, RequestError, SubscribeArgs, Ticket,
+    LinkConfig, Mode, Outcome, Output, Pending, RequestError, SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -472,7 +472,7 @@ fn server_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
 // ------------------------------------------------------------------------------------
 
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    link: Link<Vec<u8>, S, P>,
+    link: Link<Vec<u8>, S, [Pending; P]>,
     rec: Rec,
     setup: Setup,
     tx_len: usize,
@@ -520,9 +520,16 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             queue: vec![0u8; Q],
             outbox: vec![0u8; O],
         };
-        let link =
-            Link::<Vec<u8>, S, P>::new(setup.client, setup.link, setup.endpoint, "K", buffers)
-                .expect("valid link settings");
+        let in_flight = [Pending::EMPTY; P];
+        let link = Link::new(
+            setup.client,
+            setup.link,
+            setup.endpoint,
+            "K",
+            buffers,
+            in_flight,
+        )
+        .expect("valid link settings");
         let mut f = Fuzz::<S, P, Q, O> {
             link,
             rec: Rec {
@@ -831,13 +838,17 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
     }
 
     /// Runs one call into the link and checks the `link_closed` bookkeeping.
-    fn call(&mut self, f: impl FnOnce(&mut Link<Vec<u8>, S, P>, &mut Rec)) {
+    fn call(&mut self, f: impl FnOnce(&mut Link<Vec<u8>, S, [Pending; P]>, &mut Rec)) {
         self.call_input(false, f);
     }
 
     /// [`call`](Self::call); `input` for `handle_input`, the only call that can open the
     /// link.
-    fn call_input(&mut self, input: bool, f: impl FnOnce(&mut Link<Vec<u8>, S, P>, &mut Rec)) {
+    fn call_input(
+        &mut self,
+        input: bool,
+        f: impl FnOnce(&mut Link<Vec<u8>, S, [Pending; P]>, &mut Rec),
+    ) {
         let was_open = self.link.is_open();
         self.rec.closed_in_call = 0;
         f(&mut self.link, &mut self.rec);

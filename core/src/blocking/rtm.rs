@@ -1,7 +1,7 @@
 //! Drives a messaging [`Link`] over a blocking [`Transport`]: see [`run`].
 
 use super::Transport;
-use crate::rtm::{Bytes, ConnectError, Handler, Link, Output};
+use crate::rtm::{Bytes, ConnectError, Handler, Link, Output, Slots};
 use crate::time::Instant;
 
 /// What the transport did with the link's last output.
@@ -29,15 +29,15 @@ enum Done {
 ///
 /// ```no_run
 /// use benchlink_core::blocking::{rtm, Transport};
-/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler};
+/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Pending};
 /// use core::time::Duration;
 ///
 /// fn publish_forever<T: Transport>(mut transport: T) -> ! {
 ///     let (mut rx, mut tx, mut chunk) = ([0u8; 2048], [0u8; 2048], [0u8; 512]);
 ///     let (mut queue, mut outbox) = ([0u8; 512], [0u8; 1024]);
 ///     let buffers = Buffers { rx: &mut rx[..], tx: &mut tx[..], queue: &mut queue[..], outbox: &mut outbox[..] };
-///     let mut link: Link<&mut [u8], 1, 4> = Link::new(
-///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", buffers,
+///     let mut link: Link<&mut [u8], 1, _> = Link::new(
+///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", buffers, [Pending::EMPTY; 4],
 ///     ).unwrap();
 ///     let h = &mut NoopHandler;
 ///     let now = transport.now();
@@ -49,8 +49,8 @@ enum Done {
 ///     }
 /// }
 /// ```
-pub fn run<T, B, H, const SUBS: usize, const PENDING: usize>(
-    link: &mut Link<B, SUBS, PENDING>,
+pub fn run<T, B, P, H, const SUBS: usize>(
+    link: &mut Link<B, SUBS, P>,
     transport: &mut T,
     chunk: &mut [u8],
     h: &mut H,
@@ -58,6 +58,7 @@ pub fn run<T, B, H, const SUBS: usize, const PENDING: usize>(
 ) where
     T: Transport,
     B: Bytes,
+    P: Slots,
     H: Handler,
 {
     loop {
@@ -117,13 +118,11 @@ pub fn run<T, B, H, const SUBS: usize, const PENDING: usize>(
 
 /// The connection ended by itself: close our end and tell the link (a no-op when the
 /// link had no connection).
-fn closed<T, B, H, const SUBS: usize, const PENDING: usize>(
-    link: &mut Link<B, SUBS, PENDING>,
-    transport: &mut T,
-    h: &mut H,
-) where
+fn closed<T, B, P, H, const SUBS: usize>(link: &mut Link<B, SUBS, P>, transport: &mut T, h: &mut H)
+where
     T: Transport,
     B: Bytes,
+    P: Slots,
     H: Handler,
 {
     transport.close();

@@ -11,7 +11,7 @@ use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
     RequestError, SubState, Ticket, Transmit,
 };
-use super::in_flight::{InFlight, Pending};
+use super::in_flight::{InFlight, Pending, Slots};
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
@@ -99,7 +99,8 @@ pub struct Config {
     pub restore_auth_on_reconnect: bool,
     /// Most user requests (publish, read, write, delete, search, authenticate) queued or in
     /// flight at once; one more is refused with [`RequestError::Full`] (default 20000).
-    /// The buffers (the queue's bytes, `PENDING`) may refuse earlier.
+    /// The caller's tables (the queue's bytes, the in-flight entries) may refuse
+    /// earlier.
     pub max_queue_size: usize,
     /// Whether a failed *first* connect after `start()` is retried (per
     /// `fail_count_threshold`) instead of stopping the client. Default false: the
@@ -194,10 +195,11 @@ enum Leave {
 
 /// The sans-IO RTM client: reconnects with backoff, restores auth and subscriptions,
 /// queues requests while offline, and completes every acked request exactly once.
-/// `SUBS` subscriptions and `PENDING` acked requests in flight, fixed at compile time;
-/// the offline queue (`Q`) and the outbox (`O`, whose size bounds the largest PDU it can
-/// send) are byte buffers the caller gives [`new`](Self::new): arrays on a device, heap
-/// buffers sized by configuration where there is a heap (see [`Bytes`]).
+/// `SUBS` subscriptions, fixed at compile time; the table of acked requests in flight
+/// (`P`, its entries the most in flight at once), the offline queue (`Q`) and the outbox
+/// (`O`, whose size bounds the largest PDU it can send) are storage the caller gives
+/// [`new`](Self::new): arrays on a device, heap slices sized by configuration where
+/// there is a heap (see [`Slots`] and [`Bytes`]).
 ///
 /// # Shape
 ///
@@ -209,7 +211,7 @@ enum Leave {
 /// synchronously.
 ///
 /// ```
-/// use benchlink_core::rtm::{Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
+/// use benchlink_core::rtm::{Pending, Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
 /// use benchlink_core::time::Instant;
 ///
 /// #[derive(Default)]
@@ -220,7 +222,7 @@ enum Leave {
 ///     }
 /// }
 ///
-/// let mut client: Client<4, 8, _, _> = Client::new(Config::default(), [0; 1024], [0; 1024]);
+/// let mut client: Client<4, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 8], [0; 1024], [0; 1024]);
 /// let mut app = App::default();
 /// let t = Instant::ZERO;
 /// client.start(t, &mut app);
@@ -290,19 +292,19 @@ enum Leave {
 ///
 /// # Memory
 ///
-/// No heap: the caller's two buffers (queue and outbox), and in the struct `SUBS`
-/// subscription records ([`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT) +
-/// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state),
-/// `PENDING` entries of 24 bytes, and fixed state including two credential slots of
-/// [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]. Measured:
+/// No heap: the caller's tables (in-flight entries of 24 bytes, queue and outbox
+/// bytes), and in the struct `SUBS` subscription records
+/// ([`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT) +
+/// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state) and fixed state including two
+/// credential slots of [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]. Measured:
 ///
 /// | | thumbv7em (32-bit) | x86_64 |
 /// |---|---|---|
-/// | fixed (`Client<0, 0, [u8; 0], [u8; 0]>`) | 664 B | 720 B |
+/// | fixed (`Client<0, [Pending; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
 /// | per subscription (`SUBS`) | 392 B | 424 B |
-/// | per request in flight (`PENDING`) | 24 B | 24 B |
+/// | per array entry in flight ([`Pending`]) | 24 B | 24 B |
 /// | per byte of array queue / outbox | 1 B | 1 B |
-/// | `Client<4, 8, [u8; 1024], [u8; 2048]>` | 5496 B | 5680 B |
+/// | `Client<4, [Pending; 8], [u8; 1024], [u8; 2048]>` | 5496 B | 5680 B |
 ///
 /// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
 /// offline takes its body plus 18 bytes of the queue. With arrays the client is one value: large
@@ -342,7 +344,7 @@ enum Leave {
 /// as a failure). Call [`handle_timeout`](Self::handle_timeout) when
 /// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
 /// cannot re-enter the client: act on events after the call returns.
-pub struct Client<const SUBS: usize, const PENDING: usize, Q, O> {
+pub struct Client<const SUBS: usize, P, Q, O> {
     config: Config,
     state: ClientState,
     backoff: Backoff,
@@ -377,7 +379,7 @@ pub struct Client<const SUBS: usize, const PENDING: usize, Q, O> {
     /// Subscriptions may send (they got `Connect` on the current connection).
     subs_connected: bool,
     subs: Vec<Subscription, SUBS>,
-    pending: InFlight<PENDING>,
+    pending: InFlight<P>,
     queue: RecordFifo<Q>,
     /// Live (not cancelled) user requests in `queue`.
     queued: usize,
@@ -385,9 +387,7 @@ pub struct Client<const SUBS: usize, const PENDING: usize, Q, O> {
     queue_deadline: Option<Instant>,
 }
 
-impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> fmt::Debug
-    for Client<SUBS, PENDING, Q, O>
-{
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> fmt::Debug for Client<SUBS, P, Q, O> {
     /// State and counters only: never credentials or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
@@ -403,7 +403,7 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> fmt::Debug
 }
 
 #[cfg(feature = "defmt")]
-impl<const SUBS: usize, const PENDING: usize, Q, O> defmt::Format for Client<SUBS, PENDING, Q, O> {
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> defmt::Format for Client<SUBS, P, Q, O> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
@@ -461,24 +461,28 @@ fn push_encoded_dyn<B: Bytes>(
     }
 }
 
-impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, PENDING, Q, O> {
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
     ///
     /// A `const fn`, so firmware can place the client in a `static` (e.g. a
     /// `static_cell::ConstStaticCell` or a `Mutex<RefCell<_>>`) instead of on a stack.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config};
-    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config};
+    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert_eq!(client.state(), ClientState::Stopped);
     /// assert_eq!(client.poll_timeout(), None);
     ///
     /// // Built at compile time:
-    /// const INITIAL: Client<1, 4, [u8; 512], [u8; 512]> =
-    ///     Client::new(Config { jitter_seed: 0x5EED, ..Config::DEFAULT }, [0; 512], [0; 512]);
+    /// const INITIAL: Client<1, [Pending; 4], [u8; 512], [u8; 512]> = Client::new(
+    ///     Config { jitter_seed: 0x5EED, ..Config::DEFAULT },
+    ///     [Pending::EMPTY; 4],
+    ///     [0; 512],
+    ///     [0; 512],
+    /// );
     /// assert_eq!(INITIAL.state(), ClientState::Stopped);
     /// ```
-    pub const fn new(config: Config, queue: Q, outbox: O) -> Self {
+    pub const fn new(config: Config, in_flight: P, queue: Q, outbox: O) -> Self {
         let mut backoff = Backoff::new(config.jitter_seed);
         backoff.reset(config.fail_count_threshold);
         Client {
@@ -505,7 +509,7 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
             user_auth: None,
             subs_connected: false,
             subs: Vec::new(),
-            pending: InFlight::new(),
+            pending: InFlight::new(in_flight),
             queue: RecordFifo::new(queue),
             queued: 0,
             queue_deadline: None,
@@ -520,9 +524,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// How this client's PDUs travel ([`Config::encoding`]).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config};
+    /// use benchlink_core::rtm::{Pending, Client, Config};
     /// use benchlink_core::rtm::pdu::Encoding;
-    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert_eq!(client.encoding(), Encoding::Json);
     /// ```
     pub fn encoding(&self) -> Encoding {
@@ -532,9 +536,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// The current state.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Connecting);
     /// ```
@@ -545,8 +549,8 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// True in `Connected`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config};
-    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, Client, Config};
+    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert!(!client.is_connected());
     /// ```
     pub fn is_connected(&self) -> bool {
@@ -556,9 +560,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// Why the latest connect attempt failed, if one did (kept until the next failure).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, Client, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Io { code: 111 }, &mut NoopHandler);
@@ -571,9 +575,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// The state of the subscription `key`, if there is one.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.subscribe(Instant::ZERO, "chan", Mode::Simple, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.subscription_state("chan"), Some(SubState::Unsubscribed));
     /// assert_eq!(client.subscription_state("other"), None);
@@ -587,9 +591,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// User requests waiting in the offline queue.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler).unwrap();
     /// assert_eq!(client.queued_requests(), 1);
     /// ```
@@ -601,8 +605,8 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// counts as one).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config};
-    /// let client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, Client, Config};
+    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert_eq!(client.requests_in_flight(), 0);
     /// ```
     pub fn requests_in_flight(&self) -> usize {
@@ -618,9 +622,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// Stopping → Connecting after the old socket closes). No effect in other states.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// ```
@@ -651,9 +655,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// `Disconnected`; queued requests and subscriptions are kept for the next `start`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.start(t, &mut NoopHandler);
     /// client.poll_transmit();
@@ -685,9 +689,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// subscription, refuse every later call.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, ClientState, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, ClientState, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.dispose(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Disposed);
     /// assert_eq!(client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler), Err(RequestError::Disposed));
@@ -728,9 +732,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// `position`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.publish(t, "chan", "[1,2]", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.publish(t, "chan", "{oops", Ack::None, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -752,10 +756,10 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// ([`RequestError::InvalidJson`]: it is no JSON).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::rtm::pdu::Payload;
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
     /// ```
     pub fn publish_payload<H: Handler>(
@@ -778,9 +782,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// never written) and `position`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert!(client.read(Instant::ZERO, "kv", None, None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.read(Instant::ZERO, "kv", Some("[1]"), None, &mut NoopHandler), Err(RequestError::InvalidJson));
     /// ```
@@ -802,9 +806,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// Write `value_json` as the value of `channel`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert_eq!(client.write(Instant::ZERO, "kv", "42", Ack::None, &mut NoopHandler), Ok(None));
     /// ```
     pub fn write<H: Handler>(
@@ -825,9 +829,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// Delete the value of `channel`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert!(client.delete(Instant::ZERO, "kv", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// ```
     pub fn delete<H: Handler>(
@@ -845,9 +849,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// all of them.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert!(client.search(Instant::ZERO, "ch", None, &mut NoopHandler).is_ok());
     /// ```
     pub fn search<H: Handler>(
@@ -869,9 +873,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// ([`RequestError::InvalidJson`] otherwise), the body a JSON object.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let ack = Ack::Reply { deadline: None };
     /// assert!(client.action(Instant::ZERO, "rtm/new_thing", r#"{"x":1}"#, ack, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.action(Instant::ZERO, "rtm/x", "[1]", ack, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -903,9 +907,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// it completes. One at a time ([`RequestError::AuthInProgress`]).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.authenticate(t, "superuser", b"secret", None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.authenticate(t, "other", b"x", None, &mut NoopHandler), Err(RequestError::AuthInProgress));
@@ -966,9 +970,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// `Failed` key starts over with the new arguments.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// let view = SubscribeArgs { filter: Some("select * from chan"), ..SubscribeArgs::default() };
     /// client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler).unwrap();
@@ -1033,9 +1037,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// subscribe reply first). Unsubscribing again retries after an `unsubscribe/error`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.subscribe(t, "chan", Mode::Reliable, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Ok(())); // deleted at once: not connected
@@ -1081,9 +1085,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// (the client stopped meanwhile) is closed again.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1118,9 +1122,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// attempt budget; see [`last_connecting_error`](Self::last_connecting_error).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Resolve, &mut NoopHandler);
@@ -1142,9 +1146,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// it).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1165,9 +1169,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// frames; a lenient one may send CBOR in text frames).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1235,9 +1239,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// from Stopping it enters Stopped.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::from_secs(10);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
@@ -1265,10 +1269,10 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// timer fired slightly early, stayed waiting forever).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     /// let config = Config { retry_first_connect: true, jitter_seed: 0, ..Config::default() };
-    /// let mut client: Client<2, 4, _, _> = Client::new(config, [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(config, [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Tls, &mut NoopHandler);
@@ -1317,9 +1321,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// next `poll_transmit` call.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// assert_eq!(client.poll_transmit(), None);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -1364,9 +1368,9 @@ impl<const SUBS: usize, const PENDING: usize, Q: Bytes, O: Bytes> Client<SUBS, P
     /// the reconnect timer, a request deadline, the connect or auth-restore timeout.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, 4, _, _> = Client::new(Config::default(), [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     /// let t = Instant::from_secs(5);
     /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
     /// assert_eq!(client.poll_timeout(), Some(t));

@@ -14,9 +14,12 @@ use super::events::Ticket;
 use super::requests::ReqKind;
 use crate::time::Instant;
 
-/// One acked user request in flight (24 bytes).
+/// One acknowledged request in flight (24 bytes), an entry of the table the caller gives
+/// the client ([`Client::new`](super::Client::new)): `[Pending::EMPTY; N]` on a device,
+/// a heap slice sized by configuration on std. Opaque; its contents on entry do not
+/// matter.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Pending {
+pub struct Pending {
     pub(crate) id: u32,
     pub(crate) ticket: Ticket,
     pub(crate) kind: ReqKind,
@@ -27,6 +30,15 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// An unused entry, to fill a table with.
+    pub const EMPTY: Pending = Pending {
+        id: 0,
+        ticket: Ticket::from_raw(0),
+        kind: ReqKind::Other,
+        done: true,
+        deadline: u64::MAX,
+    };
+
     pub(crate) fn new(id: u32, ticket: Ticket, kind: ReqKind, deadline: Option<Instant>) -> Self {
         Pending {
             id,
@@ -51,9 +63,15 @@ impl Pending {
     }
 }
 
-/// At most `N` requests in flight, in id order.
-pub(crate) struct InFlight<const N: usize> {
-    slots: [Pending; N],
+/// The storage of the table of requests in flight: anything that is a mutable slice of
+/// [`Pending`] (`[Pending; N]`, `&mut [Pending]`, `Vec<Pending>`, `Box<[Pending]>`).
+pub trait Slots: AsRef<[Pending]> + AsMut<[Pending]> {}
+
+impl<T: AsRef<[Pending]> + AsMut<[Pending]> + ?Sized> Slots for T {}
+
+/// At most as many requests in flight as `P` has entries, in id order.
+pub(crate) struct InFlight<P> {
+    slots: P,
     /// Index of the oldest slot.
     head: usize,
     /// Slots in use, holes included.
@@ -62,21 +80,22 @@ pub(crate) struct InFlight<const N: usize> {
     live: usize,
 }
 
-impl<const N: usize> InFlight<N> {
-    pub(crate) const fn new() -> Self {
-        const HOLE: Pending = Pending {
-            id: 0,
-            ticket: Ticket::from_raw(0),
-            kind: ReqKind::Other,
-            done: true,
-            deadline: u64::MAX,
-        };
+impl<P> InFlight<P> {
+    /// An empty table in `slots` (only the entries it writes are ever read).
+    pub(crate) const fn new(slots: P) -> Self {
         InFlight {
-            slots: [HOLE; N],
+            slots,
             head: 0,
             used: 0,
             live: 0,
         }
+    }
+}
+
+impl<P: Slots> InFlight<P> {
+    /// The table's size.
+    fn capacity(&self) -> usize {
+        self.slots.as_ref().len()
     }
 
     /// Requests in flight.
@@ -85,19 +104,19 @@ impl<const N: usize> InFlight<N> {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.live >= N
+        self.live >= self.capacity()
     }
 
     /// Appends `p`, whose id is above every id in the table; `false` when it is full.
     pub(crate) fn push(&mut self, p: Pending) -> bool {
-        if self.used >= N {
+        if self.used >= self.capacity() {
             self.gather();
         }
-        if self.used >= N {
+        if self.used >= self.capacity() {
             return false;
         }
         let i = self.index(self.used);
-        if let Some(slot) = self.slots.get_mut(i) {
+        if let Some(slot) = self.slots.as_mut().get_mut(i) {
             *slot = p;
             self.used += 1;
             self.live += 1;
@@ -108,13 +127,13 @@ impl<const N: usize> InFlight<N> {
     /// The live request with `id`.
     pub(crate) fn get(&self, id: u32) -> Option<Pending> {
         let at = self.find(id)?;
-        self.slots.get(self.index(at)).copied()
+        self.slots.as_ref().get(self.index(at)).copied()
     }
 
     /// Removes and returns the live request with `id`.
     pub(crate) fn take(&mut self, id: u32) -> Option<Pending> {
         let at = self.find(id)?;
-        let p = self.slots.get(self.index(at)).copied()?;
+        let p = self.slots.as_ref().get(self.index(at)).copied()?;
         self.end(at);
         Some(p)
     }
@@ -124,7 +143,7 @@ impl<const N: usize> InFlight<N> {
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Pending> {
         (0..self.used)
-            .filter_map(|at| self.slots.get(self.index(at)))
+            .filter_map(|at| self.slots.as_ref().get(self.index(at)))
             .filter(|p| !p.done)
     }
 
@@ -134,7 +153,7 @@ impl<const N: usize> InFlight<N> {
     pub(crate) fn earliest_deadline(&self) -> Option<Instant> {
         let mut at = u64::MAX;
         for p in (0..self.used)
-            .filter_map(|i| self.slots.get(self.index(i)))
+            .filter_map(|i| self.slots.as_ref().get(self.index(i)))
             .filter(|p| !p.done)
         {
             at = at.min(p.deadline);
@@ -151,7 +170,7 @@ impl<const N: usize> InFlight<N> {
     ) {
         let mut at = 0;
         while at < self.used {
-            let p = self.slots.get(self.index(at)).copied();
+            let p = self.slots.as_ref().get(self.index(at)).copied();
             match p {
                 Some(p) if !p.done && expired(&p) => {
                     let before = self.used;
@@ -170,7 +189,7 @@ impl<const N: usize> InFlight<N> {
     pub(crate) fn drain(&mut self, mut over: impl FnMut(Pending)) {
         for at in 0..self.used {
             let i = self.index(at);
-            if let Some(p) = self.slots.get_mut(i).filter(|p| !p.done) {
+            if let Some(p) = self.slots.as_mut().get_mut(i).filter(|p| !p.done) {
                 let live = *p;
                 p.done = true; // every slot out of the window stays a hole
                 over(live);
@@ -181,19 +200,24 @@ impl<const N: usize> InFlight<N> {
 
     /// The slot of position `at` (0 = oldest).
     fn index(&self, at: usize) -> usize {
-        // `N` is a constant: no division is linked (a mask when it is a power of two).
-        (self.head + at).checked_rem(N).unwrap_or(0)
+        // One hardware division on a Cortex-M4; no library routine.
+        (self.head + at).checked_rem(self.capacity()).unwrap_or(0)
     }
 
     /// The position of the live request with `id`: binary search on the ids' distance
     /// from the oldest one (ids increase along the ring, wrapping at 2³²).
     fn find(&self, id: u32) -> Option<usize> {
-        let first = self.slots.get(self.index(0)).filter(|_| self.used > 0)?.id;
+        let first = self
+            .slots
+            .as_ref()
+            .get(self.index(0))
+            .filter(|_| self.used > 0)?
+            .id;
         let key = id.wrapping_sub(first);
         let (mut lo, mut hi) = (0, self.used);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let p = self.slots.get(self.index(mid))?;
+            let p = self.slots.as_ref().get(self.index(mid))?;
             match p.id.wrapping_sub(first).cmp(&key) {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
@@ -206,11 +230,11 @@ impl<const N: usize> InFlight<N> {
     /// Marks position `at` answered and drops the holes at the front.
     fn end(&mut self, at: usize) {
         let i = self.index(at);
-        if let Some(slot) = self.slots.get_mut(i) {
+        if let Some(slot) = self.slots.as_mut().get_mut(i) {
             slot.done = true;
         }
         self.live = self.live.saturating_sub(1);
-        while self.used > 0 && self.slots.get(self.head).is_some_and(|p| p.done) {
+        while self.used > 0 && self.slots.as_ref().get(self.head).is_some_and(|p| p.done) {
             self.head = self.index(1);
             self.used -= 1;
         }
@@ -224,11 +248,16 @@ impl<const N: usize> InFlight<N> {
     fn gather(&mut self) {
         let mut kept = 0;
         for at in 0..self.used {
-            if self.slots.get(self.index(at)).is_some_and(|p| !p.done) {
+            if self
+                .slots
+                .as_ref()
+                .get(self.index(at))
+                .is_some_and(|p| !p.done)
+            {
                 // Swapped, not copied: two distinct slots borrowed at once are known
                 // apart, so the move is never a `memmove`.
                 let (a, b) = (self.index(kept), self.index(at));
-                let (low, high) = self.slots.split_at_mut(a.max(b));
+                let (low, high) = self.slots.as_mut().split_at_mut(a.max(b));
                 if let (Some(x), Some(y)) = (low.get_mut(a.min(b)), high.first_mut()) {
                     core::mem::swap(x, y);
                 }

@@ -8,6 +8,7 @@ use heapless::String;
 use super::backoff::splitmix64;
 use super::client::{Client, Config};
 use super::events::{ClientState, ConnectError, Disconnect, Handler, Transmit};
+use super::in_flight::Slots;
 use super::pdu::Encoding;
 use super::queue::Bytes;
 use crate::http::{Cursor, EncodeError, Head};
@@ -233,8 +234,8 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 ///
 /// `B` is the byte storage of its four [`Buffers`] (`&mut [u8]`, an array, a `Box<[u8]>`),
 /// sized by the caller: they bound the largest message each way and the bytes waiting.
-/// `SUBS` (subscriptions) and `PENDING` (acknowledged requests in flight) are the
-/// [`Client`]'s compile-time tables.
+/// `SUBS` (subscriptions) is the [`Client`]'s compile-time table; `P` its table of
+/// acknowledged requests in flight ([`Slots`]), also of the caller's sizing.
 ///
 /// # Driving it
 ///
@@ -253,13 +254,13 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// flooding server in check through TCP flow control, and its deadlines keep firing.
 ///
 /// ```
-/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output};
+/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending};
 /// use benchlink_core::time::Instant;
 ///
 /// let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512] };
-/// let mut link: Link<Vec<u8>, 2, 4> = Link::new(
+/// let mut link: Link<Vec<u8>, 2, _> = Link::new(
 ///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
-///     "ws://127.0.0.1:8080", "KEY", buffers,
+///     "ws://127.0.0.1:8080", "KEY", buffers, [Pending::EMPTY; 4],
 /// ).unwrap();
 /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
 /// link.client_mut().start(t, h);
@@ -274,8 +275,8 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// link.client_mut().publish(t, "chan", "1", Ack::None, h).unwrap();
 /// assert_eq!(link.poll_output(t), None);
 /// ```
-pub struct Link<B, const SUBS: usize, const PENDING: usize> {
-    client: Client<SUBS, PENDING, B, B>,
+pub struct Link<B, const SUBS: usize, P> {
+    client: Client<SUBS, P, B, B>,
     config: LinkConfig,
     endpoint: String<MAX_ENDPOINT_LEN>,
     appkey: String<MAX_APPKEY_LEN>,
@@ -303,7 +304,7 @@ pub struct Link<B, const SUBS: usize, const PENDING: usize> {
     close_unreported: bool,
 }
 
-impl<B: Bytes, const SUBS: usize, const PENDING: usize> fmt::Debug for Link<B, SUBS, PENDING> {
+impl<B: Bytes, const SUBS: usize, P: Slots> fmt::Debug for Link<B, SUBS, P> {
     /// State and sizes only: never credentials, the appkey or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Link")
@@ -314,15 +315,16 @@ impl<B: Bytes, const SUBS: usize, const PENDING: usize> fmt::Debug for Link<B, S
     }
 }
 
-impl<B: Bytes, const SUBS: usize, const PENDING: usize> Link<B, SUBS, PENDING> {
+impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
     /// A stopped link to `endpoint` (`ws://host[:port][/path]` or `wss://…`) for `appkey`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError};
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError, Pending};
     /// use benchlink_core::ws::UrlError;
     /// let new = |url, tx: usize| {
     ///     let buffers = Buffers { rx: vec![0; 64], tx: vec![0; tx], queue: vec![0; 64], outbox: vec![0; 256] };
-    ///     Link::<Vec<u8>, 1, 1>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers).map(|_| ())
+    ///     Link::<Vec<u8>, 1, _>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers, [Pending::EMPTY; 1])
+    ///         .map(|_| ())
     /// };
     /// assert_eq!(new("ws://h", 2048), Ok(()));
     /// assert_eq!(new("http://h", 2048), Err(LinkError::Url(UrlError::UnsupportedScheme)));
@@ -334,6 +336,7 @@ impl<B: Bytes, const SUBS: usize, const PENDING: usize> Link<B, SUBS, PENDING> {
         endpoint: &str,
         appkey: &str,
         buffers: Buffers<B>,
+        in_flight: P,
     ) -> Result<Self, LinkError> {
         let Buffers {
             rx,
@@ -364,7 +367,7 @@ impl<B: Bytes, const SUBS: usize, const PENDING: usize> Link<B, SUBS, PENDING> {
             return Err(LinkError::TxTooSmall { min });
         }
         Ok(Link {
-            client: Client::new(client, queue, outbox),
+            client: Client::new(client, in_flight, queue, outbox),
             config,
             endpoint,
             appkey,
@@ -386,12 +389,12 @@ impl<B: Bytes, const SUBS: usize, const PENDING: usize> Link<B, SUBS, PENDING> {
     /// The client: its state, and every user call (`start`, `stop`, `publish`,
     /// `subscribe`, …). What those calls send goes out through the next
     /// [`poll_output`](Self::poll_output).
-    pub fn client(&self) -> &Client<SUBS, PENDING, B, B> {
+    pub fn client(&self) -> &Client<SUBS, P, B, B> {
         &self.client
     }
 
     /// The client, for user calls; see [`client`](Self::client).
-    pub fn client_mut(&mut self) -> &mut Client<SUBS, PENDING, B, B> {
+    pub fn client_mut(&mut self) -> &mut Client<SUBS, P, B, B> {
         &mut self.client
     }
 

@@ -29,6 +29,7 @@ pub use events::{
     Ack, AuthResult, ClientState, ConnectError, Disconnect, FailReason, Handler, InternalError,
     Mode, NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
 };
+pub use in_flight::{Pending, Slots};
 pub use link::{
     Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
 };

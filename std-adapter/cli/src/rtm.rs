@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -59,10 +59,6 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long the close may take at the end of a following command (subscribe, view,
 /// record): nothing of theirs waits to go out.
 const FOLLOW_STOP_WAIT: Duration = Duration::from_millis(50);
-/// Most publishes waiting for their acknowledgement at once: the client's
-/// `max_queue_size` (the SDK contract's 20,000), so that the pipe stays full across a slow
-/// link (the rate is this window over the round trip); past it the producer waits.
-const WINDOW: usize = 20_000;
 
 /// A role secret: never shown by `Debug`.
 #[derive(Clone)]
@@ -540,6 +536,11 @@ struct Ctx {
     mode: Mode,
     timeout: Duration,
     jsonl: bool,
+    /// Most publishes waiting for their acknowledgement at once: the client's
+    /// `max_queue_size` (`--max-queue-size`, the SDK contract's 20,000 by default), so
+    /// that the pipe stays full across a slow link (the rate is this window over the
+    /// round trip); past it the producer waits.
+    window: usize,
 }
 
 fn execute(args: RtmArgs) -> Result<u8, Fail> {
@@ -559,6 +560,7 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
             .into(),
         timeout: args.reply_timeout,
         jsonl: args.jsonl,
+        window: usize::try_from(args.max_queue_size).unwrap_or(usize::MAX),
     };
     let connect = || Session::connect(&args, &config, ctx.log);
     match &args.command {
@@ -791,16 +793,21 @@ fn publish(
             Ok(())
         }
     };
-    let out = &mut io::stdout().lock();
+    // Buffered, flushed when no more acknowledgements are ready: one write per burst.
+    let out = &mut io::BufWriter::with_capacity(64 << 10, io::stdout().lock());
     let jsonl = ctx.jsonl;
-    let published = session.pipeline(ctx, acks, produce, |channel, position| {
-        if jsonl {
+    let published = session.pipeline(ctx, acks, produce, |ack| match ack {
+        Some((channel, position)) if jsonl => {
             let line = serde_json::json!({ "channel": channel, "position": position });
             let _ = writeln!(out, "{line}");
+        }
+        Some(_) => {}
+        None => {
             let _ = out.flush();
         }
-    })?;
-    Ok(u8::from(published.failed > 0))
+    });
+    let _ = out.flush();
+    Ok(u8::from(published?.failed > 0))
 }
 
 /// Longest input line (a message for publish, a record for replay) held in memory.
@@ -1042,7 +1049,7 @@ fn replay(
         }
         Ok(())
     };
-    let published = session.pipeline(ctx, acks, produce, |_, _| {})?;
+    let published = session.pipeline(ctx, acks, produce, |_| {})?;
     let took = started.elapsed();
     log.warn(format_args!(
         "Playback finished, total time: {:.2} seconds",
@@ -1406,18 +1413,22 @@ impl Session {
     }
 
     /// Runs `produce` on its own thread with a [`Publisher`]; with `acks`, `on_ok`
-    /// receives every acknowledged message in order (channel, position) and refusals
-    /// are said on stderr (`Publish failed: …`), after which the producer is asked to
-    /// stop.
+    /// receives every acknowledged message in order (`Some((channel, position))`), and
+    /// `None` whenever no more acknowledgements are ready (the time to flush what it
+    /// wrote: one write for a burst of them, not one per message); refusals are said on
+    /// stderr (`Publish failed: …`), after which the producer is asked to stop.
     fn pipeline(
         &self,
         ctx: &Ctx,
         acks: bool,
         produce: impl FnOnce(&mut Publisher) -> Result<(), Fail> + Send + 'static,
-        mut on_ok: impl FnMut(&str, &str),
+        mut on_ok: impl FnMut(Option<(&str, &str)>),
     ) -> Result<Published, Fail> {
         let (tx, rx) = mpsc::channel();
-        let inflight = Arc::new(Inflight::default());
+        let inflight = Arc::new(Inflight {
+            window: ctx.window,
+            ..Inflight::default()
+        });
         let mut publisher = Publisher {
             client: self.client.clone(),
             tx,
@@ -1436,15 +1447,11 @@ impl Session {
                     .send(PubEvent::Done(publisher.next, publisher.sent, result));
             })
             .map_err(|e| Fail(1, format!("cannot spawn a thread: {e}")))?;
-        collect_acks(
-            &rx,
-            &inflight,
-            ctx.timeout,
-            |channel, outcome| match outcome {
-                Ok(position) => on_ok(channel, position),
-                Err(e) => eprintln!("Publish failed: {channel}: {e}"),
-            },
-        )
+        collect_acks(&rx, &inflight, ctx.timeout, |ack| match ack {
+            Some((channel, Ok(position))) => on_ok(Some((channel, position))),
+            Some((channel, Err(e))) => eprintln!("Publish failed: {channel}: {e}"),
+            None => on_ok(None),
+        })
     }
 }
 
@@ -1479,6 +1486,8 @@ impl SubscriptionObserver for Sub {
 /// Publishes waiting for their acknowledgement, and whether one was refused.
 #[derive(Default)]
 struct Inflight {
+    /// [`Ctx::window`].
+    window: usize,
     n: Mutex<usize>,
     changed: Condvar,
     refused: AtomicBool,
@@ -1502,11 +1511,11 @@ impl Inflight {
         self.sent_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a slot, waiting while [`WINDOW`] publishes are unacknowledged.
+    /// Takes a slot, waiting while [`window`](Self::window) publishes are unacknowledged.
     fn acquire(&self, timeout: Duration) -> bool {
         let mut n = self.n.lock().unwrap_or_else(PoisonError::into_inner);
         let start = Instant::now();
-        while *n >= WINDOW {
+        while *n >= self.window {
             let Some(left) = timeout.checked_sub(start.elapsed()) else {
                 return false;
             };
@@ -1548,7 +1557,10 @@ impl Publisher {
         if self.acks && !self.inflight.acquire(self.timeout) {
             return Err(Fail(
                 1,
-                format!("{WINDOW} messages unacknowledged for {:?}", self.timeout),
+                format!(
+                    "{} messages unacknowledged for {:?}",
+                    self.inflight.window, self.timeout
+                ),
             ));
         }
         if self.acks {
@@ -1619,7 +1631,7 @@ fn collect_acks(
     rx: &Receiver<PubEvent>,
     inflight: &Inflight,
     timeout: Duration,
-    mut each: impl FnMut(&str, Result<&str, String>),
+    mut each: impl FnMut(Option<(&str, Result<&str, String>)>),
 ) -> Result<Published, Fail> {
     let mut pending = BTreeMap::new();
     let mut next = 0u64;
@@ -1637,12 +1649,18 @@ fn collect_acks(
             .sent_at()
             .front()
             .and_then(|t| t.checked_add(timeout));
-        let event = match due {
-            Some(due) => match due.saturating_duration_since(Instant::now()) {
-                left if left.is_zero() => Err(RecvTimeoutError::Timeout),
-                left => rx.recv_timeout(left),
+        let left = due.map(|due| due.saturating_duration_since(Instant::now()));
+        let event = match left {
+            Some(left) if left.is_zero() => Err(RecvTimeoutError::Timeout),
+            _ => match rx.try_recv() {
+                Ok(event) => Ok(event),
+                Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) => {
+                    // Nothing more ready: the caller's output goes out before the wait.
+                    each(None);
+                    rx.recv_timeout(left.unwrap_or(timeout))
+                }
             },
-            None => rx.recv_timeout(timeout),
         };
         match event {
             Ok(PubEvent::Ack(seq, channel, response)) => {
@@ -1663,7 +1681,7 @@ fn collect_acks(
                         failed += 1;
                         inflight.refused.store(true, Ordering::Relaxed);
                     }
-                    each(&channel, outcome.as_deref().map_err(Clone::clone));
+                    each(Some((&channel, outcome.as_deref().map_err(Clone::clone))));
                     next += 1;
                 }
             }

@@ -1496,3 +1496,37 @@ fn publish_waits_for_room_and_sends_every_line() {
         );
     }
 }
+
+/// The acknowledged pipeline is as deep as `--max-queue-size`, not a constant: against a
+/// server that stops acknowledging, exactly that many publishes go out, then the command
+/// gives up once the oldest waited `--reply-timeout`, and says how many were waiting.
+#[test]
+fn the_publish_window_is_max_queue_size() {
+    let server = server();
+    server
+        .faults()
+        .override_replies("rtm/publish", ReplyOverride::Silence, None);
+    let input = "{\"a\":1}\n".repeat(100);
+    let args = [
+        "--max-queue-size",
+        "7",
+        "--reply-timeout",
+        "0.5",
+        "publish",
+        "deep",
+    ];
+    let r = run_with_stdin(rtm(&server, &args), &input);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("7 publishes remain unacked"),
+        "{}",
+        r.stderr
+    );
+    let published = server
+        .connections()
+        .iter()
+        .flat_map(|c| c.received.iter())
+        .filter(|p| p.contains("\"rtm/publish\""))
+        .count();
+    assert_eq!(published, 7, "the pipeline's depth");
+}

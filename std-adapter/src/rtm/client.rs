@@ -36,10 +36,6 @@ use super::transport::{open, ConnectError, TransportOptions};
 /// of [`ClientOptions::max_subscriptions`].
 pub const MAX_SUBSCRIPTIONS: usize = 4096;
 const SUBS: usize = MAX_SUBSCRIPTIONS;
-/// Acknowledged requests in flight: as many as the reference SDK's default queue (its
-/// `max_queue_size`, 20,000), so a distant hub sees a window that large. The core's table
-/// is a ring searched by id, so its size costs memory (24 bytes an entry), not time.
-const PENDING: usize = 20_000;
 /// Room in the outbox beyond the largest message: the PDU's envelope and the channel
 /// name (or a read's arguments), so that a message of exactly
 /// [`ClientOptions::max_outgoing_message_size`] goes out with any channel name up to
@@ -51,8 +47,22 @@ const TX_BATCH: usize = 512 << 10;
 /// One socket read; the link is fed this much at a time, so a flooding server costs at
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
-type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, PENDING>;
-type CoreClient = core_rtm::Client<SUBS, PENDING, Box<[u8]>, Box<[u8]>>;
+type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, Box<[core_rtm::Pending]>>;
+type CoreClient = core_rtm::Client<SUBS, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>>;
+
+/// The table of requests in flight for `options`: `max_queue_size` entries (24 bytes
+/// each), so that a distant server sees a pipeline that deep; the table is a ring
+/// searched by id, so its size costs memory, not time.
+/// A size the memory cannot hold is an error of [`Client::new`], not an abort.
+fn in_flight(options: &ClientOptions) -> Result<Box<[core_rtm::Pending]>, String> {
+    let n = options.max_queue_size.max(1);
+    let mut table = Vec::new();
+    table.try_reserve_exact(n).map_err(|_| {
+        format!("max_queue_size {n}: no memory for a table of that many requests in flight")
+    })?;
+    table.resize(n, core_rtm::Pending::EMPTY);
+    Ok(table.into_boxed_slice())
+}
 
 /// The link's four buffers for `options`, zeroed heap allocations whose pages the
 /// operating system commits only as they are written: a 16 MiB outbox costs memory only
@@ -95,9 +105,9 @@ pub struct ClientOptions {
     /// Replay the last successful authentication after every reconnect (default true).
     pub restore_auth_on_reconnect: bool,
     /// Most requests waiting for the connection or a reply; one more fails with
-    /// `Full` at the call (default 20000). Up to 20,000 acknowledged requests are in
-    /// flight at once (the in-flight table's compile-time size); more wait in the
-    /// offline queue until replies make room.
+    /// `Full` at the call (default 20000). As many acknowledged requests may be in
+    /// flight at once: the table of requests in flight has this many entries (24 bytes
+    /// each), so a distant server sees a pipeline that deep.
     pub max_queue_size: usize,
     /// Bytes of the offline queue, where requests wait for a connection (or for room in
     /// flight), on top of room for one largest outgoing message: each request takes its
@@ -651,16 +661,23 @@ impl Client {
             // As a main thread's, for the callbacks.
             .stack_size(8 << 20)
             .spawn(move || {
-                let buffers = buffers(&options);
+                let (buffers, in_flight) = (buffers(&options), in_flight(&options));
                 let (endpoint, appkey) = (&options.transport.endpoint, &options.transport.appkey);
                 let built = thread::scope(|s| {
                     thread::Builder::new()
                         .name("benchlink-rtm-build".into())
                         .stack_size(BUILD_STACK)
                         .spawn_scoped(s, move || {
-                            CoreLink::new(config, link_config, endpoint, appkey, buffers)
-                                .map(Box::new)
-                                .map_err(|e| e.to_string())
+                            CoreLink::new(
+                                config,
+                                link_config,
+                                endpoint,
+                                appkey,
+                                buffers,
+                                in_flight?,
+                            )
+                            .map(Box::new)
+                            .map_err(|e| e.to_string())
                         })
                         .map_err(|e| e.to_string())
                         .and_then(|h| {

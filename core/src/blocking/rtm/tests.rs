@@ -1,5 +1,5 @@
 use super::*;
-use crate::rtm::{Buffers, ClientState, Config, LinkConfig, NoopHandler};
+use crate::rtm::{Buffers, ClientState, Config, LinkConfig, NoopHandler, Pending};
 use core::time::Duration;
 use std::vec::Vec;
 
@@ -59,7 +59,7 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
         jitter_seed: 0,
         ..Config::default()
     };
-    let mut link: Link<Vec<u8>, 1, 1> = Link::new(
+    let mut link: Link<Vec<u8>, 1, _> = Link::new(
         config,
         LinkConfig::DEFAULT,
         "ws://h:1",
@@ -70,6 +70,7 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
             queue: std::vec![0; 256],
             outbox: std::vec![0; 256],
         },
+        [Pending::EMPTY; 1],
     )
     .unwrap();
     let mut t = Stuck {

@@ -19,9 +19,11 @@ use core::time::Duration;
 
 use super::*;
 use crate::rtm::pdu::History;
-use crate::rtm::{FailReason, NoopHandler, SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT};
+use crate::rtm::{
+    FailReason, NoopHandler, Pending, SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT,
+};
 
-type C = Client<8, 16, [u8; 4096], [u8; 2048]>;
+type C = Client<8, [Pending; 16], [u8; 4096], [u8; 2048]>;
 
 /// Records every event as one line.
 #[derive(Default)]
@@ -132,7 +134,7 @@ fn quiet() -> Config {
 impl T {
     fn new(config: Config) -> Self {
         T {
-            c: C::new(config, [0; 4096], [0; 2048]),
+            c: C::new(config, [Pending::EMPTY; 16], [0; 4096], [0; 2048]),
             r: Rec::default(),
             now: Instant::ZERO,
         }
@@ -1100,7 +1102,7 @@ fn max_queue_size_refuses_at_the_call() {
 fn offline_queue_is_never_dropped_silently() {
     // A small queue: the reference dropped the oldest entries silently; here the call
     // fails.
-    let mut c: Client<2, 4, _, _> = Client::new(quiet(), [0; 256], [0; 512]);
+    let mut c: Client<2, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     let mut accepted = 0;
@@ -1191,7 +1193,7 @@ fn read_write_delete_and_publish_before_start_are_queued() {
 
 #[test]
 fn pending_table_full_waits_in_the_queue() {
-    let mut c: Client<1, 2, _, _> = Client::new(quiet(), [0; 1024], [0; 512]);
+    let mut c: Client<1, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 2], [0; 1024], [0; 512]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -1214,7 +1216,7 @@ fn pending_table_full_waits_in_the_queue() {
 #[test]
 fn small_outbox_keeps_order() {
     // An outbox for one PDU at a time: everything still goes out, in order.
-    let mut c: Client<4, 8, _, _> = Client::new(quiet(), [0; 2048], [0; 200]);
+    let mut c: Client<4, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 8], [0; 2048], [0; 200]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     for key in ["a", "b", "c"] {
@@ -1688,7 +1690,8 @@ fn subscribe_argument_errors() {
         Err(RequestError::TooManySubscriptions)
     );
     // Too large for a small outbox.
-    let mut small: Client<1, 1, _, _> = Client::new(quiet(), [0; 64], [0; 300]);
+    let mut small: Client<1, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 1], [0; 64], [0; 300]);
     let key = "k".repeat(200);
     assert_eq!(
         small.subscribe(
@@ -2581,7 +2584,7 @@ fn unsubscribe_chain_only_middle_message() {
 #[test]
 fn thousand_acks_with_a_small_pending_table() {
     // connection.py's throttling case: a watermark of 3 still delivers 1000 acks.
-    let mut c: Client<1, 3, _, _> = Client::new(quiet(), [0; 4096], [0; 512]);
+    let mut c: Client<1, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 3], [0; 4096], [0; 512]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -2643,10 +2646,10 @@ fn message_types_arrive_identical() {
 #[test]
 fn memory_figures() {
     use core::mem::size_of;
-    let small = size_of::<Client<4, 8, [u8; 1024], [u8; 2048]>>();
-    let base = size_of::<Client<0, 0, [u8; 0], [u8; 0]>>();
-    let per_sub = size_of::<Client<1, 0, [u8; 0], [u8; 0]>>() - base;
-    let per_pending = size_of::<Client<0, 1, [u8; 0], [u8; 0]>>() - base;
+    let small = size_of::<Client<4, [Pending; 8], [u8; 1024], [u8; 2048]>>();
+    let base = size_of::<Client<0, [Pending; 0], [u8; 0], [u8; 0]>>();
+    let per_sub = size_of::<Client<1, [Pending; 0], [u8; 0], [u8; 0]>>() - base;
+    let per_pending = size_of::<Client<0, [Pending; 1], [u8; 0], [u8; 0]>>() - base;
     std::println!("Client<4,8,1024,2048>: {small} bytes; fixed {base}; per subscription {per_sub}; per pending {per_pending}");
     assert!(per_sub <= 440, "{per_sub}");
     assert!(per_pending <= 24, "{per_pending}");
@@ -2686,7 +2689,8 @@ fn random_event_sequences_keep_the_invariants() {
             jitter_seed: rng.next(),
             ..Config::default()
         };
-        let mut c: Client<3, 4, _, _> = Client::new(config, [0; 512], [0; 512]);
+        let mut c: Client<3, _, _, _> =
+            Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512]);
         let mut r = Rec::default();
         let mut now = Instant::ZERO;
         let mut issued: Vec<u32> = Vec::new();

@@ -12,7 +12,7 @@ fn req(id: u32, deadline: Option<u64>) -> Pending {
     )
 }
 
-fn ids<const N: usize>(t: &InFlight<N>) -> Vec<u32> {
+fn ids<P: AsRef<[Pending]> + AsMut<[Pending]>>(t: &InFlight<P>) -> Vec<u32> {
     t.iter().map(|p| p.id).collect()
 }
 
@@ -28,7 +28,7 @@ fn behaves_as_an_ordered_list() {
         seed % n
     };
     for _ in 0..200 {
-        let mut table: InFlight<5> = InFlight::new();
+        let mut table: InFlight<[Pending; 5]> = InFlight::new([Pending::EMPTY; 5]);
         let mut model: Vec<Pending> = Vec::new();
         // Start near the wrap of the id space now and then.
         let mut next: u32 = if rand(2) == 0 { u32::MAX - 3 } else { 1 };
@@ -92,7 +92,7 @@ fn behaves_as_an_ordered_list() {
 /// after it are gathered away when the ring comes round.
 #[test]
 fn a_stuck_request_leaves_room_for_the_rest() {
-    let mut table: InFlight<3> = InFlight::new();
+    let mut table: InFlight<[Pending; 3]> = InFlight::new([Pending::EMPTY; 3]);
     assert!(table.push(req(1, None)));
     for id in 2..100 {
         assert!(table.push(req(id, None)), "push {id}");

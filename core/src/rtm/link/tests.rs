@@ -10,10 +10,11 @@ use base64::Engine;
 
 use super::*;
 use crate::rtm::{
-    pdu, Ack, ClientState, Config, ConnectError, Handler, Mode, Outcome, SubscribeArgs, Ticket,
+    pdu, Ack, ClientState, Config, ConnectError, Handler, Mode, Outcome, Pending, SubscribeArgs,
+    Ticket,
 };
 
-type TestLink = Link<Vec<u8>, 4, 128>;
+type TestLink = Link<Vec<u8>, 4, Vec<Pending>>;
 
 #[derive(Default, Debug)]
 struct Log {
@@ -81,6 +82,7 @@ fn new_link(rx: usize) -> TestLink {
             queue: vec![0; 16384],
             outbox: vec![0; 1024],
         },
+        vec![Pending::EMPTY; 128],
     )
     .unwrap()
 }
@@ -527,7 +529,7 @@ fn transport_eof_reports_and_reconnects() {
 #[test]
 fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     // 2 KiB + 1 KiB of tx: a few frames per write; nothing is lost, order is kept.
-    let mut link: Link<Vec<u8>, 1, 4> = Link::new(
+    let mut link: Link<Vec<u8>, 1, _> = Link::new(
         client_config(),
         config(),
         "ws://h",
@@ -538,6 +540,7 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
             queue: vec![0; 65536],
             outbox: vec![0; 1024],
         },
+        [Pending::EMPTY; 4],
     )
     .unwrap();
     let mut log = Log::default();
@@ -666,6 +669,7 @@ mod cbor {
                 queue: vec![0; 16384],
                 outbox: vec![0; 1024],
             },
+            vec![Pending::EMPTY; 128],
         )
         .unwrap()
     }
@@ -834,7 +838,7 @@ mod cbor {
 
 #[test]
 fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
-    type Small = Link<Vec<u8>, 1, 1>;
+    type Small = Link<Vec<u8>, 1, Vec<Pending>>;
     let new = |appkey: &str, tx: usize| {
         Small::new(
             client_config(),
@@ -847,6 +851,7 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
                 queue: vec![0; 64],
                 outbox: vec![0; 64],
             },
+            vec![Pending::EMPTY; 1],
         )
     };
     // OUT + MIN_TX_EXTRA, but a request that does not fit: refused up front.
