@@ -1042,14 +1042,14 @@ fn the_default_queue_holds_twenty_thousand_publishes() {
     }
 }
 
-/// A deep pipe into a server that stops acknowledging: 20,000 publishes go out and stay
-/// in flight (the std client's in-flight table is as deep as the default
-/// `max_queue_size`), the request past `max_queue_size` is refused with `Full` at the
-/// call, a request's deadline still fires while the pipe is full, and when the
-/// connection drops every one of the 20,000 callbacks hears `Disconnected`, once.
+/// A deep pipe into a server that stops acknowledging: 30,000 publishes go out and stay
+/// in flight (the std client's in-flight table is as deep as `max_queue_size`, here
+/// above the default 20,000), the request past `max_queue_size` is refused with `Full`
+/// at the call, a request's deadline still fires while the pipe is full, and when the
+/// connection drops every one of the 30,000 callbacks hears `Disconnected`, once.
 #[test]
 fn a_full_pipe_into_a_silent_server_is_bounded_and_its_deadlines_fire() {
-    const IN_FLIGHT: usize = 20_000;
+    const IN_FLIGHT: usize = 30_000;
     let rig = Rig::with(RtmServerConfig::default(), |o| {
         o.max_queue_size = IN_FLIGHT + 1
     });
