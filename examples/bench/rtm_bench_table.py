@@ -168,7 +168,8 @@ def main():
         with open(os.path.join(directory, 'params.json')) as f:
             p = json.load(f)
         runs = Runs(directory, rounds)
-        print('### %s\n' % link(p['latency']).capitalize())
+        # A caption, not a heading: the tables go into a README section as they are.
+        print('**%s**\n' % link(p['latency']).capitalize())
         table(runs, p)
         summary.append('%d ms: library %s, CLI %s' % (
             2 * p['latency'], runs.ratio('publish_ack', 'rate'),
