@@ -1,18 +1,23 @@
-"""The markdown table of .ci/bench-rtm: reads the reports of rtm-bench and
-rtm_sdk_bench.py (one JSON line each, in BENCH_DIR/<scenario>.<client>.<round>.json, the
-hub's CPU seconds during that run in ….hub) and prints medians, ranges and ratios.
+"""The markdown tables of .ci/bench-rtm, one per round trip: reads the reports of
+rtm-bench, the CLI's timing and rtm_sdk_bench.py (one JSON line each, in
+BENCH_DIR/<latency>/<scenario>.<client>.<round>.json, the hub's CPU seconds during that
+run in ….hub, the run's counts and window in BENCH_DIR/<latency>/params.json) and prints
+medians, ranges and ratios, then how acknowledged publishes compare at each round trip.
 
-Environment: BENCH_DIR, REPEAT, COUNT, SDK_COUNT, WINDOW, LATENCY, REPRODUCE, COMMIT, CPUS,
-CPU_MODEL, LOAD_BEFORE, LOAD_AFTER, RUSTC, PYTHON. Exit code 0 always: the figures are
-reported, never judged (the driver's exit code says whether a run broke).
+Environment: BENCH_DIR, LATENCIES, REPEAT, REPRODUCE, COMMIT, CPUS, CPU_MODEL, LOAD_BEFORE,
+LOAD_AFTER, RUSTC, PYTHON. Exit code 0 always: the figures are reported, never judged
+(the driver's exit code says whether a run broke).
 """
 
 import json
 import os
 import statistics
 
-SCENARIOS = ('publish_ack', 'publish_noack', 'subscribe')
-CLIENTS = ('benchlink', 'sdk')
+# (scenario, client) pairs of a run; the CLI has one scenario, compared with the SDK's
+# acknowledged publishes.
+RUNS = (('publish_ack', 'benchlink'), ('publish_ack', 'sdk'), ('cli', 'cli'),
+        ('publish_noack', 'benchlink'), ('publish_noack', 'sdk'),
+        ('subscribe', 'benchlink'), ('subscribe', 'sdk'))
 RATE, US, MIB = '{:,.0f}', '{:.1f}', '{:.1f}'
 
 
@@ -36,7 +41,7 @@ class Runs(object):
     def __init__(self, directory, rounds):
         self.runs = {(s, c): [load(directory, '%s.%s.%d' % (s, c, k))
                               for k in range(1, rounds + 1)]
-                     for s in SCENARIOS for c in CLIENTS}
+                     for s, c in RUNS}
 
     def failures(self):
         return [(s, c, r['error']) for (s, c), rs in sorted(self.runs.items())
@@ -59,8 +64,11 @@ class Runs(object):
             text += ' (%s–%s)' % (spec.format(min(v)), spec.format(max(v)))
         return text
 
-    def ratio(self, s, key):
-        a, b = self.median(s, 'benchlink', key), self.median(s, 'sdk', key)
+    def ratio(self, s, key, ours=None):
+        """benchlink's median over the SDK's; `ours` (scenario, client) instead of
+        benchlink's run of `s`."""
+        a = self.median(*(ours or (s, 'benchlink')), key=key)
+        b = self.median(s, 'sdk', key)
         return '{:.2f}×'.format(a / b) if a is not None and b else 'n/a'
 
     def row(self, label, s, key, spec, ratio=True, prefixes=('', '')):
@@ -68,6 +76,12 @@ class Runs(object):
                 self.cell(s, 'benchlink', key, spec, prefixes[0]),
                 self.cell(s, 'sdk', key, spec, prefixes[1]),
                 self.ratio(s, key) if ratio else '')
+
+    def cli_row(self, label, key, spec, ratio=True):
+        """The CLI's figure in benchlink's column, beside the SDK library's acknowledged
+        publishes."""
+        return (label, self.cell('cli', 'cli', key, spec), '',
+                self.ratio('publish_ack', key, ours=('cli', 'cli')) if ratio else '')
 
     def kept_up(self, c):
         """Whether the subscriber of every round received everything about as fast as the
@@ -82,18 +96,24 @@ class Runs(object):
         return '≥ ' if self.kept_up(c) else ''
 
 
-def main():
-    env = os.environ
-    rounds = int(env['REPEAT'])
-    runs = Runs(env['BENCH_DIR'], rounds)
+def link(latency):
+    return ('loopback' if latency == 0 else
+            'a %d ms round trip (each direction delayed %d ms)' % (2 * latency, latency))
+
+
+def table(runs, p):
+    """One round trip's table and notes; `p` its params.json."""
     subs = (runs.sub_prefix('benchlink'), runs.sub_prefix('sdk'))
     rows = [
-        runs.row('publish with acks, window %s (msgs/s)' % env['WINDOW'],
+        runs.row('publish with acks, window %s (msgs/s)' % '{:,}'.format(p['window']),
                  'publish_ack', 'rate', RATE),
+        runs.cli_row('CLI `rtm --jsonl publish` from stdin, acks, window 20,000, whole '
+                     'command (msgs/s; ratio: to the SDK\'s acked publishes)', 'rate', RATE),
         runs.row('publish without acks (msgs/s)', 'publish_noack', 'rate', RATE),
         runs.row('subscription receive (msgs/s)', 'subscribe', 'rate', RATE, prefixes=subs),
         runs.row('**client CPU per acked publish (µs)**', 'publish_ack', 'cpu_us_per_msg', US),
         runs.row('… of which system (µs)', 'publish_ack', 'cpu_sys_us_per_msg', US),
+        runs.cli_row('CLI CPU per acked publish, whole command (µs)', 'cpu_us_per_msg', US),
         runs.row('client CPU per publish without ack (µs)', 'publish_noack',
                  'cpu_us_per_msg', US),
         runs.row('client CPU per received message (µs)', 'subscribe', 'cpu_us_per_msg', US),
@@ -106,18 +126,16 @@ def main():
         runs.row('hub CPU per received message, publishing included (µs)', 'subscribe',
                  'hub_us_per_msg', US, ratio=False),
     ]
-    latency = int(env.get('LATENCY') or 0)
-    link = ('loopback' if latency == 0 else
-            'a %d ms round trip (each direction delayed %d ms)' % (2 * latency, latency))
-    print('| one connection, %s, one hub | benchlink | SDK 1.5.0 | benchlink / SDK |' % link)
+    print('| one connection, %s, one hub | benchlink | SDK 1.5.0 | benchlink / SDK |'
+          % link(p['latency']))
     print('|---|---|---|---|')
     for r in rows:
         print('| %s | %s | %s | %s |' % r)
     print()
     notes = [
-        '%s messages per scenario for benchlink, %s for the SDK, about 70 bytes of JSON each; '
-        '%d round(s), the clients taking turns; median (min–max).' % (
-            env['COUNT'], env['SDK_COUNT'], rounds),
+        '{:,} messages per scenario for benchlink (its CLI: {:,}), {:,} for the SDK, about '
+        '70 bytes of JSON each; median (min–max) of the rounds.'.format(
+            p['count'], p['cli_count'], p['sdk_count']),
     ]
     for c, name in (('benchlink', 'benchlink'), ('sdk', 'SDK')):
         got = runs.values('subscribe', c, 'messages')
@@ -134,17 +152,42 @@ def main():
             '"≥": the subscriber received everything as fast as the publisher sent it (nothing '
             'skipped, at least 90 % of the publisher\'s rate): the publisher and the hub set '
             'that pace, the subscriber\'s own limit is higher.')
-    notes += [
+    failed = runs.failures()
+    if failed:
+        notes.append('**Failed:** ' + '; '.join('%s %s: %s' % f for f in failed))
+    print('- ' + '\n- '.join(notes))
+    print()
+
+
+def main():
+    env = os.environ
+    rounds = int(env['REPEAT'])
+    summary = []
+    for latency in env['LATENCIES'].split():
+        directory = os.path.join(env['BENCH_DIR'], latency)
+        with open(os.path.join(directory, 'params.json')) as f:
+            p = json.load(f)
+        runs = Runs(directory, rounds)
+        # A caption, not a heading: the tables go into a README section as they are.
+        print('**%s**\n' % link(p['latency']).capitalize())
+        table(runs, p)
+        summary.append('%d ms: library %s, CLI %s' % (
+            2 * p['latency'], runs.ratio('publish_ack', 'rate'),
+            runs.ratio('publish_ack', 'rate', ours=('cli', 'cli'))))
+    notes = [
+        'Acknowledged publishes, benchlink over the SDK, by round trip: %s.'
+        % '; '.join(summary),
+        'Both clients keep their window full (one more publish per acknowledgement); the rate '
+        'of acknowledged publishes is at most the window over the round trip.',
+        '%d round(s), the clients taking turns; one hub per round trip.' % rounds,
         'CPU: user + system time of the client process (hub: of the hub process) over the '
-        'measured interval, from /proc/<pid>/stat (10 ms ticks); lower is better.',
+        'measured interval, from /proc/<pid>/stat (10 ms ticks; the CLI: bash `time` of the '
+        'whole command); lower is better.',
         'Machine: %s CPUs (%s), shared; load average %s before, %s after; %s; %s; commit %s.' % (
             env['CPUS'], env['CPU_MODEL'], env['LOAD_BEFORE'], env['LOAD_AFTER'], env['RUSTC'],
             env['PYTHON'], env['COMMIT']),
         'Reproduce: `%s`' % env['REPRODUCE'],
     ]
-    failed = runs.failures()
-    if failed:
-        notes.append('**Failed:** ' + '; '.join('%s %s: %s' % f for f in failed))
     print('- ' + '\n- '.join(notes))
 
 

@@ -12,7 +12,8 @@ JSON line on stdout: the rate, and this process's CPU time (user and system, fro
 
 - publish-ack: `count` calls of client.publish(channel, message, callback=...), the
   SDK's own publish-with-callback loop, with a semaphore keeping at most `window`
-  unacknowledged; the clock stops at the last acknowledgement.
+  unacknowledged (one more publish as each acknowledgement comes: the window stays
+  full); the clock stops at the last acknowledgement.
 - publish-noack: `count` publishes without callback, then one with a callback as the
   end marker (the server answers in order, so its reply means all were handled).
 - subscribe: subscribes (SIMPLE mode), then runs `rtm-bench flood` (a raw WebSocket
@@ -90,14 +91,13 @@ class Failed(Exception):
 
 
 class Acks(object):
-    """Counts publish replies and bounds those in flight to `window`: a publisher that
-    finds the window full waits until half of it is free again (the same rule as the Rust
-    side), so the two threads do not wake each other once per message."""
+    """Counts publish replies and bounds those in flight to `window` with a counting
+    semaphore: each reply makes room for one more publish (the same rule as the Rust
+    side), so the window stays full and, across a slow link, the round trip bounds the
+    rate."""
 
     def __init__(self, window):
-        self.size = window
-        self.sent = 0
-        self.room = threading.Condition()
+        self.room = threading.Semaphore(window)
         self.lock = threading.Lock()
         self.done = 0
         self.failed = 0
@@ -115,21 +115,12 @@ class Acks(object):
                     self.first_failure = reply
             if self.expected is not None and self.done >= self.expected:
                 self.all_done.set()
-            done = self.done
-        if self.sent - done <= self.size // 2:
-            with self.room:
-                self.room.notify()
+        self.room.release()
 
     def acquire(self, timeout):
-        """Room for one more publish: waits, when the window is full, until half of it
-        is free. False on timeout."""
-        if self.sent - self.done >= self.size:
-            with self.room:
-                if not self.room.wait_for(lambda: self.sent - self.done <= self.size // 2,
-                                          timeout):
-                    return False
-        self.sent += 1
-        return True
+        """Room for one more publish: waits while `window` are unacknowledged. False on
+        timeout."""
+        return self.room.acquire(timeout=timeout)
 
     def expect(self, n):
         with self.lock:

@@ -14,8 +14,9 @@
 //! system, from `/proc/self/stat`) over the measured interval, per message.
 //!
 //! - `publish-ack`: `count` publishes, each with a callback, at most `window` of them
-//!   unacknowledged at any time (the pipelining style the client documents); the clock
-//!   stops at the last acknowledgement.
+//!   unacknowledged at any time (the pipelining style the client documents), the window
+//!   kept full (one more publish as each acknowledgement comes); the clock stops at the
+//!   last acknowledgement.
 //! - `publish-noack`: `count` publishes without callbacks, then one with a callback as
 //!   the end marker (the server answers in order, so its reply means all were handled).
 //! - `subscribe`: subscribes, then starts `rtm-bench flood` (a separate process, so its
@@ -319,10 +320,11 @@ fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
     let mut full = 0u64;
     let meter = Meter::start();
     for n in 0..args.count {
-        // A full window is refilled once half of it is acknowledged (the same rule as
-        // the SDK side): the threads do not wake each other once per message.
-        if n.saturating_sub(acks.done.load(SeqCst)) >= window {
-            acks.wait_for(n.saturating_sub(window / 2), deadline)?;
+        // The window stays full: each acknowledgement makes room for one more publish
+        // (the same rule as the SDK side's semaphore), so that across a slow link the
+        // round trip, not a refill pattern, bounds the rate.
+        if n >= window {
+            acks.wait_for(n + 1 - window, deadline)?;
         }
         full += publish(&client, &channel, n, Some(&acks), deadline)?;
     }

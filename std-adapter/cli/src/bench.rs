@@ -485,7 +485,7 @@ fn command(
             let code = exit_for(&status);
             if let Some(path) = &a.plot {
                 out.flush().map_err(Fail::output)?;
-                match plot(client, id, &[], path) {
+                match plot(client, id, &status, &[], path) {
                     Ok(drawn) => plotted(drawn, path),
                     // A failed benchmark's exit code says more than the missing plot.
                     Err(Fail(_, m)) if code != 0 => eprintln!("error: {m}"),
@@ -512,7 +512,11 @@ fn command(
             print_json(out, &client.results(a.id)?);
         }
         BenchCommand::Plot(a) => {
-            plotted(plot(client, a.id, &a.target, &a.output)?, &a.output);
+            let status = client.status(a.id)?;
+            plotted(
+                plot(client, a.id, &status, &a.target, &a.output)?,
+                &a.output,
+            );
         }
         BenchCommand::Report(a) => {
             let charts = report(client, a.id, &a.output)?;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::bench::Fail;
 use crate::charts::{draw, group, time_span, Points};
-use benchlink_std::bench::{Available, BenchClient};
+use benchlink_std::bench::{Available, BenchClient, StatusInfo};
 
 /// How long the `/data` stream of a finished benchmark may be silent before the plot is
 /// drawn with what came (the stream itself ends only after the server's finalize
@@ -40,15 +40,17 @@ pub(crate) struct Drawn {
 }
 
 /// Reads benchmark `id`'s samples and writes the SVG of the `targets` metrics (all when
-/// there are none) to `path`. A target the benchmark does not have is said on stderr, or
-/// is an error when no target is left.
+/// there are none) to `path`; `status` is the benchmark's, just read (see [`collect`]).
+/// A target the benchmark does not have is said on stderr, or is an error when no
+/// target is left.
 pub(crate) fn plot(
     client: BenchClient,
     id: u64,
+    status: &StatusInfo,
     targets: &[String],
     path: &Path,
 ) -> Result<Drawn, Fail> {
-    let mut series = collect(client, id)?;
+    let mut series = collect(client, id, status)?;
     if series.is_empty() {
         return Err(Fail(
             1,
@@ -89,10 +91,15 @@ pub(crate) fn drawing_failed(e: Box<dyn std::error::Error>) -> Fail {
     Fail(1, format!("cannot draw the charts: {e}"))
 }
 
-/// The samples of `/data`, by metric name.
-pub(crate) fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, Points>, Fail> {
-    let mut client = client;
-    let running = !client.status(id)?.status().is_final();
+/// The samples of `/data`, by metric name. `status` is the benchmark's, read by the
+/// caller (which has it anyway: `bench run` waited for it, `report` prints it): it sets
+/// the patience, and `/data` goes out without another `/status` round trip before it.
+pub(crate) fn collect(
+    client: BenchClient,
+    id: u64,
+    status: &StatusInfo,
+) -> Result<BTreeMap<String, Points>, Fail> {
+    let running = !status.status().is_final();
     let (quiet, budget) = if running {
         (QUIET_RUNNING, BUDGET_RUNNING)
     } else {
@@ -113,7 +120,7 @@ pub(crate) fn collect(client: BenchClient, id: u64) -> Result<BTreeMap<String, P
         cut: None,
     };
     let mut client = client.with_stream_idle_timeout(Some(quiet));
-    let mut stream = client.data(id)?;
+    let mut stream = client.data_with_status(id, status)?;
     loop {
         let state = stream.read_available(|line| match line {
             Ok(s) => samples.push(s.name, s.timestamp, s.value.as_str(), Instant::now()),

@@ -35,7 +35,7 @@ pub(crate) fn report(client: BenchClient, id: u64, path: &Path) -> Result<usize,
     let mut client = client;
     let status = client.status(id)?;
     let results = client.results(id)?;
-    let series = collect(client, id)?;
+    let series = collect(client, id, &status)?;
     let (html, charts) = page(id, &status, &results, &series)?;
     std::fs::write(path, html).map_err(|e| Fail(1, format!("{}: {e}", path.display())))?;
     Ok(charts)

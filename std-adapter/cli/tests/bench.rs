@@ -1356,3 +1356,46 @@ fn https_proxy_tunnels_the_requests() {
     )
     .expect_code(4);
 }
+
+/// `bench plot` and `bench report` read the status once (they need it) and stream `/data`
+/// without asking for it again, each on one connection: counted by the server.
+#[test]
+fn plot_and_report_ask_for_the_status_once() {
+    let server = fast_server();
+    let host = server.host();
+    let mut c = client(&host);
+    let id = c.start(&hello(), &StartOptions::default()).expect("start");
+    wait_final(&mut c, id);
+    wait_process_gone(&server, id);
+    let dir = std::env::temp_dir().join(format!("benchlink-cli-trips-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let id = id.to_string();
+    for (command, file, paths) in [
+        ("plot", "p.svg", &["/data", "/status"][..]),
+        ("report", "r.html", &["/data", "/results", "/status"][..]),
+    ] {
+        let (requests, connections) = (server.requests(), server.stats().accepted);
+        let output = dir.join(file);
+        bench(
+            &host,
+            &[command, "--output", output.to_str().expect("utf-8"), &id],
+        )
+        .expect_code(0);
+        let after = server.requests();
+        let new: Vec<(&str, u64)> = after
+            .iter()
+            .filter_map(|(path, n)| {
+                let n = n - requests.get(path).copied().unwrap_or(0);
+                (n > 0).then_some((path.as_str(), n))
+            })
+            .collect();
+        let once: Vec<(&str, u64)> = paths.iter().map(|p| (*p, 1)).collect();
+        assert_eq!(new, once, "{command}: one request each");
+        assert_eq!(
+            server.stats().accepted,
+            connections + 1,
+            "{command}: one connection"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

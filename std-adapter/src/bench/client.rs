@@ -434,11 +434,51 @@ impl BenchClient {
     /// and never for a `failed` one (it polls for a status it will never see). So this
     /// first waits, polling `/status` with a growing interval (20 ms up to 1 s), until the
     /// benchmark runs or ended; a failed benchmark then gives an empty stream instead of
-    /// a hang.
+    /// a hang. That first `/status` is one round trip before the stream: a caller that
+    /// already read the status (it follows the benchmark) saves it with
+    /// [`data_with_status`](Self::data_with_status).
     pub fn data(&mut self, id: u64) -> Result<LineStream<'_, MetricLine>, Error> {
+        self.data_once_ready(id, None)
+    }
+
+    /// [`data`](Self::data) for a caller that has just read the benchmark's status
+    /// (`known`): when that says running or ended, `/data` goes out at once, with no
+    /// `/status` round trip before it; a failed benchmark gives an empty stream without
+    /// a request; a stage before `running` is polled as `data` polls it.
+    ///
+    /// Why the caller passes the status: the callers that care about round trips have
+    /// it anyway (the CLI's `bench run` waited for the end, `bench plot` and `report`
+    /// read it to choose their patience), so the guard costs them nothing. The
+    /// alternatives cost more: guessing from how long the `/data` response head takes
+    /// is a timing heuristic, and pipelining `/status` with `/data` leaves, for a
+    /// benchmark that is not running, a request the real server holds forever on the
+    /// kept-alive connection, which then has to be closed.
+    pub fn data_with_status(
+        &mut self,
+        id: u64,
+        known: &StatusInfo,
+    ) -> Result<LineStream<'_, MetricLine>, Error> {
+        self.data_once_ready(id, Some(known))
+    }
+
+    /// `/data` once the benchmark runs or ended, starting from `known` if given, else
+    /// from a fresh `/status` (see [`data`](Self::data)).
+    fn data_once_ready(
+        &mut self,
+        id: u64,
+        mut known: Option<&StatusInfo>,
+    ) -> Result<LineStream<'_, MetricLine>, Error> {
         let mut poll = Duration::from_millis(20);
         loop {
-            match self.status(id)?.status() {
+            let fresh;
+            let status = match known.take() {
+                Some(status) => status,
+                None => {
+                    fresh = self.status(id)?;
+                    &fresh
+                }
+            };
+            match status.status() {
                 Status::Failed => return Ok(LineStream::empty(&mut self.line_buf)),
                 Status::Running | Status::Other(_) => break,
                 s if s.is_final() => break,

@@ -558,6 +558,8 @@ fn benchmarks_crash_and_turn_zombie() {
     assert_eq!(report["addresses"][0], "me@example.org");
     let stats = ok(a, "GET", "/bench/stats", b"");
     assert!(stats["body_bytes_read"].as_u64().unwrap() > 0, "{stats}");
+    assert!(stats["accepted"].as_u64().unwrap() > 0, "{stats}");
+    assert!(stats["requests"]["/start"].as_u64().unwrap() > 0, "{stats}");
 }
 
 /// The reply of a full endpoint, which answers `503` at once, before any request (a

@@ -134,6 +134,7 @@ pub(crate) fn handle(shared: &Arc<Shared>, conn: &mut Conn, req: &Request) -> io
     let ka = req.keep_alive;
     {
         let mut st = shared.lock();
+        *st.requests.entry(req.path.clone()).or_default() += 1;
         let target = if req.query.is_empty() {
             req.path.clone()
         } else {

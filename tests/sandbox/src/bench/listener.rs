@@ -46,6 +46,7 @@ const DRAIN_BYTES: usize = 1 << 20;
 #[derive(Debug, Default)]
 struct Counters {
     connections: AtomicUsize,
+    accepted: AtomicU64,
     evicted: AtomicU64,
     refused: AtomicU64,
     timed_out: AtomicU64,
@@ -73,6 +74,10 @@ pub(crate) struct Net {
 pub struct ServerStats {
     /// Connections open now (read by the event loop or being answered).
     pub connections: usize,
+    /// Connections accepted so far, refused ones included: with the requests per path
+    /// ([`BenchServer::requests`](super::BenchServer::requests)), what a client's
+    /// connection reuse costs the server.
+    pub accepted: u64,
     /// Bytes of request bodies held now (buffer capacity, charged to the budget).
     pub body_bytes: usize,
     /// The most body bytes ever held at once.
@@ -115,6 +120,7 @@ impl Net {
         let c = &self.counters;
         ServerStats {
             connections: c.connections.load(Ordering::SeqCst),
+            accepted: c.accepted.load(Ordering::SeqCst),
             body_bytes: self.budget.used(),
             peak_body_bytes: self.budget.peak(),
             body_bytes_read: c.body_bytes.load(Ordering::SeqCst),
@@ -290,6 +296,7 @@ impl Loop {
     }
 
     fn admit(&mut self, mut stream: TcpStream, now: Instant) {
+        self.net.counters.accepted.fetch_add(1, Ordering::SeqCst);
         if self.slots.len() >= self.shared.config.max_connections && !self.evict_one() {
             self.net.counters.refused.fetch_add(1, Ordering::SeqCst);
             let _ = stream.set_nonblocking(true);

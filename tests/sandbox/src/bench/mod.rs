@@ -58,6 +58,7 @@ mod state;
 mod streams;
 mod workers;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, PoisonError};
@@ -194,6 +195,13 @@ impl BenchServer {
     #[must_use]
     pub fn stats(&self) -> ServerStats {
         self.net.stats()
+    }
+
+    /// How many requests the server handled so far, by path (`/status`, `/data`, …): the
+    /// round trips a client cost, for tests that count them.
+    #[must_use]
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        self.shared.lock().requests.clone()
     }
 
     /// Reports the server would have e-mailed, oldest first (mail is never sent).

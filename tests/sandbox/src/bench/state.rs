@@ -299,6 +299,8 @@ pub(crate) struct State {
     pub(crate) exclusive: BTreeMap<String, i64>,
     pub(crate) server_log: ServerLog,
     pub(crate) email_reports: Vec<EmailReport>,
+    /// Requests handled so far, by path (for [`BenchServer::requests`](super::BenchServer::requests)).
+    pub(crate) requests: BTreeMap<String, u64>,
 }
 
 impl State {

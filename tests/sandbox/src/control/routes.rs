@@ -232,11 +232,13 @@ static ENDPOINTS: &[Endpoint] = &[
         "The server's record of the benchmark (404: unknown).",
         benchmark),
     bench("GET", "/bench/stats",
-        "The connection and memory accounting of the benchmark server.",
+        "The connection and memory accounting of the benchmark server, and the requests it handled by path.",
         |s, _| {
             let st = s.stats();
             Ok(json!({
                 "connections": st.connections,
+                "accepted": st.accepted,
+                "requests": s.requests(),
                 "body_bytes": st.body_bytes,
                 "peak_body_bytes": st.peak_body_bytes,
                 "body_bytes_read": st.body_bytes_read,
