@@ -159,8 +159,10 @@ def channel_name(args, what):
     return '%s.%d.%s' % (args.channel_prefix, os.getpid(), what)
 
 
-def connect(args):
-    return make_client(endpoint=args.endpoint, appkey=args.appkey)
+def connect(args, window=0):
+    # A window deeper than the default queue gets a queue as deep (as benchlink's side).
+    return make_client(endpoint=args.endpoint, appkey=args.appkey,
+                       max_queue_size=max(window, 20000))
 
 
 def publish_ack(args):
@@ -168,7 +170,7 @@ def publish_ack(args):
     deadline = time.monotonic() + args.timeout
     acks = Acks(args.window)
     full = 0
-    with connect(args) as client:
+    with connect(args, args.window) as client:
         meter = Meter()
         for n in range(args.count):
             if not acks.acquire(timeout=max(0.0, deadline - time.monotonic())):

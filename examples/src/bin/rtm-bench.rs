@@ -185,9 +185,14 @@ impl Meter {
 }
 
 /// A started client, connected.
-fn connect(args: &Args) -> Result<Client, String> {
-    let client = Client::new(ClientOptions::new(&args.endpoint, &args.appkey))
-        .map_err(|e| format!("client: {e}"))?;
+/// A started client; a `window` deeper than the default queue (20,000) gets a
+/// `max_queue_size` as deep (as the SDK side does).
+fn connect(args: &Args, window: u64) -> Result<Client, String> {
+    let mut options = ClientOptions::new(&args.endpoint, &args.appkey);
+    options.max_queue_size = options
+        .max_queue_size
+        .max(usize::try_from(window).unwrap_or(usize::MAX));
+    let client = Client::new(options).map_err(|e| format!("client: {e}"))?;
     client.start().map_err(|e| format!("start: {e}"))?;
     let state = client.wait_for_state(
         |s| matches!(s, ClientState::Connected | ClientState::Stopped),
@@ -312,7 +317,7 @@ fn publish(
 }
 
 fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
-    let client = connect(args)?;
+    let client = connect(args, window)?;
     let channel = channel(args, "ack");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let acks = Acks::new();
@@ -342,7 +347,7 @@ fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
 }
 
 fn publish_noack(args: &Args) -> Result<serde_json::Value, String> {
-    let client = connect(args)?;
+    let client = connect(args, 0)?;
     let channel = &channel(args, "noack");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let acks = Acks::new();
@@ -402,7 +407,7 @@ fn subscribe(
     idle: f64,
     flood_bin: Option<&std::path::Path>,
 ) -> Result<serde_json::Value, String> {
-    let client = connect(args)?;
+    let client = connect(args, 0)?;
     let channel = channel(args, "sub");
     let seen = Arc::new(Seen {
         messages: AtomicU64::new(0),
