@@ -152,12 +152,63 @@ fn connection_unsubscribe_error_reaches_the_caller() {
         Some(1),
     );
     match conn.unsubscribe_sync("c", WAIT) {
-        Err(Error::Reply(r)) => assert_eq!(r.action, "rtm/unsubscribe/error"),
+        Err(Error::Reply(r)) => {
+            assert_eq!(r.action, "rtm/unsubscribe/error");
+            assert_eq!(r.body, r#"{"error":"nope"}"#, "the server's own reply");
+        }
         other => panic!("{other:?}"),
     }
     conn.publish_sync("c", &"still", WAIT).unwrap();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), "\"still\"");
     conn.unsubscribe_sync("c", WAIT).unwrap();
+    conn.stop().unwrap();
+}
+
+/// A connection's subscribe and unsubscribe callbacks receive the server's replies
+/// themselves, as the SDK contract says: `rtm/subscribe/ok` with the subscription's
+/// `position`, a refused subscribe's own error body.
+#[test]
+fn connection_callbacks_receive_the_servers_replies() {
+    use benchlink_sandbox::rtm::ReplyOverride;
+    use benchlink_std::rtm::Response;
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let (conn, _rx) = connection(&server);
+    conn.start().unwrap();
+    let reply = |r: Response| match r {
+        Response::Reply(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let (tx, rx) = mpsc::channel();
+    let cb = move |r| tx.send(r).unwrap();
+    conn.subscribe("c", SubscribeOptions::default(), Some(Box::new(cb.clone())))
+        .unwrap();
+    let ok = reply(rx.recv_timeout(WAIT).unwrap());
+    assert_eq!(ok.action, "rtm/subscribe/ok");
+    let body: serde_json::Value = serde_json::from_str(&ok.body).unwrap();
+    assert_eq!(body["subscription_id"], "c");
+    assert!(
+        body["position"].as_str().is_some_and(|p| p.contains(':')),
+        "{body}"
+    );
+    conn.unsubscribe("c", Some(Box::new(cb.clone()))).unwrap();
+    assert_eq!(
+        reply(rx.recv_timeout(WAIT).unwrap()).action,
+        "rtm/unsubscribe/ok"
+    );
+    server.faults().override_replies(
+        "rtm/subscribe",
+        ReplyOverride::Raw(
+            r#"{"action":"rtm/subscribe/error","id":{id},"body":{"error":"denied","reason":"because"}}"#
+                .into(),
+        ),
+        Some(1),
+    );
+    conn.subscribe("d", SubscribeOptions::default(), Some(Box::new(cb)))
+        .unwrap();
+    let refused = reply(rx.recv_timeout(WAIT).unwrap());
+    assert_eq!(refused.action, "rtm/subscribe/error");
+    assert_eq!(refused.body, r#"{"error":"denied","reason":"because"}"#);
+    assert!(rx.try_recv().is_err(), "one reply per callback");
     conn.stop().unwrap();
 }
 

@@ -1714,6 +1714,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
                 }
             };
             sub.in_flight = None;
+            h.subscription_reply(sub.key(), pdu);
             let fate = sub.handle(event, connected, h);
             self.apply_fate(i, fate);
             return;

@@ -553,6 +553,14 @@ pub trait Handler {
         let _ = (key, leave, enter);
     }
 
+    /// The server's reply to subscription `key`'s subscribe or unsubscribe (`…/ok` with
+    /// the subscribe's `position`, or `…/error`), as received, before the state change it
+    /// causes: for callers that hand the reply itself on (the SDK contract's connection
+    /// callbacks receive the response PDU).
+    fn subscription_reply(&mut self, key: &str, reply: Pdu<'_>) {
+        let _ = (key, reply);
+    }
+
     /// The subscription `key` just entered [`SubState::Failed`], and why.
     fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
         let _ = (key, reason);

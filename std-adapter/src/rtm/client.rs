@@ -450,6 +450,7 @@ enum Ev {
     Reply(Ticket, Response, bool),
     Sub(String, SubState, SubState),
     SubFailed(String, String),
+    SubReply(String, Reply),
     SubCreated(String),
     SubDeleted(String),
     SubData(String, SubscriptionData),
@@ -488,6 +489,10 @@ impl Handler for Collect<'_> {
     }
     fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
         self.0.push(Ev::Sub(key.to_owned(), leave, enter));
+    }
+    fn subscription_reply(&mut self, key: &str, reply: core_rtm::pdu::Pdu<'_>) {
+        self.0
+            .push(Ev::SubReply(key.to_owned(), Reply::from_pdu(&reply)));
     }
     fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
         self.0.push(Ev::SubFailed(
@@ -1848,6 +1853,7 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
             }
         }),
         Ev::SubFailed(key, reason) => with_sub(observers, &key, |o| o.on_enter_failed(&reason)),
+        Ev::SubReply(key, reply) => with_sub(observers, &key, |o| o.on_reply(&reply)),
         Ev::SubData(key, data) => with_sub(observers, &key, |o| o.on_subscription_data(&data)),
     }
 }

@@ -77,6 +77,22 @@ struct SubForward {
 }
 
 impl SubscriptionObserver for SubForward {
+    /// The server's reply completes the callback waiting for it, as the SDK contract's
+    /// connection does: `rtm/subscribe/ok` with its `position`, or the `…/error` itself.
+    /// The callbacks below complete it only when no reply came (a general `/error`, or
+    /// the connection's end).
+    fn on_reply(&mut self, reply: &Reply) {
+        let waiting = if reply.action.starts_with("rtm/subscribe/") {
+            self.subscribed.take()
+        } else if reply.action.starts_with("rtm/unsubscribe/") {
+            self.unsubscribed.take()
+        } else {
+            None
+        };
+        if let Some(mut cb) = waiting {
+            cb(Response::Reply(reply.clone()));
+        }
+    }
     fn on_enter_subscribed(&mut self) {
         if let Some(mut cb) = self.subscribed.take() {
             cb(Response::Reply(ok("rtm/subscribe/ok", &self.key)));

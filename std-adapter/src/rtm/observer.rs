@@ -145,6 +145,11 @@ pub trait SubscriptionObserver: Send {
     fn on_leave_failed(&mut self) {}
     /// Messages arrived.
     fn on_subscription_data(&mut self, data: &SubscriptionData) {}
+    /// The server's reply to this subscription's subscribe or unsubscribe
+    /// (`rtm/subscribe/ok` with its `position`, or an `…/error`), as received, before
+    /// the state change it causes (benchlink; the reference SDK's observers have no such
+    /// callback, its connection's subscribe callback gets the reply).
+    fn on_reply(&mut self, reply: &Reply) {}
 }
 
 /// A received `rtm/subscription/data` body: its messages as JSON texts, parsed only if
