@@ -148,13 +148,13 @@ pub enum RequestError {
     /// A message, value, argument or extras text is not valid JSON (or not an object where
     /// an object is required).
     InvalidJson,
-    /// The request can never be sent: its PDU is larger than the outbox (`OUT`), a
+    /// The request can never be sent: its PDU is larger than the outbox, a
     /// subscription's texts exceed [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT),
     /// a user position exceeds [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or
     /// secret exceeds [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) / [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
     TooLarge,
     /// The request must wait (not connected, or behind other requests) and it is larger
-    /// than the whole offline queue (`QUEUE`).
+    /// than the whole offline queue.
     QueueTooSmall,
     /// A subscribe `position` containing characters that need JSON escapes (quotes,
     /// backslashes, control characters): positions are opaque server strings.

@@ -93,7 +93,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// client's [`Config::encoding`](super::Config::encoding) — JSON, with the same
     /// escaping as every other string the client writes, or CBOR (feature `cbor`) —
     /// straight into the record the PDU is sent (or queued) from. A message that does not fit the outbox
-    /// (`OUT`, less the envelope) is [`RequestError::TooLarge`]; one that must wait and
+    /// (less the envelope) is [`RequestError::TooLarge`]; one that must wait and
     /// does not fit the offline queue is [`RequestError::QueueTooSmall`] or
     /// [`RequestError::Full`] (also when it would not fit the outbox either, if the queue
     /// is the smaller: its size is only known as it is written); one the encoding cannot

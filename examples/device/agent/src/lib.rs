@@ -54,12 +54,12 @@ use heapless::String;
 
 pub use benchlink_core::rtm::Config as ClientConfig;
 
-/// Acknowledged publishes in flight at once (the messaging client's `PENDING`, and the
-/// number of publishing loops).
+/// Acknowledged publishes in flight at once (the messaging client's in-flight table, and
+/// the number of publishing loops).
 const IN_FLIGHT: usize = 4;
-/// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests, 1 KiB of
-/// offline queue (the publishes in flight wait there while disconnected: one per
-/// publishing loop), 512-byte PDUs, 4 events of up to [`MESSAGE`]-byte messages (the
+/// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests (its
+/// queue and outbox, in [`Memory`]: 1 KiB of offline queue, where the publishes in
+/// flight wait while disconnected, one per publishing loop, and 512-byte PDUs), 4 events of up to [`MESSAGE`]-byte messages (the
 /// agent takes each event as it comes; the runner reads no more from the socket while
 /// they are full). Everything runs in one task, so no critical sections.
 type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 4, MESSAGE>;
