@@ -128,6 +128,9 @@ pub(crate) struct HttpConnection {
     end: usize,
     /// Completed at least one exchange: the server may have closed it since.
     reused: bool,
+    /// The current request did not all go out (the server answered early and closed):
+    /// the connection cannot carry another.
+    unsent: bool,
     /// The socket's mode and read timeout as last set, so that they are changed only
     /// when they have to be (each change is a system call).
     nonblocking: bool,
@@ -142,6 +145,7 @@ impl HttpConnection {
             start: 0,
             end: 0,
             reused: false,
+            unsent: false,
             nonblocking: false,
             read_timeout: None,
         }
@@ -383,6 +387,7 @@ fn send_and_read_head(
     deadline: &Deadline,
 ) -> Result<HeadInfo, Failure> {
     c.set_nonblocking(false)?;
+    c.unsent = false;
     if let Some(left) = deadline.left() {
         if left.is_zero() {
             return Err(deadline.timed_out(Waiting::Send));
@@ -395,7 +400,11 @@ fn send_and_read_head(
         (out.write_body)(&mut w)?;
         w.flush()
     })();
-    match sent {
+    // A server may answer before the body is in and close (413 for a body over its
+    // limit, 401, 503): the unsent rest then meets a broken pipe or a reset, but the
+    // reply was sent first and is read like any other (as curl does). Only when no reply
+    // can be read is the write's error the outcome.
+    let unsent = match sent {
         Err(e)
             if matches!(
                 e.kind(),
@@ -404,8 +413,26 @@ fn send_and_read_head(
         {
             return Err(deadline.timed_out(Waiting::Send))
         }
-        other => other?,
+        Err(e) => Some(e),
+        Ok(()) => None,
+    };
+    let head = read_head(c, decoder, deadline);
+    match (head, unsent) {
+        (Ok(head), Some(_)) => {
+            c.unsent = true;
+            Ok(head)
+        }
+        (Err(_), Some(e)) => Err(e.into()),
+        (head, None) => head,
     }
+}
+
+/// Reads the response head (the bytes after it stay in the connection's buffer).
+fn read_head(
+    c: &mut HttpConnection,
+    decoder: &mut ResponseDecoder<'_>,
+    deadline: &Deadline,
+) -> Result<HeadInfo, Failure> {
     let mut got_bytes = false;
     loop {
         let input = c.buf.get(c.start..c.end).unwrap_or_default();
@@ -548,7 +575,7 @@ impl Exchange<'_> {
                 Event::End { keep_alive, .. } => {
                     // Bytes the server sent beyond its response would corrupt the next
                     // one: such a connection is not reused.
-                    if keep_alive && c.start == c.end {
+                    if keep_alive && c.start == c.end && !c.unsent {
                         c.reused = true;
                     } else {
                         *self.conn = None;

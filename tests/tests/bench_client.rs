@@ -744,3 +744,19 @@ fn token_protected_server() {
     let debug = format!("{:?}", client(&host).with_token("right-token"));
     assert!(!debug.contains("right-token"), "{debug}");
 }
+
+/// A server that refuses a request before its body is in (413 for a scenario over its
+/// limit) and closes: the client reads and reports that reply, as curl does, instead of
+/// the broken pipe its unsent body met.
+#[test]
+fn an_early_reply_to_a_request_too_large_is_read_not_lost() {
+    let server = server_with(|c| c.max_body = 64 << 10);
+    let mut c = client(&server.host());
+    let big = Scenario::new("big.bdl", vec![b'#'; 24 << 20]);
+    match c.start(&big, &options()) {
+        Err(e) => assert_eq!(e.http_status(), Some(413), "{e}"),
+        Ok(id) => panic!("a 24 MiB scenario was accepted as {id}"),
+    }
+    // The client goes on with a new connection.
+    c.status(1).expect_err("no benchmark 1");
+}
