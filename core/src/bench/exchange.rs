@@ -653,24 +653,8 @@ fn part<'a>(name: &'a str, file: &File<'a>) -> Part<'a> {
     Part {
         name,
         filename: file.name,
-        content_type: content_type(file.name),
+        content_type: Part::content_type(file.name),
         len: file.content.len() as u64,
-    }
-}
-
-/// The media type the official client gives a part's file name (it matters only to
-/// humans reading the upload; the server ignores it).
-fn content_type(filename: &str) -> &'static str {
-    let ext = filename.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    let is = |e: &str| ext.eq_ignore_ascii_case(e);
-    if is("txt") {
-        "text/plain"
-    } else if is("json") {
-        "application/json"
-    } else if is("csv") {
-        "text/csv"
-    } else {
-        "application/octet-stream"
     }
 }
 

@@ -79,6 +79,34 @@ pub struct Part<'a> {
     pub len: u64,
 }
 
+impl Part<'_> {
+    /// The media type the official client (Python's `mimetypes`) gives a part's file
+    /// name, by its extension in any case; `application/octet-stream` for the rest (it
+    /// matters only to humans reading the upload: the server ignores it). One table for
+    /// every benchmark client.
+    ///
+    /// ```
+    /// use benchlink_core::http::Part;
+    /// assert_eq!(Part::content_type("data.CSV"), "text/csv");
+    /// assert_eq!(Part::content_type("hello.bdl"), "application/octet-stream");
+    /// ```
+    pub fn content_type(filename: &str) -> &'static str {
+        let ext = filename.rsplit_once('.').map_or("", |(_, e)| e);
+        const TYPES: [(&str, &str); 6] = [
+            ("txt", "text/plain"),
+            ("json", "application/json"),
+            ("csv", "text/csv"),
+            ("html", "text/html"),
+            ("htm", "text/html"),
+            ("xml", "application/xml"),
+        ];
+        TYPES
+            .iter()
+            .find(|(e, _)| ext.eq_ignore_ascii_case(e))
+            .map_or("application/octet-stream", |(_, t)| t)
+    }
+}
+
 impl Boundary {
     /// A boundary made from 30 random bytes, each mapped onto the 62 alphanumerics (the
     /// slight modulo bias does not matter for a boundary).

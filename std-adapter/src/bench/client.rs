@@ -580,7 +580,7 @@ fn send<'t, R: Request>(
                 .map(|(name, f)| Part {
                     name,
                     filename: f.name,
-                    content_type: content_type(f.name),
+                    content_type: Part::content_type(f.name),
                     len: f.content.len() as u64,
                 })
                 .collect();
@@ -628,22 +628,6 @@ fn send<'t, R: Request>(
     )
     .map_err(|e| context.attach(e))?;
     Ok((exchange, head.status, context))
-}
-
-/// The media type the official client (Python's `mimetypes`) gives a part's file name.
-fn content_type(filename: &str) -> &'static str {
-    match filename
-        .rsplit_once('.')
-        .map(|(_, ext)| ext.to_ascii_lowercase())
-        .as_deref()
-    {
-        Some("txt") => "text/plain",
-        Some("json") => "application/json",
-        Some("csv") => "text/csv",
-        Some("html" | "htm") => "text/html",
-        Some("xml") => "application/xml",
-        _ => "application/octet-stream",
-    }
 }
 
 /// Lines of a log or metric stream as they arrive: owned, one at a time, through
