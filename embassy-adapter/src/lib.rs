@@ -49,6 +49,8 @@
 //!         tx: static_bytes::<2048>(),
 //!         queue: static_bytes::<1024>(),
 //!         outbox: static_bytes::<1024>(),
+//!         // Views' queries and extra subscribe arguments: 256 bytes for each of 4.
+//!         subscription_args: static_bytes::<1024>(),
 //!     };
 //!     let link = MessagingConfig::new("ws://10.0.0.1:8080", "APPKEY");
 //!     Rtm::new(Config::default(), link, buffers, rng).expect("a valid endpoint")

@@ -304,6 +304,8 @@ impl<'a> MessagingConfig<'a> {
 ///   lets more PDUs go out in one write.
 /// - `queue`: requests waiting for the connection (each its body plus 18 bytes).
 /// - `outbox`: PDUs on their way to `tx`; its size less 4 is the largest PDU sent.
+/// - `subscription_args`: the views' queries and extra subscribe arguments, an equal
+///   slot for each of `SUBS` subscriptions (empty when none has them).
 ///
 /// The runner's own socket chunk is the argument of [`Messaging::run`].
 pub type RunnerBuffers = rtm::Buffers<&'static mut [u8]>;
@@ -314,7 +316,7 @@ type CoreLink<const SUBS: usize, const PENDING: usize> =
 
 /// The core client with the runner's buffers.
 type CoreClient<const SUBS: usize, const PENDING: usize> =
-    Client<SUBS, [rtm::Pending; PENDING], &'static mut [u8], &'static mut [u8]>;
+    Client<SUBS, [rtm::Pending; PENDING], &'static mut [u8], &'static mut [u8], &'static mut [u8]>;
 
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
@@ -719,7 +721,9 @@ impl<
     /// #     fn fill_bytes(&mut self, dst: &mut [u8]) { for b in dst { *b = self.next_u64() as u8 } }
     /// # }
     /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
-    /// let buffers = RunnerBuffers { rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512) };
+    /// let buffers = RunnerBuffers {
+    ///     rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
+    /// };
     /// let rtm: Messaging<CriticalSectionRawMutex, 1, 4, 4, 256> =
     ///     Messaging::new(Config::default(), MessagingConfig::new("ws://10.0.0.1:8080", "KEY"), buffers, &mut Rng(7))
     ///         .unwrap();

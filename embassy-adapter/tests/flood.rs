@@ -337,6 +337,7 @@ fn client(spawner: Spawner, net: &Net, dead_peer: Duration) -> &'static Rtm {
         tx: buf(2048 + 1024),
         queue: buf(2048),
         outbox: buf(2048),
+        subscription_args: buf(1024),
     };
     let rtm = Rtm::new(config, link, buffers, &mut TestRng(7)).unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));

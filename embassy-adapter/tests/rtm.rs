@@ -54,6 +54,7 @@ fn client_with(
         tx: buf(2048 + 1024),
         queue: buf(2048),
         outbox: buf(2048),
+        subscription_args: buf(1024),
     };
     let rtm = Rtm::new(config, link, buffers, &mut TestRng(0x9e37_79b9_7f4a_7c15)).unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));
@@ -291,6 +292,7 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
             tx: buf(tx),
             queue: buf(2048),
             outbox: buf(2048),
+            subscription_args: buf(1024),
         };
         Rtm::new(
             client_config(),

@@ -29,6 +29,7 @@ fn client_and_future_sizes() {
             tx: Box::leak(Box::new([0u8; 2048])),
             queue: Box::leak(Box::new([0u8; 1024])),
             outbox: Box::leak(Box::new([0u8; 1024])),
+            subscription_args: Box::leak(Box::new([0u8; 0])),
         };
         let link = MessagingConfig::new("ws://h", "k");
         let rtm = Rtm::new(Default::default(), link, buffers, &mut TestRng(1)).unwrap();

@@ -391,6 +391,7 @@ fn link(endpoint: &str, config: Config, link: LinkConfig) -> TestLink {
             tx: vec![0; 8192],
             queue: vec![0; 4096],
             outbox: vec![0; 4096],
+            subscription_args: vec![0; 512],
         },
         [Pending::EMPTY; 8],
     )

@@ -227,8 +227,13 @@ fn make_client_connects_authenticates_and_cleans_up() {
     assert!(position.contains(':'));
     let bad = make_client(options, Some((SUPERUSER_ROLE, "wrong")), |_| ());
     assert!(bad.is_err(), "a bad secret fails make_client");
+    // The client retries a refused connection, as the SDK contract says: make_client
+    // then fails when its wait ends; without retries it fails at once.
     let refused = make_client(
-        ClientOptions::new(server.endpoint(), "no-such-appkey"),
+        ClientOptions {
+            retry_first_connect: false,
+            ..ClientOptions::new(server.endpoint(), "no-such-appkey")
+        },
         None,
         |_| (),
     );
@@ -380,4 +385,81 @@ fn a_message_at_the_outgoing_limit_goes_out_and_one_byte_more_is_refused() {
     assert_eq!(again.len(), LIMIT);
     sender.dispose().unwrap();
     receiver.dispose().unwrap();
+}
+
+/// A view's query may be as long as the hub takes (4 KiB) by default: a 4,096-byte query
+/// subscribes and its view delivers; one byte more is refused at the call (`TooLarge`),
+/// and `max_subscription_args` raises the bound.
+#[test]
+fn a_view_query_of_four_kib_subscribes_and_one_byte_more_is_refused() {
+    const QUERY: usize = 4096;
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    assert_eq!(options.max_subscription_args, QUERY, "the default");
+    let c = Client::new(options).unwrap();
+    c.start().unwrap();
+    // `select * from big where a = '…'` padded to exactly QUERY bytes.
+    let query = |n: usize| format!("select * from big where a = '{}'", "x".repeat(n - 30));
+    assert_eq!(query(QUERY).len(), QUERY);
+    let view = |q: &str| SubscribeOptions {
+        filter: Some(q.to_owned()),
+        ..SubscribeOptions::default()
+    };
+    let refused = c.subscribe(
+        "v2",
+        Mode::Simple,
+        Forward(mpsc::channel().0),
+        view(&query(QUERY + 1)),
+    );
+    assert!(
+        matches!(refused, Err(Error::Request(RequestError::TooLarge))),
+        "{refused:?}"
+    );
+    let (tx, rx) = mpsc::channel();
+    let (ok_tx, ok_rx) = mpsc::channel();
+    struct Ready(Forward, mpsc::Sender<()>);
+    impl SubscriptionObserver for Ready {
+        fn on_enter_subscribed(&mut self) {
+            let _ = self.1.send(());
+        }
+        fn on_subscription_data(&mut self, data: &SubscriptionData) {
+            self.0.on_subscription_data(data)
+        }
+    }
+    c.subscribe(
+        "v",
+        Mode::Simple,
+        Ready(Forward(tx), ok_tx),
+        view(&query(QUERY)),
+    )
+    .unwrap();
+    ok_rx
+        .recv_timeout(WAIT)
+        .expect("the hub took the 4 KiB query");
+    let pad = "x".repeat(QUERY - 30);
+    c.publish_sync("big", &serde_json::json!({ "a": pad }), WAIT)
+        .unwrap();
+    c.publish_sync("big", &serde_json::json!({ "a": "other" }), WAIT)
+        .unwrap();
+    let got: serde_json::Value = serde_json::from_str(&rx.recv_timeout(WAIT).unwrap()).unwrap();
+    assert_eq!(
+        got["a"],
+        serde_json::json!(pad),
+        "the view's filter applied"
+    );
+    c.dispose().unwrap();
+
+    // A larger bound takes a larger query (the hub then refuses it with its own error).
+    let mut options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    options.max_subscription_args = 2 * QUERY;
+    let c = Client::new(options).unwrap();
+    assert!(c
+        .subscribe(
+            "v3",
+            Mode::Simple,
+            Forward(mpsc::channel().0),
+            view(&query(QUERY + 1))
+        )
+        .is_ok());
+    c.dispose().unwrap();
 }

@@ -113,7 +113,11 @@ fn wss_round_trip_with_the_certificate_as_extra_root() {
 fn wss_refuses_an_unknown_certificate_unless_told_not_to_check() {
     let server = RtmServer::start(RtmServerConfig::default()).expect("server");
     let proxy = TlsProxy::start(server.addr());
-    let client = Client::new(wss_options(&proxy, TlsOptions::default())).expect("client");
+    let options = ClientOptions {
+        retry_first_connect: false,
+        ..wss_options(&proxy, TlsOptions::default())
+    };
+    let client = Client::new(options).expect("client");
     client.start().expect("start");
     let state = client.wait_for_state(|s| s == ClientState::Stopped, PATIENCE);
     assert_eq!(state, ClientState::Stopped);

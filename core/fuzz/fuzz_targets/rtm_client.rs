@@ -297,7 +297,7 @@ struct Sent {
 }
 
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    client: Client<S, [Pending; P], [u8; Q], [u8; O]>,
+    client: Client<S, [Pending; P], [u8; Q], [u8; O], Vec<u8>>,
     rec: Rec,
     config: Config,
     now: Instant,
@@ -346,7 +346,13 @@ fn quote(s: &str) -> String {
 impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
     fn run(config: Config, u: &mut Unstructured<'_>, stop_first: bool) {
         let mut f = Fuzz {
-            client: Client::<S, _, _, _>::new(config, [Pending::EMPTY; P], [0; Q], [0; O]),
+            client: Client::<S, _, _, _, _>::new(
+                config,
+                [Pending::EMPTY; P],
+                [0; Q],
+                [0; O],
+                vec![0; S * 128],
+            ),
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,

@@ -519,6 +519,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             tx: vec![0u8; tx_len],
             queue: vec![0u8; Q],
             outbox: vec![0u8; O],
+            subscription_args: vec![0u8; S * 128],
         };
         let in_flight = [Pending::EMPTY; P];
         let link = Link::new(

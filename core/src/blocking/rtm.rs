@@ -35,7 +35,9 @@ enum Done {
 /// fn publish_forever<T: Transport>(mut transport: T) -> ! {
 ///     let (mut rx, mut tx, mut chunk) = ([0u8; 2048], [0u8; 2048], [0u8; 512]);
 ///     let (mut queue, mut outbox) = ([0u8; 512], [0u8; 1024]);
-///     let buffers = Buffers { rx: &mut rx[..], tx: &mut tx[..], queue: &mut queue[..], outbox: &mut outbox[..] };
+///     let buffers = Buffers {
+///         rx: &mut rx[..], tx: &mut tx[..], queue: &mut queue[..], outbox: &mut outbox[..], subscription_args: &mut [],
+///     };
 ///     let mut link: Link<&mut [u8], 1, _> = Link::new(
 ///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", buffers, [Pending::EMPTY; 4],
 ///     ).unwrap();

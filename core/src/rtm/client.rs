@@ -19,6 +19,7 @@ use super::queue::{Bytes, RecordFifo};
 use super::requests::{
     escaped_len, Meta, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
 };
+use super::sub_args::ArgSlots;
 use super::subscription::{Fate, LinkMode, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
 use crate::json::WriteError;
@@ -222,7 +223,7 @@ enum Leave {
 ///     }
 /// }
 ///
-/// let mut client: Client<4, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 8], [0; 1024], [0; 1024]);
+/// let mut client: Client<4, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 8], [0; 1024], [0; 1024], [0; 1024]);
 /// let mut app = App::default();
 /// let t = Instant::ZERO;
 /// client.start(t, &mut app);
@@ -300,11 +301,11 @@ enum Leave {
 ///
 /// | | thumbv7em (32-bit) | x86_64 |
 /// |---|---|---|
-/// | fixed (`Client<0, [Pending; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
+/// | fixed (`Client<0, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
 /// | per subscription (`SUBS`) | 392 B | 424 B |
 /// | per array entry in flight ([`Pending`]) | 24 B | 24 B |
 /// | per byte of array queue / outbox | 1 B | 1 B |
-/// | `Client<4, [Pending; 8], [u8; 1024], [u8; 2048]>` | 5496 B | 5680 B |
+/// | `Client<4, [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |
 ///
 /// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
 /// offline takes its body plus 18 bytes of the queue. With arrays the client is one value: large
@@ -344,7 +345,7 @@ enum Leave {
 /// as a failure). Call [`handle_timeout`](Self::handle_timeout) when
 /// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
 /// cannot re-enter the client: act on events after the call returns.
-pub struct Client<const SUBS: usize, P, Q, O> {
+pub struct Client<const SUBS: usize, P, Q, O, A> {
     config: Config,
     state: ClientState,
     backoff: Backoff,
@@ -379,6 +380,8 @@ pub struct Client<const SUBS: usize, P, Q, O> {
     /// Subscriptions may send (they got `Connect` on the current connection).
     subs_connected: bool,
     subs: Vec<Subscription, SUBS>,
+    /// The filters and extras of the subscriptions that have them.
+    sub_args: ArgSlots<A>,
     pending: InFlight<P>,
     queue: RecordFifo<Q>,
     /// Live (not cancelled) user requests in `queue`.
@@ -387,7 +390,9 @@ pub struct Client<const SUBS: usize, P, Q, O> {
     queue_deadline: Option<Instant>,
 }
 
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> fmt::Debug for Client<SUBS, P, Q, O> {
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> fmt::Debug
+    for Client<SUBS, P, Q, O, A>
+{
     /// State and counters only: never credentials or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
@@ -403,7 +408,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> fmt::Debug for Client<SUBS
 }
 
 #[cfg(feature = "defmt")]
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> defmt::Format for Client<SUBS, P, Q, O> {
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
+    for Client<SUBS, P, Q, O, A>
+{
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
@@ -461,7 +468,42 @@ fn push_encoded_dyn<B: Bytes>(
     }
 }
 
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
+/// Writes a subscription's filter and extras (`parts`) into its arguments slot: `old`
+/// when it had one, else a fresh one; none when both are empty (an old slot is given
+/// back). Nothing changes when they do not fit a slot.
+fn store_args<const SUBS: usize, A: Bytes>(
+    slots: &mut ArgSlots<A>,
+    old: Option<u16>,
+    parts: [&str; 2],
+) -> Result<Option<u16>, RequestError> {
+    let len = parts[0].len().saturating_add(parts[1].len());
+    if len == 0 {
+        if let Some(slot) = old {
+            slots.give_back(slot, SUBS);
+        }
+        return Ok(None);
+    }
+    if len > slots.slot_size(SUBS) {
+        return Err(RequestError::TooLarge);
+    }
+    let slot = match old {
+        Some(slot) => slot,
+        None => slots
+            .take(len, SUBS)
+            .ok_or(RequestError::TooManySubscriptions)?,
+    };
+    let mut at = 0;
+    for part in parts {
+        let end = at + part.len();
+        if let Some(dst) = slots.get_mut(slot, SUBS).get_mut(at..end) {
+            dst.copy_from_slice(part.as_bytes());
+        }
+        at = end;
+    }
+    Ok(Some(slot))
+}
+
+impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, Q, O, A> {
     /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
     ///
     /// A `const fn`, so firmware can place the client in a `static` (e.g. a
@@ -469,20 +511,27 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     ///
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config};
-    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.state(), ClientState::Stopped);
     /// assert_eq!(client.poll_timeout(), None);
     ///
     /// // Built at compile time:
-    /// const INITIAL: Client<1, [Pending; 4], [u8; 512], [u8; 512]> = Client::new(
+    /// const INITIAL: Client<1, [Pending; 4], [u8; 512], [u8; 512], [u8; 256]> = Client::new(
     ///     Config { jitter_seed: 0x5EED, ..Config::DEFAULT },
     ///     [Pending::EMPTY; 4],
     ///     [0; 512],
     ///     [0; 512],
+    ///     [0; 256],
     /// );
     /// assert_eq!(INITIAL.state(), ClientState::Stopped);
     /// ```
-    pub const fn new(config: Config, in_flight: P, queue: Q, outbox: O) -> Self {
+    pub const fn new(
+        config: Config,
+        in_flight: P,
+        queue: Q,
+        outbox: O,
+        subscription_args: A,
+    ) -> Self {
         let mut backoff = Backoff::new(config.jitter_seed);
         backoff.reset(config.fail_count_threshold);
         Client {
@@ -509,6 +558,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
             user_auth: None,
             subs_connected: false,
             subs: Vec::new(),
+            sub_args: ArgSlots::new(subscription_args),
             pending: InFlight::new(in_flight),
             queue: RecordFifo::new(queue),
             queued: 0,
@@ -526,7 +576,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config};
     /// use benchlink_core::rtm::pdu::Encoding;
-    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.encoding(), Encoding::Json);
     /// ```
     pub fn encoding(&self) -> Encoding {
@@ -538,7 +588,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Connecting);
     /// ```
@@ -550,7 +600,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     ///
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config};
-    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(!client.is_connected());
     /// ```
     pub fn is_connected(&self) -> bool {
@@ -562,7 +612,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Io { code: 111 }, &mut NoopHandler);
@@ -577,7 +627,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.subscribe(Instant::ZERO, "chan", Mode::Simple, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.subscription_state("chan"), Some(SubState::Unsubscribed));
     /// assert_eq!(client.subscription_state("other"), None);
@@ -593,7 +643,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler).unwrap();
     /// assert_eq!(client.queued_requests(), 1);
     /// ```
@@ -606,7 +656,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     ///
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config};
-    /// let client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.requests_in_flight(), 0);
     /// ```
     pub fn requests_in_flight(&self) -> usize {
@@ -624,7 +674,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// ```
@@ -657,7 +707,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.start(t, &mut NoopHandler);
     /// client.poll_transmit();
@@ -691,7 +741,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, ClientState, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.dispose(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Disposed);
     /// assert_eq!(client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler), Err(RequestError::Disposed));
@@ -721,6 +771,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
             h.subscription_deleted(sub.key());
         }
         self.subs.clear();
+        self.sub_args.clear();
     }
 
     // ----------------------------------------------------------------------------------
@@ -734,7 +785,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.publish(t, "chan", "[1,2]", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.publish(t, "chan", "{oops", Ack::None, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -759,7 +810,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::rtm::pdu::Payload;
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
     /// ```
     pub fn publish_payload<H: Handler>(
@@ -784,7 +835,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.read(Instant::ZERO, "kv", None, None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.read(Instant::ZERO, "kv", Some("[1]"), None, &mut NoopHandler), Err(RequestError::InvalidJson));
     /// ```
@@ -808,7 +859,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.write(Instant::ZERO, "kv", "42", Ack::None, &mut NoopHandler), Ok(None));
     /// ```
     pub fn write<H: Handler>(
@@ -831,7 +882,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.delete(Instant::ZERO, "kv", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// ```
     pub fn delete<H: Handler>(
@@ -851,7 +902,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.search(Instant::ZERO, "ch", None, &mut NoopHandler).is_ok());
     /// ```
     pub fn search<H: Handler>(
@@ -875,7 +926,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let ack = Ack::Reply { deadline: None };
     /// assert!(client.action(Instant::ZERO, "rtm/new_thing", r#"{"x":1}"#, ack, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.action(Instant::ZERO, "rtm/x", "[1]", ack, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -909,7 +960,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.authenticate(t, "superuser", b"secret", None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.authenticate(t, "other", b"x", None, &mut NoopHandler), Err(RequestError::AuthInProgress));
@@ -972,7 +1023,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// let view = SubscribeArgs { filter: Some("select * from chan"), ..SubscribeArgs::default() };
     /// client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler).unwrap();
@@ -993,8 +1044,8 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
         if self.state == ClientState::Disposed {
             return Err(RequestError::Disposed);
         }
-        let fresh = Subscription::new(channel_or_id, mode, &args)?;
-        if fresh.pdu_bound() > self.outbox.max_record() {
+        let (mut fresh, parts) = Subscription::new(channel_or_id, mode, &args)?;
+        if fresh.pdu_bound(args.filter) > self.outbox.max_record() {
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;
@@ -1010,12 +1061,17 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
                     }
                     (_, LinkMode::Unlinked) => SubEvent::ModeChange,
                 };
+                sub.args = store_args::<SUBS, A>(&mut self.sub_args, sub.args, parts)?;
                 sub.replace_args(fresh);
                 sub.link_mode = LinkMode::Cycle;
                 let fate = sub.handle(event, connected, h);
                 self.apply_fate(i, fate);
             }
             None => {
+                if self.subs.is_full() {
+                    return Err(RequestError::TooManySubscriptions);
+                }
+                fresh.args = store_args::<SUBS, A>(&mut self.sub_args, None, parts)?;
                 if self.subs.push(fresh).is_err() {
                     return Err(RequestError::TooManySubscriptions);
                 }
@@ -1039,7 +1095,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.subscribe(t, "chan", Mode::Reliable, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Ok(())); // deleted at once: not connected
@@ -1087,7 +1143,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1124,7 +1180,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Resolve, &mut NoopHandler);
@@ -1148,7 +1204,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1171,7 +1227,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1241,7 +1297,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::from_secs(10);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
@@ -1272,7 +1328,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     /// let config = Config { retry_first_connect: true, jitter_seed: 0, ..Config::default() };
-    /// let mut client: Client<2, _, _, _> = Client::new(config, [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(config, [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Tls, &mut NoopHandler);
@@ -1323,7 +1379,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.poll_transmit(), None);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -1370,7 +1426,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     /// ```
     /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::from_secs(5);
     /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
     /// assert_eq!(client.poll_timeout(), Some(t));
@@ -1554,9 +1610,18 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
     }
 
     fn apply_fate(&mut self, i: usize, fate: Fate) {
-        if fate == Fate::Remove && i < self.subs.len() {
-            crate::compact::remove(&mut self.subs, i);
+        if fate == Fate::Remove {
+            self.remove_sub(i);
         }
+    }
+
+    /// Removes subscription `i` (keeping the order of the rest), giving its arguments
+    /// slot back.
+    fn remove_sub(&mut self, i: usize) {
+        if let Some(slot) = self.subs.get(i).and_then(|s| s.args) {
+            self.sub_args.give_back(slot, SUBS);
+        }
+        crate::compact::remove(&mut self.subs, i);
     }
 
     /// One event to every subscription, in insertion order.
@@ -1566,9 +1631,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
         while let Some(sub) = self.subs.get_mut(i) {
             match sub.handle(event, connected, h) {
                 Fate::Keep => i = i.saturating_add(1),
-                Fate::Remove => {
-                    crate::compact::remove(&mut self.subs, i);
-                }
+                Fate::Remove => self.remove_sub(i),
             }
         }
     }
@@ -1950,9 +2013,12 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes> Client<SUBS, P, Q, O> {
                 // The request is made where it is encoded: only its two variants are
                 // then compiled in, not every request's members.
                 let sub_ref = &*sub;
+                let args = sub
+                    .args
+                    .map_or(&[][..], |slot| self.sub_args.get(slot, SUBS));
                 if push_encoded(&mut self.outbox, None, |out| {
                     sub_ref
-                        .request(kind)
+                        .request(kind, args)
                         .encode_as(encoding, Some(u64::from(id)), out)
                 })
                 .is_err()

@@ -214,6 +214,10 @@ pub struct Buffers<B> {
     pub queue: B,
     /// Encoded PDUs on their way to `tx`: its size less 4 bytes is the largest PDU sent.
     pub outbox: B,
+    /// The `filter` and `extras` of subscriptions, one equal slot per subscription the
+    /// link can hold (`SUBS`): a view's query must fit its slot (the local hub takes
+    /// 4 KiB); empty when no subscription has them.
+    pub subscription_args: B,
 }
 
 impl<B: Bytes> fmt::Debug for Buffers<B> {
@@ -224,6 +228,7 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
             .field("tx", &self.tx.as_ref().len())
             .field("queue", &self.queue.as_ref().len())
             .field("outbox", &self.outbox.as_ref().len())
+            .field("subscription_args", &self.subscription_args.as_ref().len())
             .finish()
     }
 }
@@ -257,7 +262,10 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending};
 /// use benchlink_core::time::Instant;
 ///
-/// let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512] };
+/// let buffers = Buffers {
+///     rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512],
+///     subscription_args: vec![0; 2 * 256], // a 256-byte view query for each subscription
+/// };
 /// let mut link: Link<Vec<u8>, 2, _> = Link::new(
 ///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
 ///     "ws://127.0.0.1:8080", "KEY", buffers, [Pending::EMPTY; 4],
@@ -276,7 +284,7 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// assert_eq!(link.poll_output(t), None);
 /// ```
 pub struct Link<B, const SUBS: usize, P> {
-    client: Client<SUBS, P, B, B>,
+    client: Client<SUBS, P, B, B, B>,
     config: LinkConfig,
     endpoint: String<MAX_ENDPOINT_LEN>,
     appkey: String<MAX_APPKEY_LEN>,
@@ -322,7 +330,9 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
     /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError, Pending};
     /// use benchlink_core::ws::UrlError;
     /// let new = |url, tx: usize| {
-    ///     let buffers = Buffers { rx: vec![0; 64], tx: vec![0; tx], queue: vec![0; 64], outbox: vec![0; 256] };
+    ///     let buffers = Buffers {
+    ///         rx: vec![0; 64], tx: vec![0; tx], queue: vec![0; 64], outbox: vec![0; 256], subscription_args: vec![],
+    ///     };
     ///     Link::<Vec<u8>, 1, _>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers, [Pending::EMPTY; 1])
     ///         .map(|_| ())
     /// };
@@ -343,6 +353,7 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
             tx,
             queue,
             outbox,
+            subscription_args,
         } = buffers;
         Endpoint::parse(endpoint).map_err(LinkError::Url)?;
         let endpoint = String::try_from(endpoint).map_err(|()| LinkError::EndpointTooLong)?;
@@ -367,7 +378,7 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
             return Err(LinkError::TxTooSmall { min });
         }
         Ok(Link {
-            client: Client::new(client, in_flight, queue, outbox),
+            client: Client::new(client, in_flight, queue, outbox, subscription_args),
             config,
             endpoint,
             appkey,
@@ -389,12 +400,12 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
     /// The client: its state, and every user call (`start`, `stop`, `publish`,
     /// `subscribe`, …). What those calls send goes out through the next
     /// [`poll_output`](Self::poll_output).
-    pub fn client(&self) -> &Client<SUBS, P, B, B> {
+    pub fn client(&self) -> &Client<SUBS, P, B, B, B> {
         &self.client
     }
 
     /// The client, for user calls; see [`client`](Self::client).
-    pub fn client_mut(&mut self) -> &mut Client<SUBS, P, B, B> {
+    pub fn client_mut(&mut self) -> &mut Client<SUBS, P, B, B, B> {
         &mut self.client
     }
 

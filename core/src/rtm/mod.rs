@@ -20,6 +20,7 @@ mod in_flight;
 mod link;
 mod queue;
 mod requests;
+mod sub_args;
 mod subscription;
 #[cfg(feature = "serde")]
 mod typed;
@@ -34,4 +35,4 @@ pub use link::{
     Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
 };
 pub use queue::Bytes;
-pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT};
+pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_KEY};

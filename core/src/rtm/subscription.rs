@@ -33,9 +33,10 @@ use super::pdu::Text;
 use super::pdu::{self, History, Pdu, Request, SubscribeRequest, Target};
 use super::requests::{escaped_len, ENVELOPE};
 
-/// Bytes available per subscription for its key (channel name or subscription id), its
-/// `filter` and its `extras` together.
-pub const MAX_SUBSCRIPTION_TEXT: usize = 256;
+/// The longest subscription key: a channel name, or a view's subscription id. A
+/// subscription's `filter` and `extras` live apart, in storage the caller sizes (see
+/// [`Client::new`](super::Client::new)).
+pub const MAX_SUBSCRIPTION_KEY: usize = 256;
 
 /// The longest position a subscription tracks; positions look like `1479315802:6`.
 pub const MAX_POSITION_LEN: usize = 64;
@@ -121,9 +122,10 @@ pub(crate) enum Fate {
 /// One subscription: its arguments, tracked position, states and pending request.
 #[derive(Debug, Clone)]
 pub(crate) struct Subscription {
-    /// key, then filter, then extras.
-    text: String<MAX_SUBSCRIPTION_TEXT>,
-    key_len: usize,
+    key: String<MAX_SUBSCRIPTION_KEY>,
+    /// The slot holding the filter, then the extras (none when both are absent or
+    /// empty); the client sets it.
+    pub(crate) args: Option<u16>,
     filter_len: Option<usize>,
     extras_len: Option<usize>,
     position: Option<String<MAX_POSITION_LEN>>,
@@ -145,12 +147,13 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// A new linked record in `Unsubscribed`, or why the arguments are unusable.
-    pub(crate) fn new(
+    /// A new linked record in `Unsubscribed`, or why the arguments are unusable, with
+    /// the filter and extras (checked) that its arguments slot must hold, in that order.
+    pub(crate) fn new<'a>(
         key: &str,
         mode: Mode,
-        args: &SubscribeArgs<'_>,
-    ) -> Result<Self, RequestError> {
+        args: &SubscribeArgs<'a>,
+    ) -> Result<(Self, [&'a str; 2]), RequestError> {
         let extras = match args.extras {
             Some(extras) => Some(
                 crate::json::write::parse_object(extras)
@@ -159,15 +162,7 @@ impl Subscription {
             ),
             None => None,
         };
-        let mut text = String::new();
-        let mut push = |s: &str| text.push_str(s).map_err(|()| RequestError::TooLarge);
-        push(key)?;
-        if let Some(filter) = args.filter {
-            push(filter)?;
-        }
-        if let Some(extras) = extras {
-            push(extras)?;
-        }
+        let key = String::try_from(key).map_err(|()| RequestError::TooLarge)?;
         let position = match args.position {
             // Positions are opaque server strings like `1479315802:6`; one that needs JSON
             // escapes did not come from a server.
@@ -175,9 +170,9 @@ impl Subscription {
             Some(p) => Some(String::try_from(p).map_err(|()| RequestError::TooLarge)?),
             None => None,
         };
-        Ok(Subscription {
-            text,
-            key_len: key.len(),
+        let record = Subscription {
+            key,
+            args: None,
             filter_len: args.filter.map(str::len),
             extras_len: extras.map(str::len),
             position,
@@ -192,36 +187,46 @@ impl Subscription {
             link_mode: LinkMode::Linked,
             to_send: None,
             in_flight: None,
-        })
+        };
+        Ok((record, [args.filter.unwrap_or(""), extras.unwrap_or("")]))
     }
 
     /// Takes the arguments of `fresh` (a cycle, or a restart from `Failed`), keeping the
-    /// state, the link mode and the requests of `self`.
+    /// state, the link mode, the requests and the arguments slot of `self` (which the
+    /// client has rewritten with `fresh`'s).
     pub(crate) fn replace_args(&mut self, fresh: Subscription) {
-        let (state, link_mode, to_send, in_flight) =
-            (self.state, self.link_mode, self.to_send, self.in_flight);
+        let (state, link_mode, to_send, in_flight, args) = (
+            self.state,
+            self.link_mode,
+            self.to_send,
+            self.in_flight,
+            self.args,
+        );
         *self = Subscription {
             state,
             link_mode,
             to_send,
             in_flight,
+            args,
             ..fresh
         };
     }
 
     pub(crate) fn key(&self) -> &str {
-        self.text.get(..self.key_len).unwrap_or_default()
+        &self.key
     }
 
-    fn filter(&self) -> Option<&str> {
+    /// The filter, from the arguments slot's bytes.
+    fn filter<'a>(&self, args: &'a [u8]) -> Option<&'a str> {
         let len = self.filter_len?;
-        self.text.get(self.key_len..self.key_len.checked_add(len)?)
+        core::str::from_utf8(args.get(..len)?).ok()
     }
 
-    fn extras(&self) -> Option<&str> {
+    /// The extras, from the arguments slot's bytes.
+    fn extras<'a>(&self, args: &'a [u8]) -> Option<&'a str> {
         let len = self.extras_len?;
-        let start = self.key_len.checked_add(self.filter_len.unwrap_or(0))?;
-        self.text.get(start..start.checked_add(len)?)
+        let start = self.filter_len.unwrap_or(0);
+        core::str::from_utf8(args.get(start..start.checked_add(len)?)?).ok()
     }
 
     pub(crate) fn state(&self) -> SubState {
@@ -234,9 +239,9 @@ impl Subscription {
 
     /// An upper bound of the subscribe PDU's length (the largest request it sends), with
     /// room for the longest position it may track.
-    pub(crate) fn pdu_bound(&self) -> usize {
+    pub(crate) fn pdu_bound(&self, filter: Option<&str>) -> usize {
         // Member by member, as `SubscribeRequest` writes them (`,"name":` included).
-        let target = match self.filter() {
+        let target = match filter {
             Some(filter) => escaped_len(filter).saturating_add(20 + 12), // "subscription_id":"…" ,"filter":"…"
             None => 12,                                                  // "channel":"…"
         };
@@ -255,14 +260,15 @@ impl Subscription {
             .saturating_add(self.extras_len.map_or(0, |n| n.saturating_add(1)))
     }
 
-    /// The request `kind` as it must be sent now.
-    pub(crate) fn request(&self, kind: SubRequest) -> Request<'_> {
+    /// The request `kind` as it must be sent now; `args` are the bytes of its arguments
+    /// slot.
+    pub(crate) fn request<'a>(&'a self, kind: SubRequest, args: &'a [u8]) -> Request<'a> {
         match kind {
             SubRequest::Unsubscribe => Request::Unsubscribe {
                 subscription_id: self.key(),
             },
             SubRequest::Subscribe => {
-                let target = match self.filter() {
+                let target = match self.filter(args) {
                     Some(filter) => Target::View {
                         subscription_id: self.key(),
                         filter,
@@ -280,7 +286,7 @@ impl Subscription {
                     period: self.period,
                     force: self.force,
                     only_value_changes: self.only_value_changes,
-                    extras: self.extras(),
+                    extras: self.extras(args),
                     target,
                 })
             }

@@ -1231,6 +1231,9 @@ impl Session {
             .or_else(|| std::env::var("https_proxy").ok())
             .filter(|p| !p.is_empty());
         let mut options = ClientOptions::new(endpoint.clone(), appkey.clone());
+        // A command fails at once on an endpoint that does not answer (as satori-rtm-cli
+        // does), instead of retrying until its connect timeout.
+        options.retry_first_connect = false;
         options.max_queue_size = usize::try_from(args.max_queue_size).unwrap_or(usize::MAX);
         options.encoding = match args.protocol {
             ProtocolArg::Json => Encoding::Json,

@@ -48,7 +48,7 @@ const TX_BATCH: usize = 512 << 10;
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
 type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, Box<[core_rtm::Pending]>>;
-type CoreClient = core_rtm::Client<SUBS, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>>;
+type CoreClient = core_rtm::Client<SUBS, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
 
 /// The table of requests in flight for `options`: `max_queue_size` entries (24 bytes
 /// each), so that a distant server sees a pipeline that deep; the table is a ring
@@ -78,6 +78,7 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
         // Every request that can be sent can also wait offline.
         queue: bytes(options.queue_bytes.saturating_add(outbox)),
         outbox: bytes(outbox),
+        subscription_args: bytes(SUBS.saturating_mul(options.max_subscription_args)),
     }
 }
 
@@ -120,7 +121,11 @@ pub struct ClientOptions {
     /// incoming messages. The outbox and the transmit buffer are sized for it; the
     /// memory is committed only when a message that large is sent.
     pub max_outgoing_message_size: usize,
-    /// Retry a failing *first* connect after `start()` (default false: fail fast).
+    /// Retry a failing *first* connect after `start()`, as every other, with
+    /// `reconnect_interval` and `fail_count_threshold` (default true: the SDK contract
+    /// says an unsuccessful connection attempt is retried, and `last_connecting_error`
+    /// tells why it failed). False gives the reference SDK's behaviour, which stops at
+    /// once (a command line that should fail fast on a wrong endpoint wants that).
     pub retry_first_connect: bool,
     /// Wait `reconnect_interval` before the first reconnection attempt after a stable
     /// connection dropped, as the SDK contract says (default true). False gives the
@@ -151,6 +156,11 @@ pub struct ClientOptions {
     /// Most subscriptions at once; one more is refused at the call
     /// (`TooManySubscriptions`). Default and ceiling: [`MAX_SUBSCRIPTIONS`] (4096).
     pub max_subscriptions: usize,
+    /// Bytes of one subscription's `filter` (a view's query) and extra subscribe
+    /// arguments together; more is refused at the call (`TooLarge`). Default 4 KiB, the
+    /// local hub's largest view query. Each subscription the client can hold has a slot
+    /// this size in one zeroed allocation, committed only as views are made.
+    pub max_subscription_args: usize,
     /// The client observer, as the reference SDK's `observer=` argument (default none).
     /// [`Client::with_observer`]'s observer, when given, takes its place;
     /// [`Client::set_observer`] replaces either later.
@@ -174,7 +184,7 @@ impl ClientOptions {
             max_queue_size: 20000,
             queue_bytes: 4 << 20,
             max_outgoing_message_size: 16 << 20,
-            retry_first_connect: false,
+            retry_first_connect: true,
             wait_before_first_reconnect: true,
             leave_subscribed_on_completion: true,
             reconnect_jitter: false,
@@ -182,6 +192,7 @@ impl ClientOptions {
             dead_peer_timeout: Duration::from_secs(60),
             encoding: Encoding::Json,
             max_subscriptions: MAX_SUBSCRIPTIONS,
+            max_subscription_args: 4 << 10,
             observer: None,
         }
     }

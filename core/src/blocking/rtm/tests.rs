@@ -69,6 +69,7 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
             tx: std::vec![0; 2048],
             queue: std::vec![0; 256],
             outbox: std::vec![0; 256],
+            subscription_args: std::vec![],
         },
         [Pending::EMPTY; 1],
     )

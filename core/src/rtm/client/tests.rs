@@ -20,10 +20,10 @@ use core::time::Duration;
 use super::*;
 use crate::rtm::pdu::History;
 use crate::rtm::{
-    FailReason, NoopHandler, Pending, SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_TEXT,
+    FailReason, NoopHandler, Pending, SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_KEY,
 };
 
-type C = Client<8, [Pending; 16], [u8; 4096], [u8; 2048]>;
+type C = Client<8, [Pending; 16], [u8; 4096], [u8; 2048], [u8; 2048]>;
 
 /// Records every event as one line.
 #[derive(Default)]
@@ -134,7 +134,13 @@ fn quiet() -> Config {
 impl T {
     fn new(config: Config) -> Self {
         T {
-            c: C::new(config, [Pending::EMPTY; 16], [0; 4096], [0; 2048]),
+            c: C::new(
+                config,
+                [Pending::EMPTY; 16],
+                [0; 4096],
+                [0; 2048],
+                [0; 2048],
+            ),
             r: Rec::default(),
             now: Instant::ZERO,
         }
@@ -1102,7 +1108,8 @@ fn max_queue_size_refuses_at_the_call() {
 fn offline_queue_is_never_dropped_silently() {
     // A small queue: the reference dropped the oldest entries silently; here the call
     // fails.
-    let mut c: Client<2, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 4], [0; 256], [0; 512]);
+    let mut c: Client<2, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     let mut accepted = 0;
@@ -1193,7 +1200,8 @@ fn read_write_delete_and_publish_before_start_are_queued() {
 
 #[test]
 fn pending_table_full_waits_in_the_queue() {
-    let mut c: Client<1, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 2], [0; 1024], [0; 512]);
+    let mut c: Client<1, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 2], [0; 1024], [0; 512], [0; 256]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -1216,7 +1224,8 @@ fn pending_table_full_waits_in_the_queue() {
 #[test]
 fn small_outbox_keeps_order() {
     // An outbox for one PDU at a time: everything still goes out, in order.
-    let mut c: Client<4, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 8], [0; 2048], [0; 200]);
+    let mut c: Client<4, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 8], [0; 2048], [0; 200], [0; 1024]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     for key in ["a", "b", "c"] {
@@ -1663,7 +1672,7 @@ fn subscribe_argument_errors() {
         ..SubscribeArgs::default()
     };
     assert_eq!(e(&mut t, "k", bad), Err(RequestError::InvalidJson));
-    let long = "k".repeat(MAX_SUBSCRIPTION_TEXT + 1);
+    let long = "k".repeat(MAX_SUBSCRIPTION_KEY + 1);
     assert_eq!(
         e(&mut t, &long, SubscribeArgs::default()),
         Err(RequestError::TooLarge)
@@ -1690,8 +1699,8 @@ fn subscribe_argument_errors() {
         Err(RequestError::TooManySubscriptions)
     );
     // Too large for a small outbox.
-    let mut small: Client<1, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 1], [0; 64], [0; 300]);
+    let mut small: Client<1, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 1], [0; 64], [0; 300], [0; 256]);
     let key = "k".repeat(200);
     assert_eq!(
         small.subscribe(
@@ -2065,8 +2074,105 @@ fn pdu(text: &str) -> Pdu<'_> {
     Pdu::parse(text).unwrap()
 }
 
+/// A subscription's filter and extras live in the caller's slots (storage / `SUBS`
+/// bytes each), not in the record: a view query of exactly a slot is sent whole, one
+/// byte more is `TooLarge` with nothing changed, a slot given back (unsubscribe) is taken
+/// again, and a record cycled to new arguments rewrites its own slot.
+#[test]
+fn view_queries_live_in_the_callers_slots() {
+    // Two subscriptions, 1000-byte slots.
+    let mut c: Client<2, _, _, _, _> = Client::new(
+        quiet(),
+        [Pending::EMPTY; 4],
+        [0; 4096],
+        [0; 8192],
+        [0; 2000],
+    );
+    let mut r = Rec::default();
+    let t = Instant::ZERO;
+    c.start(t, &mut r);
+    assert_eq!(c.poll_transmit(), Some(Transmit::Connect));
+    c.handle_connected(t, &mut r);
+    let query = |n: usize| format!("select * from ch where a = '{}'", "x".repeat(n - 29));
+    fn view(q: &str) -> SubscribeArgs<'_> {
+        SubscribeArgs {
+            filter: Some(q),
+            ..SubscribeArgs::default()
+        }
+    }
+    let at_limit = query(1000);
+    assert_eq!(at_limit.len(), 1000);
+    let over = query(1001);
+    assert_eq!(
+        c.subscribe(t, "v1", Mode::Simple, view(&over), &mut r),
+        Err(RequestError::TooLarge)
+    );
+    assert_eq!(c.subscription_state("v1"), None, "nothing was made");
+    c.subscribe(t, "v1", Mode::Simple, view(&at_limit), &mut r)
+        .unwrap();
+    let sent = |c: &mut Client<2, _, _, _, _>| match c.poll_transmit() {
+        Some(Transmit::Send(pdu)) => pdu.to_owned(),
+        other => panic!("{other:?}"),
+    };
+    assert!(sent(&mut c).contains(&format!(r#""filter":"{at_limit}""#)));
+    // A second view with extras takes the other slot; a third has none left.
+    let second_query = query(500);
+    let extras = SubscribeArgs {
+        extras: Some(r#"{"x":1}"#),
+        ..view(&second_query)
+    };
+    c.subscribe(t, "v2", Mode::Simple, extras, &mut r).unwrap();
+    let second = sent(&mut c);
+    assert!(
+        second.contains(&query(500)) && second.contains(r#""x":1"#),
+        "{second}"
+    );
+    for (id, key) in [(0, "v1"), (1, "v2")] {
+        let ok = format!(
+            r#"{{"action":"rtm/subscribe/ok","id":{id},"body":{{"subscription_id":"{key}","position":"1:0"}}}}"#
+        );
+        c.handle_message(t, &ok, &mut r);
+        assert_eq!(c.subscription_state(key), Some(SubState::Subscribed));
+    }
+    c.unsubscribe(t, "v1", &mut r).unwrap();
+    assert!(sent(&mut c).contains(r#""rtm/unsubscribe""#));
+    c.handle_message(
+        t,
+        r#"{"action":"rtm/unsubscribe/ok","id":2,"body":{}}"#,
+        &mut r,
+    );
+    assert_eq!(c.subscription_state("v1"), None);
+    // Its slot is free again: a new view takes it and carries its own query.
+    let third = query(999);
+    c.subscribe(t, "v3", Mode::Simple, view(&third), &mut r)
+        .unwrap();
+    assert!(sent(&mut c).contains(&format!(r#""filter":"{third}""#)));
+    // A plain channel needs no slot even when every slot is taken.
+    c.unsubscribe(t, "v2", &mut r).unwrap();
+    let _ = sent(&mut c);
+    c.handle_message(
+        t,
+        r#"{"action":"rtm/unsubscribe/ok","id":4,"body":{}}"#,
+        &mut r,
+    );
+    c.subscribe(t, "plain", Mode::Simple, SubscribeArgs::default(), &mut r)
+        .unwrap();
+    assert!(sent(&mut c).contains(r#""channel":"plain""#));
+    // Without storage for arguments, a view is refused and a channel is not.
+    let mut bare: Client<1, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 1], [0; 512], [0; 512], [0; 0]);
+    assert_eq!(
+        bare.subscribe(t, "v", Mode::Simple, view(&query(40)), &mut r),
+        Err(RequestError::TooLarge)
+    );
+    assert_eq!(
+        bare.subscribe(t, "c", Mode::Simple, SubscribeArgs::default(), &mut r),
+        Ok(())
+    );
+}
+
 fn sub_in(state: SubState, link: LinkMode, mode: Mode) -> Subscription {
-    let mut s = Subscription::new("k", mode, &SubscribeArgs::default()).unwrap();
+    let (mut s, _) = Subscription::new("k", mode, &SubscribeArgs::default()).unwrap();
     let mut h = NoopHandler;
     let _ = match state {
         SubState::Unsubscribed => Fate::Keep,
@@ -2584,7 +2690,8 @@ fn unsubscribe_chain_only_middle_message() {
 #[test]
 fn thousand_acks_with_a_small_pending_table() {
     // connection.py's throttling case: a watermark of 3 still delivers 1000 acks.
-    let mut c: Client<1, _, _, _> = Client::new(quiet(), [Pending::EMPTY; 3], [0; 4096], [0; 512]);
+    let mut c: Client<1, _, _, _, _> =
+        Client::new(quiet(), [Pending::EMPTY; 3], [0; 4096], [0; 512], [0; 256]);
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -2646,14 +2753,14 @@ fn message_types_arrive_identical() {
 #[test]
 fn memory_figures() {
     use core::mem::size_of;
-    let small = size_of::<Client<4, [Pending; 8], [u8; 1024], [u8; 2048]>>();
-    let base = size_of::<Client<0, [Pending; 0], [u8; 0], [u8; 0]>>();
-    let per_sub = size_of::<Client<1, [Pending; 0], [u8; 0], [u8; 0]>>() - base;
-    let per_pending = size_of::<Client<0, [Pending; 1], [u8; 0], [u8; 0]>>() - base;
+    let small = size_of::<Client<4, [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>>();
+    let base = size_of::<Client<0, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>();
+    let per_sub = size_of::<Client<1, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>() - base;
+    let per_pending = size_of::<Client<0, [Pending; 1], [u8; 0], [u8; 0], [u8; 0]>>() - base;
     std::println!("Client<4,8,1024,2048>: {small} bytes; fixed {base}; per subscription {per_sub}; per pending {per_pending}");
     assert!(per_sub <= 440, "{per_sub}");
     assert!(per_pending <= 24, "{per_pending}");
-    assert!(small <= base + 4 * per_sub + 8 * per_pending + 1024 + 2048 + 16);
+    assert!(small <= base + 4 * per_sub + 8 * per_pending + 1024 + 2048 + 1024 + 16);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2689,8 +2796,8 @@ fn random_event_sequences_keep_the_invariants() {
             jitter_seed: rng.next(),
             ..Config::default()
         };
-        let mut c: Client<3, _, _, _> =
-            Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512]);
+        let mut c: Client<3, _, _, _, _> =
+            Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
         let mut r = Rec::default();
         let mut now = Instant::ZERO;
         let mut issued: Vec<u32> = Vec::new();
@@ -2902,28 +3009,24 @@ fn subscribe_size_bound_holds() {
                 force: true,
                 extras,
             };
-            let sub = Subscription::new(key, mode, &args).unwrap();
+            let (sub, [f, x]) = Subscription::new(key, mode, &args).unwrap();
+            let slot = format!("{f}{x}");
+            let bound = sub.pdu_bound(filter);
             let mut buf = [0u8; 1024];
             for kind in [SubRequest::Subscribe, SubRequest::Unsubscribe] {
                 let mut out = Cursor::new(&mut buf);
-                sub.request(kind)
+                sub.request(kind, slot.as_bytes())
                     .encode(Some(u64::from(u32::MAX)), &mut out)
                     .unwrap();
-                assert!(
-                    out.len() <= sub.pdu_bound(),
-                    "{} > {}",
-                    out.len(),
-                    sub.pdu_bound()
-                );
+                assert!(out.len() <= bound, "{} > {bound}", out.len());
             }
             let mut out = Cursor::new(&mut buf);
-            sub.request(SubRequest::Subscribe)
+            sub.request(SubRequest::Subscribe, slot.as_bytes())
                 .encode(Some(u64::from(u32::MAX)), &mut out)
                 .unwrap();
             assert!(
-                sub.pdu_bound() - out.len() <= 16,
-                "bound too loose: {} vs {}",
-                sub.pdu_bound(),
+                bound - out.len() <= 16,
+                "bound too loose: {bound} vs {}",
                 out.len()
             );
         }

@@ -81,6 +81,7 @@ fn new_link(rx: usize) -> TestLink {
             tx: vec![0; 16 * 1024],
             queue: vec![0; 16384],
             outbox: vec![0; 1024],
+            subscription_args: vec![0; 1024],
         },
         vec![Pending::EMPTY; 128],
     )
@@ -539,6 +540,7 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
             tx: vec![0; 2048],
             queue: vec![0; 65536],
             outbox: vec![0; 1024],
+            subscription_args: vec![0; 1024],
         },
         [Pending::EMPTY; 4],
     )
@@ -668,6 +670,7 @@ mod cbor {
                 tx: vec![0; 16 * 1024],
                 queue: vec![0; 16384],
                 outbox: vec![0; 1024],
+                subscription_args: vec![0; 1024],
             },
             vec![Pending::EMPTY; 128],
         )
@@ -850,6 +853,7 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
                 tx: vec![0; tx],
                 queue: vec![0; 64],
                 outbox: vec![0; 64],
+                subscription_args: vec![0; 1024],
             },
             vec![Pending::EMPTY; 1],
         )

@@ -28,8 +28,14 @@ enum Shape {
 /// A metric name with every kind of character a JSON string must escape.
 const HOSTILE: &str = "a\"b\\c\u{0}\u{1f}\n\r\t\u{8}\u{c}\u{7f}é\"}";
 
-fn connected<const OUT: usize>() -> Client<1, [Pending; 4], [u8; 512], [u8; OUT]> {
-    let mut client = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 512], [0; OUT]);
+fn connected<const OUT: usize>() -> Client<1, [Pending; 4], [u8; 512], [u8; OUT], [u8; 256]> {
+    let mut client = Client::new(
+        Config::default(),
+        [Pending::EMPTY; 4],
+        [0; 512],
+        [0; OUT],
+        [0; 256],
+    );
     client.start(Instant::ZERO, &mut NoopHandler);
     assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -205,8 +211,13 @@ fn a_queued_typed_request_is_sent_as_the_direct_one_would_be() {
         panic!()
     };
 
-    let mut offline: Client<1, _, _, _> =
-        Client::new(Config::default(), [Pending::EMPTY; 4], [0; 512], [0; 512]);
+    let mut offline: Client<1, _, _, _, _> = Client::new(
+        Config::default(),
+        [Pending::EMPTY; 4],
+        [0; 512],
+        [0; 512],
+        [0; 256],
+    );
     offline
         .write_typed(
             Instant::ZERO,
@@ -238,16 +249,26 @@ fn too_large_messages_are_refused_whole() {
         (0, 0)
     );
     // Offline too: never queued where it could never be sent.
-    let mut offline: Client<1, _, _, _> =
-        Client::new(Config::default(), [Pending::EMPTY; 4], [0; 2048], [0; 512]);
+    let mut offline: Client<1, _, _, _, _> = Client::new(
+        Config::default(),
+        [Pending::EMPTY; 4],
+        [0; 2048],
+        [0; 512],
+        [0; 256],
+    );
     assert_eq!(
         offline.publish_typed(Instant::ZERO, "c", big, Ack::None, h),
         Err(RequestError::TooLarge)
     );
     assert_eq!(offline.queued_requests(), 0);
     // A queue smaller than the message, with a big enough outbox: the queue is too small.
-    let mut small_queue: Client<1, _, _, _> =
-        Client::new(Config::default(), [Pending::EMPTY; 4], [0; 64], [0; 2048]);
+    let mut small_queue: Client<1, _, _, _, _> = Client::new(
+        Config::default(),
+        [Pending::EMPTY; 4],
+        [0; 64],
+        [0; 2048],
+        [0; 256],
+    );
     assert_eq!(
         small_queue.publish_typed(Instant::ZERO, "c", big, Ack::None, h),
         Err(RequestError::QueueTooSmall)
@@ -336,12 +357,12 @@ fn raw_json_members_are_validated_and_spliced_verbatim() {
 
 /// A connected client whose PDUs travel as CBOR.
 #[cfg(feature = "cbor")]
-fn cbor_client() -> Client<1, [Pending; 4], [u8; 512], [u8; 512]> {
+fn cbor_client() -> Client<1, [Pending; 4], [u8; 512], [u8; 512], [u8; 256]> {
     let config = Config {
         encoding: crate::rtm::pdu::Encoding::Cbor,
         ..Config::default()
     };
-    let mut client = Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512]);
+    let mut client = Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
     client.start(Instant::ZERO, &mut NoopHandler);
     assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -395,8 +416,8 @@ fn a_cbor_client_publishes_and_writes_typed_messages_as_cbor() {
         encoding: Encoding::Cbor,
         ..Config::default()
     };
-    let mut offline: Client<1, _, _, _> =
-        Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512]);
+    let mut offline: Client<1, _, _, _, _> =
+        Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
     // Both clients number their publish 0 and their write 1.
     offline
         .publish_typed(Instant::ZERO, "c", &sample, ack, h)

@@ -354,6 +354,8 @@ pub async fn run<R: Report>(
         tx: rtm_tx,
         queue: rtm_queue,
         outbox: rtm_outbox,
+        // One channel subscription: no view, no extra arguments.
+        subscription_args: &mut [],
     };
     let rtm: Rtm = match Messaging::new(config, settings.link, buffers, &mut rng) {
         Ok(rtm) => rtm,

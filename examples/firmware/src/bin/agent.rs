@@ -116,6 +116,8 @@ fn run() -> Result<Report> {
         tx: &mut tx[..],
         queue: &mut queue[..],
         outbox: &mut outbox[..],
+        // The agent subscribes to a channel: no view, no extra arguments.
+        subscription_args: &mut [],
     };
     let mut made = Rtm::new(buffers);
     let rtm = match &mut made {
