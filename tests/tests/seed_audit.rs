@@ -14,13 +14,13 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
 use benchlink_sandbox::rtm::{
-    ReplyOverride, RtmServer, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX,
-    SUPERUSER_ROLE, SUPERUSER_SECRET,
+    ReplyOverride, RtmServer, RtmServerConfig, DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE,
+    SUPERUSER_SECRET,
 };
 use benchlink_std::rtm::{
     make_client, Callback, Client, ClientObserver, ClientOptions, ClientState, Connection,
-    ConnectionDelegate, Error, History, Mode, Reply, Response, SubscribeOptions,
-    SubscriptionData, SubscriptionObserver,
+    ConnectionDelegate, Error, History, Mode, Reply, Response, SubscribeOptions, SubscriptionData,
+    SubscriptionObserver,
 };
 use benchlink_tests::ConnectProxy;
 use serde_json::{json, Value};
@@ -211,7 +211,8 @@ fn connection_requests_answer_callbacks_and_go_unacknowledged_without() {
     conn.write("kv", &json!({"v": 3}), Some(cb)).unwrap();
     assert_eq!(reply(&rx).action, "rtm/write/ok");
     let (cb, rx) = callback();
-    conn.read("kv", Some(json!({"audit": 9})), Some(cb)).unwrap();
+    conn.read("kv", Some(json!({"audit": 9})), Some(cb))
+        .unwrap();
     let read = reply(&rx);
     assert_eq!(read.action, "rtm/read/ok");
     assert_eq!(read.json()["message"], json!({"v": 3}));
@@ -254,7 +255,12 @@ fn connection_sync_calls_fail_with_timeout() {
     let faults = server.faults();
     conn.subscribe_sync("kept", SubscribeOptions::default(), WAIT)
         .unwrap();
-    for action in ["rtm/publish", "rtm/read", "rtm/subscribe", "rtm/unsubscribe"] {
+    for action in [
+        "rtm/publish",
+        "rtm/read",
+        "rtm/subscribe",
+        "rtm/unsubscribe",
+    ] {
         faults.override_replies(action, ReplyOverride::Silence, Some(1));
     }
     let timed_out = |what: &str, r: Result<(), Error>| {
@@ -404,7 +410,10 @@ fn calls_made_while_stopped_go_out_on_the_next_start() {
     let client = Client::new(ClientOptions::new(server.endpoint(), DEFAULT_APPKEY)).unwrap();
     client.start().unwrap();
     let connected = |s| s == ClientState::Connected;
-    assert_eq!(client.wait_for_state(connected, WAIT), ClientState::Connected);
+    assert_eq!(
+        client.wait_for_state(connected, WAIT),
+        ClientState::Connected
+    );
     assert!(client.last_connecting_error().is_none());
     client.stop().unwrap();
     let stopped = |s| s == ClientState::Stopped;
@@ -435,10 +444,12 @@ fn calls_made_while_stopped_go_out_on_the_next_start() {
     client.publish_sync("stopped.sub", &"live", WAIT).unwrap();
     assert_eq!(next(&rx), r#"data:"live""#);
     let pdus = received(&server, 1);
-    assert!(pdus.iter().any(|p| p["action"] == "rtm/publish"
-        && p["body"]["message"] == "queued"));
-    assert!(pdus.iter().any(|p| p["action"] == "rtm/subscribe"
-        && p["body"]["channel"] == "stopped.sub"));
+    assert!(pdus
+        .iter()
+        .any(|p| p["action"] == "rtm/publish" && p["body"]["message"] == "queued"));
+    assert!(pdus
+        .iter()
+        .any(|p| p["action"] == "rtm/subscribe" && p["body"]["channel"] == "stopped.sub"));
     client.dispose().unwrap();
 }
 
@@ -646,7 +657,10 @@ fn run_logging_child(env: &[(&str, &str)]) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("1 passed"), "the child did not run: {stdout}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child did not run: {stdout}"
+    );
     stderr
 }
 
@@ -660,10 +674,16 @@ fn debug_variable_turns_verbose_logging_on_and_its_absence_off() {
     for var in ["DEBUG_SATORI_SDK", "DEBUG_BENCHLINK_SDK"] {
         let on = run_logging_child(&[(var, "debug")]);
         assert!(on.contains("rtm: connect failed"), "{var}: {on}");
-        assert!(on.contains("benchlink"), "{var}: the log names its source: {on}");
+        assert!(
+            on.contains("benchlink"),
+            "{var}: the log names its source: {on}"
+        );
     }
     let off = run_logging_child(&[]);
     assert!(!off.contains("rtm:"), "logged without the variable: {off}");
     let other = run_logging_child(&[("DEBUG_SATORI_SDK", "info")]);
-    assert!(!other.contains("rtm:"), "logged with another value: {other}");
+    assert!(
+        !other.contains("rtm:"),
+        "logged with another value: {other}"
+    );
 }
