@@ -72,6 +72,9 @@ impl ClientObserver for Watch {
 struct SubForward {
     key: String,
     delegate: SharedDelegate,
+    /// The connection's phase: a subscription deleted without a reply while the
+    /// connection is open was deleted locally; otherwise the connection ended first.
+    phase: Arc<Mutex<Phase>>,
     subscribed: Option<Callback>,
     unsubscribed: Option<Callback>,
 }
@@ -118,9 +121,19 @@ impl SubscriptionObserver for SubForward {
             d.on_subscription_error(&self.key, reason)
         });
     }
+    /// Deleted with its unsubscribe's callback still waiting: no reply came. On an open
+    /// connection the client deleted it itself (a failed subscription has nothing on
+    /// the server to unsubscribe), which completes the unsubscribe; otherwise the
+    /// connection ended first, and the callback hears `Disconnected`, like every
+    /// request in flight then, never a reply the server did not send.
     fn on_deleted(&mut self) {
+        let open = *self.phase.lock().unwrap_or_else(PoisonError::into_inner) == Phase::Open;
         if let Some(mut cb) = self.unsubscribed.take() {
-            cb(Response::Reply(ok("rtm/unsubscribe/ok", &self.key)));
+            cb(if open {
+                Response::Reply(ok("rtm/unsubscribe/ok", &self.key))
+            } else {
+                Response::Disconnected
+            });
         }
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
@@ -393,6 +406,7 @@ impl Connection {
         let forward = SubForward {
             key: channel_or_id.to_owned(),
             delegate: self.delegate.clone(),
+            phase: self.phase.clone(),
             subscribed: callback,
             unsubscribed: None,
         };
@@ -435,6 +449,7 @@ impl Connection {
             let forward = SubForward {
                 key: channel_or_id.to_owned(),
                 delegate: self.delegate.clone(),
+                phase: self.phase.clone(),
                 subscribed: None,
                 unsubscribed: Some(cb),
             };
