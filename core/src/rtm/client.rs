@@ -1044,8 +1044,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         if self.state == ClientState::Disposed {
             return Err(RequestError::Disposed);
         }
-        let (mut fresh, parts) = Subscription::new(channel_or_id, mode, &args)?;
-        if fresh.pdu_bound(args.filter) > self.outbox.max_record() {
+        let parts = Subscription::args_parts(&args)?;
+        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_record()
+        {
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;
@@ -1061,6 +1062,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
                     }
                     (_, LinkMode::Unlinked) => SubEvent::ModeChange,
                 };
+                let fresh = Subscription::new(channel_or_id, mode, &args, parts)?;
                 sub.args = store_args::<SUBS, A>(&mut self.sub_args, sub.args, parts)?;
                 sub.replace_args(fresh);
                 sub.link_mode = LinkMode::Cycle;
@@ -1071,12 +1073,14 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
                 if self.subs.is_full() {
                     return Err(RequestError::TooManySubscriptions);
                 }
-                fresh.args = store_args::<SUBS, A>(&mut self.sub_args, None, parts)?;
+                let fresh = Subscription::new(channel_or_id, mode, &args, parts)?;
+                let slot = store_args::<SUBS, A>(&mut self.sub_args, None, parts)?;
                 if self.subs.push(fresh).is_err() {
                     return Err(RequestError::TooManySubscriptions);
                 }
                 let i = self.subs.len().saturating_sub(1);
                 if let Some(sub) = self.subs.get_mut(i) {
+                    sub.args = slot;
                     h.subscription_created(sub.key());
                     let fate = sub.handle(SubEvent::ModeChange, connected, h);
                     self.apply_fate(i, fate);

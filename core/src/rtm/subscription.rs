@@ -147,21 +147,27 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// A new linked record in `Unsubscribed`, or why the arguments are unusable, with
-    /// the filter and extras (checked) that its arguments slot must hold, in that order.
-    pub(crate) fn new<'a>(
+    /// The filter and the extras (checked: a JSON object, its text trimmed) that a
+    /// subscription's arguments slot must hold, in that order.
+    pub(crate) fn args_parts<'a>(args: &SubscribeArgs<'a>) -> Result<[&'a str; 2], RequestError> {
+        let extras = match args.extras {
+            Some(extras) => crate::json::write::parse_object(extras)
+                .map_err(|_| RequestError::InvalidJson)?
+                .as_raw(),
+            None => "",
+        };
+        Ok([args.filter.unwrap_or(""), extras])
+    }
+
+    /// A new linked record in `Unsubscribed`, or why the arguments are unusable; `parts`
+    /// are [`args_parts`](Self::args_parts) (the slot holding them is the client's to
+    /// set).
+    pub(crate) fn new(
         key: &str,
         mode: Mode,
-        args: &SubscribeArgs<'a>,
-    ) -> Result<(Self, [&'a str; 2]), RequestError> {
-        let extras = match args.extras {
-            Some(extras) => Some(
-                crate::json::write::parse_object(extras)
-                    .map_err(|_| RequestError::InvalidJson)?
-                    .as_raw(),
-            ),
-            None => None,
-        };
+        args: &SubscribeArgs<'_>,
+        parts: [&str; 2],
+    ) -> Result<Self, RequestError> {
         let key = String::try_from(key).map_err(|()| RequestError::TooLarge)?;
         let position = match args.position {
             // Positions are opaque server strings like `1479315802:6`; one that needs JSON
@@ -170,11 +176,11 @@ impl Subscription {
             Some(p) => Some(String::try_from(p).map_err(|()| RequestError::TooLarge)?),
             None => None,
         };
-        let record = Subscription {
+        Ok(Subscription {
             key,
             args: None,
             filter_len: args.filter.map(str::len),
-            extras_len: extras.map(str::len),
+            extras_len: args.extras.map(|_| parts[1].len()),
             position,
             mode,
             history: args.history,
@@ -187,8 +193,7 @@ impl Subscription {
             link_mode: LinkMode::Linked,
             to_send: None,
             in_flight: None,
-        };
-        Ok((record, [args.filter.unwrap_or(""), extras.unwrap_or("")]))
+        })
     }
 
     /// Takes the arguments of `fresh` (a cycle, or a restart from `Failed`), keeping the
@@ -237,27 +242,39 @@ impl Subscription {
         self.mode != Mode::Simple
     }
 
-    /// An upper bound of the subscribe PDU's length (the largest request it sends), with
-    /// room for the longest position it may track.
-    pub(crate) fn pdu_bound(&self, filter: Option<&str>) -> usize {
+    /// An upper bound of the length of the subscribe PDU (the largest request it sends)
+    /// of a subscription to `key` in `mode` with `args` (and `extras`, checked), with room
+    /// for the longest position it may track. Computed from the arguments, before any
+    /// record is made: the record is then built once, where it stays.
+    pub(crate) fn pdu_bound(
+        key: &str,
+        mode: Mode,
+        args: &SubscribeArgs<'_>,
+        extras: &str,
+    ) -> usize {
         // Member by member, as `SubscribeRequest` writes them (`,"name":` included).
-        let target = match filter {
+        let target = match args.filter {
             Some(filter) => escaped_len(filter).saturating_add(20 + 12), // "subscription_id":"…" ,"filter":"…"
             None => 12,                                                  // "channel":"…"
         };
         // Flags times lengths: no iterator chain.
-        let optional = usize::from(self.mode != Mode::Advanced) * 20 // ,"fast_forward":true
-            + usize::from(self.history.is_some()) * 41 // ,"history":{"count":<u64>}
-            + usize::from(self.period.is_some()) * 20 // ,"period":<u32>
-            + usize::from(self.force) * 13 // ,"force":true
-            + usize::from(self.only_value_changes) * 23; // ,"only":"value_changes"
+        let optional = usize::from(mode != Mode::Advanced) * 20 // ,"fast_forward":true
+            + usize::from(args.history.is_some()) * 41 // ,"history":{"count":<u64>}
+            + usize::from(args.period.is_some()) * 20 // ,"period":<u32>
+            + usize::from(args.force) * 13 // ,"force":true
+            + usize::from(args.only_value_changes) * 23; // ,"only":"value_changes"
+        let extras = if args.extras.is_some() {
+            extras.len().saturating_add(1)
+        } else {
+            0
+        };
         ENVELOPE
             .saturating_add(2) // {}
             .saturating_add(target)
-            .saturating_add(escaped_len(self.key()))
+            .saturating_add(escaped_len(key))
             .saturating_add(14 + MAX_POSITION_LEN) // ,"position":"…"
             .saturating_add(optional)
-            .saturating_add(self.extras_len.map_or(0, |n| n.saturating_add(1)))
+            .saturating_add(extras)
     }
 
     /// The request `kind` as it must be sent now; `args` are the bytes of its arguments

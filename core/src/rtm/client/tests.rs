@@ -2172,7 +2172,9 @@ fn view_queries_live_in_the_callers_slots() {
 }
 
 fn sub_in(state: SubState, link: LinkMode, mode: Mode) -> Subscription {
-    let (mut s, _) = Subscription::new("k", mode, &SubscribeArgs::default()).unwrap();
+    let args = SubscribeArgs::default();
+    let parts = Subscription::args_parts(&args).unwrap();
+    let mut s = Subscription::new("k", mode, &args, parts).unwrap();
     let mut h = NoopHandler;
     let _ = match state {
         SubState::Unsubscribed => Fate::Keep,
@@ -3009,9 +3011,10 @@ fn subscribe_size_bound_holds() {
                 force: true,
                 extras,
             };
-            let (sub, [f, x]) = Subscription::new(key, mode, &args).unwrap();
+            let [f, x] = Subscription::args_parts(&args).unwrap();
+            let sub = Subscription::new(key, mode, &args, [f, x]).unwrap();
             let slot = format!("{f}{x}");
-            let bound = sub.pdu_bound(filter);
+            let bound = Subscription::pdu_bound(key, mode, &args, x);
             let mut buf = [0u8; 1024];
             for kind in [SubRequest::Subscribe, SubRequest::Unsubscribe] {
                 let mut out = Cursor::new(&mut buf);
