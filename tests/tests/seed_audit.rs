@@ -688,3 +688,100 @@ fn debug_variable_turns_verbose_logging_on_and_its_absence_off() {
         "logged with another value: {other}"
     );
 }
+
+/// Seed, Authentication 6: "Custom authentication is possible by creating a delegate
+/// manually." A second method (`auth::AuthMethod`), against a server answering it (the
+/// hub's replies to both auth requests set by the test): the client sends the method's
+/// own handshake, answers the server's challenge with the method's credentials, reports
+/// success, and replays the same exchange, with a fresh challenge, after a reconnect.
+#[test]
+fn a_custom_auth_delegate_runs_its_exchange_and_is_restored_on_reconnect() {
+    use benchlink_std::rtm::auth::{AuthMethod, MAX_CREDENTIALS_LEN};
+    use benchlink_std::rtm::pdu::Pdu;
+
+    /// Credentials: the secret, a colon, and the server's `salt`.
+    struct SaltedToken;
+    impl AuthMethod for SaltedToken {
+        const METHOD: &'static str = "salted_token";
+        const IDENTITY: &'static str = "user";
+        const CREDENTIALS: &'static str = "token";
+        fn credentials(
+            secret: &[u8],
+            reply: &Pdu<'_>,
+            out: &mut [u8; MAX_CREDENTIALS_LEN],
+        ) -> Option<usize> {
+            let salt = reply
+                .body?
+                .get("data")?
+                .get("salt")?
+                .as_text()?
+                .as_plain()?;
+            let token = [secret, b":", salt.as_bytes()].concat();
+            out.get_mut(..token.len())?.copy_from_slice(&token);
+            Some(token.len())
+        }
+    }
+
+    let server = server();
+    let faults = server.faults();
+    let answer = |salt: &str| {
+        faults.override_replies(
+            "auth/handshake",
+            ReplyOverride::Raw(format!(
+                r#"{{"action":"auth/handshake/ok","id":{{id}},"body":{{"data":{{"salt":"{salt}"}}}}}}"#
+            )),
+            Some(1),
+        );
+        faults.override_replies(
+            "auth/authenticate",
+            ReplyOverride::Raw(r#"{"action":"auth/authenticate/ok","id":{id},"body":{}}"#.into()),
+            Some(1),
+        );
+    };
+    let mut options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    options.reconnect_interval = Duration::from_millis(50);
+    let (tx, connected) = mpsc::channel();
+    let client = Client::with_observer(options, Some(Box::new(Connected(tx)))).unwrap();
+    client.start().unwrap();
+    connected.recv_timeout(WAIT).unwrap();
+    answer("NaCl");
+    let (done_tx, done) = mpsc::channel();
+    client
+        .authenticate_with::<SaltedToken>("ann", "t0k3n", move |r| {
+            let _ = done_tx.send(r);
+        })
+        .unwrap();
+    assert_eq!(done.recv_timeout(WAIT).unwrap(), Ok(()));
+    let auth_pdus = |n| {
+        let pdus = received(&server, n);
+        let of = |a| {
+            with_action(&pdus, a)
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        (of("auth/handshake"), of("auth/authenticate"))
+    };
+    let (handshake, authenticate) = auth_pdus(0);
+    assert_eq!(
+        handshake[0]["body"],
+        json!({"method": "salted_token", "data": {"user": "ann"}})
+    );
+    assert_eq!(
+        authenticate[0]["body"],
+        json!({"method": "salted_token", "credentials": {"token": "t0k3n:NaCl"}})
+    );
+
+    // A reconnect replays the exchange first, with the new challenge.
+    answer("KCl");
+    assert!(server.wait_for_connections(WAIT, |c| c.len() == 1 && c[0].open));
+    assert_eq!(server.faults().drop_connections(), 1);
+    connected.recv_timeout(WAIT).unwrap();
+    let (handshake, authenticate) = auth_pdus(1);
+    assert_eq!(handshake[0]["body"]["method"], "salted_token");
+    assert_eq!(
+        authenticate[0]["body"]["credentials"],
+        json!({"token": "t0k3n:KCl"})
+    );
+    client.dispose().unwrap();
+}

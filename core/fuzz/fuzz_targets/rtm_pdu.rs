@@ -552,18 +552,25 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
             Request::Delete { channel: &p.a },
             obj(&[("channel", s(&p.a))]),
         ),
+        // The auth requests of any method: nasty method and member names and values.
         5 => (
-            Request::Handshake { role: &p.a },
+            Request::Handshake {
+                method: &p.b,
+                data: (&p.b, &p.a),
+            },
             obj(&[
-                ("method", s("role_secret")),
-                ("data", Json::Object(obj(&[("role", s(&p.a))]))),
+                ("method", s(&p.b)),
+                ("data", Json::Object(obj(&[(p.b.as_str(), s(&p.a))]))),
             ]),
         ),
         6 => (
-            Request::Authenticate { hash: &p.a },
+            Request::Authenticate {
+                method: "role_secret",
+                credentials: (&p.b, &p.a),
+            },
             obj(&[
                 ("method", s("role_secret")),
-                ("credentials", Json::Object(obj(&[("hash", s(&p.a))]))),
+                ("credentials", Json::Object(obj(&[(p.b.as_str(), s(&p.a))]))),
             ]),
         ),
         7 => (

@@ -1,8 +1,9 @@
-//! Role-secret authentication: the hash, and a sans-IO step machine that produces the
-//! two request PDUs and consumes the two replies.
+//! Authentication: a sans-IO step machine ([`AuthExchange`]) that produces the two
+//! request PDUs and consumes the two replies, for role-secret ([`RoleSecret`]) or any
+//! other [`AuthMethod`] (the SDK contract's custom auth delegate).
 //!
-//! The exchange is `auth/handshake {role}` → `auth/handshake/ok {data: {nonce}}` →
-//! `auth/authenticate {hash}` → `auth/authenticate/ok`, where
+//! Role-secret's exchange is `auth/handshake {role}` → `auth/handshake/ok {data:
+//! {nonce}}` → `auth/authenticate {hash}` → `auth/authenticate/ok`, where
 //! `hash = base64(HMAC-MD5(key = secret, message = nonce))`. The secret is borrowed or
 //! owned by the caller's type `S` and never appears in `Debug` or `defmt` output.
 //!
@@ -37,11 +38,125 @@ use md5::Md5;
 
 use super::pdu::{Action, ErrorBody, Pdu, Request};
 use super::pdu::{Encoding, Text};
+use super::requests::{escaped_len, ENVELOPE};
 use crate::http::Cursor;
 use crate::json::WriteError;
 
 /// Length of a role-secret hash: base64 of a 16-byte MD5 digest, with padding.
 pub const HASH_LEN: usize = 24;
+
+/// Room for the credentials value an [`AuthMethod`] computes (role-secret's hash takes
+/// [`HASH_LEN`]).
+pub const MAX_CREDENTIALS_LEN: usize = 64;
+
+/// A way to authenticate: the SDK contract's *auth delegate*, for the two-step exchange
+/// every method shares — `auth/handshake {method, data: {IDENTITY: identity}}`, whose
+/// reply carries the server's challenge, then `auth/authenticate {method, credentials:
+/// {CREDENTIALS: value}}` with the value computed from the secret and that reply.
+/// [`RoleSecret`] is one; a client made with another ([`AuthExchange::with_method`],
+/// `Client::authenticate_with`) runs the same machine, restores it on reconnect the same
+/// way, and never shows the secret.
+///
+/// A method is a type (no state: the identity and the secret are the client's to keep);
+/// its functions are reached through pointers set where the exchange is made, so a
+/// firmware that never authenticates links none of them.
+///
+/// ```
+/// use benchlink_core::rtm::auth::{AuthMethod, MAX_CREDENTIALS_LEN};
+/// use benchlink_core::rtm::pdu::Pdu;
+///
+/// /// A token server: the handshake names the user, the reply carries a `salt`, and the
+/// /// credentials are the secret followed by the salt.
+/// struct SaltedToken;
+/// impl AuthMethod for SaltedToken {
+///     const METHOD: &'static str = "salted_token";
+///     const IDENTITY: &'static str = "user";
+///     const CREDENTIALS: &'static str = "token";
+///     fn credentials(secret: &[u8], reply: &Pdu<'_>, out: &mut [u8; MAX_CREDENTIALS_LEN]) -> Option<usize> {
+///         let salt = reply.body?.get("data")?.get("salt")?.as_text()?.as_plain()?;
+///         let len = secret.len() + salt.len();
+///         out.get_mut(..secret.len())?.copy_from_slice(secret);
+///         out.get_mut(secret.len()..len)?.copy_from_slice(salt.as_bytes());
+///         Some(len)
+///     }
+/// }
+/// ```
+pub trait AuthMethod {
+    /// The `method` of both requests (`"role_secret"`).
+    const METHOD: &'static str;
+    /// The name of the handshake's one `data` member, whose value is the identity
+    /// (`"role"`).
+    const IDENTITY: &'static str;
+    /// The name of the one `credentials` member (`"hash"`).
+    const CREDENTIALS: &'static str;
+    /// The most bytes the credentials value takes once written as a JSON string (its
+    /// escapes included): what the client's outbox must have room for. The default
+    /// allows any text of [`MAX_CREDENTIALS_LEN`] bytes.
+    const CREDENTIALS_BOUND: usize = 6 * MAX_CREDENTIALS_LEN;
+    /// Writes the credentials value (UTF-8 text, sent as a JSON string) into `out` from
+    /// the secret and the server's `auth/handshake/ok`, and returns its length; `None`
+    /// when the reply lacks what the method needs (the exchange then fails with
+    /// [`AuthFailure::MissingNonce`]).
+    fn credentials(
+        secret: &[u8],
+        reply: &Pdu<'_>,
+        out: &mut [u8; MAX_CREDENTIALS_LEN],
+    ) -> Option<usize>;
+}
+
+/// Role-secret authentication: `data: {"role": role}`, then `credentials: {"hash":
+/// base64(HMAC-MD5(secret, nonce))}` over the `nonce` of the handshake reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleSecret;
+
+impl AuthMethod for RoleSecret {
+    const METHOD: &'static str = "role_secret";
+    const IDENTITY: &'static str = "role";
+    const CREDENTIALS: &'static str = "hash";
+    const CREDENTIALS_BOUND: usize = HASH_LEN;
+    fn credentials(
+        secret: &[u8],
+        reply: &Pdu<'_>,
+        out: &mut [u8; MAX_CREDENTIALS_LEN],
+    ) -> Option<usize> {
+        let hash = nonce_hash(secret, reply.nonce()?);
+        out.get_mut(..HASH_LEN)?.copy_from_slice(&hash);
+        Some(HASH_LEN)
+    }
+}
+
+/// An upper bound of the length of either request of method `M` for `identity`, with
+/// the largest id: `{"action":"auth/authenticate","id":…,"body":{"method":"…",
+/// "credentials":{"…":"…"}}}` (the envelope, 35 bytes of body syntax, the names and the
+/// longer of the two values).
+pub(crate) fn request_bound<M: AuthMethod>(identity: &str) -> usize {
+    let handshake = escaped_len(M::IDENTITY).saturating_add(escaped_len(identity));
+    let authenticate = escaped_len(M::CREDENTIALS).saturating_add(M::CREDENTIALS_BOUND);
+    ENVELOPE
+        .saturating_add(40)
+        .saturating_add(escaped_len(M::METHOD))
+        .saturating_add(handshake.max(authenticate))
+}
+
+/// An [`AuthMethod`] as the exchange keeps it: its names and its function.
+#[derive(Clone, Copy)]
+struct Method {
+    name: &'static str,
+    identity: &'static str,
+    credentials_member: &'static str,
+    credentials: fn(&[u8], &Pdu<'_>, &mut [u8; MAX_CREDENTIALS_LEN]) -> Option<usize>,
+}
+
+impl Method {
+    fn of<M: AuthMethod>() -> Method {
+        Method {
+            name: M::METHOD,
+            identity: M::IDENTITY,
+            credentials_member: M::CREDENTIALS,
+            credentials: M::credentials,
+        }
+    }
+}
 
 type HmacMd5 = Hmac<Md5>;
 
@@ -141,7 +256,7 @@ fn hash_with(secret: &[u8], feed: impl FnOnce(&mut HmacMd5)) -> [u8; HASH_LEN] {
     out
 }
 
-/// Where a [`RoleSecretAuth`] exchange stands.
+/// Where an [`AuthExchange`] stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum AuthState {
@@ -161,7 +276,7 @@ pub enum AuthState {
     },
     /// Authenticated: the role's permissions apply for the rest of this connection.
     Done,
-    /// The exchange failed; [`RoleSecretAuth::reset`] to try again.
+    /// The exchange failed; [`AuthExchange::reset`] to try again.
     Failed(AuthFailure),
 }
 
@@ -173,20 +288,21 @@ pub enum AuthFailure {
     HandshakeRejected,
     /// `auth/authenticate/error` (wrong secret: reason `Unauthenticated`).
     AuthenticateRejected,
-    /// `auth/handshake/ok` without a string `body.data.nonce`.
+    /// `auth/handshake/ok` without a string `body.data.nonce` (for another
+    /// [`AuthMethod`]: without what it needs to make its credentials).
     MissingNonce,
     /// A reply with the pending id but an action that does not answer the pending request.
     UnexpectedReply,
 }
 
-/// What [`RoleSecretAuth::handle_reply`] made of a PDU.
+/// What [`AuthExchange::handle_reply`] made of a PDU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum AuthStep<'p> {
     /// Not the reply the exchange waits for (another id, or no exchange pending): route
     /// the PDU elsewhere.
     NotForAuth,
-    /// The nonce arrived: send the next request ([`RoleSecretAuth::write_request`]).
+    /// The nonce arrived: send the next request ([`AuthExchange::write_request`]).
     SendNext,
     /// Authenticated.
     Done,
@@ -199,25 +315,31 @@ pub enum AuthStep<'p> {
     },
 }
 
-/// The role-secret exchange as a step machine: it writes the requests, the caller sends
-/// them and feeds the replies back. Ids come from the caller (the connection owns the id
-/// sequence). `R` is the role (`&str`, a heapless string, …), `S` the secret's bytes.
+/// An authentication exchange as a step machine: it writes the requests, the caller
+/// sends them and feeds the replies back. Ids come from the caller (the connection owns
+/// the id sequence). `R` is the identity (the role: `&str`, a heapless string, …), `S`
+/// the secret's bytes; the method is [`RoleSecret`] ([`new`](Self::new)) or any
+/// [`AuthMethod`] ([`with_method`](Self::with_method)).
 ///
 /// A client that replays the credentials on every new connection keeps the machine and
 /// calls [`reset`](Self::reset) on each new connection.
-pub struct RoleSecretAuth<R, S> {
+pub struct AuthExchange<R, S> {
     role: R,
     secret: S,
     state: AuthState,
-    /// Valid in [`AuthState::ReadyToAuthenticate`]; ASCII base64.
-    hash: [u8; HASH_LEN],
-    /// [`nonce_hash`], referenced from [`new`](Self::new) only: a firmware that never
-    /// authenticates links no HMAC-MD5 (the reply handling is reached from the client's
-    /// reply dispatch whether or not a machine was ever made).
-    nonce_hash: fn(&[u8], Text<'_>) -> [u8; HASH_LEN],
+    /// Valid in [`AuthState::ReadyToAuthenticate`]: `credentials[..credentials_len]`.
+    credentials: [u8; MAX_CREDENTIALS_LEN],
+    credentials_len: u8,
+    /// The method, set where the machine is made: a firmware that never authenticates
+    /// links none of its code (HMAC-MD5 for role-secret), although the client's reply
+    /// dispatch reaches the reply handling whether or not a machine was ever made.
+    method: Method,
 }
 
-impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
+/// The role-secret exchange: an [`AuthExchange`] made with [`AuthExchange::new`].
+pub type RoleSecretAuth<R, S> = AuthExchange<R, S>;
+
+impl<R: AsRef<str>, S: AsRef<[u8]>> AuthExchange<R, S> {
     /// A machine in [`AuthState::Idle`] for `role`, keyed with `secret` (its UTF-8 bytes
     /// for a text secret).
     ///
@@ -226,12 +348,28 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
     /// assert!(!format!("{auth:?}").contains("s3cret"));
     /// ```
     pub fn new(role: R, secret: S) -> Self {
-        RoleSecretAuth {
-            role,
+        Self::with_method::<RoleSecret>(role, secret)
+    }
+
+    /// A machine in [`AuthState::Idle`] for `identity` and `secret` with method `M`.
+    ///
+    /// ```
+    /// use benchlink_core::http::Cursor;
+    /// use benchlink_core::rtm::auth::{AuthExchange, RoleSecret};
+    /// let mut auth = AuthExchange::with_method::<RoleSecret>("superuser", b"s");
+    /// let mut buf = [0u8; 128];
+    /// let mut out = Cursor::new(&mut buf);
+    /// auth.write_request(0, &mut out).unwrap();
+    /// assert!(out.written().ends_with(br#""body":{"method":"role_secret","data":{"role":"superuser"}}}"#));
+    /// ```
+    pub fn with_method<M: AuthMethod>(identity: R, secret: S) -> Self {
+        AuthExchange {
+            role: identity,
             secret,
             state: AuthState::Idle,
-            hash: [0; HASH_LEN],
-            nonce_hash,
+            credentials: [0; MAX_CREDENTIALS_LEN],
+            credentials_len: 0,
+            method: Method::of::<M>(),
         }
     }
 
@@ -257,7 +395,8 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
     /// ```
     pub fn reset(&mut self) {
         self.state = AuthState::Idle;
-        self.hash = [0; HASH_LEN];
+        self.credentials = [0; MAX_CREDENTIALS_LEN];
+        self.credentials_len = 0;
     }
 
     /// The request due now, if any: the handshake when idle, `authenticate` once the nonce
@@ -268,16 +407,31 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
     /// use benchlink_core::rtm::auth::RoleSecretAuth;
     /// use benchlink_core::rtm::pdu::Request;
     /// let auth = RoleSecretAuth::new("superuser", "s");
-    /// assert_eq!(auth.next_request(), Some(Request::Handshake { role: "superuser" }));
+    /// assert_eq!(
+    ///     auth.next_request(),
+    ///     Some(Request::Handshake { method: "role_secret", data: ("role", "superuser") })
+    /// );
     /// ```
     pub fn next_request(&self) -> Option<Request<'_>> {
+        let method = self.method.name;
         match self.state {
             AuthState::Idle => Some(Request::Handshake {
-                role: self.role.as_ref(),
+                method,
+                data: (self.method.identity, self.role.as_ref()),
             }),
-            AuthState::ReadyToAuthenticate => Some(Request::Authenticate {
-                hash: core::str::from_utf8(&self.hash).unwrap_or_default(),
-            }),
+            AuthState::ReadyToAuthenticate => {
+                let value = self
+                    .credentials
+                    .get(..usize::from(self.credentials_len))
+                    .unwrap_or_default();
+                Some(Request::Authenticate {
+                    method,
+                    credentials: (
+                        self.method.credentials_member,
+                        core::str::from_utf8(value).unwrap_or_default(),
+                    ),
+                })
+            }
             _ => None,
         }
     }
@@ -361,13 +515,23 @@ impl<R: AsRef<str>, S: AsRef<[u8]>> RoleSecretAuth<R, S> {
             return AuthStep::NotForAuth;
         }
         let (next, step) = match (self.state, pdu.action) {
-            (AuthState::AwaitingNonce { .. }, Action::HandshakeOk) => match pdu.nonce() {
-                Some(nonce) => {
-                    self.hash = (self.nonce_hash)(self.secret.as_ref(), nonce);
-                    (AuthState::ReadyToAuthenticate, AuthStep::SendNext)
+            (AuthState::AwaitingNonce { .. }, Action::HandshakeOk) => {
+                let len =
+                    (self.method.credentials)(self.secret.as_ref(), pdu, &mut self.credentials)
+                        .filter(|&n| {
+                            self.credentials
+                                .get(..n)
+                                .is_some_and(|v| core::str::from_utf8(v).is_ok())
+                        })
+                        .and_then(|n| u8::try_from(n).ok());
+                match len {
+                    Some(len) => {
+                        self.credentials_len = len;
+                        (AuthState::ReadyToAuthenticate, AuthStep::SendNext)
+                    }
+                    None => fail(AuthFailure::MissingNonce, pdu),
                 }
-                None => fail(AuthFailure::MissingNonce, pdu),
-            },
+            }
             (AuthState::AwaitingNonce { .. }, Action::HandshakeError) => {
                 fail(AuthFailure::HandshakeRejected, pdu)
             }
@@ -395,9 +559,10 @@ fn fail<'p>(failure: AuthFailure, pdu: &Pdu<'p>) -> (AuthState, AuthStep<'p>) {
 }
 
 /// Shows the role and the state; the secret (and the hash derived from it) never.
-impl<R: AsRef<str>, S> fmt::Debug for RoleSecretAuth<R, S> {
+impl<R: AsRef<str>, S> fmt::Debug for AuthExchange<R, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RoleSecretAuth")
+        f.debug_struct("AuthExchange")
+            .field("method", &self.method.name)
             .field("role", &self.role.as_ref())
             .field("secret", &"<redacted>")
             .field("state", &self.state)
@@ -407,11 +572,12 @@ impl<R: AsRef<str>, S> fmt::Debug for RoleSecretAuth<R, S> {
 
 /// Logs the role and the state; the secret (and the hash derived from it) never.
 #[cfg(feature = "defmt")]
-impl<R: AsRef<str>, S> defmt::Format for RoleSecretAuth<R, S> {
+impl<R: AsRef<str>, S> defmt::Format for AuthExchange<R, S> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
-            "RoleSecretAuth {{ role: {=str}, secret: <redacted>, state: {} }}",
+            "AuthExchange {{ method: {=str}, role: {=str}, secret: <redacted>, state: {} }}",
+            self.method.name,
             self.role.as_ref(),
             self.state
         )

@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use heapless::{String, Vec};
 
-use super::auth::{AuthState, AuthStep, RoleSecretAuth};
+use super::auth::{AuthExchange, AuthMethod, AuthState, AuthStep, RoleSecret};
 use super::backoff::Backoff;
 use super::events::{
     Ack, AuthResult, ClientState, ConnectError, Handler, InternalError, Mode, Outcome,
@@ -16,9 +16,7 @@ use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
 use super::queue::{Bytes, RecordFifo};
-use super::requests::{
-    escaped_len, Meta, ReqKind, Submit, Untyped, UserRequest, AUTH_OVERHEAD, ENVELOPE,
-};
+use super::requests::{Meta, ReqKind, Submit, Untyped, UserRequest, ENVELOPE};
 use super::sub_args::ArgSlots;
 use super::subscription::{Fate, LinkMode, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
@@ -32,7 +30,7 @@ pub const MAX_ROLE_LEN: usize = 64;
 /// characters).
 pub const MAX_SECRET_LEN: usize = 64;
 
-type Exchange = RoleSecretAuth<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
+type Exchange = AuthExchange<String<MAX_ROLE_LEN>, Vec<u8, MAX_SECRET_LEN>>;
 
 /// A role and secret with the code that runs their exchange. The code is reached through
 /// pointers set only where credentials are made (`authenticate`), so a client that never
@@ -46,9 +44,9 @@ struct Credentials {
 }
 
 impl Credentials {
-    fn new(role: String<MAX_ROLE_LEN>, secret: Vec<u8, MAX_SECRET_LEN>) -> Self {
+    fn new<M: AuthMethod>(identity: String<MAX_ROLE_LEN>, secret: Vec<u8, MAX_SECRET_LEN>) -> Self {
         Credentials {
-            exchange: RoleSecretAuth::new(role, secret),
+            exchange: AuthExchange::with_method::<M>(identity, secret),
             write: Exchange::write_request_as,
             reply: Exchange::handle_reply,
         }
@@ -973,6 +971,48 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         deadline: Option<Instant>,
         h: &mut H,
     ) -> Result<Ticket, RequestError> {
+        self.authenticate_with::<RoleSecret, H>(now, role, secret, deadline, h)
+    }
+
+    /// [`authenticate`](Self::authenticate) with another method (the SDK contract's
+    /// custom auth delegate): `identity` goes in the handshake's data, the secret makes
+    /// the credentials with the server's reply, and the exchange is remembered and
+    /// replayed on reconnects like role-secret's.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::auth::{AuthMethod, MAX_CREDENTIALS_LEN};
+    /// use benchlink_core::rtm::pdu::Pdu;
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// struct Token;
+    /// impl AuthMethod for Token {
+    ///     const METHOD: &'static str = "token";
+    ///     const IDENTITY: &'static str = "user";
+    ///     const CREDENTIALS: &'static str = "token";
+    ///     fn credentials(secret: &[u8], _: &Pdu<'_>, out: &mut [u8; MAX_CREDENTIALS_LEN]) -> Option<usize> {
+    ///         out.get_mut(..secret.len())?.copy_from_slice(secret);
+    ///         Some(secret.len())
+    ///     }
+    /// }
+    /// let mut client: Client<1, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 2], [0; 256], [0; 512], []);
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// client.authenticate_with::<Token, _>(t, "ann", b"t0k3n", None, h).unwrap();
+    /// client.start(t, h);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// client.handle_connected(t, h);
+    /// assert_eq!(
+    ///     client.poll_transmit(),
+    ///     Some(Transmit::Send(r#"{"action":"auth/handshake","id":0,"body":{"method":"token","data":{"user":"ann"}}}"#))
+    /// );
+    /// ```
+    pub fn authenticate_with<M: AuthMethod, H: Handler>(
+        &mut self,
+        now: Instant,
+        identity: &str,
+        secret: &[u8],
+        deadline: Option<Instant>,
+        h: &mut H,
+    ) -> Result<Ticket, RequestError> {
         let _ = (now, h);
         if self.state == ClientState::Disposed {
             return Err(RequestError::Disposed);
@@ -980,9 +1020,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         if self.user_auth.is_some() {
             return Err(RequestError::AuthInProgress);
         }
-        let role_text = String::try_from(role).map_err(|()| RequestError::TooLarge)?;
+        let role_text = String::try_from(identity).map_err(|()| RequestError::TooLarge)?;
         let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
-        if escaped_len(role).saturating_add(AUTH_OVERHEAD) > self.outbox.max_record() {
+        if super::auth::request_bound::<M>(identity) > self.outbox.max_record() {
             return Err(RequestError::TooLarge);
         }
         self.check_room()?;
@@ -1006,7 +1046,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         self.user_auth = Some(UserAuth {
             ticket,
             deadline,
-            machine: Credentials::new(role_text, secret_bytes),
+            machine: Credentials::new::<M>(role_text, secret_bytes),
             started: false,
         });
         self.pump();

@@ -17,11 +17,6 @@ pub(crate) const ENVELOPE: usize = 52;
 /// `{"channel":"","message":}` (25 bytes; the others are shorter).
 pub(crate) const REQUEST_MEMBERS: usize = 26;
 
-/// Upper bound of an `auth/handshake` or `auth/authenticate` PDU besides the role:
-/// `{"method":"role_secret","data":{"role":""}}` in the envelope (or the 24-byte hash in
-/// `{"method":"role_secret","credentials":{"hash":""}}`).
-pub(crate) const AUTH_OVERHEAD: usize = ENVELOPE + 80;
-
 /// The length of `s` once written as a JSON string by the escaping writer (without the
 /// quotes): control characters take 6 bytes (`\u00XX`) or 2, `"` and `\` take 2.
 pub(crate) fn escaped_len(s: &str) -> usize {

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant as StdInstant};
 
+use benchlink_core::rtm::auth;
 use benchlink_core::rtm::pdu::{Encoding, History, Payload};
 use benchlink_core::rtm::{
     self as core_rtm, Ack, AuthResult, ClientState, Disconnect, FailReason, Handler, InternalError,
@@ -1225,13 +1226,45 @@ impl Client {
         secret: &str,
         done: impl FnOnce(Result<(), String>) + Send + 'static,
     ) -> Result<(), Error> {
-        let role = role.to_owned();
+        self.authenticate_with::<auth::RoleSecret>(role, secret, done)
+    }
+
+    /// [`authenticate`](Self::authenticate) with another method, the SDK contract's
+    /// custom auth delegate: `identity` goes in the handshake, the secret and the
+    /// server's reply make the credentials ([`auth::AuthMethod`]). Remembered and
+    /// replayed on reconnects like role-secret.
+    ///
+    /// ```no_run
+    /// use benchlink_std::rtm::auth::{AuthMethod, MAX_CREDENTIALS_LEN};
+    /// use benchlink_std::rtm::pdu::Pdu;
+    /// use benchlink_std::rtm::{Client, ClientOptions};
+    /// struct Token;
+    /// impl AuthMethod for Token {
+    ///     const METHOD: &'static str = "token";
+    ///     const IDENTITY: &'static str = "user";
+    ///     const CREDENTIALS: &'static str = "token";
+    ///     fn credentials(secret: &[u8], _: &Pdu<'_>, out: &mut [u8; MAX_CREDENTIALS_LEN]) -> Option<usize> {
+    ///         out.get_mut(..secret.len())?.copy_from_slice(secret);
+    ///         Some(secret.len())
+    ///     }
+    /// }
+    /// let client = Client::new(ClientOptions::new("ws://127.0.0.1:8080", "appkey"))?;
+    /// client.authenticate_with::<Token>("ann", "t0k3n", |result| println!("{result:?}"))?;
+    /// # Ok::<(), benchlink_std::rtm::Error>(())
+    /// ```
+    pub fn authenticate_with<M: auth::AuthMethod>(
+        &self,
+        identity: &str,
+        secret: &str,
+        done: impl FnOnce(Result<(), String>) + Send + 'static,
+    ) -> Result<(), Error> {
+        let role = identity.to_owned();
         let secret = secret.to_owned();
         let result = self.call(move |core| {
             let now = core.now();
             let (link, ev) = core.parts();
             let at = ev.len();
-            let r = link.client_mut().authenticate(
+            let r = link.client_mut().authenticate_with::<M, _>(
                 now,
                 &role,
                 secret.as_bytes(),

@@ -480,6 +480,18 @@ impl Connection {
         self.open()?;
         self.client.authenticate(role, secret, done)
     }
+
+    /// [`authenticate`](Self::authenticate) with another method, the SDK contract's
+    /// custom auth delegate (see [`Client::authenticate_with`]).
+    pub fn authenticate_with<M: super::auth::AuthMethod>(
+        &self,
+        identity: &str,
+        secret: &str,
+        done: impl FnOnce(Result<(), String>) + Send + 'static,
+    ) -> Result<(), Error> {
+        self.open()?;
+        self.client.authenticate_with::<M>(identity, secret, done)
+    }
 }
 
 fn wait_ok(rx: &std::sync::mpsc::Receiver<Response>, timeout: Duration) -> Result<(), Error> {

@@ -55,6 +55,11 @@ mod observer;
 mod scoped;
 mod transport;
 
+/// Authentication methods ([`auth::AuthMethod`], the SDK contract's auth delegates;
+/// [`auth::RoleSecret`] is the one every server has), as the core defines them.
+pub use benchlink_core::rtm::auth;
+/// The PDU views an [`auth::AuthMethod`] reads the server's handshake reply with.
+pub use benchlink_core::rtm::pdu;
 pub use benchlink_core::rtm::pdu::{Encoding, History};
 pub use benchlink_core::rtm::{ClientState, Mode, RequestError, SubState};
 pub use client::{

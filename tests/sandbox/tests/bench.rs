@@ -8,7 +8,7 @@
 )]
 
 mod common;
-use common::wait_until;
+use common::{wait_until, HANG_GUARD};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -171,7 +171,7 @@ fn status(addr: SocketAddr, id: u64) -> serde_json::Value {
 }
 
 fn wait_status(addr: SocketAddr, id: u64, pred: impl Fn(&str) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     loop {
         let s = status(addr, id);
         if pred(s["status"].as_str().unwrap()) {
@@ -252,7 +252,7 @@ fn official_multipart_start_and_full_lifecycle() {
         "complete",
     ];
     let mut seen: Vec<String> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     let last = loop {
         let st = status(s.addr(), 0);
         let name = st["status"].as_str().unwrap().to_owned();
@@ -781,9 +781,11 @@ fn failures_and_exclusive() {
     });
     let a = s.addr();
     let endless = SMALL_BDL.replace("time = 10 sec", "time = 100000 sec");
+    // The second starts once the first holds the labels: started together, either
+    // pipeline may reach `wait_exclusive` first on a loaded machine.
     let first = start(a, "/start?exclusive=x,y", &endless);
-    let second = start(a, "/start?exclusive=y", &endless);
     wait_status(a, first, |st| st == "running");
+    let second = start(a, "/start?exclusive=y", &endless);
     wait_status(a, second, |st| st == "wait_exclusive");
     // The waiting benchmark looks at the labels again (at its poll) and still waits.
     let checks = s.benchmark(second).unwrap().exclusive_checks;

@@ -22,7 +22,7 @@ fn escaped_nonce_is_hashed_decoded() {
     );
 }
 
-fn write(auth: &mut RoleSecretAuth<&str, &str>, id: u64) -> Buf<256> {
+fn write<S: AsRef<[u8]>>(auth: &mut AuthExchange<&str, S>, id: u64) -> Buf<256> {
     let mut buf = [0u8; 256];
     let mut out = Cursor::new(&mut buf);
     assert_eq!(auth.write_request(id, &mut out), Ok(true));
@@ -31,7 +31,7 @@ fn write(auth: &mut RoleSecretAuth<&str, &str>, id: u64) -> Buf<256> {
     b
 }
 
-fn reply<'p>(auth: &mut RoleSecretAuth<&str, &str>, text: &'p str) -> AuthStep<'p> {
+fn reply<'p, S: AsRef<[u8]>>(auth: &mut AuthExchange<&str, S>, text: &'p str) -> AuthStep<'p> {
     auth.handle_reply(&Pdu::parse(text).unwrap())
 }
 
@@ -159,4 +159,64 @@ fn debug_never_shows_the_secret_or_hash() {
     assert!(!shown.as_str().contains("FF6FFF"), "{shown:?}");
     assert!(!shown.as_str().contains("P6CO"), "{shown:?}");
     assert!(shown.as_str().contains("superuser"));
+}
+
+/// A method other than role-secret: the token server of the trait's example (the
+/// credentials are the secret and the server's salt). Its requests carry its own method
+/// and member names, its credentials come from the reply, and a reply without the salt
+/// fails the exchange as a missing challenge.
+struct SaltedToken;
+
+impl AuthMethod for SaltedToken {
+    const METHOD: &'static str = "salted_token";
+    const IDENTITY: &'static str = "user";
+    const CREDENTIALS: &'static str = "token";
+    fn credentials(
+        secret: &[u8],
+        reply: &Pdu<'_>,
+        out: &mut [u8; MAX_CREDENTIALS_LEN],
+    ) -> Option<usize> {
+        let salt = reply
+            .body?
+            .get("data")?
+            .get("salt")?
+            .as_text()?
+            .as_plain()?;
+        let len = secret.len() + salt.len();
+        out.get_mut(..secret.len())?.copy_from_slice(secret);
+        out.get_mut(secret.len()..len)?
+            .copy_from_slice(salt.as_bytes());
+        Some(len)
+    }
+}
+
+#[test]
+fn another_method_runs_the_same_exchange() {
+    let mut auth = AuthExchange::with_method::<SaltedToken>("ann", "s3cr\"t");
+    assert_eq!(
+        write(&mut auth, 3).as_str(),
+        r#"{"action":"auth/handshake","id":3,"body":{"method":"salted_token","data":{"user":"ann"}}}"#
+    );
+    let ok = r#"{"action":"auth/handshake/ok","id":3,"body":{"data":{"salt":"NaCl"}}}"#;
+    assert_eq!(reply(&mut auth, ok), AuthStep::SendNext);
+    assert_eq!(
+        write(&mut auth, 4).as_str(),
+        r#"{"action":"auth/authenticate","id":4,"body":{"method":"salted_token","credentials":{"token":"s3cr\"tNaCl"}}}"#
+    );
+    let done = r#"{"action":"auth/authenticate/ok","id":4,"body":{}}"#;
+    assert_eq!(reply(&mut auth, done), AuthStep::Done);
+    // Both requests fit the bound the client checks its outbox against.
+    assert!(request_bound::<SaltedToken>("ann") >= 120);
+    assert!(!format!("{auth:?}").contains("s3cr"), "{auth:?}");
+
+    auth.reset();
+    let _ = write(&mut auth, 0);
+    let no_salt = r#"{"action":"auth/handshake/ok","id":0,"body":{"data":{"nonce":"x"}}}"#;
+    assert!(matches!(
+        reply(&mut auth, no_salt),
+        AuthStep::Failed {
+            failure: AuthFailure::MissingNonce,
+            ..
+        }
+    ));
 }

@@ -265,17 +265,22 @@ pub enum Request<'a> {
         /// Channel name.
         channel: &'a str,
     },
-    /// `auth/handshake {method: "role_secret", data: {role}}`; the reply carries a
-    /// nonce.
+    /// `auth/handshake {method, data: {name: value}}`: role-secret sends
+    /// `{"method": "role_secret", "data": {"role": role}}`, and the reply carries a
+    /// nonce (see [`auth`](crate::rtm::auth) for other methods).
     Handshake {
-        /// The role to authenticate as.
-        role: &'a str,
+        /// The authentication method.
+        method: &'a str,
+        /// The one member of `data`: name and value (`("role", role)`).
+        data: (&'a str, &'a str),
     },
-    /// `auth/authenticate {method: "role_secret", credentials: {hash}}`; the hash comes
-    /// from [`role_secret_hash`](crate::rtm::auth::role_secret_hash).
+    /// `auth/authenticate {method, credentials: {name: value}}`: role-secret sends
+    /// `{"hash": …}`, from [`role_secret_hash`](crate::rtm::auth::role_secret_hash).
     Authenticate {
-        /// base64 HMAC-MD5 of the nonce, keyed with the role secret.
-        hash: &'a str,
+        /// The authentication method.
+        method: &'a str,
+        /// The one member of `credentials`: name and value (`("hash", hash)`).
+        credentials: (&'a str, &'a str),
     },
     /// `rtm/search {prefix}` (legacy; the service removed it in 2017): replies are
     /// `rtm/search/data` PDUs and a final `rtm/search/ok`, all with this request's id.
@@ -383,13 +388,19 @@ impl<'a> Request<'a> {
                 }
             }
             Request::Delete { channel } => w.member("channel", Field::Str(channel))?,
-            Request::Handshake { role } => {
-                w.member("method", Field::Str("role_secret"))?;
-                w.member("data", Field::Object("role", Scalar::Str(role)))?;
+            Request::Handshake { method, data } => {
+                w.member("method", Field::Str(method))?;
+                w.member("data", Field::Object(data.0, Scalar::Str(data.1)))?;
             }
-            Request::Authenticate { hash } => {
-                w.member("method", Field::Str("role_secret"))?;
-                w.member("credentials", Field::Object("hash", Scalar::Str(hash)))?;
+            Request::Authenticate {
+                method,
+                credentials,
+            } => {
+                w.member("method", Field::Str(method))?;
+                w.member(
+                    "credentials",
+                    Field::Object(credentials.0, Scalar::Str(credentials.1)),
+                )?;
             }
             Request::Search { prefix } => w.member("prefix", Field::Str(prefix))?,
             Request::Other { .. } => {}

@@ -84,13 +84,17 @@ fn every_request_byte_exact() {
             r#"{"channel":"kv"}"#,
         ),
         (
-            Request::Handshake { role: "superuser" },
+            Request::Handshake {
+                method: "role_secret",
+                data: ("role", "superuser"),
+            },
             "auth/handshake",
             r#"{"method":"role_secret","data":{"role":"superuser"}}"#,
         ),
         (
             Request::Authenticate {
-                hash: "P6COJ5aXJvIRoJO1PaYREw==",
+                method: "role_secret",
+                credentials: ("hash", "P6COJ5aXJvIRoJO1PaYREw=="),
             },
             "auth/authenticate",
             r#"{"method":"role_secret","credentials":{"hash":"P6COJ5aXJvIRoJO1PaYREw=="}}"#,
@@ -176,8 +180,14 @@ fn channel_names_and_messages_are_escaped() {
             subscription_id: channel,
         },
         Request::Search { prefix: channel },
-        Request::Handshake { role: channel },
-        Request::Authenticate { hash: channel },
+        Request::Handshake {
+            method: "role_secret",
+            data: ("role", channel),
+        },
+        Request::Authenticate {
+            method: "role_secret",
+            credentials: ("hash", channel),
+        },
     ] {
         let pdu = encoded(&req, None);
         let p = Pdu::parse(pdu.as_str()).unwrap();
@@ -967,10 +977,17 @@ fn transcript_pdus_parse() {
             },
             None,
         ),
-        encoded(&Request::Handshake { role: "superuser" }, Some(5)),
+        encoded(
+            &Request::Handshake {
+                method: "role_secret",
+                data: ("role", "superuser"),
+            },
+            Some(5),
+        ),
         encoded(
             &Request::Authenticate {
-                hash: "CzrVc2jGuqBUt9z5hlUklw==",
+                method: "role_secret",
+                credentials: ("hash", "CzrVc2jGuqBUt9z5hlUklw=="),
             },
             Some(6),
         ),

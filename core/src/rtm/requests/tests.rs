@@ -65,16 +65,22 @@ fn bounds_hold_for_the_longest_fields() {
         );
     }
     let mut out = crate::http::Cursor::new(&mut buf);
-    Request::Handshake { role: channel }
-        .encode(Some(u64::from(u32::MAX)), &mut out)
-        .unwrap();
-    assert!(out.len() <= escaped_len(channel) + AUTH_OVERHEAD);
+    Request::Handshake {
+        method: "role_secret",
+        data: ("role", channel),
+    }
+    .encode(Some(u64::from(u32::MAX)), &mut out)
+    .unwrap();
+    assert!(out.len() <= crate::rtm::auth::request_bound::<crate::rtm::auth::RoleSecret>(channel));
     let mut out = crate::http::Cursor::new(&mut buf);
     let hash = "P6COJ5aXJvIRoJO1PaYREw==";
-    Request::Authenticate { hash }
-        .encode(Some(u64::from(u32::MAX)), &mut out)
-        .unwrap();
-    assert!(out.len() <= AUTH_OVERHEAD);
+    Request::Authenticate {
+        method: "role_secret",
+        credentials: ("hash", hash),
+    }
+    .encode(Some(u64::from(u32::MAX)), &mut out)
+    .unwrap();
+    assert!(out.len() <= crate::rtm::auth::request_bound::<crate::rtm::auth::RoleSecret>(""));
 }
 
 #[test]

@@ -32,11 +32,11 @@ fn sdk_client_payloads_byte_for_byte() {
     );
     // Auth: action, body, id.
     assert_eq!(
-        encoded(Request::Handshake { role: "superuser" }, Some(0)),
+        encoded(Request::Handshake { method: "role_secret", data: ("role", "superuser") }, Some(0)),
         hex("a366616374696f6e6e617574682f68616e647368616b6564626f6479a2666d6574686f646b726f6c655f7365637265746464617461a164726f6c656973757065727573657262696400")
     );
     assert_eq!(
-        encoded(Request::Authenticate { hash: "P6COJ5aXJvIRoJO1PaYREw==" }, Some(1)),
+        encoded(Request::Authenticate { method: "role_secret", credentials: ("hash", "P6COJ5aXJvIRoJO1PaYREw==") }, Some(1)),
         hex("a366616374696f6e71617574682f61757468656e74696361746564626f6479a2666d6574686f646b726f6c655f7365637265746b63726564656e7469616c73a1646861736878185036434f4a3561584a7649526f4a4f315061595245773d3d62696401")
     );
     // Subscribe in reliable mode with history.count=1.
