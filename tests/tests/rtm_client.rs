@@ -311,11 +311,22 @@ fn raw_actions_and_send() {
             "the sent write never landed"
         );
     }
+    // A PDU with the caller's own id goes out byte for byte, as the SDK contract's
+    // send(payload); its reply is the caller's business.
+    let own = r#"{"action":"rtm/write", "id":500,"body":{"channel":"raw","message":9}}"#;
+    conn.send(own).unwrap();
     assert!(
-        conn.send(r#"{"action":"rtm/write","id":5,"body":{}}"#)
-            .is_err(),
-        "ids belong to action()"
+        server.wait_for_connections(WAIT, |c| c
+            .first()
+            .is_some_and(|c| c.received.iter().any(|p| p == own))),
+        "the server never got the caller's bytes"
     );
+    while conn.read_sync("raw", WAIT).unwrap() != serde_json::json!(9) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sent write never landed"
+        );
+    }
     assert!(conn.send("not json").is_err());
     conn.stop().unwrap();
 }

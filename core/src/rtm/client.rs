@@ -950,6 +950,49 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         self.submit(now, Untyped::from(req), ack, h)
     }
 
+    /// Sends `pdu`, a whole PDU the caller serialized (any action, with its own `id` if
+    /// it has one), byte for byte: the SDK contract's `Connection.send(payload)`. It is
+    /// not tracked: a reply to its id reaches the handler as
+    /// [`InternalError::UnknownReply`] (or, if the id is one the client gave its own
+    /// request on this connection — ids restart at 0 on every connection — as that
+    /// request's reply, as in the reference SDK: choose ids accordingly). It goes out
+    /// only behind nothing: while connected, with nothing queued before it (else
+    /// [`RequestError::Full`]: try again later); JSON only (a CBOR client refuses it
+    /// with [`RequestError::InvalidJson`], as any text that is not a PDU).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError, Transmit};
+    /// use benchlink_core::time::Instant;
+    /// let mut client: Client<1, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 2], [0; 256], [0; 512], []);
+    /// let pdu = r#"{"action":"rtm/read","id":77,"body":{"channel":"kv"}}"#;
+    /// assert_eq!(client.send_raw(pdu), Err(RequestError::Full)); // not connected
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// client.start(t, h);
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
+    /// client.handle_connected(t, h);
+    /// client.send_raw(pdu).unwrap();
+    /// assert_eq!(client.poll_transmit(), Some(Transmit::Send(pdu)));
+    /// assert_eq!(client.send_raw("not a pdu"), Err(RequestError::InvalidJson));
+    /// ```
+    pub fn send_raw(&mut self, pdu: &str) -> Result<(), RequestError> {
+        if self.state == ClientState::Disposed {
+            return Err(RequestError::Disposed);
+        }
+        if self.config.encoding != Encoding::Json || Pdu::parse(pdu).is_err() {
+            return Err(RequestError::InvalidJson);
+        }
+        if pdu.len() > self.outbox.max_record() {
+            return Err(RequestError::TooLarge);
+        }
+        if !self.can_send_now(false) {
+            return Err(RequestError::Full);
+        }
+        push_encoded(&mut self.outbox, None, |out| {
+            out.push_str(pdu).map_err(WriteError::from)
+        })
+        .map_err(|_| RequestError::Full)
+    }
+
     /// Authenticate as `role` with its secret (role-secret HMAC-MD5). The result comes
     /// once in [`Handler::auth`]; on success the credentials are remembered and
     /// replayed first on every reconnect. Requests made after this one are sent after

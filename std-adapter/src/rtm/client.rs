@@ -785,6 +785,13 @@ impl Client {
         Ok(r)
     }
 
+    /// Sends a whole PDU the caller serialized, byte for byte (see the core's
+    /// `Client::send_raw`): for [`Connection::send`](super::Connection::send).
+    pub(crate) fn send_raw(&self, pdu: &str) -> Result<(), Error> {
+        self.call(|core| core.link.client_mut().send_raw(pdu))?
+            .map_err(Error::Request)
+    }
+
     /// Connects (in the background) and keeps the connection up until [`Client::stop`].
     pub fn start(&self) -> Result<(), Error> {
         self.call(|core| {

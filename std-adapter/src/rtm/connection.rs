@@ -377,21 +377,16 @@ impl Connection {
         self.client.action(name, body, callback)
     }
 
-    /// Sends a PDU the caller serialized: `{"action": …, "body": {…}}` without an `id`
-    /// (a request with an id would need its reply correlated: use [`Connection::action`]
-    /// with a callback for that).
+    /// Sends a PDU the caller serialized, byte for byte, as the SDK contract's
+    /// `send(payload)` (an `id` included: the caller correlates its reply, which the
+    /// delegate hears as an internal error "reply with an unknown id"; ids the
+    /// connection gives its own requests restart at 0, so pick others, as with the
+    /// reference SDK). Fails with `Full` while earlier requests still wait to go out,
+    /// and with `InvalidJson` for text that is not a PDU. [`Connection::action`] with a
+    /// callback is the way to get a reply.
     pub fn send(&self, payload: &str) -> Result<(), Error> {
-        let pdu: serde_json::Value = serde_json::from_str(payload).map_err(Error::Json)?;
-        let (Some(name), Some(body), None) = (
-            pdu.get("action").and_then(|a| a.as_str()),
-            pdu.get("body"),
-            pdu.get("id"),
-        ) else {
-            return Err(Error::Request(
-                benchlink_core::rtm::RequestError::InvalidJson,
-            ));
-        };
-        self.action(name, body, None)
+        self.open()?;
+        self.client.send_raw(payload)
     }
 
     /// Subscribes; `options` are sent as given (no fast-forward is added). Data goes to
