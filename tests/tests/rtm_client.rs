@@ -23,6 +23,18 @@ impl SubscriptionObserver for Forward {
     }
 }
 
+/// Forwards messages like [`Forward`] and says when the subscription is established.
+struct Ready(Forward, mpsc::Sender<()>);
+
+impl SubscriptionObserver for Ready {
+    fn on_enter_subscribed(&mut self) {
+        let _ = self.1.send(());
+    }
+    fn on_subscription_data(&mut self, data: &SubscriptionData) {
+        self.0.on_subscription_data(data)
+    }
+}
+
 fn client(server: &RtmServer) -> Client {
     let options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
     Client::new(options).unwrap()
@@ -354,15 +366,6 @@ fn a_message_at_the_outgoing_limit_goes_out_and_one_byte_more_is_refused() {
     receiver.start().unwrap();
     let (tx, rx) = mpsc::channel();
     let (ok_tx, ok_rx) = mpsc::channel();
-    struct Ready(Forward, mpsc::Sender<()>);
-    impl SubscriptionObserver for Ready {
-        fn on_enter_subscribed(&mut self) {
-            let _ = self.1.send(());
-        }
-        fn on_subscription_data(&mut self, data: &SubscriptionData) {
-            self.0.on_subscription_data(data)
-        }
-    }
     let observer = Ready(Forward(tx), ok_tx);
     receiver
         .subscribe("big", Mode::Simple, observer, SubscribeOptions::default())
@@ -428,15 +431,6 @@ fn a_view_query_of_four_kib_subscribes_and_one_byte_more_is_refused() {
     );
     let (tx, rx) = mpsc::channel();
     let (ok_tx, ok_rx) = mpsc::channel();
-    struct Ready(Forward, mpsc::Sender<()>);
-    impl SubscriptionObserver for Ready {
-        fn on_enter_subscribed(&mut self) {
-            let _ = self.1.send(());
-        }
-        fn on_subscription_data(&mut self, data: &SubscriptionData) {
-            self.0.on_subscription_data(data)
-        }
-    }
     c.subscribe(
         "v",
         Mode::Simple,

@@ -281,14 +281,13 @@ fn connection_sync_calls_fail_with_timeout() {
     conn.stop().unwrap();
 }
 
-/// Seed, Connection `unsubscribe`: "Messages stop arriving for the channel only after the
-/// service completes the unsubscribe." While the server has not carried the unsubscribe
-/// out (it is told to ignore it), messages still arrive and the callback has not run;
-/// after a completed one on a new connection, they stop.
-#[test]
-fn connection_messages_stop_only_after_the_unsubscribe_completes() {
-    let server = server();
-    let (conn, rx) = open_connection(&server);
+/// A started `Connection` subscribed to `c`, whose unsubscribe (with a callback) went
+/// out and which the server is told never to answer: the connection, its delegate's
+/// events and the callback's responses.
+fn unsubscribing_unanswered(
+    server: &RtmServer,
+) -> (Connection, Receiver<String>, Receiver<Response>) {
+    let (conn, rx) = open_connection(server);
     conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
         .unwrap();
     server
@@ -296,6 +295,17 @@ fn connection_messages_stop_only_after_the_unsubscribe_completes() {
         .override_replies("rtm/unsubscribe", ReplyOverride::Silence, Some(1));
     let (cb, done) = callback();
     conn.unsubscribe("c", Some(cb)).unwrap();
+    (conn, rx, done)
+}
+
+/// Seed, Connection `unsubscribe`: "Messages stop arriving for the channel only after the
+/// service completes the unsubscribe." While the server has not carried the unsubscribe
+/// out (it is told to ignore it), messages still arrive and the callback has not run;
+/// after a completed one on a new connection, they stop.
+#[test]
+fn connection_messages_stop_only_after_the_unsubscribe_completes() {
+    let server = server();
+    let (conn, rx, done) = unsubscribing_unanswered(&server);
     conn.publish_sync("c", &"still", WAIT).unwrap();
     assert_eq!(next(&rx), r#"data:"still""#);
     assert!(done.try_recv().is_err(), "completed without a reply");
@@ -327,14 +337,7 @@ fn connection_messages_stop_only_after_the_unsubscribe_completes() {
 #[test]
 fn connection_unsubscribe_cut_by_the_connection_end_is_not_reported_as_confirmed() {
     let server = server();
-    let (conn, rx) = open_connection(&server);
-    conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
-        .unwrap();
-    server
-        .faults()
-        .override_replies("rtm/unsubscribe", ReplyOverride::Silence, Some(1));
-    let (cb, done) = callback();
-    conn.unsubscribe("c", Some(cb)).unwrap();
+    let (conn, rx, done) = unsubscribing_unanswered(&server);
     assert!(server.wait_for_connections(WAIT, |c| c
         .first()
         .is_some_and(|c| c.received.iter().any(|p| p.contains("rtm/unsubscribe")))));
