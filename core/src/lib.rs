@@ -45,5 +45,7 @@ pub mod http;
 pub mod json;
 pub mod rtm;
 mod swar;
+#[cfg(test)]
+mod testing;
 pub mod time;
 pub mod ws;

@@ -70,6 +70,17 @@ impl Link {
         });
     }
 
+    /// Starts `hello.bdl` (one `/start`) and waits, on the server's record, until it is
+    /// in one of `statuses`; its id.
+    fn start_until(&mut self, statuses: &[&str]) -> u64 {
+        let id = self
+            .client
+            .start(&hello(), &StartOptions::default())
+            .expect("start");
+        self.wait_server_status(id, statuses);
+        id
+    }
+
     fn connections(&self) -> u64 {
         self.server.stats().accepted
     }
@@ -100,11 +111,7 @@ fn start_status_results_cost_one_request_each_on_one_connection() {
 #[test]
 fn data_of_a_running_benchmark_whose_status_is_known_sends_no_status() {
     let mut link = Link::new(live_server());
-    let id = link
-        .client
-        .start(&hello(), &StartOptions::default())
-        .expect("start");
-    link.wait_server_status(id, &["running"]);
+    let id = link.start_until(&["running"]);
     let known = link.client.status(id).expect("status");
     assert_eq!(known.status_text, "running");
     assert_eq!(
@@ -127,11 +134,7 @@ fn data_of_a_running_benchmark_whose_status_is_known_sends_no_status() {
 #[test]
 fn data_without_a_known_status_asks_once_when_the_benchmark_runs() {
     let mut link = Link::new(live_server());
-    let id = link
-        .client
-        .start(&hello(), &StartOptions::default())
-        .expect("start");
-    link.wait_server_status(id, &["running"]);
+    let id = link.start_until(&["running"]);
     assert_eq!(link.calls(), one("/start"));
     let samples = link.client.data(id).expect("data").count();
     assert!(samples > 0, "the running benchmark reported samples");
@@ -147,11 +150,7 @@ fn data_without_a_known_status_asks_once_when_the_benchmark_runs() {
 #[test]
 fn data_of_an_ended_benchmark_whose_status_is_known_sends_no_status() {
     let mut link = Link::new(fast_server());
-    let id = link
-        .client
-        .start(&hello(), &StartOptions::default())
-        .expect("start");
-    link.wait_server_status(id, &["complete"]);
+    let id = link.start_until(&["complete"]);
     let known = link.client.status(id).expect("status");
     link.calls();
     let samples = link
@@ -171,11 +170,7 @@ fn data_of_a_failed_benchmark_whose_status_is_known_sends_nothing() {
         c.speed = live_speed();
         c.quirks.data_hangs_on_failed = true;
     }));
-    let id = link
-        .client
-        .start(&hello(), &StartOptions::default())
-        .expect("start");
-    link.wait_server_status(id, &["running"]);
+    let id = link.start_until(&["running"]);
     assert!(link.server.crash_benchmark(id), "crashed");
     link.wait_server_status(id, &["failed"]);
     let known = link.client.status(id).expect("status");

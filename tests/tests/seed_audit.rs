@@ -618,11 +618,12 @@ fn make_client_closes_the_connection_when_the_body_fails() {
 // Logging
 // ---------------------------------------------------------------------------------------
 
-/// Run by [`debug_variable_turns_verbose_logging_on_and_its_absence_off`] in a child
-/// process (the logger is per process): a client whose first connect fails, which
-/// benchlink logs.
-#[test]
-#[ignore = "a child of debug_variable_turns_verbose_logging_on_and_its_absence_off"]
+/// Set in the environment of this test binary when it runs as the child of
+/// [`debug_variable_turns_verbose_logging_on_and_its_absence_off`].
+const LOGGING_CHILD: &str = "SEED_AUDIT_LOGGING_CHILD";
+
+/// The child's part (the logger is per process): a client whose first connect fails,
+/// which benchlink logs.
 fn logging_child() {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -641,17 +642,17 @@ fn logging_child() {
     client.dispose().unwrap();
 }
 
-/// This test binary's [`logging_child`] with `env` (and neither debug variable
+/// This test binary run as [`logging_child`] with `env` (and neither debug variable
 /// otherwise); returns its stderr.
 fn run_logging_child(env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "--ignored",
         "--exact",
-        "logging_child",
+        "debug_variable_turns_verbose_logging_on_and_its_absence_off",
         "--nocapture",
         "--test-threads=1",
     ])
+    .env(LOGGING_CHILD, "1")
     .env_remove("DEBUG_BENCHLINK_SDK")
     .env_remove("DEBUG_SATORI_SDK");
     for (k, v) in env {
@@ -675,6 +676,9 @@ fn run_logging_child(env: &[(&str, &str)]) -> String {
 /// value, the same client writes nothing to stderr.
 #[test]
 fn debug_variable_turns_verbose_logging_on_and_its_absence_off() {
+    if std::env::var_os(LOGGING_CHILD).is_some() {
+        return logging_child();
+    }
     for var in ["DEBUG_SATORI_SDK", "DEBUG_BENCHLINK_SDK"] {
         let on = run_logging_child(&[(var, "debug")]);
         assert!(on.contains("rtm: connect failed"), "{var}: {on}");

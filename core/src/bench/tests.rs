@@ -838,14 +838,10 @@ oops\n\
     );
 }
 
-/// xorshift: deterministic pseudo-random numbers for the randomized tests below.
-fn rng(mut state: u64) -> impl FnMut() -> usize {
-    move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state as usize
-    }
+/// Deterministic pseudo-random numbers for the randomized tests below.
+fn rng(seed: u64) -> impl FnMut() -> usize {
+    let mut rng = crate::testing::Xorshift(seed);
+    move || rng.next() as usize
 }
 
 #[test]
@@ -945,14 +941,6 @@ fn mutated_replies_never_panic() {
     }
 }
 
-/// A small deterministic generator for the property tests below.
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 #[test]
 fn the_fast_sample_parser_agrees_with_the_field_parser() {
     let alphabet: &[u8] = b"0123456789\t\t\t.e-+abx\xc3\xa9\xff ";
@@ -978,12 +966,12 @@ fn the_fast_sample_parser_agrees_with_the_field_parser() {
             line.escape_ascii().to_string()
         );
     }
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = crate::testing::Xorshift(0x9E37_79B9_7F4A_7C15);
     let mut line = [0u8; 24];
     for _ in 0..50_000 {
-        let len = (xorshift(&mut seed) % 24) as usize;
+        let len = (rng.next() % 24) as usize;
         for b in line.iter_mut().take(len) {
-            *b = alphabet[(xorshift(&mut seed) % alphabet.len() as u64) as usize];
+            *b = alphabet[(rng.next() % alphabet.len() as u64) as usize];
         }
         let line = &line[..len];
         assert_eq!(
@@ -997,12 +985,12 @@ fn the_fast_sample_parser_agrees_with_the_field_parser() {
 
 #[test]
 fn line_ends_are_found_at_every_offset() {
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut rng = crate::testing::Xorshift(0x2545_F491_4F6C_DD1D);
     let mut data = [0u8; 40];
     for _ in 0..20_000 {
-        let len = (xorshift(&mut seed) % 40) as usize;
+        let len = (rng.next() % 40) as usize;
         for b in data.iter_mut().take(len) {
-            *b = match xorshift(&mut seed) % 16 {
+            *b = match rng.next() % 16 {
                 0 => b'\n',
                 1 => b'\r',
                 2 => 0,

@@ -330,13 +330,8 @@ fn items_of_validated_containers_are_stepped_over_whole() {
 /// into the values they were built from.
 #[test]
 fn containers_are_stepped_over_at_every_alignment() {
-    let mut state = 0x853C_49E6_748F_EA9Bu64;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state as usize
-    };
+    let mut rng = crate::testing::Xorshift(0x853C_49E6_748F_EA9Bu64);
+    let mut rand = move || rng.next() as usize;
     fn value(out: &mut Buf<4096>, rand: &mut impl FnMut() -> usize, depth: usize) {
         const PIECES: [&str; 12] = [
             "a", "]", "[", "}", "{", "\\\"", "\\\\", "\\/", "\\u005d", "é", " ", ",",
@@ -463,13 +458,8 @@ fn never_panics_on_mutated_input() {
         r#"{"a":[1,-2.5e3,"x\u00e9\ud83d\ude00",true,false,null,{"b":{}}],"c":"\\\""}"#,
         r#"[{"id":1,"hosts":["h"]},[],[[]]]"#,
     ];
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state as usize
-    };
+    let mut rng = crate::testing::Xorshift(0x2545_f491_4f6c_dd1du64);
+    let mut rand = move || rng.next() as usize;
     let alphabet = b"{}[]\",:\\u0123456789abcdefABCDEF.-+eEtrnl \t\n\x01\xff";
     for round in 0..20_000 {
         let mut doc = Text::new();

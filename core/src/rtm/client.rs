@@ -486,9 +486,7 @@ fn store_args<const SUBS: usize, A: Bytes>(
     }
     let slot = match old {
         Some(slot) => slot,
-        None => slots
-            .take(len, SUBS)
-            .ok_or(RequestError::TooManySubscriptions)?,
+        None => slots.take(SUBS).ok_or(RequestError::TooManySubscriptions)?,
     };
     let mut at = 0;
     for part in parts {

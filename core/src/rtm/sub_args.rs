@@ -45,12 +45,9 @@ impl<A: Bytes> ArgSlots<A> {
         }
     }
 
-    /// Takes a slot for `len` bytes, or `None` when they do not fit one (or no slot is
-    /// left, which the subscription table's own bound prevents).
-    pub(crate) fn take(&mut self, len: usize, subs: usize) -> Option<u16> {
-        if len > self.slot_size(subs) {
-            return None;
-        }
+    /// Takes a free slot (of [`slot_size`](Self::slot_size) bytes), or `None` when none
+    /// is left, which the subscription table's own bound prevents.
+    pub(crate) fn take(&mut self, subs: usize) -> Option<u16> {
         if self.free != NONE {
             let slot = self.free;
             self.free = self

@@ -1111,13 +1111,8 @@ fn only_the_latest_unsent_pong_is_kept() {
 /// the close comes last.
 #[test]
 fn outbox_never_loses_or_corrupts_frames() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = crate::testing::Xorshift(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.next();
     for _ in 0..200 {
         let mut rx = [0u8; 8];
         let mut session = Session::new(&mut rx, counter());

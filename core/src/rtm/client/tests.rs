@@ -2769,19 +2769,7 @@ fn memory_figures() {
 // Randomized event sequences
 // ---------------------------------------------------------------------------------------
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::testing::Xorshift as Rng;
 
 #[test]
 fn random_event_sequences_keep_the_invariants() {

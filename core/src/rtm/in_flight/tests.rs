@@ -20,13 +20,8 @@ fn ids<P: AsRef<[Pending]> + AsMut<[Pending]>>(t: &InFlight<P>) -> Vec<u32> {
 /// pushes, out-of-order answers and expiries a small seeded generator makes.
 #[test]
 fn behaves_as_an_ordered_list() {
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut rand = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rng = crate::testing::Xorshift(0x2545_F491_4F6C_DD1Du64);
+    let mut rand = move |n: u64| rng.below(n);
     for _ in 0..200 {
         let mut table: InFlight<[Pending; 5]> = InFlight::new([Pending::EMPTY; 5]);
         let mut model: Vec<Pending> = Vec::new();

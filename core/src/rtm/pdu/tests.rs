@@ -1044,13 +1044,8 @@ fn validation_is_json_parse() {
         r#" {"id":"7","body":{"a":1,"b":{},"c":[],"d":"\u0064","e":true,"position":"1:2"},"action":"rtm/read/ok","body":2} "#,
         r#"{"action":"x","body":[{"y":1}],"id":1}"#,
     ];
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state as usize
-    };
+    let mut rng = crate::testing::Xorshift(0x9E37_79B9_7F4A_7C15u64);
+    let mut rand = move || rng.next() as usize;
     let alphabet = b"{}[]\",:\\u01.-e tn\n";
     let mut bodies = 0;
     for round in 0..20_000 {
