@@ -727,17 +727,19 @@ fn gaps(log: &Log, mark: usize, event: &str) -> Vec<Duration> {
         .collect()
 }
 
-/// Gap `k` (0-based) between attempts after a drop of a stable connection is at least
-/// `interval · 2^(k+1)` (no jitter by default), less a few milliseconds. The gaps are the
-/// client's own (its observer's stamps of each attempt, logged by its I/O thread), not a
-/// server's accept stamps that lag by the server's scheduling; the client computes each
-/// wait from the `now` of the step that ends an attempt, which its observer hears a few
-/// microseconds after (hence the 5 ms of slack, far below the half a wait that tells one
-/// wait from the one before). Only the lower bound is asserted: a loaded machine may
-/// always be late.
+/// Gap `k` (0-based) between attempts after a drop of a stable connection is
+/// `interval · 2^(k+1)` (no jitter by default), counted by the client from the start of
+/// the attempt before. The core's tests check that to the microsecond with `now` passed
+/// in (`backoff_matches_the_reference_gaps`, `accept_then_close_storm_backs_off`); here,
+/// on real threads, the gaps are seen through the client's observer (each attempt's event
+/// logged by its I/O thread), which a loaded machine can delay by tens of milliseconds
+/// for one attempt and not the next (a second copy of the test command beside this one
+/// showed gaps 11 ms short). So this asserts what no scheduling delay can fake: each gap
+/// is at least half its wait, which a client that did not double its backoff fails from
+/// the second gap on. Only lower bounds: a loaded machine may always be late.
 fn assert_backoff(gaps: &[Duration], interval: Duration) {
     for (k, gap) in gaps.iter().enumerate() {
-        let low = interval * 2u32.pow(u32::try_from(k).unwrap() + 1) - Duration::from_millis(5);
+        let low = interval * 2u32.pow(u32::try_from(k).unwrap() + 1) / 2;
         assert!(
             *gap >= low,
             "gap {k} = {gap:?}, expected at least {low:?}; all gaps {gaps:?}"
