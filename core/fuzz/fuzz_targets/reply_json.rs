@@ -52,9 +52,6 @@ fuzz_target!(|input: &[u8]| {
     };
     check_json(body, max_depth, *pick);
     check_replies(status, body, reply);
-    if status != 200 {
-        check_replies(200, body, reply);
-    }
 });
 
 fn is_ws(b: u8) -> bool {
@@ -331,10 +328,10 @@ fn same(ours: Value<'_>, theirs: &serde_json::Value) {
 }
 
 /// `shown`: the errors already formatted; formatting an equal one again proves nothing.
+/// (`Display` is written by hand and formatted; `Debug` is derived and is not.)
 fn check_error<'a>(e: &Error<'a>, status: u16, body: &[u8], shown: &mut Vec<Error<'a>>) {
     if !shown.contains(e) {
         let _ = e.to_string();
-        let _ = format!("{e:?}");
         shown.push(*e);
     }
     let _ = std::error::Error::source(e);
@@ -348,7 +345,6 @@ fn check_replies(status: u16, body: &[u8], reply: u8) {
     // from_reply
     let e = Error::from_reply(status, body);
     let _ = e.to_string();
-    let _ = format!("{e:?}");
     let mut shown = vec![e];
     match e {
         Error::Http {
