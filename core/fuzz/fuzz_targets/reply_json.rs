@@ -52,9 +52,6 @@ fuzz_target!(|input: &[u8]| {
     };
     check_json(body, max_depth, *pick);
     check_replies(status, body, reply);
-    if status != 200 {
-        check_replies(200, body, reply);
-    }
 });
 
 fn is_ws(b: u8) -> bool {
@@ -230,8 +227,10 @@ fn walk(v: Value<'_>, pick: &mut Pick) -> usize {
 fn check_str(s: json::JsonStr<'_>) -> String {
     let decoded: String = s.chars().collect();
     assert_eq!(s.to_string(), decoded, "Display vs chars");
+    #[allow(clippy::eq_op)] // `PartialEq` is written by hand: it must hold for itself
+    let reflexive = s == s;
     assert!(
-        s == s && s == decoded.as_str(),
+        reflexive && s == decoded.as_str(),
         "a string equals itself and its text"
     );
     assert_eq!(s.is_empty(), s.as_raw().is_empty());
@@ -331,10 +330,10 @@ fn same(ours: Value<'_>, theirs: &serde_json::Value) {
 }
 
 /// `shown`: the errors already formatted; formatting an equal one again proves nothing.
+/// (`Display` is written by hand and formatted; `Debug` is derived and is not.)
 fn check_error<'a>(e: &Error<'a>, status: u16, body: &[u8], shown: &mut Vec<Error<'a>>) {
     if !shown.contains(e) {
         let _ = e.to_string();
-        let _ = format!("{e:?}");
         shown.push(*e);
     }
     let _ = std::error::Error::source(e);
@@ -344,11 +343,11 @@ fn check_error<'a>(e: &Error<'a>, status: u16, body: &[u8], shown: &mut Vec<Erro
     }
 }
 
+#[allow(clippy::no_effect)] // `reply!` with nothing to check is the unit expression
 fn check_replies(status: u16, body: &[u8], reply: u8) {
     // from_reply
     let e = Error::from_reply(status, body);
     let _ = e.to_string();
-    let _ = format!("{e:?}");
     let mut shown = vec![e];
     match e {
         Error::Http {
@@ -427,7 +426,7 @@ fn check_replies(status: u16, body: &[u8], reply: u8) {
                     assert!(r.get(&name).is_some());
                     let _ = metric.kind.as_str();
                     for (key, n) in metric.stats() {
-                        assert_eq!(metric.stat(key).is_some(), true);
+                        assert!(metric.stat(key).is_some());
                         let _ = n.as_f64();
                     }
                 }

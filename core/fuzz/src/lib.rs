@@ -25,6 +25,9 @@ impl Rng {
         Rng(s | 1)
     }
 
+    /// The next 64 random bits. (Not an `Iterator`: the stream never ends, and the
+    /// targets draw from it by hand.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
