@@ -30,10 +30,10 @@
 //! at most `max_body_bytes` delivered.
 #![no_main]
 
-use benchlink_core::http::{ContentEncoding, DecodeError, Framing, InflateBuffers, Limits, Method};
+use benchlink_core::http::{ContentEncoding, DecodeError, Framing, Limits, Method};
 use benchlink_core_fuzz::{
-    chosen_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole, Ev, Flush, Format,
-    GzipOptions, Rng, Setup,
+    adler32, bounded_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole,
+    with_inflate_1k, with_inflate_32k, Ev, Flush, Format, GzipOptions, Rng, Setup, BOUNDED_PIECES,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -56,22 +56,25 @@ fuzz_target!(|input: &[u8]| {
     };
     let (f1, f2) = (*f1, *f2);
     let mut rng = Rng::from_bytes(&[f1, f2, *f3, *s0, *s1, *s2, *s3]);
-    // Expanded data wraps an inflate window: the 32 KiB one (slow, so only for f3 = 0xFF)
-    // or, in segments of at most `SEGMENT` bytes that back-references cannot leave, the
-    // 1 KiB one.
-    let (target, segmented) = match f3 {
-        0xFF => (33_000, false),
-        f3 if f3 & 6 == 6 => (2 * SEGMENT, true),
-        _ => (0, false),
+    let kind = [Kind::Zlib, Kind::Raw, Kind::Gzip, Kind::Gzip2][usize::from(f1 & 3)];
+    let framing = (f1 >> 2) & 3;
+    let level = (f1 >> 4).min(10);
+    let strategy = (f2 & 7) % 5;
+    let cut = f2 & 8 != 0;
+    let spelling = f2 & 16 != 0;
+    let small_window = f2 & 32 != 0;
+    let raw_bytes = f2 & 64 != 0;
+    let limited = f2 & 128 != 0;
+    // Expanded data wraps an inflate window: the 32 KiB one (f3 = 0xFF) or, in segments
+    // of at most `SEGMENT` bytes that back-references cannot leave, the 1 KiB one.
+    let (wrap32, segmented) = match f3 {
+        _ if raw_bytes || data.is_empty() => (false, false),
+        0xFF => (true, false),
+        f3 => (false, f3 & 6 == 6),
     };
     let expanded;
-    let data = if target > 0 && !data.is_empty() {
-        let mut big = Vec::with_capacity(target + data.len() + 1);
-        while big.len() < target {
-            big.extend_from_slice(data);
-            big.push(rng.next() as u8);
-        }
-        expanded = big;
+    let data = if segmented {
+        expanded = repeat_to(data, 2 * SEGMENT, &mut rng);
         &expanded[..]
     } else {
         data
@@ -87,20 +90,7 @@ fuzz_target!(|input: &[u8]| {
             Vec::new()
         }
     };
-    let kind = [Kind::Zlib, Kind::Raw, Kind::Gzip, Kind::Gzip2][usize::from(f1 & 3)];
-    let framing = (f1 >> 2) & 3;
-    let level = (f1 >> 4).min(10);
-    let strategy = (f2 & 7) % 5;
-    let cut = f2 & 8 != 0;
-    let spelling = f2 & 16 != 0;
-    let small_window = f2 & 32 != 0;
-    let raw_bytes = f2 & 64 != 0;
-    let limited = f2 & 128 != 0;
-
-    // The body as the server would send it, and what it must decode to.
-    let body = if raw_bytes {
-        data.to_vec()
-    } else {
+    let mut flushes = |rng: &mut Rng, len: usize| -> Vec<(usize, Flush)> {
         let mut flushes: Vec<(usize, Flush)> = (0..rng.below(6))
             .map(|_| {
                 let kind = if rng.chance(4) {
@@ -108,16 +98,44 @@ fuzz_target!(|input: &[u8]| {
                 } else {
                     Flush::Sync
                 };
-                (rng.below(data.len() + 1), kind)
+                (rng.below(len + 1), kind)
             })
             .collect();
-        flushes.extend(segments(data.len()));
+        flushes.extend(segments(len));
         flushes.sort_unstable_by_key(|f| f.0);
-        match kind {
-            Kind::Zlib => compress(data, Format::Zlib, level, strategy, &flushes, !cut),
-            Kind::Raw => compress(data, Format::RawDeflate, level, strategy, &flushes, !cut),
+        flushes
+    };
+
+    // The body as the server would send it, and what it must decode to.
+    let wrapped;
+    let (body, data) = if raw_bytes {
+        (data.to_vec(), data)
+    } else if wrap32 {
+        let w = Wrap32::new(data, level, strategy, &mut rng, &mut flushes);
+        let body = w.body(kind, level, cut, &mut rng);
+        wrapped = w;
+        (body, &wrapped.data[..])
+    } else {
+        let body = match kind {
+            Kind::Zlib => compress(
+                data,
+                Format::Zlib,
+                level,
+                strategy,
+                &flushes(&mut rng, data.len()),
+                !cut,
+            ),
+            Kind::Raw => compress(
+                data,
+                Format::RawDeflate,
+                level,
+                strategy,
+                &flushes(&mut rng, data.len()),
+                !cut,
+            ),
             Kind::Gzip => {
-                let deflate = compress(data, Format::RawDeflate, level, strategy, &flushes, !cut);
+                let f = flushes(&mut rng, data.len());
+                let deflate = compress(data, Format::RawDeflate, level, strategy, &f, !cut);
                 gzip_member(data, &deflate, &gzip_options(&mut rng), !cut)
             }
             Kind::Gzip2 => {
@@ -145,7 +163,8 @@ fuzz_target!(|input: &[u8]| {
                 ]
                 .concat()
             }
-        }
+        };
+        (body, data)
     };
 
     let coding: &str = match (kind, spelling) {
@@ -188,21 +207,21 @@ fuzz_target!(|input: &[u8]| {
         max_responses: 2,
     };
 
-    // The same events whole and in the input's chosen split, the split run reusing the
-    // memory the whole run left dirty.
-    let mut big = Box::new(InflateBuffers::<32768>::new());
-    let mut small = Box::new(InflateBuffers::<SEGMENT>::new());
-    let mut decode = |lens: &[usize]| {
-        let memory = if small_window {
-            small.memory()
+    // Decoding with this thread's inflate memory, left dirty by earlier runs.
+    let decode = |lens: &[usize]| {
+        if small_window {
+            with_inflate_1k(|b| run::<16>(&wire, lens, &setup, Some(b.memory())))
         } else {
-            big.memory()
-        };
-        run::<16>(&wire, lens, &setup, Some(memory))
+            with_inflate_32k(|b| run::<16>(&wire, lens, &setup, Some(b.memory())))
+        }
     };
-    let reference = decode(&whole(wire.len()));
-    let lens = chosen_pieces(wire.len(), *s0, &mut rng);
-    assert_eq!(reference, decode(&lens), "split into {lens:?}");
+    let lens = bounded_pieces(wire.len(), *s0, &mut rng, BOUNDED_PIECES);
+    let events = decode(&lens);
+    if raw_bytes {
+        // Arbitrary compressed bytes: nothing is known of the result but that it does not
+        // depend on the split.
+        assert_eq!(decode(&whole(wire.len())), events, "split into {lens:?}");
+    }
 
     let encoding = match kind {
         Kind::Zlib | Kind::Raw => ContentEncoding::Deflate,
@@ -213,9 +232,9 @@ fuzz_target!(|input: &[u8]| {
         encoding: got,
         framing: fr,
         ..
-    }) = reference.first()
+    }) = events.first()
     else {
-        panic!("no head: {reference:?}");
+        panic!("no head: {events:?}");
     };
     assert_eq!((*at, *got), (head.len(), encoding));
     assert_eq!(*fr == Framing::Close, close);
@@ -226,7 +245,7 @@ fuzz_target!(|input: &[u8]| {
         return; // a raw stream whose first bytes read as a zlib header: ambiguous by design
     }
 
-    let rest = &reference[1..];
+    let rest = &events[1..];
     let decoded = match rest.first() {
         Some(Ev::Data(d)) => d.as_slice(),
         _ => &[],
@@ -242,7 +261,7 @@ fuzz_target!(|input: &[u8]| {
                     needed,
                     available: 1024
                 })),
-                "{reference:?}"
+                "{events:?}"
             );
             assert!(decoded.is_empty());
             return;
@@ -283,16 +302,121 @@ fuzz_target!(|input: &[u8]| {
             keep_alive: !close,
             coding_complete: !cut,
         }),
-        "{reference:?}"
+        "{events:?}"
     );
     if !close {
         assert!(
             matches!(after.get(1), Some(Ev::Head { status: 204, .. })),
-            "next response: {reference:?}"
+            "next response: {events:?}"
         );
         assert!(matches!(after.get(2), Some(Ev::End { at, .. }) if *at == wire.len()));
     }
 });
+
+/// `data` repeated, each copy followed by one random byte, to at least `target` bytes.
+fn repeat_to(data: &[u8], target: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut big = Vec::with_capacity(target + data.len() + 1);
+    while big.len() < target {
+        big.extend_from_slice(data);
+        big.push(rng.next() as u8);
+    }
+    big
+}
+
+/// Over 32 KiB of data that wraps the 32 KiB window, and its deflate stream, built
+/// cheaply in three parts: a base of at least 1 KiB (`data` repeated with random bytes)
+/// compressed (sync-flushed), 32 KiB of copies of the base with random bytes between
+/// them in stored blocks, and the compressed base again, whose blocks and
+/// back-references are decoded after the window wrapped.
+struct Wrap32 {
+    /// Each part: its deflate blocks (ending byte-aligned, not final) and its bytes.
+    parts: [(Vec<u8>, Vec<u8>); 3],
+    /// The decoded data: the parts' bytes.
+    data: Vec<u8>,
+}
+
+impl Wrap32 {
+    fn new(
+        data: &[u8],
+        level: u8,
+        strategy: u8,
+        rng: &mut Rng,
+        flushes: &mut impl FnMut(&mut Rng, usize) -> Vec<(usize, Flush)>,
+    ) -> Self {
+        let base = repeat_to(data, SEGMENT, rng);
+        let f = flushes(rng, base.len());
+        let unit = compress(&base, Format::RawDeflate, level, strategy, &f, false);
+        let filler = repeat_to(&base, 32 * 1024, rng);
+        let mut stored = Vec::with_capacity(filler.len() + 10);
+        for block in filler.chunks(u16::MAX as usize) {
+            let n = block.len() as u16;
+            // Stored block, not final (byte-aligned after the sync flush): LEN, NLEN.
+            stored.push(0x00);
+            stored.extend_from_slice(&n.to_le_bytes());
+            stored.extend_from_slice(&(!n).to_le_bytes());
+            stored.extend_from_slice(block);
+        }
+        let data = [&base[..], &filler, &base].concat();
+        Wrap32 {
+            parts: [(unit.clone(), base.clone()), (stored, filler), (unit, base)],
+            data,
+        }
+    }
+
+    /// Raw deflate of parts `from..to`, ended by a final empty block when `finish`, and
+    /// the bytes it decodes to.
+    fn deflate(&self, from: usize, to: usize, finish: bool) -> (Vec<u8>, Vec<u8>) {
+        let mut out = Vec::new();
+        let mut bytes = Vec::new();
+        for (blocks, plain) in &self.parts[from..to] {
+            out.extend_from_slice(blocks);
+            bytes.extend_from_slice(plain);
+        }
+        if finish {
+            out.extend_from_slice(&[0x03, 0x00]); // final empty fixed-Huffman block
+        }
+        (out, bytes)
+    }
+
+    fn body(&self, kind: Kind, level: u8, cut: bool, rng: &mut Rng) -> Vec<u8> {
+        match kind {
+            Kind::Zlib => {
+                let cmf = 0x78u8;
+                let flevel: u8 = match level {
+                    0 | 1 => 0,
+                    2..=5 => 1,
+                    6 => 2,
+                    _ => 3,
+                };
+                let mut flg = flevel << 6;
+                flg += ((31 - (u16::from(cmf) * 256 + u16::from(flg)) % 31) % 31) as u8;
+                let mut out = vec![cmf, flg];
+                out.extend_from_slice(&self.deflate(0, 3, !cut).0);
+                if !cut {
+                    out.extend_from_slice(&adler32(&self.data).to_be_bytes());
+                }
+                out
+            }
+            Kind::Raw => self.deflate(0, 3, !cut).0,
+            Kind::Gzip => gzip_member(
+                &self.data,
+                &self.deflate(0, 3, !cut).0,
+                &gzip_options(rng),
+                !cut,
+            ),
+            Kind::Gzip2 => {
+                let k = rng.below(4);
+                let (first, a) = self.deflate(0, k, true);
+                let (second, b) = self.deflate(k, 3, !cut);
+                [
+                    gzip_member(&a, &first, &gzip_options(rng), true),
+                    gzip_member(&b, &second, &gzip_options(rng), !cut),
+                ]
+                .concat()
+            }
+        }
+    }
+}
 
 fn gzip_options(rng: &mut Rng) -> GzipOptions {
     let mut bytes =
