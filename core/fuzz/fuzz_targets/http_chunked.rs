@@ -3,7 +3,8 @@
 //! same under any split.
 //!
 //! Input: `[flags][seed: 4 bytes][payload…]`
-//! - flags bits 0-1: largest chunk 1024 / 16 / 3 / 4096 bytes; bit 2: chunk extensions and
+//! - flags bits 0-1: largest chunk 1024 / 16 / 3 / 4096 bytes (at most 64 chunks, the
+//!   last one takes the rest); bit 2: chunk extensions and
 //!   whitespace after the size; bit 3: trailer fields; bit 4: bare LF line ends now and
 //!   then; bit 5: leading zeros and upper-case hex in sizes; bit 6: a body limit below the
 //!   payload size; bit 7: `finish` after the garbage stream.
@@ -44,14 +45,33 @@ fuzz_target!(|input: &[u8]| {
     }
 });
 
-fn printable(rng: &mut Rng, max: usize) -> Vec<u8> {
-    (0..rng.below(max + 1))
-        .map(|_| match rng.below(20) {
+/// Appends up to `max` printable bytes (tabs now and then) to `out`.
+fn printable(out: &mut Vec<u8>, rng: &mut Rng, max: usize) {
+    for _ in 0..rng.below(max + 1) {
+        out.push(match rng.below(20) {
             0 => b'\t',
             _ => 0x20 + rng.below(0x5F) as u8,
-        })
-        .collect()
+        });
+    }
 }
+
+/// Appends `n` in hexadecimal (upper-case digits when `upper`), without leading zeros.
+fn hex(out: &mut Vec<u8>, n: usize, upper: bool) {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut shift = (usize::BITS - n.leading_zeros()).div_ceil(4).max(1) * 4;
+    while shift > 0 {
+        shift -= 4;
+        out.push(digits[(n >> shift) & 15]);
+    }
+}
+
+/// Most chunks an encoding has: the last one takes the rest of the payload, so that
+/// every execution decodes a bounded number of chunks.
+const MAX_CHUNKS: usize = 64;
 
 /// A chunked encoding of `payload` with the framing variations `flags` allow.
 fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
@@ -73,12 +93,7 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
         if odd_hex {
             out.extend(std::iter::repeat_n(b'0', rng.below(4)));
         }
-        let hex = if odd_hex && rng.chance(2) {
-            format!("{n:X}")
-        } else {
-            format!("{n:x}")
-        };
-        out.extend_from_slice(hex.as_bytes());
+        hex(out, n, odd_hex && rng.chance(2));
         if ext {
             if rng.chance(3) {
                 out.extend(std::iter::repeat_n(b' ', rng.below(3)));
@@ -86,15 +101,21 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
             }
             for _ in 0..rng.below(3) {
                 out.push(b';');
-                out.extend(printable(rng, 24));
+                printable(out, rng, 24);
             }
         }
         out.extend_from_slice(eol(rng));
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(payload.len() + 64);
     let mut rest = payload;
+    let mut chunks = 0;
     while !rest.is_empty() {
-        let n = (1 + rng.below(max_chunk)).min(rest.len());
+        chunks += 1;
+        let n = if chunks == MAX_CHUNKS {
+            rest.len()
+        } else {
+            (1 + rng.below(max_chunk)).min(rest.len())
+        };
         size_line(&mut out, n, rng);
         out.extend_from_slice(&rest[..n]);
         out.extend_from_slice(eol(rng));
@@ -103,8 +124,10 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
     size_line(&mut out, 0, rng);
     if trailers {
         for i in 0..rng.below(4) {
-            out.extend_from_slice(format!("X-Trailer-{i}:").as_bytes());
-            out.extend(printable(rng, 40));
+            out.extend_from_slice(b"X-Trailer-");
+            out.push(b'0' + i as u8);
+            out.push(b':');
+            printable(&mut out, rng, 40);
             out.extend_from_slice(eol(rng));
         }
     }

@@ -1,6 +1,6 @@
 //! `deflate` (zlib or raw) and `gzip` bodies: whatever was compressed comes out exactly,
-//! under any framing and any split; arbitrary compressed bytes never panic and never
-//! exceed the body limit.
+//! under any framing and split; arbitrary compressed bytes never panic, never exceed the
+//! body limit and decode the same whole and split.
 //!
 //! Input: `[f1][f2][f3][seed: 4 bytes][data…]`
 //! - f1 bits 0-1: zlib / raw deflate (both as `deflate`) / gzip / two gzip members;
@@ -12,22 +12,26 @@
 //!   (`Deflate`, `identity, deflate`, `x-gzip`, `GZIP`); bit 5: a 1 KiB inflate window
 //!   instead of 32 KiB; bit 6: `data` is served as the compressed body itself (raw bytes);
 //!   bit 7: a body limit (below the data size for compressed bodies, 64 KiB for raw bytes).
-//! - f3: 0xFF: `data` repeated (each copy with one random byte) to 33 KB, so that the
-//!   decoded stream wraps the 32 KiB window (rare: it is slow); else bits 1 and 2 set:
-//!   repeated to 2 KiB and compressed with a full flush every 1 KiB, so that no
-//!   back-reference reaches further and the 1 KiB window, wrapped twice, must decode it
-//!   exactly too; else `data` as is.
-//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points; its
-//!   first byte picks the kind of split (`chosen_pieces`).
+//! - f3 (compressed bodies of non-empty `data`): 0xFF: the decoded stream wraps the 32 KiB
+//!   window; else bits 1 and 2 set: it wraps the 1 KiB window three times, and no
+//!   back-reference reaches beyond 1 KiB, so the 1 KiB window must decode it exactly too;
+//!   else `data` as is. Both wraps are built cheaply (see `Repeated`): `data` (its first
+//!   KiB) compressed once, then stored copies of it with random bytes, then its
+//!   compressed blocks again, straddling the wrap; two gzip members split between parts.
+//! - seed: up to two sync/full flush points, gzip header fields, chunk sizes and split
+//!   points; its first byte picks the kind of split (`bounded_pieces`: at most 32 pieces,
+//!   the small ones over one run of the stream).
 //!
-//! Properties: the events are the same whole and in the input's chosen split.
-//! Compressed data: the decoded body is exactly `data` and `End` comes right after the
-//! body with `coding_complete` = not cut (a following pipelined response decodes too);
-//! with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream announcing a
-//! window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate and gzip with
-//! the 1 KiB window give exactly `data` when it was compressed in 1 KiB segments, else a
-//! prefix of it and end only with all of it (never silently wrong bytes). Raw bytes: no panic,
-//! at most `max_body_bytes` delivered.
+//! One decode per input for compressed data, whose events are known by construction:
+//! in the input's chosen split (with this thread's inflate memory, reused dirty), the
+//! head is the expected one, the decoded body is exactly the data and `End` comes right
+//! after the body with `coding_complete` = not cut (a following pipelined response
+//! decodes too); with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream
+//! announcing a window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate
+//! and gzip with the 1 KiB window give exactly the data when no back-reference reaches
+//! beyond 1 KiB (f3 bits 1-2), else a prefix of it and end only with all of it (never
+//! silently wrong bytes). Raw bytes (two decodes): the same events whole and in the
+//! chosen split, no panic, at most `max_body_bytes` delivered (the driver's checks).
 #![no_main]
 
 use benchlink_core::http::{ContentEncoding, DecodeError, Framing, Limits, Method};
@@ -72,26 +76,10 @@ fuzz_target!(|input: &[u8]| {
         0xFF => (true, false),
         f3 => (false, f3 & 6 == 6),
     };
-    let expanded;
-    let data = if segmented {
-        expanded = repeat_to(data, 2 * SEGMENT, &mut rng);
-        &expanded[..]
-    } else {
-        data
-    };
-    // A full flush resets the compressor's dictionary: with one at least every `SEGMENT`
-    // bytes no back-reference reaches further.
-    let segments = |len: usize| -> Vec<(usize, Flush)> {
-        if segmented {
-            (1..=len / SEGMENT)
-                .map(|i| (i * SEGMENT, Flush::Full))
-                .collect()
-        } else {
-            Vec::new()
-        }
-    };
-    let mut flushes = |rng: &mut Rng, len: usize| -> Vec<(usize, Flush)> {
-        let mut flushes: Vec<(usize, Flush)> = (0..rng.below(6))
+    // Sync / full flush points (one or two at most: each flush ends a block, and every
+    // block costs a Huffman table on both sides).
+    let flushes = |rng: &mut Rng, len: usize| -> Vec<(usize, Flush)> {
+        let mut flushes: Vec<(usize, Flush)> = (0..rng.below(3))
             .map(|_| {
                 let kind = if rng.chance(4) {
                     Flush::Full
@@ -101,38 +89,30 @@ fuzz_target!(|input: &[u8]| {
                 (rng.below(len + 1), kind)
             })
             .collect();
-        flushes.extend(segments(len));
         flushes.sort_unstable_by_key(|f| f.0);
         flushes
     };
 
     // The body as the server would send it, and what it must decode to.
-    let wrapped;
+    let repeated;
     let (body, data) = if raw_bytes {
         (data.to_vec(), data)
-    } else if wrap32 {
-        let w = Wrap32::new(data, level, strategy, &mut rng, &mut flushes);
-        let body = w.body(kind, level, cut, &mut rng);
-        wrapped = w;
-        (body, &wrapped.data[..])
+    } else if wrap32 || segmented {
+        let r = Repeated::new(data, segmented, level, strategy, &mut rng, flushes);
+        let body = r.body(kind, level, cut, &mut rng);
+        repeated = r;
+        (body, &repeated.data[..])
     } else {
         let body = match kind {
-            Kind::Zlib => compress(
-                data,
-                Format::Zlib,
-                level,
-                strategy,
-                &flushes(&mut rng, data.len()),
-                !cut,
-            ),
-            Kind::Raw => compress(
-                data,
-                Format::RawDeflate,
-                level,
-                strategy,
-                &flushes(&mut rng, data.len()),
-                !cut,
-            ),
+            Kind::Zlib | Kind::Raw => {
+                let format = if kind == Kind::Zlib {
+                    Format::Zlib
+                } else {
+                    Format::RawDeflate
+                };
+                let f = flushes(&mut rng, data.len());
+                compress(data, format, level, strategy, &f, !cut)
+            }
             Kind::Gzip => {
                 let f = flushes(&mut rng, data.len());
                 let deflate = compress(data, Format::RawDeflate, level, strategy, &f, !cut);
@@ -141,22 +121,8 @@ fuzz_target!(|input: &[u8]| {
             Kind::Gzip2 => {
                 let at = rng.below(data.len() + 1);
                 let (a, b) = data.split_at(at);
-                let first = compress(
-                    a,
-                    Format::RawDeflate,
-                    level,
-                    strategy,
-                    &segments(a.len()),
-                    true,
-                );
-                let second = compress(
-                    b,
-                    Format::RawDeflate,
-                    level,
-                    strategy,
-                    &segments(b.len()),
-                    !cut,
-                );
+                let first = compress(a, Format::RawDeflate, level, strategy, &[], true);
+                let second = compress(b, Format::RawDeflate, level, strategy, &[], !cut);
                 [
                     gzip_member(a, &first, &gzip_options(&mut rng), true),
                     gzip_member(b, &second, &gzip_options(&mut rng), !cut),
@@ -323,44 +289,60 @@ fn repeat_to(data: &[u8], target: usize, rng: &mut Rng) -> Vec<u8> {
     big
 }
 
-/// Over 32 KiB of data that wraps the 32 KiB window, and its deflate stream, built
-/// cheaply in three parts: a base of at least 1 KiB (`data` repeated with random bytes)
-/// compressed (sync-flushed), 32 KiB of copies of the base with random bytes between
-/// them in stored blocks, and the compressed base again, whose blocks and
-/// back-references are decoded after the window wrapped.
-struct Wrap32 {
+/// Data that wraps an inflate window, and its deflate stream, built cheaply: a base
+/// (`data`, at most 1 KiB of it) compressed once, ending byte-aligned after a sync flush
+/// (a full flush for `segmented`); copies of the base with random bytes between them in
+/// stored blocks; the base's blocks again, placed so that they straddle a wrap of the
+/// window: of the 32 KiB one, or the third of the 1 KiB one for `segmented`. Only stored
+/// bytes lie between the two compressed parts, and none of the base's back-references
+/// reaches beyond the base, so the 1 KiB window must decode it exactly too.
+struct Repeated {
     /// Each part: its deflate blocks (ending byte-aligned, not final) and its bytes.
-    parts: [(Vec<u8>, Vec<u8>); 3],
+    parts: Vec<(Vec<u8>, Vec<u8>)>,
     /// The decoded data: the parts' bytes.
     data: Vec<u8>,
 }
 
-impl Wrap32 {
+impl Repeated {
     fn new(
         data: &[u8],
+        segmented: bool,
         level: u8,
         strategy: u8,
         rng: &mut Rng,
-        flushes: &mut impl FnMut(&mut Rng, usize) -> Vec<(usize, Flush)>,
+        flushes: impl Fn(&mut Rng, usize) -> Vec<(usize, Flush)>,
     ) -> Self {
-        let base = repeat_to(data, SEGMENT, rng);
-        let f = flushes(rng, base.len());
-        let unit = compress(&base, Format::RawDeflate, level, strategy, &f, false);
-        let filler = repeat_to(&base, 32 * 1024, rng);
+        let base = &data[..data.len().min(SEGMENT)];
+        let mut f = flushes(rng, base.len());
+        if segmented {
+            f.push((base.len(), Flush::Full));
+        }
+        let unit = compress(base, Format::RawDeflate, level, strategy, &f, false);
+        // The second copy starts 1..=base.len() bytes before the wrap.
+        let wrap = if segmented { 3 * SEGMENT } else { 32 * 1024 };
+        let filler_len = wrap - base.len() - rng.below(base.len());
+        // Up to 1 KiB of copies with random bytes, then that doubled (memcpy) to length.
+        let mut filler = repeat_to(base, filler_len.min(SEGMENT), rng);
+        while filler.len() < filler_len {
+            filler.extend_from_within(..filler.len().min(filler_len - filler.len()));
+        }
+        filler.truncate(filler_len);
         let mut stored = Vec::with_capacity(filler.len() + 10);
         for block in filler.chunks(u16::MAX as usize) {
             let n = block.len() as u16;
-            // Stored block, not final (byte-aligned after the sync flush): LEN, NLEN.
+            // Stored block, not final (byte-aligned after the flush): LEN, NLEN.
             stored.push(0x00);
             stored.extend_from_slice(&n.to_le_bytes());
             stored.extend_from_slice(&(!n).to_le_bytes());
             stored.extend_from_slice(block);
         }
-        let data = [&base[..], &filler, &base].concat();
-        Wrap32 {
-            parts: [(unit.clone(), base.clone()), (stored, filler), (unit, base)],
-            data,
-        }
+        let parts = vec![
+            (unit.clone(), base.to_vec()),
+            (stored, filler),
+            (unit, base.to_vec()),
+        ];
+        let data = [&parts[0].1[..], &parts[1].1, &parts[2].1].concat();
+        Repeated { parts, data }
     }
 
     /// Raw deflate of parts `from..to`, ended by a final empty block when `finish`, and
@@ -379,9 +361,11 @@ impl Wrap32 {
     }
 
     fn body(&self, kind: Kind, level: u8, cut: bool, rng: &mut Rng) -> Vec<u8> {
+        let n = self.parts.len();
         match kind {
             Kind::Zlib => {
-                let cmf = 0x78u8;
+                // The header miniz writes: a 32 KiB window, or 256 bytes at level 0.
+                let cmf = if level == 0 { 0x08u8 } else { 0x78 };
                 let flevel: u8 = match level {
                     0 | 1 => 0,
                     2..=5 => 1,
@@ -391,23 +375,23 @@ impl Wrap32 {
                 let mut flg = flevel << 6;
                 flg += ((31 - (u16::from(cmf) * 256 + u16::from(flg)) % 31) % 31) as u8;
                 let mut out = vec![cmf, flg];
-                out.extend_from_slice(&self.deflate(0, 3, !cut).0);
+                out.extend_from_slice(&self.deflate(0, n, !cut).0);
                 if !cut {
                     out.extend_from_slice(&adler32(&self.data).to_be_bytes());
                 }
                 out
             }
-            Kind::Raw => self.deflate(0, 3, !cut).0,
+            Kind::Raw => self.deflate(0, n, !cut).0,
             Kind::Gzip => gzip_member(
                 &self.data,
-                &self.deflate(0, 3, !cut).0,
+                &self.deflate(0, n, !cut).0,
                 &gzip_options(rng),
                 !cut,
             ),
             Kind::Gzip2 => {
-                let k = rng.below(4);
+                let k = rng.below(n + 1);
                 let (first, a) = self.deflate(0, k, true);
-                let (second, b) = self.deflate(k, 3, !cut);
+                let (second, b) = self.deflate(k, n, !cut);
                 [
                     gzip_member(&a, &first, &gzip_options(rng), true),
                     gzip_member(&b, &second, &gzip_options(rng), !cut),
