@@ -40,6 +40,7 @@ use benchlink_core_fuzz::{
     with_inflate_1k, with_inflate_32k, Ev, Flush, Format, GzipOptions, Rng, Setup, BOUNDED_PIECES,
 };
 use libfuzzer_sys::fuzz_target;
+use std::borrow::Cow;
 
 const NEXT: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
 
@@ -142,17 +143,17 @@ fuzz_target!(|input: &[u8]| {
     let (head, framed, close) = match framing {
         0 => (
             format!("HTTP/1.1 200 OK\r\nContent-Encoding: {coding}\r\nContent-Length: {}\r\n\r\n", body.len()),
-            body.clone(),
+            Cow::Borrowed(&body[..]),
             false,
         ),
         2 => (
             format!("HTTP/1.0 200 OK\r\nContent-Encoding: {coding}\r\n\r\n"),
-            body.clone(),
+            Cow::Borrowed(&body[..]),
             true,
         ),
         n => (
             format!("HTTP/1.1 200 OK\r\nContent-Encoding: {coding}\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            chunk(&body, &mut rng, if n == 1 { 1024 } else { 16 }),
+            Cow::Owned(chunk(&body, &mut rng, if n == 1 { 1024 } else { 16 })),
             false,
         ),
     };
@@ -345,19 +346,24 @@ impl Repeated {
         Repeated { parts, data }
     }
 
-    /// Raw deflate of parts `from..to`, ended by a final empty block when `finish`, and
-    /// the bytes it decodes to.
-    fn deflate(&self, from: usize, to: usize, finish: bool) -> (Vec<u8>, Vec<u8>) {
+    /// Raw deflate of parts `from..to`, ended by a final empty block when `finish`.
+    fn deflate(&self, from: usize, to: usize, finish: bool) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut bytes = Vec::new();
-        for (blocks, plain) in &self.parts[from..to] {
+        for (blocks, _) in &self.parts[from..to] {
             out.extend_from_slice(blocks);
-            bytes.extend_from_slice(plain);
         }
         if finish {
             out.extend_from_slice(&[0x03, 0x00]); // final empty fixed-Huffman block
         }
-        (out, bytes)
+        out
+    }
+
+    /// The bytes parts `from..to` decode to.
+    fn bytes(&self, from: usize, to: usize) -> Vec<u8> {
+        self.parts[from..to].iter().fold(Vec::new(), |mut v, p| {
+            v.extend_from_slice(&p.1);
+            v
+        })
     }
 
     fn body(&self, kind: Kind, level: u8, cut: bool, rng: &mut Rng) -> Vec<u8> {
@@ -375,23 +381,23 @@ impl Repeated {
                 let mut flg = flevel << 6;
                 flg += ((31 - (u16::from(cmf) * 256 + u16::from(flg)) % 31) % 31) as u8;
                 let mut out = vec![cmf, flg];
-                out.extend_from_slice(&self.deflate(0, n, !cut).0);
+                out.extend_from_slice(&self.deflate(0, n, !cut));
                 if !cut {
                     out.extend_from_slice(&adler32(&self.data).to_be_bytes());
                 }
                 out
             }
-            Kind::Raw => self.deflate(0, n, !cut).0,
+            Kind::Raw => self.deflate(0, n, !cut),
             Kind::Gzip => gzip_member(
                 &self.data,
-                &self.deflate(0, n, !cut).0,
+                &self.deflate(0, n, !cut),
                 &gzip_options(rng),
                 !cut,
             ),
             Kind::Gzip2 => {
                 let k = rng.below(n + 1);
-                let (first, a) = self.deflate(0, k, true);
-                let (second, b) = self.deflate(k, n, !cut);
+                let (first, a) = (self.deflate(0, k, true), self.bytes(0, k));
+                let (second, b) = (self.deflate(k, n, !cut), self.bytes(k, n));
                 [
                     gzip_member(&a, &first, &gzip_options(rng), true),
                     gzip_member(&b, &second, &gzip_options(rng), !cut),

@@ -621,11 +621,15 @@ pub fn looks_like_zlib(body: &[u8]) -> bool {
 /// Wraps `body` in chunked framing with chunks of the given sizes (the rest in chunks of
 /// at most 1024 bytes, like the benchmark server), plus the last chunk.
 pub fn chunk(body: &[u8], rng: &mut Rng, max_chunk: usize) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(body.len() + body.len() / max_chunk.max(1) * 8 + 8);
     let mut rest = body;
     while !rest.is_empty() {
         let n = (1 + rng.below(max_chunk.max(1))).min(rest.len());
-        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        let digits = (usize::BITS - n.leading_zeros()).div_ceil(4);
+        for d in (0..digits).rev() {
+            out.push(b"0123456789abcdef"[(n >> (4 * d)) & 15]);
+        }
+        out.extend_from_slice(b"\r\n");
         out.extend_from_slice(&rest[..n]);
         out.extend_from_slice(b"\r\n");
         rest = &rest[n..];
