@@ -3,24 +3,28 @@
 //! same under any split.
 //!
 //! Input: `[flags][seed: 4 bytes][payload…]`
-//! - flags bits 0-1: largest chunk 1024 / 16 / 3 / 4096 bytes; bit 2: chunk extensions and
+//! - flags bits 0-1: largest chunk 1024 / 16 / 3 / 4096 bytes (at most 64 chunks, the
+//!   last one takes the rest); bit 2: chunk extensions and
 //!   whitespace after the size; bit 3: trailer fields; bit 4: bare LF line ends now and
 //!   then; bit 5: leading zeros and upper-case hex in sizes; bit 6: a body limit below the
 //!   payload size; bit 7: `finish` after the garbage stream.
 //! - seed: chunk sizes, framing details and split points; its first byte picks the kind
-//!   of split (`chosen_pieces`), its second the scenario: the structured body (`% 3 == 0`),
+//!   of split (`bounded_pieces`: at most 32 pieces, the small ones over one run of the
+//!   stream), its second the scenario: the structured body (`% 3 == 0`),
 //!   garbage after an identity (`1`) or a `deflate` (`2`) chunked head.
 //!
 //! Properties (structured body, followed by a pipelined `204` response): events are
 //! exactly `Head(200, chunked)`, `Data(payload)`, `End` right after the last-chunk and
 //! trailer section, then the `204`'s `Head` and `End` — in the input's chosen split;
 //! with a body limit, exactly `max` payload bytes and then `BodyTooLarge`.
-//! Garbage after a chunked head (identity and `deflate`): the same events whole and in
-//! the chosen split.
+//! Garbage after a chunked head (identity and `deflate`, with inflate memory reused dirty
+//! from earlier executions): the same events whole and in the chosen split.
 #![no_main]
 
-use benchlink_core::http::{ContentEncoding, DecodeError, Framing, InflateBuffers, Limits, Method};
-use benchlink_core_fuzz::{chosen_pieces, run, whole, Ev, Rng, Setup};
+use benchlink_core::http::{ContentEncoding, DecodeError, Framing, Limits, Method};
+use benchlink_core_fuzz::{
+    bounded_pieces, run, whole, with_inflate_32k, Ev, Rng, Setup, BOUNDED_PIECES,
+};
 use libfuzzer_sys::fuzz_target;
 
 const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -41,14 +45,33 @@ fuzz_target!(|input: &[u8]| {
     }
 });
 
-fn printable(rng: &mut Rng, max: usize) -> Vec<u8> {
-    (0..rng.below(max + 1))
-        .map(|_| match rng.below(20) {
+/// Appends up to `max` printable bytes (tabs now and then) to `out`.
+fn printable(out: &mut Vec<u8>, rng: &mut Rng, max: usize) {
+    for _ in 0..rng.below(max + 1) {
+        out.push(match rng.below(20) {
             0 => b'\t',
             _ => 0x20 + rng.below(0x5F) as u8,
-        })
-        .collect()
+        });
+    }
 }
+
+/// Appends `n` in hexadecimal (upper-case digits when `upper`), without leading zeros.
+fn hex(out: &mut Vec<u8>, n: usize, upper: bool) {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut shift = (usize::BITS - n.leading_zeros()).div_ceil(4).max(1) * 4;
+    while shift > 0 {
+        shift -= 4;
+        out.push(digits[(n >> shift) & 15]);
+    }
+}
+
+/// Most chunks an encoding has: the last one takes the rest of the payload, so that
+/// every execution decodes a bounded number of chunks.
+const MAX_CHUNKS: usize = 64;
 
 /// A chunked encoding of `payload` with the framing variations `flags` allow.
 fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
@@ -70,12 +93,7 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
         if odd_hex {
             out.extend(std::iter::repeat_n(b'0', rng.below(4)));
         }
-        let hex = if odd_hex && rng.chance(2) {
-            format!("{n:X}")
-        } else {
-            format!("{n:x}")
-        };
-        out.extend_from_slice(hex.as_bytes());
+        hex(out, n, odd_hex && rng.chance(2));
         if ext {
             if rng.chance(3) {
                 out.extend(std::iter::repeat_n(b' ', rng.below(3)));
@@ -83,15 +101,21 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
             }
             for _ in 0..rng.below(3) {
                 out.push(b';');
-                out.extend(printable(rng, 24));
+                printable(out, rng, 24);
             }
         }
         out.extend_from_slice(eol(rng));
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(payload.len() + 64);
     let mut rest = payload;
+    let mut chunks = 0;
     while !rest.is_empty() {
-        let n = (1 + rng.below(max_chunk)).min(rest.len());
+        chunks += 1;
+        let n = if chunks == MAX_CHUNKS {
+            rest.len()
+        } else {
+            (1 + rng.below(max_chunk)).min(rest.len())
+        };
         size_line(&mut out, n, rng);
         out.extend_from_slice(&rest[..n]);
         out.extend_from_slice(eol(rng));
@@ -100,8 +124,10 @@ fn encode(payload: &[u8], flags: u8, rng: &mut Rng) -> Vec<u8> {
     size_line(&mut out, 0, rng);
     if trailers {
         for i in 0..rng.below(4) {
-            out.extend_from_slice(format!("X-Trailer-{i}:").as_bytes());
-            out.extend(printable(rng, 40));
+            out.extend_from_slice(b"X-Trailer-");
+            out.push(b'0' + i as u8);
+            out.push(b':');
+            printable(&mut out, rng, 40);
             out.extend_from_slice(eol(rng));
         }
     }
@@ -122,7 +148,7 @@ fn structured(payload: &[u8], body: &[u8], flags: u8, split: u8, rng: &mut Rng) 
         eof: false,
         max_responses: 2,
     };
-    let lens = chosen_pieces(wire.len(), split, rng);
+    let lens = bounded_pieces(wire.len(), split, rng, BOUNDED_PIECES);
     let events = run::<8>(&wire, &lens, &setup, None);
     let mut it = events.iter();
     assert!(
@@ -183,18 +209,14 @@ fn garbage(payload: &[u8], flags: u8, deflate: bool, split: u8, rng: &mut Rng) {
         HEAD
     };
     let wire = [head, payload].concat();
-    // The split run reuses the inflate memory the whole run left dirty.
-    let mut buffers = deflate.then(|| Box::new(InflateBuffers::<32768>::new()));
-    let reference = run::<8>(
-        &wire,
-        &whole(wire.len()),
-        &setup,
-        buffers.as_mut().map(|b| b.memory()),
-    );
-    let lens = chosen_pieces(wire.len(), split, rng);
-    assert_eq!(
-        reference,
-        run::<8>(&wire, &lens, &setup, buffers.as_mut().map(|b| b.memory())),
-        "split {lens:?}"
-    );
+    let lens = bounded_pieces(wire.len(), split, rng, BOUNDED_PIECES);
+    let decode = |lens: &[usize]| {
+        if deflate {
+            // This thread's inflate memory, left dirty by earlier runs.
+            with_inflate_32k(|b| run::<8>(&wire, lens, &setup, Some(b.memory())))
+        } else {
+            run::<8>(&wire, lens, &setup, None)
+        }
+    };
+    assert_eq!(decode(&whole(wire.len())), decode(&lens), "split {lens:?}");
 }

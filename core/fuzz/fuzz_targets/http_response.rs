@@ -5,22 +5,26 @@
 //!   method GET / GET / HEAD / CONNECT; bits 4-5: `max_body_bytes` unlimited / unlimited /
 //!   0 / 100; bit 6: call `finish` at the end (peer closed); bit 7: 4 header slots
 //!   instead of 32.
-//! - seed: the first byte picks the kind of split (`chosen_pieces`), the second whether
-//!   the split run has inflate memory (bit 0 clear) or not; all four the split points.
+//! - seed: the first byte picks the kind of split (`bounded_pieces`: at most 32 pieces,
+//!   the small ones over one run of the stream), the second whether the split run has
+//!   inflate memory (bit 0 clear) or not; all four the split points.
 //! - stream: up to 4 pipelined responses (the decoder is `reset` after each `End`).
 //!
-//! Properties: the events (heads with status, framing, coding, keep-alive and headers;
-//! concatenated data; end position, keep-alive and coding completeness; or the error) are
-//! identical whole and in the input's chosen split, with inflate memory (reused dirty) or,
-//! as the input chooses, without; without inflate memory they agree with the reference
-//! up to the first compressed body,
-//! whose bytes never leak out as data; identity `Content-Length` and close-delimited bodies
-//! are exactly the stream's bytes after the head; plus the contract checks of
-//! `benchlink_core_fuzz::run` (NeedMore only when consumed, body limit, sticky errors…).
+//! Two decodes per input. The reference: the whole stream with inflate memory (this
+//! thread's, reused dirty). The chosen split, with the same memory: identical events
+//! (heads with status, framing, coding, keep-alive and headers; concatenated data; end
+//! position, keep-alive and coding completeness; or the error). Or, as the input
+//! chooses, the chosen split without inflate memory: identical events up to the first
+//! compressed body (all of them if there is none), whose bytes never come out as data.
+//! Identity `Content-Length` and close-delimited bodies of the reference are exactly the
+//! stream's bytes after the head; plus the contract checks of `benchlink_core_fuzz::run`
+//! (NeedMore only when consumed, body limit, sticky errors…) on every run.
 #![no_main]
 
-use benchlink_core::http::{ContentEncoding, Framing, InflateBuffers, Limits, Method};
-use benchlink_core_fuzz::{chosen_pieces, run, whole, Ev, Rng, Setup};
+use benchlink_core::http::{ContentEncoding, Framing, Limits, Method};
+use benchlink_core_fuzz::{
+    bounded_pieces, run, whole, with_inflate_32k, Ev, Rng, Setup, BOUNDED_PIECES,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {
@@ -48,46 +52,47 @@ fuzz_target!(|input: &[u8]| {
 
 fn check<const H: usize>(stream: &[u8], setup: &Setup, seed: &[u8]) {
     let len = stream.len();
-    let mut buffers = Box::new(InflateBuffers::<32768>::new());
-    let reference = run::<H>(stream, &whole(len), setup, Some(buffers.memory()));
-
     let mut rng = Rng::from_bytes(seed);
-    let lens = chosen_pieces(len, seed[0], &mut rng);
-    let plain = run::<H>(stream, &whole(len), setup, None);
-    // The split run is one of two per input, so that each execution decodes three streams.
-    if seed[1] & 1 == 0 {
-        // With the inflate memory the reference left dirty.
-        let got = run::<H>(stream, &lens, setup, Some(buffers.memory()));
-        assert_eq!(reference, got, "split into {lens:?}");
-    } else {
-        let plain_split = run::<H>(stream, &lens, setup, None);
-        assert_eq!(
-            plain, plain_split,
-            "split into {lens:?} without inflate memory"
-        );
-    }
-
-    // Without inflate memory.
-    let compressed = reference.iter().position(|e| {
-        matches!(
-            e,
-            Ev::Head {
-                encoding: ContentEncoding::Deflate | ContentEncoding::Gzip,
-                ..
-            }
-        )
+    let lens = bounded_pieces(len, seed[0], &mut rng, BOUNDED_PIECES);
+    // Two decodes per input: the whole stream with inflate memory (this thread's, left
+    // dirty by earlier runs), and the chosen split with the same memory or without any.
+    let (reference, split) = with_inflate_32k(|b| {
+        let reference = run::<H>(stream, &whole(len), setup, Some(b.memory()));
+        let split = if seed[1] & 1 == 0 {
+            Some(run::<H>(stream, &lens, setup, Some(b.memory())))
+        } else {
+            None
+        };
+        (reference, split)
     });
-    match compressed {
-        None => assert_eq!(
-            plain, reference,
-            "identity stream decoded differently without memory"
-        ),
-        Some(i) => {
-            assert_eq!(plain[..=i], reference[..=i]);
-            assert!(
-                !plain.get(i + 1).is_some_and(Ev::is_data),
-                "compressed bytes delivered without inflate memory"
-            );
+    match split {
+        Some(got) => assert_eq!(reference, got, "split into {lens:?}"),
+        None => {
+            // Without inflate memory: the same up to the first compressed body, whose
+            // bytes never come out.
+            let plain = run::<H>(stream, &lens, setup, None);
+            let compressed = reference.iter().position(|e| {
+                matches!(
+                    e,
+                    Ev::Head {
+                        encoding: ContentEncoding::Deflate | ContentEncoding::Gzip,
+                        ..
+                    }
+                )
+            });
+            match compressed {
+                None => assert_eq!(
+                    plain, reference,
+                    "identity stream split into {lens:?} decoded differently without memory"
+                ),
+                Some(i) => {
+                    assert_eq!(plain[..=i], reference[..=i], "split into {lens:?}");
+                    assert!(
+                        !plain.get(i + 1).is_some_and(Ev::is_data),
+                        "compressed bytes delivered without inflate memory"
+                    );
+                }
+            }
         }
     }
 

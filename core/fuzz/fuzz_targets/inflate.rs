@@ -1,6 +1,6 @@
 //! `deflate` (zlib or raw) and `gzip` bodies: whatever was compressed comes out exactly,
-//! under any framing and any split; arbitrary compressed bytes never panic and never
-//! exceed the body limit.
+//! under any framing and split; arbitrary compressed bytes never panic, never exceed the
+//! body limit and decode the same whole and split.
 //!
 //! Input: `[f1][f2][f3][seed: 4 bytes][data…]`
 //! - f1 bits 0-1: zlib / raw deflate (both as `deflate`) / gzip / two gzip members;
@@ -12,30 +12,35 @@
 //!   (`Deflate`, `identity, deflate`, `x-gzip`, `GZIP`); bit 5: a 1 KiB inflate window
 //!   instead of 32 KiB; bit 6: `data` is served as the compressed body itself (raw bytes);
 //!   bit 7: a body limit (below the data size for compressed bodies, 64 KiB for raw bytes).
-//! - f3: 0xFF: `data` repeated (each copy with one random byte) to 33 KB, so that the
-//!   decoded stream wraps the 32 KiB window (rare: it is slow); else bits 1 and 2 set:
-//!   repeated to 2 KiB and compressed with a full flush every 1 KiB, so that no
-//!   back-reference reaches further and the 1 KiB window, wrapped twice, must decode it
-//!   exactly too; else `data` as is.
-//! - seed: sync/full flush points, gzip header fields, chunk sizes and split points; its
-//!   first byte picks the kind of split (`chosen_pieces`).
+//! - f3 (compressed bodies of non-empty `data`): 0xFF: the decoded stream wraps the 32 KiB
+//!   window; else bits 1 and 2 set: it wraps the 1 KiB window three times, and no
+//!   back-reference reaches beyond 1 KiB, so the 1 KiB window must decode it exactly too;
+//!   else `data` as is. Both wraps are built cheaply (see `Repeated`): `data` (its first
+//!   KiB) compressed once, then stored copies of it with random bytes, then its
+//!   compressed blocks again, straddling the wrap; two gzip members split between parts.
+//! - seed: up to two sync/full flush points, gzip header fields, chunk sizes and split
+//!   points; its first byte picks the kind of split (`bounded_pieces`: at most 32 pieces,
+//!   the small ones over one run of the stream).
 //!
-//! Properties: the events are the same whole and in the input's chosen split.
-//! Compressed data: the decoded body is exactly `data` and `End` comes right after the
-//! body with `coding_complete` = not cut (a following pipelined response decodes too);
-//! with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream announcing a
-//! window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate and gzip with
-//! the 1 KiB window give exactly `data` when it was compressed in 1 KiB segments, else a
-//! prefix of it and end only with all of it (never silently wrong bytes). Raw bytes: no panic,
-//! at most `max_body_bytes` delivered.
+//! One decode per input for compressed data, whose events are known by construction:
+//! in the input's chosen split (with this thread's inflate memory, reused dirty), the
+//! head is the expected one, the decoded body is exactly the data and `End` comes right
+//! after the body with `coding_complete` = not cut (a following pipelined response
+//! decodes too); with a limit, exactly `max` bytes then `BodyTooLarge`; a zlib stream
+//! announcing a window over 1 KiB is `WindowTooSmall` with the 1 KiB window; raw deflate
+//! and gzip with the 1 KiB window give exactly the data when no back-reference reaches
+//! beyond 1 KiB (f3 bits 1-2), else a prefix of it and end only with all of it (never
+//! silently wrong bytes). Raw bytes (two decodes): the same events whole and in the
+//! chosen split, no panic, at most `max_body_bytes` delivered (the driver's checks).
 #![no_main]
 
-use benchlink_core::http::{ContentEncoding, DecodeError, Framing, InflateBuffers, Limits, Method};
+use benchlink_core::http::{ContentEncoding, DecodeError, Framing, Limits, Method};
 use benchlink_core_fuzz::{
-    chosen_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole, Ev, Flush, Format,
-    GzipOptions, Rng, Setup,
+    adler32, bounded_pieces, chunk, compress, gzip_member, looks_like_zlib, run, whole,
+    with_inflate_1k, with_inflate_32k, Ev, Flush, Format, GzipOptions, Rng, Setup, BOUNDED_PIECES,
 };
 use libfuzzer_sys::fuzz_target;
+use std::borrow::Cow;
 
 const NEXT: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
 
@@ -56,37 +61,6 @@ fuzz_target!(|input: &[u8]| {
     };
     let (f1, f2) = (*f1, *f2);
     let mut rng = Rng::from_bytes(&[f1, f2, *f3, *s0, *s1, *s2, *s3]);
-    // Expanded data wraps an inflate window: the 32 KiB one (slow, so only for f3 = 0xFF)
-    // or, in segments of at most `SEGMENT` bytes that back-references cannot leave, the
-    // 1 KiB one.
-    let (target, segmented) = match f3 {
-        0xFF => (33_000, false),
-        f3 if f3 & 6 == 6 => (2 * SEGMENT, true),
-        _ => (0, false),
-    };
-    let expanded;
-    let data = if target > 0 && !data.is_empty() {
-        let mut big = Vec::with_capacity(target + data.len() + 1);
-        while big.len() < target {
-            big.extend_from_slice(data);
-            big.push(rng.next() as u8);
-        }
-        expanded = big;
-        &expanded[..]
-    } else {
-        data
-    };
-    // A full flush resets the compressor's dictionary: with one at least every `SEGMENT`
-    // bytes no back-reference reaches further.
-    let segments = |len: usize| -> Vec<(usize, Flush)> {
-        if segmented {
-            (1..=len / SEGMENT)
-                .map(|i| (i * SEGMENT, Flush::Full))
-                .collect()
-        } else {
-            Vec::new()
-        }
-    };
     let kind = [Kind::Zlib, Kind::Raw, Kind::Gzip, Kind::Gzip2][usize::from(f1 & 3)];
     let framing = (f1 >> 2) & 3;
     let level = (f1 >> 4).min(10);
@@ -96,56 +70,68 @@ fuzz_target!(|input: &[u8]| {
     let small_window = f2 & 32 != 0;
     let raw_bytes = f2 & 64 != 0;
     let limited = f2 & 128 != 0;
-
-    // The body as the server would send it, and what it must decode to.
-    let body = if raw_bytes {
-        data.to_vec()
-    } else {
-        let mut flushes: Vec<(usize, Flush)> = (0..rng.below(6))
+    // Expanded data wraps an inflate window: the 32 KiB one (f3 = 0xFF) or, in segments
+    // of at most `SEGMENT` bytes that back-references cannot leave, the 1 KiB one.
+    let (wrap32, segmented) = match f3 {
+        _ if raw_bytes || data.is_empty() => (false, false),
+        0xFF => (true, false),
+        f3 => (false, f3 & 6 == 6),
+    };
+    // Sync / full flush points (one or two at most: each flush ends a block, and every
+    // block costs a Huffman table on both sides).
+    let flushes = |rng: &mut Rng, len: usize| -> Vec<(usize, Flush)> {
+        let mut flushes: Vec<(usize, Flush)> = (0..rng.below(3))
             .map(|_| {
                 let kind = if rng.chance(4) {
                     Flush::Full
                 } else {
                     Flush::Sync
                 };
-                (rng.below(data.len() + 1), kind)
+                (rng.below(len + 1), kind)
             })
             .collect();
-        flushes.extend(segments(data.len()));
         flushes.sort_unstable_by_key(|f| f.0);
-        match kind {
-            Kind::Zlib => compress(data, Format::Zlib, level, strategy, &flushes, !cut),
-            Kind::Raw => compress(data, Format::RawDeflate, level, strategy, &flushes, !cut),
+        flushes
+    };
+
+    // The body as the server would send it, and what it must decode to.
+    let repeated;
+    let (body, data) = if raw_bytes {
+        (data.to_vec(), data)
+    } else if wrap32 || segmented {
+        let r = Repeated::new(data, segmented, level, strategy, &mut rng, flushes);
+        let body = r.body(kind, level, cut, &mut rng);
+        repeated = r;
+        (body, &repeated.data[..])
+    } else {
+        let body = match kind {
+            Kind::Zlib | Kind::Raw => {
+                let format = if kind == Kind::Zlib {
+                    Format::Zlib
+                } else {
+                    Format::RawDeflate
+                };
+                let f = flushes(&mut rng, data.len());
+                compress(data, format, level, strategy, &f, !cut)
+            }
             Kind::Gzip => {
-                let deflate = compress(data, Format::RawDeflate, level, strategy, &flushes, !cut);
+                let f = flushes(&mut rng, data.len());
+                let deflate = compress(data, Format::RawDeflate, level, strategy, &f, !cut);
                 gzip_member(data, &deflate, &gzip_options(&mut rng), !cut)
             }
             Kind::Gzip2 => {
                 let at = rng.below(data.len() + 1);
                 let (a, b) = data.split_at(at);
-                let first = compress(
-                    a,
-                    Format::RawDeflate,
-                    level,
-                    strategy,
-                    &segments(a.len()),
-                    true,
-                );
-                let second = compress(
-                    b,
-                    Format::RawDeflate,
-                    level,
-                    strategy,
-                    &segments(b.len()),
-                    !cut,
-                );
+                let first = compress(a, Format::RawDeflate, level, strategy, &[], true);
+                let second = compress(b, Format::RawDeflate, level, strategy, &[], !cut);
                 [
                     gzip_member(a, &first, &gzip_options(&mut rng), true),
                     gzip_member(b, &second, &gzip_options(&mut rng), !cut),
                 ]
                 .concat()
             }
-        }
+        };
+        (body, data)
     };
 
     let coding: &str = match (kind, spelling) {
@@ -157,17 +143,17 @@ fuzz_target!(|input: &[u8]| {
     let (head, framed, close) = match framing {
         0 => (
             format!("HTTP/1.1 200 OK\r\nContent-Encoding: {coding}\r\nContent-Length: {}\r\n\r\n", body.len()),
-            body.clone(),
+            Cow::Borrowed(&body[..]),
             false,
         ),
         2 => (
             format!("HTTP/1.0 200 OK\r\nContent-Encoding: {coding}\r\n\r\n"),
-            body.clone(),
+            Cow::Borrowed(&body[..]),
             true,
         ),
         n => (
             format!("HTTP/1.1 200 OK\r\nContent-Encoding: {coding}\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            chunk(&body, &mut rng, if n == 1 { 1024 } else { 16 }),
+            Cow::Owned(chunk(&body, &mut rng, if n == 1 { 1024 } else { 16 })),
             false,
         ),
     };
@@ -188,21 +174,21 @@ fuzz_target!(|input: &[u8]| {
         max_responses: 2,
     };
 
-    // The same events whole and in the input's chosen split, the split run reusing the
-    // memory the whole run left dirty.
-    let mut big = Box::new(InflateBuffers::<32768>::new());
-    let mut small = Box::new(InflateBuffers::<SEGMENT>::new());
-    let mut decode = |lens: &[usize]| {
-        let memory = if small_window {
-            small.memory()
+    // Decoding with this thread's inflate memory, left dirty by earlier runs.
+    let decode = |lens: &[usize]| {
+        if small_window {
+            with_inflate_1k(|b| run::<16>(&wire, lens, &setup, Some(b.memory())))
         } else {
-            big.memory()
-        };
-        run::<16>(&wire, lens, &setup, Some(memory))
+            with_inflate_32k(|b| run::<16>(&wire, lens, &setup, Some(b.memory())))
+        }
     };
-    let reference = decode(&whole(wire.len()));
-    let lens = chosen_pieces(wire.len(), *s0, &mut rng);
-    assert_eq!(reference, decode(&lens), "split into {lens:?}");
+    let lens = bounded_pieces(wire.len(), *s0, &mut rng, BOUNDED_PIECES);
+    let events = decode(&lens);
+    if raw_bytes {
+        // Arbitrary compressed bytes: nothing is known of the result but that it does not
+        // depend on the split.
+        assert_eq!(decode(&whole(wire.len())), events, "split into {lens:?}");
+    }
 
     let encoding = match kind {
         Kind::Zlib | Kind::Raw => ContentEncoding::Deflate,
@@ -213,9 +199,9 @@ fuzz_target!(|input: &[u8]| {
         encoding: got,
         framing: fr,
         ..
-    }) = reference.first()
+    }) = events.first()
     else {
-        panic!("no head: {reference:?}");
+        panic!("no head: {events:?}");
     };
     assert_eq!((*at, *got), (head.len(), encoding));
     assert_eq!(*fr == Framing::Close, close);
@@ -226,7 +212,7 @@ fuzz_target!(|input: &[u8]| {
         return; // a raw stream whose first bytes read as a zlib header: ambiguous by design
     }
 
-    let rest = &reference[1..];
+    let rest = &events[1..];
     let decoded = match rest.first() {
         Some(Ev::Data(d)) => d.as_slice(),
         _ => &[],
@@ -242,7 +228,7 @@ fuzz_target!(|input: &[u8]| {
                     needed,
                     available: 1024
                 })),
-                "{reference:?}"
+                "{events:?}"
             );
             assert!(decoded.is_empty());
             return;
@@ -283,16 +269,144 @@ fuzz_target!(|input: &[u8]| {
             keep_alive: !close,
             coding_complete: !cut,
         }),
-        "{reference:?}"
+        "{events:?}"
     );
     if !close {
         assert!(
             matches!(after.get(1), Some(Ev::Head { status: 204, .. })),
-            "next response: {reference:?}"
+            "next response: {events:?}"
         );
         assert!(matches!(after.get(2), Some(Ev::End { at, .. }) if *at == wire.len()));
     }
 });
+
+/// `data` repeated, each copy followed by one random byte, to at least `target` bytes.
+fn repeat_to(data: &[u8], target: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut big = Vec::with_capacity(target + data.len() + 1);
+    while big.len() < target {
+        big.extend_from_slice(data);
+        big.push(rng.next() as u8);
+    }
+    big
+}
+
+/// Data that wraps an inflate window, and its deflate stream, built cheaply: a base
+/// (`data`, at most 1 KiB of it) compressed once, ending byte-aligned after a sync flush
+/// (a full flush for `segmented`); copies of the base with random bytes between them in
+/// stored blocks; the base's blocks again, placed so that they straddle a wrap of the
+/// window: of the 32 KiB one, or the third of the 1 KiB one for `segmented`. Only stored
+/// bytes lie between the two compressed parts, and none of the base's back-references
+/// reaches beyond the base, so the 1 KiB window must decode it exactly too.
+struct Repeated {
+    /// Each part: its deflate blocks (ending byte-aligned, not final) and its bytes.
+    parts: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The decoded data: the parts' bytes.
+    data: Vec<u8>,
+}
+
+impl Repeated {
+    fn new(
+        data: &[u8],
+        segmented: bool,
+        level: u8,
+        strategy: u8,
+        rng: &mut Rng,
+        flushes: impl Fn(&mut Rng, usize) -> Vec<(usize, Flush)>,
+    ) -> Self {
+        let base = &data[..data.len().min(SEGMENT)];
+        let mut f = flushes(rng, base.len());
+        if segmented {
+            f.push((base.len(), Flush::Full));
+        }
+        let unit = compress(base, Format::RawDeflate, level, strategy, &f, false);
+        // The second copy starts 1..=base.len() bytes before the wrap.
+        let wrap = if segmented { 3 * SEGMENT } else { 32 * 1024 };
+        let filler_len = wrap - base.len() - rng.below(base.len());
+        // Up to 1 KiB of copies with random bytes, then that doubled (memcpy) to length.
+        let mut filler = repeat_to(base, filler_len.min(SEGMENT), rng);
+        while filler.len() < filler_len {
+            filler.extend_from_within(..filler.len().min(filler_len - filler.len()));
+        }
+        filler.truncate(filler_len);
+        let mut stored = Vec::with_capacity(filler.len() + 10);
+        for block in filler.chunks(u16::MAX as usize) {
+            let n = block.len() as u16;
+            // Stored block, not final (byte-aligned after the flush): LEN, NLEN.
+            stored.push(0x00);
+            stored.extend_from_slice(&n.to_le_bytes());
+            stored.extend_from_slice(&(!n).to_le_bytes());
+            stored.extend_from_slice(block);
+        }
+        let parts = vec![
+            (unit.clone(), base.to_vec()),
+            (stored, filler),
+            (unit, base.to_vec()),
+        ];
+        let data = [&parts[0].1[..], &parts[1].1, &parts[2].1].concat();
+        Repeated { parts, data }
+    }
+
+    /// Raw deflate of parts `from..to`, ended by a final empty block when `finish`.
+    fn deflate(&self, from: usize, to: usize, finish: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (blocks, _) in &self.parts[from..to] {
+            out.extend_from_slice(blocks);
+        }
+        if finish {
+            out.extend_from_slice(&[0x03, 0x00]); // final empty fixed-Huffman block
+        }
+        out
+    }
+
+    /// The bytes parts `from..to` decode to.
+    fn bytes(&self, from: usize, to: usize) -> Vec<u8> {
+        self.parts[from..to].iter().fold(Vec::new(), |mut v, p| {
+            v.extend_from_slice(&p.1);
+            v
+        })
+    }
+
+    fn body(&self, kind: Kind, level: u8, cut: bool, rng: &mut Rng) -> Vec<u8> {
+        let n = self.parts.len();
+        match kind {
+            Kind::Zlib => {
+                // The header miniz writes: a 32 KiB window, or 256 bytes at level 0.
+                let cmf = if level == 0 { 0x08u8 } else { 0x78 };
+                let flevel: u8 = match level {
+                    0 | 1 => 0,
+                    2..=5 => 1,
+                    6 => 2,
+                    _ => 3,
+                };
+                let mut flg = flevel << 6;
+                flg += ((31 - (u16::from(cmf) * 256 + u16::from(flg)) % 31) % 31) as u8;
+                let mut out = vec![cmf, flg];
+                out.extend_from_slice(&self.deflate(0, n, !cut));
+                if !cut {
+                    out.extend_from_slice(&adler32(&self.data).to_be_bytes());
+                }
+                out
+            }
+            Kind::Raw => self.deflate(0, n, !cut),
+            Kind::Gzip => gzip_member(
+                &self.data,
+                &self.deflate(0, n, !cut),
+                &gzip_options(rng),
+                !cut,
+            ),
+            Kind::Gzip2 => {
+                let k = rng.below(n + 1);
+                let (first, a) = (self.deflate(0, k, true), self.bytes(0, k));
+                let (second, b) = (self.deflate(k, n, !cut), self.bytes(k, n));
+                [
+                    gzip_member(&a, &first, &gzip_options(rng), true),
+                    gzip_member(&b, &second, &gzip_options(rng), !cut),
+                ]
+                .concat()
+            }
+        }
+    }
+}
 
 fn gzip_options(rng: &mut Rng) -> GzipOptions {
     let mut bytes =

@@ -7,8 +7,8 @@
 //! the target) and the rest as payload, so seeds are easy to write by hand.
 
 use benchlink_core::http::{
-    ContentEncoding, DecodeError, Event, Framing, InflateMemory, Limits, Method, ResponseDecoder,
-    Version,
+    ContentEncoding, DecodeError, Event, Framing, InflateBuffers, InflateMemory, Limits, Method,
+    ResponseDecoder, Version,
 };
 
 /// xorshift64*: deterministic, good enough to pick split points and framing details.
@@ -108,6 +108,68 @@ pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
     random_pieces(len, rng, max_piece)
 }
 
+/// Most pieces [`bounded_pieces`] returns.
+pub const BOUNDED_PIECES: usize = 32;
+
+/// The split of `len` bytes that `choice` picks, like [`chosen_pieces`] (whole, pieces of
+/// at most 1 / 3 / 16 / 64 / 1500 bytes or a third of the input, or two pieces), but with
+/// at most `max_pieces` pieces (at least 3), so that every execution makes a bounded number of
+/// decoder calls: the small pieces cover a run of the input that starts at its beginning
+/// (half of the time: heads are there) or at a random offset, and the bytes before and
+/// after that run are one piece each. Costs O(`max_pieces`), whatever `len`.
+pub fn bounded_pieces(len: usize, choice: u8, rng: &mut Rng, max_pieces: usize) -> Vec<usize> {
+    let max_piece = match choice % 8 {
+        0 => return whole(len),
+        1 => 1,
+        2 => 3,
+        3 => 16,
+        4 => 64,
+        5 => 1500,
+        6 => len / 3 + 1,
+        _ => {
+            let at = rng.below(len + 1);
+            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
+        }
+    };
+    let max_pieces = max_pieces.max(3);
+    let start = if rng.chance(2) { 0 } else { rng.below(len) };
+    let mut lens = Vec::with_capacity(max_pieces);
+    if start > 0 {
+        lens.push(start);
+    }
+    let mut left = len - start;
+    while left > 0 {
+        let n = if lens.len() + 1 == max_pieces {
+            left
+        } else {
+            let cap = if rng.chance(3) { 3 } else { max_piece };
+            (1 + rng.below(cap.min(max_piece))).min(left)
+        };
+        lens.push(n);
+        left -= n;
+    }
+    lens
+}
+
+thread_local! {
+    static BIG_WINDOW: std::cell::RefCell<Box<InflateBuffers<32768>>> =
+        std::cell::RefCell::new(Box::new(InflateBuffers::new()));
+    static SMALL_WINDOW: std::cell::RefCell<Box<InflateBuffers<1024>>> =
+        std::cell::RefCell::new(Box::new(InflateBuffers::new()));
+}
+
+/// Runs `f` with this thread's 32 KiB inflate buffers, left dirty by earlier executions
+/// (the decoder resets the state and clears the window for each stream): allocating
+/// them per execution cost ASAN page faults and poisoning.
+pub fn with_inflate_32k<R>(f: impl FnOnce(&mut InflateBuffers<32768>) -> R) -> R {
+    BIG_WINDOW.with(|b| f(&mut b.borrow_mut()))
+}
+
+/// [`with_inflate_32k`] with a 1 KiB window.
+pub fn with_inflate_1k<R>(f: impl FnOnce(&mut InflateBuffers<1024>) -> R) -> R {
+    SMALL_WINDOW.with(|b| f(&mut b.borrow_mut()))
+}
+
 /// One decoder event, owned, so runs over different splits can be compared. Consecutive
 /// `Data` are merged: their granularity legitimately depends on the split.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,16 +258,25 @@ fn head_event(at: usize, h: &benchlink_core::http::Head<'_>) -> Ev {
         .headers()
         .map(|(n, v)| (n.to_owned(), v.to_vec()))
         .collect();
-    // Lookup agrees with iteration: the first header of that name, case-insensitively.
-    for (name, value) in &headers {
-        let first = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice());
-        assert_eq!(h.header(name), first);
+    // Values are trimmed.
+    for (_, value) in &headers {
         assert!(value.first() != Some(&b' ') && value.last() != Some(&b' '));
     }
-    let _ = h.content_type();
+    // Lookup agrees with iteration: the first header of that name, case-insensitively.
+    // Checked for the first and the last header and for `Content-Type` (usually absent):
+    // each lookup scans the head, so all of them would be quadratic.
+    let first = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    };
+    let n = headers.len();
+    for i in [0, n.saturating_sub(1)].into_iter().take(n.min(2)) {
+        let name = &headers[i].0;
+        assert_eq!(h.header(name), first(name));
+    }
+    assert_eq!(h.content_type(), first("content-type"));
     Ev::Head {
         at,
         status: h.status,
@@ -232,8 +303,17 @@ pub fn run<const H: usize>(
     memory: Option<InflateMemory<'_>>,
 ) -> Vec<Ev> {
     debug_assert_eq!(lens.iter().sum::<usize>(), stream.len());
-    let mut head_buf = vec![0u8; setup.head_buf];
-    let mut dec: ResponseDecoder<'_, H> = ResponseDecoder::new(&mut head_buf, memory, setup.limits);
+    // A zeroed head buffer on the stack (a fresh 4 KiB heap block per run cost ASAN a
+    // page fault each time); the heap only for larger sizes.
+    let mut stack = [0u8; 4096];
+    let mut heap;
+    let head_buf: &mut [u8] = if setup.head_buf <= stack.len() {
+        &mut stack[..setup.head_buf]
+    } else {
+        heap = vec![0u8; setup.head_buf];
+        &mut heap
+    };
+    let mut dec: ResponseDecoder<'_, H> = ResponseDecoder::new(head_buf, memory, setup.limits);
     dec.set_request_method(setup.method);
     let mut events = Vec::new();
     let mut responses = 0;
@@ -363,6 +443,9 @@ pub enum Flush {
 /// Compresses `data` with miniz_oxide at `level` (0..=10) and `strategy` (0..=4),
 /// flushing at the given `(offset, kind)` points (sorted), then finishing the stream
 /// (`finish`) or only sync-flushing its end, as a live log that is cut off would be.
+///
+/// The compressor (some 300 KB of state) is kept per thread and parameter set and `reset`
+/// before each use: allocating a fresh one per call cost more than compressing.
 pub fn compress(
     data: &[u8],
     format: Format,
@@ -375,6 +458,12 @@ pub fn compress(
         compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush,
         TDEFLStatus,
     };
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static COMPRESSORS: RefCell<HashMap<u32, Box<CompressorOxide>>> =
+            RefCell::new(HashMap::new());
+    }
     let window_bits = match format {
         Format::Zlib => 15,
         Format::RawDeflate => -15,
@@ -384,51 +473,83 @@ pub fn compress(
         window_bits,
         i32::from(strategy.min(4)),
     );
-    let mut c = Box::new(CompressorOxide::new(flags));
-    let mut out = Vec::new();
-    let mut start = 0;
-    let last = (data.len(), if finish { None } else { Some(Flush::Sync) });
-    for &(end, flush) in flushes
-        .iter()
-        .map(|&(at, f)| (at.min(data.len()), Some(f)))
-        .collect::<Vec<_>>()
-        .iter()
-        .chain([last].iter())
-    {
-        let end = end.max(start);
-        let mode = match flush {
-            None => TDEFLFlush::Finish,
-            Some(Flush::Sync) => TDEFLFlush::Sync,
-            Some(Flush::Full) => TDEFLFlush::Full,
-        };
-        let (status, used) = compress_to_output(&mut c, &data[start..end], mode, |bytes| {
-            out.extend_from_slice(bytes);
-            true
-        });
-        assert!(
-            matches!(status, TDEFLStatus::Okay | TDEFLStatus::Done),
-            "compressor failed: {status:?}"
-        );
-        assert_eq!(used, end - start);
-        start = end;
-    }
-    out
+    COMPRESSORS.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        let c = cache
+            .entry(flags)
+            .or_insert_with(|| Box::new(CompressorOxide::new(flags)));
+        c.reset();
+        let mut out = Vec::with_capacity(data.len() / 2 + 64);
+        let mut start = 0;
+        let last = (data.len(), if finish { None } else { Some(Flush::Sync) });
+        for (end, flush) in flushes
+            .iter()
+            .map(|&(at, f)| (at.min(data.len()), Some(f)))
+            .chain([last])
+        {
+            let end = end.max(start);
+            let mode = match flush {
+                None => TDEFLFlush::Finish,
+                Some(Flush::Sync) => TDEFLFlush::Sync,
+                Some(Flush::Full) => TDEFLFlush::Full,
+            };
+            let (status, used) = compress_to_output(c, &data[start..end], mode, |bytes| {
+                out.extend_from_slice(bytes);
+                true
+            });
+            assert!(
+                matches!(status, TDEFLStatus::Okay | TDEFLStatus::Done),
+                "compressor failed: {status:?}"
+            );
+            assert_eq!(used, end - start);
+            start = end;
+        }
+        out
+    })
 }
 
-/// CRC-32 (IEEE), bitwise: for gzip trailers and header CRCs built here.
-pub fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
+/// CRC-32 (IEEE) table, built at compile time.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut k = 0;
+        while k < 8 {
             crc = if crc & 1 != 0 {
                 (crc >> 1) ^ 0xEDB8_8320
             } else {
                 crc >> 1
             };
+            k += 1;
         }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 (IEEE), table-driven: for gzip trailers and header CRCs built here.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc = CRC_TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
     }
     !crc
+}
+
+/// Adler-32 (RFC 1950): the zlib trailer of streams assembled here.
+pub fn adler32(data: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for block in data.chunks(5552) {
+        for &x in block {
+            a += u32::from(x);
+            b += a;
+        }
+        a %= 65521;
+        b %= 65521;
+    }
+    (b << 16) | a
 }
 
 /// Optional fields of a gzip member header.
@@ -502,11 +623,15 @@ pub fn looks_like_zlib(body: &[u8]) -> bool {
 /// Wraps `body` in chunked framing with chunks of the given sizes (the rest in chunks of
 /// at most 1024 bytes, like the benchmark server), plus the last chunk.
 pub fn chunk(body: &[u8], rng: &mut Rng, max_chunk: usize) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(body.len() + body.len() / max_chunk.max(1) * 8 + 8);
     let mut rest = body;
     while !rest.is_empty() {
         let n = (1 + rng.below(max_chunk.max(1))).min(rest.len());
-        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        let digits = (usize::BITS - n.leading_zeros()).div_ceil(4);
+        for d in (0..digits).rev() {
+            out.push(b"0123456789abcdef"[(n >> (4 * d)) & 15]);
+        }
+        out.extend_from_slice(b"\r\n");
         out.extend_from_slice(&rest[..n]);
         out.extend_from_slice(b"\r\n");
         rest = &rest[n..];
