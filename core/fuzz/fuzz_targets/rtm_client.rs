@@ -6,7 +6,8 @@
 //!   `4, 8, 1024, 2048` / `2, 2, 256, 512` / `1, 1, 96, 384` / `4, 8, 1024, 2048`; bit 2: `restore_auth_on_reconnect`; bit 3:
 //!   `retry_first_connect`; bit 4: end with `stop` + close + timeouts before `dispose`.
 //! - then (via `arbitrary::Unstructured`) the rest of the config (intervals, attempt
-//!   budget, `max_queue_size` 1..=12, jitter seed, timeouts) and up to 300 events: user
+//!   budget, `max_queue_size` 1..=12, jitter seed, timeouts) and up to 16 events (`MAX_EVENTS`, to keep an
+//!   execution cheap; the smallest capacities reach the limits in a few events): user
 //!   calls (start, stop, dispose, publish, read, write, delete, search, authenticate,
 //!   subscribe, unsubscribe with small names, modes, JSON texts, ack or not, deadlines in
 //!   the past / now / future), transport events the model adapter can report (connected,
@@ -22,7 +23,7 @@
 //!
 //! Invariants checked after every call: no panic; `client_state(leave, enter)` chains
 //! (`leave` is the previous `enter`, nothing after `Disposed`) and matches `state()`;
-//! every ticket is known and of the right kind (`auth` for authenticate, `Data` only for
+//! tickets count up from 0 (at most one per event), every ticket is known and of the right kind (`auth` for authenticate, `Data` only for
 //! search), gets at most one final outcome and nothing after it, and `Ok`/`Error` replies
 //! answer its request; `subscription_created`/`deleted` alternate per key, transitions
 //! chain per key, `subscription_failed` only in Failed, data only while
@@ -36,7 +37,6 @@
 //! every subscription, leaves no timer, and every later call is refused silently.
 #![no_main]
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use benchlink_core::rtm::pdu::{Action, History};
@@ -126,8 +126,12 @@ struct Rec {
     state: ClientState,
     /// After the final dispose: no state, reply, auth or subscription event may come.
     sealed: bool,
-    tickets: HashMap<u32, TicketInfo>,
-    subs: HashMap<String, SubModel>,
+    /// Indexed by ticket number (tickets count up from 0 per client).
+    tickets: Vec<Option<TicketInfo>>,
+    /// Tickets issued without a final outcome yet.
+    open: usize,
+    /// Per key, in order of appearance (a handful of keys: a linear search).
+    subs: Vec<(String, SubModel)>,
     /// The frame being handled (address range), for borrowed slices.
     frame: (usize, usize),
 }
@@ -141,8 +145,39 @@ impl Rec {
         );
     }
 
-    fn unresolved(&self) -> usize {
-        self.tickets.values().filter(|t| t.finals == 0).count()
+    fn ticket(&mut self, ticket: Ticket) -> &mut TicketInfo {
+        self.tickets
+            .get_mut(ticket.get() as usize)
+            .and_then(Option::as_mut)
+            .unwrap_or_else(|| panic!("outcome for unknown ticket {ticket:?}"))
+    }
+
+    /// Counts a final outcome.
+    fn finalize(&mut self, ticket: Ticket) {
+        self.ticket(ticket).finals += 1;
+        self.open -= 1;
+    }
+
+    fn issued(&self) -> impl Iterator<Item = (usize, &TicketInfo)> {
+        self.tickets
+            .iter()
+            .enumerate()
+            .filter_map(|(t, i)| i.as_ref().map(|i| (t, i)))
+    }
+
+    fn sub(&self, key: &str) -> Option<&SubModel> {
+        self.subs.iter().find(|(k, _)| k == key).map(|(_, s)| s)
+    }
+
+    fn sub_mut(&mut self, key: &str) -> &mut SubModel {
+        let i = match self.subs.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None => {
+                self.subs.push((key.to_owned(), SubModel::default()));
+                self.subs.len() - 1
+            }
+        };
+        &mut self.subs[i].1
     }
 }
 
@@ -156,10 +191,7 @@ impl Handler for Rec {
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         assert!(!self.sealed, "reply after dispose");
-        let t = self
-            .tickets
-            .get_mut(&ticket.get())
-            .unwrap_or_else(|| panic!("reply for unknown ticket {ticket:?}"));
+        let t = self.ticket(ticket);
         assert_ne!(t.kind, Kind::Auth, "reply() for an authenticate ticket");
         assert_eq!(
             t.finals, 0,
@@ -167,7 +199,7 @@ impl Handler for Rec {
         );
         let kind = t.kind;
         if outcome.is_final() {
-            t.finals += 1;
+            self.finalize(ticket);
         }
         match outcome {
             Outcome::Ok(p) => {
@@ -196,21 +228,18 @@ impl Handler for Rec {
 
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         assert!(!self.sealed, "auth after dispose");
-        let t = self
-            .tickets
-            .get_mut(&ticket.get())
-            .unwrap_or_else(|| panic!("auth for unknown ticket {ticket:?}"));
+        let t = self.ticket(ticket);
         assert_eq!(t.kind, Kind::Auth, "auth() for a {:?} ticket", t.kind);
         assert_eq!(
             t.finals, 0,
             "{result:?} for ticket {ticket:?} after its final outcome"
         );
-        t.finals += 1;
+        self.finalize(ticket);
     }
 
     fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
         assert!(!self.sealed);
-        let s = self.subs.entry(key.to_owned()).or_default();
+        let s = self.sub_mut(key);
         assert_eq!(s.live, 1, "transition of {key:?} without a record");
         assert_eq!(
             s.state,
@@ -222,14 +251,14 @@ impl Handler for Rec {
 
     fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
         assert!(!self.sealed);
-        let s = &self.subs[key];
+        let s = self.sub(key).expect("failed() for an unknown key");
         assert_eq!(s.state, Some(SubState::Failed), "failed() outside Failed");
         let _ = (reason.reason(), reason.error());
     }
 
     fn subscription_created(&mut self, key: &str) {
         assert!(!self.sealed);
-        let s = self.subs.entry(key.to_owned()).or_default();
+        let s = self.sub_mut(key);
         s.live += 1;
         assert_eq!(s.live, 1, "{key:?} created twice");
         s.state.get_or_insert(SubState::Unsubscribed);
@@ -237,7 +266,7 @@ impl Handler for Rec {
 
     fn subscription_deleted(&mut self, key: &str) {
         assert!(!self.sealed);
-        let s = self.subs.entry(key.to_owned()).or_default();
+        let s = self.sub_mut(key);
         s.live -= 1;
         assert_eq!(s.live, 0, "{key:?} deleted without a record");
     }
@@ -248,7 +277,7 @@ impl Handler for Rec {
         data: benchlink_core::rtm::pdu::SubscriptionData<'_>,
     ) {
         assert!(!self.sealed);
-        let s = &self.subs[key];
+        let s = self.sub(key).expect("data for an unknown key");
         assert_eq!(s.live, 1);
         assert!(
             matches!(
@@ -267,7 +296,7 @@ impl Handler for Rec {
 
     fn fast_forward(&mut self, key: &str, info: benchlink_core::rtm::pdu::SubscriptionInfo<'_>) {
         assert!(!self.sealed);
-        assert_eq!(self.subs[key].live, 1);
+        assert_eq!(self.sub(key).expect("info for an unknown key").live, 1);
         assert!(info.subscription_id == key);
     }
 
@@ -306,6 +335,14 @@ struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
     last_id: Option<u64>,
     keys: Vec<String>,
 }
+
+/// Events an input may drive at most: every event costs libFuzzer's per-edge work as much
+/// as the client's; the smallest capacities reach the limits in a few events.
+const MAX_EVENTS: usize = 16;
+
+/// A position longer than the client keeps.
+const LONG_POSITION: &str =
+    "\"9999999999999999999999999999999999999999999999999999999999999999999999\"";
 
 const NAMES: &[&str] = &["a", "b", "c\"q", "é/ü", "a\\b", ""];
 const JSONS: &[&str] = &[
@@ -356,8 +393,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
-                tickets: HashMap::new(),
-                subs: HashMap::new(),
+                tickets: Vec::new(),
+                open: 0,
+                subs: Vec::new(),
                 frame: (0, 0),
             },
             config,
@@ -369,7 +407,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         };
         assert_eq!(f.client.state(), ClientState::Stopped);
         assert_eq!(f.client.poll_timeout(), None);
-        for _ in 0..300 {
+        for _ in 0..MAX_EVENTS {
             if u.is_empty() {
                 break;
             }
@@ -407,15 +445,20 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         }
         match (r, ack) {
             (Ok(Some(t)), Ack::Reply { deadline }) => {
-                let old = self.rec.tickets.insert(
-                    t.get(),
-                    TicketInfo {
-                        kind,
-                        deadline,
-                        finals: 0,
-                    },
-                );
-                assert!(old.is_none(), "ticket {t:?} issued twice");
+                // Tickets count up from 0: at most one per event of the program.
+                let i = t.get() as usize;
+                assert!(i < MAX_EVENTS, "ticket {t:?} out of sequence");
+                if self.rec.tickets.len() <= i {
+                    self.rec.tickets.resize_with(i + 1, || None);
+                }
+                let slot = &mut self.rec.tickets[i];
+                assert!(slot.is_none(), "ticket {t:?} issued twice");
+                *slot = Some(TicketInfo {
+                    kind,
+                    deadline,
+                    finals: 0,
+                });
+                self.rec.open += 1;
             }
             (Ok(None), Ack::None) | (Err(_), _) => {}
             (r, ack) => panic!("{r:?} for {ack:?}"),
@@ -581,9 +624,8 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
     /// A server frame: arbitrary text, or a plausible PDU built from what was sent.
     fn frame(&self, u: &mut Unstructured<'_>) -> String {
         let position = *u.choose(POSITIONS).unwrap_or(&"null");
-        let long_position = format!("\"{}\"", "9".repeat(70));
         let position = if u.ratio(1, 10).unwrap_or(false) {
-            long_position.as_str()
+            LONG_POSITION
         } else {
             position
         };
@@ -760,9 +802,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             self.config.max_queue_size
         );
         assert!(
-            self.rec.unresolved() <= queued + in_flight,
+            self.rec.open <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",
-            self.rec.unresolved()
+            self.rec.open
         );
         if !matches!(state, ClientState::Connected | ClientState::Stopping) {
             assert_eq!(in_flight, 0, "requests in flight in {state:?}");
@@ -775,14 +817,14 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                     self.now
                 );
             }
-            for (t, info) in &self.rec.tickets {
+            for (t, info) in self.rec.issued() {
                 if info.deadline.is_some_and(|d| d <= self.now) {
                     assert_eq!(info.finals, 1, "ticket {t} past its deadline is not final");
                 }
             }
         }
         for key in &self.keys {
-            let model = &self.rec.subs.get(key.as_str());
+            let model = self.rec.sub(key);
             let live = model.is_some_and(|m| m.live == 1);
             let got = c.subscription_state(key);
             assert_eq!(got.is_some(), live, "record of {key:?}");
@@ -815,7 +857,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             assert_eq!(self.client.poll_timeout(), None, "timers left after stop");
             assert_eq!(self.client.state(), ClientState::Stopped);
             assert_eq!(self.client.requests_in_flight(), 0);
-            for (t, info) in &self.rec.tickets {
+            for (t, info) in self.rec.issued() {
                 if info.finals == 0 {
                     assert!(
                         info.deadline.is_none(),
@@ -829,7 +871,8 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         assert_eq!(self.client.state(), ClientState::Disposed);
         self.check(false);
         self.rec.sealed = true;
-        for (t, info) in &self.rec.tickets {
+        assert_eq!(self.rec.open, 0, "tickets without a final outcome");
+        for (t, info) in self.rec.issued() {
             assert_eq!(
                 info.finals, 1,
                 "ticket {t} ({:?}) has no final outcome",

@@ -10,7 +10,8 @@
 //! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ outbox + 1024), the
 //!   client's config (intervals, attempt budget, `max_queue_size`, jitter seed, auth and
 //!   connect timeouts), the link's config (ping interval, dead-peer and close timeouts,
-//!   seed, user agent) and up to 400 operations:
+//!   seed, user agent) and up to 16 operations (`MAX_OPS`, to keep an execution cheap; the
+//!   smallest capacities reach the limits in a few operations):
 //!   - time: advance by small or large steps (the adapter may be late), `handle_timeout`
 //!     at `now`, at `poll_timeout()` or after it;
 //!   - user calls: start, stop, dispose (rarely), publish / write / delete with or without
@@ -31,8 +32,12 @@
 //! transport, `Transmit` is written in full, in part (fuzz-chosen) or not at all (would
 //! block), `Close` closes the transport (reported now or later).
 //!
+//! The link's five buffers are slices of one per-thread arena, zeroed before each input
+//! (fresh allocations cost page faults under ASAN's quarantine).
+//!
 //! Invariants: no panic (overflow checks are on); `client_state(leave, enter)` chains
-//! and matches `state()`; every acked request's ticket is issued once and gets exactly
+//! and matches `state()`; tickets count up from 0 (at most one per operation); every
+//! acked request's ticket is issued once and gets exactly
 //! one final outcome (`Ok`/`Error` answering its request, `Timeout`, `Disconnected`),
 //! nothing after it, and after `dispose` none is outstanding; after `handle_timeout(now)`
 //! (and the drain) `poll_timeout()` is later than `now` and every ticket whose deadline
@@ -49,7 +54,6 @@
 //! ping the server sent) or close (a sendable code) — and nothing after the close frame.
 #![no_main]
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use benchlink_core::rtm::pdu::{Action, History};
@@ -175,14 +179,33 @@ struct TicketInfo {
 struct Rec {
     state: ClientState,
     sealed: bool,
-    tickets: HashMap<u32, TicketInfo>,
+    /// Indexed by ticket number (tickets count up from 0 per client).
+    tickets: Vec<Option<TicketInfo>>,
+    /// Tickets issued without a final outcome yet.
+    open: usize,
     /// `link_closed` calls during the current call into the link.
     closed_in_call: u32,
 }
 
 impl Rec {
-    fn unresolved(&self) -> usize {
-        self.tickets.values().filter(|t| t.finals == 0).count()
+    fn ticket(&mut self, ticket: Ticket) -> &mut TicketInfo {
+        self.tickets
+            .get_mut(ticket.get() as usize)
+            .and_then(Option::as_mut)
+            .unwrap_or_else(|| panic!("outcome for unknown ticket {ticket:?}"))
+    }
+
+    /// Counts a final outcome.
+    fn finalize(&mut self, ticket: Ticket) {
+        self.ticket(ticket).finals += 1;
+        self.open -= 1;
+    }
+
+    fn issued(&self) -> impl Iterator<Item = (usize, &TicketInfo)> {
+        self.tickets
+            .iter()
+            .enumerate()
+            .filter_map(|(t, i)| i.as_ref().map(|i| (t, i)))
     }
 }
 
@@ -197,36 +220,33 @@ impl Handler for Rec {
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         assert!(!self.sealed, "reply after dispose");
-        let t = self
-            .tickets
-            .get_mut(&ticket.get())
-            .unwrap_or_else(|| panic!("reply for unknown ticket {ticket:?}"));
+        let t = self.ticket(ticket);
         assert_ne!(t.kind, Kind::Auth, "reply() for an authenticate ticket");
         assert_eq!(
             t.finals, 0,
             "{outcome:?} for ticket {ticket:?} after its final outcome"
         );
+        let kind = t.kind;
         if outcome.is_final() {
-            t.finals += 1;
+            self.finalize(ticket);
         }
         match outcome {
             Outcome::Ok(p) => {
                 assert_eq!(
                     p.action.request(),
-                    t.kind.action(),
+                    kind.action(),
                     "Ok answers another request"
                 );
             }
             Outcome::Error(p) => {
                 assert!(
-                    p.action.request() == t.kind.action() || p.action == Action::GeneralError,
-                    "Error {:?} for a {:?}",
+                    p.action.request() == kind.action() || p.action == Action::GeneralError,
+                    "Error {:?} for a {kind:?}",
                     p.action,
-                    t.kind
                 );
             }
             Outcome::Data(p) => {
-                assert_eq!(t.kind, Kind::Search, "Data for a {:?}", t.kind);
+                assert_eq!(kind, Kind::Search, "Data for a {kind:?}");
                 assert_eq!(p.action, Action::SearchData);
             }
             Outcome::Timeout | Outcome::Disconnected => {}
@@ -235,16 +255,13 @@ impl Handler for Rec {
 
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         assert!(!self.sealed, "auth after dispose");
-        let t = self
-            .tickets
-            .get_mut(&ticket.get())
-            .unwrap_or_else(|| panic!("auth for unknown ticket {ticket:?}"));
+        let t = self.ticket(ticket);
         assert_eq!(t.kind, Kind::Auth, "auth() for a {:?} ticket", t.kind);
         assert_eq!(
             t.finals, 0,
             "{result:?} for ticket {ticket:?} after its final outcome"
         );
-        t.finals += 1;
+        self.finalize(ticket);
         let _ = result.to_string();
     }
 
@@ -453,7 +470,13 @@ fn client_frame(bytes: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
 /// An unmasked server frame.
 fn server_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
     out.push(first);
-    match payload.len() {
+    server_frame_len(out, payload.len());
+    out.extend_from_slice(payload);
+}
+
+/// The length field of an unmasked server frame.
+fn server_frame_len(out: &mut Vec<u8>, len: usize) {
+    match len {
         n if n < 126 => out.push(n as u8),
         n if n < 65536 => {
             out.push(126);
@@ -464,15 +487,22 @@ fn server_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
             out.extend_from_slice(&(n as u64).to_be_bytes());
         }
     }
-    out.extend_from_slice(payload);
 }
 
 // ------------------------------------------------------------------------------------
 // The driver
 // ------------------------------------------------------------------------------------
 
-struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    link: Link<Vec<u8>, S, [Pending; P]>,
+/// The link's buffers: slices of one per-thread arena (a fresh `Vec` per buffer and input
+/// cost page faults under ASAN, whose quarantine hands out new memory every time).
+type L<'b, const S: usize, const P: usize> = Link<&'b mut [u8], S, [Pending; P]>;
+
+thread_local! {
+    static ARENA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+struct Fuzz<'b, const S: usize, const P: usize, const Q: usize, const O: usize> {
+    link: L<'b, S, P>,
     rec: Rec,
     setup: Setup,
     tx_len: usize,
@@ -484,6 +514,10 @@ struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
     closed_reports: u32,
     keys: Vec<String>,
 }
+
+/// Operations an input may run at most: every operation costs libFuzzer's per-edge work
+/// as much as the link's; the smallest capacities reach the limits in a few operations.
+const MAX_OPS: usize = 16;
 
 const NAMES: &[&str] = &["a", "b", "c\"q", "é/ü", ""];
 const JSONS: &[&str] = &["1", "{\"k\":1}", "\"s\"", "[1,2]", "null", "{oops"];
@@ -511,16 +545,38 @@ fn quote(s: &str) -> String {
     Json::String(s.to_owned()).to_string()
 }
 
-impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
+impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b, S, P, Q, O> {
     fn run(setup: Setup, rx: usize, tx_extra: usize, u: &mut Unstructured<'_>) {
         let tx_len = O + 1024 + tx_extra;
-        let buffers = Buffers {
-            rx: vec![0u8; rx],
-            tx: vec![0u8; tx_len],
-            queue: vec![0u8; Q],
-            outbox: vec![0u8; O],
-            subscription_args: vec![0u8; S * 128],
-        };
+        ARENA.with_borrow_mut(|arena| {
+            let total = rx + tx_len + Q + O + S * 128;
+            if arena.len() < total {
+                arena.resize(total, 0);
+            }
+            // Zeroed like fresh buffers: a run never depends on the one before.
+            let arena = &mut arena[..total];
+            arena.fill(0);
+            let (rx, rest) = arena.split_at_mut(rx);
+            let (tx, rest) = rest.split_at_mut(tx_len);
+            let (queue, rest) = rest.split_at_mut(Q);
+            let (outbox, subscription_args) = rest.split_at_mut(O);
+            let buffers = Buffers {
+                rx,
+                tx,
+                queue,
+                outbox,
+                subscription_args,
+            };
+            Fuzz::<S, P, Q, O>::run_in(setup, buffers, tx_len, u);
+        });
+    }
+
+    fn run_in(
+        setup: Setup,
+        buffers: Buffers<&'b mut [u8]>,
+        tx_len: usize,
+        u: &mut Unstructured<'_>,
+    ) {
         let in_flight = [Pending::EMPTY; P];
         let link = Link::new(
             setup.client,
@@ -536,7 +592,8 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
-                tickets: HashMap::new(),
+                tickets: Vec::new(),
+                open: 0,
                 closed_in_call: 0,
             },
             setup,
@@ -550,7 +607,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         };
         assert_eq!(f.link.poll_timeout(), None);
         assert_eq!(f.link.poll_output(f.now), None);
-        for _ in 0..400 {
+        for _ in 0..MAX_OPS {
             if u.is_empty() {
                 break;
             }
@@ -588,15 +645,20 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         }
         match (r, ack) {
             (Ok(Some(t)), Ack::Reply { deadline }) => {
-                let old = self.rec.tickets.insert(
-                    t.get(),
-                    TicketInfo {
-                        kind,
-                        deadline,
-                        finals: 0,
-                    },
-                );
-                assert!(old.is_none(), "ticket {t:?} issued twice");
+                // Tickets count up from 0: at most one per operation of the program.
+                let i = t.get() as usize;
+                assert!(i < MAX_OPS, "ticket {t:?} out of sequence");
+                if self.rec.tickets.len() <= i {
+                    self.rec.tickets.resize_with(i + 1, || None);
+                }
+                let slot = &mut self.rec.tickets[i];
+                assert!(slot.is_none(), "ticket {t:?} issued twice");
+                *slot = Some(TicketInfo {
+                    kind,
+                    deadline,
+                    finals: 0,
+                });
+                self.rec.open += 1;
             }
             (Ok(None), Ack::None) | (Err(_), _) => {}
             (r, ack) => panic!("{r:?} for {ack:?}"),
@@ -831,7 +893,10 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                 } else {
                     0x81
                 };
-                server_frame(&mut bytes, first, &vec![b' '; n]);
+                // The header for `n` bytes, then the payload in place.
+                bytes.push(first);
+                server_frame_len(&mut bytes, n);
+                bytes.resize(bytes.len() + n, b' ');
                 self.feed(u, &bytes);
                 false
             }
@@ -839,17 +904,13 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
     }
 
     /// Runs one call into the link and checks the `link_closed` bookkeeping.
-    fn call(&mut self, f: impl FnOnce(&mut Link<Vec<u8>, S, [Pending; P]>, &mut Rec)) {
+    fn call(&mut self, f: impl FnOnce(&mut L<'b, S, P>, &mut Rec)) {
         self.call_input(false, f);
     }
 
     /// [`call`](Self::call); `input` for `handle_input`, the only call that can open the
     /// link.
-    fn call_input(
-        &mut self,
-        input: bool,
-        f: impl FnOnce(&mut Link<Vec<u8>, S, [Pending; P]>, &mut Rec),
-    ) {
+    fn call_input(&mut self, input: bool, f: impl FnOnce(&mut L<'b, S, P>, &mut Rec)) {
         let was_open = self.link.is_open();
         self.rec.closed_in_call = 0;
         f(&mut self.link, &mut self.rec);
@@ -1209,9 +1270,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             "{in_flight} in flight > PENDING {P} + 1"
         );
         assert!(
-            self.rec.unresolved() <= queued + in_flight,
+            self.rec.open <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",
-            self.rec.unresolved()
+            self.rec.open
         );
         if timed {
             // A close the client asked for while no transport was open (the drain's
@@ -1230,7 +1291,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                     self.link
                 );
             }
-            for (t, info) in &self.rec.tickets {
+            for (t, info) in self.rec.issued() {
                 if info.deadline.is_some_and(|d| d <= self.now) {
                     assert_eq!(info.finals, 1, "ticket {t} past its deadline is not final");
                 }
@@ -1243,7 +1304,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         assert_eq!(c.state(), ClientState::Disposed);
         assert_eq!(c.queued_requests(), 0);
         assert_eq!(c.requests_in_flight(), 0);
-        for (t, info) in &self.rec.tickets {
+        for (t, info) in self.rec.issued() {
             assert_eq!(
                 info.finals, 1,
                 "ticket {t} ({:?}) open after dispose",
@@ -1289,7 +1350,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             self.settle();
             assert_eq!(self.link.client().state(), ClientState::Stopped);
             assert_eq!(self.link.client().requests_in_flight(), 0);
-            for (t, info) in &self.rec.tickets {
+            for (t, info) in self.rec.issued() {
                 if info.finals == 0 {
                     assert!(
                         info.deadline.is_none(),
