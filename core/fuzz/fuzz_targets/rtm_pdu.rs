@@ -1,13 +1,14 @@
 //! RTM PDUs: `Pdu::parse` / `classify` on arbitrary text, `Request::encode` round trips,
-//! and the JSON string escaper.
+//! and the JSON string escaper. One family per input, so each execution stays cheap.
 //!
 //! Input: `[mode][rest…]`
 //! - mode & 3 == 0: `rest` is a received frame (bytes; also as `&str` when UTF-8);
-//! - mode & 3 == 1: `rest` describes a request (kind, channel/prefix/role strings with
-//!   quotes, backslashes, control characters and non-ASCII, messages and extras built
-//!   with serde_json from arbitrary values, ids, buffer sizes) to encode;
-//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`;
-//! - mode & 3 == 3: all three on the same bytes.
+//! - mode & 3 == 1 or 3: `rest` describes a request (kind, channel/prefix/role strings
+//!   with quotes, backslashes, control characters and non-ASCII, messages and extras built
+//!   with serde_json from arbitrary values, ids, buffer sizes), encoded once (into a
+//!   megabyte buffer reused across executions); `(mode >> 2) % 3` picks the group of
+//!   encoding checks below (0 serde_json, 1 read back, 2 buffers and keys);
+//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`.
 //!
 //! Properties:
 //! - parsing: never panics; `parse_bytes` agrees with `parse`; it rejects exactly what
@@ -20,12 +21,16 @@
 //!   offsets point into the input (at the object that lacks a member / the bad value);
 //!   against serde_json, when it accepts the text and no object has a repeated key, the
 //!   action, the integer id and the body agree;
-//! - encoding: every request encodes to valid JSON (serde_json) whose `action`, `id` and
-//!   body are exactly the request's (strings exact, messages equal as values, extras
-//!   override typed members, the last of a repeated extras key wins, no key twice), that
-//!   `Pdu::parse` reads back with the same action, id and accessors (and refuses exactly
-//!   when nesting exceeds the default depth); `encode_body` + `write_envelope` give the
-//!   same bytes; a too small buffer fails with `BufferTooSmall` leaving a prefix;
+//! - encoding: every request encodes (into at most a megabyte), and
+//!   - (check 0) to valid JSON (serde_json) whose `action`, `id` and body are exactly the
+//!     request's (strings exact, messages equal as values, extras override typed members,
+//!     the last of a repeated extras key wins) and nothing else;
+//!   - (check 1) that `Pdu::parse` reads back with the same action, id, `position`,
+//!     `subscription_id`, message text, and body members equal (as serde_json values) to
+//!     the expected ones, and refuses exactly when nesting exceeds the default depth;
+//!   - (check 2) `encode_body` + `write_envelope` give the same bytes; a too small buffer
+//!     fails with `BufferTooSmall` leaving a prefix; no key is written twice in the
+//!     envelope or the body, and the envelope's body is `encode_body`'s text;
 //! - escaping: `json::write::string` output is the C SDK escaping of the input, parses
 //!   with serde_json and `json::parse` back to the input (`==`, `chars`, `unescape_into`).
 #![no_main]
@@ -46,15 +51,11 @@ fuzz_target!(|input: &[u8]| {
     let [mode, rest @ ..] = input else {
         return;
     };
-    let mode = mode & 3;
-    if mode == 0 || mode == 3 {
-        check_received(rest);
-    }
-    if mode == 1 || mode == 3 {
-        check_request(&mut Unstructured::new(rest));
-    }
-    if mode == 2 || mode == 3 {
-        check_string(&String::from_utf8_lossy(rest));
+    // One family per input, and for requests one group of checks (see the header).
+    match mode & 3 {
+        0 => check_received(rest),
+        2 => check_string(&String::from_utf8_lossy(rest)),
+        _ => check_request(&mut Unstructured::new(rest), (mode >> 2) % 3),
     }
 });
 
@@ -655,19 +656,36 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
 fn depth(v: &Json) -> usize {
     match v {
         Json::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
-        Json::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        Json::Object(o) => depth_of_members(o),
         _ => 0,
     }
 }
 
-fn encode(req: &Request<'_>, id: Option<u64>, cap: usize) -> (Result<(), WriteError>, Vec<u8>) {
-    let mut buf = vec![0u8; cap];
-    let mut out = Cursor::new(&mut buf);
-    let r = req.encode(id, &mut out);
-    (r, out.written().to_vec())
+fn depth_of_members(o: &serde_json::Map<String, Json>) -> usize {
+    1 + o.values().map(depth).max().unwrap_or(0)
 }
 
-fn check_request(u: &mut Unstructured<'_>) {
+thread_local! {
+    /// The encoder's output buffer, allocated once: as large as the biggest PDU a request
+    /// may make (a megabyte), left dirty between executions (the encoder does not read it).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]);
+}
+
+/// Encodes into the first `cap` bytes of the scratch buffer; returns the result and an
+/// owned copy of what was written.
+fn encode(req: &Request<'_>, id: Option<u64>, cap: usize) -> (Result<(), WriteError>, Vec<u8>) {
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut out = Cursor::new(&mut buf[..cap]);
+        let r = req.encode(id, &mut out);
+        (r, out.written().to_vec())
+    })
+}
+
+/// One request from the input, encoded once, and one group of checks (`check % 3`):
+/// 0 = serde_json reads exactly the request; 1 = `Pdu::parse` reads it back;
+/// 2 = small buffers, `encode_body` + `write_envelope`, no key written twice.
+fn check_request(u: &mut Unstructured<'_>, check: u8) {
     let p = parts(u);
     let id = if u.ratio(1, 4).unwrap_or(false) {
         None
@@ -681,60 +699,32 @@ fn check_request(u: &mut Unstructured<'_>) {
     let small = u.int_in_range(0..=200usize).unwrap_or(0);
     let (req, expected_body) = request(&p);
 
-    // Into a buffer that grows until the PDU fits: zeroing a megabyte for every request
-    // would cost more than all the checks.
-    let mut cap = 256;
-    let (r, out) = loop {
-        match encode(&req, id, cap) {
-            (Err(WriteError::Encode(EncodeError::BufferTooSmall { .. })), _) if cap < 1 << 20 => {
-                cap *= 4
-            }
-            done => break done,
-        }
-    };
+    let (r, out) = encode(&req, id, 1 << 20);
     if let Err(e) = r {
-        panic!("{req:?} did not encode into {cap} bytes: {e:?}");
+        panic!("{req:?} did not encode into a megabyte: {e:?}");
     }
-    let (r_small, out_small) = encode(&req, id, small);
-    if small < out.len() {
-        assert_eq!(
-            r_small,
-            Err(WriteError::Encode(EncodeError::BufferTooSmall {
-                capacity: small
-            }))
-        );
-        assert!(
-            out.starts_with(&out_small),
-            "a failed encode left a non-prefix"
-        );
-    } else {
-        assert_eq!((r_small, &out_small), (Ok(()), &out));
-    }
-
-    // encode_body + write_envelope give the same bytes.
-    let mut body_buf = vec![0u8; out.len()];
-    let mut body_out = Cursor::new(&mut body_buf);
-    req.encode_body(&mut body_out)
-        .expect("the body fits where the PDU did");
-    let body_text = std::str::from_utf8(body_out.written()).unwrap().to_owned();
-    let mut env_buf = vec![0u8; out.len()];
-    let mut env_out = Cursor::new(&mut env_buf);
-    write_envelope(req.action().as_str(), id, &body_text, &mut env_out).unwrap();
-    assert_eq!(
-        env_out.written(),
-        &out[..],
-        "encode_body + write_envelope differ"
-    );
-
-    // serde_json reads exactly the request.
     let text = std::str::from_utf8(&out).expect("UTF-8 output");
-    let v: Json =
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
-    let env = v.as_object().expect("an object");
     let action_name = match p.kind {
         8 => p.b.as_str(),
         _ => req.action().as_str(),
     };
+    match check {
+        0 => check_request_serde(text, id, action_name, &expected_body),
+        1 => check_request_read_back(text, id, action_name, &p, expected_body),
+        _ => check_request_buffers(&req, id, small, text),
+    }
+}
+
+/// serde_json reads exactly the request: action, id, nothing else, the expected body.
+fn check_request_serde(
+    text: &str,
+    id: Option<u64>,
+    action_name: &str,
+    expected_body: &serde_json::Map<String, Json>,
+) {
+    let v: Json =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
+    let env = v.as_object().expect("an object");
     assert_eq!(
         env.get("action"),
         Some(&Json::String(action_name.to_owned()))
@@ -742,31 +732,30 @@ fn check_request(u: &mut Unstructured<'_>) {
     assert_eq!(env.get("id").and_then(Json::as_u64), id);
     assert_eq!(env.contains_key("id"), id.is_some());
     assert_eq!(env.len(), 2 + usize::from(id.is_some()));
-    assert_eq!(
-        env.get("body"),
-        Some(&Json::Object(expected_body.clone())),
-        "{text}"
-    );
+    match env.get("body") {
+        Some(Json::Object(body)) => assert!(body == expected_body, "{text}"),
+        other => panic!("body {other:?} in {text}"),
+    }
+}
 
-    // No key written twice, at any level of the envelope and body.
-    let top = json::parse(text, json::MAX_DEPTH)
-        .unwrap()
-        .as_object()
-        .unwrap();
-    assert!(!has_duplicate_keys(top));
-    let body_obj = top.get("body").and_then(|b| b.as_object()).unwrap();
-    assert!(!has_duplicate_keys(body_obj), "repeated key in {text}");
-    assert_eq!(body_obj.as_raw(), body_text);
-
-    // Pdu::parse reads it back (within the default nesting limit).
-    let within_limit = depth(&v) <= json::DEFAULT_MAX_DEPTH;
-    assert_eq!(
-        Pdu::parse(text).is_ok(),
-        within_limit,
-        "depth {} of {text}",
-        depth(&v)
-    );
-    let pdu = Pdu::parse_with_depth(text, json::MAX_DEPTH).expect("encoded PDU parses");
+/// `Pdu::parse` reads the request back (refusing exactly when nesting exceeds the default
+/// depth): action, id, accessors, and every body member equal to the expected one.
+fn check_request_read_back(
+    text: &str,
+    id: Option<u64>,
+    action_name: &str,
+    p: &Parts,
+    expected_body: serde_json::Map<String, Json>,
+) {
+    // The envelope is one level above the body.
+    let depth = 1 + depth_of_members(&expected_body);
+    let within_limit = depth <= json::DEFAULT_MAX_DEPTH;
+    let pdu = if within_limit {
+        Pdu::parse(text).unwrap_or_else(|e| panic!("depth {depth} of {text}: {e:?}"))
+    } else {
+        assert!(Pdu::parse(text).is_err(), "depth {depth} of {text}");
+        Pdu::parse_with_depth(text, json::MAX_DEPTH).expect("encoded PDU parses")
+    };
     let plain = !action_name
         .bytes()
         .any(|b| b < 0x20 || b == b'"' || b == b'\\');
@@ -780,21 +769,20 @@ fn check_request(u: &mut Unstructured<'_>) {
     let body = pdu.body.and_then(|b| b.as_json()).expect("a JSON body");
     assert_eq!(body.members().count(), expected_body.len());
     let str_member = |key: &str| match expected_body.get(key) {
-        Some(Json::String(s)) => Some(s.clone()),
+        Some(Json::String(s)) => Some(s.as_str()),
         _ => None,
     };
     let check = |got: Option<Text<'_>>, key: &str| match (got, str_member(key)) {
-        (Some(g), Some(e)) => assert!(g == e.as_str(), "{key}: {g:?} vs {e:?}"),
+        (Some(g), Some(e)) => assert!(g == e, "{key}: {g:?} vs {e:?}"),
         (None, None) => {}
         (g, e) => panic!("{key}: {g:?} vs {e:?}"),
     };
     check(pdu.position(), "position");
     check(pdu.subscription_id(), "subscription_id");
     match (pdu.message(), expected_body.get("message")) {
-        (Some(m), Some(e)) => {
+        (Some(m), Some(_)) => {
+            // Its value is compared with the other members below.
             let m = m.as_json().expect("JSON");
-            let got: Json = serde_json::from_str(m.as_raw()).unwrap();
-            assert_eq!(&got, e);
             if matches!(p.kind, 0 | 1) {
                 assert_eq!(m.as_raw(), p.msg.0.trim_matches([' ', '\t', '\n', '\r']));
             }
@@ -811,6 +799,55 @@ fn check_request(u: &mut Unstructured<'_>) {
     }
     let expected: BTreeMap<String, Json> = expected_body.into_iter().collect();
     assert_eq!(members, expected);
+}
+
+/// A too small buffer fails with `BufferTooSmall` leaving a prefix; `encode_body` +
+/// `write_envelope` give the same bytes; no key is written twice, at any level of the
+/// envelope and body, and the envelope's body is `encode_body`'s text.
+fn check_request_buffers(req: &Request<'_>, id: Option<u64>, small: usize, text: &str) {
+    let out = text.as_bytes();
+    let (r_small, out_small) = encode(req, id, small);
+    if small < out.len() {
+        assert_eq!(
+            r_small,
+            Err(WriteError::Encode(EncodeError::BufferTooSmall {
+                capacity: small
+            }))
+        );
+        assert!(
+            out.starts_with(&out_small),
+            "a failed encode left a non-prefix"
+        );
+    } else {
+        assert_eq!((r_small, &out_small[..]), (Ok(()), out));
+    }
+
+    let body_text = SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut body_out = Cursor::new(&mut buf[..out.len()]);
+        req.encode_body(&mut body_out)
+            .expect("the body fits where the PDU did");
+        std::str::from_utf8(body_out.written()).unwrap().to_owned()
+    });
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut env_out = Cursor::new(&mut buf[..out.len()]);
+        write_envelope(req.action().as_str(), id, &body_text, &mut env_out).unwrap();
+        assert_eq!(
+            env_out.written(),
+            out,
+            "encode_body + write_envelope differ"
+        );
+    });
+
+    let top = json::parse(text, json::MAX_DEPTH)
+        .unwrap()
+        .as_object()
+        .unwrap();
+    assert!(!has_duplicate_keys(top));
+    let body_obj = top.get("body").and_then(|b| b.as_object()).unwrap();
+    assert!(!has_duplicate_keys(body_obj), "repeated key in {text}");
+    assert_eq!(body_obj.as_raw(), body_text);
 }
 
 // ------------------------------------------------------------------------------------
