@@ -7,9 +7,10 @@
 //! - flags bits 1-3 (raw mode): receive buffer 0 / 1 / 7 / 64 / 125 / 126 / 1024 / 65536
 //!   bytes. In built mode the buffer is the largest message plus `flags >> 4` bytes.
 //! - seed: split points, the outbox writes and when `close()` is called; its first byte
-//!   picks the kind of split of the decoder's run (`chosen_pieces`); bit 0 of its second
-//!   byte picks the one run of the input: the decoder (clear) or the `Session` (set); for
-//!   the decoder, `(second byte >> 1) % 3` picks a fresh decoder (0) or one `reset` after
+//!   picks the kind of split of the decoder's run (as `chosen_pieces`, at most 256
+//!   pieces: the rest of the stream is one last piece; the session's pieces likewise);
+//!   bit 0 of its second byte picks the one run of the input: the decoder (clear) or the
+//!   `Session` (set); for the decoder, `(second byte >> 1) % 3` picks a fresh decoder (0) or one `reset` after
 //!   the stream's first bytes (cut at the third byte) left it dirty (1) or after it failed
 //!   mid-message (2). The buffer is allocated once and stays dirty between executions.
 //!
@@ -33,12 +34,15 @@
 //!   with an empty outbox.
 #![no_main]
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
 use benchlink_core::http::Cursor;
 use benchlink_core::ws::{
     CloseCode, CloseStatus, Decoder, Error, Message, Session, State, MAX_CLOSE_REASON,
     MAX_CONTROL_PAYLOAD,
 };
-use benchlink_core_fuzz::{chosen_pieces, random_pieces, Rng};
+use benchlink_core_fuzz::{whole, Rng};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 
@@ -46,6 +50,8 @@ thread_local! {
     /// The decoder's / session's buffer, allocated once (as large as the largest buffer an
     /// input may ask for) and left dirty between executions.
     static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0xA5; 1 << 17]);
+    /// The built stream, its capacity reused from one execution to the next.
+    static STREAM: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -56,13 +62,13 @@ fuzz_target!(|input: &[u8]| {
     // One run per input: the decoder in the chosen split, or the session.
     let session = s1 & 1 != 0;
     let dirty = (s1 >> 1) % 3;
-    let built;
+    let mut built = STREAM.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    built.clear();
     let (stream, buf_len, expected) = if flags & 1 == 0 {
         let buf_len = [0, 1, 7, 64, 125, 126, 1024, 65536][usize::from((flags >> 1) & 7)];
         (payload, buf_len, model(payload, buf_len))
     } else {
-        let (stream, messages, max) = build(payload);
-        built = stream;
+        let (messages, max) = build(payload, &mut built);
         let expected = Run {
             messages,
             error: None,
@@ -83,29 +89,59 @@ fuzz_target!(|input: &[u8]| {
             check_decoder(stream, buf, &seed, dirty, &expected, what);
         }
     });
+    STREAM.with(|s| *s.borrow_mut() = built);
 });
 
 /// Most pieces one run feeds (decoder or session).
 const MAX_STEPS: usize = 256;
 
-/// At most `n` pieces: the pieces past the first `n - 1` become one last piece. Tiny
-/// pieces then cost a few hundred decoder calls at most per execution; they still cover
-/// the stream's first hundreds of bytes (core's tests feed whole small inputs byte at a
-/// time and cut them in every way into two and three pieces).
-fn capped(mut lens: Vec<usize>, n: usize) -> Vec<usize> {
-    if lens.len() > n {
-        let rest: usize = lens[n - 1..].iter().sum();
-        lens.truncate(n - 1);
-        lens.push(rest);
+/// Pieces of 1..=`max_piece` bytes as `random_pieces` makes them, generated only up to
+/// [`MAX_STEPS`] pieces (the rest of the stream one last piece): tiny pieces cost a few
+/// hundred decoder calls or session steps at most per execution and still cover the
+/// stream's first hundreds of bytes (core's tests feed whole small inputs byte at a time
+/// and cut them in every way into two and three pieces).
+fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
+    let mut lens = Vec::with_capacity(MAX_STEPS.min(len));
+    let mut left = len;
+    let max_piece = max_piece.max(1);
+    while left > 0 {
+        let cap = if rng.chance(3) { 3 } else { max_piece };
+        let n = if lens.len() + 1 == MAX_STEPS {
+            left
+        } else {
+            (1 + rng.below(cap.min(max_piece))).min(left)
+        };
+        lens.push(n);
+        left -= n;
     }
     lens
+}
+
+/// The split `chosen_pieces` makes for `choice` (whole, pieces of at most 1 / 3 / 16 /
+/// 64 / 1500 bytes or a third of the stream, or two pieces), at most [`MAX_STEPS`] pieces.
+fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
+    let max_piece = match choice % 8 {
+        0 => return whole(len),
+        1 => 1,
+        2 => 3,
+        3 => 16,
+        4 => 64,
+        5 => 1500,
+        6 => len / 3 + 1,
+        _ => {
+            let at = rng.below(len + 1);
+            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
+        }
+    };
+    random_pieces(len, rng, max_piece)
 }
 
 /// A message, owned, so runs can be compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Msg {
-    Text(String),
-    Binary(Vec<u8>),
+    /// Built messages of up to 70 000 bytes borrow [`BIG_TEXT`] / [`BIG_BINARY`].
+    Text(Cow<'static, str>),
+    Binary(Cow<'static, [u8]>),
     Ping(Vec<u8>),
     Pong(Vec<u8>),
     Close(Option<(u16, String)>),
@@ -123,11 +159,11 @@ fn own(m: &Message<'_>, max: usize) -> Msg {
     match *m {
         Message::Text(t) => {
             assert!(t.len() <= max, "text of {} bytes, buffer {max}", t.len());
-            Msg::Text(t.to_owned())
+            Msg::Text(t.to_owned().into())
         }
         Message::Binary(b) => {
             assert!(b.len() <= max, "binary of {} bytes, buffer {max}", b.len());
-            Msg::Binary(b.to_vec())
+            Msg::Binary(b.to_vec().into())
         }
         Message::Ping(p) => Msg::Ping(control(p)),
         Message::Pong(p) => Msg::Pong(control(p)),
@@ -158,11 +194,11 @@ fn same(m: &Message<'_>, e: &Msg, max: usize) -> bool {
     match (*m, e) {
         (Message::Text(t), e) => {
             assert!(t.len() <= max, "text of {} bytes, buffer {max}", t.len());
-            matches!(e, Msg::Text(s) if s == t)
+            matches!(e, Msg::Text(s) if s.as_ref() == t)
         }
         (Message::Binary(b), e) => {
             assert!(b.len() <= max, "binary of {} bytes, buffer {max}", b.len());
-            matches!(e, Msg::Binary(v) if v == b)
+            matches!(e, Msg::Binary(v) if v.as_ref() == b)
         }
         (Message::Ping(p), e) => {
             control(p);
@@ -259,7 +295,7 @@ fn check_decoder(
         }
     }
     let mut rng = Rng::from_bytes(seed);
-    let lens = capped(chosen_pieces(stream.len(), seed[0], &mut rng), MAX_STEPS);
+    let lens = chosen_pieces(stream.len(), seed[0], &mut rng);
     decode_with(&mut dec, stream, &lens, expected, what);
 }
 
@@ -369,9 +405,9 @@ fn model(s: &[u8], max: usize) -> Run {
                 if fin {
                     let (text, data) = assembling.take().unwrap();
                     messages.push(if text {
-                        Msg::Text(String::from_utf8(data).unwrap())
+                        Msg::Text(String::from_utf8(data).unwrap().into())
                     } else {
-                        Msg::Binary(data)
+                        Msg::Binary(data.into())
                     });
                 }
             }
@@ -523,10 +559,7 @@ fn close_frame(code: u16, reason: &[u8]) -> ClientFrame {
 fn check_session(stream: &[u8], buf: &mut [u8], seed: &[u8], reference: &Run) {
     let buf_len = buf.len();
     let mut rng = Rng::from_bytes(&[seed, b"session"].concat());
-    let lens = capped(
-        random_pieces(stream.len(), &mut rng, 24.max(stream.len() / 64)),
-        MAX_STEPS,
-    );
+    let lens = random_pieces(stream.len(), &mut rng, 24.max(stream.len() / 64));
     let close_before = if rng.chance(3) {
         Some(rng.below(lens.len() + 1))
     } else {
@@ -669,13 +702,12 @@ fn check_session(stream: &[u8], buf: &mut [u8], seed: &[u8], reference: &Run) {
                 "{sent_text:?}"
             );
             if sent_text.is_ok() {
-                let frames = client_frames(out.written());
-                assert_eq!(
-                    frames,
-                    [ClientFrame {
-                        opcode: 0x1,
-                        payload: b"x".to_vec()
-                    }]
+                // One whole client frame: FIN text, masked, length 1, "x" (read in place:
+                // this runs at every step).
+                let w = out.written();
+                assert!(
+                    matches!(w, [0x81, 0x81, m, _, _, _, x] if x ^ m == b'x'),
+                    "send_text wrote {w:02x?}"
                 );
             }
         }
@@ -725,9 +757,8 @@ fn check_session(stream: &[u8], buf: &mut [u8], seed: &[u8], reference: &Run) {
 
 /// Builds unmasked server frames from a description; returns the stream, the messages it
 /// must decode to, and the largest data message.
-fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
+fn build(data: &[u8], stream: &mut Vec<u8>) -> (Vec<Msg>, usize) {
     let mut u = Unstructured::new(data);
-    let mut stream = Vec::new();
     let mut expected = Vec::new();
     let mut max = 0usize;
     let mut big = false;
@@ -737,31 +768,32 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
         match kind {
             0..=2 => {
                 let text = kind != 2;
-                let payload: Vec<u8> = if u.ratio(1, 6).unwrap_or(false) && !big {
+                let message = if u.ratio(1, 6).unwrap_or(false) && !big {
                     big = true;
                     let len = *u
                         .choose(&[125usize, 126, 127, 65535, 65536, 70000])
                         .unwrap_or(&126);
-                    let unit: &[u8] = if text {
-                        "é€x".as_bytes()
+                    if text {
+                        // Whole characters only: cut back to a char boundary.
+                        let mut len = len;
+                        while !BIG_TEXT.is_char_boundary(len) {
+                            len -= 1;
+                        }
+                        Msg::Text(Cow::Borrowed(&BIG_TEXT[..len]))
                     } else {
-                        &[0, 0xFF, 7]
-                    };
-                    // `repeat` copies in doubling blocks; a byte-wise iterator would run the
-                    // coverage instrumentation for each of up to 70 000 bytes.
-                    let mut payload = unit.repeat(len / unit.len() + 1);
-                    // Whole characters only: cut back to a char boundary.
-                    let mut len = len;
-                    while text && payload[len] & 0xC0 == 0x80 {
-                        len -= 1;
+                        Msg::Binary(Cow::Borrowed(&BIG_BINARY[..len]))
                     }
-                    payload.truncate(len);
-                    payload
                 } else if text {
                     let s: String = u.arbitrary().unwrap_or_default();
-                    s.into_bytes()
+                    Msg::Text(s.into())
                 } else {
-                    u.arbitrary().unwrap_or_default()
+                    let b: Vec<u8> = u.arbitrary().unwrap_or_default();
+                    Msg::Binary(b.into())
+                };
+                let payload: &[u8] = match &message {
+                    Msg::Text(t) => t.as_bytes(),
+                    Msg::Binary(b) => b,
+                    _ => unreachable!(),
                 };
                 max = max.max(payload.len());
                 let fragments = u.int_in_range(1..=4usize).unwrap_or(1);
@@ -780,23 +812,19 @@ fn build(data: &[u8]) -> (Vec<u8>, Vec<Msg>, usize) {
                     } else {
                         2
                     };
-                    frame(&mut stream, fin, op, &payload[start..end]);
+                    frame(stream, fin, op, &payload[start..end]);
                     start = end;
                     if !fin && u.ratio(1, 3).unwrap_or(false) {
-                        control(&mut u, &mut stream, &mut expected, false);
+                        control(&mut u, stream, &mut expected, false);
                     }
                 }
-                expected.push(if text {
-                    Msg::Text(String::from_utf8(payload).unwrap())
-                } else {
-                    Msg::Binary(payload)
-                });
+                expected.push(message);
             }
-            3 | 4 => control(&mut u, &mut stream, &mut expected, false),
-            _ => control(&mut u, &mut stream, &mut expected, true),
+            3 | 4 => control(&mut u, stream, &mut expected, false),
+            _ => control(&mut u, stream, &mut expected, true),
         }
     }
-    (stream, expected, max)
+    (expected, max)
 }
 
 /// A ping or pong (or a close when `close`) with arbitrary contents.
@@ -835,6 +863,12 @@ fn control(u: &mut Unstructured<'_>, stream: &mut Vec<u8>, expected: &mut Vec<Ms
         Msg::Pong(payload)
     });
 }
+
+/// The big built messages: "é€x" / [0, 0xFF, 7] repeated past 70 000 bytes, made once
+/// (`repeat` copies in doubling blocks; a byte-wise iterator would run the coverage
+/// instrumentation for each byte).
+static BIG_TEXT: LazyLock<String> = LazyLock::new(|| "é€x".repeat(70_000 / 6 + 1));
+static BIG_BINARY: LazyLock<Vec<u8>> = LazyLock::new(|| [0, 0xFF, 7].repeat(70_000 / 3 + 1));
 
 /// An unmasked server frame with the minimal length encoding.
 fn frame(stream: &mut Vec<u8>, fin: bool, op: u8, payload: &[u8]) {
