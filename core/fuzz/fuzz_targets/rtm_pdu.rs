@@ -3,12 +3,15 @@
 //!
 //! Input: `[mode][rest…]`
 //! - mode & 3 == 0 or 3: `rest` is a received frame (bytes; also as `&str` when UTF-8);
+//!   mode & 4 picks the checks: the reader's own (clear) or, on a frame it accepts, the
+//!   differential against serde_json (set);
 //! - mode & 3 == 1: `rest` describes a request (kind, channel/prefix/role strings
 //!   with quotes, backslashes, control characters and non-ASCII, messages and extras built
 //!   with serde_json from arbitrary values, ids, buffer sizes), encoded once (into a
 //!   megabyte buffer reused across executions); `(mode >> 2) % 3` picks the group of
 //!   encoding checks below (0 serde_json, 1 read back, 2 buffers and keys);
-//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`.
+//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`, written
+//!   once; mode & 4 picks the checks: the escaping (clear) or the reading back (set).
 //!
 //! Properties:
 //! - parsing: never panics; `parse_bytes` agrees with `parse`; it rejects exactly what
@@ -19,8 +22,8 @@
 //!   re-parse to themselves; classification follows the documented rules (a reply iff an
 //!   id and a body or `publish/ok`/`delete/ok`, unsolicited kinds by action); error
 //!   offsets point into the input (at the object that lacks a member / the bad value);
-//!   against serde_json, when it accepts the text and no object has a repeated key, the
-//!   action, the integer id and the body agree;
+//!   (mode & 4) against serde_json, when it accepts the text and no object has a repeated
+//!   key, the action, the integer id and the body agree;
 //! - encoding: every request encodes (into at most a megabyte), and
 //!   - (check 0) to valid JSON (serde_json) whose `action`, `id` and body are exactly the
 //!     request's (strings exact, messages equal as values, extras override typed members,
@@ -31,8 +34,10 @@
 //!   - (check 2) `encode_body` + `write_envelope` give the same bytes; a too small buffer
 //!     fails with `BufferTooSmall` leaving a prefix; no key is written twice in the
 //!     envelope or the body, and the envelope's body is `encode_body`'s text;
-//! - escaping: `json::write::string` output is the C SDK escaping of the input, parses
-//!   with serde_json and `json::parse` back to the input (`==`, `chars`, `unescape_into`).
+//! - escaping: `json::write::string` output is the C SDK escaping of the input, and one
+//!   byte short it fails leaving a prefix; (mode & 4) the output parses with serde_json
+//!   and `json::parse` back to the input (`==`, `chars`, `unescape_into`, which fails one
+//!   byte short).
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -54,8 +59,8 @@ fuzz_target!(|input: &[u8]| {
     // One family per input, and for requests one group of checks (see the header).
     match mode & 3 {
         1 => check_request(&mut Unstructured::new(rest), (mode >> 2) % 3),
-        2 => check_string(&String::from_utf8_lossy(rest)),
-        _ => check_received(rest),
+        2 => check_string(&String::from_utf8_lossy(rest), mode & 4 != 0),
+        _ => check_received(rest, mode & 4 != 0),
     }
 });
 
@@ -86,12 +91,20 @@ fn check_str(text: &str, s: Text<'_>) {
     assert_eq!(s.to_string(), decoded);
 }
 
-fn check_received(bytes: &[u8]) {
+/// The reader's checks on one frame; with `serde`, only the parse and the differential
+/// against serde_json.
+fn check_received(bytes: &[u8], serde: bool) {
     let parsed = Pdu::parse_bytes(bytes);
     let Ok(text) = std::str::from_utf8(bytes) else {
         assert!(matches!(parsed, Err(PduError::Json(_))));
         return;
     };
+    if serde {
+        if let Ok(pdu) = parsed {
+            differential(text, &pdu);
+        }
+        return;
+    }
     assert_eq!(Pdu::parse(text), parsed, "parse_bytes and parse disagree");
     assert_eq!(Incoming::parse(text), parsed.and_then(|p| p.classify()));
     match json::parse(text, json::DEFAULT_MAX_DEPTH) {
@@ -105,7 +118,6 @@ fn check_received(bytes: &[u8]) {
             return;
         }
     };
-    let trimmed = text.trim_matches([' ', '\t', '\n', '\r']);
     if let Action::Other(raw) = pdu.action {
         assert!(within(text, raw));
         assert!(!KNOWN_NAMES.iter().any(|n| pdu_action_decodes_to(&pdu, n)));
@@ -213,8 +225,6 @@ fn check_received(bytes: &[u8]) {
             }
         }
     }
-
-    differential(text, trimmed, &pdu);
 }
 
 const KNOWN_NAMES: &[&str] = &[
@@ -299,7 +309,7 @@ fn has_duplicate_keys(obj: json::Object<'_>) -> bool {
 
 /// Against serde_json, where both must agree: no repeated keys in the envelope or body
 /// (serde keeps the last, this reader the first).
-fn differential(text: &str, _trimmed: &str, pdu: &Pdu<'_>) {
+fn differential(text: &str, pdu: &Pdu<'_>) {
     let Ok(Json::Object(env)) = serde_json::from_str::<Json>(text) else {
         return;
     };
@@ -890,29 +900,41 @@ fn model_escape(s: &str) -> String {
     out
 }
 
-fn check_string(s: &str) {
-    let expected = model_escape(s);
-    let mut buf = vec![0u8; expected.len()];
-    let mut out = Cursor::new(&mut buf);
-    json::write::string(&mut out, s).expect("fits exactly");
-    let written = std::str::from_utf8(out.written()).unwrap().to_owned();
+/// With `read_back` clear: the output is the model's escaping, and one byte short fails
+/// leaving a prefix; set: serde_json and `json::parse` read the output back to the input.
+fn check_string(s: &str, read_back: bool) {
+    let model = if read_back {
+        None
+    } else {
+        Some(model_escape(s))
+    };
+    let written = SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let cap = model.as_ref().map_or(buf.len(), |e| e.len());
+        let mut out = Cursor::new(&mut buf[..cap]);
+        json::write::string(&mut out, s).expect("fits exactly");
+        std::str::from_utf8(out.written()).unwrap().to_owned()
+    });
+    let Some(expected) = model else {
+        let back: String = serde_json::from_str(&written).expect("serde_json reads it");
+        assert_eq!(back, s);
+        let v = json::parse(&written, 0).expect("json::parse reads it");
+        let js = v.as_str().expect("a string");
+        assert!(js == s);
+        assert!(js.chars().eq(s.chars()));
+        let mut ubuf = vec![0u8; s.len()];
+        assert_eq!(js.unescape_into(&mut ubuf), Ok(s));
+        if !s.is_empty() {
+            assert!(js.unescape_into(&mut ubuf[..s.len() - 1]).is_err());
+        }
+        return;
+    };
     assert_eq!(written, expected);
     // One byte short fails, leaving a prefix.
-    let mut short = vec![0u8; expected.len() - 1];
-    let mut out = Cursor::new(&mut short);
-    assert!(json::write::string(&mut out, s).is_err());
-    assert!(expected.as_bytes().starts_with(out.written()));
-
-    let back: String = serde_json::from_str(&written).expect("serde_json reads it");
-    assert_eq!(back, s);
-    let v = json::parse(&written, 0).expect("json::parse reads it");
-    let js = v.as_str().expect("a string");
-    assert!(js == s);
-    assert!(js.chars().eq(s.chars()));
-    let mut ubuf = vec![0u8; s.len()];
-    assert_eq!(js.unescape_into(&mut ubuf), Ok(s));
-    if !s.is_empty() {
-        let mut ubuf = vec![0u8; s.len() - 1];
-        assert!(js.unescape_into(&mut ubuf).is_err());
-    }
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut out = Cursor::new(&mut buf[..expected.len() - 1]);
+        assert!(json::write::string(&mut out, s).is_err());
+        assert!(expected.as_bytes().starts_with(out.written()));
+    });
 }
