@@ -186,13 +186,20 @@ SEEDS["ws_frames"] = {
     "built": b"\x01" + SEED + noise(1, 300),
     "built_slack": b"\x31" + SEED + bytes(range(256)),
 }
-# rtm_pdu: [mode][rest]; 0 = received frame, 1 = requests to encode, 2 = string, 3 = all.
+# rtm_pdu: [mode][rest]; mode & 3: 0 or 3 = received frame (mode & 4: serde_json
+# differential), 1 = a request to encode ((mode >> 2) % 3 picks the checks: 0 serde_json,
+# 1 read back, 2 buffers), 2 = string (mode & 4: read back).
 SEEDS["rtm_pdu"] = {"frame_" + k: b"\x00" + v for k, v in RTM_FRAMES.items()}
 SEEDS["rtm_pdu"].update({
     "requests": b"\x01" + bytes(range(256)) + noise(2, 300),
     "requests2": b"\x01" + noise(3, 600),
+    "requests_read_back": b"\x05" + bytes(range(256)) + noise(2, 300),
+    "requests_read_back2": b"\x05" + noise(3, 600),
+    "requests_buffers": b"\x09" + bytes(range(256)) + noise(2, 300),
+    "requests_buffers2": b"\x09" + noise(3, 600),
     "string": b"\x02" + 'a"b\\c\x00\x1f\n\t\x7f é€😀'.encode(),
-    "all": b"\x03" + RTM_DATA,
+    "string_read_back": b"\x06" + 'a"b\\c\x00\x1f\n\t\x7f é€😀'.encode(),
+    "frame_data_serde": b"\x04" + RTM_DATA,
 })
 # rtm_client: [capacities/options][event bytes]
 SEEDS["rtm_client"] = {

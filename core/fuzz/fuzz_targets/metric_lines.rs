@@ -2,146 +2,71 @@
 //!
 //! Input: `[buffer size][seed: 4 bytes][stream…]`
 //! - buffer size: the line buffer (line-length limit), 0-254 bytes, or 4096 for 255.
-//! - seed: split points; its first byte picks the kind of split (`chosen_pieces`), its
-//!   second the decoder: `LineSplitter` (`% 3 == 0`), `LogDecoder` (1), `MetricDecoder` (2).
+//! - seed: split points; its first byte picks the kind of split (as `chosen_pieces`:
+//!   whole, pieces of at most 1 / 3 / 16 / 64 / 1500 bytes or a third of the stream, or
+//!   two pieces; at most 256 pieces, the rest of the stream one last piece), its second
+//!   the decoder: `LineSplitter` (`% 3 == 0`), `LogDecoder` (1), `MetricDecoder` (2).
+//!   The decoder's buffer is allocated once and stays dirty between executions.
 //!
-//! Properties: the items (owned copies) of the chosen decoder in the chosen split equal a
-//! plain model of Python's `bytes.splitlines()` with the
-//! length limit (each over-long line one `TooLong`, the final unterminated line from
-//! `finish`); every line handed out fits the buffer; log lines are exactly the UTF-8 lines;
-//! samples are what `Sample::parse` makes of each line, and a parsed sample's fields
-//! are consistent with its line.
+//! Properties: the items of the chosen decoder in the chosen split equal (compared as
+//! they come) a plain model of Python's `bytes.splitlines()` with the length limit (each
+//! over-long line one `TooLong`, the final unterminated line from `finish`, nothing after
+//! it); every line handed out fits the buffer; log lines are exactly the UTF-8 lines;
+//! samples are what `Sample::parse` makes of each line, and a parsed sample's fields are
+//! consistent with its line.
 #![no_main]
 
 use benchlink_core::bench::{
     LineFormat, LineSplitter, LineTooLong, LogDecoder, LogLine, LogLineError, MetricDecoder,
     Number, Sample, SampleError,
 };
-use benchlink_core_fuzz::{chosen_pieces, Rng};
+use benchlink_core_fuzz::{whole, Rng};
 use libfuzzer_sys::fuzz_target;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Line {
-    Ok(Vec<u8>),
+/// Most pieces one split has: tiny pieces cost a few hundred decoder calls at most per
+/// execution and still cover the stream's first hundreds of bytes (core's tests feed
+/// small inputs byte at a time and cut them in every way into two and three pieces).
+const MAX_PIECES: usize = 256;
+
+/// The split `chosen_pieces` makes for `choice`, generated only up to [`MAX_PIECES`].
+fn split(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
+    let max_piece = match choice % 8 {
+        0 => return whole(len),
+        1 => 1,
+        2 => 3,
+        3 => 16,
+        4 => 64,
+        5 => 1500,
+        6 => len / 3 + 1,
+        _ => {
+            let at = rng.below(len + 1);
+            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
+        }
+    };
+    let mut lens = Vec::with_capacity(MAX_PIECES.min(len));
+    let mut left = len;
+    while left > 0 {
+        let cap = if rng.chance(3) { 3 } else { max_piece };
+        let n = if lens.len() + 1 == MAX_PIECES {
+            left
+        } else {
+            (1 + rng.below(cap.min(max_piece))).min(left)
+        };
+        lens.push(n);
+        left -= n;
+    }
+    lens
+}
+
+/// A line of the model: a slice of the stream, or one too long for the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line<'a> {
+    Ok(&'a [u8]),
     TooLong(usize),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Log {
-    Ok(String),
-    TooLong(usize),
-    NotUtf8(Vec<u8>),
-}
-
-/// A sample with the value's bits, so NaN-free comparison is exact.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Metric {
-    Ok {
-        timestamp: u64,
-        name: String,
-        /// The value's text, as the line had it.
-        value: String,
-    },
-    Err(SampleError),
-}
-
-fn log_item(item: Result<&str, LogLineError<'_>>) -> Log {
-    match item {
-        Ok(s) => Log::Ok(s.to_owned()),
-        Err(LogLineError::TooLong { max }) => Log::TooLong(max),
-        Err(LogLineError::NotUtf8 { line }) => Log::NotUtf8(line.to_vec()),
-    }
-}
-
-fn metric_item(item: Result<Sample<'_>, SampleError>) -> Metric {
-    match item {
-        Ok(s) => Metric::Ok {
-            timestamp: s.timestamp,
-            name: s.name.to_owned(),
-            value: s.value.as_str().to_owned(),
-        },
-        Err(e) => Metric::Err(e),
-    }
-}
-
-fn split_lines(stream: &[u8], lens: &[usize], buf: &mut [u8]) -> Vec<Line> {
-    let max = buf.len();
-    let mut lines = LineSplitter::new(buf);
-    assert_eq!(lines.max_line_len(), max);
-    let mut out = Vec::new();
-    let mut offset = 0;
-    for &len in lens {
-        let mut input = &stream[offset..offset + len];
-        while let Some(item) = lines.next(&mut input) {
-            out.push(match item {
-                Ok(line) => {
-                    assert!(
-                        line.len() <= max,
-                        "line of {} bytes past the {max}-byte limit",
-                        line.len()
-                    );
-                    Line::Ok(line.to_vec())
-                }
-                Err(LineTooLong { max: m }) => {
-                    assert_eq!(m, max);
-                    Line::TooLong(m)
-                }
-            });
-        }
-        assert!(
-            input.is_empty(),
-            "next returned None before consuming the input"
-        );
-        offset += len;
-    }
-    if let Some(item) = lines.finish() {
-        out.push(match item {
-            Ok(line) => Line::Ok(line.to_vec()),
-            Err(LineTooLong { max }) => Line::TooLong(max),
-        });
-    }
-    assert!(lines.finish().is_none(), "finish twice");
-    out
-}
-
-fn log_lines(stream: &[u8], lens: &[usize], buf: &mut [u8]) -> Vec<Log> {
-    let mut dec = LogDecoder::new(buf);
-    let mut out = Vec::new();
-    let mut offset = 0;
-    for &len in lens {
-        let mut input = &stream[offset..offset + len];
-        while let Some(item) = dec.next(&mut input) {
-            out.push(log_item(item));
-        }
-        assert!(input.is_empty());
-        offset += len;
-    }
-    if let Some(item) = dec.finish() {
-        out.push(log_item(item));
-    }
-    out
-}
-
-fn metric_lines(stream: &[u8], lens: &[usize], buf: &mut [u8]) -> Vec<Metric> {
-    let mut dec = MetricDecoder::new(buf);
-    let mut out = Vec::new();
-    let mut offset = 0;
-    for &len in lens {
-        let mut input = &stream[offset..offset + len];
-        while let Some(item) = dec.next(&mut input) {
-            out.push(metric_item(item));
-        }
-        assert!(input.is_empty());
-        offset += len;
-    }
-    if let Some(item) = dec.finish() {
-        out.push(metric_item(item));
-    }
-    out
 }
 
 /// Python's `bytes.splitlines()` with the length limit.
-fn model(stream: &[u8], max: usize) -> Vec<Line> {
+fn model(stream: &[u8], max: usize) -> Vec<Line<'_>> {
     let mut out = Vec::new();
     let mut rest = stream;
     while !rest.is_empty() {
@@ -151,7 +76,7 @@ fn model(stream: &[u8], max: usize) -> Vec<Line> {
             .unwrap_or(rest.len());
         let line = &rest[..end];
         out.push(if line.len() <= max {
-            Line::Ok(line.to_vec())
+            Line::Ok(line)
         } else {
             Line::TooLong(max)
         });
@@ -164,6 +89,56 @@ fn model(stream: &[u8], max: usize) -> Vec<Line> {
     out
 }
 
+/// Compares a decoder's items, as they come, with the expected ones.
+struct Expect<'e, T> {
+    items: &'e [T],
+    seen: usize,
+}
+
+impl<'e, T: std::fmt::Debug> Expect<'e, T> {
+    fn next<U: std::fmt::Debug>(&mut self, got: U, same: impl FnOnce(&U, &T) -> bool) {
+        let want = self.items.get(self.seen);
+        assert!(
+            want.is_some_and(|w| same(&got, w)),
+            "item {}: decoder {got:?}, model {want:?}",
+            self.seen
+        );
+        self.seen += 1;
+    }
+
+    fn done(&self) {
+        assert_eq!(self.seen, self.items.len(), "items missing");
+    }
+}
+
+/// Feeds the pieces to a decoder's `next`, each item compared as it comes; then `finish`
+/// (a second `finish` gives nothing).
+macro_rules! feed {
+    ($dec:expr, $stream:expr, $lens:expr, $want:expr, $same:expr) => {{
+        let mut offset = 0;
+        for &len in $lens {
+            let mut input = &$stream[offset..offset + len];
+            while let Some(item) = $dec.next(&mut input) {
+                $want.next(item, $same);
+            }
+            assert!(
+                input.is_empty(),
+                "next returned None before consuming the input"
+            );
+            offset += len;
+        }
+        if let Some(item) = $dec.finish() {
+            $want.next(item, $same);
+        }
+        assert!($dec.finish().is_none(), "finish twice");
+    }};
+}
+
+/// What a sample result is compared by.
+fn key<'a>(s: &Result<Sample<'a>, SampleError>) -> Result<(u64, &'a str, &'a str), SampleError> {
+    s.map(|s| (s.timestamp, s.name, s.value.as_str()))
+}
+
 fuzz_target!(|input: &[u8]| {
     let [size, s0, s1, s2, s3, stream @ ..] = input else {
         return;
@@ -173,61 +148,69 @@ fuzz_target!(|input: &[u8]| {
     } else {
         usize::from(*size)
     };
-    let mut buf = vec![0u8; max];
     let mut rng = Rng::from_bytes(&[*s0, *s1, *s2, *s3]);
-    let lens = chosen_pieces(stream.len(), *s0, &mut rng);
-
+    let lens = split(stream.len(), *s0, &mut rng);
     let expected = model(stream, max);
     // One decoder per input (the second seed byte picks it), so that each execution
     // decodes the stream once; every decoder starts on a dirty buffer.
-    buf.fill(0xA5);
-    match s1 % 3 {
-        0 => assert_eq!(
-            split_lines(stream, &lens, &mut buf),
-            expected,
-            "lines, split {lens:?}"
-        ),
-        1 => {
-            let expected_log: Vec<Log> = expected
-                .iter()
-                .map(|l| match l {
-                    Line::Ok(b) => log_item(LogLine::parse(b)),
-                    Line::TooLong(m) => Log::TooLong(*m),
-                })
-                .collect();
-            assert_eq!(
-                log_lines(stream, &lens, &mut buf),
-                expected_log,
-                "log, split {lens:?}"
-            );
-        }
-        _ => {
-            let expected_metrics: Vec<Metric> = expected
-                .iter()
-                .map(|l| match l {
-                    Line::Ok(b) => {
-                        check_sample(b);
-                        metric_item(Sample::parse(b))
+    BUF.with(|buf| {
+        let buf = &mut buf.borrow_mut()[..max];
+        let mut want = Expect {
+            items: &expected,
+            seen: 0,
+        };
+        match s1 % 3 {
+            0 => {
+                let mut lines = LineSplitter::new(buf);
+                assert_eq!(lines.max_line_len(), max);
+                let same = |got: &Result<&[u8], LineTooLong>, want: &Line<'_>| match got {
+                    Ok(line) => {
+                        assert!(
+                            line.len() <= max,
+                            "line of {} bytes past the {max}-byte limit",
+                            line.len()
+                        );
+                        *want == Line::Ok(line)
                     }
-                    Line::TooLong(m) => Metric::Err(SampleError::LineTooLong { max: *m }),
-                })
-                .collect();
-            assert_eq!(
-                metric_lines(stream, &lens, &mut buf),
-                expected_metrics,
-                "metrics, split {lens:?}"
-            );
+                    Err(LineTooLong { max: m }) => *want == Line::TooLong(*m) && *m == max,
+                };
+                feed!(lines, stream, &lens, want, same);
+            }
+            1 => {
+                let mut dec = LogDecoder::new(buf);
+                let same = |got: &Result<&str, LogLineError<'_>>, want: &Line<'_>| {
+                    *got == match *want {
+                        Line::Ok(b) => LogLine::parse(b),
+                        Line::TooLong(m) => Err(LogLineError::TooLong { max: m }),
+                    }
+                };
+                feed!(dec, stream, &lens, want, same);
+            }
+            _ => {
+                let mut dec = MetricDecoder::new(buf);
+                let same = |got: &Result<Sample<'_>, SampleError>, want: &Line<'_>| {
+                    key(got)
+                        == key(&match *want {
+                            Line::Ok(b) => check_sample(b),
+                            Line::TooLong(m) => Err(SampleError::LineTooLong { max: m }),
+                        })
+                };
+                feed!(dec, stream, &lens, want, same);
+            }
         }
-    }
+        want.done();
+    });
 });
+
+thread_local! {
+    static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0xA5; 4096]);
+}
 
 /// A parsed sample agrees with its line: three tab-separated fields, the timestamp is the
 /// first field's decimal value, the name the second field, the value the third field's
 /// number (an integer exactly when written without `.`/`e` and in range).
-fn check_sample(line: &[u8]) {
-    let Ok(sample) = Sample::parse(line) else {
-        return;
-    };
+fn check_sample(line: &[u8]) -> Result<Sample<'_>, SampleError> {
+    let sample = Sample::parse(line)?;
     let fields: Vec<&[u8]> = line.split(|&b| b == b'\t').collect();
     assert_eq!(fields.len(), 3);
     let ts = std::str::from_utf8(fields[0]).expect("timestamp is ASCII");
@@ -254,4 +237,5 @@ fn check_sample(line: &[u8]) {
     );
     let parsed: f64 = text.parse().expect("a JSON number parses as f64");
     assert_eq!(value.as_f64().to_bits(), parsed.to_bits());
+    Ok(sample)
 }

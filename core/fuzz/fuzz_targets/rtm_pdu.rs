@@ -1,13 +1,17 @@
 //! RTM PDUs: `Pdu::parse` / `classify` on arbitrary text, `Request::encode` round trips,
-//! and the JSON string escaper.
+//! and the JSON string escaper. One family per input, so each execution stays cheap.
 //!
 //! Input: `[mode][rest…]`
-//! - mode & 3 == 0: `rest` is a received frame (bytes; also as `&str` when UTF-8);
-//! - mode & 3 == 1: `rest` describes a request (kind, channel/prefix/role strings with
-//!   quotes, backslashes, control characters and non-ASCII, messages and extras built
-//!   with serde_json from arbitrary values, ids, buffer sizes) to encode;
-//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`;
-//! - mode & 3 == 3: all three on the same bytes.
+//! - mode & 3 == 0 or 3: `rest` is a received frame (bytes; also as `&str` when UTF-8);
+//!   mode & 4 picks the checks: the reader's own (clear) or, on a frame it accepts, the
+//!   differential against serde_json (set);
+//! - mode & 3 == 1: `rest` describes a request (kind, channel/prefix/role strings
+//!   with quotes, backslashes, control characters and non-ASCII, messages and extras built
+//!   with serde_json from arbitrary values, ids, buffer sizes), encoded once (into a
+//!   megabyte buffer reused across executions); `(mode >> 2) % 3` picks the group of
+//!   encoding checks below (0 serde_json, 1 read back, 2 buffers and keys);
+//! - mode & 3 == 2: `rest` is a string (lossy UTF-8) for `json::write::string`, written
+//!   once; mode & 4 picks the checks: the escaping (clear) or the reading back (set).
 //!
 //! Properties:
 //! - parsing: never panics; `parse_bytes` agrees with `parse`; it rejects exactly what
@@ -18,16 +22,22 @@
 //!   re-parse to themselves; classification follows the documented rules (a reply iff an
 //!   id and a body or `publish/ok`/`delete/ok`, unsolicited kinds by action); error
 //!   offsets point into the input (at the object that lacks a member / the bad value);
-//!   against serde_json, when it accepts the text and no object has a repeated key, the
-//!   action, the integer id and the body agree;
-//! - encoding: every request encodes to valid JSON (serde_json) whose `action`, `id` and
-//!   body are exactly the request's (strings exact, messages equal as values, extras
-//!   override typed members, the last of a repeated extras key wins, no key twice), that
-//!   `Pdu::parse` reads back with the same action, id and accessors (and refuses exactly
-//!   when nesting exceeds the default depth); `encode_body` + `write_envelope` give the
-//!   same bytes; a too small buffer fails with `BufferTooSmall` leaving a prefix;
-//! - escaping: `json::write::string` output is the C SDK escaping of the input, parses
-//!   with serde_json and `json::parse` back to the input (`==`, `chars`, `unescape_into`).
+//!   (mode & 4) against serde_json, when it accepts the text and no object has a repeated
+//!   key, the action, the integer id and the body agree;
+//! - encoding: every request encodes (into at most a megabyte), and
+//!   - (check 0) to valid JSON (serde_json) whose `action`, `id` and body are exactly the
+//!     request's (strings exact, messages equal as values, extras override typed members,
+//!     the last of a repeated extras key wins) and nothing else;
+//!   - (check 1) that `Pdu::parse` reads back with the same action, id, `position`,
+//!     `subscription_id`, message text, and body members equal (as serde_json values) to
+//!     the expected ones, and refuses exactly when nesting exceeds the default depth;
+//!   - (check 2) `encode_body` + `write_envelope` give the same bytes; a too small buffer
+//!     fails with `BufferTooSmall` leaving a prefix; no key is written twice in the
+//!     envelope or the body, and the envelope's body is `encode_body`'s text;
+//! - escaping: `json::write::string` output is the C SDK escaping of the input, and one
+//!   byte short it fails leaving a prefix; (mode & 4) the output parses with serde_json
+//!   and `json::parse` back to the input (`==`, `chars`, `unescape_into`, which fails one
+//!   byte short).
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -46,15 +56,11 @@ fuzz_target!(|input: &[u8]| {
     let [mode, rest @ ..] = input else {
         return;
     };
-    let mode = mode & 3;
-    if mode == 0 || mode == 3 {
-        check_received(rest);
-    }
-    if mode == 1 || mode == 3 {
-        check_request(&mut Unstructured::new(rest));
-    }
-    if mode == 2 || mode == 3 {
-        check_string(&String::from_utf8_lossy(rest));
+    // One family per input, and for requests one group of checks (see the header).
+    match mode & 3 {
+        1 => check_request(&mut Unstructured::new(rest), (mode >> 2) % 3),
+        2 => check_string(&String::from_utf8_lossy(rest), mode & 4 != 0),
+        _ => check_received(rest, mode & 4 != 0),
     }
 });
 
@@ -85,12 +91,20 @@ fn check_str(text: &str, s: Text<'_>) {
     assert_eq!(s.to_string(), decoded);
 }
 
-fn check_received(bytes: &[u8]) {
+/// The reader's checks on one frame; with `serde`, only the parse and the differential
+/// against serde_json.
+fn check_received(bytes: &[u8], serde: bool) {
     let parsed = Pdu::parse_bytes(bytes);
     let Ok(text) = std::str::from_utf8(bytes) else {
         assert!(matches!(parsed, Err(PduError::Json(_))));
         return;
     };
+    if serde {
+        if let Ok(pdu) = parsed {
+            differential(text, &pdu);
+        }
+        return;
+    }
     assert_eq!(Pdu::parse(text), parsed, "parse_bytes and parse disagree");
     assert_eq!(Incoming::parse(text), parsed.and_then(|p| p.classify()));
     match json::parse(text, json::DEFAULT_MAX_DEPTH) {
@@ -104,7 +118,6 @@ fn check_received(bytes: &[u8]) {
             return;
         }
     };
-    let trimmed = text.trim_matches([' ', '\t', '\n', '\r']);
     if let Action::Other(raw) = pdu.action {
         assert!(within(text, raw));
         assert!(!KNOWN_NAMES.iter().any(|n| pdu_action_decodes_to(&pdu, n)));
@@ -212,8 +225,6 @@ fn check_received(bytes: &[u8]) {
             }
         }
     }
-
-    differential(text, trimmed, &pdu);
 }
 
 const KNOWN_NAMES: &[&str] = &[
@@ -298,7 +309,7 @@ fn has_duplicate_keys(obj: json::Object<'_>) -> bool {
 
 /// Against serde_json, where both must agree: no repeated keys in the envelope or body
 /// (serde keeps the last, this reader the first).
-fn differential(text: &str, _trimmed: &str, pdu: &Pdu<'_>) {
+fn differential(text: &str, pdu: &Pdu<'_>) {
     let Ok(Json::Object(env)) = serde_json::from_str::<Json>(text) else {
         return;
     };
@@ -389,6 +400,17 @@ fn value(u: &mut Unstructured<'_>, depth: u32) -> Json {
     }
 }
 
+/// Whether `v` holds a float (serde_json may read its text back one ulp off; other values
+/// read back exactly as they are).
+fn has_float(v: &Json) -> bool {
+    match v {
+        Json::Number(n) => n.is_f64(),
+        Json::Array(a) => a.iter().any(has_float),
+        Json::Object(o) => o.values().any(has_float),
+        _ => false,
+    }
+}
+
 /// A message: an arbitrary value, sometimes pretty-printed or wrapped in whitespace, or a
 /// deep chain of arrays around the default nesting limit.
 fn message(u: &mut Unstructured<'_>) -> (String, Json) {
@@ -409,7 +431,11 @@ fn message(u: &mut Unstructured<'_>) -> (String, Json) {
     }
     // serde_json (without `float_roundtrip`) may read a float back one ulp off: the
     // value to expect is the text's, as serde_json reads it.
-    let v = serde_json::from_str(&text).unwrap_or(v);
+    let v = if has_float(&v) {
+        serde_json::from_str(&text).unwrap_or(v)
+    } else {
+        v
+    };
     (text, v)
 }
 
@@ -437,7 +463,11 @@ fn members(u: &mut Unstructured<'_>) -> (String, Vec<(String, Json)>) {
             u.choose(KEYS).map(|k| k.to_string()).unwrap_or_default()
         };
         let v = value(u, 2);
-        let v = serde_json::from_str(&v.to_string()).unwrap_or(v);
+        let v = if has_float(&v) {
+            serde_json::from_str(&v.to_string()).unwrap_or(v)
+        } else {
+            v
+        };
         pairs.push((key, v));
     }
     let text = format!(
@@ -503,15 +533,13 @@ fn parts(u: &mut Unstructured<'_>) -> Parts {
     }
 }
 
-fn obj(pairs: &[(&str, Json)]) -> serde_json::Map<String, Json> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
+fn obj<const N: usize>(pairs: [(&str, Json); N]) -> serde_json::Map<String, Json> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// The request and the body it must encode to (typed members, then extras over them).
-fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
+/// `message` is the value of `p.msg` (moved out of it, not copied).
+fn request(p: &Parts, message: Json) -> (Request<'_>, serde_json::Map<String, Json>) {
     let s = |s: &str| Json::String(s.to_owned());
     let (req, mut body) = match p.kind {
         0 => (
@@ -519,23 +547,23 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                 channel: &p.a,
                 message: p.msg.0.as_str().into(),
             },
-            obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
+            obj([("channel", s(&p.a)), ("message", message)]),
         ),
         1 => (
             Request::Write {
                 channel: &p.a,
                 message: p.msg.0.as_str().into(),
             },
-            obj(&[("channel", s(&p.a)), ("message", p.msg.1.clone())]),
+            obj([("channel", s(&p.a)), ("message", message)]),
         ),
         2 => (
             Request::Unsubscribe {
                 subscription_id: &p.a,
             },
-            obj(&[("subscription_id", s(&p.a))]),
+            obj([("subscription_id", s(&p.a))]),
         ),
         3 => {
-            let mut body = obj(&[("channel", s(&p.a))]);
+            let mut body = obj([("channel", s(&p.a))]);
             if let Some(pos) = &p.position {
                 body.insert("position".into(), s(pos));
             }
@@ -550,7 +578,7 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
         }
         4 => (
             Request::Delete { channel: &p.a },
-            obj(&[("channel", s(&p.a))]),
+            obj([("channel", s(&p.a))]),
         ),
         // The auth requests of any method: nasty method and member names and values.
         5 => (
@@ -558,9 +586,9 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                 method: &p.b,
                 data: (&p.b, &p.a),
             },
-            obj(&[
+            obj([
                 ("method", s(&p.b)),
-                ("data", Json::Object(obj(&[(p.b.as_str(), s(&p.a))]))),
+                ("data", Json::Object(obj([(p.b.as_str(), s(&p.a))]))),
             ]),
         ),
         6 => (
@@ -568,15 +596,12 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                 method: "role_secret",
                 credentials: (&p.b, &p.a),
             },
-            obj(&[
+            obj([
                 ("method", s("role_secret")),
-                ("credentials", Json::Object(obj(&[(p.b.as_str(), s(&p.a))]))),
+                ("credentials", Json::Object(obj([(p.b.as_str(), s(&p.a))]))),
             ]),
         ),
-        7 => (
-            Request::Search { prefix: &p.a },
-            obj(&[("prefix", s(&p.a))]),
-        ),
+        7 => (Request::Search { prefix: &p.a }, obj([("prefix", s(&p.a))])),
         8 => {
             let body_text = p.extras.as_ref().map_or("{}", |e| e.0.as_str());
             (
@@ -617,7 +642,7 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
                     History::Count(n) => ("count", n),
                     History::Age(n) => ("age", n),
                 };
-                body.insert("history".into(), Json::Object(obj(&[(k, Json::from(n))])));
+                body.insert("history".into(), Json::Object(obj([(k, Json::from(n))])));
             }
             if let Some(period) = p.period {
                 body.insert("period".into(), Json::from(period));
@@ -655,20 +680,38 @@ fn request(p: &Parts) -> (Request<'_>, serde_json::Map<String, Json>) {
 fn depth(v: &Json) -> usize {
     match v {
         Json::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
-        Json::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        Json::Object(o) => depth_of_members(o),
         _ => 0,
     }
 }
 
-fn encode(req: &Request<'_>, id: Option<u64>, cap: usize) -> (Result<(), WriteError>, Vec<u8>) {
-    let mut buf = vec![0u8; cap];
-    let mut out = Cursor::new(&mut buf);
-    let r = req.encode(id, &mut out);
-    (r, out.written().to_vec())
+fn depth_of_members(o: &serde_json::Map<String, Json>) -> usize {
+    1 + o.values().map(depth).max().unwrap_or(0)
 }
 
-fn check_request(u: &mut Unstructured<'_>) {
-    let p = parts(u);
+thread_local! {
+    /// The encoder's output buffer, allocated once: as large as the biggest PDU a request
+    /// may make (a megabyte), left dirty between executions (the encoder does not read it).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]);
+}
+
+/// Encodes into the first `cap` bytes of the scratch buffer; returns the result and an
+/// owned copy of what was written.
+fn encode(req: &Request<'_>, id: Option<u64>, cap: usize) -> (Result<(), WriteError>, Vec<u8>) {
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut out = Cursor::new(&mut buf[..cap]);
+        let r = req.encode(id, &mut out);
+        (r, out.written().to_vec())
+    })
+}
+
+/// One request from the input, encoded once, and one group of checks (`check % 3`):
+/// 0 = serde_json reads exactly the request; 1 = `Pdu::parse` reads it back;
+/// 2 = small buffers, `encode_body` + `write_envelope`, no key written twice.
+fn check_request(u: &mut Unstructured<'_>, check: u8) {
+    let mut p = parts(u);
+    let message = std::mem::take(&mut p.msg.1);
     let id = if u.ratio(1, 4).unwrap_or(false) {
         None
     } else {
@@ -679,62 +722,34 @@ fn check_request(u: &mut Unstructured<'_>) {
         })
     };
     let small = u.int_in_range(0..=200usize).unwrap_or(0);
-    let (req, expected_body) = request(&p);
+    let (req, expected_body) = request(&p, message);
 
-    // Into a buffer that grows until the PDU fits: zeroing a megabyte for every request
-    // would cost more than all the checks.
-    let mut cap = 256;
-    let (r, out) = loop {
-        match encode(&req, id, cap) {
-            (Err(WriteError::Encode(EncodeError::BufferTooSmall { .. })), _) if cap < 1 << 20 => {
-                cap *= 4
-            }
-            done => break done,
-        }
-    };
+    let (r, out) = encode(&req, id, 1 << 20);
     if let Err(e) = r {
-        panic!("{req:?} did not encode into {cap} bytes: {e:?}");
+        panic!("{req:?} did not encode into a megabyte: {e:?}");
     }
-    let (r_small, out_small) = encode(&req, id, small);
-    if small < out.len() {
-        assert_eq!(
-            r_small,
-            Err(WriteError::Encode(EncodeError::BufferTooSmall {
-                capacity: small
-            }))
-        );
-        assert!(
-            out.starts_with(&out_small),
-            "a failed encode left a non-prefix"
-        );
-    } else {
-        assert_eq!((r_small, &out_small), (Ok(()), &out));
-    }
-
-    // encode_body + write_envelope give the same bytes.
-    let mut body_buf = vec![0u8; out.len()];
-    let mut body_out = Cursor::new(&mut body_buf);
-    req.encode_body(&mut body_out)
-        .expect("the body fits where the PDU did");
-    let body_text = std::str::from_utf8(body_out.written()).unwrap().to_owned();
-    let mut env_buf = vec![0u8; out.len()];
-    let mut env_out = Cursor::new(&mut env_buf);
-    write_envelope(req.action().as_str(), id, &body_text, &mut env_out).unwrap();
-    assert_eq!(
-        env_out.written(),
-        &out[..],
-        "encode_body + write_envelope differ"
-    );
-
-    // serde_json reads exactly the request.
     let text = std::str::from_utf8(&out).expect("UTF-8 output");
-    let v: Json =
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
-    let env = v.as_object().expect("an object");
     let action_name = match p.kind {
         8 => p.b.as_str(),
         _ => req.action().as_str(),
     };
+    match check {
+        0 => check_request_serde(text, id, action_name, &expected_body),
+        1 => check_request_read_back(text, id, action_name, &p, expected_body),
+        _ => check_request_buffers(&req, id, small, text),
+    }
+}
+
+/// serde_json reads exactly the request: action, id, nothing else, the expected body.
+fn check_request_serde(
+    text: &str,
+    id: Option<u64>,
+    action_name: &str,
+    expected_body: &serde_json::Map<String, Json>,
+) {
+    let v: Json =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON {text:?}: {e}"));
+    let env = v.as_object().expect("an object");
     assert_eq!(
         env.get("action"),
         Some(&Json::String(action_name.to_owned()))
@@ -742,31 +757,30 @@ fn check_request(u: &mut Unstructured<'_>) {
     assert_eq!(env.get("id").and_then(Json::as_u64), id);
     assert_eq!(env.contains_key("id"), id.is_some());
     assert_eq!(env.len(), 2 + usize::from(id.is_some()));
-    assert_eq!(
-        env.get("body"),
-        Some(&Json::Object(expected_body.clone())),
-        "{text}"
-    );
+    match env.get("body") {
+        Some(Json::Object(body)) => assert!(body == expected_body, "{text}"),
+        other => panic!("body {other:?} in {text}"),
+    }
+}
 
-    // No key written twice, at any level of the envelope and body.
-    let top = json::parse(text, json::MAX_DEPTH)
-        .unwrap()
-        .as_object()
-        .unwrap();
-    assert!(!has_duplicate_keys(top));
-    let body_obj = top.get("body").and_then(|b| b.as_object()).unwrap();
-    assert!(!has_duplicate_keys(body_obj), "repeated key in {text}");
-    assert_eq!(body_obj.as_raw(), body_text);
-
-    // Pdu::parse reads it back (within the default nesting limit).
-    let within_limit = depth(&v) <= json::DEFAULT_MAX_DEPTH;
-    assert_eq!(
-        Pdu::parse(text).is_ok(),
-        within_limit,
-        "depth {} of {text}",
-        depth(&v)
-    );
-    let pdu = Pdu::parse_with_depth(text, json::MAX_DEPTH).expect("encoded PDU parses");
+/// `Pdu::parse` reads the request back (refusing exactly when nesting exceeds the default
+/// depth): action, id, accessors, and every body member equal to the expected one.
+fn check_request_read_back(
+    text: &str,
+    id: Option<u64>,
+    action_name: &str,
+    p: &Parts,
+    expected_body: serde_json::Map<String, Json>,
+) {
+    // The envelope is one level above the body.
+    let depth = 1 + depth_of_members(&expected_body);
+    let within_limit = depth <= json::DEFAULT_MAX_DEPTH;
+    let pdu = if within_limit {
+        Pdu::parse(text).unwrap_or_else(|e| panic!("depth {depth} of {text}: {e:?}"))
+    } else {
+        assert!(Pdu::parse(text).is_err(), "depth {depth} of {text}");
+        Pdu::parse_with_depth(text, json::MAX_DEPTH).expect("encoded PDU parses")
+    };
     let plain = !action_name
         .bytes()
         .any(|b| b < 0x20 || b == b'"' || b == b'\\');
@@ -780,21 +794,20 @@ fn check_request(u: &mut Unstructured<'_>) {
     let body = pdu.body.and_then(|b| b.as_json()).expect("a JSON body");
     assert_eq!(body.members().count(), expected_body.len());
     let str_member = |key: &str| match expected_body.get(key) {
-        Some(Json::String(s)) => Some(s.clone()),
+        Some(Json::String(s)) => Some(s.as_str()),
         _ => None,
     };
     let check = |got: Option<Text<'_>>, key: &str| match (got, str_member(key)) {
-        (Some(g), Some(e)) => assert!(g == e.as_str(), "{key}: {g:?} vs {e:?}"),
+        (Some(g), Some(e)) => assert!(g == e, "{key}: {g:?} vs {e:?}"),
         (None, None) => {}
         (g, e) => panic!("{key}: {g:?} vs {e:?}"),
     };
     check(pdu.position(), "position");
     check(pdu.subscription_id(), "subscription_id");
     match (pdu.message(), expected_body.get("message")) {
-        (Some(m), Some(e)) => {
+        (Some(m), Some(_)) => {
+            // Its value is compared with the other members below.
             let m = m.as_json().expect("JSON");
-            let got: Json = serde_json::from_str(m.as_raw()).unwrap();
-            assert_eq!(&got, e);
             if matches!(p.kind, 0 | 1) {
                 assert_eq!(m.as_raw(), p.msg.0.trim_matches([' ', '\t', '\n', '\r']));
             }
@@ -811,6 +824,55 @@ fn check_request(u: &mut Unstructured<'_>) {
     }
     let expected: BTreeMap<String, Json> = expected_body.into_iter().collect();
     assert_eq!(members, expected);
+}
+
+/// A too small buffer fails with `BufferTooSmall` leaving a prefix; `encode_body` +
+/// `write_envelope` give the same bytes; no key is written twice, at any level of the
+/// envelope and body, and the envelope's body is `encode_body`'s text.
+fn check_request_buffers(req: &Request<'_>, id: Option<u64>, small: usize, text: &str) {
+    let out = text.as_bytes();
+    let (r_small, out_small) = encode(req, id, small);
+    if small < out.len() {
+        assert_eq!(
+            r_small,
+            Err(WriteError::Encode(EncodeError::BufferTooSmall {
+                capacity: small
+            }))
+        );
+        assert!(
+            out.starts_with(&out_small),
+            "a failed encode left a non-prefix"
+        );
+    } else {
+        assert_eq!((r_small, &out_small[..]), (Ok(()), out));
+    }
+
+    let body_text = SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut body_out = Cursor::new(&mut buf[..out.len()]);
+        req.encode_body(&mut body_out)
+            .expect("the body fits where the PDU did");
+        std::str::from_utf8(body_out.written()).unwrap().to_owned()
+    });
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut env_out = Cursor::new(&mut buf[..out.len()]);
+        write_envelope(req.action().as_str(), id, &body_text, &mut env_out).unwrap();
+        assert_eq!(
+            env_out.written(),
+            out,
+            "encode_body + write_envelope differ"
+        );
+    });
+
+    let top = json::parse(text, json::MAX_DEPTH)
+        .unwrap()
+        .as_object()
+        .unwrap();
+    assert!(!has_duplicate_keys(top));
+    let body_obj = top.get("body").and_then(|b| b.as_object()).unwrap();
+    assert!(!has_duplicate_keys(body_obj), "repeated key in {text}");
+    assert_eq!(body_obj.as_raw(), body_text);
 }
 
 // ------------------------------------------------------------------------------------
@@ -838,29 +900,41 @@ fn model_escape(s: &str) -> String {
     out
 }
 
-fn check_string(s: &str) {
-    let expected = model_escape(s);
-    let mut buf = vec![0u8; expected.len()];
-    let mut out = Cursor::new(&mut buf);
-    json::write::string(&mut out, s).expect("fits exactly");
-    let written = std::str::from_utf8(out.written()).unwrap().to_owned();
+/// With `read_back` clear: the output is the model's escaping, and one byte short fails
+/// leaving a prefix; set: serde_json and `json::parse` read the output back to the input.
+fn check_string(s: &str, read_back: bool) {
+    let model = if read_back {
+        None
+    } else {
+        Some(model_escape(s))
+    };
+    let written = SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let cap = model.as_ref().map_or(buf.len(), |e| e.len());
+        let mut out = Cursor::new(&mut buf[..cap]);
+        json::write::string(&mut out, s).expect("fits exactly");
+        std::str::from_utf8(out.written()).unwrap().to_owned()
+    });
+    let Some(expected) = model else {
+        let back: String = serde_json::from_str(&written).expect("serde_json reads it");
+        assert_eq!(back, s);
+        let v = json::parse(&written, 0).expect("json::parse reads it");
+        let js = v.as_str().expect("a string");
+        assert!(js == s);
+        assert!(js.chars().eq(s.chars()));
+        let mut ubuf = vec![0u8; s.len()];
+        assert_eq!(js.unescape_into(&mut ubuf), Ok(s));
+        if !s.is_empty() {
+            assert!(js.unescape_into(&mut ubuf[..s.len() - 1]).is_err());
+        }
+        return;
+    };
     assert_eq!(written, expected);
     // One byte short fails, leaving a prefix.
-    let mut short = vec![0u8; expected.len() - 1];
-    let mut out = Cursor::new(&mut short);
-    assert!(json::write::string(&mut out, s).is_err());
-    assert!(expected.as_bytes().starts_with(out.written()));
-
-    let back: String = serde_json::from_str(&written).expect("serde_json reads it");
-    assert_eq!(back, s);
-    let v = json::parse(&written, 0).expect("json::parse reads it");
-    let js = v.as_str().expect("a string");
-    assert!(js == s);
-    assert!(js.chars().eq(s.chars()));
-    let mut ubuf = vec![0u8; s.len()];
-    assert_eq!(js.unescape_into(&mut ubuf), Ok(s));
-    if !s.is_empty() {
-        let mut ubuf = vec![0u8; s.len() - 1];
-        assert!(js.unescape_into(&mut ubuf).is_err());
-    }
+    SCRATCH.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut out = Cursor::new(&mut buf[..expected.len() - 1]);
+        assert!(json::write::string(&mut out, s).is_err());
+        assert!(expected.as_bytes().starts_with(out.written()));
+    });
 }
