@@ -31,21 +31,17 @@ pub(crate) fn to_front(buf: &mut [u8], start: usize, end: usize) -> usize {
     len
 }
 
-/// Removes element `i` of `v`, keeping the order of the rest (what `Vec::remove` does,
-/// with the same `memmove` inside): the element is swapped to the end, one neighbour at a
-/// time, and popped. For the short tables it serves (subscriptions), the swaps cost less
-/// flash than the `memmove` would. Nothing happens when `i` is out of range.
-pub(crate) fn remove<T, const N: usize>(v: &mut heapless::Vec<T, N>, i: usize) {
-    if i >= v.len() {
-        return;
-    }
-    for j in i + 1..v.len() {
+/// Moves element `i` of `v` to the end, keeping the order of the rest (the first half of
+/// `Vec::remove`, without its `memmove`): the element is swapped with one neighbour at a
+/// time. For the short tables it serves (subscriptions), the swaps cost less flash than
+/// the `memmove` would. Nothing happens when `i` is out of range.
+pub(crate) fn to_end<T>(v: &mut [T], i: usize) {
+    for j in i.saturating_add(1)..v.len() {
         let (before, after) = v.split_at_mut(j);
         if let (Some(a), Some(b)) = (before.last_mut(), after.first_mut()) {
             core::mem::swap(a, b);
         }
     }
-    v.pop();
 }
 
 #[cfg(test)]

@@ -312,11 +312,16 @@ pub type RunnerBuffers = rtm::Buffers<&'static mut [u8]>;
 
 /// The core link with the runner's buffers.
 type CoreLink<const SUBS: usize, const PENDING: usize> =
-    Link<&'static mut [u8], SUBS, [rtm::Pending; PENDING]>;
+    Link<&'static mut [u8], [rtm::SubscriptionSlot; SUBS], [rtm::Pending; PENDING]>;
 
 /// The core client with the runner's buffers.
-type CoreClient<const SUBS: usize, const PENDING: usize> =
-    Client<SUBS, [rtm::Pending; PENDING], &'static mut [u8], &'static mut [u8], &'static mut [u8]>;
+type CoreClient<const SUBS: usize, const PENDING: usize> = Client<
+    [rtm::SubscriptionSlot; SUBS],
+    [rtm::Pending; PENDING],
+    &'static mut [u8],
+    &'static mut [u8],
+    &'static mut [u8],
+>;
 
 /// One waiting acknowledged request.
 struct Slot<const MSG: usize> {
@@ -573,6 +578,7 @@ impl<
             link.endpoint,
             link.appkey,
             buffers,
+            [rtm::SubscriptionSlot::EMPTY; SUBS],
             [rtm::Pending::EMPTY; PENDING],
         )?;
         Ok(Messaging {

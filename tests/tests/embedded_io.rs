@@ -20,7 +20,7 @@ use benchlink_core::http::DecompressorOxide;
 use benchlink_core::rtm::pdu::SubscriptionData;
 use benchlink_core::rtm::{
     Ack, ClientState, Config, ConnectError, Disconnect, Handler, Link, LinkConfig, Mode, Outcome,
-    Pending, SubState, SubscribeArgs, Ticket,
+    Pending, SubState, SubscribeArgs, SubscriptionSlot, Ticket,
 };
 use benchlink_core::time::Instant;
 use benchlink_sandbox::rtm::{SocketFault, DEFAULT_APPKEY};
@@ -378,7 +378,7 @@ impl Handler for Seen {
     }
 }
 
-type TestLink = Link<Vec<u8>, 2, [Pending; 8]>;
+type TestLink = Link<Vec<u8>, [SubscriptionSlot; 2], [Pending; 8]>;
 
 fn link(endpoint: &str, config: Config, link: LinkConfig) -> TestLink {
     Link::new(
@@ -393,6 +393,7 @@ fn link(endpoint: &str, config: Config, link: LinkConfig) -> TestLink {
             outbox: vec![0; 4096],
             subscription_args: vec![0; 512],
         },
+        [SubscriptionSlot::EMPTY; 2],
         [Pending::EMPTY; 8],
     )
     .unwrap()

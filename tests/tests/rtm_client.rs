@@ -468,3 +468,67 @@ fn a_view_query_of_four_kib_subscribes_and_one_byte_more_is_refused() {
         .is_ok());
     c.dispose().unwrap();
 }
+
+/// The subscription table is as large as `max_subscriptions` says, past the 4,096 a
+/// compile-time table once capped it at: 6,000 channels subscribe through the hub, the
+/// 6,001st is refused at the call, and unsubscribing one makes room for another.
+#[test]
+fn the_subscription_table_is_as_large_as_configured() {
+    const N: usize = 6_000;
+    /// Says "subscribed" and "deleted".
+    struct Count(mpsc::Sender<&'static str>);
+    impl SubscriptionObserver for Count {
+        fn on_enter_subscribed(&mut self) {
+            let _ = self.0.send("subscribed");
+        }
+        fn on_deleted(&mut self) {
+            let _ = self.0.send("deleted");
+        }
+    }
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let mut options = ClientOptions::new(server.endpoint(), DEFAULT_APPKEY);
+    options.max_subscriptions = N;
+    let c = Client::new(options).unwrap();
+    c.start().unwrap();
+    let (tx, rx) = mpsc::channel();
+    for i in 0..N {
+        c.subscribe(
+            &format!("t{i}"),
+            Mode::Simple,
+            Count(tx.clone()),
+            SubscribeOptions::default(),
+        )
+        .unwrap();
+    }
+    let extra = |name: &str| {
+        c.subscribe(
+            name,
+            Mode::Simple,
+            Count(tx.clone()),
+            SubscribeOptions::default(),
+        )
+    };
+    assert!(
+        matches!(
+            extra("one-more"),
+            Err(Error::Request(RequestError::TooManySubscriptions))
+        ),
+        "the table is full"
+    );
+    for _ in 0..N {
+        assert_eq!(
+            rx.recv_timeout(WAIT),
+            Ok("subscribed"),
+            "every channel subscribed"
+        );
+    }
+    c.unsubscribe("t0").unwrap();
+    assert_eq!(rx.recv_timeout(WAIT), Ok("deleted"));
+    extra("one-more").expect("room again after an unsubscribe");
+    assert_eq!(
+        rx.recv_timeout(WAIT),
+        Ok("subscribed"),
+        "the new one subscribed"
+    );
+    c.dispose().unwrap();
+}

@@ -1,7 +1,7 @@
 //! Drives a messaging [`Link`] over a blocking [`Transport`]: see [`run`].
 
 use super::Transport;
-use crate::rtm::{Bytes, ConnectError, Handler, Link, Output, Slots};
+use crate::rtm::{Bytes, ConnectError, Handler, Link, Output, Slots, SubscriptionSlots};
 use crate::time::Instant;
 
 /// What the transport did with the link's last output.
@@ -29,7 +29,7 @@ enum Done {
 ///
 /// ```no_run
 /// use benchlink_core::blocking::{rtm, Transport};
-/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Pending};
+/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Pending, SubscriptionSlot};
 /// use core::time::Duration;
 ///
 /// fn publish_forever<T: Transport>(mut transport: T) -> ! {
@@ -38,8 +38,8 @@ enum Done {
 ///     let buffers = Buffers {
 ///         rx: &mut rx[..], tx: &mut tx[..], queue: &mut queue[..], outbox: &mut outbox[..], subscription_args: &mut [],
 ///     };
-///     let mut link: Link<&mut [u8], 1, _> = Link::new(
-///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", buffers, [Pending::EMPTY; 4],
+///     let mut link: Link<&mut [u8], _, _> = Link::new(
+///         Config::default(), LinkConfig::DEFAULT, "ws://10.0.0.1:8080", "APPKEY", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 4],
 ///     ).unwrap();
 ///     let h = &mut NoopHandler;
 ///     let now = transport.now();
@@ -51,8 +51,8 @@ enum Done {
 ///     }
 /// }
 /// ```
-pub fn run<T, B, P, H, const SUBS: usize>(
-    link: &mut Link<B, SUBS, P>,
+pub fn run<T, B, S, P, H>(
+    link: &mut Link<B, S, P>,
     transport: &mut T,
     chunk: &mut [u8],
     h: &mut H,
@@ -60,6 +60,7 @@ pub fn run<T, B, P, H, const SUBS: usize>(
 ) where
     T: Transport,
     B: Bytes,
+    S: SubscriptionSlots,
     P: Slots,
     H: Handler,
 {
@@ -120,10 +121,11 @@ pub fn run<T, B, P, H, const SUBS: usize>(
 
 /// The connection ended by itself: close our end and tell the link (a no-op when the
 /// link had no connection).
-fn closed<T, B, P, H, const SUBS: usize>(link: &mut Link<B, SUBS, P>, transport: &mut T, h: &mut H)
+fn closed<T, B, S, P, H>(link: &mut Link<B, S, P>, transport: &mut T, h: &mut H)
 where
     T: Transport,
     B: Bytes,
+    S: SubscriptionSlots,
     P: Slots,
     H: Handler,
 {

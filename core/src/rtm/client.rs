@@ -18,6 +18,7 @@ use super::pdu::{
 use super::queue::{Bytes, RecordFifo};
 use super::requests::{Meta, ReqKind, Submit, Untyped, UserRequest, ENVELOPE};
 use super::sub_args::ArgSlots;
+use super::sub_table::{SubscriptionSlots, Table};
 use super::subscription::{Fate, LinkMode, SubEvent, SubRequest, SubscribeArgs, Subscription};
 use crate::http::{Cursor, EncodeError};
 use crate::json::WriteError;
@@ -194,11 +195,12 @@ enum Leave {
 
 /// The sans-IO RTM client: reconnects with backoff, restores auth and subscriptions,
 /// queues requests while offline, and completes every acked request exactly once.
-/// `SUBS` subscriptions, fixed at compile time; the table of acked requests in flight
-/// (`P`, its entries the most in flight at once), the offline queue (`Q`) and the outbox
-/// (`O`, whose size bounds the largest PDU it can send) are storage the caller gives
-/// [`new`](Self::new): arrays on a device, heap slices sized by configuration where
-/// there is a heap (see [`Slots`] and [`Bytes`]).
+/// The subscription table (`S`, its entries the most subscriptions at once), the table of
+/// acked requests in flight (`P`, its entries the most in flight at once), the offline
+/// queue (`Q`), the outbox (`O`, whose size bounds the largest PDU it can send) and the
+/// subscriptions' arguments (`A`) are storage the caller gives [`new`](Self::new): arrays
+/// on a device, heap slices sized by configuration where there is a heap (see
+/// [`SubscriptionSlots`], [`Slots`] and [`Bytes`]).
 ///
 /// # Shape
 ///
@@ -210,7 +212,7 @@ enum Leave {
 /// synchronously.
 ///
 /// ```
-/// use benchlink_core::rtm::{Pending, Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
+/// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, ClientState, Config, Handler, Outcome, Ticket, Transmit};
 /// use benchlink_core::time::Instant;
 ///
 /// #[derive(Default)]
@@ -221,7 +223,7 @@ enum Leave {
 ///     }
 /// }
 ///
-/// let mut client: Client<4, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 8], [0; 1024], [0; 1024], [0; 1024]);
+/// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 4], [Pending::EMPTY; 8], [0; 1024], [0; 1024], [0; 1024]);
 /// let mut app = App::default();
 /// let t = Instant::ZERO;
 /// client.start(t, &mut app);
@@ -291,23 +293,24 @@ enum Leave {
 ///
 /// # Memory
 ///
-/// No heap: the caller's tables (in-flight entries of 24 bytes, queue and outbox
-/// bytes), and in the struct `SUBS` subscription records
-/// ([`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT) +
-/// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state) and fixed state including two
-/// credential slots of [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]. Measured:
+/// No heap: the caller's tables (subscription records of
+/// [`MAX_SUBSCRIPTION_KEY`](super::MAX_SUBSCRIPTION_KEY) +
+/// [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN) + state, in-flight entries of 24 bytes,
+/// queue, outbox and arguments bytes) and fixed state including two credential slots of
+/// [`MAX_ROLE_LEN`] + [`MAX_SECRET_LEN`]. Measured (with arrays, which the client holds
+/// by value):
 ///
 /// | | thumbv7em (32-bit) | x86_64 |
 /// |---|---|---|
-/// | fixed (`Client<0, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
-/// | per subscription (`SUBS`) | 392 B | 424 B |
+/// | fixed (`Client<[SubscriptionSlot; 0], [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
+/// | per subscription ([`SubscriptionSlot`]) | 392 B | 424 B |
 /// | per array entry in flight ([`Pending`]) | 24 B | 24 B |
 /// | per byte of array queue / outbox | 1 B | 1 B |
-/// | `Client<4, [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |
+/// | `Client<[SubscriptionSlot; 4], [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |
 ///
 /// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
-/// offline takes its body plus 18 bytes of the queue. With arrays the client is one value: large
-/// capacities belong on the heap (`Box`) or in a thread with a big enough stack.
+/// offline takes its body plus 18 bytes of the queue. With arrays the client is one value:
+/// large capacities belong in heap slices (`Box<[_]>`), which it holds by pointer.
 ///
 /// # Subscriptions (the reference SDK's subscription machine, without its bugs)
 ///
@@ -343,7 +346,7 @@ enum Leave {
 /// as a failure). Call [`handle_timeout`](Self::handle_timeout) when
 /// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
 /// cannot re-enter the client: act on events after the call returns.
-pub struct Client<const SUBS: usize, P, Q, O, A> {
+pub struct Client<S, P, Q, O, A> {
     config: Config,
     state: ClientState,
     backoff: Backoff,
@@ -377,7 +380,7 @@ pub struct Client<const SUBS: usize, P, Q, O, A> {
     user_auth: Option<UserAuth>,
     /// Subscriptions may send (they got `Connect` on the current connection).
     subs_connected: bool,
-    subs: Vec<Subscription, SUBS>,
+    subs: Table<S>,
     /// The filters and extras of the subscriptions that have them.
     sub_args: ArgSlots<A>,
     pending: InFlight<P>,
@@ -388,8 +391,8 @@ pub struct Client<const SUBS: usize, P, Q, O, A> {
     queue_deadline: Option<Instant>,
 }
 
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> fmt::Debug
-    for Client<SUBS, P, Q, O, A>
+impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> fmt::Debug
+    for Client<S, P, Q, O, A>
 {
     /// State and counters only: never credentials or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -406,8 +409,8 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> fmt::Debug
 }
 
 #[cfg(feature = "defmt")]
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
-    for Client<SUBS, P, Q, O, A>
+impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
+    for Client<S, P, Q, O, A>
 {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
@@ -469,29 +472,31 @@ fn push_encoded_dyn<B: Bytes>(
 /// Writes a subscription's filter and extras (`parts`) into its arguments slot: `old`
 /// when it had one, else a fresh one; none when both are empty (an old slot is given
 /// back). Nothing changes when they do not fit a slot.
-fn store_args<const SUBS: usize, A: Bytes>(
+/// `subs` is the capacity of the subscription table (one arguments slot each).
+fn store_args<A: Bytes>(
     slots: &mut ArgSlots<A>,
+    subs: usize,
     old: Option<u16>,
     parts: [&str; 2],
 ) -> Result<Option<u16>, RequestError> {
     let len = parts[0].len().saturating_add(parts[1].len());
     if len == 0 {
         if let Some(slot) = old {
-            slots.give_back(slot, SUBS);
+            slots.give_back(slot, subs);
         }
         return Ok(None);
     }
-    if len > slots.slot_size(SUBS) {
+    if len > slots.slot_size(subs) {
         return Err(RequestError::TooLarge);
     }
     let slot = match old {
         Some(slot) => slot,
-        None => slots.take(SUBS).ok_or(RequestError::TooManySubscriptions)?,
+        None => slots.take(subs).ok_or(RequestError::TooManySubscriptions)?,
     };
     let mut at = 0;
     for part in parts {
         let end = at + part.len();
-        if let Some(dst) = slots.get_mut(slot, SUBS).get_mut(at..end) {
+        if let Some(dst) = slots.get_mut(slot, subs).get_mut(at..end) {
             dst.copy_from_slice(part.as_bytes());
         }
         at = end;
@@ -499,22 +504,22 @@ fn store_args<const SUBS: usize, A: Bytes>(
     Ok(Some(slot))
 }
 
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, Q, O, A> {
+impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, Q, O, A> {
     /// A client in `Stopped`. Nothing happens until [`start`](Self::start).
     ///
     /// A `const fn`, so firmware can place the client in a `static` (e.g. a
     /// `static_cell::ConstStaticCell` or a `Mutex<RefCell<_>>`) instead of on a stack.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config};
-    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config};
+    /// let client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.state(), ClientState::Stopped);
     /// assert_eq!(client.poll_timeout(), None);
     ///
     /// // Built at compile time:
-    /// const INITIAL: Client<1, [Pending; 4], [u8; 512], [u8; 512], [u8; 256]> = Client::new(
+    /// const INITIAL: Client<[SubscriptionSlot; 1], [Pending; 4], [u8; 512], [u8; 512], [u8; 256]> = Client::new(
     ///     Config { jitter_seed: 0x5EED, ..Config::DEFAULT },
-    ///     [Pending::EMPTY; 4],
+    ///     [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 4],
     ///     [0; 512],
     ///     [0; 512],
     ///     [0; 256],
@@ -523,6 +528,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// ```
     pub const fn new(
         config: Config,
+        subscriptions: S,
         in_flight: P,
         queue: Q,
         outbox: O,
@@ -553,7 +559,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
             remembered: None,
             user_auth: None,
             subs_connected: false,
-            subs: Vec::new(),
+            subs: Table::new(subscriptions),
             sub_args: ArgSlots::new(subscription_args),
             pending: InFlight::new(in_flight),
             queue: RecordFifo::new(queue),
@@ -570,9 +576,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// How this client's PDUs travel ([`Config::encoding`]).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config};
     /// use benchlink_core::rtm::pdu::Encoding;
-    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.encoding(), Encoding::Json);
     /// ```
     pub fn encoding(&self) -> Encoding {
@@ -582,9 +588,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// The current state.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Connecting);
     /// ```
@@ -595,8 +601,8 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// True in `Connected`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config};
-    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config};
+    /// let client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(!client.is_connected());
     /// ```
     pub fn is_connected(&self) -> bool {
@@ -606,9 +612,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// Why the latest connect attempt failed, if one did (kept until the next failure).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Io { code: 111 }, &mut NoopHandler);
@@ -621,9 +627,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// The state of the subscription `key`, if there is one.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, Mode, NoopHandler, SubState, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.subscribe(Instant::ZERO, "chan", Mode::Simple, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.subscription_state("chan"), Some(SubState::Unsubscribed));
     /// assert_eq!(client.subscription_state("other"), None);
@@ -637,9 +643,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// User requests waiting in the offline queue.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler).unwrap();
     /// assert_eq!(client.queued_requests(), 1);
     /// ```
@@ -651,8 +657,8 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// counts as one).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config};
-    /// let client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config};
+    /// let client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.requests_in_flight(), 0);
     /// ```
     pub fn requests_in_flight(&self) -> usize {
@@ -668,9 +674,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// Stopping → Connecting after the old socket closes). No effect in other states.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// ```
@@ -701,9 +707,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// `Disconnected`; queued requests and subscriptions are kept for the next `start`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.start(t, &mut NoopHandler);
     /// client.poll_transmit();
@@ -735,9 +741,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// subscription, refuse every later call.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, ClientState, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, ClientState, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.dispose(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.state(), ClientState::Disposed);
     /// assert_eq!(client.publish(Instant::ZERO, "c", "1", Ack::None, &mut NoopHandler), Err(RequestError::Disposed));
@@ -763,7 +769,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
         *queued = 0;
         self.queue_deadline = None;
         self.user_auth = None;
-        for sub in &self.subs {
+        for sub in self.subs.iter() {
             h.subscription_deleted(sub.key());
         }
         self.subs.clear();
@@ -779,9 +785,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// `position`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.publish(t, "chan", "[1,2]", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.publish(t, "chan", "{oops", Ack::None, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -803,10 +809,10 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// ([`RequestError::InvalidJson`]: it is no JSON).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::rtm::pdu::Payload;
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.publish_payload(Instant::ZERO, "chan", Payload::Json("1"), Ack::None, &mut NoopHandler).is_ok());
     /// ```
     pub fn publish_payload<H: Handler>(
@@ -829,9 +835,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// never written) and `position`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.read(Instant::ZERO, "kv", None, None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.read(Instant::ZERO, "kv", Some("[1]"), None, &mut NoopHandler), Err(RequestError::InvalidJson));
     /// ```
@@ -853,9 +859,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// Write `value_json` as the value of `channel`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.write(Instant::ZERO, "kv", "42", Ack::None, &mut NoopHandler), Ok(None));
     /// ```
     pub fn write<H: Handler>(
@@ -876,9 +882,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// Delete the value of `channel`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.delete(Instant::ZERO, "kv", Ack::Reply { deadline: None }, &mut NoopHandler).unwrap().is_some());
     /// ```
     pub fn delete<H: Handler>(
@@ -896,9 +902,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// all of them.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert!(client.search(Instant::ZERO, "ch", None, &mut NoopHandler).is_ok());
     /// ```
     pub fn search<H: Handler>(
@@ -920,9 +926,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// ([`RequestError::InvalidJson`] otherwise), the body a JSON object.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let ack = Ack::Reply { deadline: None };
     /// assert!(client.action(Instant::ZERO, "rtm/new_thing", r#"{"x":1}"#, ack, &mut NoopHandler).unwrap().is_some());
     /// assert_eq!(client.action(Instant::ZERO, "rtm/x", "[1]", ack, &mut NoopHandler), Err(RequestError::InvalidJson));
@@ -959,9 +965,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// with [`RequestError::InvalidJson`], as any text that is not a PDU).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler, RequestError, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<1, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 2], [0; 256], [0; 512], []);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 2], [0; 256], [0; 512], []);
     /// let pdu = r#"{"action":"rtm/read","id":77,"body":{"channel":"kv"}}"#;
     /// assert_eq!(client.send_raw(pdu), Err(RequestError::Full)); // not connected
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
@@ -997,9 +1003,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// it completes. One at a time ([`RequestError::AuthInProgress`]).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// assert!(client.authenticate(t, "superuser", b"secret", None, &mut NoopHandler).is_ok());
     /// assert_eq!(client.authenticate(t, "other", b"x", None, &mut NoopHandler), Err(RequestError::AuthInProgress));
@@ -1023,7 +1029,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// ```
     /// use benchlink_core::rtm::auth::{AuthMethod, MAX_CREDENTIALS_LEN};
     /// use benchlink_core::rtm::pdu::Pdu;
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     /// struct Token;
     /// impl AuthMethod for Token {
@@ -1035,7 +1041,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     ///         Some(secret.len())
     ///     }
     /// }
-    /// let mut client: Client<1, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 2], [0; 256], [0; 512], []);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 2], [0; 256], [0; 512], []);
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
     /// client.authenticate_with::<Token, _>(t, "ann", b"t0k3n", None, h).unwrap();
     /// client.start(t, h);
@@ -1102,9 +1108,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// `Failed` key starts over with the new arguments.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// let view = SubscribeArgs { filter: Some("select * from chan"), ..SubscribeArgs::default() };
     /// client.subscribe(t, "view1", Mode::Simple, view, &mut NoopHandler).unwrap();
@@ -1131,6 +1137,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;
+        let capacity = self.subs.capacity();
         match self.find_sub(channel_or_id) {
             Some(i) => {
                 let Some(sub) = self.subs.get_mut(i) else {
@@ -1144,7 +1151,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
                     (_, LinkMode::Unlinked) => SubEvent::ModeChange,
                 };
                 let fresh = Subscription::new(channel_or_id, mode, &args, parts)?;
-                sub.args = store_args::<SUBS, A>(&mut self.sub_args, sub.args, parts)?;
+                sub.args = store_args(&mut self.sub_args, capacity, sub.args, parts)?;
                 sub.replace_args(fresh);
                 sub.link_mode = LinkMode::Cycle;
                 let fate = sub.handle(event, connected, h);
@@ -1155,8 +1162,8 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
                     return Err(RequestError::TooManySubscriptions);
                 }
                 let fresh = Subscription::new(channel_or_id, mode, &args, parts)?;
-                let slot = store_args::<SUBS, A>(&mut self.sub_args, None, parts)?;
-                if self.subs.push(fresh).is_err() {
+                let slot = store_args(&mut self.sub_args, capacity, None, parts)?;
+                if !self.subs.push(fresh) {
                     return Err(RequestError::TooManySubscriptions);
                 }
                 let i = self.subs.len().saturating_sub(1);
@@ -1178,9 +1185,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// subscribe reply first). Unsubscribing again retries after an `unsubscribe/error`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, Mode, NoopHandler, RequestError, SubscribeArgs};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::ZERO;
     /// client.subscribe(t, "chan", Mode::Reliable, SubscribeArgs::default(), &mut NoopHandler).unwrap();
     /// assert_eq!(client.unsubscribe(t, "chan", &mut NoopHandler), Ok(())); // deleted at once: not connected
@@ -1226,9 +1233,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// (the client stopped meanwhile) is closed again.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1263,9 +1270,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// attempt budget; see [`last_connecting_error`](Self::last_connecting_error).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, ConnectError, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config { retry_first_connect: true, ..Config::default() }, [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Resolve, &mut NoopHandler);
@@ -1287,9 +1294,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// it).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1310,9 +1317,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// frames; a lenient one may send CBOR in text frames).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -1380,9 +1387,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// from Stopping it enters Stopped.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::from_secs(10);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
@@ -1410,10 +1417,10 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// timer fired slightly early, stayed waiting forever).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, ClientState, Config, ConnectError, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     /// let config = Config { retry_first_connect: true, jitter_seed: 0, ..Config::default() };
-    /// let mut client: Client<2, _, _, _, _> = Client::new(config, [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(config, [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// client.poll_transmit();
     /// client.handle_connect_failed(Instant::ZERO, ConnectError::Tls, &mut NoopHandler);
@@ -1462,9 +1469,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// next `poll_transmit` call.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// assert_eq!(client.poll_transmit(), None);
     /// client.start(Instant::ZERO, &mut NoopHandler);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -1509,9 +1516,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// the reconnect timer, a request deadline, the connect or auth-restore timeout.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Client, Config, NoopHandler};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Client, Config, NoopHandler};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let t = Instant::from_secs(5);
     /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
     /// assert_eq!(client.poll_timeout(), Some(t));
@@ -1704,9 +1711,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// slot back.
     fn remove_sub(&mut self, i: usize) {
         if let Some(slot) = self.subs.get(i).and_then(|s| s.args) {
-            self.sub_args.give_back(slot, SUBS);
+            self.sub_args.give_back(slot, self.subs.capacity());
         }
-        crate::compact::remove(&mut self.subs, i);
+        self.subs.remove(i);
     }
 
     /// One event to every subscription, in insertion order.
@@ -2089,6 +2096,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
             }
         }
         if self.subs_connected {
+            let capacity = self.subs.capacity();
             for sub in self.subs.iter_mut() {
                 let Some(kind) = sub.to_send else {
                     continue;
@@ -2100,7 +2108,7 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
                 let sub_ref = &*sub;
                 let args = sub
                     .args
-                    .map_or(&[][..], |slot| self.sub_args.get(slot, SUBS));
+                    .map_or(&[][..], |slot| self.sub_args.get(slot, capacity));
                 if push_encoded(&mut self.outbox, None, |out| {
                     sub_ref
                         .request(kind, args)

@@ -163,7 +163,7 @@ pub enum RequestError {
     AlreadySubscribed,
     /// `unsubscribe` of a key with no subscription.
     UnknownSubscription,
-    /// The subscription table (`SUBS`) is full.
+    /// The subscription table (the client's [`SubscriptionSlots`](super::SubscriptionSlots)) is full.
     TooManySubscriptions,
     /// Another `authenticate` is still queued or in progress.
     AuthInProgress,

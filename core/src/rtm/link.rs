@@ -11,6 +11,7 @@ use super::events::{ClientState, ConnectError, Disconnect, Handler, Transmit};
 use super::in_flight::Slots;
 use super::pdu::Encoding;
 use super::queue::Bytes;
+use super::sub_table::SubscriptionSlots;
 use crate::http::{Cursor, EncodeError, Head};
 use crate::time::{earliest, Instant};
 use crate::ws::{
@@ -215,7 +216,7 @@ pub struct Buffers<B> {
     /// Encoded PDUs on their way to `tx`: its size less 4 bytes is the largest PDU sent.
     pub outbox: B,
     /// The `filter` and `extras` of subscriptions, one equal slot per subscription the
-    /// link can hold (`SUBS`): a view's query must fit its slot (the local hub takes
+    /// link can hold: a view's query must fit its slot (the local hub takes
     /// 4 KiB); empty when no subscription has them.
     pub subscription_args: B,
 }
@@ -239,7 +240,7 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 ///
 /// `B` is the byte storage of its four [`Buffers`] (`&mut [u8]`, an array, a `Box<[u8]>`),
 /// sized by the caller: they bound the largest message each way and the bytes waiting.
-/// `SUBS` (subscriptions) is the [`Client`]'s compile-time table; `P` its table of
+/// `S` is the [`Client`]'s subscription table ([`SubscriptionSlots`]) and `P` its table of
 /// acknowledged requests in flight ([`Slots`]), also of the caller's sizing.
 ///
 /// # Driving it
@@ -259,16 +260,16 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// flooding server in check through TCP flow control, and its deadlines keep firing.
 ///
 /// ```
-/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending};
+/// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending, SubscriptionSlot};
 /// use benchlink_core::time::Instant;
 ///
 /// let buffers = Buffers {
 ///     rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512],
 ///     subscription_args: vec![0; 2 * 256], // a 256-byte view query for each subscription
 /// };
-/// let mut link: Link<Vec<u8>, 2, _> = Link::new(
+/// let mut link: Link<Vec<u8>, _, _> = Link::new(
 ///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
-///     "ws://127.0.0.1:8080", "KEY", buffers, [Pending::EMPTY; 4],
+///     "ws://127.0.0.1:8080", "KEY", buffers, [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4],
 /// ).unwrap();
 /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
 /// link.client_mut().start(t, h);
@@ -283,8 +284,8 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 /// link.client_mut().publish(t, "chan", "1", Ack::None, h).unwrap();
 /// assert_eq!(link.poll_output(t), None);
 /// ```
-pub struct Link<B, const SUBS: usize, P> {
-    client: Client<SUBS, P, B, B, B>,
+pub struct Link<B, S, P> {
+    client: Client<S, P, B, B, B>,
     config: LinkConfig,
     endpoint: String<MAX_ENDPOINT_LEN>,
     appkey: String<MAX_APPKEY_LEN>,
@@ -312,7 +313,7 @@ pub struct Link<B, const SUBS: usize, P> {
     close_unreported: bool,
 }
 
-impl<B: Bytes, const SUBS: usize, P: Slots> fmt::Debug for Link<B, SUBS, P> {
+impl<B: Bytes, S: SubscriptionSlots, P: Slots> fmt::Debug for Link<B, S, P> {
     /// State and sizes only: never credentials, the appkey or message contents.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Link")
@@ -323,17 +324,17 @@ impl<B: Bytes, const SUBS: usize, P: Slots> fmt::Debug for Link<B, SUBS, P> {
     }
 }
 
-impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
+impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// A stopped link to `endpoint` (`ws://host[:port][/path]` or `wss://…`) for `appkey`.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError, Pending};
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, LinkError, Pending, SubscriptionSlot};
     /// use benchlink_core::ws::UrlError;
     /// let new = |url, tx: usize| {
     ///     let buffers = Buffers {
     ///         rx: vec![0; 64], tx: vec![0; tx], queue: vec![0; 64], outbox: vec![0; 256], subscription_args: vec![],
     ///     };
-    ///     Link::<Vec<u8>, 1, _>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers, [Pending::EMPTY; 1])
+    ///     Link::<Vec<u8>, _, _>::new(Config::default(), LinkConfig::DEFAULT, url, "k", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 1])
     ///         .map(|_| ())
     /// };
     /// assert_eq!(new("ws://h", 2048), Ok(()));
@@ -346,6 +347,7 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
         endpoint: &str,
         appkey: &str,
         buffers: Buffers<B>,
+        subscriptions: S,
         in_flight: P,
     ) -> Result<Self, LinkError> {
         let Buffers {
@@ -378,7 +380,14 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
             return Err(LinkError::TxTooSmall { min });
         }
         Ok(Link {
-            client: Client::new(client, in_flight, queue, outbox, subscription_args),
+            client: Client::new(
+                client,
+                subscriptions,
+                in_flight,
+                queue,
+                outbox,
+                subscription_args,
+            ),
             config,
             endpoint,
             appkey,
@@ -400,12 +409,12 @@ impl<B: Bytes, const SUBS: usize, P: Slots> Link<B, SUBS, P> {
     /// The client: its state, and every user call (`start`, `stop`, `publish`,
     /// `subscribe`, …). What those calls send goes out through the next
     /// [`poll_output`](Self::poll_output).
-    pub fn client(&self) -> &Client<SUBS, P, B, B, B> {
+    pub fn client(&self) -> &Client<S, P, B, B, B> {
         &self.client
     }
 
     /// The client, for user calls; see [`client`](Self::client).
-    pub fn client_mut(&mut self) -> &mut Client<SUBS, P, B, B, B> {
+    pub fn client_mut(&mut self) -> &mut Client<S, P, B, B, B> {
         &mut self.client
     }
 

@@ -21,6 +21,7 @@ mod link;
 mod queue;
 mod requests;
 mod sub_args;
+mod sub_table;
 mod subscription;
 #[cfg(feature = "serde")]
 mod typed;
@@ -35,4 +36,5 @@ pub use link::{
     Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
 };
 pub use queue::Bytes;
+pub use sub_table::{SubscriptionSlot, SubscriptionSlots};
 pub use subscription::{SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_KEY};

@@ -3,7 +3,7 @@
 //! subscriptions are a channel name and nothing else, and a device may want none.
 //!
 //! The storage is cut into one equal slot per subscription the client can hold
-//! (`SUBS`); a subscription with arguments takes a slot for as long as it lives. Slots
+//! (its subscription table's capacity); a subscription with arguments takes a slot for as long as it lives. Slots
 //! are handed out lowest first, and a freed one is reused first, linked into a free list
 //! through its own first two bytes, so taking and giving back are O(1) and nothing is
 //! ever moved: on std, where the storage is a zeroed heap allocation, only the slots in
@@ -14,7 +14,7 @@ use super::queue::Bytes;
 /// No slot.
 const NONE: u16 = u16::MAX;
 
-/// `SUBS` slots of arguments in the bytes of `A`.
+/// One slot of arguments per subscription the client can hold, in the bytes of `A`.
 pub(crate) struct ArgSlots<A> {
     buf: A,
     /// Slots handed out at least once (`0..fresh`); the rest were never written.

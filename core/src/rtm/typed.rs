@@ -13,7 +13,7 @@ use super::events::{Ack, Handler, RequestError, Ticket};
 use super::pdu::cbor_envelope;
 use super::pdu::{envelope, Encoding, Item, Pdu, SubscriptionData};
 use super::requests::{escaped_len, ReqKind, Submit, ENVELOPE, REQUEST_MEMBERS};
-use super::{Bytes, Client, Slots};
+use super::{Bytes, Client, Slots, SubscriptionSlots};
 use crate::http::Cursor;
 use crate::json::typed::DeserializeError;
 use crate::json::write::{self, ObjectWriter};
@@ -88,7 +88,7 @@ impl<T: Serialize + ?Sized> Submit for Typed<'_, T> {
     }
 }
 
-impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, Q, O, A> {
+impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, Q, O, A> {
     /// [`publish`](Self::publish) of a typed message: `message` is serialized in the
     /// client's [`Config::encoding`](super::Config::encoding) — JSON, with the same
     /// escaping as every other string the client writes, or CBOR (feature `cbor`) —
@@ -101,13 +101,13 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// is [`RequestError::InvalidJson`]. Nothing is sent or queued then.
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, Transmit};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler, Transmit};
     /// use benchlink_core::time::Instant;
     ///
     /// #[derive(serde::Serialize)]
     /// struct Sample<'a> { ts: u64, metric: &'a str, value: f64 }
     ///
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
     /// client.start(t, h);
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
@@ -139,9 +139,9 @@ impl<const SUBS: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<SUBS, P, 
     /// [`publish_typed`](Self::publish_typed).
     ///
     /// ```
-    /// use benchlink_core::rtm::{Pending, Ack, Client, Config, NoopHandler, RequestError};
+    /// use benchlink_core::rtm::{Pending, SubscriptionSlot, Ack, Client, Config, NoopHandler, RequestError};
     /// use benchlink_core::time::Instant;
-    /// let mut client: Client<2, _, _, _, _> = Client::new(Config::default(), [Pending::EMPTY; 4], [0; 1024], [0; 512], [0; 512]);
+    /// let mut client: Client<_, _, _, _, _> = Client::new(Config::default(), [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4], [0; 1024], [0; 512], [0; 512]);
     /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
     /// // Not connected: the value waits in the offline queue, already serialized.
     /// assert!(client.write_typed(t, "kv", &[1, 2, 3], Ack::Reply { deadline: None }, h).unwrap().is_some());

@@ -33,10 +33,9 @@ use super::observer::{
 };
 use super::transport::{open, ConnectError, TransportOptions};
 
-/// The subscription table's capacity, fixed at compile time by the core: the ceiling
-/// of [`ClientOptions::max_subscriptions`].
-pub const MAX_SUBSCRIPTIONS: usize = 4096;
-const SUBS: usize = MAX_SUBSCRIPTIONS;
+/// The default of [`ClientOptions::max_subscriptions`]: room for thousands of channels
+/// at once (the reference SDK has no limit); any number can be configured.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 4096;
 /// Room in the outbox beyond the largest message: the PDU's envelope and the channel
 /// name (or a read's arguments), so that a message of exactly
 /// [`ClientOptions::max_outgoing_message_size`] goes out with any channel name up to
@@ -48,8 +47,22 @@ const TX_BATCH: usize = 512 << 10;
 /// One socket read; the link is fed this much at a time, so a flooding server costs at
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
-type CoreLink = core_rtm::Link<Box<[u8]>, SUBS, Box<[core_rtm::Pending]>>;
-type CoreClient = core_rtm::Client<SUBS, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
+type Subscriptions = Box<[core_rtm::SubscriptionSlot]>;
+type CoreLink = core_rtm::Link<Box<[u8]>, Subscriptions, Box<[core_rtm::Pending]>>;
+type CoreClient =
+    core_rtm::Client<Subscriptions, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
+
+/// A table of `n` entries of `entry` (the subscription table, the table of requests in
+/// flight); `what` names it in the error when the memory cannot hold it, an error of
+/// [`Client::new`], not an abort.
+fn table<T: Clone>(n: usize, entry: T, what: &str) -> Result<Box<[T]>, String> {
+    let mut table = Vec::new();
+    table
+        .try_reserve_exact(n)
+        .map_err(|_| format!("{what} {n}: no memory for a table that large"))?;
+    table.resize(n, entry);
+    Ok(table.into_boxed_slice())
+}
 
 /// The table of requests in flight for `options`: `max_queue_size` entries (24 bytes
 /// each), so that a distant server sees a pipeline that deep; the table is a ring
@@ -57,12 +70,13 @@ type CoreClient = core_rtm::Client<SUBS, Box<[core_rtm::Pending]>, Box<[u8]>, Bo
 /// A size the memory cannot hold is an error of [`Client::new`], not an abort.
 fn in_flight(options: &ClientOptions) -> Result<Box<[core_rtm::Pending]>, String> {
     let n = options.max_queue_size.max(1);
-    let mut table = Vec::new();
-    table.try_reserve_exact(n).map_err(|_| {
-        format!("max_queue_size {n}: no memory for a table of that many requests in flight")
-    })?;
-    table.resize(n, core_rtm::Pending::EMPTY);
-    Ok(table.into_boxed_slice())
+    table(n, core_rtm::Pending::EMPTY, "max_queue_size")
+}
+
+/// The subscription table for `options`: `max_subscriptions` entries.
+fn subscriptions(options: &ClientOptions) -> Result<Subscriptions, String> {
+    let n = options.max_subscriptions;
+    table(n, core_rtm::SubscriptionSlot::EMPTY, "max_subscriptions")
 }
 
 /// The link's four buffers for `options`, zeroed heap allocations whose pages the
@@ -79,15 +93,16 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
         // Every request that can be sent can also wait offline.
         queue: bytes(options.queue_bytes.saturating_add(outbox)),
         outbox: bytes(outbox),
-        subscription_args: bytes(SUBS.saturating_mul(options.max_subscription_args)),
+        subscription_args: bytes(
+            options
+                .max_subscriptions
+                .saturating_mul(options.max_subscription_args),
+        ),
     }
 }
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
 pub const DISPOSE_WAIT: Duration = Duration::from_secs(10);
-
-/// Stack of the thread that builds the link (a debug build moves it a few times).
-const BUILD_STACK: usize = 64 << 20;
 
 const WAKER: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -155,7 +170,8 @@ pub struct ClientOptions {
     /// and [`Client::publish_cbor`] publishes a CBOR item as is.
     pub encoding: Encoding,
     /// Most subscriptions at once; one more is refused at the call
-    /// (`TooManySubscriptions`). Default and ceiling: [`MAX_SUBSCRIPTIONS`] (4096).
+    /// (`TooManySubscriptions`). Default [`DEFAULT_MAX_SUBSCRIPTIONS`] (4096); the table
+    /// takes about 430 bytes an entry.
     pub max_subscriptions: usize,
     /// Bytes of one subscription's `filter` (a view's query) and extra subscribe
     /// arguments together; more is refused at the call (`TooLarge`). Default 4 KiB, the
@@ -192,7 +208,7 @@ impl ClientOptions {
             ping_interval: Duration::from_secs(30),
             dead_peer_timeout: Duration::from_secs(60),
             encoding: Encoding::Json,
-            max_subscriptions: MAX_SUBSCRIPTIONS,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             max_subscription_args: 4 << 10,
             observer: None,
         }
@@ -645,7 +661,7 @@ impl Client {
             }),
             changed: std::sync::Condvar::new(),
         });
-        let max_subs = options.max_subscriptions.min(MAX_SUBSCRIPTIONS);
+        let max_subs = options.max_subscriptions;
         let thread_watch = watch.clone();
         crate::logging::init_from_env();
         let config = core_rtm::Config {
@@ -669,38 +685,27 @@ impl Client {
             seed: seed(),
             ..core_rtm::LinkConfig::DEFAULT
         };
-        // The link (its tables take megabytes) is built on a short-lived thread whose
-        // stack is large enough for it on its way into the box (those stack pages go with
-        // that thread), and handed to the I/O thread, then the engine back here.
+        // The link is built on the I/O thread (its tables are heap slices: the link itself
+        // is a few kilobytes), and the engine handed back here.
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let join = thread::Builder::new()
             .name("benchlink-rtm".into())
             // As a main thread's, for the callbacks.
             .stack_size(8 << 20)
             .spawn(move || {
-                let (buffers, in_flight) = (buffers(&options), in_flight(&options));
                 let (endpoint, appkey) = (&options.transport.endpoint, &options.transport.appkey);
-                let built = thread::scope(|s| {
-                    thread::Builder::new()
-                        .name("benchlink-rtm-build".into())
-                        .stack_size(BUILD_STACK)
-                        .spawn_scoped(s, move || {
-                            CoreLink::new(
-                                config,
-                                link_config,
-                                endpoint,
-                                appkey,
-                                buffers,
-                                in_flight?,
-                            )
-                            .map(Box::new)
-                            .map_err(|e| e.to_string())
-                        })
-                        .map_err(|e| e.to_string())
-                        .and_then(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err("building the link panicked".into()))
-                        })
+                let built = subscriptions(&options).and_then(|subscriptions| {
+                    CoreLink::new(
+                        config,
+                        link_config,
+                        endpoint,
+                        appkey,
+                        buffers(&options),
+                        subscriptions,
+                        in_flight(&options)?,
+                    )
+                    .map(Box::new)
+                    .map_err(|e| e.to_string())
                 });
                 let link = match built {
                     Ok(link) => link,

@@ -33,8 +33,8 @@
 //! callback fails at once ([`Error::InCallback`]).
 //!
 //! # Subscriptions
-//! At most [`ClientOptions::max_subscriptions`] at once (default and ceiling
-//! [`MAX_SUBSCRIPTIONS`], 4096). Request callbacks receive exactly one final [`Response`]:
+//! At most [`ClientOptions::max_subscriptions`] at once (default
+//! [`DEFAULT_MAX_SUBSCRIPTIONS`], 4096; any number). Request callbacks receive exactly one final [`Response`]:
 //! the reply, `Timeout`, or `Disconnected`.
 //!
 //! # Modes
@@ -64,7 +64,7 @@ pub use benchlink_core::rtm::pdu::{Encoding, History};
 pub use benchlink_core::rtm::{ClientState, Mode, RequestError, SubState};
 pub use client::{
     Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
-    DISPOSE_WAIT, MAX_SUBSCRIPTIONS,
+    DEFAULT_MAX_SUBSCRIPTIONS, DISPOSE_WAIT,
 };
 pub use connection::{Connection, ConnectionDelegate};
 pub use observer::{ClientObserver, Reply, SharedObserver, SubscriptionData, SubscriptionObserver};

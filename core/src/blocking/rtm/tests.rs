@@ -1,5 +1,7 @@
 use super::*;
-use crate::rtm::{Buffers, ClientState, Config, LinkConfig, NoopHandler, Pending};
+use crate::rtm::{
+    Buffers, ClientState, Config, LinkConfig, NoopHandler, Pending, SubscriptionSlot,
+};
 use core::time::Duration;
 use std::vec::Vec;
 
@@ -59,7 +61,7 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
         jitter_seed: 0,
         ..Config::default()
     };
-    let mut link: Link<Vec<u8>, 1, _> = Link::new(
+    let mut link: Link<Vec<u8>, _, _> = Link::new(
         config,
         LinkConfig::DEFAULT,
         "ws://h:1",
@@ -71,6 +73,7 @@ fn a_peer_that_takes_no_bytes_is_dropped_not_spun_on() {
             outbox: std::vec![0; 256],
             subscription_args: std::vec![],
         },
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 1],
     )
     .unwrap();

@@ -20,10 +20,11 @@ use core::time::Duration;
 use super::*;
 use crate::rtm::pdu::History;
 use crate::rtm::{
-    FailReason, NoopHandler, Pending, SubscribeArgs, MAX_POSITION_LEN, MAX_SUBSCRIPTION_KEY,
+    FailReason, NoopHandler, Pending, SubscribeArgs, SubscriptionSlot, MAX_POSITION_LEN,
+    MAX_SUBSCRIPTION_KEY,
 };
 
-type C = Client<8, [Pending; 16], [u8; 4096], [u8; 2048], [u8; 2048]>;
+type C = Client<[SubscriptionSlot; 8], [Pending; 16], [u8; 4096], [u8; 2048], [u8; 2048]>;
 
 /// Records every event as one line.
 #[derive(Default)]
@@ -136,6 +137,7 @@ impl T {
         T {
             c: C::new(
                 config,
+                [SubscriptionSlot::EMPTY; 8],
                 [Pending::EMPTY; 16],
                 [0; 4096],
                 [0; 2048],
@@ -1108,8 +1110,14 @@ fn max_queue_size_refuses_at_the_call() {
 fn offline_queue_is_never_dropped_silently() {
     // A small queue: the reference dropped the oldest entries silently; here the call
     // fails.
-    let mut c: Client<2, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 4], [0; 256], [0; 512], [0; 512]);
+    let mut c: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 2],
+        [Pending::EMPTY; 4],
+        [0; 256],
+        [0; 512],
+        [0; 512],
+    );
     let mut r = Rec::default();
     let now = Instant::ZERO;
     let mut accepted = 0;
@@ -1200,8 +1208,14 @@ fn read_write_delete_and_publish_before_start_are_queued() {
 
 #[test]
 fn pending_table_full_waits_in_the_queue() {
-    let mut c: Client<1, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 2], [0; 1024], [0; 512], [0; 256]);
+    let mut c: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 2],
+        [0; 1024],
+        [0; 512],
+        [0; 256],
+    );
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -1224,8 +1238,14 @@ fn pending_table_full_waits_in_the_queue() {
 #[test]
 fn small_outbox_keeps_order() {
     // An outbox for one PDU at a time: everything still goes out, in order.
-    let mut c: Client<4, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 8], [0; 2048], [0; 200], [0; 1024]);
+    let mut c: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 4],
+        [Pending::EMPTY; 8],
+        [0; 2048],
+        [0; 200],
+        [0; 1024],
+    );
     let mut r = Rec::default();
     let now = Instant::ZERO;
     for key in ["a", "b", "c"] {
@@ -1699,8 +1719,14 @@ fn subscribe_argument_errors() {
         Err(RequestError::TooManySubscriptions)
     );
     // Too large for a small outbox.
-    let mut small: Client<1, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 1], [0; 64], [0; 300], [0; 256]);
+    let mut small: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 1],
+        [0; 64],
+        [0; 300],
+        [0; 256],
+    );
     let key = "k".repeat(200);
     assert_eq!(
         small.subscribe(
@@ -2081,8 +2107,9 @@ fn pdu(text: &str) -> Pdu<'_> {
 #[test]
 fn view_queries_live_in_the_callers_slots() {
     // Two subscriptions, 1000-byte slots.
-    let mut c: Client<2, _, _, _, _> = Client::new(
+    let mut c: Client<_, _, _, _, _> = Client::new(
         quiet(),
+        [SubscriptionSlot::EMPTY; 2],
         [Pending::EMPTY; 4],
         [0; 4096],
         [0; 8192],
@@ -2110,7 +2137,7 @@ fn view_queries_live_in_the_callers_slots() {
     assert_eq!(c.subscription_state("v1"), None, "nothing was made");
     c.subscribe(t, "v1", Mode::Simple, view(&at_limit), &mut r)
         .unwrap();
-    let sent = |c: &mut Client<2, _, _, _, _>| match c.poll_transmit() {
+    let sent = |c: &mut Client<_, _, _, _, _>| match c.poll_transmit() {
         Some(Transmit::Send(pdu)) => pdu.to_owned(),
         other => panic!("{other:?}"),
     };
@@ -2159,8 +2186,14 @@ fn view_queries_live_in_the_callers_slots() {
         .unwrap();
     assert!(sent(&mut c).contains(r#""channel":"plain""#));
     // Without storage for arguments, a view is refused and a channel is not.
-    let mut bare: Client<1, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 1], [0; 512], [0; 512], [0; 0]);
+    let mut bare: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 1],
+        [0; 512],
+        [0; 512],
+        [0; 0],
+    );
     assert_eq!(
         bare.subscribe(t, "v", Mode::Simple, view(&query(40)), &mut r),
         Err(RequestError::TooLarge)
@@ -2692,8 +2725,14 @@ fn unsubscribe_chain_only_middle_message() {
 #[test]
 fn thousand_acks_with_a_small_pending_table() {
     // connection.py's throttling case: a watermark of 3 still delivers 1000 acks.
-    let mut c: Client<1, _, _, _, _> =
-        Client::new(quiet(), [Pending::EMPTY; 3], [0; 4096], [0; 512], [0; 256]);
+    let mut c: Client<_, _, _, _, _> = Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 3],
+        [0; 4096],
+        [0; 512],
+        [0; 256],
+    );
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
@@ -2755,10 +2794,14 @@ fn message_types_arrive_identical() {
 #[test]
 fn memory_figures() {
     use core::mem::size_of;
-    let small = size_of::<Client<4, [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>>();
-    let base = size_of::<Client<0, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>();
-    let per_sub = size_of::<Client<1, [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>() - base;
-    let per_pending = size_of::<Client<0, [Pending; 1], [u8; 0], [u8; 0], [u8; 0]>>() - base;
+    let small = size_of::<
+        Client<[SubscriptionSlot; 4], [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>,
+    >();
+    let base = size_of::<Client<[SubscriptionSlot; 0], [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>();
+    let per_sub =
+        size_of::<Client<[SubscriptionSlot; 1], [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>>() - base;
+    let per_pending =
+        size_of::<Client<[SubscriptionSlot; 0], [Pending; 1], [u8; 0], [u8; 0], [u8; 0]>>() - base;
     std::println!("Client<4,8,1024,2048>: {small} bytes; fixed {base}; per subscription {per_sub}; per pending {per_pending}");
     assert!(per_sub <= 440, "{per_sub}");
     assert!(per_pending <= 24, "{per_pending}");
@@ -2786,8 +2829,14 @@ fn random_event_sequences_keep_the_invariants() {
             jitter_seed: rng.next(),
             ..Config::default()
         };
-        let mut c: Client<3, _, _, _, _> =
-            Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
+        let mut c: Client<_, _, _, _, _> = Client::new(
+            config,
+            [SubscriptionSlot::EMPTY; 3],
+            [Pending::EMPTY; 4],
+            [0; 512],
+            [0; 512],
+            [0; 256],
+        );
         let mut r = Rec::default();
         let mut now = Instant::ZERO;
         let mut issued: Vec<u32> = Vec::new();

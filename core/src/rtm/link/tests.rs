@@ -11,10 +11,10 @@ use base64::Engine;
 use super::*;
 use crate::rtm::{
     pdu, Ack, ClientState, Config, ConnectError, Handler, Mode, Outcome, Pending, SubscribeArgs,
-    Ticket,
+    SubscriptionSlot, Ticket,
 };
 
-type TestLink = Link<Vec<u8>, 4, Vec<Pending>>;
+type TestLink = Link<Vec<u8>, [SubscriptionSlot; 4], Vec<Pending>>;
 
 #[derive(Default, Debug)]
 struct Log {
@@ -83,6 +83,7 @@ fn new_link(rx: usize) -> TestLink {
             outbox: vec![0; 1024],
             subscription_args: vec![0; 1024],
         },
+        [SubscriptionSlot::EMPTY; 4],
         vec![Pending::EMPTY; 128],
     )
     .unwrap()
@@ -530,7 +531,7 @@ fn transport_eof_reports_and_reconnects() {
 #[test]
 fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     // 2 KiB + 1 KiB of tx: a few frames per write; nothing is lost, order is kept.
-    let mut link: Link<Vec<u8>, 1, _> = Link::new(
+    let mut link: Link<Vec<u8>, _, _> = Link::new(
         client_config(),
         config(),
         "ws://h",
@@ -542,6 +543,7 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
             outbox: vec![0; 1024],
             subscription_args: vec![0; 1024],
         },
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
     )
     .unwrap();
@@ -672,6 +674,7 @@ mod cbor {
                 outbox: vec![0; 1024],
                 subscription_args: vec![0; 1024],
             },
+            [SubscriptionSlot::EMPTY; 4],
             vec![Pending::EMPTY; 128],
         )
         .unwrap()
@@ -841,7 +844,7 @@ mod cbor {
 
 #[test]
 fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
-    type Small = Link<Vec<u8>, 1, Vec<Pending>>;
+    type Small = Link<Vec<u8>, [SubscriptionSlot; 1], Vec<Pending>>;
     let new = |appkey: &str, tx: usize| {
         Small::new(
             client_config(),
@@ -855,6 +858,7 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
                 outbox: vec![0; 64],
                 subscription_args: vec![0; 1024],
             },
+            [SubscriptionSlot::EMPTY; 1],
             vec![Pending::EMPTY; 1],
         )
     };

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::http::{Cursor, EncodeError};
 use crate::json::{self, typed, WriteError};
 use crate::rtm::pdu::{Incoming, Pdu};
-use crate::rtm::{Ack, Client, Config, NoopHandler, Pending, RequestError, Transmit};
+use crate::rtm::{
+    Ack, Client, Config, NoopHandler, Pending, RequestError, SubscriptionSlot, Transmit,
+};
 use crate::time::Instant;
 
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
@@ -28,9 +30,14 @@ enum Shape {
 /// A metric name with every kind of character a JSON string must escape.
 const HOSTILE: &str = "a\"b\\c\u{0}\u{1f}\n\r\t\u{8}\u{c}\u{7f}é\"}";
 
-fn connected<const OUT: usize>() -> Client<1, [Pending; 4], [u8; 512], [u8; OUT], [u8; 256]> {
+/// The tests' client: one subscription, four requests in flight, an `OUT`-byte outbox.
+type TestClient<const OUT: usize> =
+    Client<[SubscriptionSlot; 1], [Pending; 4], [u8; 512], [u8; OUT], [u8; 256]>;
+
+fn connected<const OUT: usize>() -> TestClient<OUT> {
     let mut client = Client::new(
         Config::default(),
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
         [0; 512],
         [0; OUT],
@@ -211,8 +218,9 @@ fn a_queued_typed_request_is_sent_as_the_direct_one_would_be() {
         panic!()
     };
 
-    let mut offline: Client<1, _, _, _, _> = Client::new(
+    let mut offline: Client<_, _, _, _, _> = Client::new(
         Config::default(),
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
         [0; 512],
         [0; 512],
@@ -249,8 +257,9 @@ fn too_large_messages_are_refused_whole() {
         (0, 0)
     );
     // Offline too: never queued where it could never be sent.
-    let mut offline: Client<1, _, _, _, _> = Client::new(
+    let mut offline: Client<_, _, _, _, _> = Client::new(
         Config::default(),
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
         [0; 2048],
         [0; 512],
@@ -262,8 +271,9 @@ fn too_large_messages_are_refused_whole() {
     );
     assert_eq!(offline.queued_requests(), 0);
     // A queue smaller than the message, with a big enough outbox: the queue is too small.
-    let mut small_queue: Client<1, _, _, _, _> = Client::new(
+    let mut small_queue: Client<_, _, _, _, _> = Client::new(
         Config::default(),
+        [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
         [0; 64],
         [0; 2048],
@@ -357,12 +367,19 @@ fn raw_json_members_are_validated_and_spliced_verbatim() {
 
 /// A connected client whose PDUs travel as CBOR.
 #[cfg(feature = "cbor")]
-fn cbor_client() -> Client<1, [Pending; 4], [u8; 512], [u8; 512], [u8; 256]> {
+fn cbor_client() -> TestClient<512> {
     let config = Config {
         encoding: crate::rtm::pdu::Encoding::Cbor,
         ..Config::default()
     };
-    let mut client = Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
+    let mut client = Client::new(
+        config,
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 4],
+        [0; 512],
+        [0; 512],
+        [0; 256],
+    );
     client.start(Instant::ZERO, &mut NoopHandler);
     assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -416,8 +433,14 @@ fn a_cbor_client_publishes_and_writes_typed_messages_as_cbor() {
         encoding: Encoding::Cbor,
         ..Config::default()
     };
-    let mut offline: Client<1, _, _, _, _> =
-        Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], [0; 256]);
+    let mut offline: Client<_, _, _, _, _> = Client::new(
+        config,
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 4],
+        [0; 512],
+        [0; 512],
+        [0; 256],
+    );
     // Both clients number their publish 0 and their write 1.
     offline
         .publish_typed(Instant::ZERO, "c", &sample, ack, h)

@@ -37,7 +37,7 @@ use benchlink_core::json::typed::RawJson;
 use benchlink_core::rtm::pdu::{Action, Encoding, Id, Pdu};
 use benchlink_core::rtm::{
     Ack, ClientState, Config, Handler, Link, LinkConfig, Mode, Outcome, Pending, SubState,
-    SubscribeArgs, Ticket,
+    SubscribeArgs, SubscriptionSlot, Ticket,
 };
 use benchlink_core::time::Instant;
 use benchlink_firmware::{exit, stack, Host};
@@ -55,7 +55,7 @@ macro_rules! channel {
 const CHANNEL: &str = channel!();
 /// The messaging link: one subscription, 4 requests in flight, 256 bytes of offline
 /// queue and of outbox (the largest PDU: the samples' are under 160 bytes).
-type RtmLink<'b> = Link<&'b mut [u8], 1, [Pending; 4]>;
+type RtmLink<'b> = Link<&'b mut [u8], [SubscriptionSlot; 1], [Pending; 4]>;
 /// The offline queue and the outbox (the largest PDU sent: a sample publish).
 const QUEUE_LEN: usize = 256;
 const OUTBOX_LEN: usize = 256;
@@ -349,6 +349,7 @@ impl<'b> Rtm<'b> {
             "ws://rtm.local:8080",
             "benchlink-firmware",
             buffers,
+            [SubscriptionSlot::EMPTY; 1],
             [Pending::EMPTY; 4],
         )
         .map_err(|_| "link")?;

@@ -21,7 +21,7 @@ use benchlink_core::rtm::auth::{role_secret_hash, SPEC_VECTORS};
 use benchlink_core::rtm::pdu::{Id, Incoming};
 use benchlink_core::rtm::{
     Ack, Bytes, Client, ClientState, Config, Handler, Mode, Outcome, Pending, Slots, SubState,
-    SubscribeArgs, Ticket, Transmit,
+    SubscribeArgs, SubscriptionSlot, SubscriptionSlots, Ticket, Transmit,
 };
 use benchlink_core::time::Instant;
 use benchlink_core::ws::{check_response, Key, Message, Session};
@@ -596,7 +596,7 @@ impl Handler for Recorder {
 const CHAN: &str = "benchmarks.7.metrics";
 
 /// Takes one transmit and checks it is `Send` of exactly `expected`.
-fn expect_send<const S: usize, P: Slots, Q: Bytes, O: Bytes, A: Bytes>(
+fn expect_send<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes>(
     client: &mut Client<S, P, Q, O, A>,
     expected: &str,
     why: &'static str,
@@ -614,7 +614,7 @@ const RESUBSCRIBE: &str = r#"{"action":"rtm/subscribe","id":0,"body":{"channel":
 /// In `Awaiting` with its reconnect deadline at `at`: nothing happens a microsecond
 /// before, a `Connect` at `at`; then the connection opens.
 /// The client of the reconnect check: 512-byte queue and outbox.
-type Small = Client<1, [Pending; 4], [u8; 512], [u8; 512], [u8; 0]>;
+type Small = Client<[SubscriptionSlot; 1], [Pending; 4], [u8; 512], [u8; 512], [u8; 0]>;
 
 fn reconnect_at<H: Handler>(client: &mut Small, h: &mut H, at: Instant) -> Check {
     client.handle_timeout(Instant::from_micros(at.as_micros() - 1), h);
@@ -645,7 +645,14 @@ fn client_reconnect() -> Check {
         jitter_seed: 0, // no jitter: the deadline is exact
         ..Config::default()
     };
-    let mut client: Small = Client::new(config, [Pending::EMPTY; 4], [0; 512], [0; 512], []);
+    let mut client: Small = Client::new(
+        config,
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 4],
+        [0; 512],
+        [0; 512],
+        [],
+    );
     let mut h = Recorder::default();
     let ms = Instant::from_millis;
 
