@@ -42,7 +42,8 @@ use std::time::Duration;
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
     Ack, AuthResult, Client, ClientState, Config, ConnectError, FailReason, Handler, InternalError,
-    Mode, Outcome, Pending, RequestError, SubState, SubscribeArgs, Ticket, Transmit,
+    Mode, Outcome, Pending, RequestError, SubState, SubscribeArgs, SubscriptionSlot, Ticket,
+    Transmit,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -325,8 +326,13 @@ struct Sent {
     key: Option<String>,
 }
 
+/// The client under test: `S` subscriptions, `P` requests in flight, a `Q`-byte queue,
+/// an `O`-byte outbox.
+type Fuzzed<const S: usize, const P: usize, const Q: usize, const O: usize> =
+    Client<[SubscriptionSlot; S], [Pending; P], [u8; Q], [u8; O], Vec<u8>>;
+
 struct Fuzz<const S: usize, const P: usize, const Q: usize, const O: usize> {
-    client: Client<S, [Pending; P], [u8; Q], [u8; O], Vec<u8>>,
+    client: Fuzzed<S, P, Q, O>,
     rec: Rec,
     config: Config,
     now: Instant,
@@ -383,8 +389,9 @@ fn quote(s: &str) -> String {
 impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, Q, O> {
     fn run(config: Config, u: &mut Unstructured<'_>, stop_first: bool) {
         let mut f = Fuzz {
-            client: Client::<S, _, _, _, _>::new(
+            client: Client::new(
                 config,
+                [SubscriptionSlot::EMPTY; S],
                 [Pending::EMPTY; P],
                 [0; Q],
                 [0; O],

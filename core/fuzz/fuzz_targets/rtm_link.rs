@@ -59,7 +59,8 @@ use std::time::Duration;
 use benchlink_core::rtm::pdu::{Action, History};
 use benchlink_core::rtm::{
     Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Handler, Link,
-    LinkConfig, Mode, Outcome, Output, Pending, RequestError, SubscribeArgs, Ticket,
+    LinkConfig, Mode, Outcome, Output, Pending, RequestError, SubscribeArgs, SubscriptionSlot,
+    Ticket,
 };
 use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::Unstructured;
@@ -495,7 +496,8 @@ fn server_frame_len(out: &mut Vec<u8>, len: usize) {
 
 /// The link's buffers: slices of one per-thread arena (a fresh `Vec` per buffer and input
 /// cost page faults under ASAN, whose quarantine hands out new memory every time).
-type L<'b, const S: usize, const P: usize> = Link<&'b mut [u8], S, [Pending; P]>;
+type L<'b, const S: usize, const P: usize> =
+    Link<&'b mut [u8], [SubscriptionSlot; S], [Pending; P]>;
 
 thread_local! {
     static ARENA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -584,6 +586,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             setup.endpoint,
             "K",
             buffers,
+            [SubscriptionSlot::EMPTY; S],
             in_flight,
         )
         .expect("valid link settings");
