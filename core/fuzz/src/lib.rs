@@ -61,11 +61,24 @@ pub const MAX_PIECES: usize = 4096;
 /// [`MAX_PIECES`] of them.
 pub fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
     let mut lens = Vec::new();
+    push_pieces(&mut lens, len, rng, max_piece, MAX_PIECES);
+    lens
+}
+
+/// Appends pieces of 1..=`max_piece` bytes summing to `len` to `lens`, the last one
+/// taking the rest when `lens` reaches `max_count` pieces.
+fn push_pieces(
+    lens: &mut Vec<usize>,
+    len: usize,
+    rng: &mut Rng,
+    max_piece: usize,
+    max_count: usize,
+) {
     let mut left = len;
     let max_piece = max_piece.max(1);
     while left > 0 {
         let cap = if rng.chance(3) { 3 } else { max_piece };
-        let n = if lens.len() + 1 == MAX_PIECES {
+        let n = if lens.len() + 1 >= max_count {
             left
         } else {
             (1 + rng.below(cap.min(max_piece))).min(left)
@@ -73,7 +86,6 @@ pub fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> 
         lens.push(n);
         left -= n;
     }
-    lens
 }
 
 /// The whole input as one piece (no piece at all for an empty input).
@@ -92,8 +104,18 @@ pub fn whole(len: usize) -> Vec<usize> {
 /// the tests in `core/tests/` feed small inputs byte at a time and cut in every way into
 /// two and three pieces.
 pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
-    let max_piece = match choice % 8 {
-        0 => return whole(len),
+    match split_choice(len, choice, rng) {
+        Ok(max_piece) => random_pieces(len, rng, max_piece),
+        Err(split) => split,
+    }
+}
+
+/// What `choice` picks for [`chosen_pieces`] and [`bounded_pieces`]: random pieces of at
+/// most this many bytes, or (`Err`) a split made already — whole, or two pieces cut at a
+/// random point.
+fn split_choice(len: usize, choice: u8, rng: &mut Rng) -> Result<usize, Vec<usize>> {
+    Ok(match choice % 8 {
+        0 => return Err(whole(len)),
         1 => 1,
         2 => 3,
         3 => 16,
@@ -102,10 +124,9 @@ pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
         6 => len / 3 + 1,
         _ => {
             let at = rng.below(len + 1);
-            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
+            return Err([at, len - at].into_iter().filter(|&n| n > 0).collect());
         }
-    };
-    random_pieces(len, rng, max_piece)
+    })
 }
 
 /// Most pieces [`bounded_pieces`] returns.
@@ -118,18 +139,9 @@ pub const BOUNDED_PIECES: usize = 32;
 /// (half of the time: heads are there) or at a random offset, and the bytes before and
 /// after that run are one piece each. Costs O(`max_pieces`), whatever `len`.
 pub fn bounded_pieces(len: usize, choice: u8, rng: &mut Rng, max_pieces: usize) -> Vec<usize> {
-    let max_piece = match choice % 8 {
-        0 => return whole(len),
-        1 => 1,
-        2 => 3,
-        3 => 16,
-        4 => 64,
-        5 => 1500,
-        6 => len / 3 + 1,
-        _ => {
-            let at = rng.below(len + 1);
-            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
-        }
+    let max_piece = match split_choice(len, choice, rng) {
+        Ok(max_piece) => max_piece,
+        Err(split) => return split,
     };
     let max_pieces = max_pieces.max(3);
     let start = if rng.chance(2) { 0 } else { rng.below(len) };
@@ -137,17 +149,7 @@ pub fn bounded_pieces(len: usize, choice: u8, rng: &mut Rng, max_pieces: usize) 
     if start > 0 {
         lens.push(start);
     }
-    let mut left = len - start;
-    while left > 0 {
-        let n = if lens.len() + 1 == max_pieces {
-            left
-        } else {
-            let cap = if rng.chance(3) { 3 } else { max_piece };
-            (1 + rng.below(cap.min(max_piece))).min(left)
-        };
-        lens.push(n);
-        left -= n;
-    }
+    push_pieces(&mut lens, len - start, rng, max_piece, max_pieces);
     lens
 }
 

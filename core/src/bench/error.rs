@@ -72,6 +72,7 @@ pub struct ServerError<'a> {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Error<'a> {
     /// The server refused or failed the request and said why.
     Server(ServerError<'a>),

@@ -37,6 +37,7 @@ pub struct Error {
 /// The kinds of [`Error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Not well-formed: truncated, a reserved or invalid head, a stray break, a text
     /// string that is not UTF-8, a chunk of the wrong type in an indefinite string.

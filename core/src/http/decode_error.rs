@@ -26,6 +26,7 @@ pub enum Section {
 /// closed, because its framing can no longer be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The status line and headers do not fit in the head buffer of `max` bytes.
     HeadTooLarge {
@@ -166,6 +167,7 @@ impl From<GzipError> for DecodeError {
 /// exists either way so that matching on [`DecodeError`] does not depend on features.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum GzipError {
     /// The member does not start with `1F 8B 08` (magic and the deflate method).
     BadMagic,

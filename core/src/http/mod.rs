@@ -78,6 +78,7 @@ pub(crate) fn percent_escape(b: u8) -> [u8; 3] {
 /// Failure to encode into a caller buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum EncodeError {
     /// The caller's buffer is too small for what had to be written; `capacity` is its size.
     /// Nothing partial should be sent: retry with a larger buffer.

@@ -60,6 +60,7 @@ pub struct Error {
 /// The kinds of [`Error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The input ended inside a value (truncated input, or empty input).
     UnexpectedEnd,

@@ -1477,6 +1477,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     /// assert_eq!(client.poll_transmit(), None);
     /// ```
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
         if self.front_taken {
             self.outbox.pop_front();
@@ -1523,6 +1524,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// client.read(Instant::ZERO, "kv", None, Some(t), &mut NoopHandler).unwrap();
     /// assert_eq!(client.poll_timeout(), Some(t));
     /// ```
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         // A running minimum in microseconds, and whether any deadline counted (so a
         // deadline at `Instant::MAX` still counts): cheaper than merging options.

@@ -141,6 +141,7 @@ pub enum Ack {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum RequestError {
     /// `max_queue_size` user requests are already queued or in flight, or the offline
     /// queue (or the table of requests in flight) has no room right now: retry later.
@@ -199,6 +200,7 @@ impl core::error::Error for RequestError {}
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The host name did not resolve.
     Resolve,
@@ -448,6 +450,7 @@ impl<'a> FailReason<'a> {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum InternalError<'a> {
     /// Fatal: not JSON, not an object, no `action`, no `body` where one is required, a
     /// known reply action without `id`, or an unsolicited body missing required members.

@@ -82,6 +82,7 @@ impl Default for LinkConfig {
 /// Why [`Link::new`] refused its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum LinkError {
     /// The endpoint is not a valid `ws://` or `wss://` URL.
     Url(UrlError),
@@ -431,6 +432,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// The next thing for the adapter to do, `None` when there is nothing now (then wait
     /// for input, [`poll_timeout`](Self::poll_timeout) or a user call). Call it until it
     /// returns `None` after every input.
+    #[must_use]
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
         match self.phase {
             Phase::Idle => match self.client.poll_transmit() {
@@ -667,6 +669,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// the client's timers, the next ping, the dead-peer and stalled-write limits, the end
     /// of a close handshake; at once (`Instant::ZERO`) while the client has not yet been
     /// told of a close done without a transport.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.close_unreported {
             return Some(Instant::ZERO);

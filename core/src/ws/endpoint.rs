@@ -4,6 +4,7 @@
 /// Why an endpoint URL was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum UrlError {
     /// A scheme other than `ws://` or `wss://` (the messaging service speaks nothing else).
     UnsupportedScheme,

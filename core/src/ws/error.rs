@@ -17,6 +17,7 @@ use crate::http::EncodeError;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Error {
     /// A frame from the server had its MASK bit set; only clients mask (RFC 6455, 5.1).
     MaskedServerFrame,
@@ -129,6 +130,7 @@ impl core::error::Error for Error {}
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum SendError {
     /// The output buffer is too small (or the in-place buffer lacks header room).
     Encode(EncodeError),

@@ -211,6 +211,7 @@ impl UpgradeRequest<'_> {
 /// RFC 6455, 4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// Not `101 Switching Protocols`. The messaging service answers an unknown appkey this
     /// way, so this is usually a configuration error, not a network one.

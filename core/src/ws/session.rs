@@ -464,6 +464,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
     /// session.close(CloseCode::NORMAL, "").unwrap();
     /// assert_eq!(session.poll_transmit().map(|f| f.len()), Some(8));
     /// ```
+    #[must_use]
     pub fn poll_transmit(&self) -> Option<&[u8]> {
         Some(self.outbox.pending()).filter(|p| !p.is_empty())
     }

@@ -1219,7 +1219,7 @@ fn pending_table_full_waits_in_the_queue() {
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
-    c.poll_transmit();
+    let _ = c.poll_transmit();
     c.handle_connected(now, &mut r);
     for _ in 0..4 {
         c.publish(now, "c", "1", Ack::Reply { deadline: None }, &mut r)
@@ -1257,7 +1257,7 @@ fn small_outbox_keeps_order() {
             .unwrap();
     }
     c.start(now, &mut r);
-    c.poll_transmit();
+    let _ = c.poll_transmit();
     c.handle_connected(now, &mut r);
     c.publish(now, "c", "3", Ack::None, &mut r).unwrap();
     let mut sent = Vec::new();
@@ -2736,7 +2736,7 @@ fn thousand_acks_with_a_small_pending_table() {
     let mut r = Rec::default();
     let now = Instant::ZERO;
     c.start(now, &mut r);
-    c.poll_transmit();
+    let _ = c.poll_transmit();
     c.handle_connected(now, &mut r);
     let mut issued = 0;
     let mut ids = Vec::new();

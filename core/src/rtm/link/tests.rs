@@ -466,7 +466,7 @@ fn upgrade_refusals() {
         let mut log = Log::default();
         let t = secs(0);
         link.client_mut().start(t, &mut log);
-        link.poll_output(t);
+        let _ = link.poll_output(t);
         link.handle_connected(t, &mut log);
         drain(&mut link, t);
         link.handle_input(t, &reply, &mut log);
@@ -483,7 +483,7 @@ fn connect_timeout_abandons_the_attempt() {
     let mut link = new_link(4096);
     let mut log = Log::default();
     link.client_mut().start(secs(0), &mut log);
-    link.poll_output(secs(0));
+    let _ = link.poll_output(secs(0));
     link.handle_connected(secs(0), &mut log);
     drain(&mut link, secs(0));
     // The server accepted TCP but never answers the upgrade.
@@ -550,7 +550,7 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     let mut log = Log::default();
     let t = secs(0);
     link.client_mut().start(t, &mut log);
-    link.poll_output(t);
+    let _ = link.poll_output(t);
     link.handle_connected(t, &mut log);
     let mut request = Vec::new();
     while let Some(Output::Transmit(b)) = link.poll_output(t) {
@@ -712,7 +712,7 @@ mod cbor {
         let mut link = new_link(4096);
         let mut log = Log::default();
         link.client_mut().start(secs(0), &mut log);
-        link.poll_output(secs(0));
+        let _ = link.poll_output(secs(0));
         link.handle_connected(secs(0), &mut log);
         let request = drain(&mut link, secs(0));
         assert!(!String::from_utf8(request)
@@ -884,7 +884,7 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
     // Half the request written: an answer now is refused.
     let mut early = new("K", 64 + MIN_TX_EXTRA).unwrap();
     early.client_mut().start(t, log);
-    early.poll_output(t);
+    let _ = early.poll_output(t);
     early.handle_connected(t, log);
     early.transmitted(t, 10);
     early.handle_input(t, b"HTTP/1.1 101", log);
