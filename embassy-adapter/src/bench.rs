@@ -9,14 +9,13 @@
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::exchange::{
-    self as sansio, Chunk, Outgoing, ReplyBody, Sink, StreamBody, MAX_HEADERS,
+    self as sansio, After, Attempts, Chunk, Next, Outgoing, ReplyBody, Sink, StreamBody,
+    MAX_HEADERS,
 };
 use benchlink_core::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::DecompressorOxide;
-use benchlink_core::http::{
-    DecodeError, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
-};
+use benchlink_core::http::{Event, InflateMemory, Limits, Method, ResponseDecoder};
 use embassy_time::{with_deadline, with_timeout, Duration, Instant};
 use embedded_io_async::ErrorKind;
 use heapless::String;
@@ -263,8 +262,7 @@ impl<T: Transport> Conn<'_, T> {
         if self.open && self.transport.peer_closed() {
             self.drop_connection().await;
         }
-        let idempotent = matches!(R::METHOD, Method::Get | Method::Head);
-        let mut retried = false;
+        let mut attempts = Attempts::new(R::METHOD);
         let reply = self.timeouts.reply;
         let deadline = reply.map(|t| Instant::now().saturating_add(t));
         let timed_out = |waiting| Error::Timeout {
@@ -300,36 +298,29 @@ impl<T: Transport> Conn<'_, T> {
                     .unwrap_or(Err(timed_out(Waiting::Reply))),
                 None => self.send(&mut outgoing).await,
             };
-            let result = match sent {
-                Ok(()) => {
-                    self.receive(R::METHOD, stream, deadline, sink, &mut got_response)
-                        .await
-                }
-                Err(e) => Err(e),
+            // After a send that broke, the server may have answered early (413…).
+            let received = if Attempts::read_after(&sent) {
+                let received = self.receive(R::METHOD, stream, deadline, sink, &mut got_response);
+                Some(received.await)
+            } else {
+                None
             };
-            match result {
-                Ok(After::Keep) => {
+            match attempts.next(sent, received, reused, got_response) {
+                Next::Done(After::Keep) => {
                     self.reused = true;
                     return Ok(());
                 }
-                Ok(After::Close) => {
+                Next::Done(After::Close) => {
                     self.drop_connection().await;
                     return Ok(());
                 }
-                Err(e) => {
+                Next::Retry => {
                     self.drop_connection().await;
-                    let stale = matches!(
-                        e,
-                        Error::Io(_)
-                            | Error::Decode(DecodeError::UnexpectedEof {
-                                section: Section::NoResponse
-                            })
-                    );
-                    if retried || !reused || !idempotent || got_response || !stale {
-                        return Err(e);
-                    }
-                    retried = true;
                     outgoing.restart();
+                }
+                Next::Fail(e) => {
+                    self.drop_connection().await;
+                    return Err(e);
                 }
             }
         }
@@ -430,12 +421,4 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
     }
-}
-
-/// What happens to the connection after a response.
-enum After {
-    /// Kept alive for the next request.
-    Keep,
-    /// Closed: the server said so, the body was close-delimited, or it was abandoned.
-    Close,
 }

@@ -25,7 +25,7 @@ use benchlink_core::rtm::{
 use benchlink_core::time::Instant;
 use benchlink_sandbox::rtm::{SocketFault, DEFAULT_APPKEY};
 use benchlink_sandbox::{RtmServer, RtmServerConfig};
-use benchlink_tests::{fast_server, within};
+use benchlink_tests::{fast_server, server_with, within};
 use embedded_io_adapters::std::FromStd;
 use serde::{Deserialize, Serialize};
 
@@ -212,6 +212,42 @@ fn bench_flow_over_std_tcp() {
         assert!(
             matches!(missing, Err(Error::Server(e)) if e.http_status() == Some(404)),
             "{missing:?}"
+        );
+    });
+}
+
+/// A server that refuses an upload before its body is in (413 for a scenario over its
+/// limit) and closes: the blocking client reads and reports that reply, as curl does,
+/// instead of the broken pipe its unsent body met; the next call opens a new connection.
+#[test]
+fn an_early_reply_to_an_upload_too_large_is_read_not_lost() {
+    let server = server_with(|c| c.max_body = 64 << 10);
+    let port = server.addr().port();
+    within(Duration::from_secs(60), "early reply", move || {
+        let mut client = BenchClient::new(
+            StdTransport::new(),
+            Server::new("127.0.0.1", port),
+            buffers(),
+        )
+        .unwrap()
+        .with_timeouts(Timeouts {
+            reply: Some(Duration::from_secs(20)),
+            stream_idle: None,
+        });
+        // Far more than the server reads and the sockets buffer, so the write breaks.
+        let big: &'static [u8] = Box::leak(vec![b'#'; 24 << 20].into_boxed_slice());
+        let start = request::Start::new(File {
+            name: "big.bdl",
+            content: big,
+        });
+        match client.call(&start) {
+            Err(e) => assert_eq!(e.http_status(), Some(413), "{e}"),
+            Ok(reply) => panic!("a 24 MiB scenario was accepted as {}", reply.id),
+        }
+        let missing = client.call(&request::Status { id: 999_999 });
+        assert_eq!(
+            missing.map(|_| ()).map_err(|e| e.http_status()),
+            Err(Some(404))
         );
     });
 }

@@ -20,43 +20,13 @@ use benchlink_core::bench::{
     LineFormat, LineSplitter, LineTooLong, LogDecoder, LogLine, LogLineError, MetricDecoder,
     Number, Sample, SampleError,
 };
-use benchlink_core_fuzz::{whole, Rng};
+use benchlink_core_fuzz::{chosen_pieces_at_most, Rng};
 use libfuzzer_sys::fuzz_target;
 
 /// Most pieces one split has: tiny pieces cost a few hundred decoder calls at most per
 /// execution and still cover the stream's first hundreds of bytes (core's tests feed
 /// small inputs byte at a time and cut them in every way into two and three pieces).
 const MAX_PIECES: usize = 256;
-
-/// The split `chosen_pieces` makes for `choice`, generated only up to [`MAX_PIECES`].
-fn split(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
-    let max_piece = match choice % 8 {
-        0 => return whole(len),
-        1 => 1,
-        2 => 3,
-        3 => 16,
-        4 => 64,
-        5 => 1500,
-        6 => len / 3 + 1,
-        _ => {
-            let at = rng.below(len + 1);
-            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
-        }
-    };
-    let mut lens = Vec::with_capacity(MAX_PIECES.min(len));
-    let mut left = len;
-    while left > 0 {
-        let cap = if rng.chance(3) { 3 } else { max_piece };
-        let n = if lens.len() + 1 == MAX_PIECES {
-            left
-        } else {
-            (1 + rng.below(cap.min(max_piece))).min(left)
-        };
-        lens.push(n);
-        left -= n;
-    }
-    lens
-}
 
 /// A line of the model: a slice of the stream, or one too long for the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +119,7 @@ fuzz_target!(|input: &[u8]| {
         usize::from(*size)
     };
     let mut rng = Rng::from_bytes(&[*s0, *s1, *s2, *s3]);
-    let lens = split(stream.len(), *s0, &mut rng);
+    let lens = chosen_pieces_at_most(stream.len(), *s0, &mut rng, MAX_PIECES);
     let expected = model(stream, max);
     // One decoder per input (the second seed byte picks it), so that each execution
     // decodes the stream once; every decoder starts on a dirty buffer.

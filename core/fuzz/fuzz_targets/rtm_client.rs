@@ -39,13 +39,14 @@
 
 use std::time::Duration;
 
-use benchlink_core::rtm::pdu::{Action, History};
+use benchlink_core::rtm::pdu::History;
 use benchlink_core::rtm::{
     Ack, AuthResult, Client, ClientState, Config, ConnectError, FailReason, Handler, InternalError,
     Mode, Outcome, Pending, RequestError, SubState, SubscribeArgs, SubscriptionSlot, Ticket,
     Transmit,
 };
 use benchlink_core::time::Instant;
+use benchlink_core_fuzz::tickets::{Kind, Tickets};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Json;
@@ -86,36 +87,6 @@ fuzz_target!(|input: &[u8]| {
 // The recording handler
 // ------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Publish,
-    Read,
-    Write,
-    Delete,
-    Search,
-    Auth,
-}
-
-impl Kind {
-    fn action(self) -> Action<'static> {
-        match self {
-            Kind::Publish => Action::Publish,
-            Kind::Read => Action::Read,
-            Kind::Write => Action::Write,
-            Kind::Delete => Action::Delete,
-            Kind::Search => Action::Search,
-            Kind::Auth => Action::Handshake,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct TicketInfo {
-    kind: Kind,
-    deadline: Option<Instant>,
-    finals: u32,
-}
-
 #[derive(Debug, Default)]
 struct SubModel {
     state: Option<SubState>,
@@ -127,10 +98,7 @@ struct Rec {
     state: ClientState,
     /// After the final dispose: no state, reply, auth or subscription event may come.
     sealed: bool,
-    /// Indexed by ticket number (tickets count up from 0 per client).
-    tickets: Vec<Option<TicketInfo>>,
-    /// Tickets issued without a final outcome yet.
-    open: usize,
+    tickets: Tickets,
     /// Per key, in order of appearance (a handful of keys: a linear search).
     subs: Vec<(String, SubModel)>,
     /// The frame being handled (address range), for borrowed slices.
@@ -144,26 +112,6 @@ impl Rec {
             p >= self.frame.0 && p + s.len() <= self.frame.1,
             "slice {s:?} not within the received frame"
         );
-    }
-
-    fn ticket(&mut self, ticket: Ticket) -> &mut TicketInfo {
-        self.tickets
-            .get_mut(ticket.get() as usize)
-            .and_then(Option::as_mut)
-            .unwrap_or_else(|| panic!("outcome for unknown ticket {ticket:?}"))
-    }
-
-    /// Counts a final outcome.
-    fn finalize(&mut self, ticket: Ticket) {
-        self.ticket(ticket).finals += 1;
-        self.open -= 1;
-    }
-
-    fn issued(&self) -> impl Iterator<Item = (usize, &TicketInfo)> {
-        self.tickets
-            .iter()
-            .enumerate()
-            .filter_map(|(t, i)| i.as_ref().map(|i| (t, i)))
     }
 
     fn sub(&self, key: &str) -> Option<&SubModel> {
@@ -192,50 +140,16 @@ impl Handler for Rec {
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         assert!(!self.sealed, "reply after dispose");
-        let t = self.ticket(ticket);
-        assert_ne!(t.kind, Kind::Auth, "reply() for an authenticate ticket");
-        assert_eq!(
-            t.finals, 0,
-            "{outcome:?} for ticket {ticket:?} after its final outcome"
-        );
-        let kind = t.kind;
-        if outcome.is_final() {
-            self.finalize(ticket);
-        }
-        match outcome {
-            Outcome::Ok(p) => {
-                assert_eq!(
-                    p.action.request(),
-                    kind.action(),
-                    "Ok answers another request"
-                );
-                p.body
-                    .inspect(|b| self.in_frame(b.as_json().expect("JSON").as_raw()));
-            }
-            Outcome::Error(p) => {
-                assert!(
-                    p.action.request() == kind.action() || p.action == Action::GeneralError,
-                    "Error {:?} for a {kind:?}",
-                    p.action
-                );
-            }
-            Outcome::Data(p) => {
-                assert_eq!(kind, Kind::Search, "Data for a {kind:?}");
-                assert_eq!(p.action, Action::SearchData);
-            }
-            Outcome::Timeout | Outcome::Disconnected => {}
+        self.tickets.reply(ticket, &outcome);
+        if let Outcome::Ok(p) = outcome {
+            p.body
+                .inspect(|b| self.in_frame(b.as_json().expect("JSON").as_raw()));
         }
     }
 
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         assert!(!self.sealed, "auth after dispose");
-        let t = self.ticket(ticket);
-        assert_eq!(t.kind, Kind::Auth, "auth() for a {:?} ticket", t.kind);
-        assert_eq!(
-            t.finals, 0,
-            "{result:?} for ticket {ticket:?} after its final outcome"
-        );
-        self.finalize(ticket);
+        self.tickets.auth(ticket, &result);
     }
 
     fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
@@ -400,8 +314,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
-                tickets: Vec::new(),
-                open: 0,
+                tickets: Tickets::new(MAX_EVENTS),
                 subs: Vec::new(),
                 frame: (0, 0),
             },
@@ -450,26 +363,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         if self.client.state() == ClientState::Disposed {
             assert_eq!(r, Err(RequestError::Disposed));
         }
-        match (r, ack) {
-            (Ok(Some(t)), Ack::Reply { deadline }) => {
-                // Tickets count up from 0: at most one per event of the program.
-                let i = t.get() as usize;
-                assert!(i < MAX_EVENTS, "ticket {t:?} out of sequence");
-                if self.rec.tickets.len() <= i {
-                    self.rec.tickets.resize_with(i + 1, || None);
-                }
-                let slot = &mut self.rec.tickets[i];
-                assert!(slot.is_none(), "ticket {t:?} issued twice");
-                *slot = Some(TicketInfo {
-                    kind,
-                    deadline,
-                    finals: 0,
-                });
-                self.rec.open += 1;
-            }
-            (Ok(None), Ack::None) | (Err(_), _) => {}
-            (r, ack) => panic!("{r:?} for {ack:?}"),
-        }
+        self.rec.tickets.issue(r, kind, ack);
     }
 
     /// One event; true when it was `handle_timeout`.
@@ -809,9 +703,9 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             self.config.max_queue_size
         );
         assert!(
-            self.rec.open <= queued + in_flight,
+            self.rec.tickets.open() <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",
-            self.rec.open
+            self.rec.tickets.open()
         );
         if !matches!(state, ClientState::Connected | ClientState::Stopping) {
             assert_eq!(in_flight, 0, "requests in flight in {state:?}");
@@ -824,7 +718,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
                     self.now
                 );
             }
-            for (t, info) in self.rec.issued() {
+            for (t, info) in self.rec.tickets.iter() {
                 if info.deadline.is_some_and(|d| d <= self.now) {
                     assert_eq!(info.finals, 1, "ticket {t} past its deadline is not final");
                 }
@@ -864,7 +758,7 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             assert_eq!(self.client.poll_timeout(), None, "timers left after stop");
             assert_eq!(self.client.state(), ClientState::Stopped);
             assert_eq!(self.client.requests_in_flight(), 0);
-            for (t, info) in self.rec.issued() {
+            for (t, info) in self.rec.tickets.iter() {
                 if info.finals == 0 {
                     assert!(
                         info.deadline.is_none(),
@@ -878,8 +772,12 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         assert_eq!(self.client.state(), ClientState::Disposed);
         self.check(false);
         self.rec.sealed = true;
-        assert_eq!(self.rec.open, 0, "tickets without a final outcome");
-        for (t, info) in self.rec.issued() {
+        assert_eq!(
+            self.rec.tickets.open(),
+            0,
+            "tickets without a final outcome"
+        );
+        for (t, info) in self.rec.tickets.iter() {
             assert_eq!(
                 info.finals, 1,
                 "ticket {t} ({:?}) has no final outcome",

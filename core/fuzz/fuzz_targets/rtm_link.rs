@@ -56,13 +56,14 @@
 
 use std::time::Duration;
 
-use benchlink_core::rtm::pdu::{Action, History};
+use benchlink_core::rtm::pdu::History;
 use benchlink_core::rtm::{
     Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Handler, Link,
     LinkConfig, Mode, Outcome, Output, Pending, RequestError, SubscribeArgs, SubscriptionSlot,
     Ticket,
 };
 use benchlink_core::time::Instant;
+use benchlink_core_fuzz::tickets::{Kind, Tickets};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Json;
@@ -147,68 +148,15 @@ struct Setup {
 // The recording handler
 // ------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Publish,
-    Read,
-    Write,
-    Delete,
-    Search,
-    Auth,
-}
-
-impl Kind {
-    fn action(self) -> Action<'static> {
-        match self {
-            Kind::Publish => Action::Publish,
-            Kind::Read => Action::Read,
-            Kind::Write => Action::Write,
-            Kind::Delete => Action::Delete,
-            Kind::Search => Action::Search,
-            Kind::Auth => Action::Handshake,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct TicketInfo {
-    kind: Kind,
-    deadline: Option<Instant>,
-    finals: u32,
-}
-
 struct Rec {
     state: ClientState,
     sealed: bool,
-    /// Indexed by ticket number (tickets count up from 0 per client).
-    tickets: Vec<Option<TicketInfo>>,
-    /// Tickets issued without a final outcome yet.
-    open: usize,
+    tickets: Tickets,
     /// `link_closed` calls during the current call into the link.
     closed_in_call: u32,
 }
 
-impl Rec {
-    fn ticket(&mut self, ticket: Ticket) -> &mut TicketInfo {
-        self.tickets
-            .get_mut(ticket.get() as usize)
-            .and_then(Option::as_mut)
-            .unwrap_or_else(|| panic!("outcome for unknown ticket {ticket:?}"))
-    }
-
-    /// Counts a final outcome.
-    fn finalize(&mut self, ticket: Ticket) {
-        self.ticket(ticket).finals += 1;
-        self.open -= 1;
-    }
-
-    fn issued(&self) -> impl Iterator<Item = (usize, &TicketInfo)> {
-        self.tickets
-            .iter()
-            .enumerate()
-            .filter_map(|(t, i)| i.as_ref().map(|i| (t, i)))
-    }
-}
+impl Rec {}
 
 impl Handler for Rec {
     fn client_state(&mut self, leave: ClientState, enter: ClientState) {
@@ -221,48 +169,12 @@ impl Handler for Rec {
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         assert!(!self.sealed, "reply after dispose");
-        let t = self.ticket(ticket);
-        assert_ne!(t.kind, Kind::Auth, "reply() for an authenticate ticket");
-        assert_eq!(
-            t.finals, 0,
-            "{outcome:?} for ticket {ticket:?} after its final outcome"
-        );
-        let kind = t.kind;
-        if outcome.is_final() {
-            self.finalize(ticket);
-        }
-        match outcome {
-            Outcome::Ok(p) => {
-                assert_eq!(
-                    p.action.request(),
-                    kind.action(),
-                    "Ok answers another request"
-                );
-            }
-            Outcome::Error(p) => {
-                assert!(
-                    p.action.request() == kind.action() || p.action == Action::GeneralError,
-                    "Error {:?} for a {kind:?}",
-                    p.action,
-                );
-            }
-            Outcome::Data(p) => {
-                assert_eq!(kind, Kind::Search, "Data for a {kind:?}");
-                assert_eq!(p.action, Action::SearchData);
-            }
-            Outcome::Timeout | Outcome::Disconnected => {}
-        }
+        self.tickets.reply(ticket, &outcome);
     }
 
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         assert!(!self.sealed, "auth after dispose");
-        let t = self.ticket(ticket);
-        assert_eq!(t.kind, Kind::Auth, "auth() for a {:?} ticket", t.kind);
-        assert_eq!(
-            t.finals, 0,
-            "{result:?} for ticket {ticket:?} after its final outcome"
-        );
-        self.finalize(ticket);
+        self.tickets.auth(ticket, &result);
         let _ = result.to_string();
     }
 
@@ -595,8 +507,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
-                tickets: Vec::new(),
-                open: 0,
+                tickets: Tickets::new(MAX_OPS),
                 closed_in_call: 0,
             },
             setup,
@@ -646,26 +557,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
         if self.link.client().state() == ClientState::Disposed {
             assert_eq!(r, Err(RequestError::Disposed));
         }
-        match (r, ack) {
-            (Ok(Some(t)), Ack::Reply { deadline }) => {
-                // Tickets count up from 0: at most one per operation of the program.
-                let i = t.get() as usize;
-                assert!(i < MAX_OPS, "ticket {t:?} out of sequence");
-                if self.rec.tickets.len() <= i {
-                    self.rec.tickets.resize_with(i + 1, || None);
-                }
-                let slot = &mut self.rec.tickets[i];
-                assert!(slot.is_none(), "ticket {t:?} issued twice");
-                *slot = Some(TicketInfo {
-                    kind,
-                    deadline,
-                    finals: 0,
-                });
-                self.rec.open += 1;
-            }
-            (Ok(None), Ack::None) | (Err(_), _) => {}
-            (r, ack) => panic!("{r:?} for {ack:?}"),
-        }
+        self.rec.tickets.issue(r, kind, ack);
     }
 
     fn key(&self, u: &mut Unstructured<'_>) -> String {
@@ -1273,9 +1165,9 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             "{in_flight} in flight > PENDING {P} + 1"
         );
         assert!(
-            self.rec.open <= queued + in_flight,
+            self.rec.tickets.open() <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",
-            self.rec.open
+            self.rec.tickets.open()
         );
         if timed {
             // A close the client asked for while no transport was open (the drain's
@@ -1294,7 +1186,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                     self.link
                 );
             }
-            for (t, info) in self.rec.issued() {
+            for (t, info) in self.rec.tickets.iter() {
                 if info.deadline.is_some_and(|d| d <= self.now) {
                     assert_eq!(info.finals, 1, "ticket {t} past its deadline is not final");
                 }
@@ -1307,7 +1199,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
         assert_eq!(c.state(), ClientState::Disposed);
         assert_eq!(c.queued_requests(), 0);
         assert_eq!(c.requests_in_flight(), 0);
-        for (t, info) in self.rec.issued() {
+        for (t, info) in self.rec.tickets.iter() {
             assert_eq!(
                 info.finals, 1,
                 "ticket {t} ({:?}) open after dispose",
@@ -1353,7 +1245,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             self.settle();
             assert_eq!(self.link.client().state(), ClientState::Stopped);
             assert_eq!(self.link.client().requests_in_flight(), 0);
-            for (t, info) in self.rec.issued() {
+            for (t, info) in self.rec.tickets.iter() {
                 if info.finals == 0 {
                     assert!(
                         info.deadline.is_none(),

@@ -42,7 +42,7 @@ use benchlink_core::ws::{
     CloseCode, CloseStatus, Decoder, Error, Message, Session, State, MAX_CLOSE_REASON,
     MAX_CONTROL_PAYLOAD,
 };
-use benchlink_core_fuzz::{whole, Rng};
+use benchlink_core_fuzz::{chosen_pieces_at_most, random_pieces_at_most, Rng};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 
@@ -94,47 +94,6 @@ fuzz_target!(|input: &[u8]| {
 
 /// Most pieces one run feeds (decoder or session).
 const MAX_STEPS: usize = 256;
-
-/// Pieces of 1..=`max_piece` bytes as `random_pieces` makes them, generated only up to
-/// [`MAX_STEPS`] pieces (the rest of the stream one last piece): tiny pieces cost a few
-/// hundred decoder calls or session steps at most per execution and still cover the
-/// stream's first hundreds of bytes (core's tests feed whole small inputs byte at a time
-/// and cut them in every way into two and three pieces).
-fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
-    let mut lens = Vec::with_capacity(MAX_STEPS.min(len));
-    let mut left = len;
-    let max_piece = max_piece.max(1);
-    while left > 0 {
-        let cap = if rng.chance(3) { 3 } else { max_piece };
-        let n = if lens.len() + 1 == MAX_STEPS {
-            left
-        } else {
-            (1 + rng.below(cap.min(max_piece))).min(left)
-        };
-        lens.push(n);
-        left -= n;
-    }
-    lens
-}
-
-/// The split `chosen_pieces` makes for `choice` (whole, pieces of at most 1 / 3 / 16 /
-/// 64 / 1500 bytes or a third of the stream, or two pieces), at most [`MAX_STEPS`] pieces.
-fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
-    let max_piece = match choice % 8 {
-        0 => return whole(len),
-        1 => 1,
-        2 => 3,
-        3 => 16,
-        4 => 64,
-        5 => 1500,
-        6 => len / 3 + 1,
-        _ => {
-            let at = rng.below(len + 1);
-            return [at, len - at].into_iter().filter(|&n| n > 0).collect();
-        }
-    };
-    random_pieces(len, rng, max_piece)
-}
 
 /// A message, owned, so runs can be compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,7 +254,7 @@ fn check_decoder(
         }
     }
     let mut rng = Rng::from_bytes(seed);
-    let lens = chosen_pieces(stream.len(), seed[0], &mut rng);
+    let lens = chosen_pieces_at_most(stream.len(), seed[0], &mut rng, MAX_STEPS);
     decode_with(&mut dec, stream, &lens, expected, what);
 }
 
@@ -559,7 +518,7 @@ fn close_frame(code: u16, reason: &[u8]) -> ClientFrame {
 fn check_session(stream: &[u8], buf: &mut [u8], seed: &[u8], reference: &Run) {
     let buf_len = buf.len();
     let mut rng = Rng::from_bytes(&[seed, b"session"].concat());
-    let lens = random_pieces(stream.len(), &mut rng, 24.max(stream.len() / 64));
+    let lens = random_pieces_at_most(stream.len(), &mut rng, 24.max(stream.len() / 64), MAX_STEPS);
     let close_before = if rng.chance(3) {
         Some(rng.below(lens.len() + 1))
     } else {

@@ -1,10 +1,13 @@
 //! Shared machinery of the benchlink-core fuzz targets: a small deterministic PRNG for
 //! splits, the recording HTTP driver that turns a [`ResponseDecoder`] run into comparable
 //! owned events (checking the decoder's calling contract on the way), and compressors that
-//! build zlib / raw deflate / gzip bodies with sync flushes.
+//! build zlib / raw deflate / gzip bodies with sync flushes; and the messaging targets'
+//! ticket bookkeeping ([`tickets`]).
 //!
 //! Every target takes a few leading bytes of the fuzz input as parameters (documented in
 //! the target) and the rest as payload, so seeds are easy to write by hand.
+
+pub mod tickets;
 
 use benchlink_core::http::{
     ContentEncoding, DecodeError, Event, Framing, InflateBuffers, InflateMemory, Limits, Method,
@@ -60,8 +63,19 @@ pub const MAX_PIECES: usize = 4096;
 /// of tiny and large pieces; returns the piece lengths (summing to `len`), at most
 /// [`MAX_PIECES`] of them.
 pub fn random_pieces(len: usize, rng: &mut Rng, max_piece: usize) -> Vec<usize> {
-    let mut lens = Vec::new();
-    push_pieces(&mut lens, len, rng, max_piece, MAX_PIECES);
+    random_pieces_at_most(len, rng, max_piece, MAX_PIECES)
+}
+
+/// [`random_pieces`] with at most `max_count` pieces (the rest of the input one last
+/// piece).
+pub fn random_pieces_at_most(
+    len: usize,
+    rng: &mut Rng,
+    max_piece: usize,
+    max_count: usize,
+) -> Vec<usize> {
+    let mut lens = Vec::with_capacity(max_count.min(len));
+    push_pieces(&mut lens, len, rng, max_piece, max_count);
     lens
 }
 
@@ -104,8 +118,20 @@ pub fn whole(len: usize) -> Vec<usize> {
 /// the tests in `core/tests/` feed small inputs byte at a time and cut in every way into
 /// two and three pieces.
 pub fn chosen_pieces(len: usize, choice: u8, rng: &mut Rng) -> Vec<usize> {
+    chosen_pieces_at_most(len, choice, rng, MAX_PIECES)
+}
+
+/// [`chosen_pieces`] with at most `max_count` pieces (the rest of the input one last
+/// piece): the tiny pieces then cover only the input's first `max_count` bytes or so,
+/// and an execution makes at most that many decoder calls.
+pub fn chosen_pieces_at_most(
+    len: usize,
+    choice: u8,
+    rng: &mut Rng,
+    max_count: usize,
+) -> Vec<usize> {
     match split_choice(len, choice, rng) {
-        Ok(max_piece) => random_pieces(len, rng, max_piece),
+        Ok(max_piece) => random_pieces_at_most(len, rng, max_piece, max_count),
         Err(split) => split,
     }
 }

@@ -40,6 +40,9 @@
 use core::marker::PhantomData;
 use core::ops::ControlFlow;
 
+mod attempts;
+pub use attempts::{After, Attempts, Next};
+
 use heapless::String;
 
 use super::request::{Body as BenchBody, File};

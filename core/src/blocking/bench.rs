@@ -15,15 +15,13 @@ use heapless::String;
 use super::Transport;
 pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, Buffers, Chunk, Parts, ReplyBody, Server, Sink, StreamBody, Upload, Waiting,
-    MAX_AUTHORITY, MAX_HEADERS,
+    self, After, Attempts, Buffers, Chunk, Next, Parts, ReplyBody, Server, Sink, StreamBody,
+    Upload, Waiting, MAX_AUTHORITY, MAX_HEADERS,
 };
 use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use crate::http::DecompressorOxide;
-use crate::http::{
-    DecodeError, EncodeQuery, Event, InflateMemory, Limits, Method, ResponseDecoder, Section,
-};
+use crate::http::{EncodeQuery, Event, InflateMemory, Limits, Method, ResponseDecoder};
 use crate::time::Instant;
 
 /// How long a request may take.
@@ -192,12 +190,6 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     }
 }
 
-/// What happens to the connection after a response.
-enum After {
-    Keep,
-    Close,
-}
-
 impl<T: Transport> Conn<'_, T> {
     fn drop_connection(&mut self) {
         if self.open {
@@ -246,8 +238,7 @@ impl<T: Transport> Conn<'_, T> {
         if self.open && self.peer_closed() {
             self.drop_connection();
         }
-        let idempotent = matches!(method, Method::Get | Method::Head);
-        let mut retried = false;
+        let mut attempts = Attempts::new(method);
         let reply = self.timeouts.reply;
         let deadline = reply.map(|t| self.transport.now().saturating_add(t));
         loop {
@@ -263,33 +254,25 @@ impl<T: Transport> Conn<'_, T> {
             }
             let reused = self.reused;
             let mut got_response = false;
-            let result = match self.send(outgoing) {
-                Ok(()) => self.receive(method, stream, deadline, sink, &mut got_response),
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(After::Keep) => {
+            let sent = self.send(outgoing);
+            let received = Attempts::read_after(&sent)
+                .then(|| self.receive(method, stream, deadline, sink, &mut got_response));
+            match attempts.next(sent, received, reused, got_response) {
+                Next::Done(After::Keep) => {
                     self.reused = true;
                     return Ok(());
                 }
-                Ok(After::Close) => {
+                Next::Done(After::Close) => {
                     self.drop_connection();
                     return Ok(());
                 }
-                Err(e) => {
+                Next::Retry => {
                     self.drop_connection();
-                    let stale = matches!(
-                        e,
-                        Error::Io(_)
-                            | Error::Decode(DecodeError::UnexpectedEof {
-                                section: Section::NoResponse
-                            })
-                    );
-                    if retried || !reused || !idempotent || got_response || !stale {
-                        return Err(e);
-                    }
-                    retried = true;
                     outgoing.restart();
+                }
+                Next::Fail(e) => {
+                    self.drop_connection();
+                    return Err(e);
                 }
             }
         }
