@@ -140,6 +140,21 @@ fn buffers() -> Buffers<'static> {
     }
 }
 
+/// A blocking benchmark client of the server at `port` on loopback, for JSON calls
+/// that must end within `reply`.
+fn json_client(port: u16, reply: Duration) -> BenchClient<'static, StdTransport> {
+    BenchClient::new(
+        StdTransport::new(),
+        Server::new("127.0.0.1", port),
+        buffers(),
+    )
+    .unwrap()
+    .with_timeouts(Timeouts {
+        reply: Some(reply),
+        stream_idle: None,
+    })
+}
+
 #[test]
 fn bench_flow_over_std_tcp() {
     let server = fast_server();
@@ -224,16 +239,7 @@ fn an_early_reply_to_an_upload_too_large_is_read_not_lost() {
     let server = server_with(|c| c.max_body = 64 << 10);
     let port = server.addr().port();
     within(Duration::from_secs(60), "early reply", move || {
-        let mut client = BenchClient::new(
-            StdTransport::new(),
-            Server::new("127.0.0.1", port),
-            buffers(),
-        )
-        .unwrap()
-        .with_timeouts(Timeouts {
-            reply: Some(Duration::from_secs(20)),
-            stream_idle: None,
-        });
+        let mut client = json_client(port, Duration::from_secs(20));
         // Far more than the server reads and the sockets buffer, so the write breaks.
         let big: &'static [u8] = Box::leak(vec![b'#'; 24 << 20].into_boxed_slice());
         let start = request::Start::new(File {
@@ -274,16 +280,7 @@ fn silent_server() -> (u16, thread::JoinHandle<()>) {
 fn a_silent_bench_server_times_out_at_the_reply_deadline() {
     let (port, _server) = silent_server();
     within(Duration::from_secs(10), "silent bench server", move || {
-        let mut client = BenchClient::new(
-            StdTransport::new(),
-            Server::new("127.0.0.1", port),
-            buffers(),
-        )
-        .unwrap()
-        .with_timeouts(Timeouts {
-            reply: Some(Duration::from_millis(300)),
-            stream_idle: None,
-        });
+        let mut client = json_client(port, Duration::from_millis(300));
         let started = std::time::Instant::now();
         let result = client.call(&request::Status { id: 1 });
         assert!(
@@ -323,16 +320,7 @@ fn a_dripping_bench_server_times_out_at_the_reply_deadline_too() {
         Duration::from_secs(10),
         "dripping bench server",
         move || {
-            let mut client = BenchClient::new(
-                StdTransport::new(),
-                Server::new("127.0.0.1", port),
-                buffers(),
-            )
-            .unwrap()
-            .with_timeouts(Timeouts {
-                reply: Some(Duration::from_millis(400)),
-                stream_idle: None,
-            });
+            let mut client = json_client(port, Duration::from_millis(400));
             let result = client.call(&request::Status { id: 1 });
             assert!(
                 matches!(

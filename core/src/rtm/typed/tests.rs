@@ -34,15 +34,20 @@ const HOSTILE: &str = "a\"b\\c\u{0}\u{1f}\n\r\t\u{8}\u{c}\u{7f}é\"}";
 type TestClient<const OUT: usize> =
     Client<[SubscriptionSlot; 1], [Pending; 4], [u8; 512], [u8; OUT], [u8; 256]>;
 
-fn connected<const OUT: usize>() -> TestClient<OUT> {
-    let mut client = Client::new(
-        Config::default(),
+/// A stopped client with `config`.
+fn offline_client<const OUT: usize>(config: Config) -> TestClient<OUT> {
+    Client::new(
+        config,
         [SubscriptionSlot::EMPTY; 1],
         [Pending::EMPTY; 4],
         [0; 512],
         [0; OUT],
         [0; 256],
-    );
+    )
+}
+
+fn connected<const OUT: usize>() -> TestClient<OUT> {
+    let mut client = offline_client(Config::default());
     client.start(Instant::ZERO, &mut NoopHandler);
     assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -218,14 +223,7 @@ fn a_queued_typed_request_is_sent_as_the_direct_one_would_be() {
         panic!()
     };
 
-    let mut offline: Client<_, _, _, _, _> = Client::new(
-        Config::default(),
-        [SubscriptionSlot::EMPTY; 1],
-        [Pending::EMPTY; 4],
-        [0; 512],
-        [0; 512],
-        [0; 256],
-    );
+    let mut offline: TestClient<512> = offline_client(Config::default());
     offline
         .write_typed(
             Instant::ZERO,
@@ -372,14 +370,7 @@ fn cbor_client() -> TestClient<512> {
         encoding: crate::rtm::pdu::Encoding::Cbor,
         ..Config::default()
     };
-    let mut client = Client::new(
-        config,
-        [SubscriptionSlot::EMPTY; 1],
-        [Pending::EMPTY; 4],
-        [0; 512],
-        [0; 512],
-        [0; 256],
-    );
+    let mut client = offline_client(config);
     client.start(Instant::ZERO, &mut NoopHandler);
     assert_eq!(client.poll_transmit(), Some(Transmit::Connect));
     client.handle_connected(Instant::ZERO, &mut NoopHandler);
@@ -433,14 +424,7 @@ fn a_cbor_client_publishes_and_writes_typed_messages_as_cbor() {
         encoding: Encoding::Cbor,
         ..Config::default()
     };
-    let mut offline: Client<_, _, _, _, _> = Client::new(
-        config,
-        [SubscriptionSlot::EMPTY; 1],
-        [Pending::EMPTY; 4],
-        [0; 512],
-        [0; 512],
-        [0; 256],
-    );
+    let mut offline: TestClient<512> = offline_client(config);
     // Both clients number their publish 0 and their write 1.
     offline
         .publish_typed(Instant::ZERO, "c", &sample, ack, h)
