@@ -2,7 +2,7 @@
 //! the position model, auth and ACLs, views, key-value, search, and every fault hook.
 
 mod common;
-use common::wait_until;
+use common::{returns, wait_until};
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -1222,10 +1222,11 @@ fn fault_refused_connections_and_attempt_times() {
     }
     connect(&server);
     faults.refuse_connections(ConnectFault::CloseTcp, None);
-    for _ in 0..2 {
-        assert!(try_connect(&server, "/v2", DEFAULT_APPKEY).is_err());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(try_connect(&server, "/v2", DEFAULT_APPKEY).is_err());
+    // Between the two refused attempts, on the test's clock: their times must fall on
+    // either side of it.
+    let between = Instant::now();
+    assert!(try_connect(&server, "/v2", DEFAULT_APPKEY).is_err());
     faults.refuse_connections(ConnectFault::CloseAfterUpgrade, Some(1));
     let mut c = try_connect(&server, "/v2", DEFAULT_APPKEY).expect("the upgrade succeeds");
     c.closed();
@@ -1244,9 +1245,12 @@ fn fault_refused_connections_and_attempt_times() {
             AttemptOutcome::Upgraded,
         ]
     );
-    // Attempt times are in order, and the sleeps show in the gaps.
+    // Attempt times are in order, and they are the times of the attempts.
     assert!(attempts.windows(2).all(|w| w[0].at <= w[1].at));
-    assert!(attempts[4].at.duration_since(attempts[3].at) >= Duration::from_millis(20));
+    assert!(
+        attempts[3].at <= between && between <= attempts[4].at,
+        "{attempts:?}"
+    );
     assert_eq!(
         attempts.iter().map(|a| a.id).collect::<Vec<_>>(),
         (1..=7).collect::<Vec<_>>()
@@ -1291,10 +1295,9 @@ fn shutdown_closes_everything_and_frees_the_port() {
     c.ok("rtm/subscribe", json!({"channel": "s"}));
     // A half-open upgrade too.
     let _idle = TcpStream::connect(addr).unwrap();
-    let t = Instant::now();
-    server.shutdown();
-    // A guard against waiting for the connections to end by themselves, not a measure.
-    assert!(t.elapsed() < WAIT, "shutdown took {:?}", t.elapsed());
+    // Guarded: a shutdown that waited for the connections to end by themselves would
+    // not return before the handshake timeout.
+    returns("shutdown with open connections", move || server.shutdown());
     c.closed();
     TcpListener::bind(addr).expect("the port is free again");
 }
