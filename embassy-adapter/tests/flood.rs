@@ -367,16 +367,17 @@ async fn expect_event(rtm: &Rtm, what: &str, want: impl Fn(&Event<512>) -> bool)
 async fn deadline_fires_on_time(rtm: &Rtm) {
     let timeout = Duration::from_millis(300);
     let start = Instant::now();
-    let reply = rtm
-        .publish_acked("ch", "1", Some(timeout))
+    // The server never answers: a deadline the flood starved would leave the publish
+    // waiting, which the guard turns into a failure.
+    let reply = with_timeout(WAIT, rtm.publish_acked("ch", "1", Some(timeout)))
         .await
+        .unwrap_or_else(|_| panic!("the publish's deadline of {timeout:?} never fired"))
         .expect("queued");
     let took = start.elapsed();
     assert_eq!(reply, Outcome::Timeout);
-    // Not early; the upper bound is a guard against a deadline the flood starved (ten
-    // times the timeout), not a measure of punctuality on a loaded machine.
+    // Not early.
     assert!(
-        took >= timeout && took < timeout * 10,
+        took >= timeout,
         "deadline of {timeout:?} fired after {took:?}"
     );
 }
@@ -519,9 +520,9 @@ fn silent_server_is_a_dead_peer_and_the_client_comes_back() {
         );
         assert!(why.to_string().contains("dead peer"), "{why}");
         // The upgrade's bytes were the last the server sent: declared 800 ms after them
-        // (`silent_ms` above); the elapsed time is only guarded against a detection that
-        // never comes (ten times the limit), as a loaded machine may be late.
-        assert!(took < Duration::from_millis(8000), "{took:?}");
+        // (`silent_ms` above); a detection that never came fails `expect_event` after
+        // [`WAIT`]. How long it took is not asserted: a loaded machine may be late.
+        println!("dead peer declared after {took:?}");
         expect_event(rtm, "connected again", |e| {
             matches!(e, Event::State(ClientState::Connected))
         })

@@ -571,14 +571,15 @@ fn a_data_flood_is_taken_in_bounded_reads_and_the_loop_keeps_its_deadlines() {
             subscription_id: "flood".to_owned(),
             message: r#"{"metric":"m","value":1}"#.to_owned(),
         }));
-        // The server writes as fast as the socket takes it; every call still returns
-        // at its deadline (one 512-byte read at a time, the time checked after each).
+        // The server writes as fast as the socket takes it, without end; every call
+        // still returns at its deadline (one 512-byte read at a time, the time checked
+        // after each). A call that read on instead never returns: the guard of `within`
+        // fails the test then; how late a call returned is not asserted.
         let mut chunk = [0u8; 512];
         for _ in 0..10 {
             let until = t.now().saturating_add(Duration::from_millis(100));
             rtm::run(&mut link, &mut t, &mut chunk, &mut seen, until);
-            let late = t.now().as_micros().saturating_sub(until.as_micros());
-            assert!(late < 1_000_000, "returned {late} us after its deadline");
+            assert!(t.now() >= until, "returned before its deadline");
         }
         assert!(seen.count > 10, "{} messages", seen.count);
         assert_eq!(seen.state, Some(ClientState::Connected));

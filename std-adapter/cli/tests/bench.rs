@@ -591,8 +591,10 @@ fn a_silent_or_dripping_server_times_out() {
             "{fault:?}: {}",
             out.stderr
         );
-        // Ends by the deadline, not by the server (generous: machines are busy).
-        assert!(took < Duration::from_secs(20), "{fault:?} took {took:?}");
+        // Ends by the deadline, not by the server: the message says so, and a command
+        // that waited for the drip (a byte a second: the response takes minutes) would
+        // meet the kill guard of `bench` ([`CLI_PATIENCE`]). Not before the deadline.
+        assert!(took >= Duration::from_secs(3), "{fault:?} took {took:?}");
     }
 }
 

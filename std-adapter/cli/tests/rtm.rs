@@ -14,6 +14,7 @@ use benchlink_sandbox::rtm::{
     ConnectionInfo, ReplyOverride, RtmServer, RtmServerConfig, DEFAULT_APPKEY, SUPERUSER_ROLE,
     SUPERUSER_SECRET,
 };
+use benchlink_tests::wait_until;
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -176,6 +177,14 @@ fn wait_subscribed(server: &RtmServer, channels: &[&str]) {
         "no subscription to {channels:?}: {:?}",
         server.connections()
     );
+}
+
+/// The wall clock as a recording's timestamps count it: seconds since 1970.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs_f64()
 }
 
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
@@ -644,13 +653,25 @@ fn record_then_replay_gives_a_subscriber_the_same_messages() {
         ],
     ));
     wait_subscribed(&server, &["rec.a", "rec.b"]);
-    server
-        .publish("rec.a", r#"{"step":1,"é":2.50}"#)
-        .expect("publish");
-    thread::sleep(Duration::from_millis(300));
-    server.publish("rec.b", r#""two""#).expect("publish");
-    thread::sleep(Duration::from_millis(300));
-    server.publish("rec.a", "3").expect("publish");
+    // Each message published once the recorder has written the one before (the lines
+    // come in publishing order), between two readings of the clock: the recorded
+    // timestamp must fall between them.
+    let mut clock_around = Vec::new();
+    for (n, (channel, message)) in [
+        ("rec.a", r#"{"step":1,"é":2.50}"#),
+        ("rec.b", r#""two""#),
+        ("rec.a", "3"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let before = unix_now();
+        server.publish(channel, message).expect("publish");
+        wait_until(&format!("the recorder to write message {}", n + 1), || {
+            std::fs::read_to_string(&file).is_ok_and(|text| text.matches('\n').count() > n)
+        });
+        clock_around.push((before, unix_now()));
+    }
     let recorded = ok(finish(recorder));
     for info in [
         "Log size limit: 3 messages",
@@ -676,11 +697,18 @@ fn record_then_replay_gives_a_subscriber_the_same_messages() {
         .iter()
         .map(|r| r["timestamp"].as_f64().expect("float"))
         .collect();
-    assert!(t[0] > 1.7e9 && t[0] <= t[1] && t[1] <= t[2], "{t:?}");
+    assert!(t[0] <= t[1] && t[1] <= t[2], "{t:?}");
+    // The clock when the message came (a millisecond's room for the float's digits).
+    for (t, (before, after)) in t.iter().zip(&clock_around) {
+        assert!(
+            before - 1e-3 <= *t && *t <= after + 1e-3,
+            "recorded at {t}, received between {before} and {after}"
+        );
+    }
     let span = t[2] - t[0];
-    assert!(span >= 0.55, "the gaps were ~600 ms: {t:?}");
 
-    // Replayed twice as fast to the recorded channels.
+    // Replayed twice as fast to the recorded channels (the pace itself is checked on
+    // gaps of a known length: `replay_keeps_the_recorded_gaps_divided_by_its_rate`).
     let subscriber = spawn(rtm(
         &server,
         &[
@@ -719,6 +747,26 @@ fn record_then_replay_gives_a_subscriber_the_same_messages() {
         "rec.a: {\"step\": 1, \"\\u00e9\": 2.5}\nrec.b: \"two\"\nrec.a: 3\n"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn replay_keeps_the_recorded_gaps_divided_by_its_rate() {
+    let server = server();
+    // Three records 300 ms apart: 600 ms of recording, played in 300 ms at 2x.
+    let spaced = "{\"subscription_id\": \"paced\", \"messages\": [1], \"timestamp\": 100.0}\n\
+                  {\"subscription_id\": \"paced\", \"messages\": [2], \"timestamp\": 100.3}\n\
+                  {\"subscription_id\": \"paced\", \"messages\": [3], \"timestamp\": 100.6}\n";
+    let started = Instant::now();
+    ok(run_with_stdin(
+        rtm(&server, &["replay", "--rate", "2x"]),
+        spaced,
+    ));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(300), "replayed in {took:?}");
+    assert_eq!(
+        history(&server, "paced", 3),
+        ["paced: 1", "paced: 2", "paced: 3"]
+    );
 }
 
 #[test]

@@ -19,6 +19,8 @@ struct Sandbox {
     child: Child,
     bench: String,
     rtm: String,
+    /// The control endpoint's `host:port`, if ARGS asked for one (`--control-port 0`).
+    control: String,
 }
 
 impl Drop for Sandbox {
@@ -53,14 +55,19 @@ fn sandbox(args: &[&str]) -> Sandbox {
         child,
         bench: String::new(),
         rtm: String::new(),
+        control: String::new(),
     };
-    while sandbox.rtm.is_empty() {
+    let controlled = args.contains(&"--control-port");
+    while sandbox.rtm.is_empty() || (controlled && sandbox.control.is_empty()) {
         let line = rx.recv_timeout(PATIENCE).expect("banner");
         if let Some(host) = line.strip_prefix("benchmark server listening on http://") {
             sandbox.bench = host.to_owned();
         }
         if let Some(endpoint) = line.strip_prefix("RTM server listening on ") {
             sandbox.rtm = endpoint.to_owned();
+        }
+        if let Some(host) = line.strip_prefix("control endpoint listening on http://") {
+            sandbox.control = host.to_owned();
         }
     }
     sandbox
@@ -149,35 +156,80 @@ fn listen_users_quirks_faults_and_limits_from_flags() {
 
 #[test]
 fn silent_fault_from_flags() {
-    let s = sandbox(&["--fault", "silent", "--idle-timeout-ms", "100"]);
+    let idle = Duration::from_millis(100);
+    let s = sandbox(&[
+        "--fault",
+        "silent",
+        "--idle-timeout-ms",
+        &idle.as_millis().to_string(),
+        "--control-port",
+        "0",
+    ]);
+    let stat = |name: &str| -> u64 {
+        let (status, body) = exchange(
+            &s.control,
+            "GET /bench/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(status, 200, "{body}");
+        let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+        stats[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {name} in {stats}"))
+    };
+    let request = b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut conn = TcpStream::connect(&s.bench).unwrap();
-    conn.write_all(b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    conn.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let mut buf = [0u8; 64];
-    let err = conn.read(&mut buf).expect_err("the silent server answered");
-    assert!(matches!(
-        err.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    ));
-    // Held past the idle deadline too: a silent server does not hang up.
+    conn.write_all(request).unwrap();
+    // Nothing came back, and the connection is open: nothing to read, no end of stream.
+    let quiet = |conn: &TcpStream| {
+        conn.set_nonblocking(true).unwrap();
+        let peeked = conn.peek(&mut [0u8; 64]);
+        conn.set_nonblocking(false).unwrap();
+        assert!(
+            matches!(&peeked, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the silent server answered or hung up: {peeked:?}"
+        );
+    };
+    // Once the server has read the request (and dropped it), no answer is coming.
+    let started = Instant::now();
+    while stat("held_bytes") < request.len() as u64 {
+        assert!(started.elapsed() < PATIENCE, "the request was never read");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let read_at = Instant::now();
+    quiet(&conn);
+    // Held past the idle deadline too: a silent server does not hang up. Two deadline
+    // sweeps counted after the deadline (the second one began after it) left the
+    // connection open.
+    let mut sweeps_after_deadline = None;
+    loop {
+        let now = Instant::now();
+        let sweeps = stat("sweeps");
+        match sweeps_after_deadline {
+            None if now >= read_at + idle => sweeps_after_deadline = Some(sweeps),
+            Some(first) if sweeps >= first + 2 => break,
+            _ => {}
+        }
+        assert!(started.elapsed() < PATIENCE, "no deadline sweep");
+        thread::sleep(Duration::from_millis(20));
+    }
+    quiet(&conn);
 }
 
 #[test]
 fn idle_deadline_from_flags() {
-    let s = sandbox(&["--idle-timeout-ms", "200"]);
-    let mut conn = TcpStream::connect(&s.bench).unwrap();
-    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    // A flag past the default deadline (5 s), so that a lower bound tells the two apart:
+    // a server that kept the default closes the connection before the flag's time.
+    let default = benchlink_sandbox::BenchServerConfig::default().keep_alive_timeout;
+    let flag = default + Duration::from_secs(1);
+    let s = sandbox(&["--idle-timeout-ms", &flag.as_millis().to_string()]);
     let started = Instant::now();
+    let mut conn = TcpStream::connect(&s.bench).unwrap();
+    conn.set_read_timeout(Some(flag + PATIENCE)).unwrap();
     let mut buf = [0u8; 64];
     assert_eq!(conn.read(&mut buf).unwrap(), 0, "closed by the server");
-    // By the flag's deadline: the default one (5 s) would come later. A bound that
-    // tells the two apart, 25 times the flag's, not a measure of promptness.
-    let default = benchlink_sandbox::BenchServerConfig::default().keep_alive_timeout;
     assert!(
-        started.elapsed() < default,
-        "closed after {:?}, not before the default idle deadline {default:?}",
+        started.elapsed() >= flag,
+        "closed after {:?}: before the flag's idle deadline {flag:?}",
         started.elapsed()
     );
 }

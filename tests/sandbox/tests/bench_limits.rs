@@ -142,11 +142,9 @@ fn slowloris_sockets_do_not_lock_out_a_normal_client() {
             let _ = s.write_all(b"a");
         }
         // A normal client, served while the attack goes on: no attacker was timed out
-        // to make room (the elapsed time is only a guard against a hang).
-        let started = Instant::now();
+        // to make room (a client left waiting fails at the read timeout of `response`).
         let (status, body) = get(addr, "/status?id=0", "");
         assert_eq!(status, 404, "round {round}: {body}");
-        assert!(started.elapsed() < GUARD, "round {round}: hung");
         let stats = server.stats();
         assert!(stats.connections <= 64, "{stats:?}");
         assert_eq!(stats.timed_out, 0, "{stats:?}");
@@ -255,7 +253,6 @@ fn chunked_upload_in_tiny_chunks_decodes_each_byte_once() {
     .unwrap();
     let body = chunked_body(16 << 20, 256);
     let mut conn = TcpStream::connect(server.addr()).unwrap();
-    let started = Instant::now();
     conn.write_all(
         b"POST /typecheck HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
     )
@@ -269,9 +266,9 @@ fn chunked_upload_in_tiny_chunks_decodes_each_byte_once() {
     assert_eq!(status, 400, "{reply}");
     assert!(reply.contains("Missing script file"), "{reply}");
     // The work: every byte sent went through the decoder exactly once.
+    // (What the test measures is this count, not time: a decoder stuck on the body
+    // fails at the read timeout of `response`.)
     assert_eq!(server.stats().body_bytes_read, wire_len);
-    // Generous: the quadratic decoder took about 2.4 s of CPU for this in release.
-    assert!(started.elapsed() < Duration::from_secs(60));
     // The body's memory went back to the budget with the request.
     assert!(eventually(|| server.stats().body_bytes == 0));
 }

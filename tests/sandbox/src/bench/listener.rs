@@ -51,6 +51,8 @@ struct Counters {
     refused: AtomicU64,
     timed_out: AtomicU64,
     body_bytes: AtomicU64,
+    held_bytes: AtomicU64,
+    sweeps: AtomicU64,
 }
 
 /// A connection a worker is done with: `Some((socket, bytes read after its request))`
@@ -91,6 +93,13 @@ pub struct ServerStats {
     pub refused: u64,
     /// Connections closed by a deadline (idle, head, body).
     pub timed_out: u64,
+    /// Bytes read and dropped unanswered under [`Fault::Silent`](super::Fault::Silent):
+    /// once a request's bytes are counted here, the server has seen it, so a test that
+    /// then finds no answer knows that none is coming (no quiet spell to wait out).
+    pub held_bytes: u64,
+    /// Deadline sweeps done so far (one a tick): a connection still open after a sweep
+    /// that began past its deadline was not closed by it.
+    pub sweeps: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -127,6 +136,8 @@ impl Net {
             evicted: c.evicted.load(Ordering::SeqCst),
             refused: c.refused.load(Ordering::SeqCst),
             timed_out: c.timed_out.load(Ordering::SeqCst),
+            held_bytes: c.held_bytes.load(Ordering::SeqCst),
+            sweeps: c.sweeps.load(Ordering::SeqCst),
         }
     }
 }
@@ -262,6 +273,7 @@ impl Loop {
                     self.accept_all(now);
                 }
                 self.expire(now);
+                self.net.counters.sweeps.fetch_add(1, Ordering::SeqCst);
                 next_tick = now + TICK;
             }
         }
@@ -391,7 +403,14 @@ impl Loop {
             r.last_read = now;
             match &mut r.mode {
                 Mode::Requests => {}
-                Mode::Hold => continue,
+                Mode::Hold => {
+                    let held = u64::try_from(n).unwrap_or(u64::MAX);
+                    self.net
+                        .counters
+                        .held_bytes
+                        .fetch_add(held, Ordering::SeqCst);
+                    continue;
+                }
                 Mode::Drain { left, .. } => {
                     *left = left.saturating_sub(n);
                     if *left == 0 {

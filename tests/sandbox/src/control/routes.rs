@@ -245,6 +245,8 @@ static ENDPOINTS: &[Endpoint] = &[
                 "evicted": st.evicted,
                 "refused": st.refused,
                 "timed_out": st.timed_out,
+                "held_bytes": st.held_bytes,
+                "sweeps": st.sweeps,
             }))
         }),
     bench("GET", "/bench/email-reports",

@@ -448,7 +448,9 @@ fn run(
                     outbox.begin_batch();
                 }
                 if outbox.is_silent() {
-                    // Silenced while this was read: it waits, unhandled, like the rest.
+                    // Silenced while this was read: it waits, unhandled, like the rest
+                    // (counted, for the tests to see that it was read and held).
+                    batch.state().record_held(id);
                     end(&mut batch, &ws, &mut spare);
                     outbox.wait_while_silent();
                 }

@@ -65,4 +65,10 @@ pub struct ConnectionInfo {
     /// nothing shows as a count that keeps growing, which a test can wait for instead of
     /// sleeping until a flood has filled the socket buffers.
     pub write_stalls: usize,
+    /// How many times the server read a message on it and held the message unhandled
+    /// because the connection was silenced ([`SocketFault::Silent`]): a test waits for
+    /// this instead of a quiet spell to show that nothing was answered.
+    ///
+    /// [`SocketFault::Silent`]: super::SocketFault::Silent
+    pub held: usize,
 }

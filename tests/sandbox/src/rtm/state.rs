@@ -349,6 +349,7 @@ pub(crate) struct Record {
     pub received_count: usize,
     pub pings: usize,
     pub write_stalls: usize,
+    pub held: usize,
 }
 
 /// The state behind [`Shared::lock`].
@@ -446,6 +447,13 @@ impl State {
         }
     }
 
+    /// Notes a message read on connection `id` and held unhandled while it is silenced.
+    pub(crate) fn record_held(&mut self, id: u64) {
+        if let Some(r) = self.records.get_mut(&id) {
+            r.held += 1;
+        }
+    }
+
     pub(crate) fn connection_info(&self) -> Vec<ConnectionInfo> {
         self.records
             .iter()
@@ -464,6 +472,7 @@ impl State {
                 received_count: r.received_count,
                 pings: r.pings,
                 write_stalls: r.write_stalls,
+                held: r.held,
             })
             .collect()
     }
