@@ -122,15 +122,15 @@ SEEDS = {
     "inflate": {
         # f1: format | framing << 2 | level << 4; f2: strategy | cut 8 | spelling 16 |
         # small window 32 | raw bytes 64 | limit 128; f3: 0xFF repeats the data to 33 KB,
-        # else bits 1 and 2 to 2 KiB in 1 KiB segments
+        # 0xFE to 3 KiB in 1 KiB segments
         "zlib_chunked_log": bytes([0x64, 0x00, 0x00]) + SEED + LOG,
         "zlib_chunked_log_cut": bytes([0x64, 0x08, 0x00]) + SEED + LOG,
         "raw_close_data": bytes([0x69, 0x10, 0x00]) + SEED + DATA,
         "gzip_length_results": bytes([0x92, 0x00, 0x00]) + SEED + RESULTS,
         "gzip2_small_window": bytes([0x6F, 0x20, 0x00]) + SEED + LOG * 4,
         "zlib_length_wrapping_window": bytes([0x60, 0x00, 0xFF]) + SEED + LOG,
-        "raw_small_window_segments": bytes([0x61, 0x20, 0x06]) + SEED + DATA,
-        "gzip_cut_chunked_wrapping_window": bytes([0x56, 0x08, 0x06]) + SEED + DATA,
+        "raw_small_window_segments": bytes([0x61, 0x20, 0xFE]) + SEED + DATA,
+        "gzip_cut_chunked_wrapping_window": bytes([0x56, 0x08, 0xFE]) + SEED + DATA,
         "raw_bytes_zlib_stream": bytes([0x04, 0x40, 0x00]) + SEED + zlib_log(LOG),
         "raw_bytes_gzip_limited": bytes([0x02, 0xC0, 0x00]) + SEED + gzip.compress(LOG * 20, mtime=0),
     },

@@ -9,6 +9,15 @@
 
 pub mod tickets;
 
+// The fuzz build must go through `coverage-scope` (named by `.cargo/config.toml` in this
+// directory, which cargo reads only when run from here): otherwise every crate is
+// instrumented, the targets run at a fraction of their speed and steer by the harness.
+#[cfg(all(fuzzing, not(benchlink_coverage_scope)))]
+compile_error!(
+    "build the fuzz targets from core/fuzz (cd core/fuzz && cargo +nightly fuzz ...), \
+     where .cargo/config.toml puts the coverage-scope wrapper in front of rustc"
+);
+
 use benchlink_core::http::{
     ContentEncoding, DecodeError, Event, Framing, InflateBuffers, InflateMemory, Limits, Method,
     ResponseDecoder, Version,
