@@ -16,9 +16,12 @@
 //!   window; 0xFE: it wraps the 1 KiB window three times, and no back-reference reaches
 //!   beyond 1 KiB, so the 1 KiB window must decode it exactly too; else `data` as is (the
 //!   expanded streams are the costly inputs: one value each keeps them one input in 256,
-//!   and the corpus keeps them for the coverage they reach). Both wraps are built cheaply (see `Repeated`): `data` (its first
-//!   KiB) compressed once, then stored copies of it with random bytes, then its
-//!   compressed blocks again, straddling the wrap; two gzip members split between parts.
+//!   and the corpus keeps them for the coverage they reach). Both wraps are built
+//!   cheaply (see `Repeated`): `data` (its first KiB) compressed once, then a filler of one
+//!   random byte repeated, as one fixed-Huffman block of distance-1 matches (a few hundred
+//!   body bytes: stored filler made the body ~32 KB, ~2,000 chunks at the 16-byte chunk
+//!   framing), then its compressed blocks again, straddling the wrap; two gzip members
+//!   split between parts.
 //! - seed: up to two sync/full flush points, gzip header fields, chunk sizes and split
 //!   points; its first byte picks the kind of split (`bounded_pieces`: at most 32 pieces,
 //!   the small ones over one run of the stream).
@@ -282,28 +285,105 @@ fuzz_target!(|input: &[u8]| {
     }
 });
 
-/// `data` repeated, each copy followed by one random byte, to at least `target` bytes.
-fn repeat_to(data: &[u8], target: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut big = Vec::with_capacity(target + data.len() + 1);
-    while big.len() < target {
-        big.extend_from_slice(data);
-        big.push(rng.next() as u8);
-    }
-    big
-}
-
 /// Data that wraps an inflate window, and its deflate stream, built cheaply: a base
 /// (`data`, at most 1 KiB of it) compressed once, ending byte-aligned after a sync flush
-/// (a full flush for `segmented`); copies of the base with random bytes between them in
-/// stored blocks; the base's blocks again, placed so that they straddle a wrap of the
-/// window: of the 32 KiB one, or the third of the 1 KiB one for `segmented`. Only stored
-/// bytes lie between the two compressed parts, and none of the base's back-references
-/// reaches beyond the base, so the 1 KiB window must decode it exactly too.
+/// (a full flush for `segmented`); a filler of one random byte repeated, as one
+/// fixed-Huffman block (a literal, then matches at distance 1: about 13 bits per 258
+/// bytes, so the filler costs a few hundred body bytes, not 32 KB of stored blocks and
+/// their ~2,000 chunks at the 16-byte chunk framing) and an empty stored block back to a
+/// byte boundary; the base's blocks again, placed so that they straddle a wrap of the
+/// window: of the 32 KiB one, or the third of the 1 KiB one for `segmented`. Only the
+/// filler's length matters to the checks; its back-references reach 1 byte and none of
+/// the base's reaches beyond the base, so the 1 KiB window must decode it exactly too.
 struct Repeated {
     /// Each part: its deflate blocks (ending byte-aligned, not final) and its bytes.
     parts: Vec<(Vec<u8>, Vec<u8>)>,
     /// The decoded data: the parts' bytes.
     data: Vec<u8>,
+}
+
+/// Deflate bits, packed LSB-first.
+#[derive(Default)]
+struct Bits {
+    out: Vec<u8>,
+    acc: u32,
+    n: u32,
+}
+
+impl Bits {
+    /// `n` bits of `v`, least significant first (header fields, extra bits).
+    fn put(&mut self, v: u32, n: u32) {
+        self.acc |= v << self.n;
+        self.n += n;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+
+    /// A Huffman code of `n` bits, most significant first.
+    fn code(&mut self, code: u32, n: u32) {
+        self.put(code.reverse_bits() >> (32 - n), n);
+    }
+
+    /// A fixed-Huffman literal/length symbol (0..=287).
+    fn symbol(&mut self, v: u32) {
+        match v {
+            0..=143 => self.code(0x30 + v, 8),
+            144..=255 => self.code(0x190 + (v - 144), 9),
+            256..=279 => self.code(v - 256, 7),
+            _ => self.code(0xC0 + (v - 280), 8),
+        }
+    }
+
+    /// A match of `len` (3..=258) bytes at distance 1 (distance code 0).
+    fn match_1(&mut self, len: usize) {
+        const BASE: [u16; 29] = [
+            3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99,
+            115, 131, 163, 195, 227, 258,
+        ];
+        let i = BASE.iter().rposition(|&b| usize::from(b) <= len).unwrap();
+        let extra = if (8..28).contains(&i) {
+            (i as u32 - 4) / 4
+        } else {
+            0
+        };
+        self.symbol(257 + i as u32);
+        self.put((len - usize::from(BASE[i])) as u32, extra);
+        self.code(0, 5);
+    }
+
+    /// Pads to a byte boundary.
+    fn finish(mut self) -> Vec<u8> {
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+        }
+        self.out
+    }
+}
+
+/// `len` (≥ 1) copies of `byte` as a non-final fixed-Huffman block, then an empty stored
+/// block (a sync flush) so that what follows starts byte-aligned.
+fn filler_blocks(byte: u8, len: usize) -> Vec<u8> {
+    let mut bits = Bits::default();
+    bits.put(0b010, 3); // BFINAL 0, BTYPE 01
+    bits.symbol(u32::from(byte));
+    let mut left = len - 1;
+    while left > 0 {
+        let n = left.min(258);
+        if n >= 3 {
+            bits.match_1(n);
+        } else {
+            bits.symbol(u32::from(byte));
+        }
+        left -= if n >= 3 { n } else { 1 };
+    }
+    bits.symbol(256); // end of block
+    bits.put(0, 3); // BFINAL 0, BTYPE 00
+    let mut out = bits.finish();
+    out.extend_from_slice(&[0x00, 0x00, 0xFF, 0xFF]);
+    out
 }
 
 impl Repeated {
@@ -324,24 +404,12 @@ impl Repeated {
         // The second copy starts 1..=base.len() bytes before the wrap.
         let wrap = if segmented { 3 * SEGMENT } else { 32 * 1024 };
         let filler_len = wrap - base.len() - rng.below(base.len());
-        // Up to 1 KiB of copies with random bytes, then that doubled (memcpy) to length.
-        let mut filler = repeat_to(base, filler_len.min(SEGMENT), rng);
-        while filler.len() < filler_len {
-            filler.extend_from_within(..filler.len().min(filler_len - filler.len()));
-        }
-        filler.truncate(filler_len);
-        let mut stored = Vec::with_capacity(filler.len() + 10);
-        for block in filler.chunks(u16::MAX as usize) {
-            let n = block.len() as u16;
-            // Stored block, not final (byte-aligned after the flush): LEN, NLEN.
-            stored.push(0x00);
-            stored.extend_from_slice(&n.to_le_bytes());
-            stored.extend_from_slice(&(!n).to_le_bytes());
-            stored.extend_from_slice(block);
-        }
+        let byte = rng.next() as u8;
+        let filler = vec![byte; filler_len];
+        let blocks = filler_blocks(byte, filler_len);
         let parts = vec![
             (unit.clone(), base.to_vec()),
-            (stored, filler),
+            (blocks, filler),
             (unit, base.to_vec()),
         ];
         let data = [&parts[0].1[..], &parts[1].1, &parts[2].1].concat();
