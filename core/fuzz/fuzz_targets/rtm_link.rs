@@ -10,7 +10,7 @@
 //! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ outbox + 1024), the
 //!   client's config (intervals, attempt budget, `max_queue_size`, jitter seed, auth and
 //!   connect timeouts), the link's config (ping interval, dead-peer and close timeouts,
-//!   seed, user agent) and up to 16 operations (`MAX_OPS`, to keep an execution cheap; the
+//!   seed, user agent) and up to 16 operations (`max_ops`, to keep an execution cheap; the
 //!   smallest capacities reach the limits in a few operations):
 //!   - time: advance by small or large steps (the adapter may be late), `handle_timeout`
 //!     at `now`, at `poll_timeout()` or after it;
@@ -431,7 +431,16 @@ struct Fuzz<'b, const S: usize, const P: usize, const Q: usize, const O: usize> 
 
 /// Operations an input may run at most: every operation costs libFuzzer's per-edge work
 /// as much as the link's; the smallest capacities reach the limits in a few operations.
-const MAX_OPS: usize = 16;
+/// `RTM_LINK_MAX_OPS=N` changes it, to measure the trade between speed and depth.
+fn max_ops() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("RTM_LINK_MAX_OPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16)
+    })
+}
 
 const NAMES: &[&str] = &["a", "b", "c\"q", "é/ü", ""];
 const JSONS: &[&str] = &["1", "{\"k\":1}", "\"s\"", "[1,2]", "null", "{oops"];
@@ -507,7 +516,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
-                tickets: Tickets::new(MAX_OPS),
+                tickets: Tickets::new(max_ops()),
                 closed_in_call: 0,
             },
             setup,
@@ -521,7 +530,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
         };
         assert_eq!(f.link.poll_timeout(), None);
         assert_eq!(f.link.poll_output(f.now), None);
-        for _ in 0..MAX_OPS {
+        for _ in 0..max_ops() {
             if u.is_empty() {
                 break;
             }
