@@ -364,14 +364,13 @@ fn filler_blocks(byte: u8, len: usize) -> Vec<u8> {
     bits.put(0b010, 3); // BFINAL 0, BTYPE 01
     bits.symbol(u32::from(byte));
     let mut left = len - 1;
-    while left > 0 {
+    while left >= 3 {
         let n = left.min(258);
-        if n >= 3 {
-            bits.match_1(n);
-        } else {
-            bits.symbol(u32::from(byte));
-        }
-        left -= if n >= 3 { n } else { 1 };
+        bits.match_1(n);
+        left -= n;
+    }
+    for _ in 0..left {
+        bits.symbol(u32::from(byte));
     }
     bits.symbol(256); // end of block
     bits.put(0, 3); // BFINAL 0, BTYPE 00
