@@ -17,7 +17,8 @@
 //! Without `--endpoint` (and `BENCHLINK_RTM_ENDPOINT`, `SATORI_ENDPOINT`, the config
 //! file) a local RTM server is used: see [`crate::rtm_target`].
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fmt::{self, Display};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -517,16 +518,21 @@ pub(super) fn run(args: RtmArgs) -> ExitCode {
 /// How a line of input or a value argument becomes a message: text that starts like
 /// JSON (`{`, `[`, `"`) must be JSON; other text is itself when it is JSON (`42`,
 /// `true`), else a JSON string of it; with `as_string`, always a string.
-fn message_json(text: &str, as_string: bool) -> Result<String, String> {
+///
+/// JSON is checked by the same validator the client checks a message with before it
+/// sends it (`benchlink_core::json`), so a line is read once, and a valid line is
+/// passed on as it is, without a copy.
+fn message_json(text: &str, as_string: bool) -> Result<Cow<'_, str>, String> {
     if as_string {
-        return Ok(serde_json::Value::from(text).to_string());
+        return Ok(Cow::Owned(serde_json::Value::from(text).to_string()));
     }
-    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-        Ok(_) => Ok(text.trim().to_owned()),
-        Err(e) if text.trim_start().starts_with(['{', '[', '"']) => Err(format!(
+    let trimmed = text.trim();
+    match benchlink_core::json::parse(trimmed, benchlink_core::json::MAX_DEPTH) {
+        Ok(_) => Ok(Cow::Borrowed(trimmed)),
+        Err(e) if trimmed.starts_with(['{', '[', '"']) => Err(format!(
             "{text:?} is not valid JSON ({e}); --string publishes text as it is"
         )),
-        Err(_) => Ok(serde_json::Value::from(text).to_string()),
+        Err(_) => Ok(Cow::Owned(serde_json::Value::from(text).to_string())),
     }
 }
 
@@ -601,7 +607,7 @@ fn execute(args: RtmArgs) -> Result<u8, Fail> {
         }
         RtmCommand::Write(a) => {
             let value = message_json(&a.value, a.string)
-                .and_then(|v| RawValue::from_string(v).map_err(|e| e.to_string()))
+                .and_then(|v| RawValue::from_string(v.into_owned()).map_err(|e| e.to_string()))
                 .map_err(|e| Fail(EXIT_INVALID, e))?;
             let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
             change(connect, "write", &a.key, acks, &ctx, |client, cb| {
@@ -763,7 +769,11 @@ fn publish(
 ) -> Result<u8, Fail> {
     let as_string = a.string;
     let single = match a.message.as_deref().filter(|m| *m != "-") {
-        Some(m) => Some(message_json(m, as_string).map_err(|e| Fail(EXIT_INVALID, e))?),
+        Some(m) => Some(
+            message_json(m, as_string)
+                .map_err(|e| Fail(EXIT_INVALID, e))?
+                .into_owned(),
+        ),
         None => None,
     };
     let acks = !config.flag(a.acks.disable_acks, "disable_acks")?;
@@ -775,7 +785,7 @@ fn publish(
     }
     let log = ctx.log;
     let produce = move |p: &mut Publisher| match single {
-        Some(json) => p.publish(&channel, json),
+        Some(json) => p.publish(&channel, &json),
         None => {
             let mut meter = Meter::start("published");
             for line in lines(io::stdin().lock(), "stdin") {
@@ -786,7 +796,7 @@ fn publish(
                 let text = if as_string { &line } else { line.trim_end() };
                 let json = message_json(text, as_string)
                     .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
-                p.publish(&channel, json)?;
+                p.publish(&channel, &json)?;
                 meter.add(1);
             }
             meter.finish(log);
@@ -798,8 +808,7 @@ fn publish(
     let jsonl = ctx.jsonl;
     let published = session.pipeline(ctx, acks, produce, |ack| match ack {
         Some((channel, position)) if jsonl => {
-            let line = serde_json::json!({ "channel": channel, "position": position });
-            let _ = writeln!(out, "{line}");
+            let _ = write_ack(out, channel, position);
         }
         Some(_) => {}
         None => {
@@ -808,6 +817,16 @@ fn publish(
     });
     let _ = out.flush();
     Ok(u8::from(published?.failed > 0))
+}
+
+/// `{"channel":…,"position":…}` and a newline: one acknowledgement of `publish --jsonl`,
+/// written straight out (no JSON value built per line).
+fn write_ack(out: &mut impl Write, channel: &str, position: &str) -> io::Result<()> {
+    out.write_all(b"{\"channel\":")?;
+    serde_json::to_writer(&mut *out, channel)?;
+    out.write_all(b",\"position\":")?;
+    serde_json::to_writer(&mut *out, position)?;
+    out.write_all(b"}\n")
 }
 
 /// Longest input line (a message for publish, a record for replay) held in memory.
@@ -1031,7 +1050,7 @@ fn replay(
                     std::thread::sleep(wait);
                 }
                 for m in record.messages {
-                    p.publish(&channel, m.get().to_owned())?;
+                    p.publish(&channel, m.get())?;
                 }
             }
             cycle += 1;
@@ -1440,6 +1459,7 @@ impl Session {
             next: 0,
             sent: 0,
             timeout: ctx.timeout,
+            channel: None,
         };
         std::thread::Builder::new()
             .name("benchlink-publish".into())
@@ -1491,7 +1511,7 @@ impl SubscriptionObserver for Sub {
 struct Inflight {
     /// [`Ctx::window`].
     window: usize,
-    n: Mutex<usize>,
+    slots: Mutex<Slots>,
     changed: Condvar,
     refused: AtomicBool,
     /// When each acknowledged publish not yet handed on was sent, oldest first: the
@@ -1499,15 +1519,32 @@ struct Inflight {
     sent_at: Mutex<std::collections::VecDeque<Instant>>,
 }
 
+/// The window's count, and whether the producer waits for it to drop.
+#[derive(Default)]
+struct Slots {
+    taken: usize,
+    /// A `Condvar` notify is a system call even with nobody waiting: an acknowledgement
+    /// wakes the producer only when it waits.
+    waiting: bool,
+}
+
 impl Inflight {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn count(&self) -> usize {
-        *self.n.lock().unwrap_or_else(PoisonError::into_inner)
+        self.slots().taken
     }
 
     fn release(&self) {
-        let mut n = self.n.lock().unwrap_or_else(PoisonError::into_inner);
-        *n = n.saturating_sub(1);
-        self.changed.notify_all();
+        let mut slots = self.slots();
+        slots.taken = slots.taken.saturating_sub(1);
+        let wake = slots.waiting;
+        drop(slots);
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     fn sent_at(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Instant>> {
@@ -1516,24 +1553,28 @@ impl Inflight {
 
     /// Takes a slot, waiting while [`window`](Self::window) publishes are unacknowledged.
     fn acquire(&self, timeout: Duration) -> bool {
-        let mut n = self.n.lock().unwrap_or_else(PoisonError::into_inner);
-        let start = Instant::now();
-        while *n >= self.window {
+        let mut slots = self.slots();
+        // The clock is read only when there is a wait to time.
+        let mut start = None;
+        while slots.taken >= self.window {
+            let start = *start.get_or_insert_with(Instant::now);
             let Some(left) = timeout.checked_sub(start.elapsed()) else {
                 return false;
             };
-            n = self
+            slots.waiting = true;
+            slots = self
                 .changed
-                .wait_timeout(n, left)
+                .wait_timeout(slots, left)
                 .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+            slots.waiting = false;
         }
-        *n += 1;
+        slots.taken += 1;
         true
     }
 }
 
 enum PubEvent {
-    Ack(u64, String, Response),
+    Ack(u64, Arc<str>, Response),
     /// The producer finished after publishing this many messages with acks, this many
     /// in all.
     Done(u64, u64, Result<(), Fail>),
@@ -1550,13 +1591,15 @@ struct Publisher {
     /// Messages sent.
     sent: u64,
     timeout: Duration,
+    /// The channel of the last acknowledged publish (see [`Publisher::ack_callback`]).
+    channel: Option<Arc<str>>,
 }
 
 impl Publisher {
     /// Publishes one message, waiting for room while the client's queue is full (its
     /// `max_queue_size` requests waiting, or its buffers): the input is read only as fast
     /// as the link drains, and every line is sent.
-    fn publish(&mut self, channel: &str, json: String) -> Result<(), Fail> {
+    fn publish(&mut self, channel: &str, json: &str) -> Result<(), Fail> {
         if self.acks && !self.inflight.acquire(self.timeout) {
             return Err(Fail(
                 1,
@@ -1572,7 +1615,7 @@ impl Publisher {
         }
         loop {
             let callback = self.acks.then(|| self.ack_callback(channel));
-            match self.client.publish_json(channel, &json, callback) {
+            match self.client.publish_json(channel, json, callback) {
                 Ok(()) => break,
                 Err(Error::Request(RequestError::Full)) => {
                     match self.client.wait_for_room(self.timeout) {
@@ -1597,13 +1640,15 @@ impl Publisher {
     }
 
     /// The callback of acknowledged publish number `next`: hands the reply on, once.
-    fn ack_callback(&self, channel: &str) -> Callback {
+    fn ack_callback(&mut self, channel: &str) -> Callback {
         let seq = self.next;
-        let mut once = Some((
-            self.tx.clone(),
-            Arc::clone(&self.inflight),
-            channel.to_owned(),
-        ));
+        // One shared name for a run of publishes to the same channel (the usual case),
+        // not a copy per message.
+        let name = match &self.channel {
+            Some(name) if **name == *channel => Arc::clone(name),
+            _ => Arc::clone(self.channel.insert(Arc::from(channel))),
+        };
+        let mut once = Some((self.tx.clone(), Arc::clone(&self.inflight), name));
         Box::new(move |response| {
             if let Some((tx, inflight, channel)) = once.take() {
                 inflight.release();
@@ -1636,7 +1681,10 @@ fn collect_acks(
     timeout: Duration,
     mut each: impl FnMut(Option<(&str, Result<&str, String>)>),
 ) -> Result<Published, Fail> {
-    let mut pending = BTreeMap::new();
+    // Acknowledgements arriving ahead of `next`, a slot per sequence number from `next`
+    // on: on one connection they come in publication order, so this rarely holds more
+    // than the one just arrived.
+    let mut pending: VecDeque<Option<(Arc<str>, Response)>> = VecDeque::new();
     let mut next = 0u64;
     let mut failed = 0u64;
     let mut done: Option<(u64, u64, Result<(), Fail>)> = None;
@@ -1667,8 +1715,15 @@ fn collect_acks(
         };
         match event {
             Ok(PubEvent::Ack(seq, channel, response)) => {
-                pending.insert(seq, (channel, response));
-                while let Some((channel, response)) = pending.remove(&next) {
+                let at = usize::try_from(seq.saturating_sub(next)).unwrap_or(usize::MAX);
+                if pending.len() <= at {
+                    pending.resize_with(at.saturating_add(1), || None);
+                }
+                if let Some(slot) = pending.get_mut(at) {
+                    *slot = Some((channel, response));
+                }
+                while let Some(Some((channel, response))) = pending.front_mut().map(Option::take) {
+                    pending.pop_front();
                     inflight.sent_at().pop_front();
                     let outcome = match response {
                         Response::Reply(r) if r.is_ok() => {

@@ -31,6 +31,7 @@ use crate::net::Stream;
 use super::observer::{
     text, ClientObserver, Reply, SharedObserver, SubscriptionData, SubscriptionObserver,
 };
+use super::tickets::Tickets;
 use super::transport::{open, ConnectError, TransportOptions};
 
 /// The default of [`ClientOptions::max_subscriptions`]: room for thousands of channels
@@ -578,11 +579,46 @@ struct Seen {
     delivered: u64,
     /// The I/O thread has ended.
     ended: bool,
+    /// Threads blocked in [`StateWatch::wait`]: a `Condvar` notify is a system call even
+    /// with nobody waiting, and the I/O thread would otherwise make one per event.
+    waiters: usize,
 }
 
 impl StateWatch {
     fn lock(&self) -> MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for a change until `deadline` (`None`: no limit); the guard back either way.
+    fn wait<'s>(
+        &'s self,
+        mut seen: MutexGuard<'s, Seen>,
+        deadline: Option<StdInstant>,
+    ) -> MutexGuard<'s, Seen> {
+        seen.waiters += 1;
+        let mut seen = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(StdInstant::now());
+                self.changed
+                    .wait_timeout(seen, left)
+                    .map_or_else(|p| p.into_inner().0, |(s, _)| s)
+            }
+            None => self
+                .changed
+                .wait(seen)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        seen.waiters -= 1;
+        seen
+    }
+
+    /// Releases `seen` after a change, waking the threads in [`wait`](Self::wait), if any.
+    fn notify(&self, seen: MutexGuard<'_, Seen>) {
+        let wake = seen.waiters > 0;
+        drop(seen);
+        if wake {
+            self.changed.notify_all();
+        }
     }
 }
 
@@ -605,8 +641,8 @@ struct Observers {
     /// created the record for (registrations superseded before that get `on_deleted`).
     /// A slot is empty while its observer runs.
     subs: HashMap<String, VecDeque<Option<Box<dyn SubscriptionObserver>>>>,
-    callbacks: HashMap<u32, Callback>,
-    auth: HashMap<u32, AuthDone>,
+    callbacks: Tickets<Callback>,
+    auth: Tickets<AuthDone>,
 }
 
 /// What one read of the socket gave.
@@ -658,6 +694,7 @@ impl Client {
                 state: ClientState::Stopped,
                 delivered: 0,
                 ended: false,
+                waiters: 0,
             }),
             changed: std::sync::Condvar::new(),
         });
@@ -825,24 +862,10 @@ impl Client {
             let deadline = StdInstant::now().checked_add(DISPOSE_WAIT);
             let mut seen = self.shared.watch.lock();
             while !seen.ended {
-                let left = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
-                match left {
-                    Some(left) if left.is_zero() => break,
-                    Some(left) => {
-                        seen = match self.shared.watch.changed.wait_timeout(seen, left) {
-                            Ok((s, _)) => s,
-                            Err(p) => p.into_inner().0,
-                        };
-                    }
-                    None => {
-                        seen = self
-                            .shared
-                            .watch
-                            .changed
-                            .wait(seen)
-                            .unwrap_or_else(PoisonError::into_inner);
-                    }
+                if deadline.is_some_and(|d| d <= StdInstant::now()) {
+                    break;
                 }
+                seen = self.shared.watch.wait(seen, deadline);
             }
             let ended = seen.ended;
             drop(seen);
@@ -891,20 +914,10 @@ impl Client {
         let deadline = StdInstant::now().checked_add(timeout);
         let mut seen = self.shared.watch.lock();
         while !(seen.ended || seen.delivered >= mark && wanted(seen.state)) {
-            let left = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
-            seen = match left {
-                Some(left) if left.is_zero() => break,
-                Some(left) => match self.shared.watch.changed.wait_timeout(seen, left) {
-                    Ok((s, _)) => s,
-                    Err(p) => p.into_inner().0,
-                },
-                None => self
-                    .shared
-                    .watch
-                    .changed
-                    .wait(seen)
-                    .unwrap_or_else(PoisonError::into_inner),
-            };
+            if deadline.is_some_and(|d| d <= StdInstant::now()) {
+                break;
+            }
+            seen = self.shared.watch.wait(seen, deadline);
         }
         seen.state
     }
@@ -1714,8 +1727,9 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     dispatch(&engine, &watch, &observers);
     // Fail whatever still waits, so no caller blocks forever.
     observers.borrow_mut().callbacks.clear();
-    watch.lock().ended = true;
-    watch.changed.notify_all();
+    let mut seen = watch.lock();
+    seen.ended = true;
+    watch.notify(seen);
     engine.room.notify_all();
 }
 
@@ -1753,8 +1767,8 @@ fn dispatch(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>)
                     seen.state = state;
                 }
                 seen.delivered = seen.delivered.saturating_add(1);
+                watch.notify(seen);
             }
-            watch.changed.notify_all();
             if !ok {
                 log::error!("rtm: a callback panicked: stopping the client");
                 let mut core = engine.lock();
@@ -1820,20 +1834,16 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
             observers.borrow_mut().auth.insert(ticket.get(), done);
         }
         Ev::Reply(ticket, response, last) => {
-            let cb = observers.borrow_mut().callbacks.remove(&ticket.get());
+            let cb = observers.borrow_mut().callbacks.remove(ticket.get());
             if let Some(mut cb) = cb {
                 cb(response);
                 if !last {
-                    observers
-                        .borrow_mut()
-                        .callbacks
-                        .entry(ticket.get())
-                        .or_insert(cb);
+                    observers.borrow_mut().callbacks.insert(ticket.get(), cb);
                 }
             }
         }
         Ev::Auth(ticket, result) => {
-            let done = observers.borrow_mut().auth.remove(&ticket.get());
+            let done = observers.borrow_mut().auth.remove(ticket.get());
             if let Some(done) = done {
                 done(result);
             }

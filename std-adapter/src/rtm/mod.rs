@@ -53,6 +53,7 @@ mod client;
 mod connection;
 mod observer;
 mod scoped;
+mod tickets;
 mod transport;
 
 /// Authentication methods ([`auth::AuthMethod`], the SDK contract's auth delegates;
