@@ -794,9 +794,13 @@ fn publish(
                 }
                 let (n, line) = line?;
                 let text = if as_string { &line } else { line.trim_end() };
-                let json = message_json(text, as_string)
-                    .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
-                p.publish(&channel, &json)?;
+                // Read as JSON once, by the client as it encodes the message; only text
+                // it refuses is looked at again, as `message_json` reads it.
+                if as_string || !p.send(&channel, text.trim())? {
+                    let json = message_json(text, as_string)
+                        .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
+                    p.publish(&channel, &json)?;
+                }
                 meter.add(1);
             }
             meter.finish(log);
@@ -1600,6 +1604,17 @@ impl Publisher {
     /// `max_queue_size` requests waiting, or its buffers): the input is read only as fast
     /// as the link drains, and every line is sent.
     fn publish(&mut self, channel: &str, json: &str) -> Result<(), Fail> {
+        if self.send(channel, json)? {
+            Ok(())
+        } else {
+            let why = RequestError::InvalidJson.to_string();
+            Err(Fail(1, format!("publishing to {channel}: {why}")))
+        }
+    }
+
+    /// [`publish`](Self::publish), except that text the client refuses as not JSON is
+    /// `Ok(false)`, nothing sent, for the caller to publish otherwise.
+    fn send(&mut self, channel: &str, json: &str) -> Result<bool, Fail> {
         if self.acks && !self.inflight.acquire(self.timeout) {
             return Err(Fail(
                 1,
@@ -1629,6 +1644,10 @@ impl Publisher {
                         Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
                     }
                 }
+                Err(Error::Request(RequestError::InvalidJson)) => {
+                    self.give_back();
+                    return Ok(false);
+                }
                 Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
             }
         }
@@ -1636,7 +1655,7 @@ impl Publisher {
             self.next += 1;
         }
         self.sent += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// The callback of acknowledged publish number `next`: hands the reply on, once.
@@ -1660,11 +1679,16 @@ impl Publisher {
     /// A publish the client refused at the call: its window slot is given back (the
     /// callback was dropped unused).
     fn refused_at_call(&self, channel: &str, why: String) -> Fail {
+        self.give_back();
+        Fail(1, format!("publishing to {channel}: {why}"))
+    }
+
+    /// Gives back the window slot of a publish the client refused at the call.
+    fn give_back(&self) {
         if self.acks {
             self.inflight.sent_at().pop_back();
             self.inflight.release();
         }
-        Fail(1, format!("publishing to {channel}: {why}"))
     }
 
     /// Whether the server refused a message: the producer should stop.
