@@ -607,6 +607,132 @@ pub trait Handler {
     fn link_closed(&mut self, why: Disconnect<'_>) {
         let _ = why;
     }
+
+    /// Whether [`Link::handle_input`](super::Link::handle_input) may go on to the next
+    /// received message in the same call (the default: it takes all the input). A handler
+    /// that keeps events for later says no while it holds some: the link then leaves the
+    /// rest of the input to the caller, and the events' borrowed parts stay valid
+    /// ([`Events`](super::Events), the pull API, does this).
+    fn ready_for_input(&mut self) -> bool {
+        true
+    }
+}
+
+/// One event of the client or its link, borrowed from the link (see
+/// [`Link::poll_event`](super::Link::poll_event)): the [`Handler`] methods as values, one
+/// variant each, with the same arguments.
+///
+/// ```
+/// use benchlink_core::rtm::{ClientState, Event, Handler};
+/// #[derive(Default)]
+/// struct Last(Option<ClientState>);
+/// impl Handler for Last {
+///     fn client_state(&mut self, _leave: ClientState, enter: ClientState) {
+///         self.0 = Some(enter);
+///     }
+/// }
+/// let mut last = Last::default();
+/// Event::ClientState { leave: ClientState::Stopped, enter: ClientState::Connecting }.deliver(&mut last);
+/// assert_eq!(last.0, Some(ClientState::Connecting));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// [`Handler::client_state`].
+    ClientState {
+        /// The state left.
+        leave: ClientState,
+        /// The state entered.
+        enter: ClientState,
+    },
+    /// [`Handler::reply`].
+    Reply {
+        /// The request's ticket.
+        ticket: Ticket,
+        /// Its outcome.
+        outcome: Outcome<'a>,
+    },
+    /// [`Handler::subscription_state`].
+    SubscriptionState {
+        /// The subscription.
+        key: &'a str,
+        /// The state left.
+        leave: SubState,
+        /// The state entered.
+        enter: SubState,
+    },
+    /// [`Handler::subscription_reply`].
+    SubscriptionReply {
+        /// The subscription.
+        key: &'a str,
+        /// The server's reply.
+        reply: Pdu<'a>,
+    },
+    /// [`Handler::subscription_failed`].
+    SubscriptionFailed {
+        /// The subscription.
+        key: &'a str,
+        /// Why.
+        reason: FailReason<'a>,
+    },
+    /// [`Handler::subscription_created`].
+    SubscriptionCreated {
+        /// The subscription.
+        key: &'a str,
+    },
+    /// [`Handler::subscription_deleted`].
+    SubscriptionDeleted {
+        /// The subscription.
+        key: &'a str,
+    },
+    /// [`Handler::subscription_data`].
+    SubscriptionData {
+        /// The subscription.
+        key: &'a str,
+        /// Its messages.
+        data: pdu::SubscriptionData<'a>,
+    },
+    /// [`Handler::fast_forward`].
+    FastForward {
+        /// The subscription.
+        key: &'a str,
+        /// The server's notice.
+        info: pdu::SubscriptionInfo<'a>,
+    },
+    /// [`Handler::internal_error`].
+    InternalError(InternalError<'a>),
+    /// [`Handler::auth`].
+    Auth {
+        /// The `authenticate`'s ticket.
+        ticket: Ticket,
+        /// How it ended.
+        result: AuthResult<'a>,
+    },
+    /// [`Handler::link_closed`].
+    LinkClosed(Disconnect<'a>),
+}
+
+impl Event<'_> {
+    /// Calls the [`Handler`] method this event stands for: a handler is the pull API
+    /// drained into callbacks.
+    pub fn deliver<H: Handler + ?Sized>(self, h: &mut H) {
+        match self {
+            Event::ClientState { leave, enter } => h.client_state(leave, enter),
+            Event::Reply { ticket, outcome } => h.reply(ticket, outcome),
+            Event::SubscriptionState { key, leave, enter } => {
+                h.subscription_state(key, leave, enter)
+            }
+            Event::SubscriptionReply { key, reply } => h.subscription_reply(key, reply),
+            Event::SubscriptionFailed { key, reason } => h.subscription_failed(key, reason),
+            Event::SubscriptionCreated { key } => h.subscription_created(key),
+            Event::SubscriptionDeleted { key } => h.subscription_deleted(key),
+            Event::SubscriptionData { key, data } => h.subscription_data(key, data),
+            Event::FastForward { key, info } => h.fast_forward(key, info),
+            Event::InternalError(error) => h.internal_error(error),
+            Event::Auth { ticket, result } => h.auth(ticket, result),
+            Event::LinkClosed(why) => h.link_closed(why),
+        }
+    }
 }
 
 /// A handler that ignores everything.

@@ -312,6 +312,9 @@ pub struct Link<B, S, P> {
     /// the client hears it (with the caller's handler) at the next call that has one;
     /// [`poll_timeout`](Link::poll_timeout) makes that call due at once.
     close_unreported: bool,
+    /// Length of the last message handed to the client, kept at the start of the
+    /// session's buffer (see [`Link::last_message`]).
+    held: usize,
 }
 
 impl<B: Bytes, S: SubscriptionSlots, P: Slots> fmt::Debug for Link<B, S, P> {
@@ -380,6 +383,10 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             let min = out.saturating_add(MAX_UPGRADE_REQUEST).max(min);
             return Err(LinkError::TxTooSmall { min });
         }
+        // Messages are read from the session's buffer, where the events that borrow one
+        // find it again after the input is gone.
+        let mut session = Session::new(rx, Entropy(config.seed));
+        session.set_keep_messages(true);
         Ok(Link {
             client: Client::new(
                 client,
@@ -392,7 +399,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             config,
             endpoint,
             appkey,
-            session: Session::new(rx, Entropy(config.seed)),
+            session,
             tx,
             tx_start: 0,
             tx_end: 0,
@@ -404,6 +411,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             ping_sent: false,
             ping_due: false,
             close_unreported: false,
+            held: 0,
         })
     }
 
@@ -535,15 +543,24 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         }
     }
 
-    /// Bytes read from the transport; all of them are consumed. Events (replies,
-    /// subscription data borrowing `input`, state changes) reach `h` before this returns.
-    pub fn handle_input<H: Handler>(&mut self, now: Instant, input: &[u8], h: &mut H) {
+    /// Bytes read from the transport; returns how many were taken. Events (replies,
+    /// subscription data borrowing the received message, state changes) reach `h` before
+    /// this returns. A handler that is not [`ready_for_input`](Handler::ready_for_input)
+    /// stops the link before the next message: the rest is the caller's to offer again
+    /// (with [`Events`], once they are taken); any other handler takes all of it.
+    pub fn handle_input<H: Handler>(&mut self, now: Instant, input: &[u8], h: &mut H) -> usize {
         self.report_close(now, h);
+        let whole = input.len();
         let mut input = input;
+        // What is left untaken, as a count of the bytes taken.
+        let taken = |rest: &[u8]| whole.saturating_sub(rest.len());
+        if !h.ready_for_input() {
+            return 0;
+        }
         if let Phase::Upgrading { .. } = self.phase {
             match self.upgrade_input(now, input, h) {
                 Some(rest) => input = rest,
-                None => return,
+                None => return whole,
             }
         }
         let deliver = match self.phase {
@@ -553,7 +570,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             Phase::Closing {
                 wait_peer: true, ..
             } => self.attached && self.client.state() == ClientState::Stopping,
-            _ => return,
+            _ => return whole,
         };
         if !input.is_empty() {
             self.last_rx = now;
@@ -561,15 +578,20 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         }
         let binary = self.client.encoding() != Encoding::Json;
         while !input.is_empty() {
+            if !h.ready_for_input() {
+                return taken(input);
+            }
             let outcome = match self.session.handle(input) {
                 Ok((used, message)) => {
                     input = input.get(used..).unwrap_or_default();
                     match message {
                         Some(Message::Text(text)) if deliver => {
+                            self.held = text.len();
                             self.client.handle_message(now, text, h);
                             None
                         }
                         Some(Message::Binary(payload)) if deliver && binary => {
+                            self.held = payload.len();
                             self.client.handle_frame(now, payload, h);
                             None
                         }
@@ -588,13 +610,20 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             if let Some(why) = outcome {
                 if let Phase::Closing { .. } = self.phase {
                     // The answer to our close: done.
-                    return;
+                    return whole;
                 }
                 h.link_closed(why);
                 self.end(now, End::Flush, h);
-                return;
+                return whole;
             }
         }
+        whole
+    }
+
+    /// The last message received, as the client read it: what the parts of the frame in
+    /// [`Events`] records are found again in.
+    pub(crate) fn last_message(&self) -> &[u8] {
+        self.session.last_message(self.held)
     }
 
     /// Bytes are waiting in the transport, but the adapter holds them back because the

@@ -16,6 +16,7 @@ pub mod pdu;
 mod backoff;
 mod client;
 mod events;
+mod events_journal;
 mod in_flight;
 mod link;
 mod queue;
@@ -28,9 +29,10 @@ mod typed;
 
 pub use client::{Client, Config, MAX_ROLE_LEN, MAX_SECRET_LEN};
 pub use events::{
-    Ack, AuthResult, ClientState, ConnectError, Disconnect, FailReason, Handler, InternalError,
-    Mode, NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
+    Ack, AuthResult, ClientState, ConnectError, Disconnect, Event, FailReason, Handler,
+    InternalError, Mode, NoopHandler, Outcome, RequestError, SubState, Ticket, Transmit,
 };
+pub use events_journal::Events;
 pub use in_flight::{Pending, Slots};
 pub use link::{
     Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,

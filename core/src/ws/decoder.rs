@@ -131,6 +131,8 @@ pub struct Decoder<B> {
     message: Option<Assembly>,
     /// Text messages are checked as UTF-8 (the default); off, they come out as binary.
     text_is_utf8: bool,
+    /// Every data message is handed out from `buf` (see [`Decoder::set_keep_messages`]).
+    keep: bool,
 }
 
 /// Sizes and state only: the buffers may hold a whole message.
@@ -155,7 +157,33 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
             state: HEADER,
             message: None,
             text_is_utf8: true,
+            keep: false,
         }
+    }
+
+    /// Whether every text or binary message comes out of the decoder's buffer, copied
+    /// there when it lay whole in the input (off by default: it is then a slice of the
+    /// input, without a copy). On, the last message stays readable after the call, with
+    /// [`last_message`](Self::last_message), until the next one: for a caller whose events
+    /// borrow it after the input is gone.
+    ///
+    /// ```
+    /// use benchlink_core::ws::{Decoder, Message};
+    /// let mut buf = [0u8; 16];
+    /// let mut decoder = Decoder::new(&mut buf);
+    /// decoder.set_keep_messages(true);
+    /// let input = [0x81, 0x02, b'h', b'i'];
+    /// assert_eq!(decoder.decode(&input).unwrap(), (4, Some(Message::Text("hi"))));
+    /// assert_eq!(decoder.last_message(2), b"hi");
+    /// ```
+    pub fn set_keep_messages(&mut self, on: bool) {
+        self.keep = on;
+    }
+
+    /// The first `len` bytes of the message buffer: the last message, `len` bytes long,
+    /// when [`set_keep_messages`](Self::set_keep_messages) is on.
+    pub fn last_message(&self, len: usize) -> &[u8] {
+        self.buf.as_ref().get(..len).unwrap_or_default()
     }
 
     /// Whether text messages must be UTF-8 (the default, as RFC 6455 requires). Turned
@@ -223,11 +251,37 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Decoder<B> {
         input: &'s [u8],
     ) -> Result<(usize, Option<Message<'s>>), Error> {
         match self.run(input) {
-            Ok((used, step)) => Ok((used, step.map(|step| self.message(input, step)))),
+            Ok((used, step)) => {
+                let step = step.map(|step| self.kept(input, step));
+                Ok((used, step.map(|step| self.message(input, step))))
+            }
             Err(e) => {
                 self.state = State::Failed(e);
                 Err(e)
             }
+        }
+    }
+
+    /// `step`, its payload copied into `buf` when it is a data message from the input and
+    /// messages are kept.
+    fn kept(&mut self, input: &[u8], step: Step) -> Step {
+        let Source::Input { start, len } = step.source else {
+            return step;
+        };
+        if !self.keep || !matches!(step.kind, Kind::Text | Kind::Binary) {
+            return step;
+        }
+        let src = input.get(start..start.saturating_add(len));
+        // The header checks refused a message longer than `buf`: it always fits.
+        match (self.buf.as_mut().get_mut(..len), src) {
+            (Some(dst), Some(src)) => {
+                dst.copy_from_slice(src);
+                Step {
+                    kind: step.kind,
+                    source: Source::Buffer { len },
+                }
+            }
+            _ => step,
         }
     }
 

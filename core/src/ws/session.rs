@@ -229,6 +229,26 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         self.decoder.set_text_is_utf8(on);
     }
 
+    /// See [`Decoder::set_keep_messages`].
+    ///
+    /// ```
+    /// use benchlink_core::ws::{Message, Session};
+    /// let mut buf = [0u8; 16];
+    /// let mut session = Session::new(&mut buf, || [0u8; 4]);
+    /// session.set_keep_messages(true);
+    /// assert_eq!(session.handle(&[0x81, 0x01, b'k']).unwrap(), (3, Some(Message::Text("k"))));
+    /// assert_eq!(session.last_message(1), b"k");
+    /// ```
+    pub fn set_keep_messages(&mut self, on: bool) {
+        self.decoder.set_keep_messages(on);
+    }
+
+    /// See [`Decoder::last_message`] (and the example of
+    /// [`set_keep_messages`](Self::set_keep_messages)).
+    pub fn last_message(&self, len: usize) -> &[u8] {
+        self.decoder.last_message(len)
+    }
+
     /// The mask source, for a caller that draws handshake nonces from the same generator.
     pub(crate) fn masks_mut(&mut self) -> &mut M {
         &mut self.masks

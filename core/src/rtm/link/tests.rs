@@ -898,3 +898,330 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
     assert!(link.is_open());
     assert_eq!(link.client().state(), ClientState::Connected);
 }
+
+/// Pull ([`Events`]) against push (a [`Handler`]): one script of server bytes, every
+/// kind of event in it, split into reads at random points; the pulled events are the
+/// pushed ones, in the same order, field for field.
+mod pull {
+    use super::*;
+    use crate::rtm::{Event, Events, FailReason};
+
+    /// Every event as its `Debug` text, pushed.
+    #[derive(Default)]
+    struct Trace(Vec<String>);
+
+    impl Trace {
+        fn push(&mut self, event: Event<'_>) {
+            self.0.push(format!("{event:?}"));
+        }
+    }
+
+    impl Handler for Trace {
+        fn client_state(&mut self, leave: ClientState, enter: ClientState) {
+            self.push(Event::ClientState { leave, enter });
+        }
+        fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+            self.push(Event::Reply { ticket, outcome });
+        }
+        fn subscription_state(
+            &mut self,
+            key: &str,
+            leave: crate::rtm::SubState,
+            enter: crate::rtm::SubState,
+        ) {
+            self.push(Event::SubscriptionState { key, leave, enter });
+        }
+        fn subscription_reply(&mut self, key: &str, reply: pdu::Pdu<'_>) {
+            self.push(Event::SubscriptionReply { key, reply });
+        }
+        fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
+            self.push(Event::SubscriptionFailed { key, reason });
+        }
+        fn subscription_created(&mut self, key: &str) {
+            self.push(Event::SubscriptionCreated { key });
+        }
+        fn subscription_deleted(&mut self, key: &str) {
+            self.push(Event::SubscriptionDeleted { key });
+        }
+        fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
+            self.push(Event::SubscriptionData { key, data });
+        }
+        fn fast_forward(&mut self, key: &str, info: pdu::SubscriptionInfo<'_>) {
+            self.push(Event::FastForward { key, info });
+        }
+        fn internal_error(&mut self, error: crate::rtm::InternalError<'_>) {
+            self.push(Event::InternalError(error));
+        }
+        fn auth(&mut self, ticket: Ticket, result: crate::rtm::AuthResult<'_>) {
+            self.push(Event::Auth { ticket, result });
+        }
+        fn link_closed(&mut self, why: Disconnect<'_>) {
+            self.push(Event::LinkClosed(why));
+        }
+    }
+
+    /// One side of the comparison: what every call is given as its handler, and how the
+    /// events end up in the trace.
+    trait Side {
+        fn call<R>(
+            &mut self,
+            link: &mut TestLink,
+            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
+        ) -> R;
+        /// Feeds `wire` in reads of the sizes `cut` gives.
+        fn input(
+            &mut self,
+            link: &mut TestLink,
+            t: Instant,
+            wire: &[u8],
+            cut: &mut impl FnMut() -> usize,
+        );
+        fn trace(&self) -> &[String];
+    }
+
+    struct Push(Trace);
+
+    impl Side for Push {
+        fn call<R>(
+            &mut self,
+            link: &mut TestLink,
+            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
+        ) -> R {
+            f(link, &mut self.0)
+        }
+        fn input(
+            &mut self,
+            link: &mut TestLink,
+            t: Instant,
+            mut wire: &[u8],
+            cut: &mut impl FnMut() -> usize,
+        ) {
+            while !wire.is_empty() {
+                let n = cut().min(wire.len());
+                assert_eq!(
+                    link.handle_input(t, &wire[..n], &mut self.0),
+                    n,
+                    "a handler takes all"
+                );
+                wire = &wire[n..];
+            }
+        }
+        fn trace(&self) -> &[String] {
+            &self.0 .0
+        }
+    }
+
+    /// The events, their trace, and how often the link left part of a read untaken.
+    struct Pull(Events<Vec<u8>>, Trace, usize);
+
+    impl Pull {
+        fn take(&mut self, link: &TestLink) {
+            while let Some(event) = self.0.poll_event(link) {
+                self.1.push(event);
+            }
+        }
+    }
+
+    impl Side for Pull {
+        fn call<R>(
+            &mut self,
+            link: &mut TestLink,
+            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
+        ) -> R {
+            let r = f(link, &mut self.0);
+            self.take(link);
+            r
+        }
+        fn input(
+            &mut self,
+            link: &mut TestLink,
+            t: Instant,
+            mut wire: &[u8],
+            cut: &mut impl FnMut() -> usize,
+        ) {
+            while !wire.is_empty() {
+                let mut read = &wire[..cut().min(wire.len())];
+                wire = &wire[read.len()..];
+                // What the link leaves is offered again once the events are taken.
+                while !read.is_empty() {
+                    let n = link.handle_input(t, read, &mut self.0);
+                    self.2 += usize::from(n < read.len());
+                    self.take(link);
+                    read = &read[n..];
+                }
+            }
+            assert_eq!(self.0.lost(), 0);
+        }
+        fn trace(&self) -> &[String] {
+            &self.1 .0
+        }
+    }
+
+    impl Handler for &mut dyn Handler {
+        fn client_state(&mut self, leave: ClientState, enter: ClientState) {
+            (**self).client_state(leave, enter)
+        }
+        fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+            (**self).reply(ticket, outcome)
+        }
+        fn subscription_state(
+            &mut self,
+            key: &str,
+            leave: crate::rtm::SubState,
+            enter: crate::rtm::SubState,
+        ) {
+            (**self).subscription_state(key, leave, enter)
+        }
+        fn subscription_reply(&mut self, key: &str, reply: pdu::Pdu<'_>) {
+            (**self).subscription_reply(key, reply)
+        }
+        fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
+            (**self).subscription_failed(key, reason)
+        }
+        fn subscription_created(&mut self, key: &str) {
+            (**self).subscription_created(key)
+        }
+        fn subscription_deleted(&mut self, key: &str) {
+            (**self).subscription_deleted(key)
+        }
+        fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
+            (**self).subscription_data(key, data)
+        }
+        fn fast_forward(&mut self, key: &str, info: pdu::SubscriptionInfo<'_>) {
+            (**self).fast_forward(key, info)
+        }
+        fn internal_error(&mut self, error: crate::rtm::InternalError<'_>) {
+            (**self).internal_error(error)
+        }
+        fn auth(&mut self, ticket: Ticket, result: crate::rtm::AuthResult<'_>) {
+            (**self).auth(ticket, result)
+        }
+        fn link_closed(&mut self, why: Disconnect<'_>) {
+            (**self).link_closed(why)
+        }
+        fn ready_for_input(&mut self) -> bool {
+            (**self).ready_for_input()
+        }
+    }
+
+    /// The script: two connections, every event kind.
+    fn run(side: &mut impl Side, seed: u64) {
+        let mut state = seed;
+        let mut cut = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            1 + (state >> 33) as usize % 300
+        };
+        let mut link = new_link(4096);
+        let t = secs(1);
+        side.call(&mut link, |l, h| l.client_mut().start(t, &mut { h }));
+        assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        let request = drain(&mut link, t);
+        let ack = Ack::Reply { deadline: None };
+        side.call(&mut link, |l, h| {
+            let mut h = h;
+            let c = l.client_mut();
+            c.subscribe(t, "ch", Mode::Simple, SubscribeArgs::default(), &mut h)
+                .unwrap();
+            c.subscribe(t, "bad", Mode::Simple, SubscribeArgs::default(), &mut h)
+                .unwrap();
+            c.publish(t, "c", "1", ack, &mut h).unwrap();
+            c.publish(t, "c", "2", ack, &mut h).unwrap();
+            c.read(t, "c", None, None, &mut h).unwrap();
+            c.authenticate(t, "role", b"secret", None, &mut h).unwrap();
+        });
+        let mut wire = answer(&request);
+        for pdu in [
+            r#"{"action":"rtm/subscribe/ok","id":0,"body":{"position":"1:0","subscription_id":"ch"}}"#,
+            r#"{"action":"rtm/subscribe/error","id":1,"body":{"error":"denied","reason":"no \"bad\""}}"#,
+            r#"{"action":"rtm/subscription/data","body":{"subscription_id":"ch","position":"1:1","messages":[{"a":1},"x"]}}"#,
+            r#"{"action":"rtm/subscription/data","body":{"subscription_id":"ch","messages":[2]}}"#,
+            r#"{"action":"rtm/subscription/info","body":{"subscription_id":"ch","info":"fast_forward","reason":"slow","position":"1:9"}}"#,
+            r#"{"action":"rtm/publish/ok","id":2,"body":{"position":"1:2"}}"#,
+            r#"{"action":"rtm/publish/error","id":3,"body":{"error":"x","reason":"y"}}"#,
+            r#"{"action":"rtm/read/ok","id":4,"body":{"position":"1:3","message":{"v":[1,2]}}}"#,
+            r#"{"action":"auth/handshake/ok","id":5,"body":{"data":{"nonce":"MTExMTExMTExMTExMTExMQ=="}}}"#,
+            r#"{"action":"auth/authenticate/error","id":6,"body":{"error":"authentication_failed","reason":"wrong"}}"#,
+            r#"{"action":"rtm/publish/ok","id":99,"body":{}}"#,
+            r#"{"action":"something/new","body":{"k":"v"}}"#,
+            r#"{"action":"rtm/subscription/error","body":{"subscription_id":"ch","error":"gone","reason":"moved"}}"#,
+        ] {
+            wire.extend(text(pdu));
+        }
+        wire.extend(frame(0x9, true, b"ping"));
+        let mut close = 1001u16.to_be_bytes().to_vec();
+        close.extend_from_slice(b"bye");
+        wire.extend(frame(0x8, true, &close));
+        side.input(&mut link, t, &wire, &mut cut);
+        side.call(&mut link, |l, h| {
+            let _ = l.client_mut().unsubscribe(t, "bad", &mut { h });
+        });
+        let _ = drain_and_close(&mut link, t);
+        side.call(&mut link, |l, h| l.handle_closed(t, &mut { h }));
+        // The second connection: a publish left in flight, then a malformed frame.
+        let t = secs(30);
+        side.call(&mut link, |l, h| l.handle_timeout(t, &mut { h }));
+        assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        let request = drain(&mut link, t);
+        side.input(&mut link, t, &answer(&request), &mut cut);
+        side.call(&mut link, |l, h| {
+            l.client_mut()
+                .publish(t, "c", "3", ack, &mut { h })
+                .unwrap()
+        });
+        let _ = drain(&mut link, t);
+        side.input(&mut link, t, &text("not json"), &mut cut);
+        let _ = drain_and_close(&mut link, t);
+        side.call(&mut link, |l, h| l.handle_closed(t, &mut { h }));
+        // A third: a protocol error (a masked server frame).
+        let t = secs(60);
+        side.call(&mut link, |l, h| l.handle_timeout(t, &mut { h }));
+        let _ = link.poll_output(t);
+        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        let request = drain(&mut link, t);
+        let mut wire = answer(&request);
+        wire.extend([0x81, 0x81, 0, 0, 0, 0, b'x']);
+        side.input(&mut link, t, &wire, &mut cut);
+    }
+
+    #[test]
+    fn pulled_events_are_the_pushed_events() {
+        for seed in 0..50 {
+            let mut push = Push(Trace::default());
+            run(&mut push, seed);
+            let buf = vec![0; Events::<Vec<u8>>::capacity_for(4, 128, 0)];
+            let mut pull = Pull(Events::new(buf), Trace::default(), 0);
+            run(&mut pull, seed);
+            assert_eq!(push.trace(), pull.trace(), "seed {seed}");
+            assert!(pull.2 > 0, "the link held input back while events waited");
+            if seed == 0 {
+                let all = push.trace().join("\n");
+                for kind in [
+                    "ClientState",
+                    "Reply",
+                    "SubscriptionState",
+                    "SubscriptionReply",
+                    "SubscriptionFailed",
+                    "SubscriptionCreated",
+                    "SubscriptionDeleted",
+                    "SubscriptionData",
+                    "FastForward",
+                    "InternalError(Malformed",
+                    "InternalError(UnknownReply",
+                    "InternalError(Ignored",
+                    "InternalError(DataWithoutPosition",
+                    "Auth",
+                    "Rejected",
+                    "LinkClosed(PeerClosed",
+                    "LinkClosed(Protocol",
+                    "Disconnected",
+                ] {
+                    assert!(all.contains(kind), "no {kind} in\n{all}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! [`Events`]: the link's events kept, in order, until the caller takes them
+//! ([`Link::poll_event`](super::Link::poll_event)).
+//!
+//! The client reports events through a [`Handler`] as they happen; this one writes each
+//! as a compact record into a byte FIFO of the caller's sizing. What an event borrows
+//! from the received frame (a reply, a subscription's messages, an error body) is not
+//! copied: the record says which part of the frame it was, the link keeps the frame
+//! until every record is taken, and reading the record finds that part again. What it
+//! borrows from anywhere else (a subscription key, a close reason) is copied into the
+//! record, so a subscription deleted since is still named.
+
+use core::time::Duration;
+
+use super::auth::AuthFailure;
+use super::events::{
+    AuthResult, ClientState, Disconnect, Event, FailReason, Handler, InternalError, Outcome,
+    SubState, Ticket,
+};
+use super::in_flight::Slots;
+use super::link::Link;
+use super::pdu::{self, Action, Encoding, Incoming, Pdu};
+use super::queue::{Bytes, RecordFifo, RECORD_HEADER};
+use super::sub_table::SubscriptionSlots;
+use super::subscription::MAX_SUBSCRIPTION_KEY;
+use crate::ws::{CloseCode, Error as WsError};
+
+/// The events waiting for the caller, in the bytes of `B` (see
+/// [`Buffers::events`](super::Buffers::events)).
+///
+/// Pass it as the handler of every call into the [`Link`]; then take the events with
+/// [`poll_event`](Self::poll_event) until it returns `None`. While it holds events, the
+/// link's [`handle_input`](Link::handle_input) takes no further message (it says how
+/// many bytes it took): the caller keeps the rest until the events are taken, which is
+/// the backpressure that bounds memory under a flood.
+///
+/// ```
+/// use benchlink_core::rtm::{Buffers, ClientState, Config, Event, Events, Link, LinkConfig, Output, Pending, SubscriptionSlot};
+/// use benchlink_core::time::Instant;
+///
+/// let buffers = Buffers {
+///     rx: vec![0; 4096], tx: vec![0; 4096], queue: vec![0; 512], outbox: vec![0; 512],
+///     subscription_args: vec![],
+/// };
+/// let mut link: Link<Vec<u8>, _, _> = Link::new(
+///     Config::default(), LinkConfig { seed: 7, ..LinkConfig::DEFAULT },
+///     "ws://127.0.0.1:8080", "KEY", buffers, [SubscriptionSlot::EMPTY; 2], [Pending::EMPTY; 4],
+/// ).unwrap();
+/// let mut events = Events::new(vec![0; Events::<Vec<u8>>::capacity_for(2, 4, 8)]);
+/// let t = Instant::ZERO;
+/// link.client_mut().start(t, &mut events);
+/// assert_eq!(
+///     events.poll_event(&link),
+///     Some(Event::ClientState { leave: ClientState::Stopped, enter: ClientState::Connecting }),
+/// );
+/// assert_eq!(events.poll_event(&link), None);
+/// assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
+/// ```
+pub struct Events<B> {
+    fifo: RecordFifo<B>,
+    /// The front record was handed out by `poll_event` (its event borrowed it): it is
+    /// dropped at the next call.
+    taken: bool,
+    /// Records that did not fit (the buffer was smaller than
+    /// [`Events::capacity_for`], or events were left untaken across calls).
+    lost: u32,
+}
+
+impl<B: Bytes> core::fmt::Debug for Events<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Events")
+            .field("fifo", &self.fifo)
+            .field("lost", &self.lost)
+            .finish()
+    }
+}
+
+/// Bytes of the largest record: its header, a tag, two states or a ticket and a kind,
+/// and a string of up to [`MAX_SUBSCRIPTION_KEY`] bytes with its length.
+const MAX_RECORD: usize = RECORD_HEADER + 1 + 2 + 2 + MAX_SUBSCRIPTION_KEY;
+
+/// Bytes of a record without a string (a reply, a state change).
+const SMALL_RECORD: usize = RECORD_HEADER + 1 + 4 + 1 + 8;
+
+impl<B: Bytes> Events<B> {
+    /// Events kept in `buf`, of at least [`capacity_for`](Self::capacity_for) bytes for
+    /// the link it is used with (its contents do not matter).
+    pub fn new(buf: B) -> Self {
+        Events {
+            fifo: RecordFifo::new(buf),
+            taken: false,
+            lost: 0,
+        }
+    }
+
+    /// The oldest event not yet taken, `None` when there is none. It borrows these events
+    /// and the `link` they came from (the message a reply or data came in), until the next
+    /// call.
+    #[must_use]
+    pub fn poll_event<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
+        &'a mut self,
+        link: &'a Link<L, S, P>,
+    ) -> Option<Event<'a>> {
+        self.settle();
+        // A record this version cannot read (none is written) is skipped, not returned
+        // forever.
+        while self
+            .fifo
+            .front()
+            .is_some_and(|r| read(r, link.last_message(), link.client().encoding()).is_none())
+        {
+            self.fifo.pop_front();
+        }
+        let record = self.fifo.front()?;
+        self.taken = true;
+        read(record, link.last_message(), link.client().encoding())
+    }
+
+    /// Delivers every event waiting to `h`, in order: the pull API drained into a
+    /// [`Handler`].
+    pub fn dispatch<L: Bytes, S: SubscriptionSlots, P: Slots, H: Handler + ?Sized>(
+        &mut self,
+        link: &Link<L, S, P>,
+        h: &mut H,
+    ) {
+        while let Some(event) = self.poll_event(link) {
+            event.deliver(h);
+        }
+    }
+
+    /// Drops the record whose event was handed out last.
+    fn settle(&mut self) {
+        if self.taken {
+            self.taken = false;
+            self.fifo.pop_front();
+        }
+    }
+
+    /// Bytes enough for the events of any one call into a link with `subscriptions`
+    /// subscriptions, `in_flight` acknowledged requests in flight and `queued` requests
+    /// queued: a connection lost at the worst moment ends every request (a reply each),
+    /// moves every subscription (a state change, a failure and a deletion at most, each
+    /// naming it) and reports why, on top of the frame that caused it.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Events;
+    /// let small = Events::<Vec<u8>>::capacity_for(2, 4, 8);
+    /// assert!(small > 3 * 2 * 256 && small < 4096);
+    /// ```
+    pub const fn capacity_for(subscriptions: usize, in_flight: usize, queued: usize) -> usize {
+        let small = in_flight.saturating_add(queued).saturating_add(8);
+        small
+            .saturating_mul(SMALL_RECORD)
+            .saturating_add(subscriptions.saturating_mul(3).saturating_mul(MAX_RECORD))
+            .saturating_add(MAX_RECORD.saturating_mul(2))
+    }
+
+    /// Events dropped because the buffer was full (smaller than
+    /// [`capacity_for`](Self::capacity_for), or events left untaken from call to call).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{ClientState, Events, Handler};
+    /// let mut events = Events::new([0u8; 4]); // no room for a record
+    /// events.client_state(ClientState::Stopped, ClientState::Connecting);
+    /// assert_eq!(events.lost(), 1);
+    /// ```
+    pub fn lost(&self) -> u32 {
+        self.lost
+    }
+
+    fn push(&mut self, tag: Tag, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
+        self.settle();
+        let stored = self.fifo.push_with(|room| {
+            let mut w = Writer { buf: room, at: 0 };
+            w.u8(tag as u8)?;
+            fill(&mut w)?;
+            Some(w.at)
+        });
+        if !stored {
+            self.lost = self.lost.saturating_add(1);
+        }
+    }
+}
+
+/// Record kinds, one per [`Handler`] method.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Tag {
+    State,
+    Reply,
+    SubState,
+    SubReply,
+    SubFailed,
+    SubCreated,
+    SubDeleted,
+    SubData,
+    FastForward,
+    Internal,
+    Auth,
+    LinkClosed,
+}
+
+impl Tag {
+    const ALL: [Tag; 12] = [
+        Tag::State,
+        Tag::Reply,
+        Tag::SubState,
+        Tag::SubReply,
+        Tag::SubFailed,
+        Tag::SubCreated,
+        Tag::SubDeleted,
+        Tag::SubData,
+        Tag::FastForward,
+        Tag::Internal,
+        Tag::Auth,
+        Tag::LinkClosed,
+    ];
+}
+
+impl<B: Bytes> Handler for Events<B> {
+    /// Only while no event waits: the events of one message are taken before the next
+    /// is read (the message they borrow stays in the link until then).
+    fn ready_for_input(&mut self) -> bool {
+        self.settle();
+        self.fifo.is_empty()
+    }
+
+    fn client_state(&mut self, leave: ClientState, enter: ClientState) {
+        self.push(Tag::State, |w| {
+            w.u8(client_state(leave))?.u8(client_state(enter)).map(drop)
+        });
+    }
+
+    fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
+        let kind = match outcome {
+            Outcome::Ok(_) => 0,
+            Outcome::Error(_) => 1,
+            Outcome::Data(_) => 2,
+            Outcome::Timeout => 3,
+            Outcome::Disconnected => 4,
+        };
+        self.push(Tag::Reply, |w| w.u32(ticket.get())?.u8(kind).map(drop));
+    }
+
+    fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
+        self.push(Tag::SubState, |w| {
+            w.u8(sub_state(leave))?.u8(sub_state(enter))?.str(key)
+        });
+    }
+
+    fn subscription_reply(&mut self, key: &str, _reply: Pdu<'_>) {
+        self.push(Tag::SubReply, |w| w.str(key));
+    }
+
+    fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
+        let kind = match reason {
+            FailReason::SubscribeError(_) => 0,
+            FailReason::ChannelError(_) => 1,
+        };
+        self.push(Tag::SubFailed, |w| w.u8(kind)?.str(key));
+    }
+
+    fn subscription_created(&mut self, key: &str) {
+        self.push(Tag::SubCreated, |w| w.str(key));
+    }
+
+    fn subscription_deleted(&mut self, key: &str) {
+        self.push(Tag::SubDeleted, |w| w.str(key));
+    }
+
+    fn subscription_data(&mut self, key: &str, _data: pdu::SubscriptionData<'_>) {
+        self.push(Tag::SubData, |w| w.str(key));
+    }
+
+    fn fast_forward(&mut self, key: &str, _info: pdu::SubscriptionInfo<'_>) {
+        self.push(Tag::FastForward, |w| w.str(key));
+    }
+
+    fn internal_error(&mut self, error: InternalError<'_>) {
+        // Parts of the frame (the parse error, the PDU, its action or error body) are
+        // found again in the frame; only keys and the request's action are kept.
+        self.push(Tag::Internal, |w| match error {
+            InternalError::Malformed(_) => w.u8(0).map(drop),
+            InternalError::GeneralError(_) => w.u8(1).map(drop),
+            InternalError::WrongReply { request, .. } => w.u8(2)?.str(request.as_str()),
+            InternalError::AuthRestoreFailed => w.u8(3).map(drop),
+            InternalError::Ignored(_) => w.u8(4).map(drop),
+            InternalError::UnknownReply(_) => w.u8(5).map(drop),
+            InternalError::DataWithoutPosition { key } => w.u8(6)?.str(key),
+            InternalError::PositionNotTracked { key } => w.u8(7)?.str(key),
+            InternalError::UnexpectedForSubscription { key } => w.u8(8)?.str(key),
+            InternalError::NotConnected => w.u8(9).map(drop),
+        });
+    }
+
+    fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
+        let (kind, failure) = match result {
+            AuthResult::Done => (0, 0),
+            AuthResult::Rejected { failure, .. } => (1, auth_failure(failure)),
+            AuthResult::Timeout => (2, 0),
+            AuthResult::Disconnected => (3, 0),
+        };
+        self.push(Tag::Auth, |w| {
+            w.u32(ticket.get())?.u8(kind)?.u8(failure).map(drop)
+        });
+    }
+
+    fn link_closed(&mut self, why: Disconnect<'_>) {
+        self.push(Tag::LinkClosed, |w| match why {
+            Disconnect::PeerClosed { code, reason } => {
+                let code = code.map_or(0, |c| u32::from(c.0) | 1 << 16);
+                w.u8(0)?.u32(code)?.str(reason)
+            }
+            Disconnect::Protocol(e) => {
+                let (kind, a, b) = ws_error(e);
+                w.u8(1)?.u8(kind)?.u64(a)?.u64(b).map(drop)
+            }
+            Disconnect::DeadPeer { silent } => {
+                let micros = u64::try_from(silent.as_micros()).unwrap_or(u64::MAX);
+                w.u8(2)?.u64(micros).map(drop)
+            }
+            Disconnect::WriteStalled => w.u8(3).map(drop),
+            Disconnect::TransportClosed => w.u8(4).map(drop),
+            Disconnect::ClientClosed => w.u8(5).map(drop),
+        });
+    }
+}
+
+/// The event of `record`, the parts of the received frame found again in `frame` (read
+/// in `encoding`); `None` for a record this version did not write.
+pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) -> Option<Event<'a>> {
+    let mut r = Reader { buf: record, at: 0 };
+    let tag = *Tag::ALL.get(usize::from(r.u8()?))?;
+    let pdu = || Pdu::decode(encoding, frame).ok();
+    let incoming = || Incoming::decode(encoding, frame);
+    Some(match tag {
+        Tag::State => Event::ClientState {
+            leave: client_state_from(r.u8()?)?,
+            enter: client_state_from(r.u8()?)?,
+        },
+        Tag::Reply => {
+            let ticket = Ticket::from_raw(r.u32()?);
+            let outcome = match r.u8()? {
+                0 => Outcome::Ok(pdu()?),
+                1 => Outcome::Error(pdu()?),
+                2 => Outcome::Data(pdu()?),
+                3 => Outcome::Timeout,
+                _ => Outcome::Disconnected,
+            };
+            Event::Reply { ticket, outcome }
+        }
+        Tag::SubState => {
+            let leave = sub_state_from(r.u8()?)?;
+            let enter = sub_state_from(r.u8()?)?;
+            Event::SubscriptionState {
+                key: r.str()?,
+                leave,
+                enter,
+            }
+        }
+        Tag::SubReply => Event::SubscriptionReply {
+            key: r.str()?,
+            reply: pdu()?,
+        },
+        Tag::SubFailed => {
+            let reason = match r.u8()? {
+                0 => FailReason::SubscribeError(pdu()?),
+                _ => match incoming().ok()? {
+                    Incoming::ChannelError(e) => FailReason::ChannelError(e),
+                    _ => return None,
+                },
+            };
+            Event::SubscriptionFailed {
+                key: r.str()?,
+                reason,
+            }
+        }
+        Tag::SubCreated => Event::SubscriptionCreated { key: r.str()? },
+        Tag::SubDeleted => Event::SubscriptionDeleted { key: r.str()? },
+        Tag::SubData => match incoming().ok()? {
+            Incoming::Data(data) => Event::SubscriptionData {
+                key: r.str()?,
+                data,
+            },
+            _ => return None,
+        },
+        Tag::FastForward => match incoming().ok()? {
+            Incoming::FastForward(info) => Event::FastForward {
+                key: r.str()?,
+                info,
+            },
+            _ => return None,
+        },
+        Tag::Internal => Event::InternalError(match r.u8()? {
+            0 => InternalError::Malformed(incoming().err()?),
+            1 => match incoming().ok()? {
+                Incoming::GeneralError(body) => InternalError::GeneralError(body),
+                _ => return None,
+            },
+            2 => InternalError::WrongReply {
+                request: Action::parse(r.str()?),
+                reply: pdu()?.action,
+            },
+            3 => InternalError::AuthRestoreFailed,
+            4 => InternalError::Ignored(pdu()?),
+            5 => InternalError::UnknownReply(pdu()?),
+            6 => InternalError::DataWithoutPosition { key: r.str()? },
+            7 => InternalError::PositionNotTracked { key: r.str()? },
+            8 => InternalError::UnexpectedForSubscription { key: r.str()? },
+            _ => InternalError::NotConnected,
+        }),
+        Tag::Auth => {
+            let ticket = Ticket::from_raw(r.u32()?);
+            let result = match r.u8()? {
+                0 => AuthResult::Done,
+                1 => AuthResult::Rejected {
+                    failure: auth_failure_from(r.u8()?)?,
+                    error: pdu()?.error(),
+                },
+                2 => AuthResult::Timeout,
+                _ => AuthResult::Disconnected,
+            };
+            Event::Auth { ticket, result }
+        }
+        Tag::LinkClosed => Event::LinkClosed(match r.u8()? {
+            0 => {
+                let code = r.u32()?;
+                let code = (code >> 16 != 0).then_some(CloseCode(code as u16));
+                Disconnect::PeerClosed {
+                    code,
+                    reason: r.str()?,
+                }
+            }
+            1 => Disconnect::Protocol(ws_error_from(r.u8()?, r.u64()?, r.u64()?)?),
+            2 => Disconnect::DeadPeer {
+                silent: Duration::from_micros(r.u64()?),
+            },
+            3 => Disconnect::WriteStalled,
+            4 => Disconnect::TransportClosed,
+            _ => Disconnect::ClientClosed,
+        }),
+    })
+}
+
+/// Writes a record's fields after its tag.
+struct Writer<'b> {
+    buf: &'b mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn bytes(&mut self, bytes: &[u8]) -> Option<&mut Self> {
+        let end = self.at.checked_add(bytes.len())?;
+        self.buf.get_mut(self.at..end)?.copy_from_slice(bytes);
+        self.at = end;
+        Some(self)
+    }
+
+    fn u8(&mut self, v: u8) -> Option<&mut Self> {
+        self.bytes(&[v])
+    }
+
+    fn u32(&mut self, v: u32) -> Option<&mut Self> {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    fn u64(&mut self, v: u64) -> Option<&mut Self> {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    /// A string of up to 65,535 bytes (keys and close reasons are far shorter), last.
+    fn str(&mut self, s: &str) -> Option<()> {
+        let len = u16::try_from(s.len()).ok()?;
+        self.bytes(&len.to_le_bytes())?
+            .bytes(s.as_bytes())
+            .map(drop)
+    }
+}
+
+/// Reads what a [`Writer`] wrote.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let end = self.at.checked_add(N)?;
+        let bytes = self.buf.get(self.at..end)?.try_into().ok()?;
+        self.at = end;
+        Some(bytes)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.bytes::<1>().map(|[b]| b)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.bytes().map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.bytes().map(u64::from_le_bytes)
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        let len = usize::from(u16::from_le_bytes(self.bytes()?));
+        let end = self.at.checked_add(len)?;
+        let s = core::str::from_utf8(self.buf.get(self.at..end)?).ok()?;
+        self.at = end;
+        Some(s)
+    }
+}
+
+const CLIENT_STATES: [ClientState; 6] = [
+    ClientState::Stopped,
+    ClientState::Connecting,
+    ClientState::Connected,
+    ClientState::Stopping,
+    ClientState::Awaiting,
+    ClientState::Disposed,
+];
+
+fn client_state(s: ClientState) -> u8 {
+    s as u8
+}
+
+fn client_state_from(b: u8) -> Option<ClientState> {
+    CLIENT_STATES.get(usize::from(b)).copied()
+}
+
+const SUB_STATES: [SubState; 5] = [
+    SubState::Unsubscribed,
+    SubState::Subscribing,
+    SubState::Subscribed,
+    SubState::Unsubscribing,
+    SubState::Failed,
+];
+
+fn sub_state(s: SubState) -> u8 {
+    s as u8
+}
+
+fn sub_state_from(b: u8) -> Option<SubState> {
+    SUB_STATES.get(usize::from(b)).copied()
+}
+
+const AUTH_FAILURES: [AuthFailure; 4] = [
+    AuthFailure::HandshakeRejected,
+    AuthFailure::AuthenticateRejected,
+    AuthFailure::MissingNonce,
+    AuthFailure::UnexpectedReply,
+];
+
+fn auth_failure(f: AuthFailure) -> u8 {
+    f as u8
+}
+
+fn auth_failure_from(b: u8) -> Option<AuthFailure> {
+    AUTH_FAILURES.get(usize::from(b)).copied()
+}
+
+/// A WebSocket error as a kind and two numbers.
+fn ws_error(e: WsError) -> (u8, u64, u64) {
+    match e {
+        WsError::MaskedServerFrame => (0, 0, 0),
+        WsError::ReservedBits { bits } => (1, u64::from(bits), 0),
+        WsError::UnknownOpcode { opcode } => (2, u64::from(opcode), 0),
+        WsError::FragmentedControl => (3, 0, 0),
+        WsError::ControlTooLong { len } => (4, len, 0),
+        WsError::NonMinimalLength { len } => (5, len, 0),
+        WsError::UnexpectedContinuation => (6, 0, 0),
+        WsError::ExpectedContinuation => (7, 0, 0),
+        WsError::MessageTooLarge { len, max } => (8, len, max as u64),
+        WsError::InvalidUtf8 => (9, 0, 0),
+        WsError::InvalidCloseCode { code } => (10, u64::from(code), 0),
+        WsError::TruncatedCloseCode => (11, 0, 0),
+    }
+}
+
+fn ws_error_from(kind: u8, a: u64, b: u64) -> Option<WsError> {
+    Some(match kind {
+        0 => WsError::MaskedServerFrame,
+        1 => WsError::ReservedBits { bits: a as u8 },
+        2 => WsError::UnknownOpcode { opcode: a as u8 },
+        3 => WsError::FragmentedControl,
+        4 => WsError::ControlTooLong { len: a },
+        5 => WsError::NonMinimalLength { len: a },
+        6 => WsError::UnexpectedContinuation,
+        7 => WsError::ExpectedContinuation,
+        8 => WsError::MessageTooLarge {
+            len: a,
+            max: usize::try_from(b).unwrap_or(usize::MAX),
+        },
+        9 => WsError::InvalidUtf8,
+        10 => WsError::InvalidCloseCode { code: a as u16 },
+        11 => WsError::TruncatedCloseCode,
+        _ => return None,
+    })
+}
