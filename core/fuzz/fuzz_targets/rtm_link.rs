@@ -32,10 +32,16 @@
 //! transport, `Transmit` is written in full, in part (fuzz-chosen) or not at all (would
 //! block), `Close` closes the transport (reported now or later).
 //!
-//! The link's five buffers are slices of one per-thread arena, zeroed before each input
-//! (fresh allocations cost page faults under ASAN's quarantine).
+//! Events are pulled: every call's handler is an `Events` journal, drained after each
+//! call (`poll_event`) into the checking handler below. `handle_input` takes what it can
+//! while no event waits, and the model adapter offers the rest again once they are taken.
 //!
-//! Invariants: no panic (overflow checks are on); `client_state(leave, enter)` chains
+//! The link's five buffers and the events' buffer are slices of one per-thread arena,
+//! zeroed before each input (fresh allocations cost page faults under ASAN's quarantine).
+//!
+//! Invariants: no panic (overflow checks are on); no event lost or unreadable (the
+//! events' buffer is `Events::capacity_for` the link's tables); `handle_input` takes at
+//! least one byte whenever no event waits; `client_state(leave, enter)` chains
 //! and matches `state()`; tickets count up from 0 (at most one per operation); every
 //! acked request's ticket is issued once and gets exactly
 //! one final outcome (`Ok`/`Error` answering its request, `Timeout`, `Disconnected`),
@@ -58,7 +64,7 @@ use std::time::Duration;
 
 use benchlink_core::rtm::pdu::History;
 use benchlink_core::rtm::{
-    Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Handler, Link,
+    Ack, AuthResult, Buffers, ClientState, Config, ConnectError, Disconnect, Events, Handler, Link,
     LinkConfig, Mode, Outcome, Output, Pending, RequestError, SubscribeArgs, SubscriptionSlot,
     Ticket,
 };
@@ -411,12 +417,20 @@ fn server_frame_len(out: &mut Vec<u8>, len: usize) {
 type L<'b, const S: usize, const P: usize> =
     Link<&'b mut [u8], [SubscriptionSlot; S], [Pending; P]>;
 
+/// Bytes for the link's events: enough for any one call (a queued request takes at
+/// least 22 bytes of the queue).
+fn events_len<const S: usize, const P: usize, const Q: usize>() -> usize {
+    Events::<&mut [u8]>::capacity_for(S, P, Q / 22 + 1)
+}
+
 thread_local! {
     static ARENA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 struct Fuzz<'b, const S: usize, const P: usize, const Q: usize, const O: usize> {
     link: L<'b, S, P>,
+    /// The handler of every call: the link's events, pulled into `rec` after each.
+    events: Events<&'b mut [u8]>,
     rec: Rec,
     setup: Setup,
     tx_len: usize,
@@ -472,7 +486,8 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
     fn run(setup: Setup, rx: usize, tx_extra: usize, u: &mut Unstructured<'_>) {
         let tx_len = O + 1024 + tx_extra;
         ARENA.with_borrow_mut(|arena| {
-            let total = rx + tx_len + Q + O + S * 128;
+            let events_len = events_len::<S, P, Q>();
+            let total = rx + tx_len + Q + O + S * 128 + events_len;
             if arena.len() < total {
                 arena.resize(total, 0);
             }
@@ -482,7 +497,8 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             let (rx, rest) = arena.split_at_mut(rx);
             let (tx, rest) = rest.split_at_mut(tx_len);
             let (queue, rest) = rest.split_at_mut(Q);
-            let (outbox, subscription_args) = rest.split_at_mut(O);
+            let (outbox, rest) = rest.split_at_mut(O);
+            let (events, subscription_args) = rest.split_at_mut(events_len);
             let buffers = Buffers {
                 rx,
                 tx,
@@ -490,13 +506,14 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 outbox,
                 subscription_args,
             };
-            Fuzz::<S, P, Q, O>::run_in(setup, buffers, tx_len, u);
+            Fuzz::<S, P, Q, O>::run_in(setup, buffers, Events::new(events), tx_len, u);
         });
     }
 
     fn run_in(
         setup: Setup,
         buffers: Buffers<&'b mut [u8]>,
+        events: Events<&'b mut [u8]>,
         tx_len: usize,
         u: &mut Unstructured<'_>,
     ) {
@@ -513,6 +530,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
         .expect("valid link settings");
         let mut f = Fuzz::<S, P, Q, O> {
             link,
+            events,
             rec: Rec {
                 state: ClientState::Stopped,
                 sealed: false,
@@ -535,6 +553,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 break;
             }
             let timed = f.step(u);
+            f.take_events();
             f.drain(u);
             f.check(timed);
         }
@@ -614,16 +633,16 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 true
             }
             4 => {
-                self.link.client_mut().start(now, &mut self.rec);
+                self.link.client_mut().start(now, &mut self.events);
                 false
             }
             5 => {
-                self.link.client_mut().stop(now, &mut self.rec);
+                self.link.client_mut().stop(now, &mut self.events);
                 false
             }
             6 => {
                 if u.ratio(1, 8).unwrap_or(false) {
-                    self.link.client_mut().dispose(now, &mut self.rec);
+                    self.link.client_mut().dispose(now, &mut self.events);
                     self.assert_disposed();
                 }
                 false
@@ -633,7 +652,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 let r = self
                     .link
                     .client_mut()
-                    .publish(now, &ch, &msg, ack, &mut self.rec);
+                    .publish(now, &ch, &msg, ack, &mut self.events);
                 self.ticket(r, Kind::Publish, ack);
                 false
             }
@@ -641,10 +660,13 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 let ch = name(u);
                 let args = u.ratio(1, 3).unwrap_or(false).then(|| json_text(u));
                 let deadline = self.deadline(u);
-                let r =
-                    self.link
-                        .client_mut()
-                        .read(now, &ch, args.as_deref(), deadline, &mut self.rec);
+                let r = self.link.client_mut().read(
+                    now,
+                    &ch,
+                    args.as_deref(),
+                    deadline,
+                    &mut self.events,
+                );
                 self.ticket(r.map(Some), Kind::Read, Ack::Reply { deadline });
                 false
             }
@@ -653,13 +675,16 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 let r = self
                     .link
                     .client_mut()
-                    .write(now, &ch, &msg, ack, &mut self.rec);
+                    .write(now, &ch, &msg, ack, &mut self.events);
                 self.ticket(r, Kind::Write, ack);
                 false
             }
             11 => {
                 let (ch, ack) = (name(u), self.ack(u));
-                let r = self.link.client_mut().delete(now, &ch, ack, &mut self.rec);
+                let r = self
+                    .link
+                    .client_mut()
+                    .delete(now, &ch, ack, &mut self.events);
                 self.ticket(r, Kind::Delete, ack);
                 false
             }
@@ -668,7 +693,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 let r = self
                     .link
                     .client_mut()
-                    .search(now, &prefix, deadline, &mut self.rec);
+                    .search(now, &prefix, deadline, &mut self.events);
                 self.ticket(r.map(Some), Kind::Search, Ack::Reply { deadline });
                 false
             }
@@ -681,7 +706,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                     &role,
                     &secret,
                     deadline,
-                    &mut self.rec,
+                    &mut self.events,
                 );
                 self.ticket(r.map(Some), Kind::Auth, Ack::Reply { deadline });
                 false
@@ -700,7 +725,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 let r = self
                     .link
                     .client_mut()
-                    .subscribe(now, &key, mode, args, &mut self.rec);
+                    .subscribe(now, &key, mode, args, &mut self.events);
                 if self.link.client().state() == ClientState::Disposed {
                     assert_eq!(r, Err(RequestError::Disposed));
                 }
@@ -711,7 +736,10 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             }
             15 => {
                 let key = self.key(u);
-                let _ = self.link.client_mut().unsubscribe(now, &key, &mut self.rec);
+                let _ = self
+                    .link
+                    .client_mut()
+                    .unsubscribe(now, &key, &mut self.events);
                 false
             }
             16 | 17 => {
@@ -808,16 +836,27 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
     }
 
     /// Runs one call into the link and checks the `link_closed` bookkeeping.
-    fn call(&mut self, f: impl FnOnce(&mut L<'b, S, P>, &mut Rec)) {
+    fn call(&mut self, f: impl FnOnce(&mut L<'b, S, P>, &mut Events<&'b mut [u8]>)) {
         self.call_input(false, f);
+    }
+
+    /// Pulls the events of the calls so far into the checking handler; none is lost.
+    fn take_events(&mut self) {
+        self.events.dispatch(&self.link, &mut self.rec);
+        assert_eq!(self.events.lost(), 0, "events lost");
     }
 
     /// [`call`](Self::call); `input` for `handle_input`, the only call that can open the
     /// link.
-    fn call_input(&mut self, input: bool, f: impl FnOnce(&mut L<'b, S, P>, &mut Rec)) {
+    fn call_input<R>(
+        &mut self,
+        input: bool,
+        f: impl FnOnce(&mut L<'b, S, P>, &mut Events<&'b mut [u8]>) -> R,
+    ) -> R {
         let was_open = self.link.is_open();
         self.rec.closed_in_call = 0;
-        f(&mut self.link, &mut self.rec);
+        let r = f(&mut self.link, &mut self.events);
+        self.take_events();
         let closed = self.rec.closed_in_call;
         assert!(closed <= 1, "link_closed {closed} times in one call");
         // Input reports `link_closed` only while the link is open: it opened in this call
@@ -853,6 +892,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             );
         }
         assert!(self.closed_reports <= self.opened);
+        r
     }
 
     fn timeout(&mut self) {
@@ -901,7 +941,14 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             rest = tail;
             let now = self.now;
             trace!("    input {:?}", String::from_utf8_lossy(piece));
-            self.call_input(true, |l, h| l.handle_input(now, piece, h));
+            // The link takes what it can while no event waits; the rest is offered again
+            // once they are taken (`call_input` takes them).
+            let mut piece = piece;
+            while !piece.is_empty() {
+                let n = self.call_input(true, |l, h| l.handle_input(now, piece, h));
+                assert!(n > 0, "no progress with no event waiting");
+                piece = &piece[n..];
+            }
             // The adapter writes between reads now and then.
             if u.ratio(1, 4).unwrap_or(false) {
                 self.drain(u);
@@ -1203,7 +1250,8 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
         }
     }
 
-    fn assert_disposed(&self) {
+    fn assert_disposed(&mut self) {
+        self.take_events();
         let c = self.link.client();
         assert_eq!(c.state(), ClientState::Disposed);
         assert_eq!(c.queued_requests(), 0);
@@ -1239,7 +1287,8 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
     fn finish(mut self) {
         if self.setup.stop_first && self.link.client().state() != ClientState::Disposed {
             let now = self.now;
-            self.link.client_mut().stop(now, &mut self.rec);
+            self.link.client_mut().stop(now, &mut self.events);
+            self.take_events();
             self.drain(&mut Unstructured::new(&[]));
             self.check(false);
             // A transport still opening is refused; an open one ends.
@@ -1264,7 +1313,8 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             }
         }
         let now = self.now;
-        self.link.client_mut().dispose(now, &mut self.rec);
+        self.link.client_mut().dispose(now, &mut self.events);
+        self.take_events();
         self.assert_disposed();
         self.drain(&mut Unstructured::new(&[]));
         self.check(false);

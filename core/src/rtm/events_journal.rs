@@ -101,14 +101,15 @@ impl<B: Bytes> Events<B> {
         link: &'a Link<L, S, P>,
     ) -> Option<Event<'a>> {
         self.settle();
-        // A record this version cannot read (none is written) is skipped, not returned
-        // forever.
+        // A record that cannot be read (its message gone: never, while the link is used
+        // as documented) is skipped and counted as lost, not returned forever.
         while self
             .fifo
             .front()
             .is_some_and(|r| read(r, link.last_message(), link.client().encoding()).is_none())
         {
             self.fifo.pop_front();
+            self.lost = self.lost.saturating_add(1);
         }
         let record = self.fifo.front()?;
         self.taken = true;
@@ -155,7 +156,8 @@ impl<B: Bytes> Events<B> {
     }
 
     /// Events dropped because the buffer was full (smaller than
-    /// [`capacity_for`](Self::capacity_for), or events left untaken from call to call).
+    /// [`capacity_for`](Self::capacity_for), or events left untaken from call to call),
+    /// or that could no longer be read (input given to the link while events waited).
     ///
     /// ```
     /// use benchlink_core::rtm::{ClientState, Events, Handler};
