@@ -255,10 +255,13 @@ impl<B: Bytes> fmt::Debug for Buffers<B> {
 ///                                a user call     → client_mut().publish(…) etc.
 /// ```
 ///
-/// Events go to the [`Handler`] passed to each call, synchronously, and borrow the input
-/// (or `rx`) until the handler returns, so the memory in use is what the caller sized:
-/// an adapter that reads a bounded chunk, feeds it, and only then reads again keeps a
-/// flooding server in check through TCP flow control, and its deadlines keep firing.
+/// Events go to the [`Handler`] passed to each call, synchronously, and borrow the
+/// received message until the handler returns; pass an [`Events`](super::Events) to keep
+/// them and pull them afterwards ([`Events::poll_event`](super::Events::poll_event)),
+/// borrowing the message the link keeps until they are taken. Either way the memory in
+/// use is what the caller sized: an adapter that reads a bounded chunk, feeds it, and
+/// only then reads again keeps a flooding server in check through TCP flow control, and
+/// its deadlines keep firing.
 ///
 /// ```
 /// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending, SubscriptionSlot};

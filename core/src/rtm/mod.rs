@@ -9,6 +9,8 @@
 //!   restore, offline queue, request deadlines, subscription modes and positions — driven
 //!   by an adapter through `handle_*` inputs, [`Client::poll_transmit`] and
 //!   [`Client::poll_timeout`].
+//! - [`Link`]: the client joined to the WebSocket transport; its events reach a
+//!   [`Handler`] during each call, or wait in [`Events`] to be pulled as [`Event`]s.
 
 pub mod auth;
 pub mod pdu;
