@@ -18,7 +18,13 @@ use std::time::Duration;
 
 use benchlink_core::bench::{request, JsonRequest, MetricDecoder};
 use benchlink_core::http::{Event, InflateBuffers, Limits, ResponseDecoder};
-use benchlink_core::rtm::pdu::Incoming;
+use benchlink_core::rtm::pdu::{self, Incoming};
+use benchlink_core::rtm::{
+    Buffers, Config, Event as RtmEvent, Events, Handler, Link, LinkConfig, Mode, NoopHandler,
+    Output, Pending, SubState, SubscribeArgs, SubscriptionSlot,
+};
+use benchlink_core::time::Instant;
+use benchlink_core::ws::Key;
 use criterion::{Criterion, Throughput};
 
 /// Socket reads are this large (the std client's read buffer).
@@ -354,8 +360,129 @@ fn pdu_cases(cases: &mut Vec<Case>) {
     }));
 }
 
+type BenchLink = Link<Vec<u8>, [SubscriptionSlot; 1], [Pending; 4]>;
+
+/// A link with an open connection (its `101` answered) and subscription `ch` subscribed.
+fn open_link() -> BenchLink {
+    let buffers = Buffers {
+        rx: vec![0; 64 * 1024],
+        tx: vec![0; 16 * 1024],
+        queue: vec![0; 4096],
+        outbox: vec![0; 4096],
+        subscription_args: vec![],
+    };
+    let mut link: BenchLink = Link::new(
+        Config::default(),
+        LinkConfig::DEFAULT,
+        "ws://127.0.0.1:8080",
+        "K",
+        buffers,
+        [SubscriptionSlot::EMPTY; 1],
+        [Pending::EMPTY; 4],
+    )
+    .expect("link");
+    let t = Instant::ZERO;
+    let h = &mut NoopHandler;
+    link.client_mut().start(t, h);
+    let _ = link.poll_output(t);
+    link.handle_connected(t, h);
+    let Some(Output::Transmit(request)) = link.poll_output(t) else {
+        panic!("no upgrade request")
+    };
+    let request = String::from_utf8_lossy(request).into_owned();
+    link.transmitted(t, request.len());
+    let key = request
+        .lines()
+        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+        .and_then(|k| Key::parse(k.as_bytes()))
+        .expect("key");
+    let answer = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        key.accept().as_str()
+    );
+    link.handle_input(t, answer.as_bytes(), h);
+    let args = SubscribeArgs::default();
+    let _ = link.client_mut().subscribe(t, "ch", Mode::Simple, args, h);
+    while let Some(Output::Transmit(bytes)) = link.poll_output(t) {
+        let n = bytes.len();
+        link.transmitted(t, n);
+    }
+    let ok =
+        r#"{"action":"rtm/subscribe/ok","id":0,"body":{"position":"1:0","subscription_id":"ch"}}"#;
+    link.handle_input(t, &server_text(ok), h);
+    assert_eq!(
+        link.client().subscription_state("ch"),
+        Some(SubState::Subscribed)
+    );
+    link
+}
+
+/// A server's text frame.
+fn server_text(text: &str) -> Vec<u8> {
+    let mut out = vec![0x81];
+    match text.len() {
+        n if n < 126 => out.push(n as u8),
+        n => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+/// Counts the bytes of the messages a subscription receives.
+struct Count(usize);
+
+impl Handler for Count {
+    fn subscription_data(&mut self, _key: &str, data: pdu::SubscriptionData<'_>) {
+        self.0 += data
+            .messages
+            .elements()
+            .map(|m| m.raw().as_bytes().len())
+            .sum::<usize>();
+    }
+}
+
+/// 1,000 subscription data PDUs of one ~70-byte message each, through the whole link:
+/// events pushed to a handler during `handle_input`, and the same events kept in
+/// `Events` and pulled after it (which finds the messages again in the received frame).
+fn link_cases(cases: &mut Vec<Case>) {
+    let mut wire = Vec::new();
+    for i in 0..1000 {
+        let pdu = format!(
+            r#"{{"action":"rtm/subscription/data","body":{{"subscription_id":"ch","position":"1:{i}","messages":[{{"n":{i},"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}}}}"#
+        );
+        wire.extend(server_text(&pdu));
+    }
+    let n = wire.len();
+    let (mut push, w1) = (open_link(), wire.clone());
+    cases.push(case("rtm_link_events", "push", n, move || {
+        let mut count = Count(0);
+        push.handle_input(Instant::ZERO, black_box(&w1), &mut count);
+        count.0
+    }));
+    let mut pull = open_link();
+    let mut events = Events::new(vec![0; Events::<Vec<u8>>::capacity_for(1, 4, 64)]);
+    cases.push(case("rtm_link_events", "pull", n, move || {
+        let mut count = Count(0);
+        let mut rest = black_box(&wire[..]);
+        while !rest.is_empty() {
+            let used = pull.handle_input(Instant::ZERO, rest, &mut events);
+            while let Some(event) = events.poll_event(&pull) {
+                if let RtmEvent::SubscriptionData { key, data } = event {
+                    count.subscription_data(key, data);
+                }
+            }
+            rest = &rest[used..];
+        }
+        count.0
+    }));
+}
+
 fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
+    link_cases(&mut cases);
     metric_cases(&mut cases);
     chunked_cases(&mut cases);
     inflate_cases(&mut cases);
