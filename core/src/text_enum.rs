@@ -64,8 +64,13 @@ macro_rules! text_enum {
             }
 
             /// Decodes escapes before comparing, so only truly unknown text is `Other`.
+            /// Text without escapes (what peers send) is compared as it is: one scan
+            /// for a backslash, then a plain comparison per name, mostly of lengths.
             pub(crate) fn from_json(text: crate::json::JsonStr<'a>) -> Self {
-                Self::find(|name| text == name).unwrap_or(Self::Other(text.as_raw()))
+                match text.as_plain() {
+                    Some(plain) => Self::parse(plain),
+                    None => Self::find(|name| text == name).unwrap_or(Self::Other(text.as_raw())),
+                }
             }
 
             #[doc = concat!(

@@ -841,7 +841,13 @@ impl PartialEq<str> for JsonStr<'_> {
         match self.raw.len().cmp(&other.len()) {
             core::cmp::Ordering::Less => false,
             core::cmp::Ordering::Equal => self.raw == other && !self.has_escape(),
-            core::cmp::Ordering::Greater => self.has_escape() && self.unescaped().eq(other.bytes()),
+            // An escape decodes to fewer bytes, so a longer text matches only through
+            // one; a first byte that is no backslash decodes to itself and must match
+            // (most keys a lookup passes differ there, and then no scan is needed).
+            core::cmp::Ordering::Greater => match self.raw.as_bytes().first() {
+                Some(&b) if b != b'\\' && other.as_bytes().first() != Some(&b) => false,
+                _ => self.has_escape() && self.unescaped().eq(other.bytes()),
+            },
         }
     }
 }

@@ -357,8 +357,17 @@ impl<'a> Pdu<'a> {
             // each reads them (which decides the error reported first).
             Action::SubscriptionData | Action::SubscriptionError | Action::SubscriptionInfo => {
                 let body = self.required_body()?;
+                // Every member the three read, found in one walk over the body.
+                let [info, subscription_id, error, reason, position, messages] = body.pick([
+                    "info",
+                    "subscription_id",
+                    "error",
+                    "reason",
+                    "position",
+                    "messages",
+                ]);
                 let info = if self.action == Action::SubscriptionInfo {
-                    let info = self.required_str(body, "info")?;
+                    let info = self.required_str(body, "info", info)?;
                     if info != "fast_forward" {
                         return Ok(Incoming::Ignored(*self));
                     }
@@ -366,37 +375,25 @@ impl<'a> Pdu<'a> {
                 } else {
                     None
                 };
-                let subscription_id = self.required_str(body, "subscription_id")?;
-                let fields: &[&'static str] = match self.action {
-                    Action::SubscriptionData => &["position"],
-                    Action::SubscriptionError => &["error", "reason", "position"],
-                    _ => &["reason", "position"],
-                };
-                let mut texts = [None; 3];
-                for (slot, field) in texts.iter_mut().zip(fields) {
-                    *slot = self.optional_str(body, field)?;
-                }
-                Ok(match (info, texts) {
-                    (Some(info), [reason, position, _]) => {
-                        Incoming::FastForward(SubscriptionInfo {
-                            subscription_id,
-                            info,
-                            reason,
-                            position,
-                        })
-                    }
-                    (None, [position, ..]) if self.action == Action::SubscriptionData => {
-                        Incoming::Data(SubscriptionData {
-                            subscription_id,
-                            position,
-                            messages: self.required_array(body, "messages")?,
-                        })
-                    }
-                    (None, [error, reason, position]) => Incoming::ChannelError(ChannelError {
+                let subscription_id =
+                    self.required_str(body, "subscription_id", subscription_id)?;
+                Ok(match (info, self.action) {
+                    (Some(info), _) => Incoming::FastForward(SubscriptionInfo {
                         subscription_id,
-                        error,
-                        reason,
-                        position,
+                        info,
+                        reason: self.optional_str("reason", reason)?,
+                        position: self.optional_str("position", position)?,
+                    }),
+                    (None, Action::SubscriptionData) => Incoming::Data(SubscriptionData {
+                        subscription_id,
+                        position: self.optional_str("position", position)?,
+                        messages: self.required_array(body, "messages", messages)?,
+                    }),
+                    (None, _) => Incoming::ChannelError(ChannelError {
+                        subscription_id,
+                        error: self.optional_str("error", error)?,
+                        reason: self.optional_str("reason", reason)?,
+                        position: self.optional_str("position", position)?,
                     }),
                 })
             }
@@ -423,31 +420,46 @@ impl<'a> Pdu<'a> {
         self.frame.trim_ascii_start()
     }
 
-    fn required(&self, body: Map<'a>, field: &'static str) -> Result<Item<'a>, PduError> {
-        body.get(field)
-            .ok_or(self.missing(field, body.raw().as_bytes()))
-    }
-
-    /// `field` if it is a string; `null` counts as absent (as the service treats
-    /// `"position": null`).
-    fn optional_str(
+    /// `found`, the member `field` of `body`, which must be there.
+    fn required(
         &self,
         body: Map<'a>,
         field: &'static str,
+        found: Option<Item<'a>>,
+    ) -> Result<Item<'a>, PduError> {
+        found.ok_or(self.missing(field, body.raw().as_bytes()))
+    }
+
+    /// `found`, the member `field`, if it is a string; `null` counts as absent (as the
+    /// service treats `"position": null`).
+    fn optional_str(
+        &self,
+        field: &'static str,
+        found: Option<Item<'a>>,
     ) -> Result<Option<Text<'a>>, PduError> {
-        match body.get(field) {
+        match found {
             Some(v) if !v.is_null() => self.typed(field, v, v.as_text()).map(Some),
             _ => Ok(None),
         }
     }
 
-    fn required_str(&self, body: Map<'a>, field: &'static str) -> Result<Text<'a>, PduError> {
-        let v = self.required(body, field)?;
+    fn required_str(
+        &self,
+        body: Map<'a>,
+        field: &'static str,
+        found: Option<Item<'a>>,
+    ) -> Result<Text<'a>, PduError> {
+        let v = self.required(body, field, found)?;
         self.typed(field, v, v.as_text())
     }
 
-    fn required_array(&self, body: Map<'a>, field: &'static str) -> Result<List<'a>, PduError> {
-        let v = self.required(body, field)?;
+    fn required_array(
+        &self,
+        body: Map<'a>,
+        field: &'static str,
+        found: Option<Item<'a>>,
+    ) -> Result<List<'a>, PduError> {
+        let v = self.required(body, field, found)?;
         self.typed(field, v, v.as_list())
     }
 

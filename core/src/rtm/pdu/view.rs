@@ -356,6 +356,42 @@ impl<'a> From<Object<'a>> for Map<'a> {
 }
 
 impl<'a> Map<'a> {
+    /// The members named `keys`, in that order (the first of each name), found in one
+    /// walk over the map: where a reader wants several members, `get` for each would walk
+    /// it once per name.
+    pub(crate) fn pick<const N: usize>(&self, keys: [&str; N]) -> [Option<Item<'a>>; N] {
+        let mut found = [None; N];
+        let mut missing = N;
+        let mut take = |at: Option<usize>, item: Item<'a>| {
+            if let Some(slot @ None) = at.and_then(|i| found.get_mut(i)) {
+                *slot = Some(item);
+                missing -= 1;
+            }
+            missing > 0
+        };
+        match self.0 {
+            MapRepr::Json(o) => {
+                for (name, value) in o.members() {
+                    if !take(keys.iter().position(|k| name == *k), value.into()) {
+                        break;
+                    }
+                }
+            }
+            #[cfg(feature = "cbor")]
+            MapRepr::Cbor(m) => {
+                for (name, value) in m.entries() {
+                    let at = name
+                        .as_str()
+                        .and_then(|n| keys.iter().position(|k| n == *k));
+                    if !take(at, value.into()) {
+                        break;
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// The member `key` (the first of that name).
     pub fn get(&self, key: &str) -> Option<Item<'a>> {
         match self.0 {
