@@ -62,7 +62,6 @@ fn a_kept_alive_connection_carries_the_next_request_without_connecting() {
         ex.handle_input(T0, OK);
         assert_eq!(drive(&mut ex, T0).0, [""; 0]);
         assert_eq!(ex.outcome(), Some(Ok(())));
-        drop(ex);
         assert!(talk.is_open());
         assert_eq!(reply.finish::<StatusReq>().unwrap().status, Status::Running);
     }
@@ -82,7 +81,6 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
     ex.handle_input(T0, &input);
     assert_eq!(drive(&mut ex, T0).0, ["close"]);
     assert_eq!(ex.outcome(), Some(Ok(())));
-    drop(ex);
     assert!(!talk.is_open());
 }
 
@@ -198,7 +196,6 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
     );
     assert_eq!(drive(&mut ex, T0).0, ["close"]);
     assert_eq!(ex.outcome(), Some(Ok(())));
-    drop(ex);
     let e = reply.finish::<Start<'_>>().unwrap_err();
     assert!(matches!(e, super::super::ReplyError::Server(e) if e.http_status() == Some(413)));
     assert!(!talk.is_open());
@@ -283,7 +280,7 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
     });
     let mut lines = Vec::new();
     let mut body = StreamBody::<LogLine, _>::new(&mut line, &mut err, |l| {
-        lines.push(l.map(|l| std::string::String::from(l)).ok());
+        lines.push(l.map(std::string::String::from).ok());
         ControlFlow::Continue(())
     });
     let req = crate::bench::request::Log { id: 1 };
@@ -310,8 +307,6 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
         waiting: Waiting::StreamData,
     };
     assert_eq!(ex.outcome(), Some(Err(timed_out)));
-    drop(ex);
-    drop(body);
     assert_eq!(lines.len(), 3);
 }
 
