@@ -145,6 +145,46 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// [`DataWait`] says (20 ms doubling to 1 s) until the benchmark runs or is over,
     /// then streams its samples to `on_sample` as [`stream`](Self::stream) does. A
     /// benchmark that failed has an empty stream (the server would never answer it).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Buffers, Server};
+    /// use benchlink_core::blocking::{bench::BenchClient, Transport};
+    /// use benchlink_core::time::Instant;
+    /// use core::ops::ControlFlow;
+    ///
+    /// /// A server whose benchmark failed: it answers `/status` and nothing else.
+    /// struct Failed { asked: Vec<u8>, answer: &'static [u8] }
+    /// impl embedded_io::ErrorType for Failed { type Error = core::convert::Infallible; }
+    /// impl embedded_io::Read for Failed {
+    ///     fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+    ///         let n = buf.len().min(self.answer.len());
+    ///         buf[..n].copy_from_slice(&self.answer[..n]);
+    ///         self.answer = &self.answer[n..];
+    ///         Ok(n)
+    ///     }
+    /// }
+    /// impl embedded_io::Write for Failed {
+    ///     fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> { self.asked.extend_from_slice(buf); Ok(buf.len()) }
+    ///     fn flush(&mut self) -> Result<(), Self::Error> { Ok(()) }
+    /// }
+    /// impl Transport for Failed {
+    ///     fn now(&mut self) -> Instant { Instant::ZERO }
+    ///     fn wait_readable(&mut self, _: Option<Instant>) -> Result<bool, Self::Error> { Ok(true) }
+    ///     fn connect(&mut self, _: &str, _: u16, _: bool) -> Result<(), Self::Error> { Ok(()) }
+    ///     fn close(&mut self) {}
+    /// }
+    ///
+    /// let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\n{\"status\":\"failed\"}";
+    /// let server = Failed { asked: Vec::new(), answer };
+    /// let (mut rx, mut tx, mut head, mut body, mut line) = ([0; 512], [0; 512], [0; 512], [0; 512], [0; 128]);
+    /// let buffers = Buffers { rx: &mut rx, tx: &mut tx, head: &mut head, body: &mut body, line: &mut line };
+    /// let mut client = BenchClient::new(server, Server::new("bench", 4800), buffers).unwrap();
+    /// let mut samples = 0;
+    /// client.data(7, |_| { samples += 1; ControlFlow::Continue(()) }).unwrap();
+    /// assert_eq!(samples, 0);
+    /// let asked = client.into_transport().asked;
+    /// assert!(asked.starts_with(b"GET /status?id=7") && !asked.windows(5).any(|w| w == b"/data"));
+    /// ```
     pub fn data<F>(&mut self, id: u64, on_sample: F) -> Result<(), Error<'_>>
     where
         F: FnMut(

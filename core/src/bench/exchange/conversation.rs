@@ -316,7 +316,7 @@ impl<'b> Conversation<'b> {
             stream: kind == ResponseKind::Stream,
             timeouts: *timeouts,
             deadline: timeouts.reply.map(|t| now.saturating_add(t)),
-            connect_by: None,
+            connect_by: connect_timeout.map(|t| now.saturating_add(t)),
             idle_by: None,
             phase: Phase::Connect,
             sent: None,
@@ -479,7 +479,8 @@ impl<C, I> core::fmt::Debug for Exchange<'_, C, I> {
 
 impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// The next thing for the adapter to do, `None` when it is to read (or the exchange
-    /// is over: [`outcome`](Self::outcome)). `now` starts the connect limit.
+    /// is over: [`outcome`](Self::outcome)). Each is bounded by the
+    /// [`poll_timeout`](Self::poll_timeout) read before it.
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
         loop {
             match self.phase {
@@ -494,7 +495,6 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 Phase::Connect => {
                     *self.connection = Connection::Opening;
                     self.phase = Phase::Connecting;
-                    self.connect_by = self.connect_timeout.map(|t| now.saturating_add(t));
                     return Some(Output::Connect {
                         host: self.host,
                         port: self.port,
@@ -510,7 +510,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                             self.offset = 0;
                         }
                         Ok(None) => self.phase = Phase::Flush,
-                        Err(e) => self.send_ended(Err(ClientError::Encode(e))),
+                        Err(e) => self.send_ended(now, Err(ClientError::Encode(e))),
                     }
                 }
                 Phase::Flush => {
@@ -538,11 +538,11 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// connect limit, or a stream's idle limit (`None`: no limit).
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Connecting => earliest(self.deadline, self.connect_by),
+            Phase::Connect | Phase::Connecting => earliest(self.deadline, self.connect_by),
             Phase::Sending | Phase::Flush | Phase::Flushing => self.deadline,
             Phase::Receiving if self.stream && self.head_seen => self.idle_by,
             Phase::Receiving => self.deadline,
-            Phase::Close { .. } | Phase::Connect | Phase::Done => None,
+            Phase::Close { .. } | Phase::Done => None,
         }
     }
 
@@ -581,20 +581,20 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// The flush of [`Output::Flush`] is done: the response is awaited.
-    pub fn flushed(&mut self, _now: Instant) {
+    pub fn flushed(&mut self, now: Instant) {
         if self.phase == Phase::Flushing {
-            self.send_ended(Ok(()));
+            self.send_ended(now, Ok(()));
         }
     }
 
     /// Writing, flushing or reading failed. A send that broke still reads the response
     /// (the server may have answered early); a read that broke ends the attempt.
-    pub fn handle_io_error(&mut self, _now: Instant, error: I) {
+    pub fn handle_io_error(&mut self, now: Instant, error: I) {
         match self.phase {
             Phase::Sending | Phase::Flush | Phase::Flushing => {
-                self.send_ended(Err(ClientError::Io(error)));
+                self.send_ended(now, Err(ClientError::Io(error)));
             }
-            Phase::Receiving => self.conclude(Some(Err(ClientError::Io(error)))),
+            Phase::Receiving => self.conclude(now, Some(Err(ClientError::Io(error)))),
             _ => {}
         }
     }
@@ -634,15 +634,15 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
             };
             match step {
                 Ok(None) => {}
-                Ok(Some(after)) => return self.conclude(Some(Ok(after))),
-                Err(e) => return self.conclude(Some(Err(ClientError::Decode(e)))),
+                Ok(Some(after)) => return self.conclude(now, Some(Ok(after))),
+                Err(e) => return self.conclude(now, Some(Err(ClientError::Decode(e)))),
             }
         }
     }
 
     /// The peer ended the stream (a read returned nothing): the end of a close-delimited
     /// body, a response cut short, or — before any response — a stale connection.
-    pub fn handle_closed(&mut self, _now: Instant) {
+    pub fn handle_closed(&mut self, now: Instant) {
         if self.phase != Phase::Receiving {
             return;
         }
@@ -662,7 +662,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 Err(e) => break Err(ClientError::Decode(e)),
             }
         };
-        self.conclude(Some(received));
+        self.conclude(now, Some(received));
     }
 
     /// Time passed: at [`poll_timeout`](Self::poll_timeout) (or later) the exchange
@@ -676,7 +676,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
             waiting: Waiting::Reply,
         };
         match self.phase {
-            Phase::Connecting => {
+            Phase::Connect | Phase::Connecting => {
                 let by_reply = self.deadline.is_some_and(|d| d <= now);
                 let after = match self.connect_timeout {
                     Some(t) if !by_reply => t,
@@ -685,14 +685,14 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 let waiting = Waiting::Connect;
                 self.fail(ClientError::Timeout { after, waiting });
             }
-            Phase::Sending | Phase::Flush | Phase::Flushing => self.send_ended(Err(reply)),
+            Phase::Sending | Phase::Flush | Phase::Flushing => self.send_ended(now, Err(reply)),
             Phase::Receiving if self.stream && self.head_seen => {
                 let after = self.timeouts.stream_idle.unwrap_or_default();
                 let waiting = Waiting::StreamData;
-                self.conclude(Some(Err(ClientError::Timeout { after, waiting })));
+                self.conclude(now, Some(Err(ClientError::Timeout { after, waiting })));
             }
-            Phase::Receiving => self.conclude(Some(Err(reply))),
-            Phase::Close { .. } | Phase::Connect | Phase::Done => {}
+            Phase::Receiving => self.conclude(now, Some(Err(reply))),
+            Phase::Close { .. } | Phase::Done => {}
         }
     }
 
@@ -708,18 +708,23 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// The send ended: read the response, unless it ended in a way that leaves none to
     /// read.
-    fn send_ended(&mut self, sent: Result<(), ClientError<'static, C, I>>) {
+    fn send_ended(&mut self, now: Instant, sent: Result<(), ClientError<'static, C, I>>) {
         let read = Attempts::read_after(&sent);
         self.sent = Some(sent);
         if read {
             self.phase = Phase::Receiving;
         } else {
-            self.conclude(None);
+            self.conclude(now, None);
         }
     }
 
-    /// The attempt is over: done, again on a new connection, or failed.
-    fn conclude(&mut self, received: Option<Result<After, ClientError<'static, C, I>>>) {
+    /// The attempt is over: done, again on a new connection (its connect limit starting
+    /// `now`), or failed.
+    fn conclude(
+        &mut self,
+        now: Instant,
+        received: Option<Result<After, ClientError<'static, C, I>>>,
+    ) {
         let sent = self.sent.take().unwrap_or(Ok(()));
         match self
             .attempts
@@ -738,6 +743,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 self.parts.restart();
                 self.decoder.reset();
                 self.decoder.set_request_method(self.method);
+                self.connect_by = self.connect_timeout.map(|t| now.saturating_add(t));
                 self.phase = Phase::Close {
                     then: Then::Connect,
                 };

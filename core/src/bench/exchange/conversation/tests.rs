@@ -258,6 +258,8 @@ fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
     let mut ex: Ex<'_> = talk
         .exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0)
         .unwrap();
+    // The limit is known before the connect is asked for, to bound it.
+    assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(1)));
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(1)));
     ex.handle_timeout(Instant::from_secs(1));
