@@ -313,7 +313,7 @@ impl<T: Transport> Conn<'_, T> {
         if self.talk.is_open() && self.transport.peer_closed() {
             self.talk.handle_peer_closed();
         }
-        let mut exchange = self.talk.exchange(req, kind, sink, now())?;
+        let mut exchange = self.talk.exchange(req, kind, sink, now());
         run(&mut self.transport, self.rx, &mut exchange).await
     }
 }

@@ -491,6 +491,21 @@ impl<'r> Parts<'r> {
         Ok(parts)
     }
 
+    /// A request that cannot be sent (its head or upload failed): nothing to write.
+    pub(crate) fn unsendable(
+        method: Method,
+        path: &'static str,
+        query: &'r dyn EncodeQuery,
+    ) -> Self {
+        Parts {
+            method,
+            path,
+            query,
+            upload: None,
+            step: Step::Done,
+        }
+    }
+
     /// See [`Outgoing::restart`].
     pub(crate) fn restart(&mut self) {
         self.step = Step::Head;

@@ -252,7 +252,7 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
         let now = self.transport.now();
-        let mut exchange = self.talk.exchange(req, kind, sink, now)?;
+        let mut exchange = self.talk.exchange(req, kind, sink, now);
         run(&mut self.transport, self.rx, &mut exchange)
     }
 }

@@ -85,8 +85,7 @@ pub enum ResponseKind {
 /// let mut reply = ReplyBody::new(&mut body);
 /// let now = Instant::ZERO;
 /// let mut ex = talk
-///     .exchange::<_, (), ()>(&Status { id: 7 }, ResponseKind::Reply, &mut reply, now)
-///     .unwrap();
+///     .exchange::<_, (), ()>(&Status { id: 7 }, ResponseKind::Reply, &mut reply, now);
 /// assert!(matches!(ex.poll_output(now), Some(Output::Connect { host: "bench", port: 4800 })));
 /// ex.handle_connected(now);
 /// let Some(Output::Transmit(bytes)) = ex.poll_output(now) else { panic!() };
@@ -218,7 +217,7 @@ impl<'b> Conversation<'b> {
     /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
     /// // (an exchange kept the connection open)
     /// # let mut r = ReplyBody::new(&mut body);
-    /// # let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut r, Instant::ZERO).unwrap();
+    /// # let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut r, Instant::ZERO);
     /// # ex.poll_output(Instant::ZERO); ex.handle_connected(Instant::ZERO);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(Instant::ZERO) { let n = b.len(); ex.transmitted(Instant::ZERO, n); }
     /// # ex.flushed(Instant::ZERO);
@@ -253,18 +252,35 @@ impl<'b> Conversation<'b> {
     /// and I/O error types, handed in through
     /// [`handle_connect_failed`](Exchange::handle_connect_failed) and
     /// [`handle_io_error`](Exchange::handle_io_error). A request that cannot be sent at
-    /// all fails here, before anything is connected.
+    /// all (its head does not fit `tx`, too many files) ends at once, before anything is
+    /// connected: no output, and its [`outcome`](Exchange::outcome) says why. (No
+    /// `Result` here: the machine is returned in place, not copied out of one — a few
+    /// hundred bytes of stack on a device.)
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ClientError, Conversation, ReplyBody, ResponseKind, Server};
+    /// use benchlink_core::bench::request::Status;
+    /// use benchlink_core::http::EncodeError;
+    /// use benchlink_core::time::Instant;
+    /// let (mut tx, mut head, mut body) = ([0u8; 16], [0u8; 512], [0u8; 64]);
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// let mut reply = ReplyBody::new(&mut body);
+    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// assert!(ex.poll_output(Instant::ZERO).is_none());
+    /// let too_small = ClientError::Encode(EncodeError::BufferTooSmall { capacity: 16 });
+    /// assert_eq!(ex.outcome(), Some(Err(too_small)));
+    /// ```
     pub fn exchange<'a, R: Request, C: Copy, I: Copy>(
         &'a mut self,
         req: &'a R,
         kind: ResponseKind,
         sink: &'a mut dyn Sink,
         now: Instant,
-    ) -> Result<Exchange<'a, C, I>, OutgoingError> {
-        let upload = Upload::of(req, self.seed)?;
+    ) -> Exchange<'a, C, I> {
+        let upload = Upload::of(req, self.seed);
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        Ok(self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, sink, now)?)
+        self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, sink, now)
     }
 
     /// [`exchange`](Self::exchange) once the request's type is known: one copy for every
@@ -275,11 +291,11 @@ impl<'b> Conversation<'b> {
         method: Method,
         path: &'static str,
         query: &'a dyn crate::http::EncodeQuery,
-        upload: Option<Upload<'a>>,
+        upload: Result<Option<Upload<'a>>, OutgoingError>,
         kind: ResponseKind,
         sink: &'a mut dyn Sink,
         now: Instant,
-    ) -> Result<Exchange<'a, C, I>, EncodeError> {
+    ) -> Exchange<'a, C, I> {
         let Conversation {
             server,
             authority,
@@ -296,7 +312,13 @@ impl<'b> Conversation<'b> {
             user_agent: server.user_agent,
             bearer: server.token,
         };
-        let parts = Parts::new(method, path, query, upload, &headers, tx)?;
+        let parts = upload.map_err(ClientError::from).and_then(|upload| {
+            Parts::new(method, path, query, upload, &headers, tx).map_err(ClientError::Encode)
+        });
+        let (parts, result) = match parts {
+            Ok(parts) => (parts, None),
+            Err(e) => (Parts::unsendable(method, path, query), Some(Err(e))),
+        };
         let inflate = inflate.as_mut().map(InflateMemory::reborrow);
         let mut decoder = ResponseDecoder::new(head, inflate, Limits::DEFAULT);
         decoder.set_request_method(method);
@@ -316,17 +338,16 @@ impl<'b> Conversation<'b> {
             stream: kind == ResponseKind::Stream,
             timeouts: *timeouts,
             deadline: timeouts.reply.map(|t| now.saturating_add(t)),
-            connect_by: connect_timeout.map(|t| now.saturating_add(t)),
-            idle_by: None,
+            step_by: connect_timeout.map(|t| now.saturating_add(t)),
             phase: Phase::Connect,
-            sent: None,
+            result,
             reused: false,
             got_response: false,
             head_seen: false,
-            outcome: None,
             connect_timeout: *connect_timeout,
         };
         exchange.phase = match *exchange.connection {
+            _ if exchange.result.is_some() => Phase::Done,
             Connection::Open { reused } => {
                 exchange.begin_attempt(reused);
                 Phase::Sending
@@ -336,7 +357,7 @@ impl<'b> Conversation<'b> {
                 then: Then::Connect,
             },
         };
-        Ok(exchange)
+        exchange
     }
 }
 
@@ -416,7 +437,7 @@ enum Phase {
 /// fn run(talk: &mut Conversation<'_>, body: &mut [u8], answer: &[u8]) -> Result<(), ()> {
 ///     let mut reply = ReplyBody::new(body);
 ///     let now = Instant::ZERO;
-///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, now).unwrap();
+///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, now);
 ///     loop {
 ///         match ex.poll_output(now) {
 ///             Some(Output::Connect { .. }) => ex.handle_connected(now),
@@ -454,17 +475,14 @@ pub struct Exchange<'a, C, I> {
     connect_timeout: Option<Duration>,
     /// The end of the whole request ([`Timeouts::reply`]).
     deadline: Option<Instant>,
-    /// The end of the current connect.
-    connect_by: Option<Instant>,
-    /// The end of a stream's allowed silence.
-    idle_by: Option<Instant>,
+    /// The end of the current step's own limit: the connect, or a stream's silence.
+    step_by: Option<Instant>,
     phase: Phase,
-    /// How the attempt's send ended, once it did.
-    sent: Option<Result<(), ClientError<'static, C, I>>>,
+    /// How the attempt's send ended, once it did; then how the exchange ended.
+    result: Option<Result<(), ClientError<'static, C, I>>>,
     reused: bool,
     got_response: bool,
     head_seen: bool,
-    outcome: Option<Result<(), ClientError<'static, C, I>>>,
 }
 
 impl<C, I> core::fmt::Debug for Exchange<'_, C, I> {
@@ -538,9 +556,9 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// connect limit, or a stream's idle limit (`None`: no limit).
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Connect | Phase::Connecting => earliest(self.deadline, self.connect_by),
+            Phase::Connect | Phase::Connecting => earliest(self.deadline, self.step_by),
             Phase::Sending | Phase::Flush | Phase::Flushing => self.deadline,
-            Phase::Receiving if self.stream && self.head_seen => self.idle_by,
+            Phase::Receiving if self.stream && self.head_seen => self.step_by,
             Phase::Receiving => self.deadline,
             Phase::Close { .. } | Phase::Done => None,
         }
@@ -550,7 +568,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// response went to the sink (whatever its status), or why not.
     pub fn outcome(&self) -> Option<Result<(), ClientError<'static, C, I>>> {
         match self.phase {
-            Phase::Done => self.outcome,
+            Phase::Done => self.result,
             _ => None,
         }
     }
@@ -609,7 +627,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
         if !input.is_empty() {
             self.got_response = true;
         }
-        self.idle_by = self.timeouts.stream_idle.map(|t| now.saturating_add(t));
+        self.step_by = self.timeouts.stream_idle.map(|t| now.saturating_add(t));
         loop {
             let step = match self.decoder.decode(input) {
                 Err(e) => Err(e),
@@ -701,7 +719,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
         self.reused = reused;
         self.got_response = false;
         self.head_seen = false;
-        self.sent = None;
+        self.result = None;
         self.chunk = Chunk::Content(&[]);
         self.offset = 0;
     }
@@ -710,7 +728,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// read.
     fn send_ended(&mut self, now: Instant, sent: Result<(), ClientError<'static, C, I>>) {
         let read = Attempts::read_after(&sent);
-        self.sent = Some(sent);
+        self.result = Some(sent);
         if read {
             self.phase = Phase::Receiving;
         } else {
@@ -725,25 +743,25 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
         now: Instant,
         received: Option<Result<After, ClientError<'static, C, I>>>,
     ) {
-        let sent = self.sent.take().unwrap_or(Ok(()));
+        let sent = self.result.take().unwrap_or(Ok(()));
         match self
             .attempts
             .next(sent, received, self.reused, self.got_response)
         {
             Next::Done(After::Keep) => {
                 *self.connection = Connection::Open { reused: true };
-                self.outcome = Some(Ok(()));
+                self.result = Some(Ok(()));
                 self.phase = Phase::Done;
             }
             Next::Done(After::Close) => {
-                self.outcome = Some(Ok(()));
+                self.result = Some(Ok(()));
                 self.phase = Phase::Close { then: Then::Done };
             }
             Next::Retry => {
                 self.parts.restart();
                 self.decoder.reset();
                 self.decoder.set_request_method(self.method);
-                self.connect_by = self.connect_timeout.map(|t| now.saturating_add(t));
+                self.step_by = self.connect_timeout.map(|t| now.saturating_add(t));
                 self.phase = Phase::Close {
                     then: Then::Connect,
                 };
@@ -754,7 +772,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// The exchange failed: the connection, if any, is closed (its framing is unknown).
     fn fail(&mut self, e: ClientError<'static, C, I>) {
-        self.outcome = Some(Err(e));
+        self.result = Some(Err(e));
         self.phase = match *self.connection {
             Connection::Closed => Phase::Done,
             _ => Phase::Close { then: Then::Done },

@@ -48,9 +48,7 @@ fn a_kept_alive_connection_carries_the_next_request_without_connecting() {
     for round in 0..2 {
         let mut reply = ReplyBody::new(&mut body);
         let req = StatusReq { id: 7 };
-        let mut ex: Ex<'_> = talk
-            .exchange(&req, ResponseKind::Reply, &mut reply, T0)
-            .unwrap();
+        let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, &mut reply, T0);
         let (did, wire) = drive(&mut ex, T0);
         let expected: &[&str] = if round == 0 {
             &["connect", "flush"]
@@ -72,9 +70,7 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
     drive(&mut ex, T0);
     let mut input = OK.to_vec();
     input.extend_from_slice(b"HTTP/1.1 200");
@@ -90,7 +86,7 @@ fn reused<'a>(
     req: &'a StatusReq,
     reply: &'a mut ReplyBody<'_>,
 ) -> Ex<'a> {
-    let mut ex: Ex<'_> = talk.exchange(req, ResponseKind::Reply, reply, T0).unwrap();
+    let mut ex: Ex<'_> = talk.exchange(req, ResponseKind::Reply, reply, T0);
     drive(&mut ex, T0);
     ex
 }
@@ -133,9 +129,7 @@ fn a_post_on_a_stale_connection_is_not_repeated() {
         content: b"#!benchDL\n",
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&start, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, &mut reply, T0);
     let (did, wire) = drive(&mut ex, T0);
     assert_eq!(did, ["flush"]);
     assert!(wire.starts_with(b"POST /start"));
@@ -159,9 +153,7 @@ fn the_peer_closing_an_idle_connection_replaces_it_before_sending() {
     }
     talk.handle_peer_closed();
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&req, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, &mut reply, T0);
     assert_eq!(drive(&mut ex, T0).0, ["close", "connect", "flush"]);
 }
 
@@ -175,9 +167,7 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
         content: &big,
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&start, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, &mut reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     // The head goes out, then part of the body, then the server's reset.
@@ -206,9 +196,7 @@ fn a_broken_send_without_a_reply_fails_with_the_write_error() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
@@ -229,9 +217,8 @@ fn the_reply_deadline_fires_through_handle_timeout() {
     });
     let start = Instant::from_secs(10);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, start)
-        .unwrap();
+    let mut ex: Ex<'_> =
+        talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, start);
     drive(&mut ex, start);
     let deadline = Instant::from_secs(12);
     assert_eq!(ex.poll_timeout(), Some(deadline));
@@ -255,9 +242,7 @@ fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
     let mut talk = talk(&mut tx, &mut head);
     talk.set_connect_timeout(Some(Duration::from_secs(1)));
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk
-        .exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
     // The limit is known before the connect is asked for, to bound it.
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(1)));
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
@@ -286,9 +271,7 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
         ControlFlow::Continue(())
     });
     let req = crate::bench::request::Log { id: 1 };
-    let mut ex: Ex<'_> = talk
-        .exchange(&req, ResponseKind::Stream, &mut body, T0)
-        .unwrap();
+    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Stream, &mut body, T0);
     drive(&mut ex, T0);
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
     let at = Instant::from_secs(100);
