@@ -757,6 +757,14 @@ impl<'b> ReplyBody<'b> {
 }
 
 /// What a [`ReplyBody`] gathered, apart from its buffer: see [`ReplyBody::gathered`].
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Gathered, ReplyBody};
+/// let mut buf = [0u8; 8];
+/// let gathered: Gathered = ReplyBody::new(&mut buf).gathered(); // Copy: it borrows nothing
+/// let again = gathered;
+/// assert_eq!(again, gathered);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gathered {
     len: usize,
@@ -766,6 +774,17 @@ pub struct Gathered {
 
 impl Gathered {
     /// [`ReplyBody::finish`] over `buf`, the buffer the reply was gathered in.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ReplyBody, Sink};
+    /// use benchlink_core::bench::request::Status;
+    /// let mut buf = [0u8; 64];
+    /// let mut reply = ReplyBody::new(&mut buf);
+    /// let _ = reply.head(200);
+    /// let _ = reply.data(br#"{"status":"running"}"#);
+    /// let gathered = reply.gathered();
+    /// assert!(!gathered.finish::<Status>(&buf).unwrap().status.is_final());
+    /// ```
     pub fn finish<R: JsonRequest>(self, buf: &[u8]) -> Result<R::Reply<'_>, ReplyError<'_>> {
         if self.overflow && self.status == 200 {
             return Err(ReplyError::TooLarge { max: buf.len() });

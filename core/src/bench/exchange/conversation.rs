@@ -58,6 +58,25 @@ enum Connection {
 }
 
 /// What a response is read as.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ResponseKind, Server, StreamBody, Timeouts};
+/// use benchlink_core::bench::{request::Log, LogLine};
+/// use benchlink_core::time::Instant;
+/// use core::{ops::ControlFlow, time::Duration};
+/// let (mut tx, mut head, mut line, mut err) = ([0u8; 256], [0u8; 512], [0u8; 64], [0u8; 64]);
+/// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// talk.set_timeouts(Timeouts { reply: Some(Duration::from_secs(5)), stream_idle: Some(Duration::from_secs(30)) });
+/// let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
+/// let t = Instant::ZERO;
+/// let mut ex = talk.exchange::<_, (), ()>(&Log { id: 1 }, ResponseKind::Stream, &mut log, t);
+/// # ex.poll_output(t); ex.handle_connected(t);
+/// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+/// # ex.flushed(t);
+/// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(5))); // the head, by the reply limit
+/// ex.handle_input(Instant::from_secs(1), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+/// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(31))); // then silences of 30 s
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ResponseKind {
@@ -157,6 +176,17 @@ impl<'b> Conversation<'b> {
     /// Inflates `deflate` and `gzip` bodies into `memory` (without it a compressed body
     /// fails with
     /// [`DecodeError::CompressedBodyUnsupported`](crate::http::DecodeError::CompressedBodyUnsupported)).
+    ///
+    /// ```
+    /// # #[cfg(feature = "deflate")] {
+    /// use benchlink_core::http::{DecompressorOxide, InflateMemory};
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// let (mut state, mut window) = (Box::new(DecompressorOxide::new()), vec![0u8; 32 * 1024]);
+    /// talk.set_inflate(InflateMemory::new(&mut state, &mut window).unwrap());
+    /// # }
+    /// ```
     pub fn set_inflate(&mut self, memory: InflateMemory<'b>) {
         self.inflate = Some(memory);
     }
@@ -175,6 +205,13 @@ impl<'b> Conversation<'b> {
     }
 
     /// The current [`Timeouts`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert_eq!(talk.timeouts(), benchlink_core::bench::exchange::Timeouts::default());
+    /// ```
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
     }
@@ -183,16 +220,45 @@ impl<'b> Conversation<'b> {
     /// `None`, the default: only the reply deadline and the transport's own limit). A
     /// connect that runs out fails with [`ClientError::Timeout`] waiting for
     /// [`Waiting::Connect`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ReplyBody, ResponseKind};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let mut body = [0u8; 64];
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// talk.set_connect_timeout(Some(core::time::Duration::from_secs(2)));
+    /// let mut reply = ReplyBody::new(&mut body);
+    /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(2))); // before the 60 s reply limit
+    /// ```
     pub fn set_connect_timeout(&mut self, timeout: Option<Duration>) {
         self.connect_timeout = timeout;
     }
 
     /// Seeds the multipart boundaries (give every device its own random seed).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// talk.set_seed(0x5EED); // a random number of the device's own
+    /// # let _ = talk;
+    /// ```
     pub fn set_seed(&mut self, seed: u64) {
         self.seed = seed | 1;
     }
 
     /// The server talked to.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert_eq!((talk.server().host, talk.server().port), ("bench", 4800));
+    /// ```
     pub fn server(&self) -> &Server<'b> {
         &self.server
     }
@@ -200,6 +266,13 @@ impl<'b> Conversation<'b> {
     /// Whether a connection is open between exchanges (kept alive for the next): the
     /// moment for the adapter to check that the peer has not closed it
     /// ([`handle_peer_closed`](Self::handle_peer_closed)).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert!(!talk.is_open()); // the first exchange connects
+    /// ```
     pub fn is_open(&self) -> bool {
         matches!(self.connection, Connection::Open { .. })
     }
@@ -364,6 +437,27 @@ impl<'b> Conversation<'b> {
 /// What the adapter does next for an [`Exchange`] (or for the messaging link's
 /// counterpart): connect, write, flush, close. Reading is what it does when there is
 /// no output: until [`Exchange::poll_timeout`].
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+/// use benchlink_core::bench::request::Status;
+/// use benchlink_core::time::Instant;
+/// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 64]);
+/// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// let mut reply = ReplyBody::new(&mut body);
+/// let t = Instant::ZERO;
+/// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+/// let mut did = Vec::new();
+/// while let Some(output) = ex.poll_output(t) {
+///     match output {
+///         Output::Connect { .. } => { did.push("connect"); ex.handle_connected(t) }
+///         Output::Transmit(bytes) => { did.push("write"); let n = bytes.len(); ex.transmitted(t, n) }
+///         Output::Flush => { did.push("flush"); ex.flushed(t) }
+///         Output::Close => did.push("close"),
+///     }
+/// }
+/// assert_eq!(did, ["connect", "write", "flush"]); // then it reads
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output<'a> {
     /// Open a connection to `host:port` (dropping any), then report
@@ -499,6 +593,19 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// The next thing for the adapter to do, `None` when it is to read (or the exchange
     /// is over: [`outcome`](Self::outcome)). Each is bounded by the
     /// [`poll_timeout`](Self::poll_timeout) read before it.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// assert_eq!(ex.poll_output(t), Some(Output::Connect { host: "bench", port: 4800 }));
+    /// assert_eq!(ex.poll_output(t), None); // connecting: nothing to do until it is reported
+    /// ```
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
         loop {
             match self.phase {
@@ -554,6 +661,19 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// When [`handle_timeout`](Self::handle_timeout) is due: the reply deadline, the
     /// connect limit, or a stream's idle limit (`None`: no limit).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// // The default reply limit, 60 s from the start.
+    /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
+    /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
             Phase::Connect | Phase::Connecting => earliest(self.deadline, self.step_by),
@@ -566,6 +686,23 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// How the exchange ended, once it did and nothing is left to output: `Ok` when its
     /// response went to the sink (whatever its status), or why not.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
     pub fn outcome(&self) -> Option<Result<(), ClientError<'static, C, I>>> {
         match self.phase {
             Phase::Done => self.result,
@@ -574,6 +711,20 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// The connection asked for is open.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t);
+    /// ex.handle_connected(t);
+    /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(b)) if b.starts_with(b"GET /status")));
+    /// ```
     pub fn handle_connected(&mut self, _now: Instant) {
         if self.phase == Phase::Connecting {
             *self.connection = Connection::Open { reused: false };
@@ -584,6 +735,21 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// The connection asked for could not be opened: the exchange fails with
     /// [`ClientError::Connect`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t);
+    /// ex.handle_connect_failed(t, "refused");
+    /// assert_eq!(ex.poll_output(t), None);
+    /// assert_eq!(ex.outcome(), Some(Err(ClientError::Connect("refused"))));
+    /// ```
     pub fn handle_connect_failed(&mut self, _now: Instant, error: C) {
         if self.phase == Phase::Connecting {
             *self.connection = Connection::Closed;
@@ -592,6 +758,22 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// `n` bytes of the last [`Output::Transmit`] were written.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// let Some(Output::Transmit(all)) = ex.poll_output(t) else { panic!() };
+    /// let len = all.len();
+    /// ex.transmitted(t, 4); // a partial write: the rest comes next
+    /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(rest)) if rest.len() == len - 4));
+    /// ```
     pub fn transmitted(&mut self, _now: Instant, n: usize) {
         if self.phase == Phase::Sending {
             self.offset = self.offset.saturating_add(n);
@@ -599,6 +781,22 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// The flush of [`Output::Flush`] is done: the response is awaited.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// ex.flushed(t);
+    /// assert_eq!(ex.poll_output(t), None); // reading now
+    /// assert_eq!(ex.outcome(), None);
+    /// ```
     pub fn flushed(&mut self, now: Instant) {
         if self.phase == Phase::Flushing {
             self.send_ended(now, Ok(()));
@@ -607,6 +805,25 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// Writing, flushing or reading failed. A send that broke still reads the response
     /// (the server may have answered early); a read that broke ends the attempt.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // A new connection breaks before any reply: that is the outcome (only a reused
+    /// // connection's break is retried).
+    /// ex.handle_io_error(t, "reset");
+    /// assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert_eq!(ex.outcome(), Some(Err(ClientError::Io("reset"))));
+    /// ```
     pub fn handle_io_error(&mut self, now: Instant, error: I) {
         match self.phase {
             Phase::Sending | Phase::Flush | Phase::Flushing => {
@@ -620,6 +837,24 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// Bytes read from the connection (while reading: ignored otherwise). They all go
     /// to the decoder; bytes after the end of the response close the connection (they
     /// would corrupt the next one).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // Any split of the response gives the same result.
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Len");
+    /// ex.handle_input(t, b"gth: 2\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
     pub fn handle_input(&mut self, now: Instant, mut input: &[u8]) {
         if self.phase != Phase::Receiving {
             return;
@@ -660,6 +895,26 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// The peer ended the stream (a read returned nothing): the end of a close-delimited
     /// body, a response cut short, or — before any response — a stale connection.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // A body delimited by the end of the connection.
+    /// ex.handle_input(t, b"HTTP/1.0 200 OK\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_closed(t);
+    /// assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
     pub fn handle_closed(&mut self, now: Instant) {
         if self.phase != Phase::Receiving {
             return;
@@ -685,6 +940,25 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// Time passed: at [`poll_timeout`](Self::poll_timeout) (or later) the exchange
     /// fails with [`ClientError::Timeout`]; earlier, nothing happens.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// ex.handle_timeout(Instant::from_secs(59));
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_timeout(Instant::from_secs(60));
+    /// # assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { .. }))));
+    /// ```
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.poll_timeout().is_none_or(|t| now < t) {
             return;

@@ -6,6 +6,18 @@ use crate::bench::Status;
 use crate::time::Instant;
 
 /// What to do next on the way to a `/data` stream ([`DataWait::handle_status`]).
+///
+/// ```
+/// use benchlink_core::bench::exchange::{DataStep, DataWait};
+/// use benchlink_core::bench::Status;
+/// use benchlink_core::time::Instant;
+/// let step = DataWait::new().handle_status(Instant::ZERO, &Status::Init);
+/// let sleep_until = match step {
+///     DataStep::PollStatusAt(at) => at, // then ask /status again
+///     DataStep::SendData | DataStep::Empty => unreachable!("not running yet"),
+/// };
+/// assert_eq!(sleep_until, Instant::from_millis(20));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum DataStep {
@@ -49,11 +61,27 @@ impl Default for DataWait {
 
 impl DataWait {
     /// The first wait between two polls of `/status`.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::DataWait;
+    /// assert!(DataWait::FIRST_POLL < DataWait::MAX_POLL);
+    /// ```
     pub const FIRST_POLL: Duration = Duration::from_millis(20);
     /// The longest wait between two polls.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::DataWait;
+    /// assert_eq!(DataWait::MAX_POLL.as_millis(), 1000);
+    /// ```
     pub const MAX_POLL: Duration = Duration::from_secs(1);
 
     /// A wait that has not polled yet: ask `/status` now.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::DataWait;
+    /// const WAIT: DataWait = DataWait::new(); // usable in a static
+    /// assert_eq!(WAIT, DataWait::default());
+    /// ```
     pub const fn new() -> Self {
         DataWait {
             next_poll: Self::FIRST_POLL,
