@@ -228,7 +228,6 @@ impl<T: Transport> Conn<'_, T> {
     fn sleep_until(&mut self, at: Instant) -> Result<(), Error<'static>> {
         while self.transport.now() < at {
             if self.transport.wait_readable(Some(at)).map_err(io)? {
-                self.talk.handle_peer_closed();
                 self.close();
             }
         }
