@@ -434,9 +434,10 @@ impl<'b> Conversation<'b> {
     }
 }
 
-/// What the adapter does next for an [`Exchange`] (or for the messaging link's
-/// counterpart): connect, write, flush, close. Reading is what it does when there is
-/// no output: until [`Exchange::poll_timeout`].
+/// What the adapter does next for an [`Exchange`]: connect, write, flush, close — the
+/// messaging link's [`Output`](crate::rtm::Output) plus the flush a blocking or TCP
+/// write needs to have the request leave. Reading is what it does when there is no
+/// output: until [`Exchange::poll_timeout`].
 ///
 /// ```
 /// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
