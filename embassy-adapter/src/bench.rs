@@ -1,6 +1,9 @@
 //! The async benchmark-server client: every endpoint of [`benchlink_core::bench::request`]
 //! through two generic methods, [`BenchClient::call`] (JSON replies) and
-//! [`BenchClient::stream`] (log and metric lines), over one kept-alive connection.
+//! [`BenchClient::stream`] (log and metric lines), and [`BenchClient::data`] (`/data`
+//! once the benchmark runs), over one kept-alive connection. It is a loop around core's
+//! [`Conversation`](benchlink_core::bench::exchange::Conversation), the machine the
+//! blocking client drives too: this module only moves bytes and waits.
 //!
 //! All memory is the caller's ([`Buffers`]), so the client's own size is a few hundred
 //! bytes. Replies are zero-copy views into the body buffer, which is why they (and
@@ -9,16 +12,16 @@
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::exchange::{
-    self as sansio, After, Attempts, Chunk, Next, Outgoing, ReplyBody, Sink, StreamBody,
-    MAX_HEADERS,
+    Conversation, DataStep, DataWait, Exchange, Output, ReplyBody, ResponseKind, Sink, StreamBody,
+    Timeouts as CoreTimeouts,
 };
-use benchlink_core::bench::{JsonRequest, LineFormat, Request, StreamRequest};
+use benchlink_core::bench::request::{Data, Status};
+use benchlink_core::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
-use benchlink_core::http::DecompressorOxide;
-use benchlink_core::http::{Event, InflateMemory, Limits, Method, ResponseDecoder};
-use embassy_time::{with_deadline, with_timeout, Duration, Instant};
-use embedded_io_async::ErrorKind;
-use heapless::String;
+use benchlink_core::http::{DecompressorOxide, InflateMemory};
+use benchlink_core::time::Instant as CoreInstant;
+use embassy_time::{with_deadline, Duration, Instant, Timer};
+use embedded_io_async::{Error as _, ErrorKind};
 
 use crate::transport::{ConnectError, Transport};
 
@@ -51,7 +54,9 @@ impl Default for Timeouts {
 }
 
 /// What a call can fail with (see [`ClientError`]): the transport's [`ConnectError`] and
-/// I/O [`ErrorKind`]. [`ClientError::Server`] borrows the client's body buffer.
+/// I/O [`ErrorKind`]. [`ClientError::Server`] borrows the client's body buffer. A
+/// connect that outlasts [`Timeouts::connect`] is a [`ClientError::Timeout`] waiting
+/// for [`Waiting::Connect`].
 pub type Error<'a> = ClientError<'a, ConnectError, ErrorKind>;
 
 /// The async client of one benchmark server over a [`Transport`].
@@ -78,8 +83,7 @@ pub struct BenchClient<'b, T> {
 impl<T> core::fmt::Debug for BenchClient<'_, T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("BenchClient")
-            .field("server", &self.conn.server)
-            .field("open", &self.conn.open)
+            .field("talk", &self.conn.talk)
             .field("body_len", &self.body.len())
             .field("line_len", &self.line.len())
             .finish_non_exhaustive()
@@ -90,49 +94,27 @@ impl<T> core::fmt::Debug for BenchClient<'_, T> {
 /// the body goes.
 struct Conn<'b, T> {
     transport: T,
-    server: Server<'b>,
-    authority: String<MAX_AUTHORITY>,
+    talk: Conversation<'b>,
     rx: &'b mut [u8],
-    start: usize,
-    end: usize,
-    tx: &'b mut [u8],
-    head: &'b mut [u8],
-    /// Validated once (`with_inflate`), re-borrowed for each response. Without the
-    /// `deflate` feature this is always `None` (the type has no values).
-    inflate: Option<InflateMemory<'b>>,
-    open: bool,
-    /// The open connection completed an exchange: the server may have closed it since.
-    reused: bool,
-    timeouts: Timeouts,
-    /// xorshift state for multipart boundaries.
-    seed: u64,
 }
 
 impl<'b, T: Transport> BenchClient<'b, T> {
     /// A client of `server`. Fails when the `Host` value would be longer than
     /// [`MAX_AUTHORITY`].
     pub fn new(transport: T, server: Server<'b>, buffers: Buffers<'b>) -> Result<Self, Error<'b>> {
-        let authority = sansio::authority(server.host, server.port)?;
-        let seed = embassy_time::Instant::now().as_ticks() | 1;
-        Ok(BenchClient {
+        let mut talk = Conversation::new(server, buffers.tx, buffers.head)?;
+        talk.set_seed(Instant::now().as_ticks());
+        let mut client = BenchClient {
             conn: Conn {
                 transport,
-                server,
-                authority,
+                talk,
                 rx: buffers.rx,
-                start: 0,
-                end: 0,
-                tx: buffers.tx,
-                head: buffers.head,
-                inflate: None,
-                open: false,
-                reused: false,
-                timeouts: Timeouts::default(),
-                seed,
             },
             body: buffers.body,
             line: buffers.line,
-        })
+        };
+        client.set_timeouts(Timeouts::default());
+        Ok(client)
     }
 
     /// Inflates `deflate` and `gzip` bodies (the server's `/log` and `/userlog` are
@@ -141,6 +123,8 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// compressed body fails with [`DecodeError::CompressedBodyUnsupported`].
     ///
     /// Only with the `deflate` feature (default): without it no inflate code is linked.
+    ///
+    /// [`DecodeError::CompressedBodyUnsupported`]: benchlink_core::http::DecodeError::CompressedBodyUnsupported
     #[cfg(feature = "deflate")]
     pub fn with_inflate(
         mut self,
@@ -148,28 +132,42 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         window: &'b mut [u8],
     ) -> Result<Self, Error<'b>> {
         // Validated once here; each response re-borrows the same memory.
-        self.conn.inflate = Some(InflateMemory::new(state, window)?);
+        self.conn
+            .talk
+            .set_inflate(InflateMemory::new(state, window)?);
         Ok(self)
     }
 
     /// Replaces the default [`Timeouts`].
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.conn.timeouts = timeouts;
+        self.set_timeouts(timeouts);
         self
+    }
+
+    fn set_timeouts(&mut self, timeouts: Timeouts) {
+        let talk = &mut self.conn.talk;
+        talk.set_connect_timeout(Some(timeouts.connect.into()));
+        talk.set_timeouts(CoreTimeouts {
+            reply: timeouts.reply.map(Into::into),
+            stream_idle: timeouts.stream_idle.map(Into::into),
+        });
     }
 
     /// The std client's and the CLI's `--timeout`: `timeout` is both the whole-request
     /// limit of JSON calls ([`Timeouts::reply`], default 60 s) and the idle limit of
     /// streams ([`Timeouts::stream_idle`], default none).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.conn.timeouts.reply = Some(timeout);
-        self.conn.timeouts.stream_idle = Some(timeout);
+        let timeout = Some(timeout.into());
+        self.conn.talk.set_timeouts(CoreTimeouts {
+            reply: timeout,
+            stream_idle: timeout,
+        });
         self
     }
 
     /// Seeds the multipart boundary generator (default: the boot-relative clock).
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.conn.seed = seed | 1;
+        self.conn.talk.set_seed(seed);
         self
     }
 
@@ -180,7 +178,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
 
     /// Closes the kept-alive connection, if any.
     pub async fn close(&mut self) {
-        self.conn.drop_connection().await;
+        self.conn.close().await;
     }
 
     /// Sends `req` and reads its JSON reply: the typed reply, a zero-copy view into the
@@ -190,7 +188,9 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// met a stale connection before any response byte is sent once more.
     pub async fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
         let mut reply = ReplyBody::new(self.body);
-        self.conn.exchange(req, false, &mut reply).await?;
+        self.conn
+            .exchange(req, ResponseKind::Reply, &mut reply)
+            .await?;
         Ok(reply.finish::<R>()?)
     }
 
@@ -200,8 +200,9 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// the stream ends or `on_line` breaks (the connection is then dropped). A non-200
     /// answer is the server's typed error.
     ///
-    /// The server's `/data` does not answer for a `failed` benchmark: check `/status`
-    /// first, or set [`Timeouts::stream_idle`].
+    /// The server's `/data` does not answer for a `failed` benchmark: use
+    /// [`data`](Self::data), which checks `/status` first, or set
+    /// [`Timeouts::stream_idle`].
     pub async fn stream<R, F>(&mut self, req: &R, on_line: F) -> Result<(), Error<'_>>
     where
         R: StreamRequest,
@@ -210,215 +211,169 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         ) -> ControlFlow<()>,
     {
         let mut lines = StreamBody::<R::Format, F>::new(self.line, self.body, on_line);
-        self.conn.exchange(req, true, &mut lines).await?;
+        self.conn
+            .exchange(req, ResponseKind::Stream, &mut lines)
+            .await?;
         lines.finish().map_err(Error::Server)
+    }
+
+    /// The `/data` stream of benchmark `id` once it runs: polls `/status` as core's
+    /// [`DataWait`] says (20 ms doubling to 1 s) until the benchmark runs or is over,
+    /// then streams its samples to `on_sample` as [`stream`](Self::stream) does. A
+    /// benchmark that failed has an empty stream (the server would never answer it).
+    ///
+    /// ```no_run
+    /// use benchlink_embassy::bench::{BenchClient, Error};
+    /// use benchlink_embassy::transport::Transport;
+    /// use core::ops::ControlFlow;
+    ///
+    /// /// How many samples benchmark `id` reported (none if it failed).
+    /// async fn samples<'c, T: Transport>(client: &'c mut BenchClient<'_, T>, id: u64) -> Result<usize, Error<'c>> {
+    ///     let mut n = 0;
+    ///     client.data(id, |sample| { n += usize::from(sample.is_ok()); ControlFlow::Continue(()) }).await?;
+    ///     Ok(n)
+    /// }
+    /// ```
+    pub async fn data<F>(&mut self, id: u64, on_sample: F) -> Result<(), Error<'_>>
+    where
+        F: FnMut(
+            Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        let mut wait = DataWait::new();
+        loop {
+            let mut reply = ReplyBody::new(self.body);
+            self.conn
+                .exchange(&Status { id }, ResponseKind::Reply, &mut reply)
+                .await?;
+            let gathered = reply.gathered();
+            let step = gathered
+                .finish::<Status>(self.body)
+                .map(|status| wait.handle_status(now(), &status.status));
+            match step {
+                Ok(DataStep::PollStatusAt(at)) => Timer::at(embassy_instant(at)).await,
+                Ok(DataStep::SendData) => return self.stream(&Data { id }, on_sample).await,
+                Ok(DataStep::Empty) => return Ok(()),
+                // Read again outside the loop's borrow, to return it.
+                Err(_) => {
+                    let status = gathered.finish::<Status>(self.body);
+                    return status.map(|_| ()).map_err(Error::from);
+                }
+            }
+        }
     }
 }
 
-fn io_error<E: embedded_io_async::Error>(e: E) -> Error<'static> {
-    Error::Io(e.kind())
+/// The time on core's clock.
+fn now() -> CoreInstant {
+    CoreInstant::from_micros(Instant::now().as_micros())
+}
+
+/// A deadline of core's clock on embassy's.
+fn embassy_instant(at: CoreInstant) -> Instant {
+    Instant::from_micros(at.as_micros())
+}
+
+/// `op`, given up at `deadline` (`None` then).
+async fn bounded<F: core::future::Future>(
+    deadline: Option<CoreInstant>,
+    op: F,
+) -> Option<F::Output> {
+    match deadline {
+        Some(at) => with_deadline(embassy_instant(at), op).await.ok(),
+        None => Some(op.await),
+    }
+}
+
+/// What the transport did with the exchange's last output, or with a read; `None`:
+/// the exchange's deadline came first.
+enum Done {
+    Connected(Option<Result<(), ConnectError>>),
+    Wrote(Option<Result<usize, ErrorKind>>),
+    Flushed(Option<Result<(), ErrorKind>>),
+    Read(Option<Result<usize, ErrorKind>>),
+    Closed,
 }
 
 impl<T: Transport> Conn<'_, T> {
-    async fn drop_connection(&mut self) {
-        if self.open {
+    async fn close(&mut self) {
+        if self.talk.close() {
             self.transport.close().await;
         }
-        self.open = false;
-        self.reused = false;
-        self.start = 0;
-        self.end = 0;
     }
 
-    /// Sends the whole request, chunk by chunk.
-    async fn send<R: Request>(&mut self, out: &mut Outgoing<'_, R>) -> Result<(), Error<'static>> {
-        let headers = self.server.headers(&self.authority);
-        while let Some(chunk) = out.next(&headers, self.tx)? {
-            let bytes = match chunk {
-                Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
-                Chunk::Content(content) => content,
-            };
-            embedded_io_async::Write::write_all(&mut self.transport, bytes)
-                .await
-                .map_err(io_error)?;
-        }
-        embedded_io_async::Write::flush(&mut self.transport)
-            .await
-            .map_err(io_error)
-    }
-
-    /// One request and its response, the body going to `sink` piece by piece. Any
-    /// failure, or a sink that breaks, drops the connection (its framing is unknown).
+    /// One request and its response, the body going to `sink` piece by piece, over the
+    /// kept-alive connection or a new one.
     async fn exchange<R: Request>(
         &mut self,
         req: &R,
-        stream: bool,
+        kind: ResponseKind,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
-        let headers = self.server.headers(&self.authority);
-        let mut outgoing = Outgoing::new(req, &headers, self.seed, self.tx)?;
-        // Every upload draws its boundary from a new seed.
-        self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        if self.open && self.transport.peer_closed() {
-            self.drop_connection().await;
+        if self.talk.is_open() && self.transport.peer_closed() {
+            self.talk.handle_peer_closed();
         }
-        let mut attempts = Attempts::new(R::METHOD);
-        let reply = self.timeouts.reply;
-        let deadline = reply.map(|t| Instant::now().saturating_add(t));
-        let timed_out = |waiting| Error::Timeout {
-            after: reply.unwrap_or_default().into(),
-            waiting,
-        };
-        loop {
-            if !self.open {
-                let (host, port) = (self.server.host, self.server.port);
-                let connect = self.timeouts.connect;
-                let by_deadline =
-                    deadline.is_some_and(|d| d < Instant::now().saturating_add(connect));
-                let connected = match deadline {
-                    Some(d) if by_deadline => with_deadline(d, self.transport.connect(host, port))
-                        .await
-                        .map_err(|_| timed_out(Waiting::Connect))?,
-                    _ => with_timeout(connect, self.transport.connect(host, port))
-                        .await
-                        .map_err(|_| Error::Connect(ConnectError::TimedOut))?,
-                };
-                connected.map_err(Error::Connect)?;
-                self.open = true;
-                self.reused = false;
-                self.start = 0;
-                self.end = 0;
-            }
-            let reused = self.reused;
-            let mut got_response = false;
-            // A TCP flush waits for the peer's acknowledgement: bound it like a reply.
-            let sent = match deadline {
-                Some(d) => with_deadline(d, self.send(&mut outgoing))
-                    .await
-                    .unwrap_or(Err(timed_out(Waiting::Reply))),
-                None => self.send(&mut outgoing).await,
-            };
-            // After a send that broke, the server may have answered early (413…).
-            let received = if Attempts::read_after(&sent) {
-                let received = self.receive(R::METHOD, stream, deadline, sink, &mut got_response);
-                Some(received.await)
-            } else {
-                None
-            };
-            match attempts.next(sent, received, reused, got_response) {
-                Next::Done(After::Keep) => {
-                    self.reused = true;
-                    return Ok(());
-                }
-                Next::Done(After::Close) => {
-                    self.drop_connection().await;
-                    return Ok(());
-                }
-                Next::Retry => {
-                    self.drop_connection().await;
-                    outgoing.restart();
-                }
-                Next::Fail(e) => {
-                    self.drop_connection().await;
-                    return Err(e);
-                }
-            }
-        }
+        let mut exchange = self.talk.exchange(req, kind, sink, now());
+        run(&mut self.transport, self.rx, &mut exchange).await
     }
+}
 
-    async fn receive(
-        &mut self,
-        method: Method,
-        stream: bool,
-        deadline: Option<Instant>,
-        sink: &mut dyn Sink,
-        got_response: &mut bool,
-    ) -> Result<After, Error<'static>> {
-        let Conn {
-            transport,
-            rx,
-            start,
-            end,
-            head,
-            inflate,
-            timeouts,
-            ..
-        } = self;
-        let inflate = inflate.as_mut().map(InflateMemory::reborrow);
-        let mut decoder: ResponseDecoder<'_, MAX_HEADERS> =
-            ResponseDecoder::new(head, inflate, Limits::DEFAULT);
-        decoder.set_request_method(method);
-        let mut head_seen = false;
-        loop {
-            let input = rx.get(*start..*end).unwrap_or_default();
-            let (used, event) = decoder.decode(input)?;
-            *start += used;
-            match event {
-                Event::Head(h) => {
-                    head_seen = true;
-                    if sink.head(h.status).is_break() {
-                        return Ok(After::Close);
-                    }
-                }
-                Event::Data(d) => {
-                    if sink.data(d).is_break() {
-                        return Ok(After::Close);
-                    }
-                }
-                Event::End { keep_alive, .. } => {
-                    // Bytes beyond the response would corrupt the next one.
-                    return Ok(if keep_alive && *start == *end {
-                        After::Keep
-                    } else {
-                        After::Close
-                    });
-                }
-                Event::NeedMore => {
-                    // A stream's body may be silent for long (up to its idle limit);
-                    // everything else is within the request's deadline.
-                    *start = 0;
-                    *end = 0;
-                    let read = embedded_io_async::Read::read(transport, rx);
-                    let n = if stream && head_seen {
-                        match timeouts.stream_idle {
-                            Some(t) => with_timeout(t, read).await.map_err(|_| Error::Timeout {
-                                after: t.into(),
-                                waiting: Waiting::StreamData,
-                            })?,
-                            None => read.await,
-                        }
-                    } else {
-                        match deadline {
-                            Some(d) => {
-                                with_deadline(d, read).await.map_err(|_| Error::Timeout {
-                                    after: timeouts.reply.unwrap_or_default().into(),
-                                    waiting: Waiting::Reply,
-                                })?
-                            }
-                            None => read.await,
-                        }
-                    }
-                    .map_err(io_error)?;
-                    *end = n;
-                    if n > 0 {
-                        *got_response = true;
-                        continue;
-                    }
-                    // The peer closed: the end of a close-delimited body, or an error.
-                    loop {
-                        match decoder.finish()? {
-                            Event::Data(d) => {
-                                if sink.data(d).is_break() {
-                                    break;
-                                }
-                            }
-                            Event::End { .. } => break,
-                            Event::Head(_) | Event::NeedMore => {}
-                        }
-                    }
-                    return Ok(After::Close);
-                }
+/// Drives `exchange` over `transport` to its outcome: acts on its outputs, reads into
+/// `rx` when it has none, each step bounded by the exchange's next deadline. Once for
+/// every request type (each copy would be flash).
+async fn run<T: Transport>(
+    transport: &mut T,
+    rx: &mut [u8],
+    exchange: &mut Exchange<'_, ConnectError, ErrorKind>,
+) -> Result<(), Error<'static>> {
+    loop {
+        let deadline = exchange.poll_timeout();
+        let done = match exchange.poll_output(now()) {
+            Some(Output::Connect { host, port }) => {
+                Done::Connected(bounded(deadline, transport.connect(host, port)).await)
             }
+            Some(Output::Transmit(bytes)) => Done::Wrote(
+                bounded(deadline, transport.write(bytes))
+                    .await
+                    .map(|w| w.map_err(|e| e.kind())),
+            ),
+            Some(Output::Flush) => Done::Flushed(
+                bounded(deadline, transport.flush())
+                    .await
+                    .map(|f| f.map_err(|e| e.kind())),
+            ),
+            Some(Output::Close) => {
+                transport.close().await;
+                Done::Closed
+            }
+            None => match exchange.outcome() {
+                Some(outcome) => return outcome,
+                None => Done::Read(
+                    bounded(deadline, transport.read(rx))
+                        .await
+                        .map(|r| r.map_err(|e| e.kind())),
+                ),
+            },
+        };
+        let now = now();
+        match done {
+            Done::Connected(Some(Ok(()))) => exchange.handle_connected(now),
+            Done::Connected(Some(Err(e))) => exchange.handle_connect_failed(now, e),
+            // A write that takes nothing is a dead connection (and would spin).
+            Done::Wrote(Some(Ok(0))) => exchange.handle_io_error(now, ErrorKind::WriteZero),
+            Done::Wrote(Some(Ok(n))) => exchange.transmitted(now, n),
+            Done::Flushed(Some(Ok(()))) => exchange.flushed(now),
+            Done::Read(Some(Ok(0))) => exchange.handle_closed(now),
+            Done::Read(Some(Ok(n))) => exchange.handle_input(now, rx.get(..n).unwrap_or_default()),
+            Done::Wrote(Some(Err(e))) | Done::Flushed(Some(Err(e))) | Done::Read(Some(Err(e))) => {
+                exchange.handle_io_error(now, e)
+            }
+            Done::Connected(None) | Done::Wrote(None) | Done::Flushed(None) | Done::Read(None) => {
+                // Timers may wake a tick early on core's microsecond clock.
+                let at = exchange.poll_timeout().map_or(now, |t| t.max(now));
+                exchange.handle_timeout(at);
+            }
+            Done::Closed => {}
         }
     }
 }

@@ -8,7 +8,6 @@ use std::ops::ControlFlow;
 use std::time::Duration as StdDuration;
 
 use benchlink_core::bench::request::{self, File};
-use benchlink_core::bench::Status;
 use benchlink_core::http::DecompressorOxide;
 use benchlink_embassy::bench::{BenchClient, Buffers, Error, Server, Timeouts, Waiting};
 use benchlink_embassy::transport::TcpTransport;
@@ -71,16 +70,9 @@ fn bench_flow(drop_percent: u32) -> (Seen, u64) {
         };
         let id = client.call(&start).await.expect("start").id;
 
-        // /data answers once the benchmark runs.
-        loop {
-            let status = client.call(&request::Status { id }).await.expect("status");
-            if status.status == Status::Running || status.status.is_final() {
-                break;
-            }
-            Timer::after_millis(10).await;
-        }
+        // /data answers once the benchmark runs: the client polls /status first.
         client
-            .stream(&request::Data { id }, |sample| {
+            .data(id, |sample| {
                 if let Ok(sample) = sample {
                     assert!(!sample.name.is_empty());
                     seen.samples += 1;
@@ -210,4 +202,53 @@ fn a_silent_or_dripping_server_times_out() {
         );
     }
     drop((silent, dripping));
+}
+
+/// `/data` of a benchmark that failed is an empty stream: the client learns it from
+/// `/status` and never sends `/data`, which the real server would leave unanswered.
+#[test]
+fn data_of_a_failed_benchmark_is_empty_not_a_hang() {
+    let server = BenchServer::start(BenchServerConfig {
+        quirks: benchlink_sandbox::bench::Quirks {
+            data_hangs_on_failed: true,
+            ..Default::default()
+        },
+        ..BenchServerConfig::fast()
+    })
+    .expect("bench server");
+    let addr = server.addr();
+    let server = std::sync::Arc::new(server);
+    let crash = std::sync::Arc::clone(&server);
+    let (tx, rx) = std::sync::mpsc::channel();
+    run_test(StdDuration::from_secs(30), move |spawner| async move {
+        let net = network(spawner);
+        bridge(spawner, net.gateway, 4800, addr, 1);
+        let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
+        let buffers = Buffers {
+            rx: buf(1024),
+            tx: buf(512),
+            head: buf(1024),
+            body: buf(2048),
+            line: buf(256),
+        };
+        let mut client = BenchClient::new(transport, Server::new("10.0.0.1", 4800), buffers)
+            .unwrap()
+            .with_timeout(Duration::from_secs(10));
+        let start = request::Start::new(File {
+            name: "hello.bdl",
+            content: SCRIPT,
+        });
+        let id = client.call(&start).await.expect("start").id;
+        assert!(crash.crash_benchmark(id), "crashed");
+        let mut samples = 0;
+        client
+            .data(id, |_| {
+                samples += 1;
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("an empty stream");
+        tx.send(samples).unwrap();
+    });
+    assert_eq!(rx.recv().unwrap(), 0);
 }

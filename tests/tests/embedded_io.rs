@@ -185,16 +185,10 @@ fn bench_flow_over_std_tcp() {
             })
         };
         let id = client.call(&start).expect("start").id;
-        loop {
-            let status = client.call(&request::Status { id }).expect("status");
-            if status.status == Status::Running || status.status.is_final() {
-                break;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        // /data once the benchmark runs (the client polls /status first).
         let mut samples = 0;
         client
-            .stream(&request::Data { id }, |sample| {
+            .data(id, |sample| {
                 let sample = sample.expect("a metric line");
                 assert!(!sample.name.is_empty());
                 samples += 1;
@@ -229,6 +223,42 @@ fn bench_flow_over_std_tcp() {
             "{missing:?}"
         );
     });
+}
+
+/// `/data` of a benchmark that failed is an empty stream: the client learns it from
+/// `/status` and never sends `/data`, which the real server would leave unanswered.
+#[test]
+fn data_of_a_failed_benchmark_is_empty_not_a_hang() {
+    let server = server_with(|c| {
+        c.speed = benchlink_tests::live_speed();
+        c.quirks.data_hangs_on_failed = true;
+    });
+    let id = {
+        let port = server.addr().port();
+        let mut client = json_client(port, Duration::from_secs(10));
+        let start = request::Start::new(File {
+            name: "hello.bdl",
+            content: SCRIPT,
+        });
+        client.call(&start).expect("start").id
+    };
+    assert!(server.crash_benchmark(id), "crashed");
+    let port = server.addr().port();
+    within(
+        Duration::from_secs(30),
+        "data of a failed benchmark",
+        move || {
+            let mut client = json_client(port, Duration::from_secs(10));
+            let mut samples = 0;
+            client
+                .data(id, |_| {
+                    samples += 1;
+                    ControlFlow::Continue(())
+                })
+                .expect("an empty stream");
+            assert_eq!(samples, 0);
+        },
+    );
 }
 
 /// A server that refuses an upload before its body is in (413 for a scenario over its

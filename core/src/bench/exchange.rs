@@ -41,7 +41,11 @@ use core::marker::PhantomData;
 use core::ops::ControlFlow;
 
 mod attempts;
+mod conversation;
+mod data_wait;
 pub use attempts::{After, Attempts, Next};
+pub use conversation::{Conversation, Exchange, Output, ResponseKind, Timeouts};
+pub use data_wait::{DataStep, DataWait};
 
 use heapless::String;
 
@@ -487,6 +491,21 @@ impl<'r> Parts<'r> {
         Ok(parts)
     }
 
+    /// A request that cannot be sent (its head or upload failed): nothing to write.
+    pub(crate) fn unsendable(
+        method: Method,
+        path: &'static str,
+        query: &'r dyn EncodeQuery,
+    ) -> Self {
+        Parts {
+            method,
+            path,
+            query,
+            upload: None,
+            step: Step::Done,
+        }
+    }
+
     /// See [`Outgoing::restart`].
     pub(crate) fn restart(&mut self) {
         self.step = Step::Head;
@@ -707,12 +726,70 @@ impl<'b> ReplyBody<'b> {
 
     /// The typed reply of `R` (a zero-copy view into the buffer), or why there is none.
     pub fn finish<R: JsonRequest>(self) -> Result<R::Reply<'b>, ReplyError<'b>> {
-        let max = self.buf.len();
-        if self.overflow && self.status == 200 {
-            return Err(ReplyError::TooLarge { max });
+        let gathered = self.gathered();
+        let buf: &'b [u8] = self.buf;
+        gathered.finish::<R>(buf)
+    }
+
+    /// How far it got, apart from the buffer: to read the reply later from the same
+    /// buffer (a polling loop cannot return a reply borrowed in one of its rounds; it
+    /// returns one read again after the loop).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ReplyBody, Sink};
+    /// use benchlink_core::bench::request::Status;
+    /// let mut buf = [0u8; 64];
+    /// let mut reply = ReplyBody::new(&mut buf);
+    /// let _ = reply.head(404);
+    /// let _ = reply.data(br#"{"reason_code":"not_found","reason":"no"}"#);
+    /// let gathered = reply.gathered();
+    /// drop(reply);
+    /// let error = gathered.finish::<Status>(&buf).unwrap_err();
+    /// # let _ = error;
+    /// ```
+    pub fn gathered(&self) -> Gathered {
+        Gathered {
+            len: self.len,
+            status: self.status,
+            overflow: self.overflow,
         }
-        let body: &'b [u8] = self.buf;
-        let body = body.get(..self.len).unwrap_or_default();
+    }
+}
+
+/// What a [`ReplyBody`] gathered, apart from its buffer: see [`ReplyBody::gathered`].
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Gathered, ReplyBody};
+/// let mut buf = [0u8; 8];
+/// let gathered: Gathered = ReplyBody::new(&mut buf).gathered(); // Copy: it borrows nothing
+/// let again = gathered;
+/// assert_eq!(again, gathered);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gathered {
+    len: usize,
+    status: u16,
+    overflow: bool,
+}
+
+impl Gathered {
+    /// [`ReplyBody::finish`] over `buf`, the buffer the reply was gathered in.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ReplyBody, Sink};
+    /// use benchlink_core::bench::request::Status;
+    /// let mut buf = [0u8; 64];
+    /// let mut reply = ReplyBody::new(&mut buf);
+    /// let _ = reply.head(200);
+    /// let _ = reply.data(br#"{"status":"running"}"#);
+    /// let gathered = reply.gathered();
+    /// assert!(!gathered.finish::<Status>(&buf).unwrap().status.is_final());
+    /// ```
+    pub fn finish<R: JsonRequest>(self, buf: &[u8]) -> Result<R::Reply<'_>, ReplyError<'_>> {
+        if self.overflow && self.status == 200 {
+            return Err(ReplyError::TooLarge { max: buf.len() });
+        }
+        let body = buf.get(..self.len).unwrap_or_default();
         R::read_reply(self.status, body).map_err(ReplyError::Server)
     }
 }

@@ -11,8 +11,11 @@
 //!   buffer as the line-length limit) under [`LogDecoder`] and [`MetricDecoder`].
 //! - [`Timestamp`]: the server's `YYYY-MM-DDTHH:MM:SSZ` times as Unix seconds.
 //!
-//! The adapter owns the connection and the HTTP codec; this module only needs the
-//! decoded body bytes.
+//! - [`exchange`]: one request and its response as a sans-IO machine
+//!   ([`exchange::Conversation`]: keep-alive reuse, the stale-connection retry, early
+//!   replies, the request, connect and stream-idle deadlines) and the wait for a
+//!   running benchmark before `/data` ([`exchange::DataWait`]). The adapters own the
+//!   sockets and the clocks, and only move bytes and wait.
 //!
 //! ```
 //! use benchlink_core::bench::{request, JsonRequest, MetricDecoder, Status};

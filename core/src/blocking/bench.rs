@@ -1,61 +1,33 @@
 //! The blocking benchmark-server client: every endpoint of
 //! [`request`](crate::bench::request) through [`BenchClient::call`] (JSON replies) and
 //! [`BenchClient::stream`] (log and metric lines), over one kept-alive connection of a
-//! [`Transport`]. Its requests are written from an
-//! [`Outgoing`](crate::bench::exchange::Outgoing) and its responses go through core's
-//! [`ResponseDecoder`] into a [`ReplyBody`] or [`StreamBody`], exactly as in the async
-//! client: only the waiting differs.
+//! [`Transport`], and [`BenchClient::data`] (`/data` once the benchmark runs). It is a
+//! loop around core's [`Conversation`], the machine the async client drives too: only
+//! the waiting differs.
 
 use core::ops::ControlFlow;
-use core::time::Duration;
 
 use embedded_io::{Error as _, ErrorKind};
-use heapless::String;
 
 use super::Transport;
-pub use crate::bench::exchange::ClientError;
 use crate::bench::exchange::{
-    self, After, Attempts, Buffers, Chunk, Next, Parts, ReplyBody, Server, Sink, StreamBody,
-    Upload, Waiting, MAX_AUTHORITY, MAX_HEADERS,
+    Buffers, Conversation, DataStep, DataWait, Exchange, Output, ReplyBody, ResponseKind, Server,
+    Sink, StreamBody,
 };
-use crate::bench::{JsonRequest, LineFormat, Request, StreamRequest};
+pub use crate::bench::exchange::{ClientError, Timeouts};
+use crate::bench::request::{Data, Status};
+use crate::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
-use crate::http::DecompressorOxide;
-use crate::http::{EncodeQuery, Event, InflateMemory, Limits, Method, ResponseDecoder};
+use crate::http::{DecompressorOxide, InflateMemory};
 use crate::time::Instant;
-
-/// How long a request may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Timeouts {
-    /// The whole request: sending, the response head and, for a JSON call, the whole
-    /// body (`None`: no limit). For a stream, everything up to its head. (Connecting is
-    /// bounded by the transport's own connect timeout.)
-    pub reply: Option<Duration>,
-    /// Silence allowed inside a log or data stream (`None`, the default: a running
-    /// benchmark's log can be quiet for long).
-    pub stream_idle: Option<Duration>,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            reply: Some(Duration::from_secs(60)),
-            stream_idle: None,
-        }
-    }
-}
 
 /// What a call can fail with (see [`ClientError`]): a connect error and an I/O error
 /// are the transport's [`ErrorKind`]. [`ClientError::Server`] borrows the client's body
 /// buffer.
 pub type Error<'a> = ClientError<'a, ErrorKind, ErrorKind>;
 
-fn io<E: embedded_io::Error>(e: E) -> Error<'static> {
-    Error::Io(e.kind())
-}
-
-/// The blocking client of one benchmark server over a [`Transport`].
+/// The blocking client of one benchmark server over a [`Transport`]: a loop around
+/// core's [`Conversation`] that moves its bytes and waits for its deadlines.
 ///
 /// ```no_run
 /// use benchlink_core::bench::exchange::{Buffers, Server};
@@ -76,54 +48,31 @@ pub struct BenchClient<'b, T> {
     line: &'b mut [u8],
 }
 
-impl<T> core::fmt::Debug for BenchClient<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("BenchClient")
-            .field("server", &self.conn.server)
-            .field("open", &self.conn.open)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Everything an exchange needs, apart from where the body goes.
 struct Conn<'b, T> {
     transport: T,
-    server: Server<'b>,
-    authority: String<MAX_AUTHORITY>,
+    talk: Conversation<'b>,
     rx: &'b mut [u8],
-    start: usize,
-    end: usize,
-    tx: &'b mut [u8],
-    head: &'b mut [u8],
-    inflate: Option<InflateMemory<'b>>,
-    open: bool,
-    /// The open connection completed an exchange: the server may have closed it since.
-    reused: bool,
-    timeouts: Timeouts,
-    seed: u64,
+}
+
+impl<T> core::fmt::Debug for BenchClient<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BenchClient")
+            .field("talk", &self.conn.talk)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'b, T: Transport> BenchClient<'b, T> {
     /// A client of `server`; it connects (through [`Transport::connect`]) at the first
     /// call. Fails when the `Host` value would be longer than
-    /// [`MAX_AUTHORITY`].
+    /// [`MAX_AUTHORITY`](crate::bench::exchange::MAX_AUTHORITY).
     pub fn new(transport: T, server: Server<'b>, buffers: Buffers<'b>) -> Result<Self, Error<'b>> {
-        let authority = exchange::authority(server.host, server.port)?;
         Ok(BenchClient {
             conn: Conn {
                 transport,
-                server,
-                authority,
+                talk: Conversation::new(server, buffers.tx, buffers.head)?,
                 rx: buffers.rx,
-                start: 0,
-                end: 0,
-                tx: buffers.tx,
-                head: buffers.head,
-                inflate: None,
-                open: false,
-                reused: false,
-                timeouts: Timeouts::default(),
-                seed: 0x2545_F491_4F6C_DD1D,
             },
             body: buffers.body,
             line: buffers.line,
@@ -138,19 +87,22 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         state: &'b mut DecompressorOxide,
         window: &'b mut [u8],
     ) -> Result<Self, Error<'b>> {
-        self.conn.inflate = Some(InflateMemory::new(state, window)?);
+        self.conn
+            .talk
+            .set_inflate(InflateMemory::new(state, window)?);
         Ok(self)
     }
 
-    /// Replaces the default [`Timeouts`].
+    /// Replaces the default [`Timeouts`]. (Connecting is bounded by the transport's own
+    /// connect timeout, and by the reply deadline once it returns.)
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.conn.timeouts = timeouts;
+        self.conn.talk.set_timeouts(timeouts);
         self
     }
 
     /// Seeds the multipart boundaries (give every device its own random seed).
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.conn.seed = seed;
+        self.conn.talk.set_seed(seed);
         self
     }
 
@@ -161,7 +113,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
 
     /// Closes the kept-alive connection, if any.
     pub fn close(&mut self) {
-        self.conn.drop_connection();
+        self.conn.close();
     }
 
     /// Sends `req` and reads its JSON reply: the typed reply, a zero-copy view into the
@@ -169,7 +121,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// connection the server had closed is sent once more on a new one.
     pub fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
         let mut reply = ReplyBody::new(self.body);
-        self.conn.exchange(req, false, &mut reply)?;
+        self.conn.exchange(req, ResponseKind::Reply, &mut reply)?;
         Ok(reply.finish::<R>()?)
     }
 
@@ -185,203 +137,191 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         ) -> ControlFlow<()>,
     {
         let mut lines = StreamBody::<R::Format, F>::new(self.line, self.body, on_line);
-        self.conn.exchange(req, true, &mut lines)?;
+        self.conn.exchange(req, ResponseKind::Stream, &mut lines)?;
         lines.finish().map_err(Error::Server)
+    }
+
+    /// The `/data` stream of benchmark `id` once it runs: polls `/status` as core's
+    /// [`DataWait`] says (20 ms doubling to 1 s) until the benchmark runs or is over,
+    /// then streams its samples to `on_sample` as [`stream`](Self::stream) does. A
+    /// benchmark that failed has an empty stream (the server would never answer it).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Buffers, Server};
+    /// use benchlink_core::blocking::{bench::BenchClient, Transport};
+    /// use benchlink_core::time::Instant;
+    /// use core::ops::ControlFlow;
+    ///
+    /// /// A server whose benchmark failed: it answers `/status` and nothing else.
+    /// struct Failed { asked: Vec<u8>, answer: &'static [u8] }
+    /// impl embedded_io::ErrorType for Failed { type Error = core::convert::Infallible; }
+    /// impl embedded_io::Read for Failed {
+    ///     fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+    ///         let n = buf.len().min(self.answer.len());
+    ///         buf[..n].copy_from_slice(&self.answer[..n]);
+    ///         self.answer = &self.answer[n..];
+    ///         Ok(n)
+    ///     }
+    /// }
+    /// impl embedded_io::Write for Failed {
+    ///     fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> { self.asked.extend_from_slice(buf); Ok(buf.len()) }
+    ///     fn flush(&mut self) -> Result<(), Self::Error> { Ok(()) }
+    /// }
+    /// impl Transport for Failed {
+    ///     fn now(&mut self) -> Instant { Instant::ZERO }
+    ///     fn wait_readable(&mut self, _: Option<Instant>) -> Result<bool, Self::Error> { Ok(true) }
+    ///     fn connect(&mut self, _: &str, _: u16, _: bool) -> Result<(), Self::Error> { Ok(()) }
+    ///     fn close(&mut self) {}
+    /// }
+    ///
+    /// let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\n{\"status\":\"failed\"}";
+    /// let server = Failed { asked: Vec::new(), answer };
+    /// let (mut rx, mut tx, mut head, mut body, mut line) = ([0; 512], [0; 512], [0; 512], [0; 512], [0; 128]);
+    /// let buffers = Buffers { rx: &mut rx, tx: &mut tx, head: &mut head, body: &mut body, line: &mut line };
+    /// let mut client = BenchClient::new(server, Server::new("bench", 4800), buffers).unwrap();
+    /// let mut samples = 0;
+    /// client.data(7, |_| { samples += 1; ControlFlow::Continue(()) }).unwrap();
+    /// assert_eq!(samples, 0);
+    /// let asked = client.into_transport().asked;
+    /// assert!(asked.starts_with(b"GET /status?id=7") && !asked.windows(5).any(|w| w == b"/data"));
+    /// ```
+    pub fn data<F>(&mut self, id: u64, on_sample: F) -> Result<(), Error<'_>>
+    where
+        F: FnMut(
+            Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        let mut wait = DataWait::new();
+        loop {
+            let mut reply = ReplyBody::new(self.body);
+            self.conn
+                .exchange(&Status { id }, ResponseKind::Reply, &mut reply)?;
+            let gathered = reply.gathered();
+            let now = self.conn.transport.now();
+            let step = gathered
+                .finish::<Status>(self.body)
+                .map(|status| wait.handle_status(now, &status.status));
+            match step {
+                Ok(DataStep::PollStatusAt(at)) => self.conn.sleep_until(at)?,
+                Ok(DataStep::SendData) => return self.stream(&Data { id }, on_sample),
+                Ok(DataStep::Empty) => return Ok(()),
+                // Read again outside the loop's borrow, to return it.
+                Err(_) => {
+                    let status = gathered.finish::<Status>(self.body);
+                    return status.map(|_| ()).map_err(Error::from);
+                }
+            }
+        }
     }
 }
 
 impl<T: Transport> Conn<'_, T> {
-    fn drop_connection(&mut self) {
-        if self.open {
+    fn close(&mut self) {
+        if self.talk.close() {
             self.transport.close();
         }
-        self.open = false;
-        self.reused = false;
-        self.start = 0;
-        self.end = 0;
     }
 
-    /// Whether the server closed the kept-alive connection while it was idle (it is
-    /// readable with no request out: end of stream, or bytes that belong to nothing).
-    fn peer_closed(&mut self) -> bool {
-        let now = self.transport.now();
-        !matches!(self.transport.wait_readable(Some(now)), Ok(false))
+    /// Waits until `at`. An idle kept-alive connection that turns readable meanwhile
+    /// was closed by the server (or sent bytes nobody asked for): it is dropped, and
+    /// the wait goes on without a connection.
+    fn sleep_until(&mut self, at: Instant) -> Result<(), Error<'static>> {
+        while self.transport.now() < at {
+            if self.transport.wait_readable(Some(at)).map_err(io)? {
+                self.close();
+            }
+        }
+        Ok(())
     }
 
-    /// One request and its response into `sink`. Any failure, or a sink that breaks,
-    /// drops the connection (its framing is unknown).
+    /// One request and its response into `sink`, over the kept-alive connection or a
+    /// new one.
     fn exchange<R: Request>(
         &mut self,
         req: &R,
-        stream: bool,
+        kind: ResponseKind,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
-        let upload = Upload::of(req, self.seed)?;
-        self.exchange_chunks(R::METHOD, R::PATH, req, upload, stream, sink)
-    }
-
-    /// [`exchange`](Self::exchange) after the request's type is known: once for every
-    /// request type (each copy would be flash).
-    fn exchange_chunks<'r>(
-        &mut self,
-        method: Method,
-        path: &'static str,
-        query: &'r dyn EncodeQuery,
-        upload: Option<Upload<'r>>,
-        stream: bool,
-        sink: &mut dyn Sink,
-    ) -> Result<(), Error<'static>> {
-        let headers = self.server.headers(&self.authority);
-        let outgoing = &mut Parts::new(method, path, query, upload, &headers, self.tx)?;
-        // Every upload draws its boundary from a new seed.
-        self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        if self.open && self.peer_closed() {
-            self.drop_connection();
-        }
-        let mut attempts = Attempts::new(method);
-        let reply = self.timeouts.reply;
-        let deadline = reply.map(|t| self.transport.now().saturating_add(t));
-        loop {
-            if !self.open {
-                let (host, port) = (self.server.host, self.server.port);
-                self.transport
-                    .connect(host, port, false)
-                    .map_err(|e| Error::Connect(e.kind()))?;
-                self.open = true;
-                self.reused = false;
-                self.start = 0;
-                self.end = 0;
-            }
-            let reused = self.reused;
-            let mut got_response = false;
-            let sent = self.send(outgoing);
-            let received = Attempts::read_after(&sent)
-                .then(|| self.receive(method, stream, deadline, sink, &mut got_response));
-            match attempts.next(sent, received, reused, got_response) {
-                Next::Done(After::Keep) => {
-                    self.reused = true;
-                    return Ok(());
-                }
-                Next::Done(After::Close) => {
-                    self.drop_connection();
-                    return Ok(());
-                }
-                Next::Retry => {
-                    self.drop_connection();
-                    outgoing.restart();
-                }
-                Next::Fail(e) => {
-                    self.drop_connection();
-                    return Err(e);
-                }
+        // Whether the server closed the kept-alive connection while it was idle (it is
+        // readable with no request out: end of stream, or bytes that belong to nothing).
+        if self.talk.is_open() {
+            let now = self.transport.now();
+            if !matches!(self.transport.wait_readable(Some(now)), Ok(false)) {
+                self.talk.handle_peer_closed();
             }
         }
-    }
-
-    fn send(&mut self, out: &mut Parts<'_>) -> Result<(), Error<'static>> {
-        let headers = self.server.headers(&self.authority);
-        while let Some(chunk) = out.next(&headers, self.tx)? {
-            let bytes = match chunk {
-                Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
-                Chunk::Content(content) => content,
-            };
-            self.transport.write_all(bytes).map_err(io)?;
-        }
-        self.transport.flush().map_err(io)
-    }
-
-    fn receive(
-        &mut self,
-        method: Method,
-        stream: bool,
-        deadline: Option<Instant>,
-        sink: &mut dyn Sink,
-        got_response: &mut bool,
-    ) -> Result<After, Error<'static>> {
-        let inflate = self.inflate.as_mut().map(InflateMemory::reborrow);
-        let mut decoder: ResponseDecoder<'_, MAX_HEADERS> =
-            ResponseDecoder::new(self.head, inflate, Limits::DEFAULT);
-        decoder.set_request_method(method);
-        let mut head_seen = false;
-        loop {
-            let input = self.rx.get(self.start..self.end).unwrap_or_default();
-            let (used, event) = decoder.decode(input)?;
-            self.start += used;
-            match event {
-                Event::Head(h) => {
-                    head_seen = true;
-                    if sink.head(h.status).is_break() {
-                        return Ok(After::Close);
-                    }
-                }
-                Event::Data(d) => {
-                    if sink.data(d).is_break() {
-                        return Ok(After::Close);
-                    }
-                }
-                Event::End { keep_alive, .. } => {
-                    // Bytes beyond the response would corrupt the next one.
-                    return Ok(if keep_alive && self.start == self.end {
-                        After::Keep
-                    } else {
-                        After::Close
-                    });
-                }
-                Event::NeedMore => {
-                    // A stream's body may be silent for long (up to its idle limit);
-                    // everything else is within the request's deadline.
-                    let timeouts = self.timeouts;
-                    let (wait_until, limit) = if stream && head_seen {
-                        let idle = timeouts.stream_idle;
-                        let waiting = Waiting::StreamData;
-                        let after = idle.unwrap_or_default();
-                        let until = idle.map(|t| self.transport.now().saturating_add(t));
-                        (until, Error::Timeout { after, waiting })
-                    } else {
-                        let after = timeouts.reply.unwrap_or_default();
-                        let waiting = Waiting::Reply;
-                        (deadline, Error::Timeout { after, waiting })
-                    };
-                    let n = fill(&mut self.transport, self.rx, wait_until, limit)?;
-                    self.start = 0;
-                    self.end = n;
-                    if n > 0 {
-                        *got_response = true;
-                        continue;
-                    }
-                    // The peer closed: the end of a close-delimited body, or an error.
-                    loop {
-                        match decoder.finish()? {
-                            Event::Data(d) => {
-                                if sink.data(d).is_break() {
-                                    break;
-                                }
-                            }
-                            Event::End { .. } => break,
-                            Event::Head(_) | Event::NeedMore => {}
-                        }
-                    }
-                    return Ok(After::Close);
-                }
-            }
-        }
+        let now = self.transport.now();
+        let mut exchange = self.talk.exchange(req, kind, sink, now);
+        run(&mut self.transport, self.rx, &mut exchange)
     }
 }
 
-/// Waits for bytes until `deadline` (else `limit`), then reads them into `rx`.
-fn fill<T: Transport>(
+fn io<E: embedded_io::Error>(e: E) -> Error<'static> {
+    Error::Io(e.kind())
+}
+
+/// What the transport did with the exchange's last output.
+enum Done {
+    Connected(Result<(), ErrorKind>),
+    Wrote(Result<usize, ErrorKind>),
+    Flushed(Result<(), ErrorKind>),
+    Closed,
+}
+
+/// Drives `exchange` over `transport` to its outcome: acts on its outputs, reads into
+/// `rx` when it has none, and calls it back at its deadlines. Once for every request
+/// type (each copy would be flash).
+fn run<T: Transport>(
     transport: &mut T,
     rx: &mut [u8],
-    deadline: Option<Instant>,
-    limit: Error<'static>,
-) -> Result<usize, Error<'static>> {
+    exchange: &mut Exchange<'_, ErrorKind, ErrorKind>,
+) -> Result<(), Error<'static>> {
     loop {
-        if transport.wait_readable(deadline).map_err(io)? {
-            break;
+        let now = transport.now();
+        // Blocking writes cannot be bounded here: past the deadline, the next step
+        // is the timeout.
+        if exchange.poll_timeout().is_some_and(|t| t <= now) {
+            exchange.handle_timeout(now);
         }
-        if deadline.is_some_and(|d| transport.now() >= d) {
-            return Err(limit);
+        if let Some(output) = exchange.poll_output(now) {
+            let done = match output {
+                Output::Connect { host, port } => {
+                    Done::Connected(transport.connect(host, port, false).map_err(|e| e.kind()))
+                }
+                // A write that takes nothing is a dead connection (and would spin).
+                Output::Transmit(bytes) => Done::Wrote(match transport.write(bytes) {
+                    Ok(0) => Err(ErrorKind::WriteZero),
+                    written => written.map_err(|e| e.kind()),
+                }),
+                Output::Flush => Done::Flushed(transport.flush().map_err(|e| e.kind())),
+                Output::Close => {
+                    transport.close();
+                    Done::Closed
+                }
+            };
+            let now = transport.now();
+            match done {
+                Done::Connected(Ok(())) => exchange.handle_connected(now),
+                Done::Connected(Err(e)) => exchange.handle_connect_failed(now, e),
+                Done::Wrote(Ok(n)) => exchange.transmitted(now, n),
+                Done::Flushed(Ok(())) => exchange.flushed(now),
+                Done::Wrote(Err(e)) | Done::Flushed(Err(e)) => exchange.handle_io_error(now, e),
+                Done::Closed => {}
+            }
+            continue;
+        }
+        if let Some(outcome) = exchange.outcome() {
+            return outcome;
+        }
+        match transport.wait_readable(exchange.poll_timeout()) {
+            Ok(true) => match transport.read(rx) {
+                Ok(0) => exchange.handle_closed(transport.now()),
+                Ok(n) => exchange.handle_input(transport.now(), rx.get(..n).unwrap_or_default()),
+                Err(e) => exchange.handle_io_error(transport.now(), e.kind()),
+            },
+            // The loop checks the deadline.
+            Ok(false) => {}
+            Err(e) => exchange.handle_io_error(transport.now(), e.kind()),
         }
     }
-    transport.read(rx).map_err(io)
 }

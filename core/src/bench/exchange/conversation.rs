@@ -1,0 +1,1059 @@
+//! The client's side of the conversation with the benchmark server, as one sans-IO
+//! machine: see [`Conversation`] and [`Exchange`].
+
+use core::time::Duration;
+
+use heapless::String;
+
+use super::{
+    After, Attempts, Chunk, ClientError, Headers, Next, OutgoingError, Parts, Server, Sink, Upload,
+    Waiting, MAX_AUTHORITY, MAX_HEADERS,
+};
+use crate::bench::Request;
+use crate::http::{EncodeError, Event, InflateMemory, Limits, Method, ResponseDecoder};
+use crate::time::{earliest, Instant};
+
+/// How long a request may take.
+///
+/// ```
+/// use benchlink_core::bench::exchange::Timeouts;
+/// use core::time::Duration;
+/// // The CLI's `--timeout 5`: a JSON call in 5 s, a stream silent for 5 s at most.
+/// let five = Some(Duration::from_secs(5));
+/// let timeouts = Timeouts { reply: five, stream_idle: five };
+/// assert_eq!(Timeouts::default().reply, Some(Duration::from_secs(60)));
+/// # let _ = timeouts;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Timeouts {
+    /// The whole request: connecting, sending, the response head and, for a JSON call,
+    /// the whole body (`None`: no limit). For a stream, everything up to its head.
+    pub reply: Option<Duration>,
+    /// Silence allowed inside a log or data stream (`None`, the default: a running
+    /// benchmark's log can be quiet for long).
+    pub stream_idle: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            reply: Some(Duration::from_secs(60)),
+            stream_idle: None,
+        }
+    }
+}
+
+/// The state of the client's one connection, between exchanges and during one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Connection {
+    /// None open.
+    Closed,
+    /// Asked for ([`Output::Connect`]), not confirmed yet.
+    Opening,
+    /// Open; `reused` once it completed an exchange (the server may have closed it since).
+    Open { reused: bool },
+    /// Open, but the adapter saw the peer close it while idle: to be closed.
+    PeerClosed,
+}
+
+/// What a response is read as.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ResponseKind, Server, StreamBody, Timeouts};
+/// use benchlink_core::bench::{request::Log, LogLine};
+/// use benchlink_core::time::Instant;
+/// use core::{ops::ControlFlow, time::Duration};
+/// let (mut tx, mut head, mut line, mut err) = ([0u8; 256], [0u8; 512], [0u8; 64], [0u8; 64]);
+/// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// talk.set_timeouts(Timeouts { reply: Some(Duration::from_secs(5)), stream_idle: Some(Duration::from_secs(30)) });
+/// let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
+/// let t = Instant::ZERO;
+/// let mut ex = talk.exchange::<_, (), ()>(&Log { id: 1 }, ResponseKind::Stream, &mut log, t);
+/// # ex.poll_output(t); ex.handle_connected(t);
+/// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+/// # ex.flushed(t);
+/// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(5))); // the head, by the reply limit
+/// ex.handle_input(Instant::from_secs(1), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+/// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(31))); // then silences of 30 s
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ResponseKind {
+    /// A JSON reply: the whole response within [`Timeouts::reply`].
+    Reply,
+    /// A log or metric stream: the head within [`Timeouts::reply`], then no silence
+    /// longer than [`Timeouts::stream_idle`].
+    Stream,
+}
+
+/// The client's side of its conversation with one benchmark server: the request and
+/// response memory, the one kept-alive connection and the client's timeouts. Every
+/// client of the server (blocking, async, std) is a loop around it that moves bytes and
+/// waits; it decides everything else — when to connect, reuse or close, what to send,
+/// when a stale connection is retried, which deadline passed. Each request is an
+/// [`Exchange`], started with [`exchange`](Self::exchange).
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+/// use benchlink_core::bench::request::Status;
+/// use benchlink_core::time::Instant;
+///
+/// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+/// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// let mut reply = ReplyBody::new(&mut body);
+/// let now = Instant::ZERO;
+/// let mut ex = talk
+///     .exchange::<_, (), ()>(&Status { id: 7 }, ResponseKind::Reply, &mut reply, now);
+/// assert!(matches!(ex.poll_output(now), Some(Output::Connect { host: "bench", port: 4800 })));
+/// ex.handle_connected(now);
+/// let Some(Output::Transmit(bytes)) = ex.poll_output(now) else { panic!() };
+/// assert!(bytes.starts_with(b"GET /status?id=7&wait=false HTTP/1.1\r\n"));
+/// let n = bytes.len();
+/// ex.transmitted(now, n);
+/// assert!(matches!(ex.poll_output(now), Some(Output::Flush)));
+/// ex.flushed(now);
+/// assert!(ex.poll_output(now).is_none()); // waiting for the reply, until:
+/// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
+/// ex.handle_input(now, b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}");
+/// assert!(ex.poll_output(now).is_none()); // kept alive: nothing to close
+/// assert_eq!(ex.outcome(), Some(Ok(())));
+/// drop(ex);
+/// assert!(talk.is_open());
+/// assert!(!reply.finish::<Status>().unwrap().status.is_final());
+/// ```
+pub struct Conversation<'b> {
+    server: Server<'b>,
+    authority: String<MAX_AUTHORITY>,
+    tx: &'b mut [u8],
+    head: &'b mut [u8],
+    inflate: Option<InflateMemory<'b>>,
+    connection: Connection,
+    timeouts: Timeouts,
+    connect_timeout: Option<Duration>,
+    seed: u64,
+}
+
+impl core::fmt::Debug for Conversation<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Conversation")
+            .field("server", &self.server)
+            .field("connection", &self.connection)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'b> Conversation<'b> {
+    /// A conversation with `server`, its request heads written into `tx` and its
+    /// response heads gathered in `head` (see [`Buffers`](super::Buffers) for sizes).
+    /// Fails when the `Host` value would be longer than [`MAX_AUTHORITY`].
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Server};
+    /// let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let talk = Conversation::new(Server::new("10.0.0.1", 4800), &mut tx, &mut head).unwrap();
+    /// assert!(!talk.is_open());
+    /// ```
+    pub fn new(
+        server: Server<'b>,
+        tx: &'b mut [u8],
+        head: &'b mut [u8],
+    ) -> Result<Self, EncodeError> {
+        Ok(Conversation {
+            authority: super::authority(server.host, server.port)?,
+            server,
+            tx,
+            head,
+            inflate: None,
+            connection: Connection::Closed,
+            timeouts: Timeouts::default(),
+            connect_timeout: None,
+            seed: 0x2545_F491_4F6C_DD1D,
+        })
+    }
+
+    /// Inflates `deflate` and `gzip` bodies into `memory` (without it a compressed body
+    /// fails with
+    /// [`DecodeError::CompressedBodyUnsupported`](crate::http::DecodeError::CompressedBodyUnsupported)).
+    ///
+    /// ```
+    /// # #[cfg(feature = "deflate")] {
+    /// use benchlink_core::http::{DecompressorOxide, InflateMemory};
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// let (mut state, mut window) = (Box::new(DecompressorOxide::new()), vec![0u8; 32 * 1024]);
+    /// talk.set_inflate(InflateMemory::new(&mut state, &mut window).unwrap());
+    /// # }
+    /// ```
+    pub fn set_inflate(&mut self, memory: InflateMemory<'b>) {
+        self.inflate = Some(memory);
+    }
+
+    /// Replaces the [`Timeouts`] (default: [`Timeouts::default`]).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Server, Timeouts};
+    /// let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// talk.set_timeouts(Timeouts { reply: None, stream_idle: None });
+    /// assert_eq!(talk.timeouts().reply, None);
+    /// ```
+    pub fn set_timeouts(&mut self, timeouts: Timeouts) {
+        self.timeouts = timeouts;
+    }
+
+    /// The current [`Timeouts`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert_eq!(talk.timeouts(), benchlink_core::bench::exchange::Timeouts::default());
+    /// ```
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Bounds each connect (within [`Timeouts::reply`] too, when that ends first;
+    /// `None`, the default: only the reply deadline and the transport's own limit). A
+    /// connect that runs out fails with [`ClientError::Timeout`] waiting for
+    /// [`Waiting::Connect`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ReplyBody, ResponseKind};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let mut body = [0u8; 64];
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// talk.set_connect_timeout(Some(core::time::Duration::from_secs(2)));
+    /// let mut reply = ReplyBody::new(&mut body);
+    /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(2))); // before the 60 s reply limit
+    /// ```
+    pub fn set_connect_timeout(&mut self, timeout: Option<Duration>) {
+        self.connect_timeout = timeout;
+    }
+
+    /// Seeds the multipart boundaries (give every device its own random seed).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// talk.set_seed(0x5EED); // a random number of the device's own
+    /// # let _ = talk;
+    /// ```
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed | 1;
+    }
+
+    /// The server talked to.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert_eq!((talk.server().host, talk.server().port), ("bench", 4800));
+    /// ```
+    pub fn server(&self) -> &Server<'b> {
+        &self.server
+    }
+
+    /// Whether a connection is open between exchanges (kept alive for the next): the
+    /// moment for the adapter to check that the peer has not closed it
+    /// ([`handle_peer_closed`](Self::handle_peer_closed)).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert!(!talk.is_open()); // the first exchange connects
+    /// ```
+    pub fn is_open(&self) -> bool {
+        matches!(self.connection, Connection::Open { .. })
+    }
+
+    /// The adapter saw the idle kept-alive connection closed by the peer, or readable
+    /// with bytes nobody asked for: it carries no more requests. The next exchange
+    /// closes it first ([`Output::Close`]) and opens a new one, so that a request that
+    /// is not safe to repeat is never sent on a connection the server gave up.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// use benchlink_core::bench::request::Status;
+    /// use benchlink_core::time::Instant;
+    /// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// // (an exchange kept the connection open)
+    /// # let mut r = ReplyBody::new(&mut body);
+    /// # let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut r, Instant::ZERO);
+    /// # ex.poll_output(Instant::ZERO); ex.handle_connected(Instant::ZERO);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(Instant::ZERO) { let n = b.len(); ex.transmitted(Instant::ZERO, n); }
+    /// # ex.flushed(Instant::ZERO);
+    /// # ex.handle_input(Instant::ZERO, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    /// # drop(ex);
+    /// assert!(talk.is_open());
+    /// talk.handle_peer_closed();
+    /// assert!(!talk.is_open());
+    /// ```
+    pub fn handle_peer_closed(&mut self) {
+        if self.is_open() {
+            self.connection = Connection::PeerClosed;
+        }
+    }
+
+    /// Forgets the connection; true when there was one for the adapter to close.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Server};
+    /// let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// assert!(!talk.close());
+    /// ```
+    pub fn close(&mut self) -> bool {
+        let open = self.connection != Connection::Closed;
+        self.connection = Connection::Closed;
+        open
+    }
+
+    /// Starts the exchange of `req` at `now` (the reply deadline counts from here), its
+    /// response going to `sink` read as `kind`. `C` and `I` are the transport's connect
+    /// and I/O error types, handed in through
+    /// [`handle_connect_failed`](Exchange::handle_connect_failed) and
+    /// [`handle_io_error`](Exchange::handle_io_error). A request that cannot be sent at
+    /// all (its head does not fit `tx`, too many files) ends at once, before anything is
+    /// connected: no output, and its [`outcome`](Exchange::outcome) says why. (No
+    /// `Result` here: the machine is returned in place, not copied out of one — a few
+    /// hundred bytes of stack on a device.)
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ClientError, Conversation, ReplyBody, ResponseKind, Server};
+    /// use benchlink_core::bench::request::Status;
+    /// use benchlink_core::http::EncodeError;
+    /// use benchlink_core::time::Instant;
+    /// let (mut tx, mut head, mut body) = ([0u8; 16], [0u8; 512], [0u8; 64]);
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// let mut reply = ReplyBody::new(&mut body);
+    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// assert!(ex.poll_output(Instant::ZERO).is_none());
+    /// let too_small = ClientError::Encode(EncodeError::BufferTooSmall { capacity: 16 });
+    /// assert_eq!(ex.outcome(), Some(Err(too_small)));
+    /// ```
+    pub fn exchange<'a, R: Request, C: Copy, I: Copy>(
+        &'a mut self,
+        req: &'a R,
+        kind: ResponseKind,
+        sink: &'a mut dyn Sink,
+        now: Instant,
+    ) -> Exchange<'a, C, I> {
+        let upload = Upload::of(req, self.seed);
+        // Every upload draws its boundary from a new seed.
+        self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
+        self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, sink, now)
+    }
+
+    /// [`exchange`](Self::exchange) once the request's type is known: one copy for every
+    /// request type (each copy would be flash).
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_parts<'a, C: Copy, I: Copy>(
+        &'a mut self,
+        method: Method,
+        path: &'static str,
+        query: &'a dyn crate::http::EncodeQuery,
+        upload: Result<Option<Upload<'a>>, OutgoingError>,
+        kind: ResponseKind,
+        sink: &'a mut dyn Sink,
+        now: Instant,
+    ) -> Exchange<'a, C, I> {
+        let Conversation {
+            server,
+            authority,
+            tx,
+            head,
+            inflate,
+            connection,
+            timeouts,
+            connect_timeout,
+            ..
+        } = self;
+        let headers = Headers {
+            authority: authority.as_str(),
+            user_agent: server.user_agent,
+            bearer: server.token,
+        };
+        let parts = upload.map_err(ClientError::from).and_then(|upload| {
+            Parts::new(method, path, query, upload, &headers, tx).map_err(ClientError::Encode)
+        });
+        let (parts, result) = match parts {
+            Ok(parts) => (parts, None),
+            Err(e) => (Parts::unsendable(method, path, query), Some(Err(e))),
+        };
+        let inflate = inflate.as_mut().map(InflateMemory::reborrow);
+        let mut decoder = ResponseDecoder::new(head, inflate, Limits::DEFAULT);
+        decoder.set_request_method(method);
+        let mut exchange = Exchange {
+            host: server.host,
+            port: server.port,
+            headers,
+            tx,
+            parts,
+            chunk: Chunk::Content(&[]),
+            offset: 0,
+            decoder,
+            sink,
+            connection,
+            attempts: Attempts::new(method),
+            method,
+            stream: kind == ResponseKind::Stream,
+            timeouts: *timeouts,
+            deadline: timeouts.reply.map(|t| now.saturating_add(t)),
+            step_by: connect_timeout.map(|t| now.saturating_add(t)),
+            phase: Phase::Connect,
+            result,
+            reused: false,
+            got_response: false,
+            head_seen: false,
+            connect_timeout: *connect_timeout,
+        };
+        exchange.phase = match *exchange.connection {
+            _ if exchange.result.is_some() => Phase::Done,
+            Connection::Open { reused } => {
+                exchange.begin_attempt(reused);
+                Phase::Sending
+            }
+            Connection::Closed => Phase::Connect,
+            Connection::Opening | Connection::PeerClosed => Phase::Close {
+                then: Then::Connect,
+            },
+        };
+        exchange
+    }
+}
+
+/// What the adapter does next for an [`Exchange`]: connect, write, flush, close — the
+/// messaging link's [`Output`](crate::rtm::Output) plus the flush a blocking or TCP
+/// write needs to have the request leave. Reading is what it does when there is no
+/// output: until [`Exchange::poll_timeout`].
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+/// use benchlink_core::bench::request::Status;
+/// use benchlink_core::time::Instant;
+/// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 64]);
+/// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// let mut reply = ReplyBody::new(&mut body);
+/// let t = Instant::ZERO;
+/// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+/// let mut did = Vec::new();
+/// while let Some(output) = ex.poll_output(t) {
+///     match output {
+///         Output::Connect { .. } => { did.push("connect"); ex.handle_connected(t) }
+///         Output::Transmit(bytes) => { did.push("write"); let n = bytes.len(); ex.transmitted(t, n) }
+///         Output::Flush => { did.push("flush"); ex.flushed(t) }
+///         Output::Close => did.push("close"),
+///     }
+/// }
+/// assert_eq!(did, ["connect", "write", "flush"]); // then it reads
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output<'a> {
+    /// Open a connection to `host:port` (dropping any), then report
+    /// [`handle_connected`](Exchange::handle_connected) or
+    /// [`handle_connect_failed`](Exchange::handle_connect_failed).
+    Connect {
+        /// The server's host name or address.
+        host: &'a str,
+        /// Its TCP port.
+        port: u16,
+    },
+    /// Write these bytes (all or a part), then report
+    /// [`transmitted`](Exchange::transmitted) or
+    /// [`handle_io_error`](Exchange::handle_io_error).
+    Transmit(&'a [u8]),
+    /// The request is all written: flush it, then report
+    /// [`flushed`](Exchange::flushed) or [`handle_io_error`](Exchange::handle_io_error).
+    Flush,
+    /// Close the connection (nothing to report).
+    Close,
+}
+
+/// What a [`Phase::Close`] goes on with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Connect,
+    Done,
+}
+
+/// Where an [`Exchange`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// To close the connection, then go on.
+    Close { then: Then },
+    /// To connect.
+    Connect,
+    /// Waiting for the connection.
+    Connecting,
+    /// Writing the request.
+    Sending,
+    /// To flush it.
+    Flush,
+    /// Waiting for the flush.
+    Flushing,
+    /// Reading the response.
+    Receiving,
+    /// Over: see [`Exchange::outcome`].
+    Done,
+}
+
+/// One request and its response, as a sans-IO machine: the adapter acts on
+/// [`poll_output`](Self::poll_output) (connect, write, flush, close), reads when there
+/// is no output, and feeds back what happened — bytes with
+/// [`handle_input`](Self::handle_input), an end of stream with
+/// [`handle_closed`](Self::handle_closed), a failure with
+/// [`handle_io_error`](Self::handle_io_error), and at
+/// [`poll_timeout`](Self::poll_timeout) [`handle_timeout`](Self::handle_timeout) —
+/// until [`outcome`](Self::outcome) is there. The response goes to its [`Sink`] as it is
+/// decoded.
+///
+/// It applies the rules of [`Attempts`]: a `GET` that met a kept-alive connection the
+/// server had closed is sent once more on a new one, and a reply sent before the
+/// request was all out (413 for an upload too large) is read, not lost.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+/// use benchlink_core::bench::request::Status;
+/// use benchlink_core::time::Instant;
+///
+/// /// The whole adapter, over a scripted peer that answers everything at once.
+/// fn run(talk: &mut Conversation<'_>, body: &mut [u8], answer: &[u8]) -> Result<(), ()> {
+///     let mut reply = ReplyBody::new(body);
+///     let now = Instant::ZERO;
+///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, now);
+///     loop {
+///         match ex.poll_output(now) {
+///             Some(Output::Connect { .. }) => ex.handle_connected(now),
+///             Some(Output::Transmit(bytes)) => { let n = bytes.len(); ex.transmitted(now, n) }
+///             Some(Output::Flush) => ex.flushed(now),
+///             Some(Output::Close) => {}
+///             None => match ex.outcome() {
+///                 Some(outcome) => return outcome.map_err(|_| ()),
+///                 None => ex.handle_input(now, answer),
+///             },
+///         }
+///     }
+/// }
+/// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 64]);
+/// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+/// assert!(run(&mut talk, &mut body, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").is_ok());
+/// assert!(talk.is_open());
+/// ```
+pub struct Exchange<'a, C, I> {
+    host: &'a str,
+    port: u16,
+    headers: Headers<'a>,
+    tx: &'a mut [u8],
+    parts: Parts<'a>,
+    /// The chunk being written, `offset` bytes of it out already.
+    chunk: Chunk<'a>,
+    offset: usize,
+    decoder: ResponseDecoder<'a, MAX_HEADERS>,
+    sink: &'a mut dyn Sink,
+    connection: &'a mut Connection,
+    attempts: Attempts,
+    method: Method,
+    stream: bool,
+    timeouts: Timeouts,
+    connect_timeout: Option<Duration>,
+    /// The end of the whole request ([`Timeouts::reply`]).
+    deadline: Option<Instant>,
+    /// The end of the current step's own limit: the connect, or a stream's silence.
+    step_by: Option<Instant>,
+    phase: Phase,
+    /// How the attempt's send ended, once it did; then how the exchange ended.
+    result: Option<Result<(), ClientError<'static, C, I>>>,
+    reused: bool,
+    got_response: bool,
+    head_seen: bool,
+}
+
+impl<C, I> core::fmt::Debug for Exchange<'_, C, I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("method", &self.method)
+            .field("phase", &self.phase)
+            .field("connection", &self.connection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Copy, I: Copy> Exchange<'_, C, I> {
+    /// The next thing for the adapter to do, `None` when it is to read (or the exchange
+    /// is over: [`outcome`](Self::outcome)). Each is bounded by the
+    /// [`poll_timeout`](Self::poll_timeout) read before it.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// assert_eq!(ex.poll_output(t), Some(Output::Connect { host: "bench", port: 4800 }));
+    /// assert_eq!(ex.poll_output(t), None); // connecting: nothing to do until it is reported
+    /// ```
+    pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
+        loop {
+            match self.phase {
+                Phase::Close { then } => {
+                    *self.connection = Connection::Closed;
+                    self.phase = match then {
+                        Then::Connect => Phase::Connect,
+                        Then::Done => Phase::Done,
+                    };
+                    return Some(Output::Close);
+                }
+                Phase::Connect => {
+                    *self.connection = Connection::Opening;
+                    self.phase = Phase::Connecting;
+                    return Some(Output::Connect {
+                        host: self.host,
+                        port: self.port,
+                    });
+                }
+                Phase::Sending => {
+                    if !self.unsent().is_empty() {
+                        break;
+                    }
+                    match self.parts.next(&self.headers, self.tx) {
+                        Ok(Some(chunk)) => {
+                            self.chunk = chunk;
+                            self.offset = 0;
+                        }
+                        Ok(None) => self.phase = Phase::Flush,
+                        Err(e) => self.send_ended(now, Err(ClientError::Encode(e))),
+                    }
+                }
+                Phase::Flush => {
+                    self.phase = Phase::Flushing;
+                    return Some(Output::Flush);
+                }
+                Phase::Connecting | Phase::Flushing | Phase::Receiving | Phase::Done => {
+                    return None
+                }
+            }
+        }
+        Some(Output::Transmit(self.unsent()))
+    }
+
+    /// The rest of the chunk being written.
+    fn unsent(&self) -> &[u8] {
+        let chunk = match self.chunk {
+            Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
+            Chunk::Content(content) => content,
+        };
+        chunk.get(self.offset..).unwrap_or_default()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is due: the reply deadline, the
+    /// connect limit, or a stream's idle limit (`None`: no limit).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// // The default reply limit, 60 s from the start.
+    /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
+    /// ```
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Connect | Phase::Connecting => earliest(self.deadline, self.step_by),
+            Phase::Sending | Phase::Flush | Phase::Flushing => self.deadline,
+            Phase::Receiving if self.stream && self.head_seen => self.step_by,
+            Phase::Receiving => self.deadline,
+            Phase::Close { .. } | Phase::Done => None,
+        }
+    }
+
+    /// How the exchange ended, once it did and nothing is left to output: `Ok` when its
+    /// response went to the sink (whatever its status), or why not.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
+    pub fn outcome(&self) -> Option<Result<(), ClientError<'static, C, I>>> {
+        match self.phase {
+            Phase::Done => self.result,
+            _ => None,
+        }
+    }
+
+    /// The connection asked for is open.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t);
+    /// ex.handle_connected(t);
+    /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(b)) if b.starts_with(b"GET /status")));
+    /// ```
+    pub fn handle_connected(&mut self, _now: Instant) {
+        if self.phase == Phase::Connecting {
+            *self.connection = Connection::Open { reused: false };
+            self.begin_attempt(false);
+            self.phase = Phase::Sending;
+        }
+    }
+
+    /// The connection asked for could not be opened: the exchange fails with
+    /// [`ClientError::Connect`].
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t);
+    /// ex.handle_connect_failed(t, "refused");
+    /// assert_eq!(ex.poll_output(t), None);
+    /// assert_eq!(ex.outcome(), Some(Err(ClientError::Connect("refused"))));
+    /// ```
+    pub fn handle_connect_failed(&mut self, _now: Instant, error: C) {
+        if self.phase == Phase::Connecting {
+            *self.connection = Connection::Closed;
+            self.fail(ClientError::Connect(error));
+        }
+    }
+
+    /// `n` bytes of the last [`Output::Transmit`] were written.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// let Some(Output::Transmit(all)) = ex.poll_output(t) else { panic!() };
+    /// let len = all.len();
+    /// ex.transmitted(t, 4); // a partial write: the rest comes next
+    /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(rest)) if rest.len() == len - 4));
+    /// ```
+    pub fn transmitted(&mut self, _now: Instant, n: usize) {
+        if self.phase == Phase::Sending {
+            self.offset = self.offset.saturating_add(n);
+        }
+    }
+
+    /// The flush of [`Output::Flush`] is done: the response is awaited.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// ex.flushed(t);
+    /// assert_eq!(ex.poll_output(t), None); // reading now
+    /// assert_eq!(ex.outcome(), None);
+    /// ```
+    pub fn flushed(&mut self, now: Instant) {
+        if self.phase == Phase::Flushing {
+            self.send_ended(now, Ok(()));
+        }
+    }
+
+    /// Writing, flushing or reading failed. A send that broke still reads the response
+    /// (the server may have answered early); a read that broke ends the attempt.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // A new connection breaks before any reply: that is the outcome (only a reused
+    /// // connection's break is retried).
+    /// ex.handle_io_error(t, "reset");
+    /// assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert_eq!(ex.outcome(), Some(Err(ClientError::Io("reset"))));
+    /// ```
+    pub fn handle_io_error(&mut self, now: Instant, error: I) {
+        match self.phase {
+            Phase::Sending | Phase::Flush | Phase::Flushing => {
+                self.send_ended(now, Err(ClientError::Io(error)));
+            }
+            Phase::Receiving => self.conclude(now, Some(Err(ClientError::Io(error)))),
+            _ => {}
+        }
+    }
+
+    /// Bytes read from the connection (while reading: ignored otherwise). They all go
+    /// to the decoder; bytes after the end of the response close the connection (they
+    /// would corrupt the next one).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // Any split of the response gives the same result.
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Len");
+    /// ex.handle_input(t, b"gth: 2\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
+    pub fn handle_input(&mut self, now: Instant, mut input: &[u8]) {
+        if self.phase != Phase::Receiving {
+            return;
+        }
+        if !input.is_empty() {
+            self.got_response = true;
+        }
+        self.step_by = self.timeouts.stream_idle.map(|t| now.saturating_add(t));
+        loop {
+            let step = match self.decoder.decode(input) {
+                Err(e) => Err(e),
+                Ok((used, event)) => {
+                    input = input.get(used..).unwrap_or_default();
+                    match event {
+                        Event::Head(h) => {
+                            self.head_seen = true;
+                            Ok(self.sink.head(h.status).is_break().then_some(After::Close))
+                        }
+                        Event::Data(d) => Ok(self.sink.data(d).is_break().then_some(After::Close)),
+                        Event::End { keep_alive, .. } => {
+                            Ok(Some(if keep_alive && input.is_empty() {
+                                After::Keep
+                            } else {
+                                After::Close
+                            }))
+                        }
+                        Event::NeedMore => return,
+                    }
+                }
+            };
+            match step {
+                Ok(None) => {}
+                Ok(Some(after)) => return self.conclude(now, Some(Ok(after))),
+                Err(e) => return self.conclude(now, Some(Err(ClientError::Decode(e)))),
+            }
+        }
+    }
+
+    /// The peer ended the stream (a read returned nothing): the end of a close-delimited
+    /// body, a response cut short, or — before any response — a stale connection.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// // A body delimited by the end of the connection.
+    /// ex.handle_input(t, b"HTTP/1.0 200 OK\r\n\r\n{}");
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_closed(t);
+    /// assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// ```
+    pub fn handle_closed(&mut self, now: Instant) {
+        if self.phase != Phase::Receiving {
+            return;
+        }
+        let received = loop {
+            match self.decoder.finish() {
+                Ok(Event::Data(d)) => {
+                    if self.sink.data(d).is_break() {
+                        break Ok(After::Close);
+                    }
+                }
+                Ok(Event::Head(h)) => {
+                    if self.sink.head(h.status).is_break() {
+                        break Ok(After::Close);
+                    }
+                }
+                Ok(Event::End { .. } | Event::NeedMore) => break Ok(After::Close),
+                Err(e) => break Err(ClientError::Decode(e)),
+            }
+        };
+        self.conclude(now, Some(received));
+    }
+
+    /// Time passed: at [`poll_timeout`](Self::poll_timeout) (or later) the exchange
+    /// fails with [`ClientError::Timeout`]; earlier, nothing happens.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// ex.handle_timeout(Instant::from_secs(59));
+    /// assert_eq!(ex.outcome(), None);
+    /// ex.handle_timeout(Instant::from_secs(60));
+    /// # assert_eq!(ex.poll_output(t), Some(Output::Close));
+    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { .. }))));
+    /// ```
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_none_or(|t| now < t) {
+            return;
+        }
+        let reply = ClientError::Timeout {
+            after: self.timeouts.reply.unwrap_or_default(),
+            waiting: Waiting::Reply,
+        };
+        match self.phase {
+            Phase::Connect | Phase::Connecting => {
+                let by_reply = self.deadline.is_some_and(|d| d <= now);
+                let after = match self.connect_timeout {
+                    Some(t) if !by_reply => t,
+                    _ => self.timeouts.reply.unwrap_or_default(),
+                };
+                let waiting = Waiting::Connect;
+                self.fail(ClientError::Timeout { after, waiting });
+            }
+            Phase::Sending | Phase::Flush | Phase::Flushing => self.send_ended(now, Err(reply)),
+            Phase::Receiving if self.stream && self.head_seen => {
+                let after = self.timeouts.stream_idle.unwrap_or_default();
+                let waiting = Waiting::StreamData;
+                self.conclude(now, Some(Err(ClientError::Timeout { after, waiting })));
+            }
+            Phase::Receiving => self.conclude(now, Some(Err(reply))),
+            Phase::Close { .. } | Phase::Done => {}
+        }
+    }
+
+    /// A new attempt on an open connection.
+    fn begin_attempt(&mut self, reused: bool) {
+        self.reused = reused;
+        self.got_response = false;
+        self.head_seen = false;
+        self.result = None;
+        self.chunk = Chunk::Content(&[]);
+        self.offset = 0;
+    }
+
+    /// The send ended: read the response, unless it ended in a way that leaves none to
+    /// read.
+    fn send_ended(&mut self, now: Instant, sent: Result<(), ClientError<'static, C, I>>) {
+        let read = Attempts::read_after(&sent);
+        self.result = Some(sent);
+        if read {
+            self.phase = Phase::Receiving;
+        } else {
+            self.conclude(now, None);
+        }
+    }
+
+    /// The attempt is over: done, again on a new connection (its connect limit starting
+    /// `now`), or failed.
+    fn conclude(
+        &mut self,
+        now: Instant,
+        received: Option<Result<After, ClientError<'static, C, I>>>,
+    ) {
+        let sent = self.result.take().unwrap_or(Ok(()));
+        match self
+            .attempts
+            .next(sent, received, self.reused, self.got_response)
+        {
+            Next::Done(After::Keep) => {
+                *self.connection = Connection::Open { reused: true };
+                self.result = Some(Ok(()));
+                self.phase = Phase::Done;
+            }
+            Next::Done(After::Close) => {
+                self.result = Some(Ok(()));
+                self.phase = Phase::Close { then: Then::Done };
+            }
+            Next::Retry => {
+                self.parts.restart();
+                self.decoder.reset();
+                self.decoder.set_request_method(self.method);
+                self.step_by = self.connect_timeout.map(|t| now.saturating_add(t));
+                self.phase = Phase::Close {
+                    then: Then::Connect,
+                };
+            }
+            Next::Fail(e) => self.fail(e),
+        }
+    }
+
+    /// The exchange failed: the connection, if any, is closed (its framing is unknown).
+    fn fail(&mut self, e: ClientError<'static, C, I>) {
+        self.result = Some(Err(e));
+        self.phase = match *self.connection {
+            Connection::Closed => Phase::Done,
+            _ => Phase::Close { then: Then::Done },
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests;
