@@ -29,8 +29,8 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use benchlink_core::bench::exchange::{
-    ClientError, Conversation, Exchange, Output, ReplyBody, ResponseKind, Server, Sink,
-    StreamBody, Timeouts,
+    ClientError, Conversation, Exchange, Output, ReplyBody, ResponseKind, Server, Sink, StreamBody,
+    Timeouts,
 };
 use benchlink_core::bench::request::{File, Log, Start, Status};
 use benchlink_core::bench::LogLine;
@@ -106,7 +106,10 @@ fn response(u: &mut Unstructured<'_>) -> ArbResult<Vec<u8>> {
 fn drain(ex: &mut Ex<'_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_>, head: &[u8]) {
     let done_before = ex.outcome();
     while let Some(output) = ex.poll_output(now) {
-        assert!(done_before.is_none(), "output after the outcome: {output:?}");
+        assert!(
+            done_before.is_none(),
+            "output after the outcome: {output:?}"
+        );
         match output {
             Output::Connect { host, port } => {
                 assert_eq!((host, port), ("bench", 4800));
@@ -138,7 +141,10 @@ fn drain(ex: &mut Ex<'_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_
             }
             Output::Flush => {
                 assert!(wire.open, "Flush without a connection");
-                assert!(wire.written.len() >= head.len(), "Flush before the head is out");
+                assert!(
+                    wire.written.len() >= head.len(),
+                    "Flush before the head is out"
+                );
                 if u.ratio(1, 8).unwrap_or(false) {
                     return; // the flush is reported later
                 }
@@ -227,16 +233,25 @@ fn run(
         }
         let connects = wire.connects - connects_before;
         assert!(connects <= 2, "{connects} connects in one exchange");
-        assert!(get || connects <= 1, "a request other than GET was sent twice");
+        assert!(
+            get || connects <= 1,
+            "a request other than GET was sent twice"
+        );
     }
     ex.outcome()
 }
 
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
-    let Ok(tx_len) = u.int_in_range(32usize..=1024) else { return };
-    let Ok(head_len) = u.int_in_range(64usize..=2048) else { return };
-    let (Ok(reply), Ok(stream_idle), Ok(connect)) = (timeout(&mut u), timeout(&mut u), timeout(&mut u)) else {
+    let Ok(tx_len) = u.int_in_range(32usize..=1024) else {
+        return;
+    };
+    let Ok(head_len) = u.int_in_range(64usize..=2048) else {
+        return;
+    };
+    let (Ok(reply), Ok(stream_idle), Ok(connect)) =
+        (timeout(&mut u), timeout(&mut u), timeout(&mut u))
+    else {
         return;
     };
     let (mut tx, mut head) = (vec![0u8; tx_len], vec![0u8; head_len]);
@@ -248,7 +263,13 @@ fuzz_target!(|data: &[u8]| {
     let files: Vec<(String, Vec<u8>)> = (0..u.int_in_range(0..=3).unwrap_or(0))
         .map(|i| (format!("f{i}.txt"), u.arbitrary().unwrap_or_default()))
         .collect();
-    let includes: Vec<File<'_>> = files.iter().map(|(n, c)| File { name: n, content: c }).collect();
+    let includes: Vec<File<'_>> = files
+        .iter()
+        .map(|(n, c)| File {
+            name: n,
+            content: c,
+        })
+        .collect();
     for _ in 0..u.int_in_range(1..=4).unwrap_or(1) {
         if talk.is_open() && u.ratio(1, 4).unwrap_or(false) {
             talk.handle_peer_closed();
@@ -258,9 +279,16 @@ fuzz_target!(|data: &[u8]| {
         let kind = u.int_in_range(0u8..=2).unwrap_or(0);
         let status = Status { id: 7 };
         let log = Log { id: 7 };
-        let start = Start { includes: &includes, ..Start::new(File { name: "s.bdl", content: b"#!benchDL\n" }) };
+        let start = Start {
+            includes: &includes,
+            ..Start::new(File {
+                name: "s.bdl",
+                content: b"#!benchDL\n",
+            })
+        };
         let mut reply = ReplyBody::new(&mut body);
-        let mut lines = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
+        let mut lines =
+            StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
         let (expected, get): (&[u8], bool) = match kind {
             0 => (b"GET /status?id=7&wait=false HTTP/1.1\r\n", true),
             1 => (b"POST /start", false),
@@ -284,7 +312,10 @@ fuzz_target!(|data: &[u8]| {
                 let open = wire.open && !wire.peer_closed;
                 assert_eq!(talk.is_open(), open, "an unsendable request's connection")
             }
-            Some(Err(_)) => assert!(!wire.open && !talk.is_open(), "a failure leaves a connection"),
+            Some(Err(_)) => assert!(
+                !wire.open && !talk.is_open(),
+                "a failure leaves a connection"
+            ),
             None => {
                 // Abandoned mid-way (the adapter stops driving it): close it, as clients do.
                 if talk.close() {
