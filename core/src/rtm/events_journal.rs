@@ -223,9 +223,7 @@ impl<B: Bytes> Handler for Events<B> {
     }
 
     fn client_state(&mut self, leave: ClientState, enter: ClientState) {
-        self.push(Tag::State, |w| {
-            w.u8(client_state(leave))?.u8(client_state(enter)).map(drop)
-        });
+        self.push(Tag::State, |w| w.u8(leave as u8)?.u8(enter as u8).map(drop));
     }
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
@@ -241,7 +239,7 @@ impl<B: Bytes> Handler for Events<B> {
 
     fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
         self.push(Tag::SubState, |w| {
-            w.u8(sub_state(leave))?.u8(sub_state(enter))?.str(key)
+            w.u8(leave as u8)?.u8(enter as u8)?.str(key)
         });
     }
 
@@ -293,7 +291,7 @@ impl<B: Bytes> Handler for Events<B> {
     fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
         let (kind, failure) = match result {
             AuthResult::Done => (0, 0),
-            AuthResult::Rejected { failure, .. } => (1, auth_failure(failure)),
+            AuthResult::Rejected { failure, .. } => (1, failure as u8),
             AuthResult::Timeout => (2, 0),
             AuthResult::Disconnected => (3, 0),
         };
@@ -332,8 +330,8 @@ pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) ->
     let incoming = || Incoming::decode(encoding, frame);
     Some(match tag {
         Tag::State => Event::ClientState {
-            leave: client_state_from(r.u8()?)?,
-            enter: client_state_from(r.u8()?)?,
+            leave: nth(&CLIENT_STATES, r.u8()?)?,
+            enter: nth(&CLIENT_STATES, r.u8()?)?,
         },
         Tag::Reply => {
             let ticket = Ticket::from_raw(r.u32()?);
@@ -347,8 +345,8 @@ pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) ->
             Event::Reply { ticket, outcome }
         }
         Tag::SubState => {
-            let leave = sub_state_from(r.u8()?)?;
-            let enter = sub_state_from(r.u8()?)?;
+            let leave = nth(&SUB_STATES, r.u8()?)?;
+            let enter = nth(&SUB_STATES, r.u8()?)?;
             Event::SubscriptionState {
                 key: r.str()?,
                 leave,
@@ -411,7 +409,7 @@ pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) ->
             let result = match r.u8()? {
                 0 => AuthResult::Done,
                 1 => AuthResult::Rejected {
-                    failure: auth_failure_from(r.u8()?)?,
+                    failure: nth(&AUTH_FAILURES, r.u8()?)?,
                     error: pdu()?.error(),
                 },
                 2 => AuthResult::Timeout,
@@ -509,6 +507,8 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The variants of the field-less enums a record holds, in declaration order: a
+/// variant's byte is its index (`as u8`), read back by [`nth`].
 const CLIENT_STATES: [ClientState; 6] = [
     ClientState::Stopped,
     ClientState::Connecting,
@@ -518,14 +518,6 @@ const CLIENT_STATES: [ClientState; 6] = [
     ClientState::Disposed,
 ];
 
-fn client_state(s: ClientState) -> u8 {
-    s as u8
-}
-
-fn client_state_from(b: u8) -> Option<ClientState> {
-    CLIENT_STATES.get(usize::from(b)).copied()
-}
-
 const SUB_STATES: [SubState; 5] = [
     SubState::Unsubscribed,
     SubState::Subscribing,
@@ -534,14 +526,6 @@ const SUB_STATES: [SubState; 5] = [
     SubState::Failed,
 ];
 
-fn sub_state(s: SubState) -> u8 {
-    s as u8
-}
-
-fn sub_state_from(b: u8) -> Option<SubState> {
-    SUB_STATES.get(usize::from(b)).copied()
-}
-
 const AUTH_FAILURES: [AuthFailure; 4] = [
     AuthFailure::HandshakeRejected,
     AuthFailure::AuthenticateRejected,
@@ -549,12 +533,9 @@ const AUTH_FAILURES: [AuthFailure; 4] = [
     AuthFailure::UnexpectedReply,
 ];
 
-fn auth_failure(f: AuthFailure) -> u8 {
-    f as u8
-}
-
-fn auth_failure_from(b: u8) -> Option<AuthFailure> {
-    AUTH_FAILURES.get(usize::from(b)).copied()
+/// The variant whose byte is `b` in `table`.
+fn nth<T: Copy>(table: &[T], b: u8) -> Option<T> {
+    table.get(usize::from(b)).copied()
 }
 
 /// A WebSocket error as a kind and two numbers.
