@@ -960,152 +960,34 @@ mod pull {
         }
     }
 
-    /// One side of the comparison: what every call is given as its handler, and how the
-    /// events end up in the trace.
-    trait Side {
-        fn call<R>(
-            &mut self,
-            link: &mut TestLink,
-            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
-        ) -> R;
-        /// Feeds `wire` in reads of the sizes `cut` gives.
-        fn input(
-            &mut self,
-            link: &mut TestLink,
-            t: Instant,
-            wire: &[u8],
-            cut: &mut impl FnMut() -> usize,
-        );
-        fn trace(&self) -> &[String];
-    }
-
-    struct Push(Trace);
-
-    impl Side for Push {
-        fn call<R>(
-            &mut self,
-            link: &mut TestLink,
-            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
-        ) -> R {
-            f(link, &mut self.0)
-        }
-        fn input(
-            &mut self,
-            link: &mut TestLink,
-            t: Instant,
-            mut wire: &[u8],
-            cut: &mut impl FnMut() -> usize,
-        ) {
-            while !wire.is_empty() {
-                let n = cut().min(wire.len());
-                assert_eq!(
-                    link.handle_input(t, &wire[..n], &mut self.0),
-                    n,
-                    "a handler takes all"
-                );
-                wire = &wire[n..];
+    /// Feeds `wire` to `link` in reads of the sizes `cut` gives, each read offered again
+    /// for what the link left once `after` took the events; how many reads the link left
+    /// part of.
+    fn feed<H: Handler>(
+        link: &mut TestLink,
+        h: &mut H,
+        after: &mut impl FnMut(&mut H, &TestLink),
+        t: Instant,
+        mut wire: &[u8],
+        cut: &mut impl FnMut() -> usize,
+    ) -> usize {
+        let mut held = 0;
+        while !wire.is_empty() {
+            let mut read = &wire[..cut().min(wire.len())];
+            wire = &wire[read.len()..];
+            while !read.is_empty() {
+                let n = link.handle_input(t, read, h);
+                held += usize::from(n < read.len());
+                after(h, link);
+                read = &read[n..];
             }
         }
-        fn trace(&self) -> &[String] {
-            &self.0 .0
-        }
+        held
     }
 
-    /// The events, their trace, and how often the link left part of a read untaken.
-    struct Pull(Events<Vec<u8>>, Trace, usize);
-
-    impl Pull {
-        fn take(&mut self, link: &TestLink) {
-            while let Some(event) = self.0.poll_event(link) {
-                self.1.push(event);
-            }
-        }
-    }
-
-    impl Side for Pull {
-        fn call<R>(
-            &mut self,
-            link: &mut TestLink,
-            f: impl FnOnce(&mut TestLink, &mut dyn Handler) -> R,
-        ) -> R {
-            let r = f(link, &mut self.0);
-            self.take(link);
-            r
-        }
-        fn input(
-            &mut self,
-            link: &mut TestLink,
-            t: Instant,
-            mut wire: &[u8],
-            cut: &mut impl FnMut() -> usize,
-        ) {
-            while !wire.is_empty() {
-                let mut read = &wire[..cut().min(wire.len())];
-                wire = &wire[read.len()..];
-                // What the link leaves is offered again once the events are taken.
-                while !read.is_empty() {
-                    let n = link.handle_input(t, read, &mut self.0);
-                    self.2 += usize::from(n < read.len());
-                    self.take(link);
-                    read = &read[n..];
-                }
-            }
-            assert_eq!(self.0.lost(), 0);
-        }
-        fn trace(&self) -> &[String] {
-            &self.1 .0
-        }
-    }
-
-    impl Handler for &mut dyn Handler {
-        fn client_state(&mut self, leave: ClientState, enter: ClientState) {
-            (**self).client_state(leave, enter)
-        }
-        fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-            (**self).reply(ticket, outcome)
-        }
-        fn subscription_state(
-            &mut self,
-            key: &str,
-            leave: crate::rtm::SubState,
-            enter: crate::rtm::SubState,
-        ) {
-            (**self).subscription_state(key, leave, enter)
-        }
-        fn subscription_reply(&mut self, key: &str, reply: pdu::Pdu<'_>) {
-            (**self).subscription_reply(key, reply)
-        }
-        fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
-            (**self).subscription_failed(key, reason)
-        }
-        fn subscription_created(&mut self, key: &str) {
-            (**self).subscription_created(key)
-        }
-        fn subscription_deleted(&mut self, key: &str) {
-            (**self).subscription_deleted(key)
-        }
-        fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
-            (**self).subscription_data(key, data)
-        }
-        fn fast_forward(&mut self, key: &str, info: pdu::SubscriptionInfo<'_>) {
-            (**self).fast_forward(key, info)
-        }
-        fn internal_error(&mut self, error: crate::rtm::InternalError<'_>) {
-            (**self).internal_error(error)
-        }
-        fn auth(&mut self, ticket: Ticket, result: crate::rtm::AuthResult<'_>) {
-            (**self).auth(ticket, result)
-        }
-        fn link_closed(&mut self, why: Disconnect<'_>) {
-            (**self).link_closed(why)
-        }
-        fn ready_for_input(&mut self) -> bool {
-            (**self).ready_for_input()
-        }
-    }
-
-    /// The script: two connections, every event kind.
-    fn run(side: &mut impl Side, seed: u64) {
+    /// The script: three connections, every event kind, every call's events given to
+    /// `h` and then to `after`; how many reads the link left part of.
+    fn run<H: Handler>(h: &mut H, mut after: impl FnMut(&mut H, &TestLink), seed: u64) -> usize {
         let mut state = seed;
         let mut cut = move || {
             state = state
@@ -1113,25 +995,26 @@ mod pull {
                 .wrapping_add(1442695040888963407);
             1 + (state >> 33) as usize % 300
         };
+        let a = &mut after;
         let mut link = new_link(4096);
         let t = secs(1);
-        side.call(&mut link, |l, h| l.client_mut().start(t, &mut { h }));
+        link.client_mut().start(t, h);
+        a(h, &link);
         assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
-        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        link.handle_connected(t, h);
+        a(h, &link);
         let request = drain(&mut link, t);
         let ack = Ack::Reply { deadline: None };
-        side.call(&mut link, |l, h| {
-            let mut h = h;
-            let c = l.client_mut();
-            c.subscribe(t, "ch", Mode::Simple, SubscribeArgs::default(), &mut h)
-                .unwrap();
-            c.subscribe(t, "bad", Mode::Simple, SubscribeArgs::default(), &mut h)
-                .unwrap();
-            c.publish(t, "c", "1", ack, &mut h).unwrap();
-            c.publish(t, "c", "2", ack, &mut h).unwrap();
-            c.read(t, "c", None, None, &mut h).unwrap();
-            c.authenticate(t, "role", b"secret", None, &mut h).unwrap();
-        });
+        let c = link.client_mut();
+        c.subscribe(t, "ch", Mode::Simple, SubscribeArgs::default(), h)
+            .unwrap();
+        c.subscribe(t, "bad", Mode::Simple, SubscribeArgs::default(), h)
+            .unwrap();
+        c.publish(t, "c", "1", ack, h).unwrap();
+        c.publish(t, "c", "2", ack, h).unwrap();
+        c.read(t, "c", None, None, h).unwrap();
+        c.authenticate(t, "role", b"secret", None, h).unwrap();
+        a(h, &link);
         let mut wire = answer(&request);
         for pdu in [
             r#"{"action":"rtm/subscribe/ok","id":0,"body":{"position":"1:0","subscription_id":"ch"}}"#,
@@ -1154,51 +1037,61 @@ mod pull {
         let mut close = 1001u16.to_be_bytes().to_vec();
         close.extend_from_slice(b"bye");
         wire.extend(frame(0x8, true, &close));
-        side.input(&mut link, t, &wire, &mut cut);
-        side.call(&mut link, |l, h| {
-            let _ = l.client_mut().unsubscribe(t, "bad", &mut { h });
-        });
+        let mut held = feed(&mut link, h, a, t, &wire, &mut cut);
+        let _ = link.client_mut().unsubscribe(t, "bad", h);
+        a(h, &link);
         let _ = drain_and_close(&mut link, t);
-        side.call(&mut link, |l, h| l.handle_closed(t, &mut { h }));
+        link.handle_closed(t, h);
+        a(h, &link);
         // The second connection: a publish left in flight, then a malformed frame.
         let t = secs(30);
-        side.call(&mut link, |l, h| l.handle_timeout(t, &mut { h }));
+        link.handle_timeout(t, h);
+        a(h, &link);
         assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
-        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        link.handle_connected(t, h);
+        a(h, &link);
         let request = drain(&mut link, t);
-        side.input(&mut link, t, &answer(&request), &mut cut);
-        side.call(&mut link, |l, h| {
-            l.client_mut()
-                .publish(t, "c", "3", ack, &mut { h })
-                .unwrap()
-        });
+        held += feed(&mut link, h, a, t, &answer(&request), &mut cut);
+        link.client_mut().publish(t, "c", "3", ack, h).unwrap();
+        a(h, &link);
         let _ = drain(&mut link, t);
-        side.input(&mut link, t, &text("not json"), &mut cut);
+        held += feed(&mut link, h, a, t, &text("not json"), &mut cut);
         let _ = drain_and_close(&mut link, t);
-        side.call(&mut link, |l, h| l.handle_closed(t, &mut { h }));
+        link.handle_closed(t, h);
+        a(h, &link);
         // A third: a protocol error (a masked server frame).
         let t = secs(60);
-        side.call(&mut link, |l, h| l.handle_timeout(t, &mut { h }));
+        link.handle_timeout(t, h);
+        a(h, &link);
         let _ = link.poll_output(t);
-        side.call(&mut link, |l, h| l.handle_connected(t, &mut { h }));
+        link.handle_connected(t, h);
+        a(h, &link);
         let request = drain(&mut link, t);
         let mut wire = answer(&request);
         wire.extend([0x81, 0x81, 0, 0, 0, 0, b'x']);
-        side.input(&mut link, t, &wire, &mut cut);
+        held + feed(&mut link, h, a, t, &wire, &mut cut)
     }
 
     #[test]
     fn pulled_events_are_the_pushed_events() {
         for seed in 0..50 {
-            let mut push = Push(Trace::default());
-            run(&mut push, seed);
+            let mut push = Trace::default();
+            let held = run(&mut push, |_, _| {}, seed);
+            assert_eq!(held, 0, "a pushing handler takes all the input");
             let buf = vec![0; Events::<Vec<u8>>::capacity_for(4, 128, 0)];
-            let mut pull = Pull(Events::new(buf), Trace::default(), 0);
-            run(&mut pull, seed);
-            assert_eq!(push.trace(), pull.trace(), "seed {seed}");
-            assert!(pull.2 > 0, "the link held input back while events waited");
+            let mut pulled = Trace::default();
+            let mut events = Events::new(buf);
+            let take = |events: &mut Events<Vec<u8>>, link: &TestLink| {
+                while let Some(event) = events.poll_event(link) {
+                    pulled.push(event);
+                }
+            };
+            let held = run(&mut events, take, seed);
+            assert_eq!(events.lost(), 0);
+            assert_eq!(push.0, pulled.0, "seed {seed}");
+            assert!(held > 0, "the link held input back while events waited");
             if seed == 0 {
-                let all = push.trace().join("\n");
+                let all = push.0.join("\n");
                 for kind in [
                     "ClientState",
                     "Reply",

@@ -80,6 +80,19 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
     assert!(!talk.is_open());
 }
 
+/// One `GET /status` answered `200` on a new connection, which is then kept alive.
+fn keep_alive(talk: &mut Conversation<'_>, body: &mut [u8]) {
+    {
+        let mut reply = ReplyBody::new(body);
+        let mut ex: Ex<'_> =
+            talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+        drive(&mut ex, T0);
+        ex.handle_input(T0, OK);
+        assert_eq!(ex.outcome(), Some(Ok(())));
+    }
+    assert!(talk.is_open());
+}
+
 /// An exchange on a kept-alive connection (one completed before).
 fn reused<'a>(
     talk: &'a mut Conversation<'_>,
@@ -96,12 +109,7 @@ fn a_get_that_meets_a_stale_connection_is_sent_again_once_on_a_new_one() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let req = StatusReq { id: 1 };
-    {
-        let mut reply = ReplyBody::new(&mut body);
-        let mut ex = reused(&mut talk, &req, &mut reply);
-        ex.handle_input(T0, OK);
-        assert_eq!(ex.outcome(), Some(Ok(())));
-    }
+    keep_alive(&mut talk, &mut body);
     let mut reply = ReplyBody::new(&mut body);
     let mut ex = reused(&mut talk, &req, &mut reply);
     // The server had closed the idle connection: end of stream before any response.
@@ -119,11 +127,7 @@ fn a_get_that_meets_a_stale_connection_is_sent_again_once_on_a_new_one() {
 fn a_post_on_a_stale_connection_is_not_repeated() {
     let (mut tx, mut head, mut body) = ([0u8; 512], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
-    {
-        let mut reply = ReplyBody::new(&mut body);
-        let mut ex = reused(&mut talk, &StatusReq { id: 1 }, &mut reply);
-        ex.handle_input(T0, OK);
-    }
+    keep_alive(&mut talk, &mut body);
     let start = Start::new(File {
         name: "s.bdl",
         content: b"#!benchDL\n",
@@ -146,11 +150,7 @@ fn the_peer_closing_an_idle_connection_replaces_it_before_sending() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let req = StatusReq { id: 1 };
-    {
-        let mut reply = ReplyBody::new(&mut body);
-        let mut ex = reused(&mut talk, &req, &mut reply);
-        ex.handle_input(T0, OK);
-    }
+    keep_alive(&mut talk, &mut body);
     talk.handle_peer_closed();
     let mut reply = ReplyBody::new(&mut body);
     let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, &mut reply, T0);
