@@ -57,9 +57,13 @@ use crate::ws::{CloseCode, Error as WsError};
 /// ```
 pub struct Events<B> {
     fifo: RecordFifo<B>,
-    /// The front record was handed out by `poll_event` (its event borrowed it): it is
-    /// dropped at the next call.
-    taken: bool,
+    /// Where the record handed out last starts (its event borrowed it): it is marked
+    /// taken at the next call.
+    handed: Option<usize>,
+    /// Records waiting that borrow the link's last message: input waits until none does.
+    borrowing: u32,
+    /// Replies wait for [`Events::take_reply`]; [`Events::poll_event`] passes over them.
+    by_ticket: bool,
     /// Records that did not fit (the buffer was smaller than
     /// [`Events::capacity_for`], or events were left untaken across calls).
     lost: u32,
@@ -69,6 +73,8 @@ impl<B: Bytes> core::fmt::Debug for Events<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Events")
             .field("fifo", &self.fifo)
+            .field("borrowing", &self.borrowing)
+            .field("by_ticket", &self.by_ticket)
             .field("lost", &self.lost)
             .finish()
     }
@@ -87,26 +93,91 @@ impl<B: Bytes> Events<B> {
     pub fn new(buf: B) -> Self {
         Events {
             fifo: RecordFifo::new(buf),
-            taken: false,
+            handed: None,
+            borrowing: 0,
+            by_ticket: false,
             lost: 0,
         }
     }
 
-    /// The oldest event not yet taken, `None` when there is none. It borrows these events
-    /// and the `link` they came from (the message a reply or data came in), until the next
+    /// These events with the replies ([`Event::Reply`], [`Event::Auth`]) kept for
+    /// [`take_reply`](Self::take_reply): [`poll_event`](Self::poll_event) passes over
+    /// them. For a caller whose requests each have a waiter of their own (a future, a
+    /// blocking call) and whose other events go to one reader.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Events;
+    /// let events = Events::new([0u8; 256]).replies_by_ticket();
+    /// # let _ = events;
+    /// ```
+    #[must_use]
+    pub fn replies_by_ticket(mut self) -> Self {
+        self.by_ticket = true;
+        self
+    }
+
+    /// The oldest event not yet taken, `None` when there is none (replies are passed
+    /// over when kept [by ticket](Self::replies_by_ticket)). It borrows these events and
+    /// the `link` they came from (the message a reply or data came in), until the next
     /// call.
     #[must_use]
     pub fn poll_event<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
         &'a mut self,
         link: &'a Link<L, S, P>,
     ) -> Option<Event<'a>> {
+        let by_ticket = self.by_ticket;
+        self.hand_out(link, |record| {
+            !(by_ticket && reply_ticket(record).is_some())
+        })
+    }
+
+    /// The reply to `ticket` ([`Event::Reply`], or [`Event::Auth`] for an
+    /// `authenticate`), taken out of turn, when it has come: the oldest one, as a search
+    /// has several. Like [`poll_event`](Self::poll_event)'s, it borrows these events and
+    /// the `link` until the next call.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Event, Events, Handler, Outcome, Ticket};
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, Pending, SubscriptionSlot};
+    ///
+    /// # let buffers = Buffers { rx: vec![0; 1024], tx: vec![0; 1024], queue: vec![0; 256], outbox: vec![0; 256], subscription_args: vec![] };
+    /// # let link: Link<Vec<u8>, _, _> = Link::new(Config::default(), LinkConfig::DEFAULT,
+    /// #     "ws://127.0.0.1:8080", "KEY", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 2]).unwrap();
+    /// let mut events = Events::new(vec![0; 256]);
+    /// let (a, b) = (Ticket::from_raw(1), Ticket::from_raw(2));
+    /// events.reply(a, Outcome::Timeout);
+    /// events.reply(b, Outcome::Disconnected);
+    /// assert_eq!(events.take_reply(&link, b), Some(Event::Reply { ticket: b, outcome: Outcome::Disconnected }));
+    /// assert_eq!(events.take_reply(&link, b), None);
+    /// assert_eq!(events.poll_event(&link), Some(Event::Reply { ticket: a, outcome: Outcome::Timeout }));
+    /// ```
+    #[must_use]
+    pub fn take_reply<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
+        &'a mut self,
+        link: &'a Link<L, S, P>,
+        ticket: Ticket,
+    ) -> Option<Event<'a>> {
+        self.hand_out(link, |record| reply_ticket(record) == Some(ticket))
+    }
+
+    /// Hands out the oldest event not yet taken whose record `pick` accepts.
+    fn hand_out<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
+        &'a mut self,
+        link: &'a Link<L, S, P>,
+        pick: impl Fn(&[u8]) -> bool,
+    ) -> Option<Event<'a>> {
         self.settle();
-        let record = self.fifo.front()?;
-        self.taken = true;
-        let event = read(record, link.last_message(), link.client().encoding());
+        let at = self
+            .fifo
+            .position(|record| record.first() != Some(&TAKEN) && pick(record))?;
+        self.handed = Some(at);
+        let event = self
+            .fifo
+            .record(at)
+            .and_then(|record| read(record, link.last_message(), link.client().encoding()));
         if event.is_none() {
             // A record whose message is gone (never, while the link is used as documented):
-            // counted as lost, and dropped at the next call, which goes on with the rest.
+            // counted as lost, and marked taken at the next call.
             self.lost = self.lost.saturating_add(1);
         }
         event
@@ -124,10 +195,20 @@ impl<B: Bytes> Events<B> {
         }
     }
 
-    /// Drops the record whose event was handed out last.
+    /// Marks the record handed out last taken, and drops the taken records at the front.
     fn settle(&mut self) {
-        if self.taken {
-            self.taken = false;
+        if let Some(tag) = self
+            .handed
+            .take()
+            .and_then(|at| self.fifo.record_mut(at))
+            .and_then(|record| record.first_mut())
+        {
+            if *tag & BORROWS != 0 {
+                self.borrowing = self.borrowing.saturating_sub(1);
+            }
+            *tag = TAKEN;
+        }
+        while self.fifo.front().and_then(|r| r.first()) == Some(&TAKEN) {
             self.fifo.pop_front();
         }
     }
@@ -154,6 +235,9 @@ impl<B: Bytes> Events<B> {
     /// Events dropped because the buffer was full (smaller than
     /// [`capacity_for`](Self::capacity_for), or events left untaken from call to call),
     /// or that could no longer be read (input given to the link while events waited).
+    /// When a new event does not fit, the oldest ones waiting that borrow nothing and are
+    /// no reply (state changes, say) are dropped to make room first: what is dropped is
+    /// what was least recent.
     ///
     /// ```
     /// use benchlink_core::rtm::{ClientState, Events, Handler};
@@ -165,18 +249,58 @@ impl<B: Bytes> Events<B> {
         self.lost
     }
 
-    fn push(&mut self, tag: Tag, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
+    /// Stores a record: `tag`, then what `fill` writes; `borrows` when its event borrows
+    /// from the link's last message (which then stays until it is taken).
+    fn push(&mut self, tag: Tag, borrows: bool, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
         self.settle();
-        let stored = self.fifo.push_with(|room| {
-            let mut w = Writer { buf: room, at: 0 };
-            w.u8(tag as u8)?;
-            fill(&mut w)?;
-            Some(w.at)
-        });
-        if !stored {
+        let first = tag as u8 | if borrows { BORROWS } else { 0 };
+        loop {
+            let stored = self.fifo.push_with(|room| {
+                let mut w = Writer { buf: room, at: 0 };
+                w.u8(first)?;
+                fill(&mut w)?;
+                Some(w.at)
+            });
+            if stored {
+                self.borrowing = self.borrowing.saturating_add(u32::from(borrows));
+                return;
+            }
             self.lost = self.lost.saturating_add(1);
+            // Room, if the oldest event waiting can be dropped for it.
+            let droppable = self
+                .fifo
+                .front()
+                .and_then(|r| r.first())
+                .is_some_and(|&b| b & BORROWS == 0 && !matches!(b, REPLY | AUTH));
+            if !droppable {
+                return;
+            }
+            self.fifo.pop_front();
+            self.settle();
         }
     }
+}
+
+/// The high bit of a record's first byte: its event borrows the link's last message.
+const BORROWS: u8 = 0x80;
+
+/// A record's first byte once its event was taken (in the middle of the FIFO, by
+/// [`Events::take_reply`]): passed over, and dropped when it reaches the front.
+const TAKEN: u8 = 0x7F;
+
+/// The tags of reply records, as bytes (without [`BORROWS`]).
+const REPLY: u8 = Tag::Reply as u8;
+const AUTH: u8 = Tag::Auth as u8;
+
+/// The ticket of a reply record ([`Tag::Reply`] or [`Tag::Auth`], which both start with
+/// it), `None` for any other.
+fn reply_ticket(record: &[u8]) -> Option<Ticket> {
+    let (&first, rest) = record.split_first()?;
+    if !matches!(first & !BORROWS, REPLY | AUTH) {
+        return None;
+    }
+    let ticket = rest.get(..4)?.try_into().ok()?;
+    Some(Ticket::from_raw(u32::from_le_bytes(ticket)))
 }
 
 /// Record kinds, one per [`Handler`] method.
@@ -215,15 +339,17 @@ impl Tag {
 }
 
 impl<B: Bytes> Handler for Events<B> {
-    /// Only while no event waits: the events of one message are taken before the next
-    /// is read (the message they borrow stays in the link until then).
+    /// Only while no event waiting borrows the last message: the events that borrow
+    /// one message are taken before the next is read (it stays in the link until then).
     fn ready_for_input(&mut self) -> bool {
         self.settle();
-        self.fifo.is_empty()
+        self.borrowing == 0
     }
 
     fn client_state(&mut self, leave: ClientState, enter: ClientState) {
-        self.push(Tag::State, |w| w.u8(leave as u8)?.u8(enter as u8).map(drop));
+        self.push(Tag::State, false, |w| {
+            w.u8(leave as u8)?.u8(enter as u8).map(drop)
+        });
     }
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
@@ -234,17 +360,19 @@ impl<B: Bytes> Handler for Events<B> {
             Outcome::Timeout => 3,
             Outcome::Disconnected => 4,
         };
-        self.push(Tag::Reply, |w| w.u32(ticket.get())?.u8(kind).map(drop));
+        self.push(Tag::Reply, kind < 3, |w| {
+            w.u32(ticket.get())?.u8(kind).map(drop)
+        });
     }
 
     fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
-        self.push(Tag::SubState, |w| {
+        self.push(Tag::SubState, false, |w| {
             w.u8(leave as u8)?.u8(enter as u8)?.str(key)
         });
     }
 
     fn subscription_reply(&mut self, key: &str, _reply: Pdu<'_>) {
-        self.push(Tag::SubReply, |w| w.str(key));
+        self.push(Tag::SubReply, true, |w| w.str(key));
     }
 
     fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
@@ -252,29 +380,37 @@ impl<B: Bytes> Handler for Events<B> {
             FailReason::SubscribeError(_) => 0,
             FailReason::ChannelError(_) => 1,
         };
-        self.push(Tag::SubFailed, |w| w.u8(kind)?.str(key));
+        self.push(Tag::SubFailed, true, |w| w.u8(kind)?.str(key));
     }
 
     fn subscription_created(&mut self, key: &str) {
-        self.push(Tag::SubCreated, |w| w.str(key));
+        self.push(Tag::SubCreated, false, |w| w.str(key));
     }
 
     fn subscription_deleted(&mut self, key: &str) {
-        self.push(Tag::SubDeleted, |w| w.str(key));
+        self.push(Tag::SubDeleted, false, |w| w.str(key));
     }
 
     fn subscription_data(&mut self, key: &str, _data: pdu::SubscriptionData<'_>) {
-        self.push(Tag::SubData, |w| w.str(key));
+        self.push(Tag::SubData, true, |w| w.str(key));
     }
 
     fn fast_forward(&mut self, key: &str, _info: pdu::SubscriptionInfo<'_>) {
-        self.push(Tag::FastForward, |w| w.str(key));
+        self.push(Tag::FastForward, true, |w| w.str(key));
     }
 
     fn internal_error(&mut self, error: InternalError<'_>) {
         // Parts of the frame (the parse error, the PDU, its action or error body) are
         // found again in the frame; only keys and the request's action are kept.
-        self.push(Tag::Internal, |w| match error {
+        let borrows = !matches!(
+            error,
+            InternalError::AuthRestoreFailed
+                | InternalError::DataWithoutPosition { .. }
+                | InternalError::PositionNotTracked { .. }
+                | InternalError::UnexpectedForSubscription { .. }
+                | InternalError::NotConnected
+        );
+        self.push(Tag::Internal, borrows, |w| match error {
             InternalError::Malformed(_) => w.u8(0).map(drop),
             InternalError::GeneralError(_) => w.u8(1).map(drop),
             InternalError::WrongReply { request, .. } => w.u8(2)?.str(request.as_str()),
@@ -295,13 +431,13 @@ impl<B: Bytes> Handler for Events<B> {
             AuthResult::Timeout => (2, 0),
             AuthResult::Disconnected => (3, 0),
         };
-        self.push(Tag::Auth, |w| {
+        self.push(Tag::Auth, kind == 1, |w| {
             w.u32(ticket.get())?.u8(kind)?.u8(failure).map(drop)
         });
     }
 
     fn link_closed(&mut self, why: Disconnect<'_>) {
-        self.push(Tag::LinkClosed, |w| match why {
+        self.push(Tag::LinkClosed, false, |w| match why {
             Disconnect::PeerClosed { code, reason } => {
                 let code = code.map_or(0, |c| u32::from(c.0) | 1 << 16);
                 w.u8(0)?.u32(code)?.str(reason)
@@ -325,7 +461,7 @@ impl<B: Bytes> Handler for Events<B> {
 /// in `encoding`); `None` for a record this version did not write.
 pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) -> Option<Event<'a>> {
     let mut r = Reader { buf: record, at: 0 };
-    let tag = *Tag::ALL.get(usize::from(r.u8()?))?;
+    let tag = *Tag::ALL.get(usize::from(r.u8()? & !BORROWS))?;
     let pdu = || Pdu::decode(encoding, frame).ok();
     let incoming = || Incoming::decode(encoding, frame);
     Some(match tag {

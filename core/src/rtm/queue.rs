@@ -214,20 +214,72 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
         }
     }
 
+    /// The payload range of the record after the one `cursor` points at (`None` at the
+    /// end), oldest first; a cursor starts as `RecordCursor::default()`. Offsets stay
+    /// valid until the FIFO is changed.
+    fn step(&self, cursor: &mut RecordCursor) -> Option<core::ops::Range<usize>> {
+        loop {
+            let (at, limit) = if cursor.newer {
+                (cursor.at, self.wrap)
+            } else {
+                (cursor.at.max(self.start), self.end)
+            };
+            if let Some((range, next)) = self.record_at(at, limit) {
+                cursor.at = next;
+                return Some(range);
+            }
+            if cursor.newer {
+                return None;
+            }
+            *cursor = RecordCursor { at: 0, newer: true };
+        }
+    }
+
     /// Calls `f` on every record, oldest first.
     pub(crate) fn for_each_mut<F>(&mut self, mut f: F)
     where
         F: FnMut(&mut [u8]),
     {
-        for (mut at, limit) in [(self.start, self.end), (0, self.wrap)] {
-            while let Some((range, next)) = self.record_at(at, limit) {
-                if let Some(record) = self.buf.as_mut().get_mut(range) {
-                    f(record);
-                }
-                at = next;
+        let mut cursor = RecordCursor::default();
+        while let Some(range) = self.step(&mut cursor) {
+            if let Some(record) = self.buf.as_mut().get_mut(range) {
+                f(record);
             }
         }
     }
+
+    /// Where the oldest record for which `pred` holds starts: an offset for
+    /// [`record`](Self::record) and [`record_mut`](Self::record_mut), valid until the
+    /// FIFO is changed.
+    pub(crate) fn position(&self, mut pred: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+        let mut cursor = RecordCursor::default();
+        while let Some(range) = self.step(&mut cursor) {
+            if self.buf.as_ref().get(range.clone()).is_some_and(&mut pred) {
+                return Some(range.start);
+            }
+        }
+        None
+    }
+
+    /// The record at `at` (from [`position`](Self::position)).
+    pub(crate) fn record(&self, at: usize) -> Option<&[u8]> {
+        let (range, _) = self.record_at(at.checked_sub(RECORD_HEADER)?, self.capacity())?;
+        self.buf.as_ref().get(range)
+    }
+
+    /// The record at `at` (from [`position`](Self::position)), to change in place.
+    pub(crate) fn record_mut(&mut self, at: usize) -> Option<&mut [u8]> {
+        let (range, _) = self.record_at(at.checked_sub(RECORD_HEADER)?, self.capacity())?;
+        self.buf.as_mut().get_mut(range)
+    }
+}
+
+/// Where a walk over a [`RecordFifo`]'s records is: the offset of the next record, in
+/// the older region or (`newer`) the one that wrapped to the front.
+#[derive(Default)]
+struct RecordCursor {
+    at: usize,
+    newer: bool,
 }
 
 #[cfg(test)]

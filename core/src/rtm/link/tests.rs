@@ -1117,4 +1117,93 @@ mod pull {
             }
         }
     }
+
+    /// Kept by ticket, replies are taken out of turn (newest ticket first here) and the
+    /// other events in order: the same events as pushed, none lost, and a reply left
+    /// waiting never holds input back unless it borrows the message.
+    #[test]
+    fn replies_by_ticket_are_taken_out_of_turn() {
+        let is_reply = |e: &String| e.starts_with("Reply") || e.starts_with("Auth");
+        for seed in 0..50 {
+            let mut push = Trace::default();
+            run(&mut push, |_, _| {}, seed);
+            let (mut want_replies, want_others): (Vec<_>, Vec<_>) =
+                push.0.into_iter().partition(is_reply);
+            let buf = vec![0; Events::<Vec<u8>>::capacity_for(4, 128, 0)];
+            let (mut others, mut replies) = (Trace::default(), Trace::default());
+            let mut events = Events::new(buf).replies_by_ticket();
+            let take = |events: &mut Events<Vec<u8>>, link: &TestLink| {
+                while let Some(event) = events.poll_event(link) {
+                    assert!(!is_reply(&format!("{event:?}")), "{event:?}");
+                    others.push(event);
+                }
+                for ticket in (0..16).rev().map(Ticket::from_raw) {
+                    while let Some(event) = events.take_reply(link, ticket) {
+                        replies.push(event);
+                    }
+                }
+            };
+            run(&mut events, take, seed);
+            assert_eq!(events.lost(), 0);
+            assert_eq!(others.0, want_others, "seed {seed}");
+            want_replies.sort();
+            replies.0.sort();
+            assert_eq!(replies.0, want_replies, "seed {seed}");
+        }
+    }
+
+    /// When a new event does not fit, the oldest that borrows nothing and is no reply
+    /// makes room (counted lost); a reply is never dropped for it.
+    #[test]
+    fn a_full_buffer_drops_the_oldest_state_changes_first() {
+        let link = new_link(4096);
+        // Records of 7 bytes (a state change) and 10 (a reply), their headers included.
+        let mut events = Events::new(vec![0; 64]).replies_by_ticket();
+        let (a, b) = (Ticket::from_raw(1), Ticket::from_raw(2));
+        for _ in 0..10 {
+            events.client_state(ClientState::Connecting, ClientState::Connected);
+        }
+        assert_eq!(
+            events.lost(),
+            1,
+            "nine fit, the oldest made room for the tenth"
+        );
+        events.reply(a, Outcome::Timeout);
+        events.reply(b, Outcome::Disconnected);
+        assert_eq!(events.lost(), 4, "three more state changes made room");
+        assert_eq!(
+            events.take_reply(&link, b),
+            Some(Event::Reply {
+                ticket: b,
+                outcome: Outcome::Disconnected
+            })
+        );
+        assert_eq!(
+            events.take_reply(&link, a),
+            Some(Event::Reply {
+                ticket: a,
+                outcome: Outcome::Timeout
+            })
+        );
+        let mut states = 0;
+        while let Some(event) = events.poll_event(&link) {
+            assert!(matches!(event, Event::ClientState { .. }), "{event:?}");
+            states += 1;
+        }
+        assert_eq!(states, 6);
+        // Only replies: nothing can make room, so the new one is lost.
+        let mut events = Events::new(vec![0; 40]).replies_by_ticket();
+        for n in 0..5 {
+            events.reply(Ticket::from_raw(n), Outcome::Timeout);
+        }
+        assert_eq!(events.lost(), 1);
+        assert_eq!(events.take_reply(&link, Ticket::from_raw(4)), None);
+        assert_eq!(
+            events.take_reply(&link, Ticket::from_raw(0)),
+            Some(Event::Reply {
+                ticket: Ticket::from_raw(0),
+                outcome: Outcome::Timeout
+            })
+        );
+    }
 }
