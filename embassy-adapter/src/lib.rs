@@ -15,7 +15,8 @@
 //!   dead-peer detection, reconnect with backoff, auth and subscription restore) behind a
 //!   handle. Its [`run`](rtm::Messaging::run) future is the transport loop that owns the
 //!   socket; `&Messaging` is the handle tasks publish, read, write, delete, subscribe and
-//!   receive [`Event`](rtm::Event)s with.
+//!   take the core's [`Event`](benchlink_core::rtm::Event)s with (borrowed where they
+//!   arrived, never copied).
 //! - [`transport`]: the [`Transport`](transport::Transport) trait both run over, and
 //!   [`TcpTransport`](transport::TcpTransport) for an embassy-net `TcpSocket` (names
 //!   resolved with `stack.dns_query`; feature `dns`, on by default).
@@ -28,7 +29,7 @@
 //! A task runs the messaging runner, another publishes:
 //!
 //! ```no_run
-//! use benchlink_embassy::core::rtm::Config;
+//! use benchlink_embassy::core::rtm::{Config, Events, Outcome};
 //! use benchlink_embassy::rtm::{MessagingConfig, Messaging, RunnerBuffers};
 //! use benchlink_embassy::transport::TcpTransport;
 //! use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
@@ -36,8 +37,8 @@
 //! # type BoardRng = rand_core::UnwrapErr<rand_core::OsRng>; // the board's RNG peripheral
 //! # fn static_bytes<const N: usize>() -> &'static mut [u8] { Box::leak(Box::new([0; N])) }
 //!
-//! // 4 subscriptions, 8 requests in flight, 8 events of 256 B.
-//! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 8, 256>;
+//! // 4 subscriptions, 8 requests in flight.
+//! type Rtm = Messaging<CriticalSectionRawMutex, 4, 8>;
 //!
 //! /// Put it in a `StaticCell` and hand out `&'static Rtm`.
 //! fn messaging(rng: &mut BoardRng) -> Rtm {
@@ -52,13 +53,15 @@
 //!         // Views' queries and extra subscribe arguments: 256 bytes for each of 4.
 //!         subscription_args: static_bytes::<1024>(),
 //!     };
+//!     // The events waiting to be taken (about 4 KiB: room for keys of up to 256 bytes).
+//!     let events = static_bytes::<{ Events::<&mut [u8]>::capacity_for(4, 8, 0) }>();
 //!     let link = MessagingConfig::new("ws://10.0.0.1:8080", "APPKEY");
-//!     Rtm::new(Config::default(), link, buffers, rng).expect("a valid endpoint")
+//!     Rtm::new(Config::default(), link, buffers, events, rng).expect("a valid endpoint")
 //! }
 //!
 //! #[embassy_executor::task]
 //! async fn rtm_runner(rtm: &'static Rtm, socket: TcpTransport<'static>) -> ! {
-//!     let mut chunk = [0; 1024]; // one socket read or write at a time
+//!     let mut chunk = [0; 2048]; // half for a socket read, half for a write
 //!     rtm.run(socket, &mut chunk).await
 //! }
 //!
@@ -68,7 +71,8 @@
 //!     for n in 0u32.. {
 //!         let mut text = heapless::String::<32>::new();
 //!         let _ = core::fmt::write(&mut text, format_args!("{{\"n\":{n}}}"));
-//!         let _ = rtm.publish_acked("sensors", &text, Some(Duration::from_secs(5))).await;
+//!         let timeout = Some(Duration::from_secs(5));
+//!         let _ = rtm.publish_acked("sensors", &text, timeout, |o| matches!(o, Outcome::Ok(_))).await;
 //!         Timer::after(Duration::from_secs(1)).await;
 //!     }
 //! }

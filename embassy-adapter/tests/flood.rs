@@ -14,17 +14,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::rtm::{
-    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
+use benchlink_core::rtm::{
+    self, ClientState, Disconnect, Event, Events, Mode, Outcome, SubState, SubscribeArgs,
 };
+use benchlink_embassy::rtm::{Messaging, MessagingConfig, RunnerBuffers};
 use benchlink_embassy::transport::TcpTransport;
 use common::{bridge, buf, network, run_test, spawn, wait_until, Net, TestRng};
 use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{with_timeout, Duration, Instant};
 
-type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 16, 512>;
+type Rtm = Messaging<CriticalSectionRawMutex, 4, 8>;
 
 const WAIT: Duration = Duration::from_secs(10);
 const PORT: u16 = 8090;
@@ -339,28 +339,60 @@ fn client(spawner: Spawner, net: &Net, dead_peer: Duration) -> &'static Rtm {
         outbox: buf(2048),
         subscription_args: buf(1024),
     };
-    let rtm = Rtm::new(config, link, buffers, &mut TestRng(7)).unwrap();
+    let events = buf(Events::<&mut [u8]>::capacity_for(4, 8, 0));
+    let rtm = Rtm::new(config, link, buffers, events, &mut TestRng(7)).unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));
     let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
     spawn(spawner, async move {
-        rtm.run(transport, buf(1024)).await;
+        rtm.run(transport, buf(2048)).await;
     });
     rtm.start();
     rtm
 }
 
-/// The next event matching `want`, within [`WAIT`].
-async fn expect_event(rtm: &Rtm, what: &str, want: impl Fn(&Event<512>) -> bool) -> Event<512> {
+/// What `pick` makes of the first event it accepts, within [`WAIT`].
+async fn expect_event<T>(rtm: &Rtm, what: &str, mut pick: impl FnMut(Event<'_>) -> Option<T>) -> T {
     let found = with_timeout(WAIT, async {
         loop {
-            let event = rtm.next_event().await;
-            if want(&event) {
-                return event;
+            if let Some(found) = rtm.next_event(&mut pick).await {
+                return found;
             }
         }
     })
     .await;
     found.unwrap_or_else(|_| panic!("no {what} within {WAIT:?}"))
+}
+
+fn subscribed_to_flood(event: Event<'_>) -> Option<()> {
+    let subscribed = matches!(
+        event,
+        Event::SubscriptionState {
+            key: "flood",
+            enter: SubState::Subscribed,
+            ..
+        }
+    );
+    subscribed.then_some(())
+}
+
+fn connected(event: Event<'_>) -> Option<()> {
+    matches!(
+        event,
+        Event::ClientState {
+            enter: ClientState::Connected,
+            ..
+        }
+    )
+    .then_some(())
+}
+
+/// Why the connection ended, as the core's text and whether `is` says it is the
+/// expected kind.
+fn link_closed(event: Event<'_>, is: impl Fn(&Disconnect<'_>) -> bool) -> Option<(bool, String)> {
+    match event {
+        Event::LinkClosed(why) => Some((is(&why), why.to_string())),
+        _ => None,
+    }
 }
 
 /// A publish the server never answers times out when its deadline says, flood or not.
@@ -369,12 +401,13 @@ async fn deadline_fires_on_time(rtm: &Rtm) {
     let start = Instant::now();
     // The server never answers: a deadline the flood starved would leave the publish
     // waiting, which the guard turns into a failure.
-    let reply = with_timeout(WAIT, rtm.publish_acked("ch", "1", Some(timeout)))
+    let timed_out = |o: Outcome<'_>| matches!(o, Outcome::Timeout);
+    let reply = with_timeout(WAIT, rtm.publish_acked("ch", "1", Some(timeout), timed_out))
         .await
         .unwrap_or_else(|_| panic!("the publish's deadline of {timeout:?} never fired"))
         .expect("queued");
     let took = start.elapsed();
-    assert_eq!(reply, Outcome::Timeout);
+    assert!(reply, "the outcome is a timeout");
     // Not early.
     assert!(
         took >= timeout,
@@ -414,10 +447,7 @@ fn data_flood_is_throttled_by_tcp_while_the_application_holds_its_events() {
         let rtm = client(spawner, &net, Duration::from_millis(800));
         rtm.subscribe("flood", Mode::Simple, SubscribeArgs::default())
             .unwrap();
-        expect_event(rtm, "subscribed", |e| {
-            matches!(e, Event::Subscription { key, state: SubState::Subscribed } if key == "flood")
-        })
-        .await;
+        expect_event(rtm, "subscribed", subscribed_to_flood).await;
 
         // The application takes no events: the runner stops reading, the flood backs up
         // to the server, whose writes find no room once the kernel's buffers are full.
@@ -433,24 +463,27 @@ fn data_flood_is_throttled_by_tcp_while_the_application_holds_its_events() {
         deadline_fires_on_time(rtm).await;
         assert_eq!(rtm.state(), ClientState::Connected);
 
-        // Taking events lets the flood through again, in order and without losses (a
-        // read carries fewer messages than half the channel).
+        // Taking events lets the flood through again, in order and without losses.
         let mut last = 0u64;
         for _ in 0..2000 {
-            match rtm.next_event().await {
-                Event::Data { key, message } => {
-                    assert_eq!(key, "flood");
-                    let n: u64 = message.parse().unwrap();
+            rtm.next_event(|event| {
+                let Event::SubscriptionData { key, data } = event else {
+                    return;
+                };
+                assert_eq!(key, "flood");
+                for message in data.messages.elements() {
+                    let n: u64 = message.raw().as_json().unwrap().parse().unwrap();
                     assert!(n > last, "{n} after {last}");
                     if last > 0 {
                         assert_eq!(n, last + 1, "a message was lost");
                     }
                     last = n;
                 }
-                Event::Lost { count } => panic!("{count} events lost"),
-                _ => {}
-            }
+            })
+            .await;
         }
+        assert!(last >= 1000, "{last}");
+        assert_eq!(rtm.lost(), 0);
         assert_eq!(server.connections.load(Ordering::SeqCst), 1);
     });
 }
@@ -462,38 +495,27 @@ fn endless_fragmented_message_ends_the_connection_with_1009_and_the_client_comes
         let net = network(spawner);
         bridge(spawner, net.gateway, PORT, server.addr, 2);
         let rtm = client(spawner, &net, Duration::from_millis(800));
-        let event =
-            expect_event(rtm, "disconnected", |e| matches!(e, Event::Disconnected(_))).await;
-        let Event::Disconnected(why) = event else {
-            unreachable!()
-        };
-        assert!(
-            matches!(
-                why,
-                DisconnectReason::Protocol(benchlink_core::ws::Error::MessageTooLarge {
-                    max: 4096,
-                    ..
-                })
-            ),
-            "{why:?}"
-        );
-        // The text is the core's.
-        assert!(
-            why.to_string().contains("exceeds the 4096-byte buffer"),
-            "{why}"
-        );
-        expect_event(rtm, "connected again", |e| {
-            matches!(e, Event::State(ClientState::Connected))
+        let (too_large, why) = expect_event(rtm, "disconnected", |e| {
+            link_closed(e, |why| {
+                matches!(
+                    why,
+                    Disconnect::Protocol(benchlink_core::ws::Error::MessageTooLarge {
+                        max: 4096,
+                        ..
+                    })
+                )
+            })
         })
         .await;
+        assert!(too_large, "{why}");
+        // The text is the core's.
+        assert!(why.contains("exceeds the 4096-byte buffer"), "{why}");
+        expect_event(rtm, "connected again", connected).await;
         assert_eq!(server.connections.load(Ordering::SeqCst), 2);
         // The second connection serves: a subscribe is answered.
         rtm.subscribe("flood", Mode::Simple, SubscribeArgs::default())
             .unwrap();
-        expect_event(rtm, "subscribed", |e| {
-            matches!(e, Event::Subscription { key, state: SubState::Subscribed } if key == "flood")
-        })
-        .await;
+        expect_event(rtm, "subscribed", subscribed_to_flood).await;
     });
 }
 
@@ -508,25 +530,21 @@ fn silent_server_is_a_dead_peer_and_the_client_comes_back() {
             .await
             .expect("connected");
         let start = Instant::now();
-        let event =
-            expect_event(rtm, "disconnected", |e| matches!(e, Event::Disconnected(_))).await;
-        let took = start.elapsed();
-        let Event::Disconnected(why) = event else {
-            unreachable!()
-        };
-        assert!(
-            matches!(why, DisconnectReason::DeadPeer { silent_ms } if silent_ms >= 800),
-            "{why:?}"
-        );
-        assert!(why.to_string().contains("dead peer"), "{why}");
-        // The upgrade's bytes were the last the server sent: declared 800 ms after them
-        // (`silent_ms` above); a detection that never came fails `expect_event` after
-        // [`WAIT`]. How long it took is not asserted: a loaded machine may be late.
-        println!("dead peer declared after {took:?}");
-        expect_event(rtm, "connected again", |e| {
-            matches!(e, Event::State(ClientState::Connected))
+        let (dead, why) = expect_event(rtm, "disconnected", |e| {
+            link_closed(
+                e,
+                |why| matches!(why, Disconnect::DeadPeer { silent } if silent.as_millis() >= 800),
+            )
         })
         .await;
+        let took = start.elapsed();
+        assert!(dead, "{why}");
+        assert!(why.contains("dead peer"), "{why}");
+        // The upgrade's bytes were the last the server sent: declared 800 ms after them
+        // (`silent` above); a detection that never came fails `expect_event` after
+        // [`WAIT`]. How long it took is not asserted: a loaded machine may be late.
+        println!("dead peer declared after {took:?}");
+        expect_event(rtm, "connected again", connected).await;
         assert_eq!(server.connections.load(Ordering::SeqCst), 2);
     });
 }

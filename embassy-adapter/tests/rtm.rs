@@ -8,19 +8,21 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration as StdDuration;
 
-use benchlink_core::rtm::{self, ClientState, Mode, SubState, SubscribeArgs};
-use benchlink_embassy::rtm::{
-    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
+use benchlink_core::rtm::{
+    self, AuthResult, ClientState, Disconnect, Event, Events, Mode, Outcome, SubState,
+    SubscribeArgs,
 };
+use benchlink_embassy::rtm::{Messaging, MessagingConfig, RunnerBuffers};
 use benchlink_embassy::transport::TcpTransport;
 use benchlink_sandbox::rtm::{DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET};
 use benchlink_sandbox::{RtmServer, RtmServerConfig};
 use common::{bridge, buf, network, run_test, spawn, wait_until, Net, TestRng};
 use embassy_executor::Spawner;
+use embassy_futures::join::join;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{with_timeout, Duration};
 
-type Rtm = Messaging<CriticalSectionRawMutex, 4, 8, 16, 512>;
+type Rtm = Messaging<CriticalSectionRawMutex, 4, 8>;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -56,23 +58,30 @@ fn client_with(
         outbox: buf(2048),
         subscription_args: buf(1024),
     };
-    let rtm = Rtm::new(config, link, buffers, &mut TestRng(0x9e37_79b9_7f4a_7c15)).unwrap();
+    let events = buf(Events::<&mut [u8]>::capacity_for(4, 8, 0));
+    let rtm = Rtm::new(
+        config,
+        link,
+        buffers,
+        events,
+        &mut TestRng(0x9e37_79b9_7f4a_7c15),
+    )
+    .unwrap();
     let rtm: &'static Rtm = Box::leak(Box::new(rtm));
     let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
     spawn(spawner, async move {
-        rtm.run(transport, buf(1024)).await;
+        rtm.run(transport, buf(2048)).await;
     });
     rtm.start();
     rtm
 }
 
-/// The next event matching `want`, within [`WAIT`].
-async fn expect_event(rtm: &Rtm, what: &str, want: impl Fn(&Event<512>) -> bool) -> Event<512> {
+/// What `pick` makes of the first event it accepts, within [`WAIT`].
+async fn expect_event<T>(rtm: &Rtm, what: &str, mut pick: impl FnMut(Event<'_>) -> Option<T>) -> T {
     let found = with_timeout(WAIT, async {
         loop {
-            let event = rtm.next_event().await;
-            if want(&event) {
-                return event;
+            if let Some(found) = rtm.next_event(&mut pick).await {
+                return found;
             }
         }
     })
@@ -80,12 +89,44 @@ async fn expect_event(rtm: &Rtm, what: &str, want: impl Fn(&Event<512>) -> bool)
     found.unwrap_or_else(|_| panic!("no {what} within {WAIT:?}"))
 }
 
-fn is_subscribed(event: &Event<512>, key: &str) -> bool {
-    matches!(event, Event::Subscription { key: k, state: SubState::Subscribed } if k == key)
+fn is_subscribed(event: Event<'_>, key: &str) -> Option<()> {
+    let subscribed = matches!(event,
+        Event::SubscriptionState { key: k, enter: SubState::Subscribed, .. } if k == key);
+    subscribed.then_some(())
 }
 
-fn is_data(event: &Event<512>, key: &str, message: &str) -> bool {
-    matches!(event, Event::Data { key: k, message: m } if k == key && m == message)
+fn is_data(event: Event<'_>, key: &str, message: &str) -> Option<()> {
+    let Event::SubscriptionData { key: k, data } = event else {
+        return None;
+    };
+    let found = k == key
+        && data
+            .messages
+            .elements()
+            .any(|m| m.raw().as_json() == Some(message));
+    found.then_some(())
+}
+
+/// `member` of an `Ok` reply's body, as JSON text.
+fn ok_member(outcome: Outcome<'_>, member: &str) -> Option<String> {
+    let Outcome::Ok(reply) = outcome else {
+        return None;
+    };
+    Some(reply.body?.get(member)?.raw().as_json()?.to_owned())
+}
+
+/// Publishes `message` acknowledged on subscribed `channel` and receives it, the events
+/// taken while the reply is awaited (the message may come first, and holds the link's
+/// input until it is taken): the reply's position.
+async fn publish_and_receive(rtm: &Rtm, channel: &str, message: &str) -> String {
+    let (position, ()) = join(
+        rtm.publish_acked(channel, message, Some(WAIT), |o| ok_member(o, "position")),
+        expect_event(rtm, message, |e| is_data(e, channel, message)),
+    )
+    .await;
+    position
+        .expect("queued")
+        .expect("an ok reply with a position")
 }
 
 #[test]
@@ -104,16 +145,8 @@ fn publish_subscribe_receive_and_kv() {
             .unwrap();
         expect_event(rtm, "subscribed", |e| is_subscribed(e, "animals")).await;
 
-        let reply = rtm
-            .publish_acked("animals", r#"{"who":"zebra"}"#, Some(WAIT))
-            .await
-            .unwrap();
-        assert!(reply.is_ok(), "{reply:?}");
-        assert!(reply.member("position").is_some(), "{reply:?}");
-        expect_event(rtm, "zebra", |e| {
-            is_data(e, "animals", r#"{"who":"zebra"}"#)
-        })
-        .await;
+        let position = publish_and_receive(rtm, "animals", r#"{"who":"zebra"}"#).await;
+        assert!(position.starts_with('"'), "{position}");
 
         // Fire-and-forget, and a message published by someone else.
         rtm.publish("animals", "[1,2,3]").unwrap();
@@ -125,35 +158,58 @@ fn publish_subscribe_receive_and_kv() {
         .await;
 
         // Key-value.
-        assert!(rtm
-            .write("kv", r#"{"v":42}"#, Some(WAIT))
-            .await
-            .unwrap()
-            .is_ok());
-        let read = rtm.read("kv", Some(WAIT)).await.unwrap();
-        assert_eq!(read.member("message"), Some(r#"{"v":42}"#), "{read:?}");
-        assert!(rtm.delete("kv", Some(WAIT)).await.unwrap().is_ok());
-        let read = rtm.read("kv", Some(WAIT)).await.unwrap();
-        assert_eq!(read.member("message"), Some("null"), "{read:?}");
+        let is_ok = |o: Outcome<'_>| matches!(o, Outcome::Ok(_));
+        let written = rtm.write("kv", r#"{"v":42}"#, Some(WAIT), is_ok).await;
+        assert_eq!(written, Ok(true));
+        let read = rtm
+            .read("kv", Some(WAIT), |o| ok_member(o, "message"))
+            .await;
+        assert_eq!(read, Ok(Some(r#"{"v":42}"#.to_owned())));
+        assert_eq!(rtm.delete("kv", Some(WAIT), is_ok).await, Ok(true));
+        let read = rtm
+            .read("kv", Some(WAIT), |o| ok_member(o, "message"))
+            .await;
+        assert_eq!(read, Ok(Some("null".to_owned())));
 
-        // Authentication: a wrong secret is refused, the right one accepted.
+        // Replies whose tasks went away (the futures dropped right after submitting) are
+        // dropped when they come: they hold neither the link's input nor their slot
+        // among the 8 awaited requests (two rounds of 6 need the first round's back).
+        for round in 0..2 {
+            for _ in 0..6 {
+                let gone = with_timeout(
+                    Duration::from_micros(1),
+                    rtm.publish_acked("elsewhere", "0", Some(WAIT), |_| ()),
+                )
+                .await;
+                assert!(gone.is_err(), "round {round}: dropped before its reply");
+            }
+            publish_and_receive(rtm, "animals", r#""after the dropped ones""#).await;
+        }
+
+        // Authentication: a wrong secret is refused (with the server's reason), the
+        // right one accepted.
         let wrong = rtm
-            .authenticate(SUPERUSER_ROLE, b"not the secret", Some(WAIT))
+            .authenticate(SUPERUSER_ROLE, b"not the secret", Some(WAIT), |r| match r {
+                AuthResult::Rejected { error, .. } => error.reason.map(|r| r.as_raw().to_owned()),
+                _ => None,
+            })
             .await
             .unwrap();
-        assert!(matches!(wrong, Outcome::Error(_)), "{wrong:?}");
+        assert!(wrong.is_some_and(|reason| !reason.is_empty()));
         let auth = rtm
-            .authenticate(SUPERUSER_ROLE, SUPERUSER_SECRET.as_bytes(), Some(WAIT))
-            .await
-            .unwrap();
-        assert!(auth.is_ok(), "{auth:?}");
+            .authenticate(
+                SUPERUSER_ROLE,
+                SUPERUSER_SECRET.as_bytes(),
+                Some(WAIT),
+                |r| r.is_done(),
+            )
+            .await;
+        assert_eq!(auth, Ok(true));
 
         rtm.unsubscribe("animals").unwrap();
-        expect_event(
-            rtm,
-            "deleted",
-            |e| matches!(e, Event::SubscriptionDeleted { key } if key == "animals"),
-        )
+        expect_event(rtm, "deleted", |e| {
+            matches!(e, Event::SubscriptionDeleted { key } if key == "animals").then_some(())
+        })
         .await;
     });
 }
@@ -170,10 +226,14 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
             .await
             .expect("connected");
         let auth = rtm
-            .authenticate(SUPERUSER_ROLE, SUPERUSER_SECRET.as_bytes(), Some(WAIT))
-            .await
-            .unwrap();
-        assert!(auth.is_ok(), "{auth:?}");
+            .authenticate(
+                SUPERUSER_ROLE,
+                SUPERUSER_SECRET.as_bytes(),
+                Some(WAIT),
+                |r| r.is_done(),
+            )
+            .await;
+        assert_eq!(auth, Ok(true));
         // Only the superuser may use restricted channels: proof that auth was restored.
         let channel = "restricted.metrics";
         rtm.subscribe(channel, Mode::Reliable, SubscribeArgs::default())
@@ -185,11 +245,18 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         // 1. The server drops every connection (no close frame: a transport close).
         assert!(server.faults().drop_connections() >= 1);
         expect_event(rtm, "disconnected", |e| {
-            matches!(e, Event::Disconnected(DisconnectReason::TransportClosed))
+            matches!(e, Event::LinkClosed(Disconnect::TransportClosed)).then_some(())
         })
         .await;
         expect_event(rtm, "awaiting", |e| {
-            matches!(e, Event::State(ClientState::Awaiting))
+            matches!(
+                e,
+                Event::ClientState {
+                    enter: ClientState::Awaiting,
+                    ..
+                }
+            )
+            .then_some(())
         })
         .await;
         expect_event(rtm, "resubscribed", |e| is_subscribed(e, channel)).await;
@@ -215,15 +282,7 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         })
         .await;
         // Requests made while offline are queued and sent after the reconnect.
-        let reply = rtm
-            .publish_acked(channel, r#"{"n":3}"#, Some(WAIT))
-            .await
-            .unwrap();
-        assert!(reply.is_ok(), "{reply:?}");
-        expect_event(rtm, "message after the cut", |e| {
-            is_data(e, channel, r#"{"n":3}"#)
-        })
-        .await;
+        publish_and_receive(rtm, channel, r#"{"n":3}"#).await;
         assert!(
             server.connections().len() >= 3,
             "{}",
@@ -264,14 +323,24 @@ fn dead_peer_is_detected_by_pings_and_the_client_comes_back() {
 
         // A silent peer: the wire goes dark without any FIN or RST.
         net.wire.cut.store(true, Ordering::Relaxed);
-        expect_event(
-            rtm,
-            "dead peer",
-            |e| matches!(e, Event::Disconnected(DisconnectReason::DeadPeer { silent_ms }) if *silent_ms >= 700),
-        )
+        let silent = expect_event(rtm, "dead peer", |e| match e {
+            Event::LinkClosed(Disconnect::DeadPeer { silent }) => Some(silent),
+            _ => None,
+        })
         .await;
+        assert!(
+            silent >= core::time::Duration::from_millis(700),
+            "{silent:?}"
+        );
         expect_event(rtm, "awaiting", |e| {
-            matches!(e, Event::State(ClientState::Awaiting))
+            matches!(
+                e,
+                Event::ClientState {
+                    enter: ClientState::Awaiting,
+                    ..
+                }
+            )
+            .then_some(())
         })
         .await;
         net.wire.cut.store(false, Ordering::Relaxed);
@@ -298,6 +367,7 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
             client_config(),
             MessagingConfig::new(endpoint, DEFAULT_APPKEY),
             buffers,
+            buf(Events::<&mut [u8]>::capacity_for(4, 8, 0)),
             &mut TestRng(1),
         )
         .map(|_| ())
@@ -325,7 +395,14 @@ fn bad_settings_are_refused_up_front_and_wss_fails_every_attempt() {
             },
         );
         expect_event(rtm, "stopped", |e| {
-            matches!(e, Event::State(ClientState::Stopped))
+            matches!(
+                e,
+                Event::ClientState {
+                    enter: ClientState::Stopped,
+                    ..
+                }
+            )
+            .then_some(())
         })
         .await;
     });

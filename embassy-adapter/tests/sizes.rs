@@ -10,7 +10,7 @@ use benchlink_embassy::transport::TcpTransport;
 use common::TestRng;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 
-type Rtm = Messaging<NoopRawMutex, 4, 8, 8, 256>;
+type Rtm = Messaging<NoopRawMutex, 4, 8>;
 
 #[test]
 fn client_and_future_sizes() {
@@ -32,7 +32,8 @@ fn client_and_future_sizes() {
             subscription_args: Box::leak(Box::new([0u8; 0])),
         };
         let link = MessagingConfig::new("ws://h", "k");
-        let rtm = Rtm::new(Default::default(), link, buffers, &mut TestRng(1)).unwrap();
+        let events = Box::leak(Box::new([0u8; 1]));
+        let rtm = Rtm::new(Default::default(), link, buffers, events, &mut TestRng(1)).unwrap();
         size_of_run(&rtm, Fake)
     };
     let call_future = {
@@ -51,7 +52,7 @@ fn client_and_future_sizes() {
         n
     };
     eprintln!(
-        "Messaging<4,8,8,256>: {rtm_static} B; run() future: {run_future} B; \
+        "Messaging<4,8>: {rtm_static} B; run() future: {run_future} B; \
          BenchClient: {bench_client} B; call() future: {call_future} B; TcpTransport: {transport} B"
     );
     assert!(rtm_static < 16 * 1024, "{rtm_static}");

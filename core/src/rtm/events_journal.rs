@@ -67,6 +67,8 @@ pub struct Events<B> {
     /// Records that did not fit (the buffer was smaller than
     /// [`Events::capacity_for`], or events were left untaken across calls).
     lost: u32,
+    /// Records stored, ever (wrapping).
+    recorded: u32,
 }
 
 impl<B: Bytes> core::fmt::Debug for Events<B> {
@@ -97,6 +99,7 @@ impl<B: Bytes> Events<B> {
             borrowing: 0,
             by_ticket: false,
             lost: 0,
+            recorded: 0,
         }
     }
 
@@ -249,6 +252,20 @@ impl<B: Bytes> Events<B> {
         self.lost
     }
 
+    /// How many events were recorded, ever (wrapping): a change says new events came,
+    /// so whoever waits for one can be woken.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{ClientState, Events, Handler};
+    /// let mut events = Events::new([0u8; 64]);
+    /// let before = events.recorded();
+    /// events.client_state(ClientState::Stopped, ClientState::Connecting);
+    /// assert_ne!(events.recorded(), before);
+    /// ```
+    pub fn recorded(&self) -> u32 {
+        self.recorded
+    }
+
     /// Stores a record: `tag`, then what `fill` writes; `borrows` when its event borrows
     /// from the link's last message (which then stays until it is taken).
     fn push(&mut self, tag: Tag, borrows: bool, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
@@ -262,6 +279,7 @@ impl<B: Bytes> Events<B> {
                 Some(w.at)
             });
             if stored {
+                self.recorded = self.recorded.wrapping_add(1);
                 self.borrowing = self.borrowing.saturating_add(u32::from(borrows));
                 return;
             }

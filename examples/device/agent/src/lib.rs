@@ -37,12 +37,13 @@ use core::ops::ControlFlow;
 use benchlink_core::bench::request::{self, File};
 use benchlink_core::bench::{Sample, Status};
 use benchlink_core::http::Cursor as Out;
-use benchlink_core::json::{self, write};
-use benchlink_core::rtm::{ClientState, LinkError, Mode, RequestError, SubState, SubscribeArgs};
-use benchlink_embassy::bench::{BenchClient, Buffers, Error as BenchError, Server, Timeouts};
-use benchlink_embassy::rtm::{
-    DisconnectReason, Event, Messaging, MessagingConfig, Outcome, RunnerBuffers,
+use benchlink_core::json::write;
+use benchlink_core::rtm::{
+    ClientState, Disconnect, Event, Events, LinkError, Mode, Outcome, RequestError, SubState,
+    SubscribeArgs,
 };
+use benchlink_embassy::bench::{BenchClient, Buffers, Error as BenchError, Server, Timeouts};
+use benchlink_embassy::rtm::{Messaging, MessagingConfig, RunnerBuffers};
 use benchlink_embassy::transport::TcpTransport;
 use embassy_futures::join::join_array;
 use embassy_futures::select::{select, select3, Either, Either3};
@@ -59,10 +60,13 @@ pub use benchlink_core::rtm::Config as ClientConfig;
 const IN_FLIGHT: usize = 4;
 /// The messaging client: 1 subscription, [`IN_FLIGHT`] acknowledged requests (its
 /// queue and outbox, in [`Memory`]: 1 KiB of offline queue, where the publishes in
-/// flight wait while disconnected, one per publishing loop, and 512-byte PDUs), 4 events of up to [`MESSAGE`]-byte messages (the
-/// agent takes each event as it comes; the runner reads no more from the socket while
-/// they are full). Everything runs in one task, so no critical sections.
-type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT, 4, MESSAGE>;
+/// flight wait while disconnected, one per publishing loop, and 512-byte PDUs). The
+/// agent takes each event as it comes, where it lies in the link's buffer; the runner
+/// reads no more from the socket until it has. Everything runs in one task, so no
+/// critical sections.
+type Rtm = Messaging<NoopRawMutex, 1, IN_FLIGHT>;
+/// Bytes for the messaging events not yet taken.
+const EVENTS: usize = Events::<&mut [u8]>::capacity_for(1, IN_FLIGHT, 0);
 /// Longest sample message (`{"n":…,"ts":…,"metric":…,"value":…}` with a 64-byte name).
 const MESSAGE: usize = 192;
 /// Bytes of samples read from `/data` and not yet published: a burst of the server's
@@ -125,6 +129,7 @@ pub struct Memory {
     rtm_tx: [u8; 1536],
     rtm_queue: [u8; 1024],
     rtm_outbox: [u8; 512],
+    rtm_events: [u8; EVENTS],
     rtm_chunk: [u8; 1024],
     rtm_socket_rx: [u8; 2048],
     rtm_socket_tx: [u8; 2048],
@@ -145,6 +150,7 @@ impl Memory {
             rtm_tx: [0; 1536],
             rtm_queue: [0; 1024],
             rtm_outbox: [0; 512],
+            rtm_events: [0; EVENTS],
             rtm_chunk: [0; 1024],
             rtm_socket_rx: [0; 2048],
             rtm_socket_tx: [0; 2048],
@@ -167,7 +173,7 @@ impl Default for Memory {
 
 /// What the agent tells the board as it goes.
 ///
-/// Errors come as the library's own types ([`Problem`], [`DisconnectReason`]), so a
+/// Errors come as the library's own types ([`Problem`], [`Disconnect`]), so a
 /// board logs them as it likes: with `defmt` (every one is `defmt::Format` with the
 /// `defmt` features), with `Display`, or by their [`Problem::kind`] name, which links no
 /// formatting code at all.
@@ -176,7 +182,7 @@ pub enum Progress<'a> {
     /// The messaging client entered this state.
     Messaging(ClientState),
     /// The messaging connection ended, and why.
-    Disconnected(&'a DisconnectReason),
+    Disconnected(Disconnect<'a>),
     /// The subscription to the metrics channel is live (again, after a reconnect).
     Subscribed,
     /// The benchmark was started with this id.
@@ -269,15 +275,15 @@ impl defmt::Format for Problem<'_> {
 }
 
 /// A few words for why a messaging connection ended (the kind of
-/// [`DisconnectReason`], without its details), for boards that format nothing.
-pub fn disconnect_kind(why: &DisconnectReason) -> &'static str {
+/// [`Disconnect`], without its details), for boards that format nothing.
+pub fn disconnect_kind(why: &Disconnect<'_>) -> &'static str {
     match why {
-        DisconnectReason::PeerClosed { .. } => "the hub closed the connection",
-        DisconnectReason::Protocol(_) => "the hub broke the WebSocket protocol",
-        DisconnectReason::DeadPeer { .. } => "no data from the hub (dead peer)",
-        DisconnectReason::WriteStalled => "the hub stopped reading (writes stalled)",
-        DisconnectReason::TransportClosed => "the connection closed without a close frame",
-        DisconnectReason::ClientClosed => "closed by the client",
+        Disconnect::PeerClosed { .. } => "the hub closed the connection",
+        Disconnect::Protocol(_) => "the hub broke the WebSocket protocol",
+        Disconnect::DeadPeer { .. } => "no data from the hub (dead peer)",
+        Disconnect::WriteStalled => "the hub stopped reading (writes stalled)",
+        Disconnect::TransportClosed => "the connection closed without a close frame",
+        Disconnect::ClientClosed => "closed by the client",
     }
 }
 
@@ -332,6 +338,7 @@ pub async fn run<R: Report>(
         rtm_tx,
         rtm_queue,
         rtm_outbox,
+        rtm_events,
         rtm_chunk,
         rtm_socket_rx,
         rtm_socket_tx,
@@ -357,7 +364,7 @@ pub async fn run<R: Report>(
         // One channel subscription: no view, no extra arguments.
         subscription_args: &mut [],
     };
-    let rtm: Rtm = match Messaging::new(config, settings.link, buffers, &mut rng) {
+    let rtm: Rtm = match Messaging::new(config, settings.link, buffers, rtm_events, &mut rng) {
         Ok(rtm) => rtm,
         Err(e) => {
             report.progress(Progress::Problem {
@@ -460,19 +467,27 @@ impl<R: Report> Agent<'_, R> {
     /// samples coming back.
     async fn events(&self) -> ! {
         loop {
-            match self.rtm.next_event().await {
-                Event::State(state) => self.report(Progress::Messaging(state)),
-                Event::Disconnected(why) => self.report(Progress::Disconnected(&why)),
-                Event::Subscription { state, .. } => {
-                    if state == SubState::Subscribed {
-                        self.report(Progress::Subscribed);
-                        self.subscribed.signal(());
-                    }
-                }
-                Event::Data { message, .. } => {
-                    let n = json::parse(&message, 4)
-                        .ok()
-                        .and_then(|m| m.get("n")?.as_u64())
+            self.rtm.next_event(|event| self.event(event)).await;
+        }
+    }
+
+    /// One messaging event, where it lies in the link's buffer.
+    fn event(&self, event: Event<'_>) {
+        match event {
+            Event::ClientState { enter, .. } => self.report(Progress::Messaging(enter)),
+            Event::LinkClosed(why) => self.report(Progress::Disconnected(why)),
+            Event::SubscriptionState {
+                enter: SubState::Subscribed,
+                ..
+            } => {
+                self.report(Progress::Subscribed);
+                self.subscribed.signal(());
+            }
+            Event::SubscriptionData { data, .. } => {
+                for message in data.messages.elements() {
+                    let n = message
+                        .get("n")
+                        .and_then(|n| n.as_u64())
                         .and_then(|n| u32::try_from(n).ok());
                     match n.and_then(|n| self.seen.borrow_mut().mark(n)) {
                         Some(_) => self.arrived.signal(()),
@@ -481,24 +496,17 @@ impl<R: Report> Agent<'_, R> {
                         }
                     }
                 }
-                Event::SubscriptionFailed { reason, .. } => {
-                    self.problem("subscribing", Problem::Hub(&reason));
-                }
-                Event::FastForward { .. } => {
-                    self.problem(
-                        "receiving",
-                        Problem::Note("the hub skipped the subscription ahead"),
-                    );
-                }
-                Event::MessageTooLarge { .. } => {
-                    self.problem(
-                        "receiving",
-                        Problem::Note("a message larger than the event buffer"),
-                    );
-                }
-                Event::Lost { .. } => self.problem("receiving", Problem::Note("events lost")),
-                Event::ProtocolError { .. } | Event::SubscriptionDeleted { .. } => {}
             }
+            Event::SubscriptionFailed { reason, .. } => {
+                self.problem("subscribing", Problem::Hub(reason.reason()));
+            }
+            Event::FastForward { .. } => {
+                self.problem(
+                    "receiving",
+                    Problem::Note("the hub skipped the subscription ahead"),
+                );
+            }
+            _ => {}
         }
     }
 
@@ -523,11 +531,11 @@ impl<R: Report> Agent<'_, R> {
         if let Some((role, secret)) = settings.role {
             match self
                 .rtm
-                .authenticate(role, secret, Some(Duration::from_secs(10)))
+                .authenticate(role, secret, Some(Duration::from_secs(10)), |r| r.is_done())
                 .await
             {
-                Ok(reply) if reply.is_ok() => {}
-                Ok(_) => {
+                Ok(true) => {}
+                Ok(false) => {
                     self.problem(
                         "authenticating",
                         Problem::Note("the hub refused the role and secret"),
@@ -747,17 +755,24 @@ impl<R: Report> Agent<'_, R> {
     async fn publish(&self, n: u32, message: &str) {
         let channel = self.channel.borrow().clone();
         loop {
-            match self.rtm.publish_acked(&channel, message, None).await {
-                Ok(Outcome::Ok(_)) => {
+            let reply = self
+                .rtm
+                .publish_acked(&channel, message, None, |o| match o {
+                    Outcome::Ok(_) => Reply::Acknowledged,
+                    Outcome::Disconnected | Outcome::Timeout => Reply::Unknown,
+                    Outcome::Error(_) | Outcome::Data(_) => Reply::Refused,
+                });
+            match reply.await {
+                Ok(Reply::Acknowledged) => {
                     self.count(|s| s.published += 1);
                     self.report(Progress::Acknowledged(self.summary.get().published));
                     return;
                 }
-                Ok(Outcome::Disconnected | Outcome::Timeout) => {
+                Ok(Reply::Unknown) => {
                     self.count(|s| s.republished += 1);
                     self.report(Progress::Republished(n));
                 }
-                Ok(_) => {
+                Ok(Reply::Refused) => {
                     self.problem("publishing", Problem::Note("the hub refused a sample"));
                     self.count(|s| s.refused += 1);
                     return;
@@ -771,6 +786,14 @@ impl<R: Report> Agent<'_, R> {
             }
         }
     }
+}
+
+/// What the hub said to a published sample.
+enum Reply {
+    Acknowledged,
+    /// Nothing before the connection dropped (or the deadline): published again.
+    Unknown,
+    Refused,
 }
 
 /// What became of a sample offered to the outbox.

@@ -15,7 +15,8 @@ use benchlink_core::bench::request::File;
 use benchlink_core::rtm::ClientState;
 use benchlink_device_agent::{disconnect_kind, Memory, Progress, Report, Settings};
 use benchlink_embassy::bench::Server;
-use benchlink_embassy::rtm::{DisconnectReason, MessagingConfig};
+use benchlink_embassy::core::rtm::Disconnect;
+use benchlink_embassy::rtm::MessagingConfig;
 use benchlink_firmware::stack;
 use benchlink_mps2_an386::{self as board, exit, Host};
 use embassy_executor::Spawner;
@@ -135,9 +136,10 @@ impl Report for Log {
             Progress::Messaging(state) => host.str("messaging ").str(state_name(state)),
             Progress::Disconnected(why) => {
                 host.str("messaging disconnected: ")
-                    .str(disconnect_kind(why));
-                if let DisconnectReason::DeadPeer { silent_ms } = why {
-                    host.str(" after ").u64(*silent_ms).str(" ms of silence");
+                    .str(disconnect_kind(&why));
+                if let Disconnect::DeadPeer { silent } = why {
+                    let ms = u64::try_from(silent.as_millis()).unwrap_or(u64::MAX);
+                    host.str(" after ").u64(ms).str(" ms of silence");
                 }
                 host
             }
