@@ -2,7 +2,7 @@
 //! through two generic methods, [`BenchClient::call`] (JSON replies) and
 //! [`BenchClient::stream`] (log and metric lines), and [`BenchClient::data`] (`/data`
 //! once the benchmark runs), over one kept-alive connection. It is a loop around core's
-//! [`Conversation`](benchlink_core::bench::exchange::Conversation), the machine the
+//! [`benchlink_core::bench::exchange::Conversation`], the machine the
 //! blocking client drives too: this module only moves bytes and waits.
 //!
 //! All memory is the caller's ([`Buffers`]), so the client's own size is a few hundred

@@ -292,9 +292,12 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// whose tasks went away and wakes the waiting tasks if events came.
     fn with<R>(&self, f: impl FnOnce(&mut Shared<SUBS, PENDING>) -> R) -> Option<R> {
         self.with_shared(|s| {
-            let before = s.events.recorded();
+            // An event recorded, or one lost (a state change nobody took room for), is
+            // news to the waiting tasks.
+            let count = |e: &CoreEvents| (e.recorded(), e.lost());
+            let before = count(&s.events);
             let r = f(s);
-            if s.events.recorded() != before {
+            if count(&s.events) != before {
                 let Shared {
                     link,
                     events,

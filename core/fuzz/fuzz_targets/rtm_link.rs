@@ -6,7 +6,8 @@
 //! - byte 0 bits 0-1: capacities (subscriptions, in flight, queue and outbox bytes)
 //!   `4, 8, 2048, 1024` / `1, 2, 256, 256` / `4, 32, 8192, 2048` / the first again; bit 2: `restore_auth_on_reconnect`;
 //!   bit 3: `retry_first_connect`; bit 4: end with `stop` + close + timeouts before
-//!   `dispose`; bit 5: `wss://` endpoint with a path.
+//!   `dispose`; bit 5: `wss://` endpoint with a path; bit 6: replies kept by ticket
+//!   (`Events::replies_by_ticket`), taken out of turn.
 //! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ outbox + 1024), the
 //!   client's config (intervals, attempt budget, `max_queue_size`, jitter seed, auth and
 //!   connect timeouts), the link's config (ping interval, dead-peer and close timeouts,
@@ -33,7 +34,8 @@
 //! block), `Close` closes the transport (reported now or later).
 //!
 //! Events are pulled: every call's handler is an `Events` journal, drained after each
-//! call (`poll_event`) into the checking handler below. `handle_input` takes what it can
+//! call (`poll_event`) into the checking handler below; with replies kept by ticket, the
+//! other events first, then the replies (`take_reply`), newest ticket first. `handle_input` takes what it can
 //! while no event waits, and the model adapter offers the rest again once they are taken.
 //!
 //! The link's five buffers and the events' buffer are slices of one per-thread arena,
@@ -129,6 +131,7 @@ fuzz_target!(|input: &[u8]| {
         client,
         link,
         stop_first: opts & 16 != 0,
+        by_ticket: opts & 64 != 0,
         endpoint: if opts & 32 != 0 {
             "wss://rtm.example.test/some/path"
         } else {
@@ -148,6 +151,7 @@ struct Setup {
     link: LinkConfig,
     stop_first: bool,
     endpoint: &'static str,
+    by_ticket: bool,
 }
 
 // ------------------------------------------------------------------------------------
@@ -506,7 +510,12 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 outbox,
                 subscription_args,
             };
-            Fuzz::<S, P, Q, O>::run_in(setup, buffers, Events::new(events), tx_len, u);
+            let events = if setup.by_ticket {
+                Events::new(events).replies_by_ticket()
+            } else {
+                Events::new(events)
+            };
+            Fuzz::<S, P, Q, O>::run_in(setup, buffers, events, tx_len, u);
         });
     }
 
@@ -843,6 +852,15 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
     /// Pulls the events of the calls so far into the checking handler; none is lost.
     fn take_events(&mut self) {
         self.events.dispatch(&self.link, &mut self.rec);
+        if self.setup.by_ticket {
+            // Tickets count up from 0, at most one per operation.
+            for ticket in (0..max_ops()).rev() {
+                let ticket = Ticket::from_raw(u32::try_from(ticket).unwrap_or(u32::MAX));
+                while let Some(event) = self.events.take_reply(&self.link, ticket) {
+                    event.deliver(&mut self.rec);
+                }
+            }
+        }
         assert_eq!(self.events.lost(), 0, "events lost");
     }
 

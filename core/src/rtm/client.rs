@@ -303,7 +303,7 @@ enum Leave {
 /// | | thumbv7em (32-bit) | x86_64 |
 /// |---|---|---|
 /// | fixed (`Client<[SubscriptionSlot; 0], [Pending; 0], [u8; 0], [u8; 0], [u8; 0]>`) | 664 B | 720 B |
-/// | per subscription ([`SubscriptionSlot`]) | 392 B | 424 B |
+/// | per subscription ([`SubscriptionSlot`](super::SubscriptionSlot)) | 392 B | 424 B |
 /// | per array entry in flight ([`Pending`]) | 24 B | 24 B |
 /// | per byte of array queue / outbox | 1 B | 1 B |
 /// | `Client<[SubscriptionSlot; 4], [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |

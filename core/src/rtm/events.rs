@@ -150,7 +150,7 @@ pub enum RequestError {
     /// an object is required).
     InvalidJson,
     /// The request can never be sent: its PDU is larger than the outbox, a
-    /// subscription's texts exceed [`MAX_SUBSCRIPTION_TEXT`](super::MAX_SUBSCRIPTION_TEXT),
+    /// subscription's key exceeds [`MAX_SUBSCRIPTION_KEY`](super::MAX_SUBSCRIPTION_KEY),
     /// a user position exceeds [`MAX_POSITION_LEN`](super::MAX_POSITION_LEN), or a role or
     /// secret exceeds [`MAX_ROLE_LEN`](super::MAX_ROLE_LEN) / [`MAX_SECRET_LEN`](super::MAX_SECRET_LEN).
     TooLarge,
@@ -619,7 +619,7 @@ pub trait Handler {
 }
 
 /// One event of the client or its link, borrowed from the link (see
-/// [`Link::poll_event`](super::Link::poll_event)): the [`Handler`] methods as values, one
+/// [`Events::poll_event`](super::Events::poll_event)): the [`Handler`] methods as values, one
 /// variant each, with the same arguments.
 ///
 /// ```

@@ -1,5 +1,5 @@
 //! [`Events`]: the link's events kept, in order, until the caller takes them
-//! ([`Link::poll_event`](super::Link::poll_event)).
+//! ([`Events::poll_event`]).
 //!
 //! The client reports events through a [`Handler`] as they happen; this one writes each
 //! as a compact record into a byte FIFO of the caller's sizing. What an event borrows
@@ -24,14 +24,17 @@ use super::sub_table::SubscriptionSlots;
 use super::subscription::MAX_SUBSCRIPTION_KEY;
 use crate::ws::{CloseCode, Error as WsError};
 
-/// The events waiting for the caller, in the bytes of `B` (see
-/// [`Buffers::events`](super::Buffers::events)).
+/// The events waiting for the caller, in the bytes of `B` (at least
+/// [`Events::capacity_for`] the link's tables).
 ///
 /// Pass it as the handler of every call into the [`Link`]; then take the events with
-/// [`poll_event`](Self::poll_event) until it returns `None`. While it holds events, the
+/// [`poll_event`](Self::poll_event) until it returns `None` (and replies by ticket with
+/// [`take_reply`](Self::take_reply), if you [keep them so](Self::replies_by_ticket)).
+/// While it holds an event that borrows the last message (data, a reply, an error), the
 /// link's [`handle_input`](Link::handle_input) takes no further message (it says how
-/// many bytes it took): the caller keeps the rest until the events are taken, which is
-/// the backpressure that bounds memory under a flood.
+/// many bytes it took): the caller keeps the rest until those events are taken, which is
+/// the backpressure that bounds memory under a flood. Events that borrow nothing (state
+/// changes, timeouts) never hold input back.
 ///
 /// ```
 /// use benchlink_core::rtm::{Buffers, ClientState, Config, Event, Events, Link, LinkConfig, Output, Pending, SubscriptionSlot};

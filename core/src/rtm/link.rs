@@ -550,7 +550,8 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// subscription data borrowing the received message, state changes) reach `h` before
     /// this returns. A handler that is not [`ready_for_input`](Handler::ready_for_input)
     /// stops the link before the next message: the rest is the caller's to offer again
-    /// (with [`Events`], once they are taken); any other handler takes all of it.
+    /// (with [`Events`](super::Events), once they are taken); any other handler takes all
+    /// of it.
     pub fn handle_input<H: Handler>(&mut self, now: Instant, input: &[u8], h: &mut H) -> usize {
         self.report_close(now, h);
         let whole = input.len();
