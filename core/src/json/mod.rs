@@ -446,6 +446,14 @@ impl fmt::Debug for Object<'_> {
 }
 
 impl<'a> Object<'a> {
+    /// The object whose text is `raw`, which a validator accepted before (not indexed).
+    pub(crate) fn validated(raw: &'a str) -> Self {
+        Object {
+            raw,
+            ends: Ends::default(),
+        }
+    }
+
     /// An iterator over `(key, value)` pairs in input order, duplicates included.
     ///
     /// ```
@@ -521,6 +529,12 @@ pub struct Array<'a> {
 }
 
 impl<'a> Array<'a> {
+    /// The array whose text is `raw`, which a validator accepted before (a part of a
+    /// message kept since, found again by its offsets).
+    pub(crate) fn validated(raw: &'a str) -> Self {
+        Array { raw }
+    }
+
     /// An iterator over the elements in order.
     ///
     /// ```
@@ -743,6 +757,11 @@ pub struct JsonStr<'a> {
 }
 
 impl<'a> JsonStr<'a> {
+    /// The string whose escaped contents are `raw`, which a validator accepted before.
+    pub(crate) fn validated(raw: &'a str) -> Self {
+        JsonStr { raw }
+    }
+
     /// The escaped contents as they appear in the input.
     ///
     /// ```

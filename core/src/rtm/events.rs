@@ -616,6 +616,15 @@ pub trait Handler {
     fn ready_for_input(&mut self) -> bool {
         true
     }
+
+    /// [`Link::handle_input`](super::Link::handle_input) received `message`, a whole
+    /// WebSocket message in `encoding` that the link keeps until the next one, and is
+    /// about to report its events: a handler that records where their parts lie in it
+    /// (as [`Events`](super::Events) does, to read them back without parsing again) takes
+    /// its place here. The default does nothing.
+    fn received(&mut self, message: &[u8], encoding: super::pdu::Encoding) {
+        let _ = (message, encoding);
+    }
 }
 
 /// One event of the client or its link, borrowed from the link (see

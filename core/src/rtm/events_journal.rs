@@ -5,7 +5,9 @@
 //! as a compact record into a byte FIFO of the caller's sizing. What an event borrows
 //! from the received frame (a reply, a subscription's messages, an error body) is not
 //! copied: the record says which part of the frame it was, the link keeps the frame
-//! until every record is taken, and reading the record finds that part again. What it
+//! until every record is taken, and reading the record finds that part again — by its
+//! offsets for the frequent ones in JSON (subscription data, replies: no second parse,
+//! only a UTF-8 check of the frame), by reading the frame again for the rest. What it
 //! borrows from anywhere else (a subscription key, a close reason) is copied into the
 //! record, so a subscription deleted since is still named.
 
@@ -18,10 +20,11 @@ use super::events::{
 };
 use super::in_flight::Slots;
 use super::link::Link;
-use super::pdu::{self, Action, Encoding, Incoming, Pdu};
+use super::pdu::{self, Action, Encoding, Id, Incoming, Pdu};
 use super::queue::{Bytes, RecordFifo, RECORD_HEADER};
 use super::sub_table::SubscriptionSlots;
 use super::subscription::MAX_SUBSCRIPTION_KEY;
+use crate::json::{Array, JsonStr, Object};
 use crate::ws::{CloseCode, Error as WsError};
 
 /// The events waiting for the caller, in the bytes of `B` (at least
@@ -72,6 +75,23 @@ pub struct Events<B> {
     lost: u32,
     /// Records stored, ever (wrapping).
     recorded: u32,
+    /// Where the last message received lies (see [`Handler::received`]), while it is JSON
+    /// text: the parts of it that events borrow are recorded as offsets into it.
+    json: Option<Received>,
+}
+
+/// The address and length of the message the link received last.
+#[derive(Debug, Clone, Copy)]
+struct Received {
+    at: usize,
+    len: usize,
+}
+
+/// A part of the last message: its offset and length.
+#[derive(Clone, Copy)]
+struct Span {
+    at: u32,
+    len: u32,
 }
 
 impl<B: Bytes> core::fmt::Debug for Events<B> {
@@ -103,6 +123,7 @@ impl<B: Bytes> Events<B> {
             by_ticket: false,
             lost: 0,
             recorded: 0,
+            json: None,
         }
     }
 
@@ -269,6 +290,38 @@ impl<B: Bytes> Events<B> {
         self.recorded
     }
 
+    /// Where `part` lies in the last message received, when that was JSON text and `part`
+    /// lies in it (parts recorded so are read back without parsing the message again).
+    fn span(&self, part: &[u8]) -> Option<Span> {
+        let message = self.json?;
+        let at = (part.as_ptr() as usize).checked_sub(message.at)?;
+        if at.checked_add(part.len())? > message.len {
+            return None;
+        }
+        Some(Span {
+            at: u32::try_from(at).ok()?,
+            len: u32::try_from(part.len()).ok()?,
+        })
+    }
+
+    /// Where the parts of a reply PDU lie, or `None`: it is read again. A reply the
+    /// client matched has a known action and a numeric id, so those are kept as such.
+    fn pdu_spans<'p>(&self, pdu: &Pdu<'p>) -> Option<PduSpans<'p>> {
+        let action = match pdu.action {
+            Action::Other(_) => return None,
+            known => known.as_str(),
+        };
+        let id = match pdu.id? {
+            Id::Int(n) => n,
+            Id::Str(_) => return None,
+        };
+        let body = match pdu.body {
+            None => None,
+            Some(body) => Some(self.span(body.raw().as_json()?.as_bytes())?),
+        };
+        Some(PduSpans { action, id, body })
+    }
+
     /// Stores a record: `tag`, then what `fill` writes; `borrows` when its event borrows
     /// from the link's last message (which then stays until it is taken).
     fn push(&mut self, tag: Tag, borrows: bool, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
@@ -324,6 +377,15 @@ fn reply_ticket(record: &[u8]) -> Option<Ticket> {
     Some(Ticket::from_raw(u32::from_le_bytes(ticket)))
 }
 
+/// A reply PDU's parts, for a record: its action's name (copied: a known action's name
+/// is not the message's text), its id, and where its body lies.
+#[derive(Clone, Copy)]
+struct PduSpans<'p> {
+    action: &'p str,
+    id: u64,
+    body: Option<Span>,
+}
+
 /// Record kinds, one per [`Handler`] method.
 #[derive(Clone, Copy)]
 #[repr(u8)]
@@ -373,16 +435,28 @@ impl<B: Bytes> Handler for Events<B> {
         });
     }
 
+    fn received(&mut self, message: &[u8], encoding: Encoding) {
+        self.json = (encoding == Encoding::Json).then_some(Received {
+            at: message.as_ptr() as usize,
+            len: message.len(),
+        });
+    }
+
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-        let kind = match outcome {
-            Outcome::Ok(_) => 0,
-            Outcome::Error(_) => 1,
-            Outcome::Data(_) => 2,
-            Outcome::Timeout => 3,
-            Outcome::Disconnected => 4,
+        let (kind, pdu) = match outcome {
+            Outcome::Ok(pdu) => (0, Some(pdu)),
+            Outcome::Error(pdu) => (1, Some(pdu)),
+            Outcome::Data(pdu) => (2, Some(pdu)),
+            Outcome::Timeout => (3, None),
+            Outcome::Disconnected => (4, None),
         };
-        self.push(Tag::Reply, kind < 3, |w| {
-            w.u32(ticket.get())?.u8(kind).map(drop)
+        let spans = pdu.and_then(|pdu| self.pdu_spans(&pdu));
+        self.push(Tag::Reply, pdu.is_some(), |w| {
+            let w = w.u32(ticket.get())?.u8(kind)?;
+            match pdu {
+                Some(_) => w.pdu_spans(spans),
+                None => Some(()),
+            }
         });
     }
 
@@ -412,8 +486,25 @@ impl<B: Bytes> Handler for Events<B> {
         self.push(Tag::SubDeleted, false, |w| w.str(key));
     }
 
-    fn subscription_data(&mut self, key: &str, _data: pdu::SubscriptionData<'_>) {
-        self.push(Tag::SubData, true, |w| w.str(key));
+    fn subscription_data(&mut self, key: &str, data: pdu::SubscriptionData<'_>) {
+        let text = |t: pdu::Text<'_>| self.span(t.as_json()?.as_raw().as_bytes());
+        let spans = (|| {
+            let position = match data.position {
+                None => None,
+                Some(p) => Some(text(p)?),
+            };
+            let messages = self.span(data.messages.raw().as_json()?.as_bytes())?;
+            Some((text(data.subscription_id)?, position, messages))
+        })();
+        self.push(Tag::SubData, true, |w| {
+            match spans {
+                None => w.u8(0)?,
+                Some((id, position, messages)) => {
+                    w.u8(1)?.span(id)?.opt_span(position)?.span(messages)?
+                }
+            };
+            w.str(key)
+        });
     }
 
     fn fast_forward(&mut self, key: &str, _info: pdu::SubscriptionInfo<'_>) {
@@ -492,10 +583,15 @@ pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) ->
         },
         Tag::Reply => {
             let ticket = Ticket::from_raw(r.u32()?);
-            let outcome = match r.u8()? {
-                0 => Outcome::Ok(pdu()?),
-                1 => Outcome::Error(pdu()?),
-                2 => Outcome::Data(pdu()?),
+            let kind = r.u8()?;
+            let mut reply = || match r.pdu(frame)? {
+                Some(pdu) => Some(pdu),
+                None => pdu(),
+            };
+            let outcome = match kind {
+                0 => Outcome::Ok(reply()?),
+                1 => Outcome::Error(reply()?),
+                2 => Outcome::Data(reply()?),
                 3 => Outcome::Timeout,
                 _ => Outcome::Disconnected,
             };
@@ -529,13 +625,32 @@ pub(crate) fn read<'a>(record: &'a [u8], frame: &'a [u8], encoding: Encoding) ->
         }
         Tag::SubCreated => Event::SubscriptionCreated { key: r.str()? },
         Tag::SubDeleted => Event::SubscriptionDeleted { key: r.str()? },
-        Tag::SubData => match incoming().ok()? {
-            Incoming::Data(data) => Event::SubscriptionData {
+        Tag::SubData => {
+            let data = match r.u8()? {
+                0 => match incoming().ok()? {
+                    Incoming::Data(data) => data,
+                    _ => return None,
+                },
+                _ => {
+                    let text = core::str::from_utf8(frame).ok()?;
+                    let subscription_id = JsonStr::validated(r.span_in(text)?).into();
+                    let position = match r.u8()? {
+                        0 => None,
+                        _ => Some(JsonStr::validated(r.span_in(text)?).into()),
+                    };
+                    let messages = Array::validated(r.span_in(text)?).into();
+                    pdu::SubscriptionData {
+                        subscription_id,
+                        position,
+                        messages,
+                    }
+                }
+            };
+            Event::SubscriptionData {
                 key: r.str()?,
                 data,
-            },
-            _ => return None,
-        },
+            }
+        }
         Tag::FastForward => match incoming().ok()? {
             Incoming::FastForward(info) => Event::FastForward {
                 key: r.str()?,
@@ -620,7 +735,26 @@ impl Writer<'_> {
         self.bytes(&v.to_le_bytes())
     }
 
-    /// A string of up to 65,535 bytes (keys and close reasons are far shorter), last.
+    fn span(&mut self, span: Span) -> Option<&mut Self> {
+        self.u32(span.at)?.u32(span.len)
+    }
+
+    fn opt_span(&mut self, span: Option<Span>) -> Option<&mut Self> {
+        match span {
+            None => self.u8(0),
+            Some(span) => self.u8(1)?.span(span),
+        }
+    }
+
+    /// A reply PDU's parts: `0` when it is to be read again, else where they lie.
+    fn pdu_spans(&mut self, spans: Option<PduSpans<'_>>) -> Option<()> {
+        let Some(PduSpans { action, id, body }) = spans else {
+            return self.u8(0).map(drop);
+        };
+        self.u8(1)?.u64(id)?.opt_span(body)?.str(action)
+    }
+
+    /// A string of up to 65,535 bytes (keys and close reasons are far shorter).
     fn str(&mut self, s: &str) -> Option<()> {
         let len = u16::try_from(s.len()).ok()?;
         self.bytes(&len.to_le_bytes())?
@@ -653,6 +787,28 @@ impl<'a> Reader<'a> {
 
     fn u64(&mut self) -> Option<u64> {
         self.bytes().map(u64::from_le_bytes)
+    }
+
+    /// The part of `text` (a whole message) a [`Writer::span`] names.
+    fn span_in(&mut self, text: &'a str) -> Option<&'a str> {
+        let at = usize::try_from(self.u32()?).ok()?;
+        let len = usize::try_from(self.u32()?).ok()?;
+        text.get(at..at.checked_add(len)?)
+    }
+
+    /// A reply PDU from its parts in `frame` (`Some(None)`: it is to be read again).
+    fn pdu(&mut self, frame: &'a [u8]) -> Option<Option<Pdu<'a>>> {
+        if self.u8()? == 0 {
+            return Some(None);
+        }
+        let text = core::str::from_utf8(frame).ok()?;
+        let id = Id::Int(self.u64()?);
+        let body = match self.u8()? {
+            0 => None,
+            _ => Some(Object::validated(self.span_in(text)?).into()),
+        };
+        let action = Action::parse(self.str()?);
+        Some(Some(Pdu::from_parts(action, Some(id), body, frame)))
     }
 
     fn str(&mut self) -> Option<&'a str> {

@@ -591,11 +591,13 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
                     match message {
                         Some(Message::Text(text)) if deliver => {
                             self.held = text.len();
+                            h.received(text.as_bytes(), Encoding::Json);
                             self.client.handle_message(now, text, h);
                             None
                         }
                         Some(Message::Binary(payload)) if deliver && binary => {
                             self.held = payload.len();
+                            h.received(payload, self.client.encoding());
                             self.client.handle_frame(now, payload, h);
                             None
                         }

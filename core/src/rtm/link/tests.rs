@@ -1022,7 +1022,10 @@ mod pull {
             r#"{"action":"rtm/subscription/data","body":{"subscription_id":"ch","position":"1:1","messages":[{"a":1},"x"]}}"#,
             r#"{"action":"rtm/subscription/data","body":{"subscription_id":"ch","messages":[2]}}"#,
             r#"{"action":"rtm/subscription/info","body":{"subscription_id":"ch","info":"fast_forward","reason":"slow","position":"1:9"}}"#,
-            r#"{"action":"rtm/publish/ok","id":2,"body":{"position":"1:2"}}"#,
+            // Members in another order, spaces and escapes: parts found by their offsets
+            // must be the parts a parse finds.
+            r#" { "body" : {"messages":[ {"q":"\"x\""} , 2 ],"position":"1:\u0035","subscription_id":"ch"} , "action":"rtm/subscription/data" } "#,
+            r#"{ "id" : 2 , "body" : { "position" : "1:\u0032" } , "action" : "rtm/publish/ok" }"#,
             r#"{"action":"rtm/publish/error","id":3,"body":{"error":"x","reason":"y"}}"#,
             r#"{"action":"rtm/read/ok","id":4,"body":{"position":"1:3","message":{"v":[1,2]}}}"#,
             r#"{"action":"auth/handshake/ok","id":5,"body":{"data":{"nonce":"MTExMTExMTExMTExMTExMQ=="}}}"#,

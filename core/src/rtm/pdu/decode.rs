@@ -136,6 +136,21 @@ pub struct Pdu<'a> {
 }
 
 impl<'a> Pdu<'a> {
+    /// A PDU whose parts were parsed from `frame` before (and found again there).
+    pub(crate) fn from_parts(
+        action: Action<'a>,
+        id: Option<Id<'a>>,
+        body: Option<Map<'a>>,
+        frame: &'a [u8],
+    ) -> Self {
+        Pdu {
+            action,
+            id,
+            body,
+            frame,
+        }
+    }
+
     /// Parses one PDU with nesting limited to [`json::DEFAULT_MAX_DEPTH`] (envelope, body
     /// and `messages` array included, which leaves 29 levels to a message).
     ///
