@@ -5,6 +5,7 @@
 use std::io::{self, BufWriter, Read, Write};
 use std::time::{Duration, Instant};
 
+use benchlink_core::bench::exchange::Waiting;
 use benchlink_core::http::{
     Body, ContentEncoding, Cursor, DecodeError, EncodeError, Event, InflateBuffers, Limits, Method,
     RequestHead, ResponseDecoder, Section,
@@ -58,21 +59,6 @@ pub(crate) struct TimedOut {
     pub(crate) after: Duration,
     /// What the client was waiting for.
     pub(crate) waiting: Waiting,
-}
-
-/// What a timed-out exchange was waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waiting {
-    /// The connection to open.
-    Connect,
-    /// The server to take the request.
-    Send,
-    /// The first byte of the response.
-    Reply,
-    /// The rest of a response that had started.
-    RestOfReply,
-    /// The next bytes of a stream.
-    StreamData,
 }
 
 /// How long an exchange may take.

@@ -940,10 +940,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// Time passed: at [`poll_timeout`](Self::poll_timeout) (or later) the exchange
-    /// fails with [`ClientError::Timeout`]; earlier, nothing happens.
+    /// fails with [`ClientError::Timeout`]; earlier, nothing happens. The timeout says
+    /// what the request was waiting for: the connect, the server taking the request
+    /// ([`Waiting::Send`]), a response ([`Waiting::Reply`], until its head is complete),
+    /// the rest of a JSON reply ([`Waiting::RestOfReply`]) or a stream's next bytes.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server, Waiting};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
     /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
@@ -958,15 +961,16 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), None);
     /// ex.handle_timeout(Instant::from_secs(60));
     /// # assert_eq!(ex.poll_output(t), Some(Output::Close));
-    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { .. }))));
+    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { waiting: Waiting::Reply, .. }))));
     /// ```
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.poll_timeout().is_none_or(|t| now < t) {
             return;
         }
-        let reply = ClientError::Timeout {
+        // The reply deadline, named by what it caught the request waiting for.
+        let reply = |waiting| ClientError::Timeout {
             after: self.timeouts.reply.unwrap_or_default(),
-            waiting: Waiting::Reply,
+            waiting,
         };
         match self.phase {
             Phase::Connect | Phase::Connecting => {
@@ -978,13 +982,22 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 let waiting = Waiting::Connect;
                 self.fail(ClientError::Timeout { after, waiting });
             }
-            Phase::Sending | Phase::Flush | Phase::Flushing => self.send_ended(now, Err(reply)),
+            Phase::Sending | Phase::Flush | Phase::Flushing => {
+                self.send_ended(now, Err(reply(Waiting::Send)));
+            }
             Phase::Receiving if self.stream && self.head_seen => {
                 let after = self.timeouts.stream_idle.unwrap_or_default();
                 let waiting = Waiting::StreamData;
                 self.conclude(now, Some(Err(ClientError::Timeout { after, waiting })));
             }
-            Phase::Receiving => self.conclude(now, Some(Err(reply))),
+            Phase::Receiving => {
+                let waiting = if self.head_seen {
+                    Waiting::RestOfReply
+                } else {
+                    Waiting::Reply
+                };
+                self.conclude(now, Some(Err(reply(waiting))));
+            }
             Phase::Close { .. } | Phase::Done => {}
         }
     }

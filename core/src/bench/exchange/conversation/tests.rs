@@ -236,6 +236,49 @@ fn the_reply_deadline_fires_through_handle_timeout() {
     assert_eq!(ex.outcome(), Some(Err(timed_out)));
 }
 
+/// The reply deadline names what it caught the request waiting for: the server taking
+/// the request, the rest of a response head (still `Reply`), or the rest of a body.
+#[test]
+fn the_reply_deadline_says_what_the_request_was_waiting_for() {
+    let limit = Duration::from_secs(2);
+    let timeouts = Timeouts {
+        reply: Some(limit),
+        stream_idle: None,
+    };
+    let timed_out = |waiting| -> Option<Result<(), E>> {
+        Some(Err(ClientError::Timeout {
+            after: limit,
+            waiting,
+        }))
+    };
+    let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
+    let mut talk = talk(&mut tx, &mut head);
+    talk.set_timeouts(timeouts);
+    // A request the server does not take.
+    let mut reply = ReplyBody::new(&mut body);
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+    assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
+    ex.handle_connected(T0);
+    assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
+    ex.handle_timeout(Instant::from_secs(2));
+    assert_eq!(drive(&mut ex, Instant::from_secs(2)).0, ["close"]);
+    assert_eq!(ex.outcome(), timed_out(Waiting::Send));
+    // A head that stops halfway, then a body that stops halfway.
+    for (sent, waiting) in [
+        (&b"HTTP/1.1 200 OK\r\nContent-Len"[..], Waiting::Reply),
+        (&OK[..OK.len() - 3], Waiting::RestOfReply),
+    ] {
+        let mut reply = ReplyBody::new(&mut body);
+        let mut ex: Ex<'_> =
+            talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+        drive(&mut ex, T0);
+        ex.handle_input(Instant::from_secs(1), sent);
+        ex.handle_timeout(Instant::from_secs(2));
+        assert_eq!(drive(&mut ex, Instant::from_secs(2)).0, ["close"]);
+        assert_eq!(ex.outcome(), timed_out(waiting));
+    }
+}
+
 #[test]
 fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
