@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use benchlink_core::bench::exchange::Timeouts;
 use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::{
     Body as BenchBody, Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine,
@@ -19,9 +20,7 @@ use super::error::{Error, ErrorKind};
 use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
-use crate::http::{
-    self, Buffers, Deadlines, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait,
-};
+use crate::http::{self, Buffers, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait};
 use crate::net::{Tls, TlsOptions};
 
 /// The server the official CLI talks to when nothing else is said.
@@ -97,7 +96,7 @@ struct Identity {
     prefix: String,
     user_agent: String,
     token: Option<Secret>,
-    limits: Deadlines,
+    limits: Timeouts,
 }
 
 /// The kept-alive connection and the decoder's memory.
@@ -140,9 +139,9 @@ impl BenchClient {
                 prefix: address.prefix.clone(),
                 user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")).to_owned(),
                 token: None,
-                limits: Deadlines {
+                limits: Timeouts {
                     reply: Some(DEFAULT_TIMEOUT),
-                    idle: None,
+                    stream_idle: None,
                 },
             },
             address,
@@ -238,7 +237,7 @@ impl BenchClient {
     /// How long a log or data stream may stay silent before it fails (default: no limit,
     /// since a running benchmark's log can be quiet for long).
     pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
-        self.identity.limits.idle = timeout;
+        self.identity.limits.stream_idle = timeout;
         self
     }
 
