@@ -313,18 +313,19 @@ impl<T: Transport> Conn<'_, T> {
         if self.talk.is_open() && self.transport.peer_closed() {
             self.talk.handle_peer_closed();
         }
-        let mut exchange = self.talk.exchange(req, kind, sink, now());
-        run(&mut self.transport, self.rx, &mut exchange).await
+        let mut exchange = self.talk.exchange(req, kind, now());
+        run(&mut self.transport, self.rx, &mut exchange, sink).await
     }
 }
 
 /// Drives `exchange` over `transport` to its outcome: acts on its outputs, reads into
-/// `rx` when it has none, each step bounded by the exchange's next deadline. Once for
-/// every request type (each copy would be flash).
+/// `rx` when it has none (the response going to `sink`), each step bounded by the
+/// exchange's next deadline. Once for every request type (each copy would be flash).
 async fn run<T: Transport>(
     transport: &mut T,
     rx: &mut [u8],
     exchange: &mut Exchange<'_, ConnectError, ErrorKind>,
+    sink: &mut dyn Sink,
 ) -> Result<(), Error<'static>> {
     loop {
         let deadline = exchange.poll_timeout();
@@ -363,8 +364,10 @@ async fn run<T: Transport>(
             Done::Wrote(Some(Ok(0))) => exchange.handle_io_error(now, ErrorKind::WriteZero),
             Done::Wrote(Some(Ok(n))) => exchange.transmitted(now, n),
             Done::Flushed(Some(Ok(()))) => exchange.flushed(now),
-            Done::Read(Some(Ok(0))) => exchange.handle_closed(now),
-            Done::Read(Some(Ok(n))) => exchange.handle_input(now, rx.get(..n).unwrap_or_default()),
+            Done::Read(Some(Ok(0))) => exchange.handle_closed(now, sink),
+            Done::Read(Some(Ok(n))) => {
+                exchange.handle_input(now, rx.get(..n).unwrap_or_default(), sink)
+            }
             Done::Wrote(Some(Err(e))) | Done::Flushed(Some(Err(e))) | Done::Read(Some(Err(e))) => {
                 exchange.handle_io_error(now, e)
             }

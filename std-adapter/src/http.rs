@@ -1,10 +1,14 @@
 //! One HTTP/1.1 exchange at a time over a kept-alive [`Stream`], driven by the core's
 //! push-style codec: this module only moves bytes between the socket and
-//! `benchlink_core::http`, which does all the parsing.
+//! `benchlink_core::http`, which does all the parsing. What follows each attempt — keep
+//! the connection, send a `GET` again after a stale one, read a reply that came before
+//! the request was all out — is core's [`Attempts`], the rules of every benchmark
+//! client, and its failures are core's [`ClientError`].
 
 use std::io::{self, BufWriter, Read, Write};
 use std::time::{Duration, Instant};
 
+use benchlink_core::bench::exchange::{After, Attempts, ClientError, Next, Timeouts, Waiting};
 use benchlink_core::http::{
     Body, ContentEncoding, Cursor, DecodeError, EncodeError, Event, InflateBuffers, Limits, Method,
     RequestHead, ResponseDecoder, Section,
@@ -36,88 +40,10 @@ impl Buffers {
     }
 }
 
-/// Why an exchange failed.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Encoding the request.
-    Encode(EncodeError),
-    /// Opening the connection (name resolution, TCP, TLS handshake).
-    Connect(io::Error),
-    /// The socket, once connected.
-    Io(io::Error),
-    /// The response bytes.
-    Decode(DecodeError),
-    /// A deadline of [`Limits`] passed.
-    Timeout(TimedOut),
-}
-
-/// Which wait ran out, and after how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TimedOut {
-    /// The limit that was reached.
-    pub(crate) after: Duration,
-    /// What the client was waiting for.
-    pub(crate) waiting: Waiting,
-}
-
-/// What a timed-out exchange was waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waiting {
-    /// The connection to open.
-    Connect,
-    /// The server to take the request.
-    Send,
-    /// The first byte of the response.
-    Reply,
-    /// The rest of a response that had started.
-    RestOfReply,
-    /// The next bytes of a stream.
-    StreamData,
-}
-
-/// How long an exchange may take.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Deadlines {
-    /// The whole request: connecting, sending, the response head, and a JSON body
-    /// (`None`: no limit).
-    pub(crate) reply: Option<Duration>,
-    /// The silence allowed between two reads of a stream's body (`None`: no limit).
-    pub(crate) idle: Option<Duration>,
-}
-
-impl Failure {
-    /// True when the server can not have seen the request, so it is safe to send it
-    /// again on a fresh connection: a kept-alive connection the server had already
-    /// closed fails on write, or gives EOF / reset before a single response byte.
-    fn is_stale_connection(&self) -> bool {
-        match self {
-            Failure::Io(e) => matches!(
-                e.kind(),
-                io::ErrorKind::BrokenPipe
-                    | io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-            ),
-            Failure::Decode(DecodeError::UnexpectedEof {
-                section: Section::NoResponse,
-            }) => true,
-            Failure::Encode(_) | Failure::Connect(_) | Failure::Decode(_) | Failure::Timeout(_) => {
-                false
-            }
-        }
-    }
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Failure {
-        Failure::Io(e)
-    }
-}
-
-impl From<DecodeError> for Failure {
-    fn from(e: DecodeError) -> Failure {
-        Failure::Decode(e)
-    }
-}
+/// Why an exchange failed: core's error of every benchmark client, the socket's
+/// `io::Error`s (connect, and I/O once connected) kept whole for the message. (Only
+/// its transport-side variants occur here: the server's answer is read by the caller.)
+pub(crate) type Failure = ClientError<'static, io::Error, io::Error>;
 
 /// A connection with what was read but not yet decoded.
 #[derive(Debug)]
@@ -217,12 +143,12 @@ impl Endpoint {
                     io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
                 ) =>
             {
-                Err(Failure::Timeout(TimedOut {
+                Err(ClientError::Timeout {
                     after: waiting.unwrap_or(timeout),
                     waiting: Waiting::Connect,
-                }))
+                })
             }
-            Err(e) => Err(Failure::Connect(e)),
+            Err(e) => Err(ClientError::Connect(e)),
         }
     }
 }
@@ -249,10 +175,10 @@ impl Deadline {
     }
 
     fn timed_out(&self, waiting: Waiting) -> Failure {
-        Failure::Timeout(TimedOut {
+        ClientError::Timeout {
             after: self.limit.unwrap_or_default(),
             waiting,
-        })
+        }
     }
 }
 
@@ -308,17 +234,19 @@ pub(crate) struct Exchange<'c> {
     idle: Option<Duration>,
 }
 
-/// Sends `out` on the kept-alive connection (or a new one) and reads the response head.
-/// A stale kept-alive connection is replaced and the request sent once more.
+/// Sends `out` on the kept-alive connection (or a new one) and reads the response head,
+/// by the rules of core's [`Attempts`] that every benchmark client follows: a stale
+/// kept-alive connection is replaced and a `GET` sent once more, and a reply sent
+/// before the request was all out is read, not lost.
 pub(crate) fn exchange<'c>(
     endpoint: &Endpoint,
     conn: &'c mut Option<HttpConnection>,
     bufs: &'c mut Buffers,
     out: &RequestParts<'_>,
-    limits: Deadlines,
+    limits: Timeouts,
 ) -> Result<(Exchange<'c>, HeadInfo), Failure> {
     let deadline = Deadline::starting_now(limits.reply);
-    let head_bytes = encode_head(out).map_err(Failure::Encode)?;
+    let head_bytes = encode_head(out).map_err(ClientError::Encode)?;
     let mut decoder =
         ResponseDecoder::new(&mut bufs.head, Some(bufs.inflate.memory()), Limits::DEFAULT);
     decoder.set_request_method(out.method);
@@ -327,40 +255,56 @@ pub(crate) fn exchange<'c>(
     if conn.as_mut().is_some_and(HttpConnection::closed_by_peer) {
         *conn = None;
     }
-    let idempotent = matches!(out.method, Method::Get | Method::Head);
-    let mut attempt = 0;
+    let mut attempts = Attempts::new(out.method);
     loop {
-        attempt += 1;
         if conn.is_none() {
             *conn = Some(endpoint.connect(&deadline)?);
         }
-        let result = match conn.as_mut() {
-            Some(c) => send_and_read_head(c, &mut decoder, &head_bytes, out, &deadline),
-            None => continue,
+        let Some(c) = conn.as_mut() else { continue };
+        let reused = c.reused;
+        let sent = send(c, &head_bytes, out, &deadline);
+        // A server may answer before the body is in and close (413 for a body over its
+        // limit, 401, 503): the unsent rest then meets a broken pipe or a reset, but
+        // the reply was sent first and is read like any other.
+        let mut got_response = false;
+        let (received, head) = match Attempts::read_after(&sent)
+            .then(|| read_head(c, &mut decoder, &deadline, &mut got_response))
+        {
+            Some(Ok(head)) => (Some(Ok(After::Keep)), Some(head)),
+            Some(Err(e)) => (Some(Err(e)), None),
+            None => (None, None),
         };
-        match result {
-            Ok(head) => {
+        match (attempts.next(sent, received, reused, got_response), head) {
+            (Next::Done(after), Some(head)) => {
+                // `Close`: the request did not all go out, so the connection cannot
+                // carry another.
+                c.unsent = after == After::Close;
                 return Ok((
                     Exchange {
                         conn,
                         decoder,
                         ended: false,
                         deadline,
-                        idle: limits.idle,
+                        idle: limits.stream_idle,
                     },
                     head,
-                ))
+                ));
             }
-            Err(e) => {
-                let retry = attempt == 1
-                    && idempotent
-                    && conn.as_ref().is_some_and(|c| c.reused)
-                    && e.is_stale_connection();
+            (Next::Retry, _) => {
                 *conn = None;
                 decoder.reset();
-                if !retry {
-                    return Err(e);
-                }
+            }
+            (Next::Fail(e), _) => {
+                *conn = None;
+                return Err(e);
+            }
+            // Not reached: a send is always followed by a read that, when it gives a
+            // head, gives `Some`.
+            (Next::Done(_), None) => {
+                *conn = None;
+                return Err(ClientError::Decode(DecodeError::UnexpectedEof {
+                    section: Section::NoResponse,
+                }));
             }
         }
     }
@@ -379,61 +323,43 @@ fn encode_head(out: &RequestParts<'_>) -> Result<Vec<u8>, EncodeError> {
     encode_to_vec(|c| head.encode(&(), c))
 }
 
-fn send_and_read_head(
+/// Writes the request, head and body, within the deadline.
+fn send(
     c: &mut HttpConnection,
-    decoder: &mut ResponseDecoder<'_>,
     head: &[u8],
     out: &RequestParts<'_>,
     deadline: &Deadline,
-) -> Result<HeadInfo, Failure> {
-    c.set_nonblocking(false)?;
-    c.unsent = false;
+) -> Result<(), Failure> {
+    c.set_nonblocking(false).map_err(ClientError::Io)?;
     if let Some(left) = deadline.left() {
         if left.is_zero() {
             return Err(deadline.timed_out(Waiting::Send));
         }
     }
-    c.stream.tcp().set_write_timeout(deadline.left())?;
+    c.stream
+        .tcp()
+        .set_write_timeout(deadline.left())
+        .map_err(ClientError::Io)?;
     let sent = (|| {
         let mut w = BufWriter::with_capacity(16 * 1024, &mut c.stream);
         w.write_all(head)?;
         (out.write_body)(&mut w)?;
         w.flush()
     })();
-    // A server may answer before the body is in and close (413 for a body over its
-    // limit, 401, 503): the unsent rest then meets a broken pipe or a reset, but the
-    // reply was sent first and is read like any other (as curl does). Only when no reply
-    // can be read is the write's error the outcome.
-    let unsent = match sent {
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            return Err(deadline.timed_out(Waiting::Send))
-        }
-        Err(e) => Some(e),
-        Ok(()) => None,
-    };
-    let head = read_head(c, decoder, deadline);
-    match (head, unsent) {
-        (Ok(head), Some(_)) => {
-            c.unsent = true;
-            Ok(head)
-        }
-        (Err(_), Some(e)) => Err(e.into()),
-        (head, None) => head,
-    }
+    sent.map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => deadline.timed_out(Waiting::Send),
+        _ => ClientError::Io(e),
+    })
 }
 
-/// Reads the response head (the bytes after it stay in the connection's buffer).
+/// Reads the response head (the bytes after it stay in the connection's buffer);
+/// `got_bytes` tells whether any byte of a response arrived.
 fn read_head(
     c: &mut HttpConnection,
     decoder: &mut ResponseDecoder<'_>,
     deadline: &Deadline,
+    got_bytes: &mut bool,
 ) -> Result<HeadInfo, Failure> {
-    let mut got_bytes = false;
     loop {
         let input = c.buf.get(c.start..c.end).unwrap_or_default();
         let (used, event) = decoder.decode(input)?;
@@ -445,16 +371,16 @@ fn read_head(
                     encoding: h.encoding,
                 })
             }
-            Event::NeedMore => match fill(c, ReadWait::Until(deadline))? {
-                Filled::Bytes => got_bytes = true,
+            Event::NeedMore => match fill(c, ReadWait::Until(deadline)).map_err(ClientError::Io)? {
+                Filled::Bytes => *got_bytes = true,
                 Filled::Eof => {
                     decoder.finish()?;
-                    return Err(Failure::Decode(DecodeError::UnexpectedEof {
+                    return Err(ClientError::Decode(DecodeError::UnexpectedEof {
                         section: Section::NoResponse,
                     }));
                 }
                 Filled::Nothing | Filled::TimedOut => {
-                    return Err(deadline.timed_out(if got_bytes {
+                    return Err(deadline.timed_out(if *got_bytes {
                         Waiting::RestOfReply
                     } else {
                         Waiting::Reply
@@ -462,7 +388,7 @@ fn read_head(
                 }
             },
             Event::Data(_) | Event::End { .. } => {
-                return Err(Failure::Decode(DecodeError::MalformedHead {
+                return Err(ClientError::Decode(DecodeError::MalformedHead {
                     what: "body before head",
                 }))
             }
@@ -588,16 +514,16 @@ impl Exchange<'_> {
                         Wait::Idle => ReadWait::For(self.idle),
                         Wait::No => ReadWait::No,
                     };
-                    match fill(c, how)? {
+                    match fill(c, how).map_err(ClientError::Io)? {
                         Filled::Bytes => {}
                         Filled::Nothing => return Ok(Pumped::Idle),
                         Filled::TimedOut => {
                             return Err(match wait {
                                 Wait::Deadline => self.deadline.timed_out(Waiting::RestOfReply),
-                                _ => Failure::Timeout(TimedOut {
+                                _ => ClientError::Timeout {
                                     after: self.idle.unwrap_or_default(),
                                     waiting: Waiting::StreamData,
-                                }),
+                                },
                             })
                         }
                         Filled::Eof => {
@@ -638,7 +564,7 @@ impl Exchange<'_> {
         {
             if too_large {
                 *self.conn = None;
-                return Err(Failure::Decode(DecodeError::BodyTooLarge {
+                return Err(ClientError::Decode(DecodeError::BodyTooLarge {
                     max: max as u64,
                 }));
             }

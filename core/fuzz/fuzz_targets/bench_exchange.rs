@@ -162,9 +162,11 @@ fn drain(ex: &mut Ex<'_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_
     }
 }
 
-/// One exchange of up to 24 operations; returns its outcome, if it ended.
+/// One exchange of up to 24 operations, its response going to `sink`; returns its outcome,
+/// if it ended.
 fn run(
     ex: &mut Ex<'_>,
+    sink: &mut dyn Sink,
     wire: &mut Wire,
     now: &mut Instant,
     u: &mut Unstructured<'_>,
@@ -195,13 +197,13 @@ fn run(
                 let mut rest = &bytes[..];
                 while !rest.is_empty() {
                     let cut = u.int_in_range(1..=rest.len()).unwrap_or(rest.len());
-                    ex.handle_input(*now, &rest[..cut]);
+                    ex.handle_input(*now, &rest[..cut], sink);
                     rest = &rest[cut..];
                 }
             }
-            6 => ex.handle_input(*now, &u.arbitrary::<Vec<u8>>().unwrap_or_default()),
+            6 => ex.handle_input(*now, &u.arbitrary::<Vec<u8>>().unwrap_or_default(), sink),
             // The peer's end of stream (the adapter closes its end when told to).
-            7 => ex.handle_closed(*now),
+            7 => ex.handle_closed(*now, sink),
             8 => ex.handle_io_error(*now, 3),
             9 => {
                 let step = u.int_in_range(0..=70_000u64).unwrap_or(0);
@@ -297,11 +299,11 @@ fuzz_target!(|data: &[u8]| {
         let outcome = {
             let sink: &mut dyn Sink = if kind == 2 { &mut lines } else { &mut reply };
             let mut ex: Ex<'_> = match kind {
-                0 => talk.exchange(&status, ResponseKind::Reply, sink, now),
-                1 => talk.exchange(&start, ResponseKind::Reply, sink, now),
-                _ => talk.exchange(&log, ResponseKind::Stream, sink, now),
+                0 => talk.exchange(&status, ResponseKind::Reply, now),
+                1 => talk.exchange(&start, ResponseKind::Reply, now),
+                _ => talk.exchange(&log, ResponseKind::Stream, now),
             };
-            run(&mut ex, &mut wire, &mut now, &mut u, get, expected)
+            run(&mut ex, sink, &mut wire, &mut now, &mut u, get, expected)
         };
         match outcome {
             // An exchange that ended: the connection is kept only after a success.

@@ -171,16 +171,68 @@ pub struct Buffers<'b> {
     pub line: &'b mut [u8],
 }
 
-/// What a timed-out request was waiting for.
+/// What a timed-out request was waiting for: one list for every client of the server
+/// (the std client's errors name it too), so that a timeout reads the same whichever
+/// client met it. Non-exhaustive: a client may learn to tell more waits apart.
+///
+/// ```
+/// use benchlink_core::bench::exchange::Waiting;
+/// /// A timeout as a client shows it, with its own name for the server and the limit.
+/// struct Shown(Waiting);
+/// impl core::fmt::Display for Shown {
+///     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+///         self.0.fmt_timeout(f, "bench:4800", &"5 s")
+///     }
+/// }
+/// assert_eq!(Shown(Waiting::Send).to_string(), "bench:4800 did not take the request within 5 s");
+/// assert_eq!(Shown(Waiting::StreamData).to_string(), "no data from bench:4800 for 5 s");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Waiting {
     /// The connection to open.
     Connect,
-    /// The server to take the request or to send (all of) its reply.
+    /// The server to take the request (a write that did not finish in time).
+    Send,
+    /// The server to send a response: its first byte, or the rest of its head.
     Reply,
+    /// The rest of a reply whose head arrived (a server sending its body too slowly).
+    RestOfReply,
     /// The next bytes of a stream.
     StreamData,
+}
+
+impl Waiting {
+    /// Writes what a timeout of this wait says, naming the server `server` and the limit
+    /// `after` (each client formats them its own way): the one wording of every client.
+    pub fn fmt_timeout(
+        self,
+        f: &mut core::fmt::Formatter<'_>,
+        server: &str,
+        after: &dyn core::fmt::Display,
+    ) -> core::fmt::Result {
+        match self {
+            Waiting::Connect => write!(f, "could not connect to {server} within {after}"),
+            Waiting::Send => write!(f, "{server} did not take the request within {after}"),
+            Waiting::Reply => write!(f, "no reply from {server} within {after}"),
+            Waiting::RestOfReply => write!(f, "no complete reply from {server} within {after}"),
+            Waiting::StreamData => write!(f, "no data from {server} for {after}"),
+        }
+    }
+}
+
+/// A limit as core's errors show it: `5 s`, or `1500 ms` when not whole seconds.
+struct Limit(core::time::Duration);
+
+impl core::fmt::Display for Limit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0.subsec_millis() == 0 {
+            write!(f, "{} s", self.0.as_secs())
+        } else {
+            write!(f, "{} ms", self.0.as_millis())
+        }
+    }
 }
 
 /// What a benchmark-server call can fail with, whatever the transport: `C` is the
@@ -242,17 +294,7 @@ impl<C: core::fmt::Display, I: core::fmt::Debug> core::fmt::Display for ClientEr
             ClientError::Connect(e) => write!(f, "connect: {e}"),
             ClientError::Io(kind) => write!(f, "connection failed: {kind:?}"),
             ClientError::Timeout { after, waiting } => {
-                f.write_str(match waiting {
-                    Waiting::Connect => "could not connect to the server within ",
-                    Waiting::Reply => "no reply from the server within ",
-                    Waiting::StreamData => "no data from the server for ",
-                })?;
-                let (s, ms) = (after.as_secs(), after.subsec_millis());
-                if ms == 0 {
-                    write!(f, "{s} s")
-                } else {
-                    write!(f, "{} ms", after.as_millis())
-                }
+                waiting.fmt_timeout(f, "the server", &Limit(*after))
             }
             ClientError::Encode(e) => write!(f, "request: {e}"),
             ClientError::Decode(e) => write!(f, "response: {e:?}"),

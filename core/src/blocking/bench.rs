@@ -251,8 +251,8 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
         let now = self.transport.now();
-        let mut exchange = self.talk.exchange(req, kind, sink, now);
-        run(&mut self.transport, self.rx, &mut exchange)
+        let mut exchange = self.talk.exchange(req, kind, now);
+        run(&mut self.transport, self.rx, &mut exchange, sink)
     }
 }
 
@@ -269,12 +269,13 @@ enum Done {
 }
 
 /// Drives `exchange` over `transport` to its outcome: acts on its outputs, reads into
-/// `rx` when it has none, and calls it back at its deadlines. Once for every request
-/// type (each copy would be flash).
+/// `rx` when it has none (the response going to `sink`), and calls it back at its
+/// deadlines. Once for every request type (each copy would be flash).
 fn run<T: Transport>(
     transport: &mut T,
     rx: &mut [u8],
     exchange: &mut Exchange<'_, ErrorKind, ErrorKind>,
+    sink: &mut dyn Sink,
 ) -> Result<(), Error<'static>> {
     loop {
         let now = transport.now();
@@ -315,8 +316,11 @@ fn run<T: Transport>(
         }
         match transport.wait_readable(exchange.poll_timeout()) {
             Ok(true) => match transport.read(rx) {
-                Ok(0) => exchange.handle_closed(transport.now()),
-                Ok(n) => exchange.handle_input(transport.now(), rx.get(..n).unwrap_or_default()),
+                Ok(0) => exchange.handle_closed(transport.now(), sink),
+                Ok(n) => {
+                    let input = rx.get(..n).unwrap_or_default();
+                    exchange.handle_input(transport.now(), input, sink)
+                }
                 Err(e) => exchange.handle_io_error(transport.now(), e.kind()),
             },
             // The loop checks the deadline.

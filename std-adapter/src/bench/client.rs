@@ -7,21 +7,21 @@ use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use benchlink_core::bench::exchange::{DataStep, DataWait, Timeouts};
 use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::{
     Body as BenchBody, Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine,
-    LogLineError, MetricLine, Request, Status, StreamRequest,
+    LogLineError, MetricLine, Request, StreamRequest,
 };
 use benchlink_core::http::{Body, Boundary, Part, BOUNDARY_LEN};
+use benchlink_core::time::Instant as CoreInstant;
 
 use super::address::{ServerAddress, HOST_ENV};
 use super::error::{Error, ErrorKind};
 use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
-use crate::http::{
-    self, Buffers, Deadlines, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait,
-};
+use crate::http::{self, Buffers, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait};
 use crate::net::{Tls, TlsOptions};
 
 /// The server the official CLI talks to when nothing else is said.
@@ -97,7 +97,7 @@ struct Identity {
     prefix: String,
     user_agent: String,
     token: Option<Secret>,
-    limits: Deadlines,
+    limits: Timeouts,
 }
 
 /// The kept-alive connection and the decoder's memory.
@@ -140,9 +140,9 @@ impl BenchClient {
                 prefix: address.prefix.clone(),
                 user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")).to_owned(),
                 token: None,
-                limits: Deadlines {
+                limits: Timeouts {
                     reply: Some(DEFAULT_TIMEOUT),
-                    idle: None,
+                    stream_idle: None,
                 },
             },
             address,
@@ -238,7 +238,7 @@ impl BenchClient {
     /// How long a log or data stream may stay silent before it fails (default: no limit,
     /// since a running benchmark's log can be quiet for long).
     pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
-        self.identity.limits.idle = timeout;
+        self.identity.limits.stream_idle = timeout;
         self
     }
 
@@ -462,13 +462,19 @@ impl BenchClient {
     }
 
     /// `/data` once the benchmark runs or ended, starting from `known` if given, else
-    /// from a fresh `/status` (see [`data`](Self::data)).
+    /// from a fresh `/status` (see [`data`](Self::data)): core's [`DataWait`] says when
+    /// to ask again, the same wait as the blocking and embassy clients'.
     fn data_once_ready(
         &mut self,
         id: u64,
         mut known: Option<&StatusInfo>,
     ) -> Result<LineStream<'_, MetricLine>, Error> {
-        let mut poll = Duration::from_millis(20);
+        let mut wait = DataWait::new();
+        // Core's clock, counted from here.
+        let epoch = std::time::Instant::now();
+        let now = || {
+            CoreInstant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+        };
         loop {
             let fresh;
             let status = match known.take() {
@@ -478,18 +484,14 @@ impl BenchClient {
                     &fresh
                 }
             };
-            match status.status() {
-                Status::Failed => return Ok(LineStream::empty(&mut self.line_buf)),
-                Status::Running | Status::Other(_) => break,
-                s if s.is_final() => break,
-                // A stage before `running`, or `post_hooks` (which may still fail).
-                _ => {
-                    std::thread::sleep(poll);
-                    poll = (poll * 2).min(Duration::from_secs(1));
+            match wait.handle_status(now(), &status.status()) {
+                DataStep::SendData => return self.stream(&request::Data { id }),
+                DataStep::Empty => return Ok(LineStream::empty(&mut self.line_buf)),
+                DataStep::PollStatusAt(at) => {
+                    std::thread::sleep(at.saturating_duration_since(now()));
                 }
             }
         }
-        self.stream(&request::Data { id })
     }
 
     /// Sends `req` and reads its JSON reply, converting the borrowed view with `own`.

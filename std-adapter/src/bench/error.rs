@@ -7,12 +7,15 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use benchlink_core::bench::exchange::ClientError;
+/// What a timed-out request was waiting for: core's list, the one every client of the
+/// server reports (and words) its timeouts with.
+pub use benchlink_core::bench::exchange::Waiting;
 use benchlink_core::bench::{self as core_bench, ReasonCode};
 use benchlink_core::http::{DecodeError, EncodeError};
 
 use super::address::AddressError;
 use super::model::text;
-use crate::http::{Failure, TimedOut, Waiting as HttpWaiting};
 
 /// The longest piece of a server's text an error message shows.
 const MAX_SHOWN: usize = 300;
@@ -80,22 +83,6 @@ pub enum ErrorKind {
     /// A 200 reply that is not what the endpoint returns, or a line of a stream that is
     /// not what the stream carries.
     Reply(String),
-}
-
-/// What a timed-out request was waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Waiting {
-    /// The connection to open.
-    Connect,
-    /// The server to take the request.
-    Send,
-    /// The first byte of the reply.
-    Reply,
-    /// The rest of a reply that had started (a server sending too slowly).
-    RestOfReply,
-    /// The next bytes of a stream.
-    StreamData,
 }
 
 impl Error {
@@ -245,16 +232,7 @@ impl fmt::Display for Error {
             ErrorKind::Connect(e) => write!(f, "could not connect to {server}: {e}")?,
             ErrorKind::Io(e) => write!(f, "connection to {server} failed: {e}")?,
             ErrorKind::Timeout { after, waiting } => {
-                let after = Seconds(*after);
-                match waiting {
-                    Waiting::Connect => write!(f, "could not connect to {server} within {after}")?,
-                    Waiting::Send => write!(f, "{server} did not take the request within {after}")?,
-                    Waiting::Reply => write!(f, "no reply from {server} within {after}")?,
-                    Waiting::RestOfReply => {
-                        write!(f, "no complete reply from {server} within {after}")?
-                    }
-                    Waiting::StreamData => write!(f, "no data from {server} for {after}")?,
-                }
+                waiting.fmt_timeout(f, server, &Seconds(*after))?
             }
             ErrorKind::Encode(e) => write!(f, "the request could not be encoded: {e}")?,
             ErrorKind::Http(e) => write!(f, "bad HTTP response from {server}: {e}")?,
@@ -328,23 +306,32 @@ impl From<EncodeError> for Error {
     }
 }
 
-impl From<Failure> for Error {
-    fn from(f: Failure) -> Error {
-        match f {
-            Failure::Encode(e) => ErrorKind::Encode(e),
-            Failure::Connect(e) => ErrorKind::Connect(e),
-            Failure::Io(e) => ErrorKind::Io(e),
-            Failure::Decode(e) => ErrorKind::Http(e),
-            Failure::Timeout(TimedOut { after, waiting }) => ErrorKind::Timeout {
-                after,
-                waiting: match waiting {
-                    HttpWaiting::Connect => Waiting::Connect,
-                    HttpWaiting::Send => Waiting::Send,
-                    HttpWaiting::Reply => Waiting::Reply,
-                    HttpWaiting::RestOfReply => Waiting::RestOfReply,
-                    HttpWaiting::StreamData => Waiting::StreamData,
-                },
-            },
+/// Core's error of a benchmark client (the one the blocking and embassy clients
+/// return), with the socket's `io::Error`s: the std client's own failures are core's,
+/// told with the server and request they happened on.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{ClientError, Waiting};
+/// use benchlink_std::bench::Error;
+/// use std::{io, time::Duration};
+/// let e: ClientError<'_, io::Error, io::Error> =
+///     ClientError::Timeout { after: Duration::from_secs(5), waiting: Waiting::Send };
+/// let e = Error::from(e).with_request("127.0.0.1:4800", "POST /start");
+/// assert_eq!(e.to_string(), "127.0.0.1:4800 did not take the request within 5 s (POST /start)");
+/// ```
+impl From<ClientError<'_, io::Error, io::Error>> for Error {
+    fn from(e: ClientError<'_, io::Error, io::Error>) -> Error {
+        match e {
+            ClientError::Encode(e) => ErrorKind::Encode(e),
+            ClientError::Connect(e) => ErrorKind::Connect(e),
+            ClientError::Io(e) => ErrorKind::Io(e),
+            ClientError::Decode(e) => ErrorKind::Http(e),
+            ClientError::Timeout { after, waiting } => ErrorKind::Timeout { after, waiting },
+            ClientError::BodyTooLarge { max } => {
+                ErrorKind::Http(DecodeError::BodyTooLarge { max: max as u64 })
+            }
+            ClientError::Server(e) => return e.into(),
+            e @ ClientError::TooManyFiles => ErrorKind::Reply(e.to_string()),
         }
         .into()
     }

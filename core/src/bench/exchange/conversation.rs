@@ -69,12 +69,12 @@ enum Connection {
 /// talk.set_timeouts(Timeouts { reply: Some(Duration::from_secs(5)), stream_idle: Some(Duration::from_secs(30)) });
 /// let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
 /// let t = Instant::ZERO;
-/// let mut ex = talk.exchange::<_, (), ()>(&Log { id: 1 }, ResponseKind::Stream, &mut log, t);
+/// let mut ex = talk.exchange::<_, (), ()>(&Log { id: 1 }, ResponseKind::Stream, t);
 /// # ex.poll_output(t); ex.handle_connected(t);
 /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
 /// # ex.flushed(t);
 /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(5))); // the head, by the reply limit
-/// ex.handle_input(Instant::from_secs(1), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+/// ex.handle_input(Instant::from_secs(1), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &mut log);
 /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(31))); // then silences of 30 s
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub enum ResponseKind {
 /// let mut reply = ReplyBody::new(&mut body);
 /// let now = Instant::ZERO;
 /// let mut ex = talk
-///     .exchange::<_, (), ()>(&Status { id: 7 }, ResponseKind::Reply, &mut reply, now);
+///     .exchange::<_, (), ()>(&Status { id: 7 }, ResponseKind::Reply, now);
 /// assert!(matches!(ex.poll_output(now), Some(Output::Connect { host: "bench", port: 4800 })));
 /// ex.handle_connected(now);
 /// let Some(Output::Transmit(bytes)) = ex.poll_output(now) else { panic!() };
@@ -115,7 +115,7 @@ pub enum ResponseKind {
 /// ex.flushed(now);
 /// assert!(ex.poll_output(now).is_none()); // waiting for the reply, until:
 /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
-/// ex.handle_input(now, b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}");
+/// ex.handle_input(now, b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}", &mut reply);
 /// assert!(ex.poll_output(now).is_none()); // kept alive: nothing to close
 /// assert_eq!(ex.outcome(), Some(Ok(())));
 /// drop(ex);
@@ -230,8 +230,7 @@ impl<'b> Conversation<'b> {
     /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
     /// talk.set_connect_timeout(Some(core::time::Duration::from_secs(2)));
-    /// let mut reply = ReplyBody::new(&mut body);
-    /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, Instant::ZERO);
     /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(2))); // before the 60 s reply limit
     /// ```
     pub fn set_connect_timeout(&mut self, timeout: Option<Duration>) {
@@ -290,11 +289,11 @@ impl<'b> Conversation<'b> {
     /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
     /// // (an exchange kept the connection open)
     /// # let mut r = ReplyBody::new(&mut body);
-    /// # let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut r, Instant::ZERO);
+    /// # let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, Instant::ZERO);
     /// # ex.poll_output(Instant::ZERO); ex.handle_connected(Instant::ZERO);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(Instant::ZERO) { let n = b.len(); ex.transmitted(Instant::ZERO, n); }
     /// # ex.flushed(Instant::ZERO);
-    /// # ex.handle_input(Instant::ZERO, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    /// # ex.handle_input(Instant::ZERO, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", &mut r);
     /// # drop(ex);
     /// assert!(talk.is_open());
     /// talk.handle_peer_closed();
@@ -321,7 +320,8 @@ impl<'b> Conversation<'b> {
     }
 
     /// Starts the exchange of `req` at `now` (the reply deadline counts from here), its
-    /// response going to `sink` read as `kind`. `C` and `I` are the transport's connect
+    /// response read as `kind` (into the sink handed to each
+    /// [`handle_input`](Exchange::handle_input)). `C` and `I` are the transport's connect
     /// and I/O error types, handed in through
     /// [`handle_connect_failed`](Exchange::handle_connect_failed) and
     /// [`handle_io_error`](Exchange::handle_io_error). A request that cannot be sent at
@@ -331,14 +331,13 @@ impl<'b> Conversation<'b> {
     /// hundred bytes of stack on a device.)
     ///
     /// ```
-    /// use benchlink_core::bench::exchange::{ClientError, Conversation, ReplyBody, ResponseKind, Server};
+    /// use benchlink_core::bench::exchange::{ClientError, Conversation, ResponseKind, Server};
     /// use benchlink_core::bench::request::Status;
     /// use benchlink_core::http::EncodeError;
     /// use benchlink_core::time::Instant;
-    /// let (mut tx, mut head, mut body) = ([0u8; 16], [0u8; 512], [0u8; 64]);
+    /// let (mut tx, mut head) = ([0u8; 16], [0u8; 512]);
     /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
-    /// let mut reply = ReplyBody::new(&mut body);
-    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, Instant::ZERO);
+    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, Instant::ZERO);
     /// assert!(ex.poll_output(Instant::ZERO).is_none());
     /// let too_small = ClientError::Encode(EncodeError::BufferTooSmall { capacity: 16 });
     /// assert_eq!(ex.outcome(), Some(Err(too_small)));
@@ -347,18 +346,16 @@ impl<'b> Conversation<'b> {
         &'a mut self,
         req: &'a R,
         kind: ResponseKind,
-        sink: &'a mut dyn Sink,
         now: Instant,
     ) -> Exchange<'a, C, I> {
         let upload = Upload::of(req, self.seed);
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, sink, now)
+        self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, now)
     }
 
     /// [`exchange`](Self::exchange) once the request's type is known: one copy for every
     /// request type (each copy would be flash).
-    #[allow(clippy::too_many_arguments)]
     fn exchange_parts<'a, C: Copy, I: Copy>(
         &'a mut self,
         method: Method,
@@ -366,7 +363,6 @@ impl<'b> Conversation<'b> {
         query: &'a dyn crate::http::EncodeQuery,
         upload: Result<Option<Upload<'a>>, OutgoingError>,
         kind: ResponseKind,
-        sink: &'a mut dyn Sink,
         now: Instant,
     ) -> Exchange<'a, C, I> {
         let Conversation {
@@ -404,7 +400,6 @@ impl<'b> Conversation<'b> {
             chunk: Chunk::Content(&[]),
             offset: 0,
             decoder,
-            sink,
             connection,
             attempts: Attempts::new(method),
             method,
@@ -440,14 +435,13 @@ impl<'b> Conversation<'b> {
 /// output: until [`Exchange::poll_timeout`].
 ///
 /// ```
-/// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+/// use benchlink_core::bench::exchange::{Conversation, Output, ResponseKind, Server};
 /// use benchlink_core::bench::request::Status;
 /// use benchlink_core::time::Instant;
-/// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 64]);
+/// let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
 /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-/// let mut reply = ReplyBody::new(&mut body);
 /// let t = Instant::ZERO;
-/// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+/// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, t);
 /// let mut did = Vec::new();
 /// while let Some(output) = ex.poll_output(t) {
 ///     match output {
@@ -516,8 +510,11 @@ enum Phase {
 /// [`handle_closed`](Self::handle_closed), a failure with
 /// [`handle_io_error`](Self::handle_io_error), and at
 /// [`poll_timeout`](Self::poll_timeout) [`handle_timeout`](Self::handle_timeout) —
-/// until [`outcome`](Self::outcome) is there. The response goes to its [`Sink`] as it is
-/// decoded.
+/// until [`outcome`](Self::outcome) is there. The response goes, as it is decoded, to the
+/// [`Sink`] handed to each `handle_input` and `handle_closed`: not one fixed when the
+/// exchange starts, so that a client may hand each read of a long stream to whoever
+/// asks for its lines then (a line iterator and a batch reader taking turns on one
+/// stream), or gather a reply wherever it likes.
 ///
 /// It applies the rules of [`Attempts`]: a `GET` that met a kept-alive connection the
 /// server had closed is sent once more on a new one, and a reply sent before the
@@ -532,7 +529,7 @@ enum Phase {
 /// fn run(talk: &mut Conversation<'_>, body: &mut [u8], answer: &[u8]) -> Result<(), ()> {
 ///     let mut reply = ReplyBody::new(body);
 ///     let now = Instant::ZERO;
-///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, now);
+///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, now);
 ///     loop {
 ///         match ex.poll_output(now) {
 ///             Some(Output::Connect { .. }) => ex.handle_connected(now),
@@ -541,7 +538,7 @@ enum Phase {
 ///             Some(Output::Close) => {}
 ///             None => match ex.outcome() {
 ///                 Some(outcome) => return outcome.map_err(|_| ()),
-///                 None => ex.handle_input(now, answer),
+///                 None => ex.handle_input(now, answer, &mut reply),
 ///             },
 ///         }
 ///     }
@@ -561,7 +558,6 @@ pub struct Exchange<'a, C, I> {
     chunk: Chunk<'a>,
     offset: usize,
     decoder: ResponseDecoder<'a, MAX_HEADERS>,
-    sink: &'a mut dyn Sink,
     connection: &'a mut Connection,
     attempts: Attempts,
     method: Method,
@@ -596,14 +592,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// [`poll_timeout`](Self::poll_timeout) read before it.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// assert_eq!(ex.poll_output(t), Some(Output::Connect { host: "bench", port: 4800 }));
     /// assert_eq!(ex.poll_output(t), None); // connecting: nothing to do until it is reported
     /// ```
@@ -664,14 +659,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// connect limit, or a stream's idle limit (`None`: no limit).
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// // The default reply limit, 60 s from the start.
     /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
     /// ```
@@ -696,12 +690,12 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
     /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// # ex.flushed(t);
     /// assert_eq!(ex.outcome(), None);
-    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", &mut reply);
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
     pub fn outcome(&self) -> Option<Result<(), ClientError<'static, C, I>>> {
@@ -714,14 +708,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// The connection asked for is open.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t);
     /// ex.handle_connected(t);
     /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(b)) if b.starts_with(b"GET /status")));
@@ -738,14 +731,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// [`ClientError::Connect`].
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t);
     /// ex.handle_connect_failed(t, "refused");
     /// assert_eq!(ex.poll_output(t), None);
@@ -761,14 +753,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// `n` bytes of the last [`Output::Transmit`] were written.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// let Some(Output::Transmit(all)) = ex.poll_output(t) else { panic!() };
     /// let len = all.len();
@@ -784,14 +775,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// The flush of [`Output::Flush`] is done: the response is awaited.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// ex.flushed(t);
@@ -808,14 +798,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// (the server may have answered early); a read that broke ends the attempt.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// # ex.flushed(t);
@@ -836,8 +825,9 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// Bytes read from the connection (while reading: ignored otherwise). They all go
-    /// to the decoder; bytes after the end of the response close the connection (they
-    /// would corrupt the next one).
+    /// to the decoder, and what it decodes of the response to `sink` (the same sink
+    /// type all along, or a different one at each call); bytes after the end of the
+    /// response close the connection (they would corrupt the next one).
     ///
     /// ```
     /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
@@ -847,16 +837,16 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
     /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// # ex.flushed(t);
     /// // Any split of the response gives the same result.
-    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Len");
-    /// ex.handle_input(t, b"gth: 2\r\n\r\n{}");
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Len", &mut reply);
+    /// ex.handle_input(t, b"gth: 2\r\n\r\n{}", &mut reply);
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
-    pub fn handle_input(&mut self, now: Instant, mut input: &[u8]) {
+    pub fn handle_input(&mut self, now: Instant, mut input: &[u8], sink: &mut dyn Sink) {
         if self.phase != Phase::Receiving {
             return;
         }
@@ -872,9 +862,9 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                     match event {
                         Event::Head(h) => {
                             self.head_seen = true;
-                            Ok(self.sink.head(h.status).is_break().then_some(After::Close))
+                            Ok(sink.head(h.status).is_break().then_some(After::Close))
                         }
-                        Event::Data(d) => Ok(self.sink.data(d).is_break().then_some(After::Close)),
+                        Event::Data(d) => Ok(sink.data(d).is_break().then_some(After::Close)),
                         Event::End { keep_alive, .. } => {
                             Ok(Some(if keep_alive && input.is_empty() {
                                 After::Keep
@@ -895,7 +885,8 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// The peer ended the stream (a read returned nothing): the end of a close-delimited
-    /// body, a response cut short, or — before any response — a stale connection.
+    /// body (its last bytes go to `sink`), a response cut short, or — before any
+    /// response — a stale connection.
     ///
     /// ```
     /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
@@ -905,30 +896,30 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
     /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// # ex.flushed(t);
     /// // A body delimited by the end of the connection.
-    /// ex.handle_input(t, b"HTTP/1.0 200 OK\r\n\r\n{}");
+    /// ex.handle_input(t, b"HTTP/1.0 200 OK\r\n\r\n{}", &mut reply);
     /// assert_eq!(ex.outcome(), None);
-    /// ex.handle_closed(t);
+    /// ex.handle_closed(t, &mut reply);
     /// assert_eq!(ex.poll_output(t), Some(Output::Close));
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
-    pub fn handle_closed(&mut self, now: Instant) {
+    pub fn handle_closed(&mut self, now: Instant, sink: &mut dyn Sink) {
         if self.phase != Phase::Receiving {
             return;
         }
         let received = loop {
             match self.decoder.finish() {
                 Ok(Event::Data(d)) => {
-                    if self.sink.data(d).is_break() {
+                    if sink.data(d).is_break() {
                         break Ok(After::Close);
                     }
                 }
                 Ok(Event::Head(h)) => {
-                    if self.sink.head(h.status).is_break() {
+                    if sink.head(h.status).is_break() {
                         break Ok(After::Close);
                     }
                 }
@@ -940,17 +931,19 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     }
 
     /// Time passed: at [`poll_timeout`](Self::poll_timeout) (or later) the exchange
-    /// fails with [`ClientError::Timeout`]; earlier, nothing happens.
+    /// fails with [`ClientError::Timeout`]; earlier, nothing happens. The timeout says
+    /// what the request was waiting for: the connect, the server taking the request
+    /// ([`Waiting::Send`]), a response ([`Waiting::Reply`], until its head is complete),
+    /// the rest of a JSON reply ([`Waiting::RestOfReply`]) or a stream's next bytes.
     ///
     /// ```
-    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::exchange::{ClientError, Conversation, Output, ResponseKind, Server, Waiting};
     /// # use benchlink_core::bench::request::Status;
     /// # use benchlink_core::time::Instant;
-    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
-    /// # let mut reply = ReplyBody::new(&mut body);
     /// # let t = Instant::ZERO;
-    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, &mut reply, t);
+    /// let mut ex = talk.exchange::<_, &str, &str>(&Status { id: 1 }, ResponseKind::Reply, t);
     /// # ex.poll_output(t); ex.handle_connected(t);
     /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     /// # ex.flushed(t);
@@ -958,15 +951,16 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), None);
     /// ex.handle_timeout(Instant::from_secs(60));
     /// # assert_eq!(ex.poll_output(t), Some(Output::Close));
-    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { .. }))));
+    /// assert!(matches!(ex.outcome(), Some(Err(ClientError::Timeout { waiting: Waiting::Reply, .. }))));
     /// ```
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.poll_timeout().is_none_or(|t| now < t) {
             return;
         }
-        let reply = ClientError::Timeout {
+        // The reply deadline, named by what it caught the request waiting for.
+        let reply = |waiting| ClientError::Timeout {
             after: self.timeouts.reply.unwrap_or_default(),
-            waiting: Waiting::Reply,
+            waiting,
         };
         match self.phase {
             Phase::Connect | Phase::Connecting => {
@@ -978,13 +972,22 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
                 let waiting = Waiting::Connect;
                 self.fail(ClientError::Timeout { after, waiting });
             }
-            Phase::Sending | Phase::Flush | Phase::Flushing => self.send_ended(now, Err(reply)),
+            Phase::Sending | Phase::Flush | Phase::Flushing => {
+                self.send_ended(now, Err(reply(Waiting::Send)));
+            }
             Phase::Receiving if self.stream && self.head_seen => {
                 let after = self.timeouts.stream_idle.unwrap_or_default();
                 let waiting = Waiting::StreamData;
                 self.conclude(now, Some(Err(ClientError::Timeout { after, waiting })));
             }
-            Phase::Receiving => self.conclude(now, Some(Err(reply))),
+            Phase::Receiving => {
+                let waiting = if self.head_seen {
+                    Waiting::RestOfReply
+                } else {
+                    Waiting::Reply
+                };
+                self.conclude(now, Some(Err(reply(waiting))));
+            }
             Phase::Close { .. } | Phase::Done => {}
         }
     }

@@ -48,7 +48,7 @@ fn a_kept_alive_connection_carries_the_next_request_without_connecting() {
     for round in 0..2 {
         let mut reply = ReplyBody::new(&mut body);
         let req = StatusReq { id: 7 };
-        let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, &mut reply, T0);
+        let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, T0);
         let (did, wire) = drive(&mut ex, T0);
         let expected: &[&str] = if round == 0 {
             &["connect", "flush"]
@@ -57,7 +57,7 @@ fn a_kept_alive_connection_carries_the_next_request_without_connecting() {
         };
         assert_eq!(did, expected);
         assert!(wire.starts_with(b"GET /status?id=7&wait=false HTTP/1.1\r\n"));
-        ex.handle_input(T0, OK);
+        ex.handle_input(T0, OK, &mut reply);
         assert_eq!(drive(&mut ex, T0).0, [""; 0]);
         assert_eq!(ex.outcome(), Some(Ok(())));
         assert!(talk.is_open());
@@ -70,11 +70,11 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     drive(&mut ex, T0);
     let mut input = OK.to_vec();
     input.extend_from_slice(b"HTTP/1.1 200");
-    ex.handle_input(T0, &input);
+    ex.handle_input(T0, &input, &mut reply);
     assert_eq!(drive(&mut ex, T0).0, ["close"]);
     assert_eq!(ex.outcome(), Some(Ok(())));
     assert!(!talk.is_open());
@@ -84,22 +84,17 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
 fn keep_alive(talk: &mut Conversation<'_>, body: &mut [u8]) {
     {
         let mut reply = ReplyBody::new(body);
-        let mut ex: Ex<'_> =
-            talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+        let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
         drive(&mut ex, T0);
-        ex.handle_input(T0, OK);
+        ex.handle_input(T0, OK, &mut reply);
         assert_eq!(ex.outcome(), Some(Ok(())));
     }
     assert!(talk.is_open());
 }
 
 /// An exchange on a kept-alive connection (one completed before).
-fn reused<'a>(
-    talk: &'a mut Conversation<'_>,
-    req: &'a StatusReq,
-    reply: &'a mut ReplyBody<'_>,
-) -> Ex<'a> {
-    let mut ex: Ex<'_> = talk.exchange(req, ResponseKind::Reply, reply, T0);
+fn reused<'a>(talk: &'a mut Conversation<'_>, req: &'a StatusReq) -> Ex<'a> {
+    let mut ex: Ex<'_> = talk.exchange(req, ResponseKind::Reply, T0);
     drive(&mut ex, T0);
     ex
 }
@@ -111,9 +106,9 @@ fn a_get_that_meets_a_stale_connection_is_sent_again_once_on_a_new_one() {
     let req = StatusReq { id: 1 };
     keep_alive(&mut talk, &mut body);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex = reused(&mut talk, &req, &mut reply);
+    let mut ex = reused(&mut talk, &req);
     // The server had closed the idle connection: end of stream before any response.
-    ex.handle_closed(T0);
+    ex.handle_closed(T0, &mut reply);
     let (did, wire) = drive(&mut ex, T0);
     assert_eq!(did, ["close", "connect", "flush"]);
     assert!(wire.starts_with(b"GET /status?id=1"));
@@ -133,11 +128,11 @@ fn a_post_on_a_stale_connection_is_not_repeated() {
         content: b"#!benchDL\n",
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, T0);
     let (did, wire) = drive(&mut ex, T0);
     assert_eq!(did, ["flush"]);
     assert!(wire.starts_with(b"POST /start"));
-    ex.handle_closed(T0);
+    ex.handle_closed(T0, &mut reply);
     assert_eq!(drive(&mut ex, T0).0, ["close"]);
     let no_response = DecodeError::UnexpectedEof {
         section: Section::NoResponse,
@@ -152,8 +147,7 @@ fn the_peer_closing_an_idle_connection_replaces_it_before_sending() {
     let req = StatusReq { id: 1 };
     keep_alive(&mut talk, &mut body);
     talk.handle_peer_closed();
-    let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, T0);
     assert_eq!(drive(&mut ex, T0).0, ["close", "connect", "flush"]);
 }
 
@@ -167,7 +161,7 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
         content: &big,
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     // The head goes out, then part of the body, then the server's reset.
@@ -183,6 +177,7 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
     ex.handle_input(
         T0,
         b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        &mut reply,
     );
     assert_eq!(drive(&mut ex, T0).0, ["close"]);
     assert_eq!(ex.outcome(), Some(Ok(())));
@@ -193,10 +188,9 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
 
 #[test]
 fn a_broken_send_without_a_reply_fails_with_the_write_error() {
-    let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
+    let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     let mut talk = talk(&mut tx, &mut head);
-    let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
@@ -217,13 +211,16 @@ fn the_reply_deadline_fires_through_handle_timeout() {
     });
     let start = Instant::from_secs(10);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> =
-        talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, start);
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, start);
     drive(&mut ex, start);
     let deadline = Instant::from_secs(12);
     assert_eq!(ex.poll_timeout(), Some(deadline));
     // Half a response does not move the deadline; an early call changes nothing.
-    ex.handle_input(Instant::from_secs(11), b"HTTP/1.1 200 OK\r\nContent-Len");
+    ex.handle_input(
+        Instant::from_secs(11),
+        b"HTTP/1.1 200 OK\r\nContent-Len",
+        &mut reply,
+    );
     assert_eq!(ex.poll_timeout(), Some(deadline));
     ex.handle_timeout(Instant::from_millis(11_999));
     assert_eq!(ex.outcome(), None);
@@ -236,13 +233,53 @@ fn the_reply_deadline_fires_through_handle_timeout() {
     assert_eq!(ex.outcome(), Some(Err(timed_out)));
 }
 
+/// The reply deadline names what it caught the request waiting for: the server taking
+/// the request, the rest of a response head (still `Reply`), or the rest of a body.
 #[test]
-fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
+fn the_reply_deadline_says_what_the_request_was_waiting_for() {
+    let limit = Duration::from_secs(2);
+    let timeouts = Timeouts {
+        reply: Some(limit),
+        stream_idle: None,
+    };
+    let timed_out = |waiting| -> Option<Result<(), E>> {
+        Some(Err(ClientError::Timeout {
+            after: limit,
+            waiting,
+        }))
+    };
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
+    talk.set_timeouts(timeouts);
+    // A request the server does not take.
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
+    ex.handle_connected(T0);
+    assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
+    ex.handle_timeout(Instant::from_secs(2));
+    assert_eq!(drive(&mut ex, Instant::from_secs(2)).0, ["close"]);
+    assert_eq!(ex.outcome(), timed_out(Waiting::Send));
+    // A head that stops halfway, then a body that stops halfway.
+    for (sent, waiting) in [
+        (&b"HTTP/1.1 200 OK\r\nContent-Len"[..], Waiting::Reply),
+        (&OK[..OK.len() - 3], Waiting::RestOfReply),
+    ] {
+        let mut reply = ReplyBody::new(&mut body);
+        let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+        drive(&mut ex, T0);
+        ex.handle_input(Instant::from_secs(1), sent, &mut reply);
+        ex.handle_timeout(Instant::from_secs(2));
+        assert_eq!(drive(&mut ex, Instant::from_secs(2)).0, ["close"]);
+        assert_eq!(ex.outcome(), timed_out(waiting));
+    }
+}
+
+#[test]
+fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
+    let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    let mut talk = talk(&mut tx, &mut head);
     talk.set_connect_timeout(Some(Duration::from_secs(1)));
-    let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, &mut reply, T0);
+    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     // The limit is known before the connect is asked for, to bound it.
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(1)));
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
@@ -271,7 +308,7 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
         ControlFlow::Continue(())
     });
     let req = crate::bench::request::Log { id: 1 };
-    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Stream, &mut body, T0);
+    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Stream, T0);
     drive(&mut ex, T0);
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
     let at = Instant::from_secs(100);
@@ -279,11 +316,12 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
     ex.handle_input(
         head_at,
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst\n\r\n",
+        &mut body,
     );
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(8)));
     // Silence past the reply deadline is fine while within the idle limit.
-    ex.handle_input(Instant::from_secs(59), b"7\r\nsecond\n\r\n");
-    ex.handle_input(Instant::from_secs(61), b"6\r\nthird\n\r\n");
+    ex.handle_input(Instant::from_secs(59), b"7\r\nsecond\n\r\n", &mut body);
+    ex.handle_input(Instant::from_secs(61), b"6\r\nthird\n\r\n", &mut body);
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(64)));
     ex.handle_timeout(Instant::from_secs(64));
     assert_eq!(drive(&mut ex, at).0, ["close"]);
