@@ -415,7 +415,7 @@ enum Step {
 /// The bytes of one request, chunk by chunk: see the [module docs](self).
 ///
 /// Only [`new`](Self::new) depends on the request's type: the rest is one copy of
-/// [`Parts`] for every request type (each copy would be flash).
+/// its parts for every request type (each copy would be flash).
 pub struct Outgoing<'r, R> {
     parts: Parts<'r>,
     req: PhantomData<&'r R>,
