@@ -107,6 +107,13 @@ fn is_data(event: Event<'_>, key: &str, message: &str) -> Option<()> {
     found.then_some(())
 }
 
+/// Authenticates with the local hub's superuser role, which must succeed.
+async fn authenticate_as_superuser(rtm: &Rtm) {
+    let secret = SUPERUSER_SECRET.as_bytes();
+    let done = rtm.authenticate(SUPERUSER_ROLE, secret, Some(WAIT), |r| r.is_done());
+    assert_eq!(done.await, Ok(true));
+}
+
 /// `member` of an `Ok` reply's body, as JSON text.
 fn ok_member(outcome: Outcome<'_>, member: &str) -> Option<String> {
     let Outcome::Ok(reply) = outcome else {
@@ -196,15 +203,7 @@ fn publish_subscribe_receive_and_kv() {
             .await
             .unwrap();
         assert!(wrong.is_some_and(|reason| !reason.is_empty()));
-        let auth = rtm
-            .authenticate(
-                SUPERUSER_ROLE,
-                SUPERUSER_SECRET.as_bytes(),
-                Some(WAIT),
-                |r| r.is_done(),
-            )
-            .await;
-        assert_eq!(auth, Ok(true));
+        authenticate_as_superuser(rtm).await;
 
         rtm.unsubscribe("animals").unwrap();
         expect_event(rtm, "deleted", |e| {
@@ -225,15 +224,7 @@ fn reconnects_restores_auth_and_resubscribes_after_a_forced_disconnect() {
         with_timeout(WAIT, rtm.wait_for_state(ClientState::Connected))
             .await
             .expect("connected");
-        let auth = rtm
-            .authenticate(
-                SUPERUSER_ROLE,
-                SUPERUSER_SECRET.as_bytes(),
-                Some(WAIT),
-                |r| r.is_done(),
-            )
-            .await;
-        assert_eq!(auth, Ok(true));
+        authenticate_as_superuser(rtm).await;
         // Only the superuser may use restricted channels: proof that auth was restored.
         let channel = "restricted.metrics";
         rtm.subscribe(channel, Mode::Reliable, SubscribeArgs::default())
