@@ -831,8 +831,10 @@ impl fmt::Display for InternalError<'_> {
 }
 
 /// Why an open connection ended, reported once per connection through
-/// [`Handler::link_closed`] before the client's own state change.
+/// [`Handler::link_closed`] before the client's own state change. New reasons may come
+/// (a newer protocol, a newer transport): match with a catch-all arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Disconnect<'a> {
     /// The server sent a close frame.
     PeerClosed {

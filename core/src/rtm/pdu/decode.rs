@@ -23,6 +23,7 @@ use crate::json::{self, Value};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum PduError {
     /// Not JSON (or not UTF-8, or nested deeper than the limit).
     Json(json::Error),
@@ -631,6 +632,7 @@ pub struct SubscriptionInfo<'a> {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Incoming<'a> {
     /// A reply: route it by `id` to the pending request (and check that
     /// `pdu.action.request()` is that request's action: a reply of the wrong type is a

@@ -284,6 +284,7 @@ pub fn disconnect_kind(why: &Disconnect<'_>) -> &'static str {
         Disconnect::WriteStalled => "the hub stopped reading (writes stalled)",
         Disconnect::TransportClosed => "the connection closed without a close frame",
         Disconnect::ClientClosed => "closed by the client",
+        _ => "the connection ended",
     }
 }
 
