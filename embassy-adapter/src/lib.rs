@@ -53,7 +53,7 @@
 //!         // Views' queries and extra subscribe arguments: 256 bytes for each of 4.
 //!         subscription_args: static_bytes::<1024>(),
 //!     };
-//!     // The events waiting to be taken (about 4 KiB: room for keys of up to 256 bytes).
+//!     // The events waiting to be taken (about 5 KiB: room for keys of up to 256 bytes).
 //!     let events = static_bytes::<{ Events::<&mut [u8]>::capacity_for(4, 8, 0) }>();
 //!     let link = MessagingConfig::new("ws://10.0.0.1:8080", "APPKEY");
 //!     Rtm::new(Config::default(), link, buffers, events, rng).expect("a valid endpoint")

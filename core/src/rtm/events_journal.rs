@@ -105,12 +105,20 @@ impl<B: Bytes> core::fmt::Debug for Events<B> {
     }
 }
 
-/// Bytes of the largest record: its header, a tag, two states or a ticket and a kind,
-/// and a string of up to [`MAX_SUBSCRIPTION_KEY`] bytes with its length.
-const MAX_RECORD: usize = RECORD_HEADER + 1 + 2 + 2 + MAX_SUBSCRIPTION_KEY;
+/// Bytes of the largest record that names a subscription (subscription data): its
+/// header, a tag, the form byte, where the subscription id, the position (with its
+/// presence byte) and the messages lie, and a key of up to [`MAX_SUBSCRIPTION_KEY`]
+/// bytes with its length.
+const MAX_RECORD: usize = RECORD_HEADER + 1 + 1 + 8 + 1 + 8 + 8 + 2 + MAX_SUBSCRIPTION_KEY;
 
-/// Bytes of a record without a string (a reply, a state change).
-const SMALL_RECORD: usize = RECORD_HEADER + 1 + 4 + 1 + 8;
+/// The longest name of a known action a reply record copies (`auth/authenticate/error`
+/// has 23 bytes).
+const MAX_ACTION: usize = 32;
+
+/// Bytes of the largest record that names no subscription (a reply, a state change): its
+/// header, a tag, the ticket, the kind, the form byte, the id, where the body lies (with
+/// its presence byte) and the action's name with its length.
+const SMALL_RECORD: usize = RECORD_HEADER + 1 + 4 + 1 + 1 + 8 + 1 + 8 + 2 + MAX_ACTION;
 
 impl<B: Bytes> Events<B> {
     /// Events kept in `buf`, of at least [`capacity_for`](Self::capacity_for) bytes for
@@ -888,4 +896,36 @@ fn ws_error_from(kind: u8, a: u64, b: u64) -> Option<WsError> {
         11 => WsError::TruncatedCloseCode,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The records [`Events::capacity_for`] counts are the largest the handler writes:
+    /// subscription data with a key of [`MAX_SUBSCRIPTION_KEY`] bytes and every part, a
+    /// reply with every part and the longest action name there is.
+    #[test]
+    fn the_largest_records_fit_the_sizes_capacity_for_counts() {
+        let record = |events: &Events<Vec<u8>>| events.fifo.front().map_or(0, <[u8]>::len);
+        let key = "k".repeat(MAX_SUBSCRIPTION_KEY);
+        let frame = br#"{"action":"rtm/subscription/data","body":{"subscription_id":"k","position":"1:2","messages":[1]}}"#;
+        let mut events = Events::new(vec![0; 4096]);
+        events.received(frame, Encoding::Json);
+        let Ok(Incoming::Data(data)) = Incoming::decode(Encoding::Json, frame) else {
+            panic!("a data PDU")
+        };
+        events.subscription_data(&key, data);
+        assert_eq!(RECORD_HEADER + record(&events), MAX_RECORD);
+
+        assert!(Action::ALL.iter().all(|a| a.as_str().len() <= MAX_ACTION));
+        let frame = br#"{"action":"auth/authenticate/error","id":4294967295,"body":{"error":"e"}}"#;
+        let mut events = Events::new(vec![0; 4096]);
+        events.received(frame, Encoding::Json);
+        let pdu = Pdu::decode(Encoding::Json, frame).expect("a reply");
+        events.reply(Ticket::from_raw(u32::MAX), Outcome::Error(pdu));
+        let longest =
+            RECORD_HEADER + record(&events) + MAX_ACTION - "auth/authenticate/error".len();
+        assert_eq!(longest, SMALL_RECORD);
+    }
 }
