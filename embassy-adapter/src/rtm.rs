@@ -708,7 +708,8 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
         let ticket = ticket?;
         let mut awaiting = Awaiting {
             messaging: self,
-            ticket: Some(ticket),
+            ticket,
+            taken: false,
         };
         let mut read = Some(read);
         let r = self
@@ -717,26 +718,23 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                 read.take().map(|read| read(event))
             })
             .await;
-        awaiting.ticket = None;
-        let _ = self.with_shared(|s| s.awaited.retain(|a| a.ticket != ticket));
-        // A reply that borrowed the message held the link's input.
-        self.wake.signal(());
+        awaiting.taken = true;
         Ok(r)
     }
 }
 
-/// Marks a reply nobody waits for any more (the future was dropped) for dropping.
+/// An awaited request's entry, released when its future ends either way: the reply
+/// taken, or (the future dropped) taken now if it came, else marked to be dropped when
+/// it comes.
 struct Awaiting<'m, M: RawMutex, const SUBS: usize, const PENDING: usize> {
     messaging: &'m Messaging<M, SUBS, PENDING>,
-    /// `None` once the reply was taken.
-    ticket: Option<Ticket>,
+    ticket: Ticket,
+    taken: bool,
 }
 
 impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Drop for Awaiting<'_, M, SUBS, PENDING> {
     fn drop(&mut self) {
-        let Some(ticket) = self.ticket else {
-            return;
-        };
+        let (ticket, taken) = (self.ticket, self.taken);
         let _ = self.messaging.with_shared(|s| {
             let Shared {
                 link,
@@ -744,12 +742,13 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Drop for Awaiting<'_,
                 awaited,
                 ..
             } = s;
-            if events.take_reply(link, ticket).is_some() {
+            if taken || events.take_reply(link, ticket).is_some() {
                 awaited.retain(|a| a.ticket != ticket);
             } else if let Some(a) = awaited.iter_mut().find(|a| a.ticket == ticket) {
                 a.abandoned = true;
             }
         });
+        // A reply that borrowed the message held the link's input.
         self.messaging.wake.signal(());
     }
 }
