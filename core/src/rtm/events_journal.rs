@@ -195,10 +195,53 @@ impl<B: Bytes> Events<B> {
         self.hand_out(link, |record| reply_ticket(record) == Some(ticket))
     }
 
+    /// [`poll_event`](Self::poll_event) for events moved away from their link: the
+    /// caller swapped them out ([`core::mem::swap`] with an empty `Events`) so the link
+    /// can go on receiving while they are read elsewhere, and copied the link's
+    /// [`last_message`](Link::last_message) with them, which is `message` here.
+    /// `encoding` is the connection's. A multi-threaded adapter moves them out under its
+    /// lock and reads them after releasing it: the message is copied once, the events
+    /// not at all.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{ClientState, Event, Events, Handler};
+    /// use benchlink_core::rtm::pdu::Encoding;
+    /// let mut at_link = Events::new(vec![0u8; 256]);
+    /// at_link.client_state(ClientState::Stopped, ClientState::Connecting);
+    /// let mut moved = Events::new(vec![0u8; 256]);
+    /// core::mem::swap(&mut at_link, &mut moved);
+    /// assert_eq!(
+    ///     moved.poll_event_in(&[], Encoding::Json),
+    ///     Some(Event::ClientState { leave: ClientState::Stopped, enter: ClientState::Connecting }),
+    /// );
+    /// assert_eq!(moved.poll_event_in(&[], Encoding::Json), None);
+    /// ```
+    #[must_use]
+    pub fn poll_event_in<'a>(
+        &'a mut self,
+        message: &'a [u8],
+        encoding: Encoding,
+    ) -> Option<Event<'a>> {
+        let by_ticket = self.by_ticket;
+        self.hand_out_in(message, encoding, |record| {
+            !(by_ticket && reply_ticket(record).is_some())
+        })
+    }
+
     /// Hands out the oldest event not yet taken whose record `pick` accepts.
     fn hand_out<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
         &'a mut self,
         link: &'a Link<L, S, P>,
+        pick: impl Fn(&[u8]) -> bool,
+    ) -> Option<Event<'a>> {
+        self.hand_out_in(link.last_message(), link.client().encoding(), pick)
+    }
+
+    /// [`hand_out`](Self::hand_out), its records' parts found in `message`.
+    fn hand_out_in<'a>(
+        &'a mut self,
+        message: &'a [u8],
+        encoding: Encoding,
         pick: impl Fn(&[u8]) -> bool,
     ) -> Option<Event<'a>> {
         self.settle();
@@ -209,7 +252,7 @@ impl<B: Bytes> Events<B> {
         let event = self
             .fifo
             .record(at)
-            .and_then(|record| read(record, link.last_message(), link.client().encoding()));
+            .and_then(|record| read(record, message, encoding));
         if event.is_none() {
             // A record whose message is gone (never, while the link is used as documented):
             // counted as lost, and marked taken at the next call.

@@ -1121,6 +1121,41 @@ mod pull {
         }
     }
 
+    /// Moved away after every call (swapped with the empty `Events` read last time, the
+    /// link's last message copied with them) and read only after the link's next call,
+    /// which may have received another message into the buffer they came from: the same
+    /// events as pushed, none lost — how a threaded adapter reads them outside its lock.
+    #[test]
+    fn events_moved_away_are_read_against_a_copy_of_the_message() {
+        for seed in 0..50 {
+            let mut push = Trace::default();
+            run(&mut push, |_, _| {}, seed);
+            let size = Events::<Vec<u8>>::capacity_for(4, 128, 0);
+            let mut moved = Events::new(vec![0; size]);
+            let mut message = Vec::new();
+            let mut pulled = Trace::default();
+            let mut read = |moved: &mut Events<Vec<u8>>, message: &[u8]| {
+                while let Some(event) = moved.poll_event_in(message, Encoding::Json) {
+                    pulled.push(event);
+                }
+                assert_eq!(moved.lost(), 0);
+            };
+            let mut events = Events::new(vec![0; size]);
+            run(
+                &mut events,
+                |events, link| {
+                    read(&mut moved, &message);
+                    core::mem::swap(events, &mut moved);
+                    message.clear();
+                    message.extend_from_slice(link.last_message());
+                },
+                seed,
+            );
+            read(&mut moved, &message);
+            assert_eq!(push.0, pulled.0, "seed {seed}");
+        }
+    }
+
     /// Kept by ticket, replies are taken out of turn (newest ticket first here) and the
     /// other events in order: the same events as pushed, none lost, and a reply left
     /// waiting never holds input back unless it borrows the message.
