@@ -1485,7 +1485,7 @@ impl Session {
 enum SubEvent {
     Subscribed,
     Failed(String, String),
-    Data(SubscriptionData),
+    Data(SubscriptionData<'static>),
 }
 
 /// Data PDUs a subscribing command holds between the client's thread and its output.
@@ -1506,7 +1506,7 @@ impl SubscriptionObserver for Sub {
             .send(SubEvent::Failed(self.key.clone(), reason.to_owned()));
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
-        let _ = self.tx.send(SubEvent::Data(data.clone()));
+        let _ = self.tx.send(SubEvent::Data(data.to_owned()));
     }
 }
 

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant as StdInstant};
 use benchlink_core::rtm::auth;
 use benchlink_core::rtm::pdu::{Encoding, History, Payload};
 use benchlink_core::rtm::{
-    self as core_rtm, Ack, AuthResult, ClientState, Disconnect, FailReason, Handler, InternalError,
-    Mode, Outcome, Output, RequestError, SubState, SubscribeArgs, Ticket,
+    self as core_rtm, Ack, ClientState, Event, Handler, Mode, Outcome, Output, RequestError,
+    SubState, SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events as Ready, Interest, Poll, Token, Waker};
 
 use crate::net::Stream;
 
@@ -100,6 +100,17 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
                 .saturating_mul(options.max_subscription_args),
         ),
     }
+}
+
+/// Bytes for the link's events between two takes by the I/O thread: a call's worst
+/// case, twice (zeroed: pages are committed only as events are kept).
+fn journal(options: &ClientOptions) -> Box<[u8]> {
+    let one_call = Journal::capacity_for(
+        options.max_subscriptions,
+        options.max_queue_size,
+        options.max_queue_size,
+    );
+    vec![0u8; one_call.saturating_mul(2)].into_boxed_slice()
 }
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
@@ -424,13 +435,23 @@ impl Engine {
     }
 }
 
-/// The sans-IO link and what it reported, not yet delivered.
+/// The link's events, kept in place until the I/O thread takes them (see [`take`]).
+type Journal = core_rtm::Events<Box<[u8]>>;
+
+/// The sans-IO link and what it reported, not yet taken for delivery.
 struct Core {
     link: Box<CoreLink>,
-    events: Vec<Ev>,
-    /// Events taken out of `events` for delivery so far: with `events.len()`, the mark
-    /// that [`Client::wait_for_state`] waits to see delivered.
+    /// The events of every call into the link since the I/O thread last took them.
+    events: Journal,
+    /// Events taken by the I/O thread so far; `events.recorded()` and `lost()` when it
+    /// last took them. With the events recorded since, they count every event (see
+    /// [`Core::recorded`]).
     taken: u64,
+    recorded_at_take: u32,
+    lost_at_take: u32,
+    /// What calls registered (request callbacks, observers), each with the count of
+    /// events recorded before it: delivered in that order among the events.
+    registrations: Vec<(u64, Registration)>,
     /// Subscription records (created and not yet seen deleted), against
     /// `max_subscriptions`.
     subs: usize,
@@ -445,14 +466,27 @@ impl Core {
         Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     }
 
-    fn parts(&mut self) -> (&mut CoreLink, &mut Vec<Ev>) {
+    fn parts(&mut self) -> (&mut CoreLink, &mut Journal) {
         (&mut self.link, &mut self.events)
+    }
+
+    /// Events recorded so far, ever: the mark [`Client::wait_for_state`] waits for
+    /// observers to reach, and where a registration goes among the events.
+    fn recorded(&self) -> u64 {
+        let since = self.events.recorded().wrapping_sub(self.recorded_at_take);
+        self.taken.saturating_add(u64::from(since))
+    }
+
+    /// Registers `r` after every event recorded so far.
+    fn register(&mut self, r: Registration) {
+        let at = self.recorded();
+        self.registrations.push((at, r));
     }
 
     fn dispose(&mut self) {
         let now = self.now();
         let (link, events) = self.parts();
-        link.client_mut().dispose(now, &mut Collect(events));
+        link.client_mut().dispose(now, events);
     }
 
     fn last_error(&self) -> Option<ConnectingError> {
@@ -472,96 +506,60 @@ enum Msg {
     ConnectFailed(u64, ConnectError),
 }
 
-/// Owned copies of the core's events, delivered to observers after the core call
-/// returned and the link was unlocked, so observers may call the client again.
-enum Ev {
-    State(ClientState, ClientState),
-    Reply(Ticket, Response, bool),
-    Sub(String, SubState, SubState),
-    SubFailed(String, String),
-    SubReply(String, Reply),
-    SubCreated(String),
-    SubDeleted(String),
-    SubData(String, SubscriptionData),
-    FastForward(String),
-    Internal(String),
-    LinkClosed(String),
-    Auth(Ticket, Result<(), String>),
-    /// A request's callback, registered in event order (before its replies).
+/// What a call hands the I/O thread besides its request: delivered in order with the
+/// events (a request's callback before its replies, say).
+enum Registration {
+    /// A request's callback.
     Callback(Ticket, Callback),
-    /// An `authenticate`'s completion, likewise.
+    /// An `authenticate`'s completion.
     AuthDone(Ticket, AuthDone),
-    /// An accepted `subscribe` registers its observer, in event order (see `Observers`).
-    Register(String, Box<dyn SubscriptionObserver>),
+    /// An accepted `subscribe`'s observer (see `Observers`).
+    Subscribe(String, Box<dyn SubscriptionObserver>),
     /// `replace_observer`.
     Replace(String, Box<dyn SubscriptionObserver>),
     /// `set_observer`: the client observer from here on.
     Observer(Option<Box<dyn ClientObserver>>),
 }
 
-struct Collect<'e>(&'e mut Vec<Ev>);
+/// The events the I/O thread took from [`Core`], read and delivered with the link
+/// unlocked (so observers may call the client).
+struct Delivery {
+    /// Swapped with the link's: empty whenever it is swapped back.
+    events: Journal,
+    /// A copy of the link's last message, which the events borrow from.
+    message: Vec<u8>,
+    encoding: Encoding,
+    registrations: VecDeque<(u64, Registration)>,
+    /// The count of the next event to deliver, and of the events taken.
+    next: u64,
+    until: u64,
+}
 
-impl Handler for Collect<'_> {
-    fn client_state(&mut self, leave: ClientState, enter: ClientState) {
-        self.0.push(Ev::State(leave, enter));
+/// Takes the link's events and what calls registered, for delivery with the link
+/// unlocked; `false` when there is nothing. The events are swapped out whole, and the
+/// message they borrow from copied once: the link goes on receiving meanwhile.
+fn take(core: &mut Core, d: &mut Delivery) -> bool {
+    let until = core.recorded();
+    if until == core.taken && core.registrations.is_empty() {
+        return false;
     }
-    fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
-        let last = outcome.is_final();
-        let response = match outcome {
-            Outcome::Ok(p) | Outcome::Error(p) | Outcome::Data(p) => {
-                Response::Reply(Reply::from_pdu(&p))
-            }
-            Outcome::Timeout => Response::Timeout,
-            Outcome::Disconnected => Response::Disconnected,
-        };
-        self.0.push(Ev::Reply(ticket, response, last));
+    let lost = core.events.lost().wrapping_sub(core.lost_at_take);
+    if lost > 0 {
+        log::warn!("rtm: {lost} events were dropped: the client's calls made more events than its events buffer holds before the I/O thread took them");
     }
-    fn subscription_state(&mut self, key: &str, leave: SubState, enter: SubState) {
-        self.0.push(Ev::Sub(key.to_owned(), leave, enter));
+    // Events that borrow the message keep the link from taking another one.
+    if !core.events.ready_for_input() {
+        d.message.clear();
+        d.message.extend_from_slice(core.link.last_message());
     }
-    fn subscription_reply(&mut self, key: &str, reply: core_rtm::pdu::Pdu<'_>) {
-        self.0
-            .push(Ev::SubReply(key.to_owned(), Reply::from_pdu(&reply)));
-    }
-    fn subscription_failed(&mut self, key: &str, reason: FailReason<'_>) {
-        self.0.push(Ev::SubFailed(
-            key.to_owned(),
-            reason
-                .reason_text()
-                .map_or_else(|| "Unknown error".to_owned(), text),
-        ));
-    }
-    fn subscription_created(&mut self, key: &str) {
-        self.0.push(Ev::SubCreated(key.to_owned()));
-    }
-    fn subscription_deleted(&mut self, key: &str) {
-        self.0.push(Ev::SubDeleted(key.to_owned()));
-    }
-    fn subscription_data(&mut self, key: &str, data: core_rtm::pdu::SubscriptionData<'_>) {
-        self.0.push(Ev::SubData(
-            key.to_owned(),
-            SubscriptionData::from_core(&data),
-        ));
-    }
-    fn fast_forward(&mut self, key: &str, _info: core_rtm::pdu::SubscriptionInfo<'_>) {
-        self.0.push(Ev::FastForward(key.to_owned()));
-    }
-    fn internal_error(&mut self, error: InternalError<'_>) {
-        log::warn!("rtm: {error}");
-        self.0.push(Ev::Internal(error.to_string()));
-    }
-    fn auth(&mut self, ticket: Ticket, result: AuthResult<'_>) {
-        let r = if result.is_done() {
-            Ok(())
-        } else {
-            Err(result.to_string())
-        };
-        self.0.push(Ev::Auth(ticket, r));
-    }
-    fn link_closed(&mut self, why: Disconnect<'_>) {
-        log::info!("rtm: connection ended: {why}");
-        self.0.push(Ev::LinkClosed(why.to_string()));
-    }
+    d.encoding = core.link.client().encoding();
+    std::mem::swap(&mut core.events, &mut d.events);
+    core.taken = until;
+    core.recorded_at_take = core.events.recorded();
+    core.lost_at_take = core.events.lost();
+    d.registrations.extend(core.registrations.drain(..));
+    d.until = until;
+    true
 }
 
 /// The client state as last reported, for callers that wait for a state.
@@ -634,7 +632,7 @@ struct Observers {
     /// Subscriptions whose `Subscribed → Unsubscribing` is held back until the
     /// unsubscribe completes (their next event).
     held: std::collections::HashSet<String>,
-    /// The observers registered per subscription key (by `Ev::Register`, so in the order
+    /// The observers registered per subscription key (by `Registration::Subscribe`, in the order
     /// of the core's events), oldest first. The front one gets the key's events until
     /// its `on_deleted`. A `subscribe` while the old record still exists (a cycle) waits
     /// behind it; a `created` leaves only the newest registration, the one the core
@@ -650,6 +648,20 @@ enum Input {
     Nothing,
     Bytes(usize),
     Closed,
+}
+
+/// Bytes read from the socket that the link has not taken yet: it takes them up to the
+/// first message with events, which are delivered before it takes more.
+struct Inbox {
+    buf: Box<[u8]>,
+    at: usize,
+    end: usize,
+}
+
+impl Inbox {
+    fn pending(&self) -> &[u8] {
+        self.buf.get(self.at..self.end).unwrap_or_default()
+    }
 }
 
 /// The socket side of the I/O thread.
@@ -668,6 +680,7 @@ struct Io {
     connecting: bool,
     tx: Sender<Msg>,
     engine: Arc<Engine>,
+    inbox: Inbox,
 }
 
 impl Client {
@@ -754,8 +767,11 @@ impl Client {
                 let engine = Arc::new(Engine {
                     core: Mutex::new(Core {
                         link,
-                        events: Vec::new(),
+                        events: Journal::new(journal(&options)),
                         taken: 0,
+                        recorded_at_take: 0,
+                        lost_at_take: 0,
+                        registrations: Vec::new(),
                         subs: 0,
                         max_subs,
                         epoch: StdInstant::now(),
@@ -770,7 +786,20 @@ impl Client {
                 if ready_tx.send(Ok(engine.clone())).is_err() {
                     return;
                 }
+                let delivery = Delivery {
+                    events: Journal::new(journal(&options)),
+                    message: Vec::new(),
+                    encoding: options.encoding,
+                    registrations: VecDeque::new(),
+                    next: 0,
+                    until: 0,
+                };
                 let io = Io {
+                    inbox: Inbox {
+                        buf: vec![0; READ_CHUNK].into_boxed_slice(),
+                        at: 0,
+                        end: 0,
+                    },
                     poll,
                     transport: options.transport,
                     socket: None,
@@ -787,7 +816,7 @@ impl Client {
                     hold_leave_subscribed: options.leave_subscribed_on_completion,
                     ..Observers::default()
                 };
-                run_loop(io, rx, thread_watch, observers);
+                run_loop(io, rx, thread_watch, observers, delivery);
             })
             .map_err(|_| Error::Disposed)?;
         let thread = join.thread().id();
@@ -839,7 +868,7 @@ impl Client {
         self.call(|core| {
             let now = core.now();
             let (link, ev) = core.parts();
-            link.client_mut().start(now, &mut Collect(ev));
+            link.client_mut().start(now, ev);
         })
     }
 
@@ -848,7 +877,7 @@ impl Client {
         self.call(|core| {
             let now = core.now();
             let (link, ev) = core.parts();
-            link.client_mut().stop(now, &mut Collect(ev));
+            link.client_mut().stop(now, ev);
         })
     }
 
@@ -906,10 +935,7 @@ impl Client {
         if thread::current().id() == self.shared.thread {
             return self.shared.watch.lock().state;
         }
-        let mark = {
-            let core = self.shared.engine.lock();
-            core.taken.saturating_add(core.events.len() as u64)
-        };
+        let mark = self.shared.engine.lock().recorded();
         // A timeout too far to represent is none.
         let deadline = StdInstant::now().checked_add(timeout);
         let mut seen = self.shared.watch.lock();
@@ -1021,7 +1047,7 @@ impl Client {
         let json = json.as_ref();
         self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
-            client.publish(now, channel, json, ack, &mut Collect(ev))
+            client.publish(now, channel, json, ack, ev)
         })
     }
 
@@ -1044,7 +1070,7 @@ impl Client {
         self.check_outgoing(cbor.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             let message = Payload::Cbor(&cbor);
-            client.publish_payload(now, channel, message, ack, &mut Collect(ev))
+            client.publish_payload(now, channel, message, ack, ev)
         })
     }
 
@@ -1060,13 +1086,7 @@ impl Client {
         let args = args.map(|a| a.to_string());
         self.request(None, callback, |client, now, ev, ack| {
             client
-                .read(
-                    now,
-                    channel,
-                    args.as_deref(),
-                    deadline(ack),
-                    &mut Collect(ev),
-                )
+                .read(now, channel, args.as_deref(), deadline(ack), ev)
                 .map(Some)
         })
     }
@@ -1081,7 +1101,7 @@ impl Client {
         let json = serde_json::to_string(value).map_err(Error::Json)?;
         self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
-            client.write(now, channel, &json, ack, &mut Collect(ev))
+            client.write(now, channel, &json, ack, ev)
         })
     }
 
@@ -1098,7 +1118,7 @@ impl Client {
     /// Deletes the channel's value.
     pub fn delete(&self, channel: &str, callback: Option<Callback>) -> Result<(), Error> {
         self.request(None, callback, |client, now, ev, ack| {
-            client.delete(now, channel, ack, &mut Collect(ev))
+            client.delete(now, channel, ack, ev)
         })
     }
 
@@ -1106,7 +1126,7 @@ impl Client {
     /// (`rtm/search/data`…, then `rtm/search/ok`), each with a `channels` list.
     pub fn search(&self, prefix: &str, callback: Callback) -> Result<(), Error> {
         self.request(None, Some(callback), |client, now, ev, _| {
-            client.search(now, prefix, None, &mut Collect(ev)).map(Some)
+            client.search(now, prefix, None, ev).map(Some)
         })
     }
 
@@ -1121,7 +1141,7 @@ impl Client {
     ) -> Result<(), Error> {
         let body = body.to_string();
         self.request(None, callback, |client, now, ev, ack| {
-            client.action(now, name, &body, ack, &mut Collect(ev))
+            client.action(now, name, &body, ack, ev)
         })
     }
 
@@ -1136,7 +1156,7 @@ impl Client {
         f: impl FnOnce(
             &mut CoreClient,
             Instant,
-            &mut Vec<Ev>,
+            &mut Journal,
             Ack,
         ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<(), Error> {
@@ -1150,11 +1170,13 @@ impl Client {
                     deadline: t.map(|t| now.saturating_add(t)),
                 },
             };
+            // Registered before the events of this call: a reply may be among them.
+            let at = core.recorded();
             let (link, events) = core.parts();
-            let at = events.len();
             let r = f(link.client_mut(), now, events, ack);
             if let (Ok(Some(ticket)), Some(cb)) = (&r, callback) {
-                events.insert(at, Ev::Callback(*ticket, cb));
+                core.registrations
+                    .push((at, Registration::Callback(*ticket, cb)));
             }
             r
         };
@@ -1176,7 +1198,7 @@ impl Client {
         let json = serde_json::to_string(message).map_err(Error::Json)?;
         self.check_outgoing(json.len())?;
         let reply = self.sync(timeout, |client, now, ev, ack| {
-            client.publish(now, channel, &json, ack, &mut Collect(ev))
+            client.publish(now, channel, &json, ack, ev)
         })?;
         Ok(reply.field("position").unwrap_or_default())
     }
@@ -1197,13 +1219,7 @@ impl Client {
         let args = args.map(|a| a.to_string());
         let reply = self.sync(timeout, |client, now, ev, ack| {
             client
-                .read(
-                    now,
-                    channel,
-                    args.as_deref(),
-                    deadline(ack),
-                    &mut Collect(ev),
-                )
+                .read(now, channel, args.as_deref(), deadline(ack), ev)
                 .map(Some)
         })?;
         Ok(reply
@@ -1222,7 +1238,7 @@ impl Client {
         f: impl FnOnce(
             &mut CoreClient,
             Instant,
-            &mut Vec<Ev>,
+            &mut Journal,
             Ack,
         ) -> Result<Option<Ticket>, RequestError>,
     ) -> Result<Reply, Error> {
@@ -1287,17 +1303,18 @@ impl Client {
         let secret = secret.to_owned();
         let result = self.call(move |core| {
             let now = core.now();
+            let at = core.recorded();
             let (link, ev) = core.parts();
-            let at = ev.len();
             let r = link.client_mut().authenticate_with::<M, _>(
                 now,
                 &role,
                 secret.as_bytes(),
                 None,
-                &mut Collect(ev),
+                ev,
             );
             if let Ok(ticket) = r {
-                ev.insert(at, Ev::AuthDone(ticket, Box::new(done)));
+                let done = Registration::AuthDone(ticket, Box::new(done));
+                core.registrations.push((at, done));
             }
             r
         })?;
@@ -1354,22 +1371,15 @@ impl Client {
                 return Err(RequestError::TooManySubscriptions);
             }
             let now = core.now();
+            // Registered before the events of this call (`created` among them).
+            let at = core.recorded();
             let (link, ev) = core.parts();
-            let at = ev.len();
-            let r = link
-                .client_mut()
-                .subscribe(now, &key, mode, args, &mut Collect(ev));
+            let r = link.client_mut().subscribe(now, &key, mode, args, ev);
             if r.is_ok() {
-                let created = ev
-                    .get(at..)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| matches!(e, Ev::SubCreated(_)));
-                // Registered before the events of this call (`created` among them).
-                ev.insert(at, Ev::Register(key, observer));
-                if created {
-                    core.subs += 1;
-                }
+                core.registrations
+                    .push((at, Registration::Subscribe(key, observer)));
+                // A new key's record is created at once.
+                core.subs += usize::from(fresh);
             }
             r
         })?;
@@ -1392,7 +1402,7 @@ impl Client {
     /// client.dispose().unwrap(); // prints "disposed"
     /// ```
     pub fn set_observer(&self, observer: Option<Box<dyn ClientObserver>>) -> Result<(), Error> {
-        self.call(move |core| core.events.push(Ev::Observer(observer)))
+        self.call(move |core| core.register(Registration::Observer(observer)))
     }
 
     /// Replaces the observer of an existing subscription (its state is unchanged).
@@ -1407,7 +1417,7 @@ impl Client {
             if core.link.client().subscription_state(&key).is_none() {
                 return Err(Error::Request(RequestError::UnknownSubscription));
             }
-            core.events.push(Ev::Replace(key, observer));
+            core.register(Registration::Replace(key, observer));
             Ok(())
         })?
     }
@@ -1419,7 +1429,7 @@ impl Client {
         self.call(move |core| {
             let now = core.now();
             let (link, ev) = core.parts();
-            link.client_mut().unsubscribe(now, &key, &mut Collect(ev))
+            link.client_mut().unsubscribe(now, &key, ev)
         })?
         .map_err(Error::Request)
     }
@@ -1453,7 +1463,7 @@ impl Io {
                         log::debug!("rtm: write failed: {e}");
                         self.drop_socket();
                         let (link, events) = core.parts();
-                        link.handle_closed(now, &mut Collect(events));
+                        link.handle_closed(now, events);
                     }
                 }
             }
@@ -1483,7 +1493,7 @@ impl Io {
                     if spawned.is_err() {
                         self.connecting = false;
                         let code = core_rtm::ConnectError::Other { code: 0 };
-                        link.handle_connect_failed(now, code, &mut Collect(events));
+                        link.handle_connect_failed(now, code, events);
                     }
                 }
                 Some(Output::Transmit(bytes)) => {
@@ -1492,7 +1502,7 @@ impl Io {
                     }
                     let Some(socket) = self.socket.as_mut() else {
                         // Never: the link transmits only on a transport it was told is open.
-                        link.handle_closed(now, &mut Collect(events));
+                        link.handle_closed(now, events);
                         continue;
                     };
                     match socket.write(bytes) {
@@ -1508,7 +1518,7 @@ impl Io {
                                 Err(e) => {
                                     log::debug!("rtm: write failed: {e}");
                                     self.drop_socket();
-                                    link.handle_closed(now, &mut Collect(events));
+                                    link.handle_closed(now, events);
                                 }
                             }
                         }
@@ -1519,14 +1529,14 @@ impl Io {
                         Err(e) => {
                             log::debug!("rtm: write failed: {e}");
                             self.drop_socket();
-                            link.handle_closed(now, &mut Collect(events));
+                            link.handle_closed(now, events);
                         }
                     }
                 }
                 Some(Output::Close) => {
                     self.drop_socket();
                     self.connecting = false;
-                    link.handle_closed(now, &mut Collect(events));
+                    link.handle_closed(now, events);
                 }
             }
         }
@@ -1542,18 +1552,20 @@ impl Io {
         self.registered = false;
         self.readable = false;
         self.blocked = false;
+        // What the old connection sent and the link did not take is gone with it.
+        self.inbox.at = self.inbox.end;
     }
 
-    /// Reads one chunk, if the socket may have one, and feeds it to the link.
-    fn read(&mut self, buf: &mut [u8]) -> Input {
-        if !self.readable {
+    /// Reads one chunk, if the socket may have one and the link took the last.
+    fn read(&mut self) -> Input {
+        if !self.readable || !self.inbox.pending().is_empty() {
             return Input::Nothing;
         }
         let Some(socket) = self.socket.as_mut() else {
             self.readable = false;
             return Input::Nothing;
         };
-        match socket.read(buf) {
+        match socket.read(&mut self.inbox.buf) {
             Ok(0) => {
                 log::debug!("rtm: the server closed the connection");
                 Input::Closed
@@ -1571,19 +1583,24 @@ impl Io {
         }
     }
 
-    /// Feeds what [`Io::read`] got to the link.
-    fn feed(&mut self, core: &mut Core, input: Input, buf: &[u8]) {
+    /// Feeds what [`Io::read`] got, with what earlier reads left, to the link, which
+    /// takes it up to the first message with events.
+    fn feed(&mut self, core: &mut Core, input: Input) {
         let now = core.now();
         let (link, events) = core.parts();
         match input {
             Input::Nothing => {}
-            Input::Bytes(n) => {
-                link.handle_input(now, buf.get(..n).unwrap_or_default(), &mut Collect(events));
-            }
+            Input::Bytes(n) => (self.inbox.at, self.inbox.end) = (0, n),
             Input::Closed => {
                 self.drop_socket();
-                link.handle_closed(now, &mut Collect(events));
+                link.handle_closed(now, events);
+                return;
             }
+        }
+        let pending = self.inbox.pending();
+        if !pending.is_empty() {
+            let taken = link.handle_input(now, pending, events);
+            self.inbox.at = self.inbox.at.saturating_add(taken);
         }
     }
 
@@ -1610,7 +1627,7 @@ impl Io {
                         .is_ok();
                 if !registered {
                     let code = core_rtm::ConnectError::Other { code: 0 };
-                    link.handle_connect_failed(now, code, &mut Collect(events));
+                    link.handle_connect_failed(now, code, events);
                     return;
                 }
                 self.socket = Some(stream);
@@ -1620,7 +1637,7 @@ impl Io {
                 self.blocked = false;
                 core.transport_error = None;
                 let (link, events) = core.parts();
-                link.handle_connected(now, &mut Collect(events));
+                link.handle_connected(now, events);
             }
             Msg::ConnectFailed(generation, e) => {
                 if generation != self.generation || !self.connecting {
@@ -1631,7 +1648,7 @@ impl Io {
                 let code = core_error(&e);
                 core.transport_error = Some((code, Arc::new(e)));
                 let (link, events) = core.parts();
-                link.handle_connect_failed(now, code, &mut Collect(events));
+                link.handle_connect_failed(now, code, events);
             }
         }
     }
@@ -1651,21 +1668,26 @@ fn core_error(e: &ConnectError) -> core_rtm::ConnectError {
     }
 }
 
-/// The I/O thread: API calls and connect results, the link's deadlines, one chunk of
-/// input, the link's output, then observers; it sleeps only when there is nothing to read
-/// and nothing due.
-fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Observers) {
+/// The I/O thread: API calls and connect results, the link's deadlines, input up to the
+/// next message with events, the link's output, then observers; it sleeps only when
+/// there is nothing to read and nothing due.
+fn run_loop(
+    mut io: Io,
+    rx: Receiver<Msg>,
+    watch: Arc<StateWatch>,
+    observers: Observers,
+    mut delivery: Delivery,
+) {
     let engine = io.engine.clone();
     let observers = RefCell::new(observers);
-    let mut ready = Events::with_capacity(16);
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut ready = Ready::with_capacity(16);
     loop {
         // From here on, a caller that queues work must wake the thread again.
         engine.wake_pending.store(false, Ordering::Release);
         // The read syscall runs with the link unlocked, so callers queueing requests
         // meanwhile do not wait for it.
-        let input = io.read(&mut buf);
-        let timeout = {
+        let input = io.read();
+        let (timeout, took) = {
             let mut core = engine.lock();
             while let Ok(msg) = rx.try_recv() {
                 io.connected(&mut core, msg);
@@ -1675,23 +1697,28 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
             let now = core.now();
             if core.link.poll_timeout().is_some_and(|t| t <= now) {
                 let (link, events) = core.parts();
-                link.handle_timeout(now, &mut Collect(events));
+                link.handle_timeout(now, events);
             }
-            io.feed(&mut core, input, &buf);
+            io.feed(&mut core, input);
             io.flush(&mut core);
             let wait = core
                 .link
                 .poll_timeout()
                 .map(|t| Duration::from_micros(t.as_micros().saturating_sub(now.as_micros())));
-            if io.readable {
-                Some(Duration::ZERO)
-            } else {
-                wait
-            }
+            (wait, take(&mut core, &mut delivery))
         };
         // Observers may call the client: what they queue goes out before the next sleep.
-        while dispatch(&engine, &watch, &observers) {
-            io.flush(&mut engine.lock());
+        if took {
+            deliver(&engine, &watch, &observers, &mut delivery);
+            loop {
+                let mut core = engine.lock();
+                io.flush(&mut core);
+                if !take(&mut core, &mut delivery) {
+                    break;
+                }
+                drop(core);
+                deliver(&engine, &watch, &observers, &mut delivery);
+            }
         }
         // Requests went out or were answered this turn: a caller waiting for room looks.
         if engine.room_waiters.load(Ordering::Acquire) > 0 {
@@ -1700,7 +1727,11 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
         if engine.lock().link.client().state() == ClientState::Disposed {
             break;
         }
-        let timeout = if engine.wake_pending.load(Ordering::Acquire) {
+        // Input the link has not taken yet goes first; readiness can wait for it.
+        if !io.inbox.pending().is_empty() {
+            continue;
+        }
+        let timeout = if io.readable || engine.wake_pending.load(Ordering::Acquire) {
             Some(Duration::ZERO)
         } else {
             timeout
@@ -1724,7 +1755,9 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     }
     // What a call queued after the last delivery (dispose's own events: the queued
     // requests' `Disconnected`) is delivered before the thread ends.
-    dispatch(&engine, &watch, &observers);
+    while take(&mut engine.lock(), &mut delivery) {
+        deliver(&engine, &watch, &observers, &mut delivery);
+    }
     // Fail whatever still waits, so no caller blocks forever.
     observers.borrow_mut().callbacks.clear();
     let mut seen = watch.lock();
@@ -1733,68 +1766,112 @@ fn run_loop(mut io: Io, rx: Receiver<Msg>, watch: Arc<StateWatch>, observers: Ob
     engine.room.notify_all();
 }
 
-/// Delivers the events queued in the link's core, in order, one at a time, with the
-/// link unlocked (so callbacks may call the client). A panicking callback stops the
-/// client (and is reported), instead of killing the I/O thread. Returns whether anything
-/// was delivered.
-fn dispatch(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>) -> bool {
-    let mut delivered = false;
-    loop {
-        let events = {
-            let mut core = engine.lock();
-            let events = std::mem::take(&mut core.events);
-            core.taken = core.taken.saturating_add(events.len() as u64);
-            let deleted = events
-                .iter()
-                .filter(|e| matches!(e, Ev::SubDeleted(_)))
-                .count();
-            core.subs = core.subs.saturating_sub(deleted);
-            events
+/// Delivers the events [`take`] took, in order, one at a time, with the link unlocked
+/// (so callbacks may call the client), and what calls registered among them. A
+/// panicking callback stops the client (and is reported), instead of killing the I/O
+/// thread.
+fn deliver(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, d: &mut Delivery) {
+    let Delivery {
+        events,
+        message,
+        encoding,
+        registrations,
+        next,
+        until,
+    } = d;
+    while let Some(event) = events.poll_event_in(message, *encoding) {
+        register(observers, registrations, *next);
+        *next = next.saturating_add(1);
+        let state = match event {
+            Event::ClientState { enter, .. } => Some(enter),
+            _ => None,
         };
-        if events.is_empty() {
-            return delivered;
+        let deleted = matches!(event, Event::SubscriptionDeleted { .. });
+        let ok = catch_unwind(AssertUnwindSafe(|| tell(observers, event, *encoding))).is_ok();
+        if let Some(state) = state {
+            let mut seen = watch.lock();
+            seen.state = state;
+            seen.delivered = *next;
+            watch.notify(seen);
         }
-        delivered = true;
-        for ev in events {
-            let state = match &ev {
-                Ev::State(_, enter) => Some(*enter),
-                _ => None,
-            };
-            let ok = catch_unwind(AssertUnwindSafe(|| deliver(observers, ev))).is_ok();
-            {
-                let mut seen = watch.lock();
-                if let Some(state) = state {
-                    seen.state = state;
-                }
-                seen.delivered = seen.delivered.saturating_add(1);
-                watch.notify(seen);
-            }
+        if deleted || !ok {
+            let mut core = engine.lock();
+            core.subs = core.subs.saturating_sub(usize::from(deleted));
             if !ok {
                 log::error!("rtm: a callback panicked: stopping the client");
-                let mut core = engine.lock();
                 let now = core.now();
                 let (link, events) = core.parts();
-                link.client_mut().stop(now, &mut Collect(events));
+                link.client_mut().stop(now, events);
+            }
+        }
+    }
+    // Events dropped for room (logged when taken) are counted as delivered.
+    *next = *until;
+    register(observers, registrations, *next);
+    let mut seen = watch.lock();
+    seen.delivered = *until;
+    watch.notify(seen);
+}
+
+/// Applies the registrations made before event number `next`.
+fn register(
+    observers: &RefCell<Observers>,
+    registrations: &mut VecDeque<(u64, Registration)>,
+    next: u64,
+) {
+    while registrations.front().is_some_and(|(at, _)| *at <= next) {
+        let Some((_, r)) = registrations.pop_front() else {
+            return;
+        };
+        let mut obs = observers.borrow_mut();
+        match r {
+            Registration::Callback(ticket, cb) => obs.callbacks.insert(ticket.get(), cb),
+            Registration::AuthDone(ticket, done) => obs.auth.insert(ticket.get(), done),
+            Registration::Subscribe(key, observer) => {
+                obs.subs.entry(key).or_default().push_back(Some(observer));
+            }
+            Registration::Observer(observer) => obs.client = observer,
+            Registration::Replace(key, observer) => {
+                if let Some(slot) = obs.subs.get_mut(&key).and_then(VecDeque::back_mut) {
+                    *slot = Some(observer);
+                }
             }
         }
     }
 }
 
-/// Calls one observer method. The observer is taken out of the table while it runs, so
-/// it may call the client freely.
-fn deliver(observers: &RefCell<Observers>, ev: Ev) {
+/// What a request callback is told of `outcome`.
+fn response(outcome: Outcome<'_>) -> Response {
+    match outcome {
+        Outcome::Ok(p) | Outcome::Error(p) | Outcome::Data(p) => {
+            Response::Reply(Reply::from_pdu(&p))
+        }
+        Outcome::Timeout => Response::Timeout,
+        Outcome::Disconnected => Response::Disconnected,
+    }
+}
+
+/// Calls the observer methods of one event. The observer is taken out of the table while
+/// it runs, so it may call the client freely.
+fn tell(observers: &RefCell<Observers>, event: Event<'_>, encoding: Encoding) {
     // An unsubscribe's `Subscribed → Unsubscribing` is told when it completes: held until
     // the subscription's next event, then told before it.
-    let key = match &ev {
-        Ev::Sub(key, SubState::Subscribed, SubState::Unsubscribing) => {
+    let key = match event {
+        Event::SubscriptionState {
+            key,
+            leave: SubState::Subscribed,
+            enter: SubState::Unsubscribing,
+        } => {
             let mut obs = observers.borrow_mut();
             if obs.hold_leave_subscribed {
-                obs.held.insert(key.clone());
+                obs.held.insert(key.to_owned());
                 return;
             }
             None
         }
-        Ev::Sub(key, ..) | Ev::SubFailed(key, _) | Ev::SubDeleted(key) => Some(key),
+        Event::SubscriptionState { key, .. }
+        | Event::SubscriptionFailed { key, .. }
+        | Event::SubscriptionDeleted { key } => Some(key),
         _ => None,
     };
     if let Some(key) = key {
@@ -1805,8 +1882,8 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
             });
         }
     }
-    match ev {
-        Ev::State(leave, enter) => with_client(observers, |o| {
+    match event {
+        Event::ClientState { leave, enter } => with_client(observers, |o| {
             match leave {
                 ClientState::Stopped => o.on_leave_stopped(),
                 ClientState::Connecting => o.on_leave_connecting(),
@@ -1824,57 +1901,45 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
                 ClientState::Disposed => o.on_enter_disposed(),
             }
         }),
-        Ev::Internal(e) => with_client(observers, |o| o.on_internal_error(&e)),
-        Ev::LinkClosed(why) => with_client(observers, |o| o.on_link_closed(&why)),
-        Ev::FastForward(key) => with_client(observers, |o| o.on_fast_forward(&key)),
-        Ev::Callback(ticket, cb) => {
-            observers.borrow_mut().callbacks.insert(ticket.get(), cb);
+        Event::InternalError(e) => {
+            log::warn!("rtm: {e}");
+            let e = e.to_string();
+            with_client(observers, |o| o.on_internal_error(&e));
         }
-        Ev::AuthDone(ticket, done) => {
-            observers.borrow_mut().auth.insert(ticket.get(), done);
+        Event::LinkClosed(why) => {
+            log::info!("rtm: connection ended: {why}");
+            let why = why.to_string();
+            with_client(observers, |o| o.on_link_closed(&why));
         }
-        Ev::Reply(ticket, response, last) => {
+        Event::FastForward { key, .. } => with_client(observers, |o| o.on_fast_forward(key)),
+        Event::Reply { ticket, outcome } => {
             let cb = observers.borrow_mut().callbacks.remove(ticket.get());
             if let Some(mut cb) = cb {
-                cb(response);
+                let last = outcome.is_final();
+                cb(response(outcome));
                 if !last {
                     observers.borrow_mut().callbacks.insert(ticket.get(), cb);
                 }
             }
         }
-        Ev::Auth(ticket, result) => {
+        Event::Auth { ticket, result } => {
             let done = observers.borrow_mut().auth.remove(ticket.get());
             if let Some(done) = done {
-                done(result);
+                done(if result.is_done() {
+                    Ok(())
+                } else {
+                    Err(result.to_string())
+                });
             }
         }
-        Ev::Register(key, observer) => {
-            observers
-                .borrow_mut()
-                .subs
-                .entry(key)
-                .or_default()
-                .push_back(Some(observer));
-        }
-        Ev::Observer(observer) => observers.borrow_mut().client = observer,
-        Ev::Replace(key, observer) => {
-            if let Some(slot) = observers
-                .borrow_mut()
-                .subs
-                .get_mut(&key)
-                .and_then(VecDeque::back_mut)
-            {
-                *slot = Some(observer);
-            }
-        }
-        Ev::SubCreated(key) => {
+        Event::SubscriptionCreated { key } => {
             // The record is created for the newest registration; older ones left behind
             // (superseded by an unsubscribe and a new subscribe before the old record
             // was gone) never got a record: they only see `on_deleted`.
             loop {
                 let stale = {
                     let mut obs = observers.borrow_mut();
-                    match obs.subs.get_mut(&key) {
+                    match obs.subs.get_mut(key) {
                         Some(slots) if slots.len() > 1 => slots.pop_front(),
                         _ => None,
                     }
@@ -1885,15 +1950,15 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
                     None => break,
                 }
             }
-            with_sub(observers, &key, |o| o.on_created());
+            with_sub(observers, key, |o| o.on_created());
         }
-        Ev::SubDeleted(key) => {
+        Event::SubscriptionDeleted { key } => {
             // The front observer is done; the next registration (if any) takes over.
             let taken = {
                 let mut obs = observers.borrow_mut();
-                let front = obs.subs.get_mut(&key).and_then(VecDeque::pop_front);
-                if obs.subs.get(&key).is_some_and(VecDeque::is_empty) {
-                    obs.subs.remove(&key);
+                let front = obs.subs.get_mut(key).and_then(VecDeque::pop_front);
+                if obs.subs.get(key).is_some_and(VecDeque::is_empty) {
+                    obs.subs.remove(key);
                 }
                 front.flatten()
             };
@@ -1901,7 +1966,7 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
                 o.on_deleted();
             }
         }
-        Ev::Sub(key, leave, enter) => with_sub(observers, &key, |o| {
+        Event::SubscriptionState { key, leave, enter } => with_sub(observers, key, |o| {
             match leave {
                 SubState::Unsubscribed => o.on_leave_unsubscribed(),
                 SubState::Subscribing => o.on_leave_subscribing(),
@@ -1914,13 +1979,26 @@ fn deliver(observers: &RefCell<Observers>, ev: Ev) {
                 SubState::Subscribing => o.on_enter_subscribing(),
                 SubState::Subscribed => o.on_enter_subscribed(),
                 SubState::Unsubscribing => o.on_enter_unsubscribing(),
-                // Reported with its reason by `SubFailed`.
+                // Reported with its reason by `SubscriptionFailed`.
                 SubState::Failed => {}
             }
         }),
-        Ev::SubFailed(key, reason) => with_sub(observers, &key, |o| o.on_enter_failed(&reason)),
-        Ev::SubReply(key, reply) => with_sub(observers, &key, |o| o.on_reply(&reply)),
-        Ev::SubData(key, data) => with_sub(observers, &key, |o| o.on_subscription_data(&data)),
+        Event::SubscriptionFailed { key, reason } => {
+            let reason = reason
+                .reason_text()
+                .map_or_else(|| "Unknown error".to_owned(), text);
+            with_sub(observers, key, |o| o.on_enter_failed(&reason));
+        }
+        Event::SubscriptionReply { key, reply } => {
+            let reply = Reply::from_pdu(&reply);
+            with_sub(observers, key, |o| o.on_reply(&reply));
+        }
+        Event::SubscriptionData { key, data } => {
+            let data = SubscriptionData::from_core(data, encoding);
+            with_sub(observers, key, |o| o.on_subscription_data(&data));
+        }
+        // Events a newer core reports that this client has no observer method for.
+        _ => {}
     }
 }
 

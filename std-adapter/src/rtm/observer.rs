@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use benchlink_core::json;
-use benchlink_core::rtm::pdu::{Pdu, Raw};
+use benchlink_core::rtm::pdu::{self, Pdu, Raw};
 
 /// Client state callbacks, named as in the reference (Python) SDK's client observer.
 #[allow(unused_variables)]
@@ -144,7 +144,7 @@ pub trait SubscriptionObserver: Send {
     /// Left Failed.
     fn on_leave_failed(&mut self) {}
     /// Messages arrived.
-    fn on_subscription_data(&mut self, data: &SubscriptionData) {}
+    fn on_subscription_data(&mut self, data: &SubscriptionData<'_>) {}
     /// The server's reply to this subscription's subscribe or unsubscribe
     /// (`rtm/subscribe/ok` with its `position`, or an `…/error`), as received, before
     /// the state change it causes (benchlink; the reference SDK's observers have no such
@@ -153,12 +153,24 @@ pub trait SubscriptionObserver: Send {
 }
 
 /// A received `rtm/subscription/data` body: its messages as JSON texts, parsed only if
-/// and how the observer wants. The frame was scanned once, by the core; this keeps the
-/// messages' text in one string with each message's place in it. On a CBOR connection
-/// the messages are also kept as received ([`cbor_messages`](Self::cbor_messages)), and
-/// their JSON text is transcoded (a byte string becomes its base64 text).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubscriptionData {
+/// and how the observer wants. On a JSON connection it borrows the received frame, which
+/// the core scanned once: nothing is copied for an observer that only looks (keep one
+/// past the callback with [`to_owned`](Self::to_owned)). On a CBOR connection the
+/// messages are also kept as received ([`cbor_messages`](Self::cbor_messages)), and their
+/// JSON text is transcoded (a byte string becomes its base64 text).
+#[derive(Debug, Clone)]
+pub struct SubscriptionData<'a>(Data<'a>);
+
+#[derive(Debug, Clone)]
+enum Data<'a> {
+    /// As received on a JSON connection.
+    Json(pdu::SubscriptionData<'a>),
+    /// Transcoded from CBOR, or kept past the callback.
+    Owned(Box<Owned>),
+}
+
+#[derive(Debug, Clone)]
+struct Owned {
     subscription_id: String,
     position: Option<String>,
     /// The messages' JSON texts, one after the other.
@@ -169,8 +181,13 @@ pub struct SubscriptionData {
     cbor: Vec<Vec<u8>>,
 }
 
-impl SubscriptionData {
-    pub(crate) fn from_core(data: &benchlink_core::rtm::pdu::SubscriptionData<'_>) -> Self {
+impl<'a> SubscriptionData<'a> {
+    /// The core's view of the body, received in `encoding`: borrowed when it is JSON,
+    /// transcoded when CBOR.
+    pub(crate) fn from_core(data: pdu::SubscriptionData<'a>, encoding: pdu::Encoding) -> Self {
+        if encoding == pdu::Encoding::Json {
+            return SubscriptionData(Data::Json(data));
+        }
         let mut messages = String::new();
         let mut spans = Vec::new();
         let mut cbor = Vec::new();
@@ -185,29 +202,88 @@ impl SubscriptionData {
             }
             spans.push((from, messages.len()));
         }
-        SubscriptionData {
+        SubscriptionData(Data::Owned(Box::new(Owned {
             subscription_id: text(data.subscription_id),
             position: data.position.map(text),
             messages,
             spans,
             cbor,
-        }
+        })))
+    }
+
+    /// A copy that outlives the callback (to send to another thread, say).
+    ///
+    /// ```
+    /// # use benchlink_std::rtm::SubscriptionData;
+    /// # fn keep(data: &SubscriptionData, tx: std::sync::mpsc::Sender<SubscriptionData<'static>>) {
+    /// let _ = tx.send(data.to_owned());
+    /// # }
+    /// ```
+    pub fn to_owned(&self) -> SubscriptionData<'static> {
+        let owned = match &self.0 {
+            Data::Owned(owned) => owned.clone(),
+            Data::Json(data) => {
+                let mut messages = String::new();
+                let spans = self
+                    .messages()
+                    .into_iter()
+                    .map(|m| {
+                        let from = messages.len();
+                        messages.push_str(m);
+                        (from, messages.len())
+                    })
+                    .collect();
+                Box::new(Owned {
+                    subscription_id: text(data.subscription_id),
+                    position: data.position.map(text),
+                    messages,
+                    spans,
+                    cbor: Vec::new(),
+                })
+            }
+        };
+        SubscriptionData(Data::Owned(owned))
     }
 
     /// Each message as received on a CBOR connection, one CBOR item each (byte strings
     /// and all); empty on a JSON connection.
     pub fn cbor_messages(&self) -> Vec<&[u8]> {
-        self.cbor.iter().map(Vec::as_slice).collect()
+        match &self.0 {
+            Data::Json(_) => Vec::new(),
+            Data::Owned(owned) => owned.cbor.iter().map(Vec::as_slice).collect(),
+        }
     }
 
     /// The subscription id (the channel, or the view's id).
     pub fn subscription_id(&self) -> String {
-        self.subscription_id.clone()
+        match &self.0 {
+            Data::Json(data) => text(data.subscription_id),
+            Data::Owned(owned) => owned.subscription_id.clone(),
+        }
     }
 
     /// Where to resume after these messages.
     pub fn position(&self) -> Option<String> {
-        self.position.clone()
+        match &self.0 {
+            Data::Json(data) => data.position.map(text),
+            Data::Owned(owned) => owned.position.clone(),
+        }
+    }
+
+    /// How many messages came.
+    ///
+    /// ```
+    /// # use benchlink_std::rtm::SubscriptionData;
+    /// # fn count(data: &SubscriptionData, total: &mut usize) {
+    /// *total += data.len();
+    /// # }
+    /// ```
+    #[allow(clippy::len_without_is_empty)] // a data PDU with no messages is still one
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Data::Json(data) => data.messages.elements().count(),
+            Data::Owned(owned) => owned.spans.len(),
+        }
     }
 
     /// Each message as JSON text (as received on a JSON connection).
@@ -219,10 +295,18 @@ impl SubscriptionData {
     /// # }
     /// ```
     pub fn messages(&self) -> Vec<&str> {
-        self.spans
-            .iter()
-            .filter_map(|&(from, to)| self.messages.get(from..to))
-            .collect()
+        match &self.0 {
+            Data::Json(data) => data
+                .messages
+                .elements()
+                .filter_map(|m| m.raw().as_json())
+                .collect(),
+            Data::Owned(owned) => owned
+                .spans
+                .iter()
+                .filter_map(|&(from, to)| owned.messages.get(from..to))
+                .collect(),
+        }
     }
 
     /// Each message deserialized as `T`.
