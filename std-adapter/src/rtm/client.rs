@@ -1542,6 +1542,15 @@ impl Io {
         }
     }
 
+    /// [`flush`](Self::flush) once the link has taken all that was read: what the
+    /// events of one read made callbacks send goes out in one write, not one per
+    /// message.
+    fn flush_when_read(&mut self, core: &mut Core) {
+        if self.inbox.pending().is_empty() {
+            self.flush(core);
+        }
+    }
+
     fn drop_socket(&mut self) {
         if let Some(socket) = self.socket.take() {
             if self.registered {
@@ -1687,49 +1696,44 @@ fn run_loop(
         // The read syscall runs with the link unlocked, so callers queueing requests
         // meanwhile do not wait for it.
         let input = io.read();
-        let (timeout, took) = {
-            let mut core = engine.lock();
-            while let Ok(msg) = rx.try_recv() {
-                io.connected(&mut core, msg);
-            }
-            // Deadlines first: a request whose time is up (a timeout of 0 included) fails
-            // even if its reply is already waiting in the socket.
-            let now = core.now();
-            if core.link.poll_timeout().is_some_and(|t| t <= now) {
-                let (link, events) = core.parts();
-                link.handle_timeout(now, events);
-            }
-            io.feed(&mut core, input);
-            io.flush(&mut core);
-            let wait = core
-                .link
-                .poll_timeout()
-                .map(|t| Duration::from_micros(t.as_micros().saturating_sub(now.as_micros())));
-            (wait, take(&mut core, &mut delivery))
-        };
-        // Observers may call the client: what they queue goes out before the next sleep.
-        if took {
-            deliver(&engine, &watch, &observers, &mut delivery);
-            loop {
-                let mut core = engine.lock();
-                io.flush(&mut core);
-                if !take(&mut core, &mut delivery) {
-                    break;
-                }
-                drop(core);
-                deliver(&engine, &watch, &observers, &mut delivery);
-            }
+        let mut core = engine.lock();
+        while let Ok(msg) = rx.try_recv() {
+            io.connected(&mut core, msg);
         }
+        // Deadlines first: a request whose time is up (a timeout of 0 included) fails
+        // even if its reply is already waiting in the socket.
+        let now = core.now();
+        if core.link.poll_timeout().is_some_and(|t| t <= now) {
+            let (link, events) = core.parts();
+            link.handle_timeout(now, events);
+        }
+        io.feed(&mut core, input);
+        // The link takes the chunk up to each message with events; those are delivered
+        // (observers may call the client) before it takes the next. What callbacks queue
+        // goes out once the chunk is used up, before the next sleep.
+        loop {
+            io.flush_when_read(&mut core);
+            if !take(&mut core, &mut delivery) {
+                break;
+            }
+            drop(core);
+            deliver(&engine, &watch, &observers, &mut delivery);
+            core = engine.lock();
+            io.feed(&mut core, Input::Nothing);
+        }
+        let now = core.now();
+        let timeout = core
+            .link
+            .poll_timeout()
+            .map(|t| Duration::from_micros(t.as_micros().saturating_sub(now.as_micros())));
+        let disposed = core.link.client().state() == ClientState::Disposed;
+        drop(core);
         // Requests went out or were answered this turn: a caller waiting for room looks.
         if engine.room_waiters.load(Ordering::Acquire) > 0 {
             engine.room.notify_all();
         }
-        if engine.lock().link.client().state() == ClientState::Disposed {
+        if disposed {
             break;
-        }
-        // Input the link has not taken yet goes first; readiness can wait for it.
-        if !io.inbox.pending().is_empty() {
-            continue;
         }
         let timeout = if io.readable || engine.wake_pending.load(Ordering::Acquire) {
             Some(Duration::ZERO)
@@ -1786,7 +1790,11 @@ fn deliver(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, 
             Event::ClientState { enter, .. } => Some(enter),
             _ => None,
         };
-        let deleted = matches!(event, Event::SubscriptionDeleted { .. });
+        if let Event::SubscriptionDeleted { .. } = event {
+            // Room for another before its observer hears it (and may subscribe again).
+            let mut core = engine.lock();
+            core.subs = core.subs.saturating_sub(1);
+        }
         let ok = catch_unwind(AssertUnwindSafe(|| tell(observers, event, *encoding))).is_ok();
         if let Some(state) = state {
             let mut seen = watch.lock();
@@ -1794,15 +1802,12 @@ fn deliver(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, 
             seen.delivered = *next;
             watch.notify(seen);
         }
-        if deleted || !ok {
+        if !ok {
+            log::error!("rtm: a callback panicked: stopping the client");
             let mut core = engine.lock();
-            core.subs = core.subs.saturating_sub(usize::from(deleted));
-            if !ok {
-                log::error!("rtm: a callback panicked: stopping the client");
-                let now = core.now();
-                let (link, events) = core.parts();
-                link.client_mut().stop(now, events);
-            }
+            let now = core.now();
+            let (link, events) = core.parts();
+            link.client_mut().stop(now, events);
         }
     }
     // Events dropped for room (logged when taken) are counted as delivered.
