@@ -78,6 +78,15 @@ pub struct Events<B> {
     /// Where the last message received lies (see [`Handler::received`]), while it is JSON
     /// text: the parts of it that events borrow are recorded as offsets into it.
     json: Option<Received>,
+    /// Each message is copied in, as a record of its own before its events, for messages
+    /// of up to this many bytes ([`Events::keeping_messages`]).
+    keeps: Option<usize>,
+    /// The last message received was kept (while [`keeps`](Self::keeps)): its events
+    /// can be recorded.
+    kept: bool,
+    /// The link is between messages (it asked whether it may take the next): the last
+    /// one kept gets no more events.
+    between: bool,
 }
 
 /// The address and length of the message the link received last.
@@ -132,7 +141,58 @@ impl<B: Bytes> Events<B> {
             lost: 0,
             recorded: 0,
             json: None,
+            keeps: None,
+            kept: false,
+            between: false,
         }
+    }
+
+    /// These events with a copy of every message received, of up to `max_message`
+    /// bytes (the link's largest), kept with its events until they are taken: the events
+    /// borrow their own copy, never the link's buffer. So they never hold the link's
+    /// input back while their buffer has room for another message and its events, and
+    /// they can be moved away from the link ([`core::mem::swap`] with an empty
+    /// `Events`) and read where the link is out of reach
+    /// ([`poll_kept`](Self::poll_kept)): a threaded adapter takes the events of a whole
+    /// read under its lock and delivers them after releasing it. Each message is copied
+    /// once, here; the buffer needs `max_message` bytes, and those of the messages
+    /// waiting, beyond [`capacity_for`](Self::capacity_for).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::Events;
+    /// let events = Events::new(vec![0u8; 64 << 10]).keeping_messages(16 << 10);
+    /// # let _ = events;
+    /// ```
+    #[must_use]
+    pub fn keeping_messages(mut self, max_message: usize) -> Self {
+        self.keeps = Some(max_message);
+        self
+    }
+
+    /// The oldest event not yet taken, read from the message copies of events
+    /// [keeping messages](Self::keeping_messages), without the link (these events may
+    /// have been moved away from it); like [`poll_event`](Self::poll_event) otherwise.
+    /// Without that mode, an event that borrows a message is not found (it is counted
+    /// [`lost`](Self::lost)).
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{ClientState, Event, Events, Handler};
+    /// let mut at_link = Events::new(vec![0u8; 4096]).keeping_messages(1024);
+    /// at_link.client_state(ClientState::Stopped, ClientState::Connecting);
+    /// let mut moved = Events::new(vec![0u8; 4096]).keeping_messages(1024);
+    /// core::mem::swap(&mut at_link, &mut moved);
+    /// assert_eq!(
+    ///     moved.poll_kept(),
+    ///     Some(Event::ClientState { leave: ClientState::Stopped, enter: ClientState::Connecting }),
+    /// );
+    /// assert_eq!(moved.poll_kept(), None);
+    /// ```
+    #[must_use]
+    pub fn poll_kept(&mut self) -> Option<Event<'_>> {
+        let by_ticket = self.by_ticket;
+        self.hand_out_in(&[], Encoding::Json, |record| {
+            !(by_ticket && reply_ticket(record).is_some())
+        })
     }
 
     /// These events with the replies ([`Event::Reply`], [`Event::Auth`]) kept for
@@ -195,39 +255,6 @@ impl<B: Bytes> Events<B> {
         self.hand_out(link, |record| reply_ticket(record) == Some(ticket))
     }
 
-    /// [`poll_event`](Self::poll_event) for events moved away from their link: the
-    /// caller swapped them out ([`core::mem::swap`] with an empty `Events`) so the link
-    /// can go on receiving while they are read elsewhere, and copied the link's
-    /// [`last_message`](Link::last_message) with them, which is `message` here.
-    /// `encoding` is the connection's. A multi-threaded adapter moves them out under its
-    /// lock and reads them after releasing it: the message is copied once, the events
-    /// not at all.
-    ///
-    /// ```
-    /// use benchlink_core::rtm::{ClientState, Event, Events, Handler};
-    /// use benchlink_core::rtm::pdu::Encoding;
-    /// let mut at_link = Events::new(vec![0u8; 256]);
-    /// at_link.client_state(ClientState::Stopped, ClientState::Connecting);
-    /// let mut moved = Events::new(vec![0u8; 256]);
-    /// core::mem::swap(&mut at_link, &mut moved);
-    /// assert_eq!(
-    ///     moved.poll_event_in(&[], Encoding::Json),
-    ///     Some(Event::ClientState { leave: ClientState::Stopped, enter: ClientState::Connecting }),
-    /// );
-    /// assert_eq!(moved.poll_event_in(&[], Encoding::Json), None);
-    /// ```
-    #[must_use]
-    pub fn poll_event_in<'a>(
-        &'a mut self,
-        message: &'a [u8],
-        encoding: Encoding,
-    ) -> Option<Event<'a>> {
-        let by_ticket = self.by_ticket;
-        self.hand_out_in(message, encoding, |record| {
-            !(by_ticket && reply_ticket(record).is_some())
-        })
-    }
-
     /// Hands out the oldest event not yet taken whose record `pick` accepts.
     fn hand_out<'a, L: Bytes, S: SubscriptionSlots, P: Slots>(
         &'a mut self,
@@ -237,7 +264,8 @@ impl<B: Bytes> Events<B> {
         self.hand_out_in(link.last_message(), link.client().encoding(), pick)
     }
 
-    /// [`hand_out`](Self::hand_out), its records' parts found in `message`.
+    /// [`hand_out`](Self::hand_out), its records' parts found in `message` (read in
+    /// `encoding`), or in the copy kept before the record.
     fn hand_out_in<'a>(
         &'a mut self,
         message: &'a [u8],
@@ -245,10 +273,21 @@ impl<B: Bytes> Events<B> {
         pick: impl Fn(&[u8]) -> bool,
     ) -> Option<Event<'a>> {
         self.settle();
-        let at = self
-            .fifo
-            .position(|record| record.first() != Some(&TAKEN) && pick(record))?;
+        // The last message kept before the record handed out.
+        let mut kept = None;
+        let at = self.fifo.position(|at, record| match record.first() {
+            Some(&MESSAGE) => {
+                kept = Some(at);
+                false
+            }
+            Some(&TAKEN) => false,
+            _ => pick(record),
+        })?;
         self.handed = Some(at);
+        let (message, encoding) = match kept.and_then(|m| self.fifo.record(m)) {
+            Some([_, encoding, message @ ..]) => (message, nth(&ENCODINGS, *encoding)?),
+            _ => (message, encoding),
+        };
         let event = self
             .fifo
             .record(at)
@@ -286,9 +325,52 @@ impl<B: Bytes> Events<B> {
             }
             *tag = TAKEN;
         }
-        while self.fifo.front().and_then(|r| r.first()) == Some(&TAKEN) {
-            self.fifo.pop_front();
+        loop {
+            match self.fifo.front().and_then(|r| r.first()) {
+                Some(&TAKEN) => self.fifo.pop_front(),
+                Some(&MESSAGE) if self.message_done() => self.fifo.pop_front(),
+                _ => return,
+            }
         }
+    }
+
+    /// Whether the message kept at the front is no longer needed: every record after it
+    /// was taken, and another message came after them or the link is between messages
+    /// (until then, more events of it may come).
+    fn message_done(&self) -> bool {
+        let mut first = true;
+        let mut done = self.between;
+        self.fifo.position(|_, record| {
+            let tag = record.first().copied();
+            let seen = core::mem::replace(&mut first, false);
+            match tag {
+                _ if seen => false,
+                Some(TAKEN) => false,
+                Some(MESSAGE) => {
+                    done = true;
+                    true
+                }
+                _ => {
+                    done = false;
+                    true
+                }
+            }
+        });
+        done
+    }
+
+    /// Copies `message` in (while [keeping messages](Self::keeping_messages)), as a
+    /// record before its events; `kept` says whether it fit.
+    fn keep(&mut self, message: &[u8], encoding: Encoding) {
+        self.between = false;
+        self.settle();
+        self.kept = self.fifo.push_with(|room| {
+            let len = message.len().checked_add(2)?;
+            let (head, copy) = room.get_mut(..len)?.split_at_mut(2);
+            head.copy_from_slice(&[MESSAGE, encoding_byte(encoding)]);
+            copy.copy_from_slice(message);
+            Some(len)
+        });
     }
 
     /// Bytes enough for the events of any one call into a link with `subscriptions`
@@ -377,6 +459,11 @@ impl<B: Bytes> Events<B> {
     /// from the link's last message (which then stays until it is taken).
     fn push(&mut self, tag: Tag, borrows: bool, fill: impl Fn(&mut Writer<'_>) -> Option<()>) {
         self.settle();
+        if borrows && self.keeps.is_some() && !self.kept {
+            // Its message did not fit: without it the event cannot be read.
+            self.lost = self.lost.saturating_add(1);
+            return;
+        }
         let first = tag as u8 | if borrows { BORROWS } else { 0 };
         loop {
             let stored = self.fifo.push_with(|room| {
@@ -396,7 +483,7 @@ impl<B: Bytes> Events<B> {
                 .fifo
                 .front()
                 .and_then(|r| r.first())
-                .is_some_and(|&b| b & BORROWS == 0 && !matches!(b, REPLY | AUTH));
+                .is_some_and(|&b| b & BORROWS == 0 && !matches!(b, REPLY | AUTH | MESSAGE));
             if !droppable {
                 return;
             }
@@ -412,6 +499,27 @@ const BORROWS: u8 = 0x80;
 /// A record's first byte once its event was taken (in the middle of the FIFO, by
 /// [`Events::take_reply`]): passed over, and dropped when it reaches the front.
 const TAKEN: u8 = 0x7F;
+
+/// The first byte of a message kept ([`Events::keeping_messages`]), followed by its
+/// encoding and its bytes: read for the events after it, never handed out itself.
+const MESSAGE: u8 = 0x7E;
+
+/// The encodings a kept message is read in, by their byte.
+const ENCODINGS: [Encoding; 2] = [
+    Encoding::Json,
+    #[cfg(feature = "cbor")]
+    Encoding::Cbor,
+    #[cfg(not(feature = "cbor"))]
+    Encoding::Json,
+];
+
+fn encoding_byte(encoding: Encoding) -> u8 {
+    match encoding {
+        Encoding::Json => 0,
+        #[cfg(feature = "cbor")]
+        Encoding::Cbor => 1,
+    }
+}
 
 /// The tags of reply records, as bytes (without [`BORROWS`]).
 const REPLY: u8 = Tag::Reply as u8;
@@ -475,9 +583,17 @@ impl Tag {
 impl<B: Bytes> Handler for Events<B> {
     /// Only while no event waiting borrows the last message: the events that borrow
     /// one message are taken before the next is read (it stays in the link until then).
+    /// Keeping messages: while there is room for another message and its events.
     fn ready_for_input(&mut self) -> bool {
+        self.between = true;
         self.settle();
-        self.borrowing == 0
+        match self.keeps {
+            None => self.borrowing == 0,
+            Some(max) => {
+                self.fifo.is_empty()
+                    || self.fifo.free() >= max.saturating_add(RECORD_HEADER + 2 + 4 * MAX_RECORD)
+            }
+        }
     }
 
     fn client_state(&mut self, leave: ClientState, enter: ClientState) {
@@ -491,6 +607,9 @@ impl<B: Bytes> Handler for Events<B> {
             at: message.as_ptr() as usize,
             len: message.len(),
         });
+        if self.keeps.is_some() {
+            self.keep(message, encoding);
+        }
     }
 
     fn reply(&mut self, ticket: Ticket, outcome: Outcome<'_>) {

@@ -627,18 +627,8 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     }
 
     /// The last message received, as the client read it: what the parts of the frame in
-    /// [`Events`](super::Events) records are found again in. An adapter that moves the
-    /// events away to read them elsewhere copies it with them
-    /// ([`Events::poll_event_in`](super::Events::poll_event_in)).
-    ///
-    /// ```
-    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, Pending, SubscriptionSlot};
-    /// let buffers = Buffers { rx: vec![0; 1024], tx: vec![0; 1024], queue: vec![0; 256], outbox: vec![0; 256], subscription_args: vec![] };
-    /// let link: Link<Vec<u8>, _, _> = Link::new(Config::default(), LinkConfig::DEFAULT,
-    ///     "ws://127.0.0.1:8080", "KEY", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 2]).unwrap();
-    /// assert!(link.last_message().is_empty(), "nothing received yet");
-    /// ```
-    pub fn last_message(&self) -> &[u8] {
+    /// [`Events`](super::Events) records are found again in.
+    pub(crate) fn last_message(&self) -> &[u8] {
         self.session.last_message(self.held)
     }
 

@@ -251,14 +251,27 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
     /// Where the oldest record for which `pred` holds starts: an offset for
     /// [`record`](Self::record) and [`record_mut`](Self::record_mut), valid until the
     /// FIFO is changed.
-    pub(crate) fn position(&self, mut pred: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+    pub(crate) fn position(&self, mut pred: impl FnMut(usize, &[u8]) -> bool) -> Option<usize> {
         let mut cursor = RecordCursor::default();
         while let Some(range) = self.step(&mut cursor) {
-            if self.buf.as_ref().get(range.clone()).is_some_and(&mut pred) {
-                return Some(range.start);
+            let at = range.start;
+            if self.buf.as_ref().get(range).is_some_and(|r| pred(at, r)) {
+                return Some(at);
             }
         }
         None
+    }
+
+    /// Bytes free for records (one record of this size, less its header, fits after a
+    /// compaction at most).
+    pub(crate) fn free(&self) -> usize {
+        if self.wrap > 0 {
+            self.start.saturating_sub(self.wrap)
+        } else {
+            self.capacity()
+                .saturating_sub(self.end)
+                .saturating_add(self.start)
+        }
     }
 
     /// The record at `at` (from [`position`](Self::position)).

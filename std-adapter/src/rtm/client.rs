@@ -19,8 +19,8 @@ use std::time::{Duration, Instant as StdInstant};
 use benchlink_core::rtm::auth;
 use benchlink_core::rtm::pdu::{Encoding, History, Payload};
 use benchlink_core::rtm::{
-    self as core_rtm, Ack, ClientState, Event, Handler, Mode, Outcome, Output, RequestError,
-    SubState, SubscribeArgs, Ticket,
+    self as core_rtm, Ack, ClientState, Event, Mode, Outcome, Output, RequestError, SubState,
+    SubscribeArgs, Ticket,
 };
 use benchlink_core::time::Instant;
 use mio::unix::SourceFd;
@@ -89,7 +89,7 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
         .max_outgoing_message_size
         .saturating_add(ENVELOPE_ROOM);
     core_rtm::Buffers {
-        rx: bytes(options.transport.max_message_size.max(1024)),
+        rx: bytes(rx_size(options)),
         tx: bytes(outbox + TX_BATCH + core_rtm::MIN_TX_EXTRA),
         // Every request that can be sent can also wait offline.
         queue: bytes(options.queue_bytes.saturating_add(outbox)),
@@ -102,15 +102,24 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
     }
 }
 
-/// Bytes for the link's events between two takes by the I/O thread: a call's worst
-/// case, twice (zeroed: pages are committed only as events are kept).
-fn journal(options: &ClientOptions) -> Box<[u8]> {
-    let one_call = Journal::capacity_for(
+/// The link's events between two takes by the I/O thread, each message they borrow
+/// kept with them: a call's worst case, two largest messages and two reads' worth
+/// (zeroed: pages are committed only as events are kept).
+fn journal(options: &ClientOptions) -> Journal {
+    let max_message = rx_size(options);
+    let size = Journal::capacity_for(
         options.max_subscriptions,
         options.max_queue_size,
         options.max_queue_size,
-    );
-    vec![0u8; one_call.saturating_mul(2)].into_boxed_slice()
+    )
+    .saturating_add(max_message.saturating_mul(2))
+    .saturating_add(2 * READ_CHUNK);
+    Journal::new(vec![0u8; size].into_boxed_slice()).keeping_messages(max_message)
+}
+
+/// The link's receive buffer: the largest message.
+fn rx_size(options: &ClientOptions) -> usize {
+    options.transport.max_message_size.max(1024)
 }
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
@@ -524,10 +533,10 @@ enum Registration {
 /// The events the I/O thread took from [`Core`], read and delivered with the link
 /// unlocked (so observers may call the client).
 struct Delivery {
-    /// Swapped with the link's: empty whenever it is swapped back.
+    /// Swapped with the link's: empty whenever it is swapped back. The events keep the
+    /// messages they borrow from, so they need the link no longer.
     events: Journal,
-    /// A copy of the link's last message, which the events borrow from.
-    message: Vec<u8>,
+    /// The client's encoding (how to show the messages of subscription data).
     encoding: Encoding,
     registrations: VecDeque<(u64, Registration)>,
     /// The count of the next event to deliver, and of the events taken.
@@ -536,8 +545,8 @@ struct Delivery {
 }
 
 /// Takes the link's events and what calls registered, for delivery with the link
-/// unlocked; `false` when there is nothing. The events are swapped out whole, and the
-/// message they borrow from copied once: the link goes on receiving meanwhile.
+/// unlocked; `false` when there is nothing. The events are swapped out whole, with the
+/// messages they keep: the link goes on receiving meanwhile.
 fn take(core: &mut Core, d: &mut Delivery) -> bool {
     let until = core.recorded();
     if until == core.taken && core.registrations.is_empty() {
@@ -547,12 +556,6 @@ fn take(core: &mut Core, d: &mut Delivery) -> bool {
     if lost > 0 {
         log::warn!("rtm: {lost} events were dropped: the client's calls made more events than its events buffer holds before the I/O thread took them");
     }
-    // Events that borrow the message keep the link from taking another one.
-    if !core.events.ready_for_input() {
-        d.message.clear();
-        d.message.extend_from_slice(core.link.last_message());
-    }
-    d.encoding = core.link.client().encoding();
     std::mem::swap(&mut core.events, &mut d.events);
     core.taken = until;
     core.recorded_at_take = core.events.recorded();
@@ -767,7 +770,7 @@ impl Client {
                 let engine = Arc::new(Engine {
                     core: Mutex::new(Core {
                         link,
-                        events: Journal::new(journal(&options)),
+                        events: journal(&options),
                         taken: 0,
                         recorded_at_take: 0,
                         lost_at_take: 0,
@@ -787,8 +790,7 @@ impl Client {
                     return;
                 }
                 let delivery = Delivery {
-                    events: Journal::new(journal(&options)),
-                    message: Vec::new(),
+                    events: journal(&options),
                     encoding: options.encoding,
                     registrations: VecDeque::new(),
                     next: 0,
@@ -1777,13 +1779,12 @@ fn run_loop(
 fn deliver(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, d: &mut Delivery) {
     let Delivery {
         events,
-        message,
         encoding,
         registrations,
         next,
         until,
     } = d;
-    while let Some(event) = events.poll_event_in(message, *encoding) {
+    while let Some(event) = events.poll_kept() {
         register(observers, registrations, *next);
         *next = next.saturating_add(1);
         let state = match event {

@@ -1121,39 +1121,74 @@ mod pull {
         }
     }
 
-    /// Moved away after every call (swapped with the empty `Events` read last time, the
-    /// link's last message copied with them) and read only after the link's next call,
-    /// which may have received another message into the buffer they came from: the same
-    /// events as pushed, none lost — how a threaded adapter reads them outside its lock.
+    /// Keeping messages, read after every call with the link (`poll_event`), or moved
+    /// away (swapped with the empty `Events` read last time) and read only after the
+    /// link's next call, which may have received more messages into the buffer they came
+    /// from (`poll_kept`): the same events as pushed, none lost, and the link never held
+    /// back — how a threaded adapter takes a whole read's events under its lock.
     #[test]
-    fn events_moved_away_are_read_against_a_copy_of_the_message() {
+    fn events_keeping_messages_are_the_pushed_events_and_never_hold_input() {
         for seed in 0..50 {
             let mut push = Trace::default();
             run(&mut push, |_, _| {}, seed);
-            let size = Events::<Vec<u8>>::capacity_for(4, 128, 0);
-            let mut moved = Events::new(vec![0; size]);
-            let mut message = Vec::new();
+            let size = Events::<Vec<u8>>::capacity_for(4, 128, 0) + (16 << 10);
+            let keeping = || Events::new(vec![0; size]).keeping_messages(4096);
+
             let mut pulled = Trace::default();
-            let mut read = |moved: &mut Events<Vec<u8>>, message: &[u8]| {
-                while let Some(event) = moved.poll_event_in(message, Encoding::Json) {
+            let mut events = keeping();
+            let take = |events: &mut Events<Vec<u8>>, link: &TestLink| {
+                while let Some(event) = events.poll_event(link) {
+                    pulled.push(event);
+                }
+            };
+            let held = run(&mut events, take, seed);
+            assert_eq!(events.lost(), 0);
+            assert_eq!(held, 0, "seed {seed}: kept messages never hold input back");
+            assert_eq!(push.0, pulled.0, "seed {seed}");
+
+            let mut moved = keeping();
+            let mut pulled = Trace::default();
+            let mut read = |moved: &mut Events<Vec<u8>>| {
+                while let Some(event) = moved.poll_kept() {
                     pulled.push(event);
                 }
                 assert_eq!(moved.lost(), 0);
             };
-            let mut events = Events::new(vec![0; size]);
-            run(
+            let mut events = keeping();
+            let held = run(
                 &mut events,
-                |events, link| {
-                    read(&mut moved, &message);
+                |events, _| {
+                    read(&mut moved);
                     core::mem::swap(events, &mut moved);
-                    message.clear();
-                    message.extend_from_slice(link.last_message());
                 },
                 seed,
             );
-            read(&mut moved, &message);
+            read(&mut moved);
+            assert_eq!(held, 0, "seed {seed}");
             assert_eq!(push.0, pulled.0, "seed {seed}");
         }
+    }
+
+    /// Keeping messages in a buffer with room for one message and its events: the link
+    /// takes the next message only once the events before it are taken, and none is
+    /// lost.
+    #[test]
+    fn events_keeping_messages_hold_input_back_when_full() {
+        let mut push = Trace::default();
+        run(&mut push, |_, _| {}, 7);
+        // Room for another message of up to `max` only while empty.
+        let max = Events::<Vec<u8>>::capacity_for(4, 128, 0);
+        let mut pulled = Trace::default();
+        let mut events = Events::new(vec![0; max + 600]).keeping_messages(max);
+        let take = |events: &mut Events<Vec<u8>>, link: &TestLink| {
+            while let Some(event) = events.poll_event(link) {
+                pulled.push(event);
+            }
+        };
+        let held = run(&mut events, take, 7);
+        assert_eq!(events.lost(), 0);
+        assert!(held > 0, "a full buffer held input back");
+        assert_eq!(push.0, pulled.0);
     }
 
     /// Kept by ticket, replies are taken out of turn (newest ticket first here) and the
