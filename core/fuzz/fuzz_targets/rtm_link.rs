@@ -7,7 +7,8 @@
 //!   `4, 8, 2048, 1024` / `1, 2, 256, 256` / `4, 32, 8192, 2048` / the first again; bit 2: `restore_auth_on_reconnect`;
 //!   bit 3: `retry_first_connect`; bit 4: end with `stop` + close + timeouts before
 //!   `dispose`; bit 5: `wss://` endpoint with a path; bit 6: replies kept by ticket
-//!   (`Events::replies_by_ticket`), taken out of turn.
+//!   (`Events::replies_by_ticket`), taken out of turn; bit 7: events keeping a copy of
+//!   each message (`Events::keeping_messages`), read without the link (`poll_kept`).
 //! - then (via `arbitrary::Unstructured`) the buffer sizes (rx, tx ≥ outbox + 1024), the
 //!   client's config (intervals, attempt budget, `max_queue_size`, jitter seed, auth and
 //!   connect timeouts), the link's config (ping interval, dead-peer and close timeouts,
@@ -132,6 +133,7 @@ fuzz_target!(|input: &[u8]| {
         link,
         stop_first: opts & 16 != 0,
         by_ticket: opts & 64 != 0,
+        keeping: opts & 128 != 0,
         endpoint: if opts & 32 != 0 {
             "wss://rtm.example.test/some/path"
         } else {
@@ -152,6 +154,7 @@ struct Setup {
     stop_first: bool,
     endpoint: &'static str,
     by_ticket: bool,
+    keeping: bool,
 }
 
 // ------------------------------------------------------------------------------------
@@ -490,7 +493,9 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
     fn run(setup: Setup, rx: usize, tx_extra: usize, u: &mut Unstructured<'_>) {
         let tx_len = O + 1024 + tx_extra;
         ARENA.with_borrow_mut(|arena| {
-            let events_len = events_len::<S, P, Q>();
+            // Kept messages take up to two largest ones beyond the events' room.
+            let keeping = if setup.keeping { 2 * rx + 4096 } else { 0 };
+            let events_len = events_len::<S, P, Q>() + keeping;
             let total = rx + tx_len + Q + O + S * 128 + events_len;
             if arena.len() < total {
                 arena.resize(total, 0);
@@ -498,6 +503,7 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
             // Zeroed like fresh buffers: a run never depends on the one before.
             let arena = &mut arena[..total];
             arena.fill(0);
+            let max_message = rx;
             let (rx, rest) = arena.split_at_mut(rx);
             let (tx, rest) = rest.split_at_mut(tx_len);
             let (queue, rest) = rest.split_at_mut(Q);
@@ -510,11 +516,13 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                 outbox,
                 subscription_args,
             };
-            let events = if setup.by_ticket {
-                Events::new(events).replies_by_ticket()
-            } else {
-                Events::new(events)
-            };
+            let mut events = Events::new(events);
+            if setup.by_ticket {
+                events = events.replies_by_ticket();
+            }
+            if setup.keeping {
+                events = events.keeping_messages(max_message);
+            }
             Fuzz::<S, P, Q, O>::run_in(setup, buffers, events, tx_len, u);
         });
     }
@@ -851,6 +859,12 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
 
     /// Pulls the events of the calls so far into the checking handler; none is lost.
     fn take_events(&mut self) {
+        if self.setup.keeping {
+            // Read from the kept copies only: the link's buffer is not looked at.
+            while let Some(event) = self.events.poll_kept() {
+                event.deliver(&mut self.rec);
+            }
+        }
         self.events.dispatch(&self.link, &mut self.rec);
         if self.setup.by_ticket {
             // Tickets count up from 0, at most one per operation.
