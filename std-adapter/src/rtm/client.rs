@@ -103,8 +103,9 @@ fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
 }
 
 /// The link's events between two takes by the I/O thread, each message they borrow
-/// kept with them: a call's worst case, two largest messages and two reads' worth
-/// (zeroed: pages are committed only as events are kept).
+/// kept with them: a call's worst case, a largest message and two reads' worth (zeroed:
+/// pages are committed only as events are kept; past a largest message the link waits
+/// for the next take).
 fn journal(options: &ClientOptions) -> Journal {
     let max_message = rx_size(options);
     let size = Journal::capacity_for(
@@ -112,7 +113,7 @@ fn journal(options: &ClientOptions) -> Journal {
         options.max_queue_size,
         options.max_queue_size,
     )
-    .saturating_add(max_message.saturating_mul(2))
+    .saturating_add(max_message)
     .saturating_add(2 * READ_CHUNK);
     Journal::new(vec![0u8; size].into_boxed_slice()).keeping_messages(max_message)
 }
