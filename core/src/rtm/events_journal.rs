@@ -285,7 +285,7 @@ impl<B: Bytes> Events<B> {
         })?;
         self.handed = Some(at);
         let (message, encoding) = match kept.and_then(|m| self.fifo.record(m)) {
-            Some([_, encoding, message @ ..]) => (message, nth(&ENCODINGS, *encoding)?),
+            Some([_, encoding, message @ ..]) => (message, encoding_from(*encoding)?),
             _ => (message, encoding),
         };
         let event = self
@@ -338,25 +338,16 @@ impl<B: Bytes> Events<B> {
     /// was taken, and another message came after them or the link is between messages
     /// (until then, more events of it may come).
     fn message_done(&self) -> bool {
-        let mut first = true;
-        let mut done = self.between;
-        self.fifo.position(|_, record| {
-            let tag = record.first().copied();
-            let seen = core::mem::replace(&mut first, false);
-            match tag {
-                _ if seen => false,
-                Some(TAKEN) => false,
-                Some(MESSAGE) => {
-                    done = true;
-                    true
-                }
-                _ => {
-                    done = false;
-                    true
-                }
-            }
+        // The first record after the front one that was not taken.
+        let mut front = true;
+        let next = self.fifo.position(|_, record| {
+            !core::mem::replace(&mut front, false) && record.first() != Some(&TAKEN)
         });
-        done
+        match next.and_then(|at| self.fifo.record(at)?.first()) {
+            Some(&MESSAGE) => true,
+            Some(_) => false,
+            None => self.between,
+        }
     }
 
     /// Copies `message` in (while [keeping messages](Self::keeping_messages)), as a
@@ -504,20 +495,21 @@ const TAKEN: u8 = 0x7F;
 /// encoding and its bytes: read for the events after it, never handed out itself.
 const MESSAGE: u8 = 0x7E;
 
-/// The encodings a kept message is read in, by their byte.
-const ENCODINGS: [Encoding; 2] = [
-    Encoding::Json,
-    #[cfg(feature = "cbor")]
-    Encoding::Cbor,
-    #[cfg(not(feature = "cbor"))]
-    Encoding::Json,
-];
-
+/// A kept message's encoding as its byte, and back.
 fn encoding_byte(encoding: Encoding) -> u8 {
     match encoding {
         Encoding::Json => 0,
         #[cfg(feature = "cbor")]
         Encoding::Cbor => 1,
+    }
+}
+
+fn encoding_from(byte: u8) -> Option<Encoding> {
+    match byte {
+        0 => Some(Encoding::Json),
+        #[cfg(feature = "cbor")]
+        1 => Some(Encoding::Cbor),
+        _ => None,
     }
 }
 
