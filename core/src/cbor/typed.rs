@@ -59,7 +59,7 @@ use serde::ser::{self, Serialize};
 use super::write::{self, ARRAY, MAP, TEXT};
 use super::Item;
 use crate::http::Cursor;
-use crate::json::typed::{RawSink, RAW_JSON};
+use crate::json::typed::{RawSink, RAW_JSON, SERDE_JSON_RAW};
 use crate::json::WriteError;
 
 pub use crate::json::typed::DeserializeError;
@@ -127,6 +127,7 @@ impl<'c, 'b> Serializer<'c, 'b> {
         Ok(Compound {
             out: self.out,
             left: len.map(|n| n as u64),
+            raw: false,
         })
     }
 
@@ -143,6 +144,8 @@ struct Compound<'c, 'b> {
     out: &'c mut Cursor<'b>,
     /// Items still due in a definite-length container; `None` for an indefinite one.
     left: Option<u64>,
+    /// A serde_json `RawValue`: its one field, JSON text, is transcoded in place.
+    raw: bool,
 }
 
 impl Compound<'_, '_> {
@@ -302,9 +305,16 @@ impl<'c, 'b> ser::Serializer for Serializer<'c, 'b> {
     }
     fn serialize_struct(
         self,
-        _name: &'static str,
+        name: &'static str,
         len: usize,
     ) -> Result<Compound<'c, 'b>, WriteError> {
+        if name == SERDE_JSON_RAW {
+            return Ok(Compound {
+                out: self.out,
+                left: Some(1),
+                raw: true,
+            });
+        }
         self.open(MAP, Some(len))
     }
     fn serialize_struct_variant(
@@ -425,6 +435,13 @@ impl ser::SerializeStruct for Compound<'_, '_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), WriteError> {
+        if self.raw {
+            self.count()?;
+            return value.serialize(RawSink {
+                out: self.out,
+                write: write::json,
+            });
+        }
         self.field(key, value)
     }
     fn end(self) -> Result<(), WriteError> {

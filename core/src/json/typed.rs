@@ -155,6 +155,7 @@ impl<'c, 'b> Serializer<'c, 'b> {
             out: self.out,
             first: true,
             close,
+            raw: false,
         })
     }
 
@@ -173,6 +174,7 @@ impl<'c, 'b> Serializer<'c, 'b> {
             out: self.out,
             first: true,
             close,
+            raw: false,
         })
     }
 }
@@ -183,6 +185,8 @@ struct Compound<'c, 'b> {
     first: bool,
     /// What closes it: `]`, `}`, or `]}`/`}}` for a variant.
     close: &'static [u8],
+    /// A serde_json `RawValue` ([`SERDE_JSON_RAW`]): its one field is spliced in.
+    raw: bool,
 }
 
 impl Compound<'_, '_> {
@@ -352,9 +356,17 @@ impl<'c, 'b> ser::Serializer for Serializer<'c, 'b> {
     }
     fn serialize_struct(
         self,
-        _name: &'static str,
+        name: &'static str,
         _len: usize,
     ) -> Result<Compound<'c, 'b>, WriteError> {
+        if name == SERDE_JSON_RAW {
+            return Ok(Compound {
+                out: self.out,
+                first: true,
+                close: b"",
+                raw: true,
+            });
+        }
         self.open(b"{", b"}")
     }
     fn serialize_struct_variant(
@@ -461,6 +473,12 @@ impl ser::SerializeStruct for Compound<'_, '_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), WriteError> {
+        if self.raw {
+            return value.serialize(RawSink {
+                out: self.out,
+                write: write::raw,
+            });
+        }
         self.field(key, value)
     }
     fn end(self) -> Result<(), WriteError> {
@@ -639,6 +657,12 @@ pub struct RawJson<'a>(pub &'a str);
 
 /// The newtype name that tells core's serializers a [`RawJson`] is coming.
 pub(crate) const RAW_JSON: &str = "$benchlink::json::RawJson";
+
+/// The struct name of serde_json's `RawValue` (its `raw_value` feature), which serializes
+/// as a struct of this name with one field holding its text: core's serializers splice
+/// that text in as they do a [`RawJson`]'s, so that a value holding a `RawValue` means
+/// the same to core as to serde_json.
+pub(crate) const SERDE_JSON_RAW: &str = "$serde_json::private::RawValue";
 
 impl Serialize for RawJson<'_> {
     fn serialize<S: ser::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -79,6 +79,13 @@ pub enum WriteError {
         /// Where in the caller's bytes the problem is.
         offset: usize,
     },
+    /// A typed value (feature `serde`) serialized longer than the `max` bytes it was
+    /// written under (the messaging client's
+    /// [`Config::max_message_size`](crate::rtm::Config::max_message_size)).
+    TooLarge {
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl From<EncodeError> for WriteError {
@@ -106,6 +113,7 @@ impl fmt::Display for WriteError {
                     "pre-serialized value: not well-formed CBOR at byte {offset}"
                 )
             }
+            WriteError::TooLarge { max } => write!(f, "value longer than {max} bytes"),
         }
     }
 }
@@ -339,7 +347,7 @@ impl<'b> ObjectWriter<'_, 'b> {
     }
 
     /// Writes `key` and then whatever `value` writes, unless `key` is overridden.
-    fn member(
+    pub(crate) fn member(
         &mut self,
         key: &str,
         value: impl FnOnce(&mut Cursor<'b>) -> Result<(), WriteError>,

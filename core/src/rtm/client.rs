@@ -126,6 +126,12 @@ pub struct Config {
     /// offers the `cbor` subprotocol and fails a connection whose server does not select
     /// it ([`ConnectError::SubprotocolNotSelected`]).
     pub encoding: Encoding,
+    /// The largest message a publish or write carries: its `message` (or written value)
+    /// as the caller hands it over, JSON text or a CBOR item, or as a typed one
+    /// serializes. A larger one is refused at the call with [`RequestError::TooLarge`]
+    /// and nothing is sent or queued (default `usize::MAX`: only the outbox bounds it,
+    /// with room for the envelope and channel name left to spare or not).
+    pub max_message_size: usize,
 }
 
 impl Config {
@@ -148,6 +154,7 @@ impl Config {
         auth_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(30),
         encoding: Encoding::Json,
+        max_message_size: usize::MAX,
     };
 }
 
@@ -347,7 +354,7 @@ enum Leave {
 /// [`poll_timeout`](Self::poll_timeout) has passed; waking early is harmless. Handlers
 /// cannot re-enter the client: act on events after the call returns.
 pub struct Client<S, P, Q, O, A> {
-    config: Config,
+    pub(super) config: Config,
     state: ClientState,
     backoff: Backoff,
     /// Set by `start()` from Stopped until the first connection is established.
@@ -826,6 +833,9 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if matches!(message, Payload::Cbor(_)) && self.config.encoding == Encoding::Json {
             return Err(RequestError::InvalidJson);
         }
+        if message.len() > self.config.max_message_size {
+            return Err(RequestError::TooLarge);
+        }
         let req = UserRequest::Publish { channel, message };
         self.submit(now, Untyped::from(req), ack, h)
     }
@@ -872,6 +882,9 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         ack: Ack,
         h: &mut H,
     ) -> Result<Option<Ticket>, RequestError> {
+        if value_json.len() > self.config.max_message_size {
+            return Err(RequestError::TooLarge);
+        }
         let req = UserRequest::Write {
             channel,
             value: value_json,
@@ -1960,6 +1973,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                     }
                 }
                 Err(WriteError::Encode(_)) => {}
+                Err(WriteError::TooLarge { .. }) => return Err(RequestError::TooLarge),
                 Err(_) => return Err(RequestError::InvalidJson),
             }
         }
@@ -2003,6 +2017,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 }
                 Err(WriteError::Encode(_)) if too_large => return Err(RequestError::TooLarge),
                 Err(WriteError::Encode(_)) => return Err(self.queue_refusal()),
+                Err(WriteError::TooLarge { .. }) => return Err(RequestError::TooLarge),
                 Err(_) => return Err(RequestError::InvalidJson),
             }
         }

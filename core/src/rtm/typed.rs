@@ -25,12 +25,16 @@ struct Typed<'a, T: ?Sized> {
     kind: ReqKind,
     channel: &'a str,
     message: &'a T,
+    /// [`Config::max_message_size`](super::Config::max_message_size).
+    max: usize,
 }
 
 impl<T: Serialize + ?Sized> Typed<'_, T> {
     fn members(&self, b: &mut ObjectWriter<'_, '_>) -> Result<(), WriteError> {
         b.string("channel", self.channel)?
-            .serialized("message", self.message)?;
+            .member("message", |out| {
+                self.within(out, |out| crate::json::typed::serialize(out, self.message))
+            })?;
         Ok(())
     }
 
@@ -42,7 +46,22 @@ impl<T: Serialize + ?Sized> Typed<'_, T> {
         write::str(out, "channel")?;
         write::str(out, self.channel)?;
         write::str(out, "message")?;
-        typed::serialize(out, self.message)
+        self.within(out, |out| typed::serialize(out, self.message))
+    }
+
+    /// Runs `serialize` (the message's serialization), failing it when it wrote more than
+    /// the message limit allows: its length is only known once written.
+    fn within(
+        &self,
+        out: &mut Cursor<'_>,
+        serialize: impl FnOnce(&mut Cursor<'_>) -> Result<(), WriteError>,
+    ) -> Result<(), WriteError> {
+        let start = out.len();
+        serialize(out)?;
+        if out.len().saturating_sub(start) > self.max {
+            return Err(WriteError::TooLarge { max: self.max });
+        }
+        Ok(())
     }
 }
 
@@ -131,6 +150,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             kind: ReqKind::Publish,
             channel,
             message,
+            max: self.config.max_message_size,
         };
         self.submit(now, req, ack, h)
     }
@@ -161,6 +181,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             kind: ReqKind::Write,
             channel,
             message: value,
+            max: self.config.max_message_size,
         };
         self.submit(now, req, ack, h)
     }

@@ -153,9 +153,9 @@ pub struct ClientOptions {
     /// body plus 18 bytes, and one that does not fit fails with `Full` at the call
     /// (default 4 MiB: the default `max_queue_size` of 100-byte publishes fit).
     pub queue_bytes: usize,
-    /// The largest message (the JSON text of a publish's message or a write's value, or
-    /// a CBOR item) the client sends; one byte more is refused at the call
-    /// (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
+    /// The largest message (the JSON text of a publish's message or a write's value, as
+    /// given or as serialized, or a CBOR item) the client sends; one byte more is refused
+    /// at the call (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
     /// incoming messages. The outbox and the transmit buffer are sized for it; the
     /// memory is committed only when a message that large is sent.
     pub max_outgoing_message_size: usize,
@@ -287,8 +287,6 @@ impl std::error::Error for ConnectingError {
 pub enum Error {
     /// The core refused the request (`Full`, too large, invalid JSON, …).
     Request(RequestError),
-    /// The message could not be serialized.
-    Json(serde_json::Error),
     /// A `_sync` call got no reply in time.
     Timeout,
     /// A `_sync` call's request was in flight when the connection dropped.
@@ -312,7 +310,6 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Request(e) => write!(f, "request refused: {e}"),
-            Error::Json(e) => write!(f, "message is not serializable: {e}"),
             Error::Timeout => f.write_str("no reply in time"),
             Error::Disconnected => f.write_str("connection lost before the reply"),
             Error::Reply(r) => write!(f, "{}: {}", r.action, r.body),
@@ -398,8 +395,6 @@ struct Shared {
     watch: Arc<StateWatch>,
     thread: ThreadId,
     join: Mutex<Option<JoinHandle<()>>>,
-    /// [`ClientOptions::max_outgoing_message_size`].
-    max_outgoing: usize,
 }
 
 impl Drop for Shared {
@@ -698,7 +693,6 @@ impl Client {
         options: ClientOptions,
         observer: Option<Box<dyn ClientObserver>>,
     ) -> Result<Client, Error> {
-        let max_outgoing = options.max_outgoing_message_size;
         let observer = observer.or_else(|| {
             let shared = options.observer.clone()?;
             Some(Box::new(shared) as Box<dyn ClientObserver>)
@@ -730,6 +724,7 @@ impl Client {
             jitter_seed: if options.reconnect_jitter { seed() } else { 0 },
             connect_timeout: options.transport.connect_timeout,
             encoding: options.encoding,
+            max_message_size: options.max_outgoing_message_size,
             ..core_rtm::Config::default()
         };
         let link_config = core_rtm::LinkConfig {
@@ -837,7 +832,6 @@ impl Client {
                 watch,
                 thread,
                 join: Mutex::new(Some(join)),
-                max_outgoing,
             }),
         })
     }
@@ -1027,16 +1021,20 @@ impl Client {
         self.shared.engine.lock().last_error()
     }
 
-    /// Publishes `message` (serialized now, so later changes to it are not sent).
-    /// With a callback, the reply (or timeout/disconnect) is delivered to it.
+    /// Publishes `message`, serialized now (later changes to it are not sent) by core's
+    /// serializer straight into the record the PDU leaves from — JSON, or CBOR on a CBOR
+    /// client; no intermediate string, no second check of the text. A value with no JSON
+    /// form (a map with non-string keys, say) is `InvalidJson`. With a callback, the reply
+    /// (or timeout/disconnect) is delivered to it.
     pub fn publish(
         &self,
         channel: &str,
         message: &impl serde::Serialize,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        let json = serde_json::to_string(message).map_err(Error::Json)?;
-        self.publish_json(channel, json, callback)
+        self.request(None, callback, |client, now, ev, ack| {
+            client.publish_typed(now, channel, message, ack, ev)
+        })
     }
 
     /// Publishes a message that is already JSON text (copied into the client's queue, so
@@ -1048,7 +1046,6 @@ impl Client {
         callback: Option<Callback>,
     ) -> Result<(), Error> {
         let json = json.as_ref();
-        self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             client.publish(now, channel, json, ack, ev)
         })
@@ -1070,7 +1067,6 @@ impl Client {
         cbor: Vec<u8>,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        self.check_outgoing(cbor.len())?;
         self.request(None, callback, |client, now, ev, ack| {
             let message = Payload::Cbor(&cbor);
             client.publish_payload(now, channel, message, ack, ev)
@@ -1101,21 +1097,9 @@ impl Client {
         value: &impl serde::Serialize,
         callback: Option<Callback>,
     ) -> Result<(), Error> {
-        let json = serde_json::to_string(value).map_err(Error::Json)?;
-        self.check_outgoing(json.len())?;
         self.request(None, callback, |client, now, ev, ack| {
-            client.write(now, channel, &json, ack, ev)
+            client.write_typed(now, channel, value, ack, ev)
         })
-    }
-
-    /// Refuses a message longer than [`ClientOptions::max_outgoing_message_size`] at the
-    /// call, exactly at the limit (the outbox has room for the envelope beyond it).
-    fn check_outgoing(&self, len: usize) -> Result<(), Error> {
-        if len > self.shared.max_outgoing {
-            Err(Error::Request(RequestError::TooLarge))
-        } else {
-            Ok(())
-        }
     }
 
     /// Deletes the channel's value.
@@ -1198,10 +1182,8 @@ impl Client {
         message: &impl serde::Serialize,
         timeout: Duration,
     ) -> Result<String, Error> {
-        let json = serde_json::to_string(message).map_err(Error::Json)?;
-        self.check_outgoing(json.len())?;
         let reply = self.sync(timeout, |client, now, ev, ack| {
-            client.publish(now, channel, &json, ack, ev)
+            client.publish_typed(now, channel, message, ack, ev)
         })?;
         Ok(reply.field("position").unwrap_or_default())
     }

@@ -289,6 +289,106 @@ fn too_large_messages_are_refused_whole() {
     assert!(matches!(client.poll_transmit(), Some(Transmit::Send(_))));
 }
 
+/// `Config::max_message_size` bounds the message itself, as given or as serialized:
+/// exactly at it goes, one byte more is `TooLarge` at the call — connected or offline,
+/// typed or not, publish or write — and nothing is sent or queued.
+#[test]
+fn the_message_size_limit_holds_for_every_message_at_the_byte() {
+    let h = &mut NoopHandler;
+    let config = Config {
+        max_message_size: 10,
+        ..Config::default()
+    };
+    let at = "\"12345678\""; // a JSON string of 10 bytes
+    let over = "\"123456789\"";
+    let mut offline: TestClient<512> = offline_client(config);
+    let mut online: TestClient<512> = offline_client(config);
+    online.start(Instant::ZERO, h);
+    assert_eq!(online.poll_transmit(), Some(Transmit::Connect));
+    online.handle_connected(Instant::ZERO, h);
+    for client in [&mut offline, &mut online] {
+        let t = Instant::ZERO;
+        let refused = Err(RequestError::TooLarge);
+        assert_eq!(client.publish(t, "c", over, Ack::None, h), refused);
+        assert_eq!(client.write(t, "c", over, Ack::None, h), refused);
+        assert_eq!(
+            client.publish_typed(t, "c", &over[1..10], Ack::None, h),
+            refused
+        );
+        // `[1234,5678]`: 11 bytes.
+        assert_eq!(
+            client.write_typed(t, "c", &[1234, 5678], Ack::None, h),
+            refused
+        );
+        assert_eq!(client.queued_requests(), 0);
+        assert_eq!(client.poll_transmit(), None);
+        assert_eq!(client.publish(t, "c", at, Ack::None, h), Ok(None));
+        assert_eq!(
+            client.publish_typed(t, "c", &at[1..9], Ack::None, h),
+            Ok(None)
+        );
+        assert_eq!(
+            client.write_typed(t, "c", &[123, 5678], Ack::None, h),
+            Ok(None)
+        );
+    }
+    assert_eq!(offline.queued_requests(), 3);
+    let sent: Vec<_> = core::iter::from_fn(|| match online.poll_transmit() {
+        Some(Transmit::Send(pdu)) => Some(String::from(pdu)),
+        _ => None,
+    })
+    .collect();
+    assert_eq!(sent.len(), 3);
+    assert!(sent[1].contains(r#""message":"12345678""#), "{}", sent[1]);
+    assert!(sent[2].contains(r#""message":[123,5678]"#), "{}", sent[2]);
+}
+
+/// serde_json's `RawValue` (feature `raw_value`) is spliced in as its text, as
+/// serde_json itself writes it, not as the struct it serializes as; invalid text cannot
+/// get in (a `RawValue` is valid by construction, a hand-made one is checked).
+#[test]
+fn a_serde_json_raw_value_is_written_as_its_json_text() {
+    use serde_json::value::RawValue;
+    #[derive(Serialize)]
+    struct Wrapped<'a> {
+        id: u8,
+        #[serde(borrow)]
+        body: &'a RawValue,
+    }
+    let raw = RawValue::from_string(String::from(r#"{"a": [1, 2.5e3]}"#)).unwrap();
+    let wrapped = Wrapped { id: 1, body: &raw };
+    assert_eq!(
+        serialized(&wrapped),
+        serde_json::to_string(&wrapped).unwrap()
+    );
+    assert_eq!(serialized(&*raw), raw.get());
+    // In CBOR, the text is transcoded as a core `RawJson` holding it would be.
+    #[cfg(feature = "cbor")]
+    {
+        #[derive(Serialize)]
+        struct Spliced<'a> {
+            id: u8,
+            body: typed::RawJson<'a>,
+        }
+        let cbor = |value: &dyn Fn(&mut Cursor<'_>) -> Result<(), WriteError>| {
+            let mut buf = [0u8; 64];
+            let mut out = Cursor::new(&mut buf);
+            value(&mut out).unwrap();
+            out.written().to_vec()
+        };
+        let spliced = Spliced {
+            id: 1,
+            body: typed::RawJson(raw.get()),
+        };
+        assert_eq!(
+            cbor(&|out| crate::cbor::typed::serialize(out, &wrapped)),
+            cbor(&|out| crate::cbor::typed::serialize(out, &spliced))
+        );
+        let alone = cbor(&|out| crate::cbor::typed::serialize(out, &*raw));
+        assert_eq!(alone[0] >> 5, 5, "a CBOR map, not a struct around a string");
+    }
+}
+
 #[test]
 fn received_messages_are_read_borrowing_the_frame() {
     let frame = r#"{"action":"rtm/subscription/data","body":{"subscription_id":"m","position":"1:2","messages":[{"ts":1,"metric":"rx","value":3},{"ts":2,"metric":"t\"x","value":4}]}}"#;
