@@ -1314,20 +1314,8 @@ impl<'a> Scanner<'a> {
     /// plain string content: a quote, a backslash or (when `controls`) a control
     /// character; to the end if there is none.
     fn skip_plain(&mut self, controls: bool) {
-        use crate::swar::{bytes_below, find, zero_bytes, Native, Word};
         let rest = self.bytes.get(self.pos..).unwrap_or_default();
-        let special = |w: Native| {
-            zero_bytes(w ^ Native::repeat(b'"')) | zero_bytes(w ^ Native::repeat(b'\\'))
-        };
-        let run = if controls {
-            find(
-                rest,
-                |w| special(w) | bytes_below(w, 0x20),
-                |b| b == b'"' || b == b'\\' || b < 0x20,
-            )
-        } else {
-            find(rest, special, |b| b == b'"' || b == b'\\')
-        };
+        let run = plain_run(rest, controls);
         self.pos = run.map_or(self.bytes.len(), |n| self.pos.saturating_add(n));
     }
 
@@ -1666,6 +1654,25 @@ pub(crate) mod testing {
         fn eq(&self, other: &&str) -> bool {
             self.as_bytes() == other.as_bytes()
         }
+    }
+}
+
+/// The length of the run of plain string content at the start of `bytes`: the offset of
+/// the first quote, backslash or (when `controls`) control character, `None` when there
+/// is none. A word at a time: the scanner skips string content with it and the writer
+/// copies it between escapes.
+pub(crate) fn plain_run(bytes: &[u8], controls: bool) -> Option<usize> {
+    use crate::swar::{bytes_below, find, zero_bytes, Native, Word};
+    let special =
+        |w: Native| zero_bytes(w ^ Native::repeat(b'"')) | zero_bytes(w ^ Native::repeat(b'\\'));
+    if controls {
+        find(
+            bytes,
+            |w| special(w) | bytes_below(w, 0x20),
+            |b| b == b'"' || b == b'\\' || b < 0x20,
+        )
+    } else {
+        find(bytes, special, |b| b == b'"' || b == b'\\')
     }
 }
 

@@ -164,12 +164,9 @@ pub fn string(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
 pub(crate) fn escaped(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let hex = |n: u8| HEX.get(usize::from(n & 0xF)).copied().unwrap_or(b'0');
-    let bytes = s.as_bytes();
-    let mut plain_from = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
-            continue;
-        }
+    let mut rest = s.as_bytes();
+    while let Some(i) = super::plain_run(rest, true) {
+        let b = rest.get(i).copied().unwrap_or_default();
         // The letter after the backslash and the escape's length: a few comparisons,
         // not a jump table over every byte up to `\`.
         let (letter, len) = match b {
@@ -182,11 +179,11 @@ pub(crate) fn escaped(out: &mut Cursor<'_>, s: &str) -> Result<(), WriteError> {
             _ => (b'u', 6),
         };
         let escape = [b'\\', letter, b'0', b'0', hex(b >> 4), hex(b)];
-        out.push(bytes.get(plain_from..i).unwrap_or_default())?;
+        out.push(rest.get(..i).unwrap_or_default())?;
         out.push(escape.get(..len).unwrap_or_default())?;
-        plain_from = i + 1;
+        rest = rest.get(i.saturating_add(1)..).unwrap_or_default();
     }
-    Ok(out.push(bytes.get(plain_from..).unwrap_or_default())?)
+    Ok(out.push(rest)?)
 }
 
 /// Writes a signed integer in decimal without `core::fmt`.

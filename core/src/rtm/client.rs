@@ -476,6 +476,17 @@ fn push_encoded_dyn<B: Bytes>(
     }
 }
 
+/// The client's next output as the link takes it ([`Client::next_transmit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// A PDU: [`Client::outgoing_pdu`].
+    Pdu,
+    /// Close the connection.
+    Close,
+    /// Open one.
+    Connect,
+}
+
 /// Writes a subscription's filter and extras (`parts`) into its arguments slot: `old`
 /// when it had one, else a fresh one; none when both are empty (an old slot is given
 /// back). Nothing changes when they do not fit a slot.
@@ -1492,38 +1503,57 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// ```
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
+        loop {
+            match self.next_transmit()? {
+                Next::Pdu => {}
+                Next::Close => return Some(Transmit::Close),
+                Next::Connect => return Some(Transmit::Connect),
+            }
+            let pdu = self.outbox.front().unwrap_or_default();
+            // Never false: in JSON the outbox only holds what the JSON writer produced.
+            // (Checked, then borrowed again: a borrow returned from inside the loop
+            // would hold `self` for the next turn.)
+            if self.config.encoding != Encoding::Json || core::str::from_utf8(pdu).is_ok() {
+                break;
+            }
+        }
+        let pdu = self.outbox.front()?;
+        match self.config.encoding {
+            Encoding::Json => core::str::from_utf8(pdu).ok().map(Transmit::Send),
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Some(Transmit::Binary(pdu)),
+        }
+    }
+
+    /// What [`poll_transmit`](Self::poll_transmit) hands out next, the PDU left in the
+    /// outbox for [`outgoing_pdu`](Self::outgoing_pdu): the link frames its bytes as they
+    /// are, with no second look at text the JSON writer made.
+    pub(super) fn next_transmit(&mut self) -> Option<Next> {
         if self.front_taken {
             self.outbox.pop_front();
             self.front_taken = false;
         }
         self.pump();
-        let encoding = self.config.encoding;
-        while let Some(front) = self.outbox.front() {
-            if encoding != Encoding::Json || core::str::from_utf8(front).is_ok() {
-                self.front_taken = true;
-                break;
-            }
-            // Never happens: in JSON the outbox only holds what the JSON writer produced.
-            self.outbox.pop_front();
-        }
-        if self.front_taken {
-            let front = self.outbox.front()?;
-            return match encoding {
-                Encoding::Json => core::str::from_utf8(front).ok().map(Transmit::Send),
-                #[cfg(feature = "cbor")]
-                Encoding::Cbor => Some(Transmit::Binary(front)),
-            };
+        if !self.outbox.is_empty() {
+            self.front_taken = true;
+            return Some(Next::Pdu);
         }
         if self.close_pending {
             self.close_pending = false;
-            return Some(Transmit::Close);
+            return Some(Next::Close);
         }
         if self.connect_pending {
             self.connect_pending = false;
             self.opening = true;
-            return Some(Transmit::Connect);
+            return Some(Next::Connect);
         }
         None
+    }
+
+    /// The PDU [`next_transmit`](Self::next_transmit) gave out: its bytes, text in the
+    /// client's encoding (JSON: a text frame; CBOR: a binary one).
+    pub(super) fn outgoing_pdu(&self) -> &[u8] {
+        self.outbox.front().unwrap_or_default()
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:

@@ -6,8 +6,9 @@ use core::time::Duration;
 use heapless::String;
 
 use super::backoff::splitmix64;
+use super::client::Next;
 use super::client::{Client, Config};
-use super::events::{ClientState, ConnectError, Disconnect, Handler, Transmit};
+use super::events::{ClientState, ConnectError, Disconnect, Handler};
 use super::in_flight::Slots;
 use super::pdu::Encoding;
 use super::queue::Bytes;
@@ -15,7 +16,7 @@ use super::sub_table::SubscriptionSlots;
 use crate::http::{Cursor, EncodeError, Head};
 use crate::time::{earliest, Instant};
 use crate::ws::{
-    check_response, CloseCode, Endpoint, HandshakeError, Key, MaskSource, Message, Session,
+    check_response, CloseCode, Endpoint, HandshakeError, Key, MaskSource, Message, Opcode, Session,
     State as WsState, UpgradeRequest, UrlError, MAX_HEADER_LEN,
 };
 
@@ -446,8 +447,8 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     #[must_use]
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
         match self.phase {
-            Phase::Idle => match self.client.poll_transmit() {
-                Some(Transmit::Connect) => {
+            Phase::Idle => match self.client.next_transmit() {
+                Some(Next::Connect) => {
                     self.phase = Phase::Opening;
                     let endpoint = Endpoint::parse(&self.endpoint).ok()?;
                     Some(Output::Connect {
@@ -460,7 +461,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
                 // at the next call with a handler (one copy of its code, for the
                 // caller's handler type). A PDU for no connection is dropped (the client
                 // re-sends what matters after the next connect).
-                Some(Transmit::Close) => {
+                Some(Next::Close) => {
                     self.close_unreported = true;
                     None
                 }
@@ -469,7 +470,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             Phase::Opening | Phase::Upgrading { .. } => {
                 // The only thing the client can ask before it was told `connected`: give
                 // up the attempt (its connect timeout).
-                if let Some(Transmit::Close) = self.client.poll_transmit() {
+                if let Some(Next::Close) = self.client.next_transmit() {
                     self.phase = Phase::Closed;
                     return Some(Output::Close);
                 }
@@ -812,25 +813,22 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             }
         }
         while self.tx.as_ref().len().saturating_sub(self.tx_end) >= room_for_pdu {
-            match self.client.poll_transmit() {
-                Some(Transmit::Send(pdu)) => {
+            match self.client.next_transmit() {
+                Some(Next::Pdu) => {
                     let at = self.tx_end;
                     let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
-                    if self.session.send_text(pdu, &mut out).is_ok() {
+                    // JSON in text frames, CBOR in binary ones.
+                    let opcode = match self.client.config.encoding {
+                        Encoding::Json => Opcode::Text,
+                        #[cfg(feature = "cbor")]
+                        Encoding::Cbor => Opcode::Binary,
+                    };
+                    let pdu = self.client.outgoing_pdu();
+                    if self.session.send(opcode, pdu, &mut out).is_ok() {
                         self.tx_end = at.saturating_add(out.len());
                     }
                 }
-                // Only a CBOR client sends binary PDUs: without the feature, no code for
-                // them.
-                #[cfg(feature = "cbor")]
-                Some(Transmit::Binary(pdu)) => {
-                    let at = self.tx_end;
-                    let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
-                    if self.session.send_binary(pdu, &mut out).is_ok() {
-                        self.tx_end = at.saturating_add(out.len());
-                    }
-                }
-                Some(Transmit::Close) => {
+                Some(Next::Close) => {
                     // Replies to what was sent still arrive while the server answers our
                     // close; a client that is not stopping no longer wants them.
                     let _ = self.session.close(CloseCode::NORMAL, "");
@@ -842,7 +840,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
                     break;
                 }
                 // Never while open: the client orders a connect only once it considers
-                // this connection gone, after a `Close`. (Nor `Binary` without `cbor`.)
+                // this connection gone, after a `Close`.
                 _ => break,
             }
         }

@@ -505,7 +505,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         self.outbox.advance(n);
     }
 
-    fn send(
+    pub(crate) fn send(
         &mut self,
         opcode: Opcode,
         payload: &[u8],

@@ -44,6 +44,34 @@ fn quotes_backslashes_and_utf8() {
     assert_eq!(written::<32>(|o| string(o, "é\"😀")), "\"é\\\"😀\"");
 }
 
+/// Strings are copied a word at a time between escapes: every escape at every offset
+/// of a word, alone, paired and at the ends, is written as serde_json writes it.
+#[test]
+fn escapes_at_every_offset_match_serde_json() {
+    extern crate std;
+    use std::string::String;
+    for len in 0..20 {
+        for at in 0..len {
+            for special in ['"', '\\', '\n', '\u{1}', '\u{1f}', 'é', '\u{7f}', '😀'] {
+                for also_last in [false, true] {
+                    let mut text: String = (0..len)
+                        .map(|i| if i == at { special } else { 'x' })
+                        .collect();
+                    if also_last {
+                        text.push('\t');
+                    }
+                    let out = written::<256>(|o| string(o, &text));
+                    assert_eq!(
+                        out.as_str(),
+                        serde_json::to_string(&text).unwrap(),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn integers_at_the_edges() {
     let out = written::<128>(|o| {
