@@ -299,7 +299,11 @@ fn both_directions_at_once() {
         for m in &messages {
             let tx = tx.clone();
             publisher
-                .publish("duplex-a", m, Some(Box::new(move |r| drop(tx.send(r)))))
+                .publish(
+                    "duplex-a",
+                    m,
+                    Some(Box::new(move |r| drop(tx.send(r.to_owned())))),
+                )
                 .expect("Rust publish");
         }
         (0..messages.len())
@@ -488,7 +492,7 @@ fn python_low_level_connection_sync_calls() {
     rust.write(
         "conn-from-rust",
         &from_rust,
-        Some(Box::new(move |r| drop(tx.send(r)))),
+        Some(Box::new(move |r| drop(tx.send(r.to_owned())))),
     )
     .expect("Rust write");
     match rx.recv_timeout(WAIT) {

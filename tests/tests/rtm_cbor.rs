@@ -93,10 +93,10 @@ fn subscribers(server: &RtmServer, channel: &str) -> usize {
 }
 
 /// Sends a request with a callback and waits for its reply.
-fn reply(send: impl FnOnce(Callback) -> Result<(), Error>) -> Response {
+fn reply(send: impl FnOnce(Callback) -> Result<(), Error>) -> Response<'static> {
     let (tx, rx) = mpsc::channel();
     send(Box::new(move |r| {
-        let _ = tx.send(r);
+        let _ = tx.send(r.to_owned());
     }))
     .unwrap();
     rx.recv_timeout(WAIT).expect("a reply")

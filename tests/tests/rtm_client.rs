@@ -60,8 +60,12 @@ fn publish_subscribe_read_write() {
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), r#"{"who":"zebra"}"#);
     assert_eq!(c.read_sync("kv", WAIT).unwrap(), serde_json::Value::Null);
     let (wtx, wrx) = mpsc::channel();
-    c.write("kv", &42, Some(Box::new(move |r| wtx.send(r).unwrap())))
-        .unwrap();
+    c.write(
+        "kv",
+        &42,
+        Some(Box::new(move |r| wtx.send(r.to_owned()).unwrap())),
+    )
+    .unwrap();
     wrx.recv_timeout(WAIT).unwrap();
     assert_eq!(c.read_sync("kv", WAIT).unwrap(), serde_json::json!(42));
     assert!(c.is_connected());
@@ -186,12 +190,12 @@ fn connection_callbacks_receive_the_servers_replies() {
     let server = RtmServer::start(RtmServerConfig::default()).unwrap();
     let (conn, _rx) = connection(&server);
     conn.start().unwrap();
-    let reply = |r: Response| match r {
+    let reply = |r: Response<'static>| match r {
         Response::Reply(r) => r,
         other => panic!("{other:?}"),
     };
     let (tx, rx) = mpsc::channel();
-    let cb = move |r| tx.send(r).unwrap();
+    let cb = move |r: Response<'_>| tx.send(r.to_owned()).unwrap();
     conn.subscribe("c", SubscribeOptions::default(), Some(Box::new(cb.clone())))
         .unwrap();
     let ok = reply(rx.recv_timeout(WAIT).unwrap());
@@ -306,7 +310,7 @@ fn raw_actions_and_send() {
     conn.action(
         "rtm/write",
         &body,
-        Some(Box::new(move |r| tx.send(r).unwrap())),
+        Some(Box::new(move |r| tx.send(r.to_owned()).unwrap())),
     )
     .unwrap();
     match rx.recv_timeout(WAIT).unwrap() {

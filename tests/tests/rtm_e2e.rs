@@ -371,17 +371,17 @@ impl Rig {
 }
 
 /// A callback that forwards every response to a channel.
-fn callback() -> (Callback, Receiver<Response>) {
+fn callback() -> (Callback, Receiver<Response<'static>>) {
     let (tx, rx) = mpsc::channel();
     (
         Box::new(move |r| {
-            let _ = tx.send(r);
+            let _ = tx.send(r.to_owned());
         }),
         rx,
     )
 }
 
-fn reply(rx: &Receiver<Response>) -> benchlink_std::rtm::Reply {
+fn reply(rx: &Receiver<Response<'static>>) -> benchlink_std::rtm::Reply<'static> {
     match rx.recv_timeout(WAIT).unwrap() {
         Response::Reply(r) => r,
         other => panic!("expected a reply, got {other:?}"),
@@ -1090,7 +1090,7 @@ fn a_full_pipe_into_a_silent_server_is_bounded_and_its_deadlines_fire() {
     for i in 0..IN_FLIGHT {
         let tx = tx.clone();
         let cb: Callback = Box::new(move |r| {
-            let _ = tx.send((i, r));
+            let _ = tx.send((i, r.to_owned()));
         });
         rig.client.publish("deep", &json!(i), Some(cb)).unwrap();
     }
@@ -2546,7 +2546,7 @@ fn full_at_the_bound_then_wait_for_room() {
                 "room",
                 n.to_string(),
                 Some(Box::new(move |r| {
-                    let _ = tx.send(r);
+                    let _ = tx.send(r.to_owned());
                 })),
             )
             .unwrap();

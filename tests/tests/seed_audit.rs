@@ -77,15 +77,15 @@ impl ClientObserver for Connected {
 }
 
 /// A request callback that forwards its response to a channel.
-fn callback() -> (Callback, Receiver<Response>) {
+fn callback() -> (Callback, Receiver<Response<'static>>) {
     let (tx, rx) = mpsc::channel();
     let cb: Callback = Box::new(move |r| {
-        let _ = tx.send(r);
+        let _ = tx.send(r.to_owned());
     });
     (cb, rx)
 }
 
-fn reply(rx: &Receiver<Response>) -> Reply {
+fn reply(rx: &Receiver<Response<'static>>) -> Reply<'static> {
     match rx.recv_timeout(WAIT).unwrap() {
         Response::Reply(r) => r,
         other => panic!("expected a reply, got {other:?}"),
@@ -286,7 +286,7 @@ fn connection_sync_calls_fail_with_timeout() {
 /// events and the callback's responses.
 fn unsubscribing_unanswered(
     server: &RtmServer,
-) -> (Connection, Receiver<String>, Receiver<Response>) {
+) -> (Connection, Receiver<String>, Receiver<Response<'static>>) {
     let (conn, rx) = open_connection(server);
     conn.subscribe_sync("c", SubscribeOptions::default(), WAIT)
         .unwrap();

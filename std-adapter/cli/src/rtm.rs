@@ -1125,10 +1125,10 @@ fn call(
     op: &str,
     timeout: Duration,
     send: impl FnOnce(Callback) -> Result<(), Error>,
-) -> Result<Reply, Fail> {
+) -> Result<Reply<'static>, Fail> {
     let (tx, rx) = mpsc::channel();
     send(Box::new(move |r| {
-        let _ = tx.send(r);
+        let _ = tx.send(r.to_owned());
     }))?;
     let failed = |why: String| Fail(1, format!("rtm/{op} operation {why}"));
     match rx.recv_timeout(timeout) {
@@ -1322,7 +1322,7 @@ impl Session {
         self.client.search(
             prefix,
             Box::new(move |r| {
-                let _ = tx.send(r);
+                let _ = tx.send(r.to_owned());
             }),
         )?;
         let mut channels = Vec::new();
@@ -1578,7 +1578,8 @@ impl Inflight {
 }
 
 enum PubEvent {
-    Ack(u64, Arc<str>, Response),
+    /// Publish number `seq` to the channel was acknowledged (its position) or not (why).
+    Ack(u64, Arc<str>, AckOutcome),
     /// The producer finished after publishing this many messages with acks, this many
     /// in all.
     Done(u64, u64, Result<(), Fail>),
@@ -1671,7 +1672,7 @@ impl Publisher {
         Box::new(move |response| {
             if let Some((tx, inflight, channel)) = once.take() {
                 inflight.release();
-                let _ = tx.send(PubEvent::Ack(seq, channel, response));
+                let _ = tx.send(PubEvent::Ack(seq, channel, ack_outcome(&response)));
             }
         })
     }
@@ -1697,6 +1698,20 @@ impl Publisher {
     }
 }
 
+/// What a publish's callback tells of its acknowledgement, made in the callback while
+/// the reply is at hand: the position, or why there is none.
+type AckOutcome = Result<String, String>;
+
+/// The [`AckOutcome`] of a publish's response.
+fn ack_outcome(response: &Response<'_>) -> AckOutcome {
+    match response {
+        Response::Reply(r) if r.is_ok() => Ok(r.field("position").unwrap_or_default()),
+        Response::Reply(r) => Err(format!("{}: {}", r.action, r.body)),
+        Response::Timeout => Err("no reply in time".to_owned()),
+        Response::Disconnected => Err("connection lost before the acknowledgement".to_owned()),
+    }
+}
+
 /// Receives acknowledgements until the producer is done and every message it published
 /// is acknowledged; hands them to `each` in publication order.
 fn collect_acks(
@@ -1708,7 +1723,7 @@ fn collect_acks(
     // Acknowledgements arriving ahead of `next`, a slot per sequence number from `next`
     // on: on one connection they come in publication order, so this rarely holds more
     // than the one just arrived.
-    let mut pending: VecDeque<Option<(Arc<str>, Response)>> = VecDeque::new();
+    let mut pending: VecDeque<Option<(Arc<str>, AckOutcome)>> = VecDeque::new();
     let mut next = 0u64;
     let mut failed = 0u64;
     let mut done: Option<(u64, u64, Result<(), Fail>)> = None;
@@ -1746,19 +1761,9 @@ fn collect_acks(
                 if let Some(slot) = pending.get_mut(at) {
                     *slot = Some((channel, response));
                 }
-                while let Some(Some((channel, response))) = pending.front_mut().map(Option::take) {
+                while let Some(Some((channel, outcome))) = pending.front_mut().map(Option::take) {
                     pending.pop_front();
                     inflight.sent_at().pop_front();
-                    let outcome = match response {
-                        Response::Reply(r) if r.is_ok() => {
-                            Ok(r.field("position").unwrap_or_default())
-                        }
-                        Response::Reply(r) => Err(format!("{}: {}", r.action, r.body)),
-                        Response::Timeout => Err("no reply in time".to_owned()),
-                        Response::Disconnected => {
-                            Err("connection lost before the acknowledgement".to_owned())
-                        }
-                    };
                     if outcome.is_err() {
                         failed += 1;
                         inflight.refused.store(true, Ordering::Relaxed);

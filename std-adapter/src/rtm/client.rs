@@ -292,7 +292,7 @@ pub enum Error {
     /// A `_sync` call's request was in flight when the connection dropped.
     Disconnected,
     /// The server answered with an error PDU.
-    Reply(Reply),
+    Reply(Reply<'static>),
     /// Authentication failed.
     Auth(String),
     /// A `Connection` call before `start()` or after the connection closed.
@@ -333,19 +333,39 @@ impl From<RequestError> for Error {
     }
 }
 
-/// How a request ended, as request callbacks see it.
+/// How a request ended, as request callbacks see it: a reply borrows from the received
+/// frame for the call; [`to_owned`](Self::to_owned) keeps it beyond.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Response {
+pub enum Response<'a> {
     /// The server's reply (`…/ok`, `…/error`, or a `…/data` part of a search).
-    Reply(Reply),
+    Reply(Reply<'a>),
     /// The deadline passed.
     Timeout,
     /// The connection dropped with the request in flight.
     Disconnected,
 }
 
+impl Response<'_> {
+    /// The response with a reply's text copied, to keep beyond the callback (to send it
+    /// to another thread, say).
+    ///
+    /// ```
+    /// # use benchlink_std::rtm::{Callback, Response};
+    /// let (tx, rx) = std::sync::mpsc::channel::<Response<'static>>();
+    /// let callback: Callback = Box::new(move |r| { let _ = tx.send(r.to_owned()); });
+    /// # drop((callback, rx));
+    /// ```
+    pub fn to_owned(&self) -> Response<'static> {
+        match self {
+            Response::Reply(r) => Response::Reply(r.to_owned()),
+            Response::Timeout => Response::Timeout,
+            Response::Disconnected => Response::Disconnected,
+        }
+    }
+}
+
 /// A request callback.
-pub type Callback = Box<dyn FnMut(Response) + Send>;
+pub type Callback = Box<dyn FnMut(Response<'_>) + Send>;
 
 /// Extra arguments of [`Client::subscribe`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -1226,13 +1246,13 @@ impl Client {
             &mut Journal,
             Ack,
         ) -> Result<Option<Ticket>, RequestError>,
-    ) -> Result<Reply, Error> {
+    ) -> Result<Reply<'static>, Error> {
         if thread::current().id() == self.shared.thread {
             return Err(Error::InCallback);
         }
         let (tx, rx) = mpsc::channel();
         let callback: Callback = Box::new(move |r| {
-            let _ = tx.send(r);
+            let _ = tx.send(r.to_owned());
         });
         self.request(Some(timeout), Some(callback), f)?;
         match rx.recv() {
@@ -1830,7 +1850,7 @@ fn register(
 }
 
 /// What a request callback is told of `outcome`.
-fn response(outcome: Outcome<'_>) -> Response {
+fn response(outcome: Outcome<'_>) -> Response<'_> {
     match outcome {
         Outcome::Ok(p) | Outcome::Error(p) | Outcome::Data(p) => {
             Response::Reply(Reply::from_pdu(&p))

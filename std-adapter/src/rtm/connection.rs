@@ -84,7 +84,7 @@ impl SubscriptionObserver for SubForward {
     /// connection does: `rtm/subscribe/ok` with its `position`, or the `…/error` itself.
     /// The callbacks below complete it only when no reply came (a general `/error`, or
     /// the connection's end).
-    fn on_reply(&mut self, reply: &Reply) {
+    fn on_reply(&mut self, reply: &Reply<'_>) {
         let waiting = if reply.action.starts_with("rtm/subscribe/") {
             self.subscribed.take()
         } else if reply.action.starts_with("rtm/unsubscribe/") {
@@ -104,7 +104,9 @@ impl SubscriptionObserver for SubForward {
             // (`rtm/unsubscribe/error`), and the subscription goes on.
             cb(Response::Reply(Reply {
                 action: "rtm/unsubscribe/error".into(),
-                body: serde_json::json!({ "subscription_id": self.key }).to_string(),
+                body: serde_json::json!({ "subscription_id": self.key })
+                    .to_string()
+                    .into(),
             }));
         }
     }
@@ -114,7 +116,7 @@ impl SubscriptionObserver for SubForward {
                 serde_json::json!({ "subscription_id": self.key, "reason": reason }).to_string();
             cb(Response::Reply(Reply {
                 action: "rtm/subscribe/error".into(),
-                body,
+                body: body.into(),
             }));
         }
         with_delegate(&self.delegate, |d| {
@@ -141,10 +143,12 @@ impl SubscriptionObserver for SubForward {
     }
 }
 
-fn ok(action: &str, key: &str) -> Reply {
+fn ok(action: &'static str, key: &str) -> Reply<'static> {
     Reply {
         action: action.into(),
-        body: serde_json::json!({ "subscription_id": key }).to_string(),
+        body: serde_json::json!({ "subscription_id": key })
+            .to_string()
+            .into(),
     }
 }
 
@@ -426,7 +430,7 @@ impl Connection {
             channel_or_id,
             options,
             Some(Box::new(move |r| {
-                let _ = tx.send(r);
+                let _ = tx.send(r.to_owned());
             })),
         )?;
         wait_ok(&rx, timeout)
@@ -459,7 +463,7 @@ impl Connection {
         self.unsubscribe(
             channel_or_id,
             Some(Box::new(move |r| {
-                let _ = tx.send(r);
+                let _ = tx.send(r.to_owned());
             })),
         )?;
         wait_ok(&rx, timeout)
@@ -489,7 +493,10 @@ impl Connection {
     }
 }
 
-fn wait_ok(rx: &std::sync::mpsc::Receiver<Response>, timeout: Duration) -> Result<(), Error> {
+fn wait_ok(
+    rx: &std::sync::mpsc::Receiver<Response<'static>>,
+    timeout: Duration,
+) -> Result<(), Error> {
     match rx.recv_timeout(timeout) {
         Ok(Response::Reply(r)) if r.is_ok() => Ok(()),
         Ok(Response::Reply(r)) => Err(Error::Reply(r)),

@@ -4,6 +4,7 @@
 //! (even `stop()` from `on_enter_connected`, or `start()` from `on_enter_stopped`). A
 //! callback that panics stops the client cleanly.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use benchlink_core::json;
@@ -149,7 +150,7 @@ pub trait SubscriptionObserver: Send {
     /// (`rtm/subscribe/ok` with its `position`, or an `…/error`), as received, before
     /// the state change it causes (benchlink; the reference SDK's observers have no such
     /// callback, its connection's subscribe callback gets the reply).
-    fn on_reply(&mut self, reply: &Reply) {}
+    fn on_reply(&mut self, reply: &Reply<'_>) {}
 }
 
 /// A received `rtm/subscription/data` body: its messages as JSON texts, parsed only if
@@ -318,27 +319,43 @@ impl<'a> SubscriptionData<'a> {
     }
 }
 
-/// A reply PDU, owned: what request callbacks receive.
+/// A reply PDU as a request callback (or [`SubscriptionObserver::on_reply`]) sees it:
+/// borrowed from the received frame, for the call (a CBOR body, transcoded to JSON text,
+/// is the one thing made for it); [`to_owned`](Self::to_owned) keeps it beyond.
+///
+/// ```
+/// # use benchlink_std::rtm::Reply;
+/// let reply = Reply { action: "rtm/publish/ok".into(), body: r#"{"position":"1:2"}"#.into() };
+/// assert!(reply.is_ok());
+/// assert_eq!(reply.field("position").as_deref(), Some("1:2"));
+/// let kept: Reply<'static> = reply.to_owned();
+/// # let _ = kept;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
+pub struct Reply<'a> {
     /// e.g. `rtm/publish/ok`, `rtm/read/error`, `rtm/search/data`.
-    pub action: String,
+    pub action: Cow<'a, str>,
     /// The body as JSON text (`{}` when the server sent none; transcoded from CBOR on a
     /// CBOR connection).
-    pub body: String,
+    pub body: Cow<'a, str>,
 }
 
-impl Reply {
-    pub(crate) fn from_pdu(pdu: &Pdu<'_>) -> Reply {
+impl<'a> Reply<'a> {
+    pub(crate) fn from_pdu(pdu: &Pdu<'a>) -> Reply<'a> {
         Reply {
-            action: pdu.action.as_str().to_owned(),
-            body: pdu
-                .body
-                .map(|b| match b.raw() {
-                    Raw::Json(text) => text.to_owned(),
-                    Raw::Cbor(bytes) => super::cbor::to_json(bytes),
-                })
-                .unwrap_or_else(|| "{}".to_owned()),
+            action: Cow::Borrowed(pdu.action.as_str()),
+            body: pdu.body.map_or(Cow::Borrowed("{}"), |b| match b.raw() {
+                Raw::Json(text) => Cow::Borrowed(text),
+                Raw::Cbor(bytes) => Cow::Owned(super::cbor::to_json(bytes)),
+            }),
+        }
+    }
+
+    /// The reply with its text copied, to keep beyond the callback.
+    pub fn to_owned(&self) -> Reply<'static> {
+        Reply {
+            action: Cow::Owned(String::from(&*self.action)),
+            body: Cow::Owned(String::from(&*self.body)),
         }
     }
 
