@@ -1044,8 +1044,9 @@ impl Client {
     /// Publishes `message`, serialized now (later changes to it are not sent) by core's
     /// serializer straight into the record the PDU leaves from — JSON, or CBOR on a CBOR
     /// client; no intermediate string, no second check of the text. A value with no JSON
-    /// form (a map with non-string keys, say) is `InvalidJson`. With a callback, the reply
-    /// (or timeout/disconnect) is delivered to it.
+    /// form (a map keyed by sequences, say) is `InvalidJson`. It is serialized with the
+    /// client locked: its `Serialize` must not call the client. With a callback, the
+    /// reply (or timeout/disconnect) is delivered to it.
     pub fn publish(
         &self,
         channel: &str,
