@@ -548,7 +548,6 @@ impl BenchClient {
             let outcome = ex.outcome();
             // A head larger than `tx` is refused before anything is sent: again, larger.
             if head_too_large(outcome) && can_grow {
-                drop(ex);
                 link.keep(&talk);
                 drop(talk);
                 bufs.grow_tx();
@@ -558,7 +557,6 @@ impl BenchClient {
                 return Err(link.failure(e));
             }
             let ended = finish(link, endpoint, &mut ex, sink);
-            drop(ex);
             link.keep(&talk);
             return ended;
         }
@@ -594,7 +592,6 @@ impl BenchClient {
                 .map_err(|e| context.attach(e))?;
             let ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
             let too_large = head_too_large(ex.outcome());
-            drop(ex);
             drop(talk);
             if !(too_large && bufs.tx_can_grow()) {
                 break;
@@ -613,10 +610,7 @@ impl BenchClient {
         }
         let paused = match driven {
             Driven::Going => pause(link, endpoint, ex, &mut head),
-            Driven::Over(ended) => {
-                drop(ex);
-                Err(ended)
-            }
+            Driven::Over(ended) => Err(ended),
         };
         let open = match paused {
             Ok(paused) => Some(Open {

@@ -852,6 +852,9 @@ impl<C: Copy, I: Copy> Exchange<'_, '_, C, I> {
     /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, Instant::ZERO);
     /// assert!(ex.pause().is_err()); // not even sent
     /// ```
+    // Handed back by value as it came (the caller's own exchange, on its stack): no
+    // allocation to make it smaller in `no_std` without `alloc`.
+    #[allow(clippy::result_large_err)]
     pub fn pause(self) -> Result<Paused<C, I>, Self> {
         if self.at.phase != Phase::Receiving || !self.at.head_seen {
             return Err(self);

@@ -93,7 +93,7 @@ fn keep_alive(talk: &mut Conversation<'_>, body: &mut [u8]) {
 }
 
 /// An exchange on a kept-alive connection (one completed before).
-fn reused<'a>(talk: &'a mut Conversation<'_>, req: &'a StatusReq) -> Ex<'a> {
+fn reused<'a, 'b>(talk: &'a mut Conversation<'b>, req: &'a StatusReq) -> Ex<'a, 'b> {
     let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, T0);
     drive(&mut ex, T0);
     ex
@@ -358,4 +358,67 @@ fn data_waits_with_a_doubling_backoff_until_running() {
         DataStep::SendData
     );
     assert_eq!(wait.handle_status(now, &Status::Failed), DataStep::Empty);
+}
+
+#[test]
+fn a_server_named_as_given_under_a_prefix_is_written_once_in_the_head() {
+    let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    let server = Server {
+        authority: Some("Bench.Example:4800"),
+        prefix: "/mzbench",
+        ..Server::new("10.0.0.9", 4800)
+    };
+    let mut talk = Conversation::new(server, &mut tx, &mut head).unwrap();
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 3 }, ResponseKind::Reply, T0);
+    assert_eq!(
+        ex.poll_output(T0),
+        Some(Output::Connect {
+            host: "10.0.0.9",
+            port: 4800
+        })
+    );
+    ex.handle_connected(T0);
+    let (_, wire) = drive(&mut ex, T0);
+    assert!(wire.starts_with(
+        b"GET /mzbench/status?id=3&wait=false HTTP/1.1\r\nHost: Bench.Example:4800\r\n"
+    ));
+}
+
+#[test]
+fn a_paused_stream_resumes_where_it_was_and_its_connection_is_no_one_elses() {
+    let (mut tx, mut head, mut line, mut err) = ([0u8; 256], [0u8; 512], [0u8; 64], [0u8; 64]);
+    let mut talk = talk(&mut tx, &mut head);
+    let mut lines = Vec::new();
+    let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |l| {
+        lines.push(std::string::String::from(l.unwrap()));
+        ControlFlow::Continue(())
+    });
+    let paused = {
+        let mut ex: Ex<'_, '_> = talk.exchange(
+            &crate::bench::request::Log { id: 1 },
+            ResponseKind::Stream,
+            T0,
+        );
+        drive(&mut ex, T0);
+        ex.handle_input(
+            T0,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\non",
+            &mut log,
+        );
+        ex.pause().ok().unwrap()
+    };
+    let kept = talk.connection();
+    // Resumed: the decoder is where it was (inside a chunk, inside a line).
+    let mut ex = talk.resume(paused);
+    ex.handle_input(T0, b"e\n\r\n", &mut log);
+    assert_eq!(ex.outcome(), None);
+    let paused = ex.pause().ok().unwrap();
+    drop(log);
+    assert_eq!(lines, ["one"]);
+    // Another exchange before the stream's end closes the connection it holds first.
+    talk.set_connection(kept);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    assert_eq!(ex.poll_output(T0), Some(Output::Close));
+    assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
+    let _ = paused;
 }
