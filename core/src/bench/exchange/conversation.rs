@@ -502,7 +502,7 @@ impl<'b> Conversation<'b> {
     ///     # ex.poll_output(t); ex.handle_connected(t);
     ///     # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
     ///     # ex.flushed(t);
-    ///     ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\none\n", &mut log);
+    ///     ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\none\n", &mut log);
     ///     ex.pause().ok().unwrap()
     /// };
     /// let mut ex = talk.resume(paused);
