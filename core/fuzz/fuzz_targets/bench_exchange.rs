@@ -103,7 +103,13 @@ fn response(u: &mut Unstructured<'_>) -> ArbResult<Vec<u8>> {
 }
 
 /// Acts on every output, checking each.
-fn drain(ex: &mut Ex<'_, '_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_>, head: &[u8]) {
+fn drain(
+    ex: &mut Ex<'_, '_>,
+    wire: &mut Wire,
+    now: Instant,
+    u: &mut Unstructured<'_>,
+    head: &[u8],
+) {
     let done_before = ex.outcome();
     while let Some(output) = ex.poll_output(now) {
         assert!(
