@@ -605,7 +605,8 @@ impl BenchClient {
         let mut head = Gather::new(MAX_ERROR_BODY);
         let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
         let mut driven = link.drive(endpoint, &mut ex, &mut head, Until::Head);
-        if head.status != 200 {
+        // An error reply is read whole (its body says why).
+        if head.status != 200 && matches!(driven, Driven::Going) {
             driven = Driven::Over(finish(link, endpoint, &mut ex, &mut head));
         }
         let paused = match driven {
