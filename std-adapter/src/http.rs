@@ -24,8 +24,9 @@ const HEAD_BUF: usize = 16 * 1024;
 const WINDOW: usize = 32 * 1024;
 /// Request heads and multipart part heads at first (a part head names its file).
 const TX_START: usize = 16 * 1024;
-/// The largest request head: a query may carry many environment variables.
-const TX_MAX: usize = 1 << 20;
+/// The largest request head: a query may carry many environment variables (2 MiB, as
+/// far as the head written into a growing `Vec` went before).
+const TX_MAX: usize = 2 << 20;
 /// Small writes gathered into one (the socket has `TCP_NODELAY`).
 const WRITE_BUF: usize = 16 * 1024;
 
@@ -519,7 +520,7 @@ pub(crate) fn encode_to_vec(
                 bytes.truncate(n);
                 return Ok(bytes);
             }
-            Err(EncodeError::BufferTooSmall { .. }) if size < TX_MAX => size *= 4,
+            Err(EncodeError::BufferTooSmall { .. }) if size < 1 << 20 => size *= 4,
             Err(e) => return Err(e),
         }
     }
