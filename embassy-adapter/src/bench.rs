@@ -25,9 +25,7 @@ use embedded_io_async::{Error as _, ErrorKind};
 
 use crate::transport::{ConnectError, Transport};
 
-pub use benchlink_core::bench::exchange::{
-    Buffers, ClientError, Server, Waiting, MAX_AUTHORITY, MAX_UPLOAD_FILES,
-};
+pub use benchlink_core::bench::exchange::{Buffers, ClientError, Server, Waiting, MAX_AUTHORITY};
 
 /// How long each step may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,7 +322,7 @@ impl<T: Transport> Conn<'_, T> {
 async fn run<T: Transport>(
     transport: &mut T,
     rx: &mut [u8],
-    exchange: &mut Exchange<'_, ConnectError, ErrorKind>,
+    exchange: &mut Exchange<'_, '_, ConnectError, ErrorKind>,
     sink: &mut dyn Sink,
 ) -> Result<(), Error<'static>> {
     loop {

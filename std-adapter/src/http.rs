@@ -1,18 +1,17 @@
-//! One HTTP/1.1 exchange at a time over a kept-alive [`Stream`], driven by the core's
-//! push-style codec: this module only moves bytes between the socket and
-//! `benchlink_core::http`, which does all the parsing. What follows each attempt — keep
-//! the connection, send a `GET` again after a stale one, read a reply that came before
-//! the request was all out — is core's [`Attempts`], the rules of every benchmark
-//! client, and its failures are core's [`ClientError`].
+//! The std benchmark client's transport: core's [`Exchange`] decides everything — when
+//! to connect, reuse or close, what to send, which deadline passed, when a stale
+//! connection is retried, how a reply that came before the request was all out is read —
+//! and this module only does what it asks over a socket: connect (TCP, TLS, an HTTPS
+//! proxy's tunnel), write, flush, close, and read until its next deadline.
 
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use benchlink_core::bench::exchange::{After, Attempts, ClientError, Next, Timeouts, Waiting};
-use benchlink_core::http::{
-    Body, ContentEncoding, Cursor, DecodeError, EncodeError, Event, InflateBuffers, Limits, Method,
-    RequestHead, ResponseDecoder, Section,
+use benchlink_core::bench::exchange::{
+    ClientError, ConnectionState, Conversation, Exchange, Output, Server, Sink, Timeouts,
 };
+use benchlink_core::http::{Cursor, EncodeError, InflateBuffers};
+use benchlink_core::time::Instant as CoreInstant;
 
 use crate::net::{tunnel, Stream, Tls};
 
@@ -23,10 +22,26 @@ const READ_BUF: usize = 64 * 1024;
 const HEAD_BUF: usize = 16 * 1024;
 /// The inflate window: 32 KiB, the largest a zlib or gzip stream may use.
 const WINDOW: usize = 32 * 1024;
+/// Request heads and multipart part heads at first (a part head names its file).
+const TX_START: usize = 16 * 1024;
+/// The largest request head: a query may carry many environment variables (2 MiB, as
+/// far as the head written into a growing `Vec` went before).
+const TX_MAX: usize = 2 << 20;
+/// Small writes gathered into one (the socket has `TCP_NODELAY`).
+const WRITE_BUF: usize = 16 * 1024;
 
-/// Memory the response decoder borrows: allocated once per client, reused per response.
+/// Why an exchange failed: core's error of every benchmark client, the socket's
+/// `io::Error`s (connect, and I/O once connected) kept whole for the message.
+pub(crate) type Failure = ClientError<'static, io::Error, io::Error>;
+
+/// The exchange as this transport drives it: core is told *that* a connect or an I/O
+/// step failed (`()`), the transport keeps the `io::Error` for the message.
+pub(crate) type Ex<'a, 'b> = Exchange<'a, 'b, (), ()>;
+
+/// Memory the conversations borrow: allocated once per client, reused per request.
 #[derive(Debug)]
 pub(crate) struct Buffers {
+    tx: Vec<u8>,
     head: Box<[u8]>,
     inflate: Box<InflateBuffers<WINDOW>>,
 }
@@ -34,49 +49,87 @@ pub(crate) struct Buffers {
 impl Buffers {
     pub(crate) fn new() -> Buffers {
         Buffers {
+            tx: vec![0; TX_START],
             head: vec![0; HEAD_BUF].into_boxed_slice(),
             inflate: Box::new(InflateBuffers::new()),
         }
     }
+
+    /// A conversation with `server` over this memory, going on with `link`'s
+    /// connection; fresh boundaries for its uploads.
+    pub(crate) fn conversation<'t>(
+        &'t mut self,
+        server: Server<'t>,
+        link: &Link,
+        timeouts: Timeouts,
+        connect_timeout: Duration,
+    ) -> Result<Conversation<'t>, Failure> {
+        let mut talk = Conversation::new(server, &mut self.tx, &mut self.head)?;
+        talk.set_inflate(self.inflate.memory());
+        talk.set_timeouts(timeouts);
+        talk.set_connect_timeout(Some(connect_timeout));
+        let mut seed = [0u8; 8];
+        getrandom::fill(&mut seed).map_err(|e| ClientError::Io(io::Error::other(e.to_string())))?;
+        talk.set_seed(u64::from_le_bytes(seed));
+        talk.set_connection(link.state);
+        Ok(talk)
+    }
+
+    /// Whether `tx` may grow (a request head that did not fit is tried again).
+    pub(crate) fn tx_can_grow(&self) -> bool {
+        self.tx.len() < TX_MAX
+    }
+
+    /// Makes `tx` larger after a request head did not fit (nothing was sent).
+    pub(crate) fn grow_tx(&mut self) {
+        self.tx
+            .resize(self.tx.len().saturating_mul(4).min(TX_MAX), 0);
+    }
 }
 
-/// Why an exchange failed: core's error of every benchmark client, the socket's
-/// `io::Error`s (connect, and I/O once connected) kept whole for the message. (Only
-/// its transport-side variants occur here: the server's answer is read by the caller.)
-pub(crate) type Failure = ClientError<'static, io::Error, io::Error>;
+/// Whether `outcome` is a request head too large for `tx`: refused before anything was
+/// sent, to be tried again with a larger one.
+pub(crate) fn head_too_large<C, I>(outcome: Option<Result<(), ClientError<'_, C, I>>>) -> bool {
+    matches!(
+        outcome,
+        Some(Err(ClientError::Encode(EncodeError::BufferTooSmall { .. })))
+    )
+}
 
-/// A connection with what was read but not yet decoded.
+/// Where to connect and how.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) tls: Option<Tls>,
+    pub(crate) connect_timeout: Duration,
+    /// An HTTPS proxy `(host, port)` to tunnel through with `CONNECT`.
+    pub(crate) proxy: Option<(String, u16)>,
+}
+
+impl Endpoint {
+    fn connect(&self, host: &str, port: u16, timeout: Duration) -> io::Result<Stream> {
+        match &self.proxy {
+            None => Stream::connect(host, port, self.tls.as_ref(), timeout),
+            Some((proxy_host, proxy_port)) => tunnel(proxy_host, *proxy_port, host, port, timeout)
+                .map_err(io::Error::from)
+                .and_then(|tcp| Stream::over(tcp, host, self.tls.as_ref())),
+        }
+    }
+}
+
+/// An open connection.
 #[derive(Debug)]
-pub(crate) struct HttpConnection {
+struct HttpConnection {
     stream: Stream,
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
-    /// Completed at least one exchange: the server may have closed it since.
-    reused: bool,
-    /// The current request did not all go out (the server answered early and closed):
-    /// the connection cannot carry another.
-    unsent: bool,
-    /// The socket's mode and read timeout as last set, so that they are changed only
-    /// when they have to be (each change is a system call).
+    /// Writes gathered until a flush or until full.
+    out: Vec<u8>,
+    /// The socket's mode and timeouts as last set, so that they are changed only when
+    /// they have to be (each change is a system call).
     nonblocking: bool,
     read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
 }
 
 impl HttpConnection {
-    fn new(stream: Stream) -> HttpConnection {
-        HttpConnection {
-            stream,
-            buf: vec![0; READ_BUF].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            reused: false,
-            unsent: false,
-            nonblocking: false,
-            read_timeout: None,
-        }
-    }
-
     fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
         if self.nonblocking != on {
             self.stream.tcp().set_nonblocking(on)?;
@@ -93,6 +146,44 @@ impl HttpConnection {
         Ok(())
     }
 
+    /// Blocking writes, each bounded by `timeout`.
+    fn writing(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.set_nonblocking(false)?;
+        if self.write_timeout != timeout {
+            self.stream.tcp().set_write_timeout(timeout)?;
+            self.write_timeout = timeout;
+        }
+        Ok(())
+    }
+
+    /// Takes `bytes` (all of them, or some when they go straight to the socket).
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.out.len() + bytes.len() > WRITE_BUF {
+            self.write_out()?;
+        }
+        if bytes.len() >= WRITE_BUF {
+            return match self.stream.write(bytes)? {
+                0 => Err(io::ErrorKind::WriteZero.into()),
+                n => Ok(n),
+            };
+        }
+        self.out.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn write_out(&mut self) -> io::Result<()> {
+        let out = std::mem::take(&mut self.out);
+        let written = self.stream.write_all(&out);
+        self.out = out;
+        self.out.clear();
+        written
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.write_out()?;
+        self.stream.flush()
+    }
+
     /// True when the peer closed its side or sent bytes nobody asked for (a TLS alert,
     /// say): either way the connection must not carry another request. A non-blocking
     /// peek, so a live idle connection costs one syscall.
@@ -105,485 +196,317 @@ impl HttpConnection {
     }
 }
 
-/// Where to connect and how.
-#[derive(Debug, Clone)]
-pub(crate) struct Endpoint {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) tls: Option<Tls>,
-    pub(crate) connect_timeout: Duration,
-    /// An HTTPS proxy `(host, port)` to tunnel through with `CONNECT`.
-    pub(crate) proxy: Option<(String, u16)>,
-}
-
-impl Endpoint {
-    /// Connects within the connect timeout or what is left of the request's deadline,
-    /// whichever is shorter.
-    fn connect(&self, deadline: &Deadline) -> Result<HttpConnection, Failure> {
-        let (timeout, waiting) = match deadline.left() {
-            Some(left) if left < self.connect_timeout => (left, deadline.limit),
-            _ => (self.connect_timeout, Some(self.connect_timeout)),
-        };
-        if timeout.is_zero() {
-            return Err(deadline.timed_out(Waiting::Connect));
-        }
-        let stream = match &self.proxy {
-            None => Stream::connect(&self.host, self.port, self.tls.as_ref(), timeout),
-            Some((proxy_host, proxy_port)) => {
-                tunnel(proxy_host, *proxy_port, &self.host, self.port, timeout)
-                    .map_err(io::Error::from)
-                    .and_then(|tcp| Stream::over(tcp, &self.host, self.tls.as_ref()))
-            }
-        };
-        match stream {
-            Ok(stream) => Ok(HttpConnection::new(stream)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                ) =>
-            {
-                Err(ClientError::Timeout {
-                    after: waiting.unwrap_or(timeout),
-                    waiting: Waiting::Connect,
-                })
-            }
-            Err(e) => Err(ClientError::Connect(e)),
-        }
-    }
-}
-
-/// The end of a request's time, if it has one.
-#[derive(Debug, Clone, Copy)]
-struct Deadline {
-    at: Option<Instant>,
-    limit: Option<Duration>,
-}
-
-impl Deadline {
-    fn starting_now(limit: Option<Duration>) -> Deadline {
-        Deadline {
-            at: limit.and_then(|l| Instant::now().checked_add(l)),
-            limit,
-        }
-    }
-
-    /// The time left (`None`: no deadline).
-    fn left(&self) -> Option<Duration> {
-        self.at
-            .map(|at| at.saturating_duration_since(Instant::now()))
-    }
-
-    fn timed_out(&self, waiting: Waiting) -> Failure {
-        ClientError::Timeout {
-            after: self.limit.unwrap_or_default(),
-            waiting,
-        }
-    }
-}
-
-/// A request as the exchange sends it: its head fields and a body writer.
-pub(crate) struct RequestParts<'a> {
-    pub(crate) method: Method,
-    /// Path and query, already encoded.
-    pub(crate) target: &'a str,
-    pub(crate) host: &'a str,
-    pub(crate) user_agent: &'a str,
-    pub(crate) bearer: Option<&'a str>,
-    pub(crate) body: Body<'a>,
-    /// Writes the body bytes (nothing for an empty body).
-    pub(crate) write_body: &'a dyn Fn(&mut dyn Write) -> io::Result<()>,
-}
-
-/// What the caller needs of a response head.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HeadInfo {
-    pub(crate) status: u16,
-    pub(crate) encoding: ContentEncoding,
-}
-
-/// What one [`Exchange::pump`] did.
+/// How far [`Link::drive`] takes an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pumped {
-    /// Body went to the sink (every piece of it the received bytes held).
-    Data,
-    /// Everything received so far is decoded and the socket has nothing more to read
-    /// right now (only when asked not to wait): the moment to flush what was made of it.
-    Idle,
-    /// The body ended.
+pub(crate) enum Until {
+    /// Its outcome.
     End,
+    /// Its response head.
+    Head,
+    /// A read that brought bytes.
+    Read,
+    /// A read that brought bytes (at once when `waited`), then every read that does not
+    /// wait: until the socket has nothing more right now.
+    Drained { waited: bool },
 }
 
-/// How a body read may wait for bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// Up to the request's deadline (JSON replies).
-    Deadline,
-    /// Up to the stream's idle limit.
-    Idle,
-    /// Not at all: [`Pumped::Idle`] when nothing is there.
-    No,
+/// Where [`Link::drive`] left an exchange.
+#[derive(Debug)]
+pub(crate) enum Driven {
+    /// It is over.
+    Over(Result<(), Failure>),
+    /// It goes on (as far as [`Until`] asked).
+    Going,
 }
 
-/// A response being read; the body comes through [`Exchange::pump`].
-pub(crate) struct Exchange<'c> {
-    conn: &'c mut Option<HttpConnection>,
-    decoder: ResponseDecoder<'c>,
-    ended: bool,
-    deadline: Deadline,
-    idle: Option<Duration>,
+/// The client's one connection: the socket, its state as core's conversations left it,
+/// and the read buffer.
+#[derive(Debug)]
+pub(crate) struct Link {
+    conn: Option<HttpConnection>,
+    state: ConnectionState,
+    rx: Box<[u8]>,
+    /// The `io::Error` behind the last failure reported to core as `()`.
+    error: Option<io::Error>,
+    /// Core's clock counts from here.
+    epoch: Instant,
 }
 
-/// Sends `out` on the kept-alive connection (or a new one) and reads the response head,
-/// by the rules of core's [`Attempts`] that every benchmark client follows: a stale
-/// kept-alive connection is replaced and a `GET` sent once more, and a reply sent
-/// before the request was all out is read, not lost.
-pub(crate) fn exchange<'c>(
-    endpoint: &Endpoint,
-    conn: &'c mut Option<HttpConnection>,
-    bufs: &'c mut Buffers,
-    out: &RequestParts<'_>,
-    limits: Timeouts,
-) -> Result<(Exchange<'c>, HeadInfo), Failure> {
-    let deadline = Deadline::starting_now(limits.reply);
-    let head_bytes = encode_head(out).map_err(ClientError::Encode)?;
-    let mut decoder =
-        ResponseDecoder::new(&mut bufs.head, Some(bufs.inflate.memory()), Limits::DEFAULT);
-    decoder.set_request_method(out.method);
-    // A kept-alive connection the server has closed (or is closing) is replaced before
-    // anything is sent on it, so a request that is not safe to repeat is sent once.
-    if conn.as_mut().is_some_and(HttpConnection::closed_by_peer) {
-        *conn = None;
-    }
-    let mut attempts = Attempts::new(out.method);
-    loop {
-        if conn.is_none() {
-            *conn = Some(endpoint.connect(&deadline)?);
+impl Link {
+    pub(crate) fn new() -> Link {
+        Link {
+            conn: None,
+            state: ConnectionState::default(),
+            rx: vec![0; READ_BUF].into_boxed_slice(),
+            error: None,
+            epoch: Instant::now(),
         }
-        let Some(c) = conn.as_mut() else { continue };
-        let reused = c.reused;
-        let sent = send(c, &head_bytes, out, &deadline);
-        // A server may answer before the body is in and close (413 for a body over its
-        // limit, 401, 503): the unsent rest then meets a broken pipe or a reset, but
-        // the reply was sent first and is read like any other.
-        let mut got_response = false;
-        let (received, head) = match Attempts::read_after(&sent)
-            .then(|| read_head(c, &mut decoder, &deadline, &mut got_response))
+    }
+
+    /// Drops the connection (new TLS options, a proxy: the next request connects anew).
+    pub(crate) fn close(&mut self) {
+        self.conn = None;
+        self.state = ConnectionState::default();
+    }
+
+    /// Keeps what `talk` says of the connection, for the next conversation.
+    pub(crate) fn keep(&mut self, talk: &Conversation<'_>) {
+        self.state = talk.connection();
+    }
+
+    /// Before a new exchange: tells `talk` whether the server closed the idle
+    /// kept-alive connection (so that a request not safe to repeat is sent once).
+    pub(crate) fn check_idle(&mut self, talk: &mut Conversation<'_>) {
+        if talk.is_open()
+            && self
+                .conn
+                .as_mut()
+                .is_none_or(HttpConnection::closed_by_peer)
         {
-            Some(Ok(head)) => (Some(Ok(After::Keep)), Some(head)),
-            Some(Err(e)) => (Some(Err(e)), None),
-            None => (None, None),
+            talk.handle_peer_closed();
+        }
+    }
+
+    pub(crate) fn now(&self) -> CoreInstant {
+        CoreInstant::from_micros(
+            u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX),
+        )
+    }
+
+    /// The time from now to `at` (`None`: no limit; zero: passed).
+    fn left(&self, at: Option<CoreInstant>) -> Option<Duration> {
+        at.map(|at| at.saturating_duration_since(self.now()))
+    }
+
+    /// Does what `ex` asks over the socket, handing its response to `sink`, as far as
+    /// `until` says.
+    pub(crate) fn drive(
+        &mut self,
+        endpoint: &Endpoint,
+        ex: &mut Ex<'_, '_>,
+        sink: &mut dyn Sink,
+        until: Until,
+    ) -> Driven {
+        let mut got = matches!(until, Until::Drained { waited: true });
+        loop {
+            let now = self.now();
+            if ex.poll_timeout().is_some_and(|t| t <= now) {
+                ex.handle_timeout(now);
+            }
+            let left = self.left(ex.poll_timeout());
+            let done = match ex.poll_output(now) {
+                Some(Output::Connect { host, port }) => {
+                    Done::Connected(self.connect(endpoint, host, port, left))
+                }
+                Some(Output::Transmit(bytes)) => Done::Wrote(self.write(bytes, left)),
+                Some(Output::Flush) => Done::Flushed(self.flush(left)),
+                Some(Output::Close) => {
+                    self.conn = None;
+                    continue;
+                }
+                None => Done::Nothing,
+            };
+            let now = self.now();
+            match done {
+                Done::Connected(Ok(())) => ex.handle_connected(now),
+                Done::Wrote(Ok(n)) => ex.transmitted(now, n),
+                Done::Flushed(Ok(())) => ex.flushed(now),
+                Done::Connected(Err(Step::TimedOut))
+                | Done::Wrote(Err(Step::TimedOut))
+                | Done::Flushed(Err(Step::TimedOut)) => {
+                    // The socket's own limit was the exchange's deadline.
+                    ex.handle_timeout(ex.poll_timeout().map_or(now, |t| t.max(now)))
+                }
+                Done::Connected(Err(Step::Failed(e))) => {
+                    self.error = Some(e);
+                    ex.handle_connect_failed(now, ());
+                }
+                Done::Wrote(Err(Step::Failed(e))) | Done::Flushed(Err(Step::Failed(e))) => {
+                    self.error = Some(e);
+                    ex.handle_io_error(now, ());
+                }
+                Done::Nothing => {
+                    if let Some(outcome) = ex.outcome() {
+                        return Driven::Over(outcome.map_err(|e| self.failure(e)));
+                    }
+                    let going = match until {
+                        Until::End => false,
+                        Until::Head => ex.has_head(),
+                        Until::Read => got,
+                        Until::Drained { .. } => false,
+                    };
+                    if going {
+                        return Driven::Going;
+                    }
+                    let wait = match until {
+                        Until::Drained { .. } if got => None,
+                        _ => Some(self.left(ex.poll_timeout())),
+                    };
+                    match self.read(wait) {
+                        Got::Bytes(n) => {
+                            got = true;
+                            let input = self.rx.get(..n).unwrap_or_default();
+                            ex.handle_input(self.now(), input, sink);
+                        }
+                        Got::Eof => ex.handle_closed(self.now(), sink),
+                        Got::Nothing => return Driven::Going,
+                        // The loop's first step: its deadline passed.
+                        Got::TimedOut => {
+                            let at = ex.poll_timeout().map_or(now, |t| t.max(now));
+                            ex.handle_timeout(at);
+                        }
+                        Got::Failed(e) => {
+                            self.error = Some(e);
+                            ex.handle_io_error(self.now(), ());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn connect(
+        &mut self,
+        endpoint: &Endpoint,
+        host: &str,
+        port: u16,
+        left: Option<Duration>,
+    ) -> Result<(), Step> {
+        self.conn = None;
+        let timeout = left.unwrap_or(endpoint.connect_timeout);
+        if timeout.is_zero() {
+            return Err(Step::TimedOut);
+        }
+        let stream = endpoint.connect(host, port, timeout).map_err(Step::from)?;
+        self.conn = Some(HttpConnection {
+            stream,
+            out: Vec::new(),
+            nonblocking: false,
+            read_timeout: None,
+            write_timeout: None,
+        });
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8], left: Option<Duration>) -> Result<usize, Step> {
+        let c = self.writing(left)?;
+        c.write(bytes).map_err(Step::from)
+    }
+
+    fn flush(&mut self, left: Option<Duration>) -> Result<(), Step> {
+        let c = self.writing(left)?;
+        c.flush().map_err(Step::from)
+    }
+
+    /// The connection, ready for writes bounded by `left`.
+    fn writing(&mut self, left: Option<Duration>) -> Result<&mut HttpConnection, Step> {
+        if left.is_some_and(|l| l.is_zero()) {
+            return Err(Step::TimedOut);
+        }
+        let c = self.conn.as_mut().ok_or_else(not_connected)?;
+        c.writing(left).map_err(Step::Failed)?;
+        Ok(c)
+    }
+
+    /// Reads into `rx`: waiting up to `wait` (`Some(None)`: no limit), or not at all
+    /// (`None`).
+    fn read(&mut self, wait: Option<Option<Duration>>) -> Got {
+        let Some(c) = self.conn.as_mut() else {
+            return Got::Failed(io::Error::from(io::ErrorKind::NotConnected));
         };
-        match (attempts.next(sent, received, reused, got_response), head) {
-            (Next::Done(after), Some(head)) => {
-                // `Close`: the request did not all go out, so the connection cannot
-                // carry another.
-                c.unsent = after == After::Close;
-                return Ok((
-                    Exchange {
-                        conn,
-                        decoder,
-                        ended: false,
-                        deadline,
-                        idle: limits.stream_idle,
-                    },
-                    head,
-                ));
-            }
-            (Next::Retry, _) => {
-                *conn = None;
-                decoder.reset();
-            }
-            (Next::Fail(e), _) => {
-                *conn = None;
-                return Err(e);
-            }
-            // Not reached: a send is always followed by a read that, when it gives a
-            // head, gives `Some`.
-            (Next::Done(_), None) => {
-                *conn = None;
-                return Err(ClientError::Decode(DecodeError::UnexpectedEof {
-                    section: Section::NoResponse,
-                }));
-            }
+        let set = match wait {
+            None => c.set_nonblocking(true),
+            Some(Some(left)) if left.is_zero() => return Got::TimedOut,
+            Some(limit) => c
+                .set_nonblocking(false)
+                .and_then(|()| c.set_read_timeout(limit)),
+        };
+        if let Err(e) = set {
+            return Got::Failed(e);
         }
-    }
-}
-
-fn encode_head(out: &RequestParts<'_>) -> Result<Vec<u8>, EncodeError> {
-    let head = RequestHead {
-        method: out.method,
-        path: out.target,
-        host: out.host,
-        user_agent: out.user_agent,
-        bearer: out.bearer,
-        body: out.body,
-        keep_alive: true,
-    };
-    encode_to_vec(|c| head.encode(&(), c))
-}
-
-/// Writes the request, head and body, within the deadline.
-fn send(
-    c: &mut HttpConnection,
-    head: &[u8],
-    out: &RequestParts<'_>,
-    deadline: &Deadline,
-) -> Result<(), Failure> {
-    c.set_nonblocking(false).map_err(ClientError::Io)?;
-    if let Some(left) = deadline.left() {
-        if left.is_zero() {
-            return Err(deadline.timed_out(Waiting::Send));
-        }
-    }
-    c.stream
-        .tcp()
-        .set_write_timeout(deadline.left())
-        .map_err(ClientError::Io)?;
-    let sent = (|| {
-        let mut w = BufWriter::with_capacity(16 * 1024, &mut c.stream);
-        w.write_all(head)?;
-        (out.write_body)(&mut w)?;
-        w.flush()
-    })();
-    sent.map_err(|e| match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => deadline.timed_out(Waiting::Send),
-        _ => ClientError::Io(e),
-    })
-}
-
-/// Reads the response head (the bytes after it stay in the connection's buffer);
-/// `got_bytes` tells whether any byte of a response arrived.
-fn read_head(
-    c: &mut HttpConnection,
-    decoder: &mut ResponseDecoder<'_>,
-    deadline: &Deadline,
-    got_bytes: &mut bool,
-) -> Result<HeadInfo, Failure> {
-    loop {
-        let input = c.buf.get(c.start..c.end).unwrap_or_default();
-        let (used, event) = decoder.decode(input)?;
-        c.start += used;
-        match event {
-            Event::Head(h) => {
-                return Ok(HeadInfo {
-                    status: h.status,
-                    encoding: h.encoding,
-                })
-            }
-            Event::NeedMore => match fill(c, ReadWait::Until(deadline)).map_err(ClientError::Io)? {
-                Filled::Bytes => *got_bytes = true,
-                Filled::Eof => {
-                    decoder.finish()?;
-                    return Err(ClientError::Decode(DecodeError::UnexpectedEof {
-                        section: Section::NoResponse,
-                    }));
-                }
-                Filled::Nothing | Filled::TimedOut => {
-                    return Err(deadline.timed_out(if *got_bytes {
-                        Waiting::RestOfReply
+        loop {
+            return match c.stream.read(&mut self.rx) {
+                Ok(0) => Got::Eof,
+                Ok(n) => Got::Bytes(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if c.nonblocking {
+                        Got::Nothing
                     } else {
-                        Waiting::Reply
-                    }))
+                        Got::TimedOut
+                    }
                 }
-            },
-            Event::Data(_) | Event::End { .. } => {
-                return Err(ClientError::Decode(DecodeError::MalformedHead {
-                    what: "body before head",
-                }))
-            }
+                Err(e) => Got::Failed(e),
+            };
+        }
+    }
+
+    /// Core's failure with the `io::Error` behind it.
+    pub(crate) fn failure(&mut self, e: ClientError<'static, (), ()>) -> Failure {
+        let mut io = || {
+            self.error
+                .take()
+                .unwrap_or_else(|| io::Error::other("the connection failed"))
+        };
+        match e {
+            ClientError::Connect(()) => ClientError::Connect(io()),
+            ClientError::Io(()) => ClientError::Io(io()),
+            ClientError::Timeout { after, waiting } => ClientError::Timeout { after, waiting },
+            ClientError::Encode(e) => ClientError::Encode(e),
+            ClientError::Decode(e) => ClientError::Decode(e),
+            ClientError::BodyTooLarge { max } => ClientError::BodyTooLarge { max },
+            ClientError::Server(e) => ClientError::Server(e),
         }
     }
 }
 
-/// How [`fill`] may wait.
-#[derive(Debug, Clone, Copy)]
-enum ReadWait<'d> {
-    Until(&'d Deadline),
-    For(Option<Duration>),
-    No,
+fn not_connected() -> Step {
+    Step::Failed(io::ErrorKind::NotConnected.into())
 }
 
-/// What [`fill`] got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Filled {
-    Bytes,
+/// What the socket did with the exchange's last output.
+enum Done {
+    Connected(Result<(), Step>),
+    Wrote(Result<usize, Step>),
+    Flushed(Result<(), Step>),
+    /// No output: the exchange reads, or is over.
+    Nothing,
+}
+
+/// How a connect, write or flush failed.
+enum Step {
+    /// The socket's limit (the exchange's deadline) ran out.
+    TimedOut,
+    Failed(io::Error),
+}
+
+impl From<io::Error> for Step {
+    fn from(e: io::Error) -> Step {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Step::TimedOut,
+            _ => Step::Failed(e),
+        }
+    }
+}
+
+/// What a read got.
+enum Got {
+    Bytes(usize),
     Eof,
-    /// Nothing there right now ([`ReadWait::No`]).
+    /// Nothing there right now (a read that does not wait).
     Nothing,
     /// The wait ran out.
     TimedOut,
-}
-
-/// Reads the next bytes into the (fully consumed) buffer.
-fn fill(c: &mut HttpConnection, wait: ReadWait<'_>) -> io::Result<Filled> {
-    c.start = 0;
-    c.end = 0;
-    match wait {
-        ReadWait::No => c.set_nonblocking(true)?,
-        ReadWait::For(idle) => {
-            c.set_nonblocking(false)?;
-            c.set_read_timeout(idle)?;
-        }
-        ReadWait::Until(deadline) => {
-            c.set_nonblocking(false)?;
-            let left = deadline.left();
-            if left.is_some_and(|l| l.is_zero()) {
-                return Ok(Filled::TimedOut);
-            }
-            c.set_read_timeout(left)?;
-        }
-    }
-    loop {
-        match c.stream.read(&mut c.buf) {
-            Ok(n) => {
-                c.end = n;
-                return Ok(if n > 0 { Filled::Bytes } else { Filled::Eof });
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Ok(if c.nonblocking {
-                    Filled::Nothing
-                } else {
-                    Filled::TimedOut
-                })
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-impl Exchange<'_> {
-    /// Decodes body bytes, handing every piece to `sink`, until the bytes received so
-    /// far are used up after at least one piece, the body ended, or (with [`Wait::No`])
-    /// the socket had nothing more to read; waits for bytes as `wait` says. Once the body ended, the connection is kept for the next
-    /// exchange if the server allows it, and dropped otherwise.
-    pub(crate) fn pump(
-        &mut self,
-        sink: &mut dyn FnMut(&[u8]),
-        wait: Wait,
-    ) -> Result<Pumped, Failure> {
-        if self.ended {
-            return Ok(Pumped::End);
-        }
-        let result = self.pump_inner(sink, wait);
-        if !matches!(result, Ok(Pumped::Data | Pumped::Idle)) {
-            self.ended = true;
-        }
-        if result.is_err() {
-            *self.conn = None;
-        }
-        result
-    }
-
-    fn pump_inner(&mut self, sink: &mut dyn FnMut(&[u8]), wait: Wait) -> Result<Pumped, Failure> {
-        let Some(c) = self.conn.as_mut() else {
-            return Ok(Pumped::End);
-        };
-        let mut gave = false;
-        loop {
-            // The decoder speaks first: a body whose last byte already arrived ends
-            // without waiting for more input.
-            let input = c.buf.get(c.start..c.end).unwrap_or_default();
-            let (used, event) = self.decoder.decode(input)?;
-            c.start += used;
-            match event {
-                Event::Data(d) => {
-                    sink(d);
-                    gave = true;
-                }
-                Event::NeedMore if gave => return Ok(Pumped::Data),
-                Event::End { keep_alive, .. } => {
-                    // Bytes the server sent beyond its response would corrupt the next
-                    // one: such a connection is not reused.
-                    if keep_alive && c.start == c.end && !c.unsent {
-                        c.reused = true;
-                    } else {
-                        *self.conn = None;
-                    }
-                    return Ok(Pumped::End);
-                }
-                Event::NeedMore => {
-                    let how = match wait {
-                        Wait::Deadline => ReadWait::Until(&self.deadline),
-                        Wait::Idle => ReadWait::For(self.idle),
-                        Wait::No => ReadWait::No,
-                    };
-                    match fill(c, how).map_err(ClientError::Io)? {
-                        Filled::Bytes => {}
-                        Filled::Nothing => return Ok(Pumped::Idle),
-                        Filled::TimedOut => {
-                            return Err(match wait {
-                                Wait::Deadline => self.deadline.timed_out(Waiting::RestOfReply),
-                                _ => ClientError::Timeout {
-                                    after: self.idle.unwrap_or_default(),
-                                    waiting: Waiting::StreamData,
-                                },
-                            })
-                        }
-                        Filled::Eof => {
-                            // The peer closed: the end of a close-delimited body, or an
-                            // error.
-                            loop {
-                                match self.decoder.finish()? {
-                                    Event::Data(d) => sink(d),
-                                    Event::End { .. } => {
-                                        *self.conn = None;
-                                        return Ok(Pumped::End);
-                                    }
-                                    Event::Head(_) | Event::NeedMore => {}
-                                }
-                            }
-                        }
-                    }
-                }
-                Event::Head(_) => {}
-            }
-        }
-    }
-
-    /// Reads the rest of the body into `body` within the request's deadline, failing
-    /// past `max` bytes.
-    pub(crate) fn read_to_end(&mut self, body: &mut Vec<u8>, max: usize) -> Result<(), Failure> {
-        let mut too_large = false;
-        while self.pump(
-            &mut |d| {
-                if body.len() + d.len() > max {
-                    too_large = true;
-                } else {
-                    body.extend_from_slice(d);
-                }
-            },
-            Wait::Deadline,
-        )? != Pumped::End
-        {
-            if too_large {
-                *self.conn = None;
-                return Err(ClientError::Decode(DecodeError::BodyTooLarge {
-                    max: max as u64,
-                }));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Exchange<'_> {
-    /// A response dropped before its end leaves unread bytes on the connection.
-    fn drop(&mut self) {
-        if !self.ended {
-            *self.conn = None;
-        }
-    }
+    Failed(io::Error),
 }
 
 /// Runs one of core's writers into a fresh `Vec`, growing it until the output fits (up
-/// to 1 MiB: heads are small, but a query may carry many environment variables).
+/// to 1 MiB).
 pub(crate) fn encode_to_vec(
     write: impl Fn(&mut Cursor<'_>) -> Result<(), EncodeError>,
 ) -> Result<Vec<u8>, EncodeError> {

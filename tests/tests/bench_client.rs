@@ -760,3 +760,28 @@ fn an_early_reply_to_a_request_too_large_is_read_not_lost() {
     // The client goes on with a new connection.
     c.status(1).expect_err("no benchmark 1");
 }
+
+#[test]
+fn a_start_whose_query_outgrows_the_first_head_buffer_goes_out_whole() {
+    // 600 variables: a query of about 30 KiB, beyond the 16 KiB the client's request
+    // head buffer starts with (it grows before anything is sent).
+    let server = fast_server();
+    let mut c = client(&server.host());
+    let env: Vec<(String, String)> = (0..600)
+        .map(|i| (format!("var_{i:04}"), format!("value number {i:04} & more")))
+        .collect();
+    let opts = StartOptions {
+        env: env.clone(),
+        ..options()
+    };
+    let id = c.start(&hello(), &opts).expect("start");
+    let info = server
+        .benchmark(id)
+        .expect("the server knows the new benchmark");
+    for pair in [&env[0], &env[599]] {
+        assert!(info.env.contains(pair), "env {pair:?} missing");
+    }
+    assert_eq!(wait_final(&mut c, id).status_text, "complete");
+    // The connection goes on carrying requests.
+    c.status(id).expect("status after the large start");
+}

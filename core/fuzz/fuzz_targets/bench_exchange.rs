@@ -38,7 +38,7 @@ use benchlink_core::time::Instant;
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
-type Ex<'a> = Exchange<'a, u8, u8>;
+type Ex<'a, 'b> = Exchange<'a, 'b, u8, u8>;
 type Error = ClientError<'static, u8, u8>;
 
 /// The model adapter's view of the transport.
@@ -103,7 +103,13 @@ fn response(u: &mut Unstructured<'_>) -> ArbResult<Vec<u8>> {
 }
 
 /// Acts on every output, checking each.
-fn drain(ex: &mut Ex<'_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_>, head: &[u8]) {
+fn drain(
+    ex: &mut Ex<'_, '_>,
+    wire: &mut Wire,
+    now: Instant,
+    u: &mut Unstructured<'_>,
+    head: &[u8],
+) {
     let done_before = ex.outcome();
     while let Some(output) = ex.poll_output(now) {
         assert!(
@@ -165,7 +171,7 @@ fn drain(ex: &mut Ex<'_>, wire: &mut Wire, now: Instant, u: &mut Unstructured<'_
 /// One exchange of up to 24 operations, its response going to `sink`; returns its outcome,
 /// if it ended.
 fn run(
-    ex: &mut Ex<'_>,
+    ex: &mut Ex<'_, '_>,
     sink: &mut dyn Sink,
     wire: &mut Wire,
     now: &mut Instant,
@@ -298,7 +304,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let outcome = {
             let sink: &mut dyn Sink = if kind == 2 { &mut lines } else { &mut reply };
-            let mut ex: Ex<'_> = match kind {
+            let mut ex: Ex<'_, '_> = match kind {
                 0 => talk.exchange(&status, ResponseKind::Reply, now),
                 1 => talk.exchange(&start, ResponseKind::Reply, now),
                 _ => talk.exchange(&log, ResponseKind::Stream, now),
@@ -310,7 +316,7 @@ fuzz_target!(|data: &[u8]| {
             Some(Ok(())) => assert_eq!(talk.is_open(), wire.open, "kept alive, or not"),
             // A request that could not be encoded: a kept-alive connection stays as it was
             // when nothing went out, and is closed when part of the request did.
-            Some(Err(ClientError::Encode(_) | ClientError::TooManyFiles)) => {
+            Some(Err(ClientError::Encode(_))) => {
                 let open = wire.open && !wire.peer_closed;
                 assert_eq!(talk.is_open(), open, "an unsendable request's connection")
             }

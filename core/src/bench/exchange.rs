@@ -12,7 +12,7 @@
 //! use benchlink_core::http::{Event, Limits, ResponseDecoder};
 //!
 //! let req = Status { id: 7 };
-//! let headers = Headers { authority: "bench:4800", user_agent: "doc", bearer: None };
+//! let headers = Headers { authority: "bench:4800", prefix: "", user_agent: "doc", bearer: None };
 //! let mut tx = [0u8; 256];
 //! let mut out = Outgoing::new(&req, &headers, 1, &mut tx).unwrap();
 //! let Ok(Some(Chunk::Tx(n))) = out.next(&headers, &mut tx) else { panic!() };
@@ -44,7 +44,9 @@ mod attempts;
 mod conversation;
 mod data_wait;
 pub use attempts::{After, Attempts, Next};
-pub use conversation::{Conversation, Exchange, Output, ResponseKind, Timeouts};
+pub use conversation::{
+    ConnectionState, Conversation, Exchange, Output, Paused, ResponseKind, Timeouts,
+};
 pub use data_wait::{DataStep, DataWait};
 
 use heapless::String;
@@ -61,9 +63,6 @@ pub const MAX_AUTHORITY: usize = 264;
 
 /// Header lines a response head may have (the benchmark server sends about ten).
 pub const MAX_HEADERS: usize = 24;
-
-/// Most files in one upload (`/start`: the scenario and its includes).
-pub const MAX_UPLOAD_FILES: usize = 16;
 
 /// `host` or `host:port` (with brackets for IPv6), as the `Host` header wants it.
 ///
@@ -90,6 +89,12 @@ pub struct Server<'b> {
     pub host: &'b str,
     /// TCP port (the real server listens on 4800).
     pub port: u16,
+    /// The `Host` value to send, exactly as the user gave it (`None`: made from `host`
+    /// and `port`, see [`authority`]).
+    pub authority: Option<&'b str>,
+    /// Written before every request path: `""`, or the `/prefix` of a server behind a
+    /// reverse proxy (`/mzbench`).
+    pub prefix: &'b str,
     /// Sent as `Authorization: Bearer <token>` with every request.
     pub token: Option<&'b str>,
     /// The `User-Agent` value.
@@ -97,16 +102,22 @@ pub struct Server<'b> {
 }
 
 impl<'b> Server<'b> {
-    /// `host:port` without a token, with benchlink's user agent.
+    /// `host:port` without a token, with benchlink's user agent, at the root.
     ///
     /// ```
-    /// let server = benchlink_core::bench::exchange::Server::new("10.0.0.1", 4800);
+    /// use benchlink_core::bench::exchange::Server;
+    /// let server = Server::new("10.0.0.1", 4800);
     /// assert!(server.token.is_none() && server.user_agent.starts_with("benchlink/"));
+    /// // A server behind a reverse proxy, named as the user wrote it:
+    /// let proxied = Server { authority: Some("bench.example"), prefix: "/mzbench", ..Server::new("bench.example", 80) };
+    /// # let _ = proxied;
     /// ```
     pub const fn new(host: &'b str, port: u16) -> Self {
         Server {
             host,
             port,
+            authority: None,
+            prefix: "",
             token: None,
             user_agent: concat!("benchlink/", env!("CARGO_PKG_VERSION")),
         }
@@ -119,6 +130,8 @@ impl core::fmt::Debug for Server<'_> {
         f.debug_struct("Server")
             .field("host", &self.host)
             .field("port", &self.port)
+            .field("authority", &self.authority)
+            .field("prefix", &self.prefix)
             .field("token", &self.token.map(|_| "<redacted>"))
             .field("user_agent", &self.user_agent)
             .finish()
@@ -139,10 +152,19 @@ impl defmt::Format for Server<'_> {
 }
 
 impl<'b> Server<'b> {
-    /// The header values of its requests, with `authority` from [`authority`].
+    /// The header values of its requests: its own [`authority`](Self::authority), or
+    /// else `authority` (from [`authority`]).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::Server;
+    /// let server = Server { prefix: "/api", ..Server::new("10.0.0.1", 4800) };
+    /// let headers = server.headers("10.0.0.1:4800");
+    /// assert_eq!((headers.authority, headers.prefix), ("10.0.0.1:4800", "/api"));
+    /// ```
     pub fn headers<'h>(&'h self, authority: &'h str) -> Headers<'h> {
         Headers {
-            authority,
+            authority: self.authority.unwrap_or(authority),
+            prefix: self.prefix,
             user_agent: self.user_agent,
             bearer: self.token,
         }
@@ -271,8 +293,6 @@ pub enum ClientError<'a, C, I> {
         /// The body buffer's size.
         max: usize,
     },
-    /// More files in a multipart upload than the client writes ([`MAX_UPLOAD_FILES`]).
-    TooManyFiles,
     /// The server answered, but with an error (its `reason_code` and `reason`), or with
     /// a reply of the wrong shape.
     Server(Error<'a>),
@@ -299,7 +319,6 @@ impl<C: core::fmt::Display, I: core::fmt::Debug> core::fmt::Display for ClientEr
             ClientError::Encode(e) => write!(f, "request: {e}"),
             ClientError::Decode(e) => write!(f, "response: {e:?}"),
             ClientError::BodyTooLarge { max } => write!(f, "reply larger than {max} bytes"),
-            ClientError::TooManyFiles => f.write_str("too many files to upload"),
             ClientError::Server(e) => write!(f, "{e}"),
         }
     }
@@ -322,15 +341,6 @@ impl<C, I> From<DecodeError> for ClientError<'_, C, I> {
     }
 }
 
-impl<C, I> From<OutgoingError> for ClientError<'_, C, I> {
-    fn from(e: OutgoingError) -> Self {
-        match e {
-            OutgoingError::TooManyFiles => ClientError::TooManyFiles,
-            OutgoingError::Encode(e) => ClientError::Encode(e),
-        }
-    }
-}
-
 impl<'a, C, I> From<ReplyError<'a>> for ClientError<'a, C, I> {
     fn from(e: ReplyError<'a>) -> Self {
         match e {
@@ -345,6 +355,8 @@ impl<'a, C, I> From<ReplyError<'a>> for ClientError<'a, C, I> {
 pub struct Headers<'a> {
     /// The `Host` value, from [`authority`].
     pub authority: &'a str,
+    /// Written before the path (see [`Server::prefix`]).
+    pub prefix: &'a str,
     /// The `User-Agent` value.
     pub user_agent: &'a str,
     /// Sent as `Authorization: Bearer <token>`.
@@ -356,38 +368,12 @@ impl core::fmt::Debug for Headers<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Headers")
             .field("authority", &self.authority)
+            .field("prefix", &self.prefix)
             .field("user_agent", &self.user_agent)
             .field("bearer", &self.bearer.map(|_| "<redacted>"))
             .finish()
     }
 }
-
-/// Why a request cannot be sent at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum OutgoingError {
-    /// More than [`MAX_UPLOAD_FILES`] files in an upload.
-    TooManyFiles,
-    /// The head does not fit `tx`, or a value would break HTTP.
-    Encode(EncodeError),
-}
-
-impl From<EncodeError> for OutgoingError {
-    fn from(e: EncodeError) -> Self {
-        OutgoingError::Encode(e)
-    }
-}
-
-impl core::fmt::Display for OutgoingError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            OutgoingError::TooManyFiles => write!(f, "more than {MAX_UPLOAD_FILES} files"),
-            OutgoingError::Encode(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for OutgoingError {}
 
 /// One piece of a request to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -474,7 +460,7 @@ impl<'r, R: Request> Outgoing<'r, R> {
         headers: &Headers<'_>,
         seed: u64,
         tx: &mut [u8],
-    ) -> Result<Self, OutgoingError> {
+    ) -> Result<Self, EncodeError> {
         let upload = Upload::of(req, seed)?;
         Ok(Outgoing {
             parts: Parts::new(R::METHOD, R::PATH, req, upload, headers, tx)?,
@@ -487,7 +473,7 @@ impl<'r, R: Request> Outgoing<'r, R> {
     /// ```
     /// use benchlink_core::bench::exchange::{Chunk, Headers, Outgoing};
     /// use benchlink_core::bench::request::Status;
-    /// let headers = Headers { authority: "h", user_agent: "doc", bearer: None };
+    /// let headers = Headers { authority: "h", prefix: "", user_agent: "doc", bearer: None };
     /// let mut tx = [0u8; 256];
     /// let mut out = Outgoing::new(&Status { id: 1 }, &headers, 1, &mut tx).unwrap();
     /// let first = out.next(&headers, &mut tx).unwrap();
@@ -592,6 +578,7 @@ impl<'r> Parts<'r> {
     ) -> Result<usize, EncodeError> {
         let head = RequestHead {
             method: self.method,
+            prefix: headers.prefix,
             path: self.path,
             host: headers.authority,
             user_agent: headers.user_agent,
@@ -607,17 +594,15 @@ impl<'r> Parts<'r> {
 
 impl<'r> Upload<'r> {
     /// The upload of `req`, if it has a body, its boundary drawn from `seed`.
-    pub(crate) fn of<R: Request>(req: &'r R, seed: u64) -> Result<Option<Self>, OutgoingError> {
+    pub(crate) fn of<R: Request>(req: &'r R, seed: u64) -> Result<Option<Self>, EncodeError> {
         Ok(match req.body() {
             BenchBody::Empty => None,
             BenchBody::Multipart { bench, includes } => Some(Upload::new(bench, includes, seed)?),
         })
     }
 
-    fn new(bench: File<'r>, includes: &'r [File<'r>], seed: u64) -> Result<Self, OutgoingError> {
-        if includes.len() >= MAX_UPLOAD_FILES {
-            return Err(OutgoingError::TooManyFiles);
-        }
+    /// Any number of files: they are walked in place, never gathered.
+    fn new(bench: File<'r>, includes: &'r [File<'r>], seed: u64) -> Result<Self, EncodeError> {
         let boundary = pick_boundary(seed, bench, includes);
         // content_length is additive over parts apart from the closing delimiter, so
         // parts are measured one at a time (no array of parts).

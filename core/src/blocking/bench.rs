@@ -274,7 +274,7 @@ enum Done {
 fn run<T: Transport>(
     transport: &mut T,
     rx: &mut [u8],
-    exchange: &mut Exchange<'_, ErrorKind, ErrorKind>,
+    exchange: &mut Exchange<'_, '_, ErrorKind, ErrorKind>,
     sink: &mut dyn Sink,
 ) -> Result<(), Error<'static>> {
     loop {

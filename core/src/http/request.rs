@@ -46,6 +46,7 @@ pub enum Body<'a> {
 /// let head = RequestHead {
 ///     method: Method::Get,
 ///     path: "/status",
+///     prefix: "",
 ///     host: "localhost:4800",
 ///     user_agent: "benchlink/0.1",
 ///     bearer: Some("TOKEN123"),
@@ -63,6 +64,9 @@ pub enum Body<'a> {
 pub struct RequestHead<'a> {
     /// The request method.
     pub method: Method,
+    /// Written before `path`: `""`, or the `/prefix` of a server behind a reverse proxy
+    /// (`/mzbench`), so that the target is written once, in one piece, with no copy.
+    pub prefix: &'a str,
     /// The path, starting with `/`, without the query (the query is encoded from typed
     /// parameters by [`RequestHead::encode`]).
     pub path: &'a str,
@@ -82,6 +86,7 @@ impl core::fmt::Debug for RequestHead<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RequestHead")
             .field("method", &self.method)
+            .field("prefix", &self.prefix)
             .field("path", &self.path)
             .field("host", &self.host)
             .field("user_agent", &self.user_agent)
@@ -97,8 +102,9 @@ impl defmt::Format for RequestHead<'_> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
-            "RequestHead {{ method: {}, path: {=str}, host: {=str}, user_agent: {=str}, bearer: {=str}, body: {}, keep_alive: {=bool} }}",
+            "RequestHead {{ method: {}, prefix: {=str}, path: {=str}, host: {=str}, user_agent: {=str}, bearer: {=str}, body: {}, keep_alive: {=bool} }}",
             self.method,
+            self.prefix,
             self.path,
             self.host,
             self.user_agent,
@@ -126,6 +132,7 @@ impl RequestHead<'_> {
     /// use benchlink_core::http::{Body, Cursor, Method, RequestHead};
     /// let head = RequestHead {
     ///     method: Method::Post,
+    ///     prefix: "",
     ///     path: "/typecheck",
     ///     host: "h",
     ///     user_agent: "ua",
@@ -148,10 +155,17 @@ impl RequestHead<'_> {
         query: &(impl EncodeQuery + ?Sized),
         out: &mut Cursor<'_>,
     ) -> Result<(), EncodeError> {
-        if self.path.as_bytes().first() != Some(&b'/') || !self.path.bytes().all(is_path_byte) {
+        let bad =
+            |part: &str| part.as_bytes().first() != Some(&b'/') || !part.bytes().all(is_path_byte);
+        if bad(self.path) || (!self.prefix.is_empty() && bad(self.prefix)) {
             return Err(EncodeError::InvalidValue { field: "path" });
         }
-        out.push_all(&[self.method.as_str().as_bytes(), b" ", self.path.as_bytes()])?;
+        out.push_all(&[
+            self.method.as_str().as_bytes(),
+            b" ",
+            self.prefix.as_bytes(),
+            self.path.as_bytes(),
+        ])?;
         QueryWriter::write(out, query)?;
         out.push(b" HTTP/1.1\r\n")?;
         header(out, "Host", "host", self.host)?;

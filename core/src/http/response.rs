@@ -456,6 +456,20 @@ impl<'b, const MAX_HEADERS: usize> ResponseDecoder<'b, MAX_HEADERS> {
         }
     }
 
+    /// Inflates compressed bodies into `memory` from the next response on (`None`: a
+    /// compressed body is [`DecodeError::CompressedBodyUnsupported`]): for a client
+    /// that keeps one decoder for all its responses and is given the memory later.
+    ///
+    /// ```
+    /// use benchlink_core::http::{Limits, ResponseDecoder};
+    /// let mut head_buf = [0u8; 256];
+    /// let mut dec: ResponseDecoder = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
+    /// dec.set_inflate(None); // (with the `deflate` feature: `Some(InflateMemory::new(..)?)`)
+    /// ```
+    pub fn set_inflate(&mut self, memory: Option<InflateMemory<'b>>) {
+        self.inflate = memory;
+    }
+
     /// Tells the decoder which method the awaited response answers, before feeding it:
     /// the answer to `HEAD` has no body whatever its headers say, and a 2xx answer to
     /// `CONNECT` opens a tunnel. [`ResponseDecoder::reset`] goes back to `GET`.

@@ -3,17 +3,18 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use benchlink_core::bench::exchange::{DataStep, DataWait, Timeouts};
+use benchlink_core::bench::exchange::{
+    Conversation, DataStep, DataWait, Paused, ResponseKind, Server, Sink, Timeouts,
+};
 use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::{
-    Body as BenchBody, Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine,
-    LogLineError, MetricLine, Request, StreamRequest,
+    Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine, LogLineError, MetricLine,
+    Request, StreamRequest,
 };
-use benchlink_core::http::{Body, Boundary, Part, BOUNDARY_LEN};
+use benchlink_core::http::DecodeError;
 use benchlink_core::time::Instant as CoreInstant;
 
 use super::address::{ServerAddress, HOST_ENV};
@@ -21,7 +22,7 @@ use super::error::{Error, ErrorKind};
 use super::model::{ClusterInfo, Results, Sample, StatusInfo};
 use super::scenario::Scenario;
 use super::token;
-use crate::http::{self, Buffers, Endpoint, Exchange, HttpConnection, Pumped, RequestParts, Wait};
+use crate::http::{self, head_too_large, Buffers, Driven, Endpoint, Ex, Failure, Link, Until};
 use crate::net::{Tls, TlsOptions};
 
 /// The server the official CLI talks to when nothing else is said.
@@ -100,11 +101,25 @@ struct Identity {
     limits: Timeouts,
 }
 
-/// The kept-alive connection and the decoder's memory.
+impl Identity {
+    /// The server as core's conversations see it: reached at `address`, named as the
+    /// user wrote it (`Host`), under the path prefix.
+    fn server<'a>(&'a self, address: &'a ServerAddress) -> Server<'a> {
+        Server {
+            authority: Some(&self.host),
+            prefix: &self.prefix,
+            token: self.token.as_ref().map(|t| t.0.as_str()),
+            user_agent: &self.user_agent,
+            ..Server::new(&address.host, address.port)
+        }
+    }
+}
+
+/// The kept-alive connection and the conversations' memory.
 #[derive(Debug)]
 struct Transport {
     endpoint: Endpoint,
-    conn: Option<HttpConnection>,
+    link: Link,
     bufs: Buffers,
 }
 
@@ -126,13 +141,11 @@ impl BenchClient {
         Ok(BenchClient {
             transport: Transport {
                 endpoint: Endpoint {
-                    host: address.host.clone(),
-                    port: address.port,
                     tls,
                     connect_timeout: Duration::from_secs(10),
                     proxy: None,
                 },
-                conn: None,
+                link: Link::new(),
                 bufs: Buffers::new(),
             },
             identity: Identity {
@@ -189,7 +202,7 @@ impl BenchClient {
     pub fn with_tls(mut self, options: TlsOptions) -> Result<BenchClient, Error> {
         if self.address.tls {
             self.transport.endpoint.tls = Some(Tls::new(&options)?);
-            self.transport.conn = None;
+            self.transport.link.close();
         }
         Ok(self)
     }
@@ -206,7 +219,7 @@ impl BenchClient {
     /// ```
     pub fn with_https_proxy(mut self, host: impl Into<String>, port: u16) -> BenchClient {
         self.transport.endpoint.proxy = Some((host.into(), port));
-        self.transport.conn = None;
+        self.transport.link.close();
         self
     }
 
@@ -503,35 +516,201 @@ impl BenchClient {
     where
         R: JsonRequest,
     {
-        let (mut exchange, status, context) = send(&mut self.transport, &self.identity, req)?;
-        let mut body = Vec::new();
-        let read = exchange.read_to_end(&mut body, MAX_JSON_REPLY);
-        drop(exchange);
-        read.map_err(|e| context.attach(e))?;
-        let reply = R::read_reply(status, &body).map_err(|e| context.attach(e))?;
+        let mut body = Gather::new(MAX_JSON_REPLY);
+        let replied = self.exchange(req, &mut body).and_then(|()| body.whole());
+        let context = || Context::of(&self.identity, req);
+        replied.map_err(|e| context().attach(e))?;
+        let reply = R::read_reply(body.status, &body.bytes).map_err(|e| context().attach(e))?;
         Ok(own(reply))
     }
 
-    /// Sends a stream request; a non-200 reply becomes the server's typed error.
+    /// Sends `req` and reads its whole response into `sink`: core's exchange over the
+    /// kept-alive connection or a new one, in a conversation over the client's memory.
+    fn exchange<R: Request>(&mut self, req: &R, sink: &mut dyn Sink) -> Result<(), Failure> {
+        let BenchClient {
+            address,
+            identity,
+            transport:
+                Transport {
+                    endpoint,
+                    link,
+                    bufs,
+                },
+            ..
+        } = self;
+        loop {
+            let server = identity.server(address);
+            let can_grow = bufs.tx_can_grow();
+            let mut talk =
+                bufs.conversation(server, link, identity.limits, endpoint.connect_timeout)?;
+            link.check_idle(&mut talk);
+            let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, link.now());
+            let outcome = ex.outcome();
+            // A head larger than `tx` is refused before anything is sent: again, larger.
+            if head_too_large(outcome) && can_grow {
+                link.keep(&talk);
+                drop(talk);
+                bufs.grow_tx();
+                continue;
+            }
+            if let Some(Err(e)) = outcome {
+                return Err(link.failure(e));
+            }
+            let ended = finish(link, endpoint, &mut ex, sink);
+            link.keep(&talk);
+            return ended;
+        }
+    }
+
+    /// Sends a stream request and reads its response head; a non-200 reply becomes the
+    /// server's typed error. The exchange is paused in the returned stream, which reads
+    /// the rest as its lines are asked for.
     fn stream<R>(&mut self, req: &R) -> Result<LineStream<'_, R::Format>, Error>
     where
         R: StreamRequest,
         R::Format: OwnedLine,
     {
-        let (mut exchange, status, context) = send(&mut self.transport, &self.identity, req)?;
-        if status != 200 {
-            let mut body = Vec::new();
-            exchange
-                .read_to_end(&mut body, MAX_ERROR_BODY)
+        let context = Context::of(&self.identity, req);
+        let BenchClient {
+            address,
+            identity,
+            transport:
+                Transport {
+                    endpoint,
+                    link,
+                    bufs,
+                },
+            line_buf,
+        } = self;
+        let server = identity.server(address);
+        let (limits, connect_timeout) = (identity.limits, endpoint.connect_timeout);
+        // A head larger than `tx` is refused before anything is sent: `tx` grows first
+        // (the conversation below is kept by the stream, so it cannot be tried again).
+        loop {
+            let mut talk = bufs
+                .conversation(server, link, limits, connect_timeout)
                 .map_err(|e| context.attach(e))?;
-            return Err(context.attach(CoreError::from_reply(status, &body)));
+            let ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
+            let too_large = head_too_large(ex.outcome());
+            drop(talk);
+            if !(too_large && bufs.tx_can_grow()) {
+                break;
+            }
+            bufs.grow_tx();
         }
+        let mut talk = bufs
+            .conversation(server, link, limits, connect_timeout)
+            .map_err(|e| context.attach(e))?;
+        link.check_idle(&mut talk);
+        let mut head = Gather::new(MAX_ERROR_BODY);
+        let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
+        let mut driven = link.drive(endpoint, &mut ex, &mut head, Until::Head);
+        // An error reply is read whole (its body says why).
+        if head.status != 200 && matches!(driven, Driven::Going) {
+            driven = Driven::Over(finish(link, endpoint, &mut ex, &mut head));
+        }
+        let paused = match driven {
+            Driven::Going => pause(link, endpoint, ex, &mut head),
+            Driven::Over(ended) => Err(ended),
+        };
+        let open = match paused {
+            Ok(paused) => Some(Open {
+                talk,
+                paused,
+                link,
+                endpoint,
+            }),
+            Err(ended) => {
+                link.keep(&talk);
+                ended
+                    .and_then(|()| head.whole())
+                    .map_err(|e| context.attach(e))?;
+                if head.status != 200 {
+                    let error = CoreError::from_reply(head.status, &head.bytes);
+                    return Err(context.attach(error));
+                }
+                None
+            }
+        };
         Ok(LineStream {
-            exchange: Some(exchange),
-            lines: LineDecoder::new(&mut self.line_buf),
+            open,
+            early: head.bytes,
+            done: false,
+            lines: LineDecoder::new(line_buf),
             pending: VecDeque::new(),
             context: Some(context),
         })
+    }
+}
+
+/// Drives `ex` to its outcome.
+fn finish(
+    link: &mut Link,
+    endpoint: &Endpoint,
+    ex: &mut Ex<'_, '_>,
+    sink: &mut dyn Sink,
+) -> Result<(), Failure> {
+    loop {
+        if let Driven::Over(ended) = link.drive(endpoint, ex, sink, Until::End) {
+            return ended;
+        }
+    }
+}
+
+/// Sets `ex` aside between two reads of its response; one that cannot be (its
+/// response is not being read) is driven to its end instead, into `sink`.
+fn pause(
+    link: &mut Link,
+    endpoint: &Endpoint,
+    ex: Ex<'_, '_>,
+    sink: &mut dyn Sink,
+) -> Result<Paused<(), ()>, Result<(), Failure>> {
+    ex.pause()
+        .map_err(|mut ex| finish(link, endpoint, &mut ex, sink))
+}
+
+/// A response gathered whole: a JSON reply, or the error body of a stream.
+#[derive(Debug)]
+struct Gather {
+    status: u16,
+    bytes: Vec<u8>,
+    max: usize,
+    too_large: bool,
+}
+
+impl Gather {
+    fn new(max: usize) -> Gather {
+        Gather {
+            status: 0,
+            bytes: Vec::new(),
+            max,
+            too_large: false,
+        }
+    }
+
+    /// Whether it all fitted.
+    fn whole(&self) -> Result<(), Failure> {
+        if self.too_large {
+            let max = self.max as u64;
+            return Err(Failure::Decode(DecodeError::BodyTooLarge { max }));
+        }
+        Ok(())
+    }
+}
+
+impl Sink for Gather {
+    fn head(&mut self, status: u16) -> ControlFlow<()> {
+        self.status = status;
+        ControlFlow::Continue(())
+    }
+
+    fn data(&mut self, data: &[u8]) -> ControlFlow<()> {
+        if self.bytes.len() + data.len() > self.max {
+            self.too_large = true;
+            return ControlFlow::Break(());
+        }
+        self.bytes.extend_from_slice(data);
+        ControlFlow::Continue(())
     }
 }
 
@@ -543,93 +722,58 @@ struct Context {
 }
 
 impl Context {
+    /// `req` as the errors name it (`GET /prefix/status?id=7`): written again only for
+    /// an error or a stream, never for what is sent.
+    fn of<R: Request>(identity: &Identity, req: &R) -> Context {
+        let target = http::encode_to_vec(|c| req.write_target(c))
+            .ok()
+            .and_then(|t| String::from_utf8(t).ok())
+            .unwrap_or_else(|| R::PATH.to_owned());
+        Context {
+            server: identity.host.clone(),
+            request: format!("{} {}{target}", R::METHOD.as_str(), identity.prefix),
+        }
+    }
+
     fn attach(&self, e: impl Into<Error>) -> Error {
         e.into()
             .with_request(self.server.clone(), self.request.clone())
     }
 }
 
-/// Encodes `req` (target, and for uploads the multipart body streamed part by part),
-/// sends it and reads the response head; returns the exchange and the HTTP status.
-fn send<'t, R: Request>(
-    transport: &'t mut Transport,
-    identity: &Identity,
-    req: &R,
-) -> Result<(Exchange<'t>, u16, Context), Error> {
-    let mut context = Context {
-        server: identity.host.clone(),
-        request: format!("{} {}{}", R::METHOD.as_str(), identity.prefix, R::PATH),
-    };
-    let target = http::encode_to_vec(|c| req.write_target(c))
-        .map_err(|e| context.attach(e))
-        .and_then(|t| {
-            String::from_utf8(t)
-                .map_err(|_| context.attach(ErrorKind::Reply("request target is not UTF-8".into())))
-        })?;
-    let target = format!("{}{target}", identity.prefix);
-    context.request = format!("{} {target}", R::METHOD.as_str());
-    let mut random = [0u8; BOUNDARY_LEN];
-    let (body, upload) = match req.body() {
-        BenchBody::Empty => (Body::Empty, None),
-        BenchBody::Multipart { bench, includes } => {
-            getrandom::fill(&mut random)
-                .map_err(|e| context.attach(io::Error::other(e.to_string())))?;
-            let files: Vec<(&str, File<'_>)> = std::iter::once(("bench", bench))
-                .chain(includes.iter().map(|f| ("include", *f)))
-                .collect();
-            let parts: Vec<Part<'_>> = files
-                .iter()
-                .map(|(name, f)| Part {
-                    name,
-                    filename: f.name,
-                    content_type: Part::content_type(f.name),
-                    len: f.content.len() as u64,
-                })
-                .collect();
-            (Body::Empty, Some((files, parts)))
+/// A stream's exchange, paused between two reads, with the conversation it is paused
+/// in (over the client's memory) and the connection it reads from.
+struct Open<'c> {
+    talk: Conversation<'c>,
+    paused: Paused<(), ()>,
+    link: &'c mut Link,
+    endpoint: &'c Endpoint,
+}
+
+impl Open<'_> {
+    /// Resumes the exchange and drives it as far as `until`, pausing it again if it
+    /// goes on.
+    fn drive(&mut self, sink: &mut dyn Sink, until: Until) -> Driven {
+        let mut ex = self.talk.resume(self.paused);
+        match self.link.drive(self.endpoint, &mut ex, sink, until) {
+            Driven::Going => match pause(self.link, self.endpoint, ex, sink) {
+                Ok(paused) => {
+                    self.paused = paused;
+                    Driven::Going
+                }
+                Err(ended) => Driven::Over(ended),
+            },
+            over => over,
         }
-    };
-    let boundary = Boundary::from_random(random);
-    let body = match &upload {
-        Some((_, parts)) => Body::Multipart {
-            boundary: &boundary,
-            len: boundary
-                .content_length(parts)
-                .map_err(|e| context.attach(e))?,
-        },
-        None => body,
-    };
-    let write_body = |w: &mut dyn Write| -> io::Result<()> {
-        let Some((files, parts)) = &upload else {
-            return Ok(());
-        };
-        for ((_, file), part) in files.iter().zip(parts) {
-            w.write_all(
-                &http::encode_to_vec(|c| boundary.part_head(part, c)).map_err(io::Error::other)?,
-            )?;
-            w.write_all(file.content)?;
-            w.write_all(&http::encode_to_vec(|c| boundary.part_end(c)).map_err(io::Error::other)?)?;
-        }
-        w.write_all(&http::encode_to_vec(|c| boundary.closing(c)).map_err(io::Error::other)?)
-    };
-    let out = RequestParts {
-        method: R::METHOD,
-        target: &target,
-        host: &identity.host,
-        user_agent: &identity.user_agent,
-        bearer: identity.token.as_ref().map(|t| t.0.as_str()),
-        body,
-        write_body: &write_body,
-    };
-    let (exchange, head) = http::exchange(
-        &transport.endpoint,
-        &mut transport.conn,
-        &mut transport.bufs,
-        &out,
-        identity.limits,
-    )
-    .map_err(|e| context.attach(e))?;
-    Ok((exchange, head.status, context))
+    }
+}
+
+impl Drop for Open<'_> {
+    /// The next conversation goes on from here: a stream left before its end has its
+    /// connection closed then (core's rule for a paused exchange's connection).
+    fn drop(&mut self) {
+        self.link.keep(&self.talk);
+    }
 }
 
 /// Lines of a log or metric stream as they arrive: owned, one at a time, through
@@ -637,7 +781,11 @@ fn send<'t, R: Request>(
 /// [`LineStream::read_available`] (no allocation per line). A line that cannot be decoded
 /// is an `Err` item and the stream goes on; a failed connection is a last `Err`.
 pub struct LineStream<'c, F: OwnedLine> {
-    exchange: Option<Exchange<'c>>,
+    open: Option<Open<'c>>,
+    /// Body bytes that came with the head, not handed out yet.
+    early: Vec<u8>,
+    /// The last line was handed out.
+    done: bool,
     lines: LineDecoder<'c, F>,
     pending: VecDeque<Result<F::Owned, Error>>,
     context: Option<Context>,
@@ -658,23 +806,48 @@ pub enum Available {
 impl<F: OwnedLine> fmt::Debug for LineStream<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LineStream")
-            .field("open", &self.exchange.is_some())
+            .field("open", &self.open.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// A stream's body as lines, handed to `each` until it breaks.
+struct Lines<'s, 'l, F: LineFormat, E> {
+    lines: &'s mut LineDecoder<'l, F>,
+    each: E,
+    stopped: bool,
+}
+
+impl<F, E> Sink for Lines<'_, '_, F, E>
+where
+    F: LineFormat,
+    E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+{
+    fn head(&mut self, _status: u16) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn data(&mut self, mut data: &[u8]) -> ControlFlow<()> {
+        while let Some(line) = self.lines.next(&mut data) {
+            if (self.each)(line).is_break() {
+                self.stopped = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
 impl<'c, F: OwnedLine> LineStream<'c, F> {
     fn empty(line_buf: &'c mut [u8]) -> Self {
         LineStream {
-            exchange: None,
+            open: None,
+            early: Vec::new(),
+            done: false,
             lines: LineDecoder::new(line_buf),
             pending: VecDeque::new(),
             context: None,
         }
-    }
-
-    fn attach(&self, e: impl Into<Error>) -> Error {
-        attach(&self.context, e)
     }
 
     /// Waits (up to the stream's idle limit) until lines arrive, then hands `each` every
@@ -710,45 +883,40 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
     /// ```
     pub fn read_available(
         &mut self,
-        mut each: impl for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+        each: impl for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
     ) -> Result<Available, Error> {
-        let mut wait = Wait::Idle;
-        let mut stop = false;
-        loop {
-            let Some(exchange) = self.exchange.as_mut() else {
-                return Ok(Available::End);
-            };
-            let lines = &mut self.lines;
-            let pumped = exchange.pump(
-                &mut |mut data: &[u8]| {
-                    while !stop {
-                        let Some(line) = lines.next(&mut data) else {
-                            break;
-                        };
-                        stop = each(line).is_break();
+        let mut early = std::mem::take(&mut self.early);
+        let mut sink = Lines {
+            lines: &mut self.lines,
+            each,
+            stopped: false,
+        };
+        let waited = !early.is_empty();
+        if waited {
+            let _ = sink.data(&early);
+            early.clear();
+        }
+        let driven = match self.open.as_mut() {
+            _ if sink.stopped => Driven::Over(Ok(())),
+            Some(open) => open.drive(&mut sink, Until::Drained { waited }),
+            None => Driven::Over(Ok(())),
+        };
+        if sink.stopped {
+            self.open = None;
+            self.done = true;
+            return Ok(Available::Stopped);
+        }
+        match driven {
+            Driven::Going => Ok(Available::Idle),
+            Driven::Over(ended) => {
+                self.open = None;
+                ended.map_err(|e| attach(&self.context, e))?;
+                if !std::mem::replace(&mut self.done, true) {
+                    if let Some(last) = sink.lines.finish() {
+                        let _ = (sink.each)(last);
                     }
-                },
-                wait,
-            );
-            wait = Wait::No;
-            if stop {
-                self.exchange = None;
-                return Ok(Available::Stopped);
-            }
-            match pumped {
-                Ok(Pumped::Data) => {}
-                Ok(Pumped::Idle) => return Ok(Available::Idle),
-                Ok(Pumped::End) => {
-                    self.exchange = None;
-                    if let Some(last) = self.lines.finish() {
-                        let _ = each(last);
-                    }
-                    return Ok(Available::End);
                 }
-                Err(e) => {
-                    self.exchange = None;
-                    return Err(self.attach(e));
-                }
+                Ok(Available::End)
             }
         }
     }
@@ -769,29 +937,37 @@ impl<F: OwnedLine> Iterator for LineStream<'_, F> {
             if let Some(item) = self.pending.pop_front() {
                 return Some(item);
             }
-            let exchange = self.exchange.as_mut()?;
-            let (lines, pending, context) = (&mut self.lines, &mut self.pending, &self.context);
-            let pumped = exchange.pump(
-                &mut |mut data: &[u8]| {
-                    while let Some(line) = lines.next(&mut data) {
-                        pending.push_back(F::own(line).map_err(|e| attach(context, e)));
-                    }
+            if self.done {
+                return None;
+            }
+            let early = std::mem::take(&mut self.early);
+            let (pending, context) = (&mut self.pending, &self.context);
+            let mut sink = Lines {
+                lines: &mut self.lines,
+                each: |line: Result<F::Item<'_>, F::Error<'_>>| {
+                    pending.push_back(F::own(line).map_err(|e| attach(context, e)));
+                    ControlFlow::Continue(())
                 },
-                Wait::Idle,
-            );
-            match pumped {
-                Ok(Pumped::Data | Pumped::Idle) => {}
-                Ok(Pumped::End) => {
-                    if let Some(last) = self.lines.finish() {
-                        let item = F::own(last).map_err(|e| attach(&self.context, e));
-                        self.pending.push_back(item);
+                stopped: false,
+            };
+            if !early.is_empty() {
+                let _ = sink.data(&early);
+                continue;
+            }
+            let driven = match self.open.as_mut() {
+                Some(open) => open.drive(&mut sink, Until::Read),
+                None => Driven::Over(Ok(())),
+            };
+            if let Driven::Over(ended) = driven {
+                self.open = None;
+                self.done = true;
+                match ended {
+                    Ok(()) => {
+                        if let Some(last) = sink.lines.finish() {
+                            let _ = (sink.each)(last);
+                        }
                     }
-                    self.exchange = None;
-                }
-                Err(e) => {
-                    let e = self.attach(e);
-                    self.pending.push_back(Err(e));
-                    self.exchange = None;
+                    Err(e) => pending.push_back(Err(attach(context, e))),
                 }
             }
         }

@@ -331,7 +331,6 @@ impl From<ClientError<'_, io::Error, io::Error>> for Error {
                 ErrorKind::Http(DecodeError::BodyTooLarge { max: max as u64 })
             }
             ClientError::Server(e) => return e.into(),
-            e @ ClientError::TooManyFiles => ErrorKind::Reply(e.to_string()),
         }
         .into()
     }

@@ -6,8 +6,8 @@ use core::time::Duration;
 use heapless::String;
 
 use super::{
-    After, Attempts, Chunk, ClientError, Headers, Next, OutgoingError, Parts, Server, Sink, Upload,
-    Waiting, MAX_AUTHORITY, MAX_HEADERS,
+    After, Attempts, Chunk, ClientError, Next, Parts, Server, Sink, Upload, Waiting, MAX_AUTHORITY,
+    MAX_HEADERS,
 };
 use crate::bench::Request;
 use crate::http::{EncodeError, Event, InflateMemory, Limits, Method, ResponseDecoder};
@@ -45,9 +45,11 @@ impl Default for Timeouts {
 }
 
 /// The state of the client's one connection, between exchanges and during one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Connection {
     /// None open.
+    #[default]
     Closed,
     /// Asked for ([`Output::Connect`]), not confirmed yet.
     Opening,
@@ -55,7 +57,27 @@ enum Connection {
     Open { reused: bool },
     /// Open, but the adapter saw the peer close it while idle: to be closed.
     PeerClosed,
+    /// Open, carrying the response of a paused exchange: closed by any other.
+    Paused { reused: bool },
 }
+
+/// The state of a [`Conversation`]'s connection (none, open and maybe reused, closed
+/// by the peer), apart from the conversation: for a client that owns its buffers and
+/// builds a conversation over them for each call, to carry the kept-alive connection
+/// from one call to the next ([`Conversation::connection`],
+/// [`Conversation::set_connection`]). It says nothing the conversation could not;
+/// only the conversation changes it.
+///
+/// ```
+/// use benchlink_core::bench::exchange::{ConnectionState, Conversation, Server};
+/// let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+/// let talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+/// let kept: ConnectionState = talk.connection(); // Copy, borrows nothing
+/// assert_eq!(kept, ConnectionState::default()); // none open yet
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ConnectionState(Connection);
 
 /// What a response is read as.
 ///
@@ -124,10 +146,11 @@ pub enum ResponseKind {
 /// ```
 pub struct Conversation<'b> {
     server: Server<'b>,
+    /// The `Host` value made from `host` and `port` (empty when the server gives its own).
     authority: String<MAX_AUTHORITY>,
     tx: &'b mut [u8],
-    head: &'b mut [u8],
-    inflate: Option<InflateMemory<'b>>,
+    /// One decoder for every response: a paused exchange's state stays in it.
+    decoder: ResponseDecoder<'b, MAX_HEADERS>,
     connection: Connection,
     timeouts: Timeouts,
     connect_timeout: Option<Duration>,
@@ -147,7 +170,8 @@ impl core::fmt::Debug for Conversation<'_> {
 impl<'b> Conversation<'b> {
     /// A conversation with `server`, its request heads written into `tx` and its
     /// response heads gathered in `head` (see [`Buffers`](super::Buffers) for sizes).
-    /// Fails when the `Host` value would be longer than [`MAX_AUTHORITY`].
+    /// Fails when the `Host` value made from `host` and `port` would be longer than
+    /// [`MAX_AUTHORITY`] (a server with its own [`Server::authority`] makes none).
     ///
     /// ```
     /// use benchlink_core::bench::exchange::{Conversation, Server};
@@ -160,12 +184,15 @@ impl<'b> Conversation<'b> {
         tx: &'b mut [u8],
         head: &'b mut [u8],
     ) -> Result<Self, EncodeError> {
+        let authority = match server.authority {
+            Some(_) => String::new(),
+            None => super::authority(server.host, server.port)?,
+        };
         Ok(Conversation {
-            authority: super::authority(server.host, server.port)?,
+            authority,
             server,
             tx,
-            head,
-            inflate: None,
+            decoder: ResponseDecoder::new(head, None, Limits::DEFAULT),
             connection: Connection::Closed,
             timeouts: Timeouts::default(),
             connect_timeout: None,
@@ -188,7 +215,7 @@ impl<'b> Conversation<'b> {
     /// # }
     /// ```
     pub fn set_inflate(&mut self, memory: InflateMemory<'b>) {
-        self.inflate = Some(memory);
+        self.decoder.set_inflate(Some(memory));
     }
 
     /// Replaces the [`Timeouts`] (default: [`Timeouts::default`]).
@@ -276,6 +303,48 @@ impl<'b> Conversation<'b> {
         matches!(self.connection, Connection::Open { .. })
     }
 
+    /// The connection's state, to hand to the next conversation over the same
+    /// connection (see [`ConnectionState`]).
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Server};
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// let talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// assert_eq!(talk.connection(), Default::default());
+    /// ```
+    pub fn connection(&self) -> ConnectionState {
+        ConnectionState(self.connection)
+    }
+
+    /// Goes on with the connection a previous conversation left in `state` (the same
+    /// transport connection, still there): a new conversation over owned buffers
+    /// reuses the kept-alive connection of the last one.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// use benchlink_core::bench::request::Status;
+    /// use benchlink_core::time::Instant;
+    /// let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 64]);
+    /// let t = Instant::ZERO;
+    /// let kept = {
+    ///     let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    ///     let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, t);
+    ///     # ex.poll_output(t); ex.handle_connected(t);
+    ///     # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    ///     # ex.flushed(t);
+    ///     ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", &mut ReplyBody::new(&mut body));
+    ///     drop(ex);
+    ///     talk.connection()
+    /// };
+    /// let mut talk = Conversation::new(Server::new("h", 80), &mut tx, &mut head).unwrap();
+    /// talk.set_connection(kept);
+    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 2 }, ResponseKind::Reply, t);
+    /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(_)))); // no connect
+    /// ```
+    pub fn set_connection(&mut self, state: ConnectionState) {
+        self.connection = state.0;
+    }
+
     /// The adapter saw the idle kept-alive connection closed by the peer, or readable
     /// with bytes nobody asked for: it carries no more requests. The next exchange
     /// closes it first ([`Output::Close`]) and opens a new one, so that a request that
@@ -347,7 +416,7 @@ impl<'b> Conversation<'b> {
         req: &'a R,
         kind: ResponseKind,
         now: Instant,
-    ) -> Exchange<'a, C, I> {
+    ) -> Exchange<'a, 'b, C, I> {
         let upload = Upload::of(req, self.seed);
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
@@ -361,71 +430,100 @@ impl<'b> Conversation<'b> {
         method: Method,
         path: &'static str,
         query: &'a dyn crate::http::EncodeQuery,
-        upload: Result<Option<Upload<'a>>, OutgoingError>,
+        upload: Result<Option<Upload<'a>>, EncodeError>,
         kind: ResponseKind,
         now: Instant,
-    ) -> Exchange<'a, C, I> {
-        let Conversation {
-            server,
-            authority,
-            tx,
-            head,
-            inflate,
-            connection,
-            timeouts,
-            connect_timeout,
-            ..
-        } = self;
-        let headers = Headers {
-            authority: authority.as_str(),
-            user_agent: server.user_agent,
-            bearer: server.token,
-        };
-        let parts = upload.map_err(ClientError::from).and_then(|upload| {
-            Parts::new(method, path, query, upload, &headers, tx).map_err(ClientError::Encode)
-        });
+    ) -> Exchange<'a, 'b, C, I> {
+        let headers = self.server.headers(&self.authority);
+        let parts =
+            upload.and_then(|upload| Parts::new(method, path, query, upload, &headers, self.tx));
         let (parts, result) = match parts {
             Ok(parts) => (parts, None),
-            Err(e) => (Parts::unsendable(method, path, query), Some(Err(e))),
+            Err(e) => (
+                Parts::unsendable(method, path, query),
+                Some(Err(ClientError::Encode(e))),
+            ),
         };
-        let inflate = inflate.as_mut().map(InflateMemory::reborrow);
-        let mut decoder = ResponseDecoder::new(head, inflate, Limits::DEFAULT);
-        decoder.set_request_method(method);
-        let mut exchange = Exchange {
-            host: server.host,
-            port: server.port,
-            headers,
-            tx,
-            parts,
-            chunk: Chunk::Content(&[]),
-            offset: 0,
-            decoder,
-            connection,
+        self.decoder.reset();
+        self.decoder.set_request_method(method);
+        let at = Progress {
             attempts: Attempts::new(method),
             method,
             stream: kind == ResponseKind::Stream,
-            timeouts: *timeouts,
-            deadline: timeouts.reply.map(|t| now.saturating_add(t)),
-            step_by: connect_timeout.map(|t| now.saturating_add(t)),
+            deadline: self.timeouts.reply.map(|t| now.saturating_add(t)),
+            step_by: self.connect_timeout.map(|t| now.saturating_add(t)),
             phase: Phase::Connect,
             result,
             reused: false,
             got_response: false,
             head_seen: false,
-            connect_timeout: *connect_timeout,
         };
-        exchange.phase = match *exchange.connection {
-            _ if exchange.result.is_some() => Phase::Done,
+        let mut exchange = Exchange {
+            talk: self,
+            parts,
+            chunk: Chunk::Content(&[]),
+            offset: 0,
+            at,
+        };
+        exchange.at.phase = match exchange.talk.connection {
+            _ if exchange.at.result.is_some() => Phase::Done,
             Connection::Open { reused } => {
                 exchange.begin_attempt(reused);
                 Phase::Sending
             }
             Connection::Closed => Phase::Connect,
-            Connection::Opening | Connection::PeerClosed => Phase::Close {
-                then: Then::Connect,
-            },
+            Connection::Opening | Connection::PeerClosed | Connection::Paused { .. } => {
+                Phase::Close {
+                    then: Then::Connect,
+                }
+            }
         };
         exchange
+    }
+
+    /// Goes on with the exchange paused by [`Exchange::pause`] on this conversation (no
+    /// other exchange in between: that one would have closed the connection): the
+    /// response's rest is read as before. What it borrowed — the request — is not
+    /// needed any more.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Conversation, Output, ResponseKind, Server, StreamBody};
+    /// use benchlink_core::bench::{request::Log, LogLine};
+    /// use benchlink_core::time::Instant;
+    /// use core::ops::ControlFlow;
+    /// let (mut tx, mut head, mut line, mut err) = ([0u8; 256], [0u8; 512], [0u8; 64], [0u8; 64]);
+    /// let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// let mut lines = 0;
+    /// let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| { lines += 1; ControlFlow::Continue(()) });
+    /// let t = Instant::ZERO;
+    /// let paused = {
+    ///     let req = Log { id: 1 }; // gone once the exchange is paused
+    ///     let mut ex = talk.exchange::<_, (), ()>(&req, ResponseKind::Stream, t);
+    ///     # ex.poll_output(t); ex.handle_connected(t);
+    ///     # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    ///     # ex.flushed(t);
+    ///     ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\none\n", &mut log);
+    ///     ex.pause().ok().unwrap()
+    /// };
+    /// let mut ex = talk.resume(paused);
+    /// ex.handle_input(t, b"two\n", &mut log);
+    /// assert_eq!(ex.outcome(), Some(Ok(())));
+    /// drop(ex);
+    /// log.finish().unwrap();
+    /// assert_eq!(lines, 2);
+    /// ```
+    pub fn resume<C: Copy, I: Copy>(&mut self, paused: Paused<C, I>) -> Exchange<'_, 'b, C, I> {
+        let Paused(at) = paused;
+        if let Connection::Paused { reused } = self.connection {
+            self.connection = Connection::Open { reused };
+        }
+        Exchange {
+            parts: Parts::unsendable(at.method, "", &()),
+            talk: self,
+            chunk: Chunk::Content(&[]),
+            offset: 0,
+            at,
+        }
     }
 }
 
@@ -548,22 +646,21 @@ enum Phase {
 /// assert!(run(&mut talk, &mut body, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").is_ok());
 /// assert!(talk.is_open());
 /// ```
-pub struct Exchange<'a, C, I> {
-    host: &'a str,
-    port: u16,
-    headers: Headers<'a>,
-    tx: &'a mut [u8],
+pub struct Exchange<'a, 'b, C, I> {
+    talk: &'a mut Conversation<'b>,
     parts: Parts<'a>,
     /// The chunk being written, `offset` bytes of it out already.
     chunk: Chunk<'a>,
     offset: usize,
-    decoder: ResponseDecoder<'a, MAX_HEADERS>,
-    connection: &'a mut Connection,
+    at: Progress<C, I>,
+}
+
+/// Where an exchange stands, apart from what it borrows: what [`Paused`] keeps.
+#[derive(Debug, Clone, Copy)]
+struct Progress<C, I> {
     attempts: Attempts,
     method: Method,
     stream: bool,
-    timeouts: Timeouts,
-    connect_timeout: Option<Duration>,
     /// The end of the whole request ([`Timeouts::reply`]).
     deadline: Option<Instant>,
     /// The end of the current step's own limit: the connect, or a stream's silence.
@@ -576,17 +673,29 @@ pub struct Exchange<'a, C, I> {
     head_seen: bool,
 }
 
-impl<C, I> core::fmt::Debug for Exchange<'_, C, I> {
+/// An exchange whose response is being read, set aside by [`Exchange::pause`] and
+/// taken up again by [`Conversation::resume`]: it borrows nothing (not the request,
+/// not the conversation), so a client may return between two reads of a long stream
+/// while the conversation's memory stays with the response.
+///
+/// ```
+/// use benchlink_core::bench::exchange::Paused;
+/// fn keep(paused: Paused<(), ()>) -> Paused<(), ()> { paused } // Copy, no lifetime
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Paused<C, I>(Progress<C, I>);
+
+impl<C, I> core::fmt::Debug for Exchange<'_, '_, C, I> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Exchange")
-            .field("method", &self.method)
-            .field("phase", &self.phase)
-            .field("connection", &self.connection)
+            .field("method", &self.at.method)
+            .field("phase", &self.at.phase)
+            .field("connection", &self.talk.connection)
             .finish_non_exhaustive()
     }
 }
 
-impl<C: Copy, I: Copy> Exchange<'_, C, I> {
+impl<C: Copy, I: Copy> Exchange<'_, '_, C, I> {
     /// The next thing for the adapter to do, `None` when it is to read (or the exchange
     /// is over: [`outcome`](Self::outcome)). Each is bounded by the
     /// [`poll_timeout`](Self::poll_timeout) read before it.
@@ -604,38 +713,40 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// ```
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<'_>> {
         loop {
-            match self.phase {
+            match self.at.phase {
                 Phase::Close { then } => {
-                    *self.connection = Connection::Closed;
-                    self.phase = match then {
+                    self.talk.connection = Connection::Closed;
+                    self.at.phase = match then {
                         Then::Connect => Phase::Connect,
                         Then::Done => Phase::Done,
                     };
                     return Some(Output::Close);
                 }
                 Phase::Connect => {
-                    *self.connection = Connection::Opening;
-                    self.phase = Phase::Connecting;
+                    self.talk.connection = Connection::Opening;
+                    self.at.phase = Phase::Connecting;
                     return Some(Output::Connect {
-                        host: self.host,
-                        port: self.port,
+                        host: self.talk.server.host,
+                        port: self.talk.server.port,
                     });
                 }
                 Phase::Sending => {
                     if !self.unsent().is_empty() {
                         break;
                     }
-                    match self.parts.next(&self.headers, self.tx) {
+                    let talk = &mut *self.talk;
+                    let headers = talk.server.headers(&talk.authority);
+                    match self.parts.next(&headers, talk.tx) {
                         Ok(Some(chunk)) => {
                             self.chunk = chunk;
                             self.offset = 0;
                         }
-                        Ok(None) => self.phase = Phase::Flush,
+                        Ok(None) => self.at.phase = Phase::Flush,
                         Err(e) => self.send_ended(now, Err(ClientError::Encode(e))),
                     }
                 }
                 Phase::Flush => {
-                    self.phase = Phase::Flushing;
+                    self.at.phase = Phase::Flushing;
                     return Some(Output::Flush);
                 }
                 Phase::Connecting | Phase::Flushing | Phase::Receiving | Phase::Done => {
@@ -649,7 +760,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// The rest of the chunk being written.
     fn unsent(&self) -> &[u8] {
         let chunk = match self.chunk {
-            Chunk::Tx(n) => self.tx.get(..n).unwrap_or_default(),
+            Chunk::Tx(n) => self.talk.tx.get(..n).unwrap_or_default(),
             Chunk::Content(content) => content,
         };
         chunk.get(self.offset..).unwrap_or_default()
@@ -670,11 +781,11 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
     /// ```
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Connect | Phase::Connecting => earliest(self.deadline, self.step_by),
-            Phase::Sending | Phase::Flush | Phase::Flushing => self.deadline,
-            Phase::Receiving if self.stream && self.head_seen => self.step_by,
-            Phase::Receiving => self.deadline,
+        match self.at.phase {
+            Phase::Connect | Phase::Connecting => earliest(self.at.deadline, self.at.step_by),
+            Phase::Sending | Phase::Flush | Phase::Flushing => self.at.deadline,
+            Phase::Receiving if self.at.stream && self.at.head_seen => self.at.step_by,
+            Phase::Receiving => self.at.deadline,
             Phase::Close { .. } | Phase::Done => None,
         }
     }
@@ -699,10 +810,59 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
     pub fn outcome(&self) -> Option<Result<(), ClientError<'static, C, I>>> {
-        match self.phase {
-            Phase::Done => self.result,
+        match self.at.phase {
+            Phase::Done => self.at.result,
             _ => None,
         }
+    }
+
+    /// Whether the response head arrived (its status went to the sink): from then on
+    /// the exchange may be [`pause`](Self::pause)d.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, Output, ReplyBody, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 256]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// # let mut reply = ReplyBody::new(&mut body);
+    /// # let t = Instant::ZERO;
+    /// let mut ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, t);
+    /// # ex.poll_output(t); ex.handle_connected(t);
+    /// # while let Some(Output::Transmit(b)) = ex.poll_output(t) { let n = b.len(); ex.transmitted(t, n); }
+    /// # ex.flushed(t);
+    /// ex.handle_input(t, b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{", &mut reply);
+    /// assert!(ex.has_head());
+    /// ```
+    pub fn has_head(&self) -> bool {
+        self.at.head_seen
+    }
+
+    /// Sets the exchange aside between two reads of its response (see [`Paused`]),
+    /// once its head arrived and while the rest is read; otherwise (before the head,
+    /// when the request might still be sent again, or once it is over) it is handed
+    /// back.
+    ///
+    /// ```
+    /// # use benchlink_core::bench::exchange::{Conversation, ResponseKind, Server};
+    /// # use benchlink_core::bench::request::Status;
+    /// # use benchlink_core::time::Instant;
+    /// # let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    /// # let mut talk = Conversation::new(Server::new("bench", 4800), &mut tx, &mut head).unwrap();
+    /// let ex = talk.exchange::<_, (), ()>(&Status { id: 1 }, ResponseKind::Reply, Instant::ZERO);
+    /// assert!(ex.pause().is_err()); // not even sent
+    /// ```
+    // Handed back by value as it came (the caller's own exchange, on its stack): no
+    // allocation to make it smaller in `no_std` without `alloc`.
+    #[allow(clippy::result_large_err)]
+    pub fn pause(self) -> Result<Paused<C, I>, Self> {
+        if self.at.phase != Phase::Receiving || !self.at.head_seen {
+            return Err(self);
+        }
+        if let Connection::Open { reused } = self.talk.connection {
+            self.talk.connection = Connection::Paused { reused };
+        }
+        Ok(Paused(self.at))
     }
 
     /// The connection asked for is open.
@@ -720,10 +880,10 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(b)) if b.starts_with(b"GET /status")));
     /// ```
     pub fn handle_connected(&mut self, _now: Instant) {
-        if self.phase == Phase::Connecting {
-            *self.connection = Connection::Open { reused: false };
+        if self.at.phase == Phase::Connecting {
+            self.talk.connection = Connection::Open { reused: false };
             self.begin_attempt(false);
-            self.phase = Phase::Sending;
+            self.at.phase = Phase::Sending;
         }
     }
 
@@ -744,8 +904,8 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), Some(Err(ClientError::Connect("refused"))));
     /// ```
     pub fn handle_connect_failed(&mut self, _now: Instant, error: C) {
-        if self.phase == Phase::Connecting {
-            *self.connection = Connection::Closed;
+        if self.at.phase == Phase::Connecting {
+            self.talk.connection = Connection::Closed;
             self.fail(ClientError::Connect(error));
         }
     }
@@ -767,7 +927,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert!(matches!(ex.poll_output(t), Some(Output::Transmit(rest)) if rest.len() == len - 4));
     /// ```
     pub fn transmitted(&mut self, _now: Instant, n: usize) {
-        if self.phase == Phase::Sending {
+        if self.at.phase == Phase::Sending {
             self.offset = self.offset.saturating_add(n);
         }
     }
@@ -789,7 +949,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), None);
     /// ```
     pub fn flushed(&mut self, now: Instant) {
-        if self.phase == Phase::Flushing {
+        if self.at.phase == Phase::Flushing {
             self.send_ended(now, Ok(()));
         }
     }
@@ -815,7 +975,7 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), Some(Err(ClientError::Io("reset"))));
     /// ```
     pub fn handle_io_error(&mut self, now: Instant, error: I) {
-        match self.phase {
+        match self.at.phase {
             Phase::Sending | Phase::Flush | Phase::Flushing => {
                 self.send_ended(now, Err(ClientError::Io(error)));
             }
@@ -847,21 +1007,25 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
     pub fn handle_input(&mut self, now: Instant, mut input: &[u8], sink: &mut dyn Sink) {
-        if self.phase != Phase::Receiving {
+        if self.at.phase != Phase::Receiving {
             return;
         }
         if !input.is_empty() {
-            self.got_response = true;
+            self.at.got_response = true;
         }
-        self.step_by = self.timeouts.stream_idle.map(|t| now.saturating_add(t));
+        self.at.step_by = self
+            .talk
+            .timeouts
+            .stream_idle
+            .map(|t| now.saturating_add(t));
         loop {
-            let step = match self.decoder.decode(input) {
+            let step = match self.talk.decoder.decode(input) {
                 Err(e) => Err(e),
                 Ok((used, event)) => {
                     input = input.get(used..).unwrap_or_default();
                     match event {
                         Event::Head(h) => {
-                            self.head_seen = true;
+                            self.at.head_seen = true;
                             Ok(sink.head(h.status).is_break().then_some(After::Close))
                         }
                         Event::Data(d) => Ok(sink.data(d).is_break().then_some(After::Close)),
@@ -908,11 +1072,11 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// assert_eq!(ex.outcome(), Some(Ok(())));
     /// ```
     pub fn handle_closed(&mut self, now: Instant, sink: &mut dyn Sink) {
-        if self.phase != Phase::Receiving {
+        if self.at.phase != Phase::Receiving {
             return;
         }
         let received = loop {
-            match self.decoder.finish() {
+            match self.talk.decoder.finish() {
                 Ok(Event::Data(d)) => {
                     if sink.data(d).is_break() {
                         break Ok(After::Close);
@@ -959,15 +1123,15 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
         }
         // The reply deadline, named by what it caught the request waiting for.
         let reply = |waiting| ClientError::Timeout {
-            after: self.timeouts.reply.unwrap_or_default(),
+            after: self.talk.timeouts.reply.unwrap_or_default(),
             waiting,
         };
-        match self.phase {
+        match self.at.phase {
             Phase::Connect | Phase::Connecting => {
-                let by_reply = self.deadline.is_some_and(|d| d <= now);
-                let after = match self.connect_timeout {
+                let by_reply = self.at.deadline.is_some_and(|d| d <= now);
+                let after = match self.talk.connect_timeout {
                     Some(t) if !by_reply => t,
-                    _ => self.timeouts.reply.unwrap_or_default(),
+                    _ => self.talk.timeouts.reply.unwrap_or_default(),
                 };
                 let waiting = Waiting::Connect;
                 self.fail(ClientError::Timeout { after, waiting });
@@ -975,13 +1139,13 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
             Phase::Sending | Phase::Flush | Phase::Flushing => {
                 self.send_ended(now, Err(reply(Waiting::Send)));
             }
-            Phase::Receiving if self.stream && self.head_seen => {
-                let after = self.timeouts.stream_idle.unwrap_or_default();
+            Phase::Receiving if self.at.stream && self.at.head_seen => {
+                let after = self.talk.timeouts.stream_idle.unwrap_or_default();
                 let waiting = Waiting::StreamData;
                 self.conclude(now, Some(Err(ClientError::Timeout { after, waiting })));
             }
             Phase::Receiving => {
-                let waiting = if self.head_seen {
+                let waiting = if self.at.head_seen {
                     Waiting::RestOfReply
                 } else {
                     Waiting::Reply
@@ -994,10 +1158,10 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// A new attempt on an open connection.
     fn begin_attempt(&mut self, reused: bool) {
-        self.reused = reused;
-        self.got_response = false;
-        self.head_seen = false;
-        self.result = None;
+        self.at.reused = reused;
+        self.at.got_response = false;
+        self.at.head_seen = false;
+        self.at.result = None;
         self.chunk = Chunk::Content(&[]);
         self.offset = 0;
     }
@@ -1006,9 +1170,9 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
     /// read.
     fn send_ended(&mut self, now: Instant, sent: Result<(), ClientError<'static, C, I>>) {
         let read = Attempts::read_after(&sent);
-        self.result = Some(sent);
+        self.at.result = Some(sent);
         if read {
-            self.phase = Phase::Receiving;
+            self.at.phase = Phase::Receiving;
         } else {
             self.conclude(now, None);
         }
@@ -1021,26 +1185,27 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
         now: Instant,
         received: Option<Result<After, ClientError<'static, C, I>>>,
     ) {
-        let sent = self.result.take().unwrap_or(Ok(()));
+        let sent = self.at.result.take().unwrap_or(Ok(()));
         match self
+            .at
             .attempts
-            .next(sent, received, self.reused, self.got_response)
+            .next(sent, received, self.at.reused, self.at.got_response)
         {
             Next::Done(After::Keep) => {
-                *self.connection = Connection::Open { reused: true };
-                self.result = Some(Ok(()));
-                self.phase = Phase::Done;
+                self.talk.connection = Connection::Open { reused: true };
+                self.at.result = Some(Ok(()));
+                self.at.phase = Phase::Done;
             }
             Next::Done(After::Close) => {
-                self.result = Some(Ok(()));
-                self.phase = Phase::Close { then: Then::Done };
+                self.at.result = Some(Ok(()));
+                self.at.phase = Phase::Close { then: Then::Done };
             }
             Next::Retry => {
                 self.parts.restart();
-                self.decoder.reset();
-                self.decoder.set_request_method(self.method);
-                self.step_by = self.connect_timeout.map(|t| now.saturating_add(t));
-                self.phase = Phase::Close {
+                self.talk.decoder.reset();
+                self.talk.decoder.set_request_method(self.at.method);
+                self.at.step_by = self.talk.connect_timeout.map(|t| now.saturating_add(t));
+                self.at.phase = Phase::Close {
                     then: Then::Connect,
                 };
             }
@@ -1050,8 +1215,8 @@ impl<C: Copy, I: Copy> Exchange<'_, C, I> {
 
     /// The exchange failed: the connection, if any, is closed (its framing is unknown).
     fn fail(&mut self, e: ClientError<'static, C, I>) {
-        self.result = Some(Err(e));
-        self.phase = match *self.connection {
+        self.at.result = Some(Err(e));
+        self.at.phase = match self.talk.connection {
             Connection::Closed => Phase::Done,
             _ => Phase::Close { then: Then::Done },
         };

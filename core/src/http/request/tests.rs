@@ -5,6 +5,7 @@ fn get(path: &str, query: &[(&str, &str)], bearer: Option<&str>) -> ([u8; 512], 
     let mut buf = [0u8; 512];
     let head = RequestHead {
         method: Method::Get,
+        prefix: "",
         path,
         host: "localhost:48555",
         user_agent: "python-requests/2.27.1",
@@ -55,6 +56,7 @@ fn multipart_post_announces_length_and_boundary_then_bearer_last() {
     let len = boundary.content_length(&parts).unwrap();
     let head = RequestHead {
         method: Method::Post,
+        prefix: "",
         path: "/start",
         host: "localhost:48555",
         user_agent: "ua",
@@ -81,6 +83,7 @@ fn multipart_post_announces_length_and_boundary_then_bearer_last() {
 fn empty_post_says_content_length_zero() {
     let head = RequestHead {
         method: Method::Post,
+        prefix: "",
         path: "/auth",
         host: "h",
         user_agent: "u",
@@ -100,6 +103,7 @@ fn empty_post_says_content_length_zero() {
 fn header_injection_is_rejected() {
     let base = RequestHead {
         method: Method::Get,
+        prefix: "",
         path: "/status",
         host: "h",
         user_agent: "u",
@@ -131,6 +135,7 @@ fn header_injection_is_rejected() {
         ),
         (
             RequestHead {
+                prefix: "",
                 path: "/a b",
                 ..base
             },
@@ -138,6 +143,7 @@ fn header_injection_is_rejected() {
         ),
         (
             RequestHead {
+                prefix: "",
                 path: "status",
                 ..base
             },
@@ -168,6 +174,7 @@ fn header_injection_is_rejected() {
 fn small_buffer_is_an_error() {
     let head = RequestHead {
         method: Method::Head,
+        prefix: "",
         path: "/",
         host: "h",
         user_agent: "u",

@@ -238,7 +238,6 @@ impl Problem<'_> {
                 BenchError::Encode(_) => "the request does not fit its buffer",
                 BenchError::Decode(_) => "the response is not valid HTTP or was cut short",
                 BenchError::BodyTooLarge { .. } => "a reply larger than the body buffer",
-                BenchError::TooManyFiles => "too many files to upload",
                 BenchError::Server(_) => "the benchmark server answered with an error",
             },
             Problem::Request(RequestError::Full) => "the messaging queue is full",

@@ -7,14 +7,14 @@ use core::ops::ControlFlow;
 use std::vec::Vec;
 
 type E = ClientError<'static, &'static str, &'static str>;
-type Ex<'a> = Exchange<'a, &'static str, &'static str>;
+type Ex<'a, 'b> = Exchange<'a, 'b, &'static str, &'static str>;
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{\"status\":\"running\"}";
 const T0: Instant = Instant::ZERO;
 
 /// Acts on every output until the machine waits for input (or is over), writing all of
 /// every transmit: what it did, the bytes it sent.
-fn drive(ex: &mut Ex<'_>, now: Instant) -> (Vec<&'static str>, Vec<u8>) {
+fn drive(ex: &mut Ex<'_, '_>, now: Instant) -> (Vec<&'static str>, Vec<u8>) {
     let (mut did, mut wire) = (Vec::new(), Vec::new());
     loop {
         match ex.poll_output(now) {
@@ -48,7 +48,7 @@ fn a_kept_alive_connection_carries_the_next_request_without_connecting() {
     for round in 0..2 {
         let mut reply = ReplyBody::new(&mut body);
         let req = StatusReq { id: 7 };
-        let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, T0);
+        let mut ex: Ex<'_, '_> = talk.exchange(&req, ResponseKind::Reply, T0);
         let (did, wire) = drive(&mut ex, T0);
         let expected: &[&str] = if round == 0 {
             &["connect", "flush"]
@@ -70,7 +70,7 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
     let (mut tx, mut head, mut body) = ([0u8; 256], [0u8; 512], [0u8; 128]);
     let mut talk = talk(&mut tx, &mut head);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     drive(&mut ex, T0);
     let mut input = OK.to_vec();
     input.extend_from_slice(b"HTTP/1.1 200");
@@ -84,7 +84,7 @@ fn bytes_after_the_response_or_connection_close_end_the_connection() {
 fn keep_alive(talk: &mut Conversation<'_>, body: &mut [u8]) {
     {
         let mut reply = ReplyBody::new(body);
-        let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+        let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
         drive(&mut ex, T0);
         ex.handle_input(T0, OK, &mut reply);
         assert_eq!(ex.outcome(), Some(Ok(())));
@@ -93,8 +93,8 @@ fn keep_alive(talk: &mut Conversation<'_>, body: &mut [u8]) {
 }
 
 /// An exchange on a kept-alive connection (one completed before).
-fn reused<'a>(talk: &'a mut Conversation<'_>, req: &'a StatusReq) -> Ex<'a> {
-    let mut ex: Ex<'_> = talk.exchange(req, ResponseKind::Reply, T0);
+fn reused<'a, 'b>(talk: &'a mut Conversation<'b>, req: &'a StatusReq) -> Ex<'a, 'b> {
+    let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, T0);
     drive(&mut ex, T0);
     ex
 }
@@ -128,7 +128,7 @@ fn a_post_on_a_stale_connection_is_not_repeated() {
         content: b"#!benchDL\n",
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&start, ResponseKind::Reply, T0);
     let (did, wire) = drive(&mut ex, T0);
     assert_eq!(did, ["flush"]);
     assert!(wire.starts_with(b"POST /start"));
@@ -147,7 +147,7 @@ fn the_peer_closing_an_idle_connection_replaces_it_before_sending() {
     let req = StatusReq { id: 1 };
     keep_alive(&mut talk, &mut body);
     talk.handle_peer_closed();
-    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&req, ResponseKind::Reply, T0);
     assert_eq!(drive(&mut ex, T0).0, ["close", "connect", "flush"]);
 }
 
@@ -161,7 +161,7 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
         content: &big,
     });
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&start, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&start, ResponseKind::Reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     // The head goes out, then part of the body, then the server's reset.
@@ -190,7 +190,7 @@ fn an_early_reply_to_an_upload_is_read_after_its_send_broke() {
 fn a_broken_send_without_a_reply_fails_with_the_write_error() {
     let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     let mut talk = talk(&mut tx, &mut head);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
@@ -211,7 +211,7 @@ fn the_reply_deadline_fires_through_handle_timeout() {
     });
     let start = Instant::from_secs(10);
     let mut reply = ReplyBody::new(&mut body);
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, start);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, start);
     drive(&mut ex, start);
     let deadline = Instant::from_secs(12);
     assert_eq!(ex.poll_timeout(), Some(deadline));
@@ -252,7 +252,7 @@ fn the_reply_deadline_says_what_the_request_was_waiting_for() {
     let mut talk = talk(&mut tx, &mut head);
     talk.set_timeouts(timeouts);
     // A request the server does not take.
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
     ex.handle_connected(T0);
     assert!(matches!(ex.poll_output(T0), Some(Output::Transmit(_))));
@@ -265,7 +265,7 @@ fn the_reply_deadline_says_what_the_request_was_waiting_for() {
         (&OK[..OK.len() - 3], Waiting::RestOfReply),
     ] {
         let mut reply = ReplyBody::new(&mut body);
-        let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+        let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
         drive(&mut ex, T0);
         ex.handle_input(Instant::from_secs(1), sent, &mut reply);
         ex.handle_timeout(Instant::from_secs(2));
@@ -279,7 +279,7 @@ fn the_connect_limit_and_the_reply_deadline_bound_connecting() {
     let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
     let mut talk = talk(&mut tx, &mut head);
     talk.set_connect_timeout(Some(Duration::from_secs(1)));
-    let mut ex: Ex<'_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
     // The limit is known before the connect is asked for, to bound it.
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(1)));
     assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
@@ -308,7 +308,7 @@ fn a_stream_waits_for_its_head_by_the_deadline_then_by_its_idle_limit() {
         ControlFlow::Continue(())
     });
     let req = crate::bench::request::Log { id: 1 };
-    let mut ex: Ex<'_> = talk.exchange(&req, ResponseKind::Stream, T0);
+    let mut ex: Ex<'_, '_> = talk.exchange(&req, ResponseKind::Stream, T0);
     drive(&mut ex, T0);
     assert_eq!(ex.poll_timeout(), Some(Instant::from_secs(60)));
     let at = Instant::from_secs(100);
@@ -358,4 +358,66 @@ fn data_waits_with_a_doubling_backoff_until_running() {
         DataStep::SendData
     );
     assert_eq!(wait.handle_status(now, &Status::Failed), DataStep::Empty);
+}
+
+#[test]
+fn a_server_named_as_given_under_a_prefix_is_written_once_in_the_head() {
+    let (mut tx, mut head) = ([0u8; 256], [0u8; 512]);
+    let server = Server {
+        authority: Some("Bench.Example:4800"),
+        prefix: "/mzbench",
+        ..Server::new("10.0.0.9", 4800)
+    };
+    let mut talk = Conversation::new(server, &mut tx, &mut head).unwrap();
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 3 }, ResponseKind::Reply, T0);
+    assert_eq!(
+        ex.poll_output(T0),
+        Some(Output::Connect {
+            host: "10.0.0.9",
+            port: 4800
+        })
+    );
+    ex.handle_connected(T0);
+    let (_, wire) = drive(&mut ex, T0);
+    assert!(wire.starts_with(
+        b"GET /mzbench/status?id=3&wait=false HTTP/1.1\r\nHost: Bench.Example:4800\r\n"
+    ));
+}
+
+#[test]
+fn a_paused_stream_resumes_where_it_was_and_its_connection_is_no_one_elses() {
+    let (mut tx, mut head, mut line, mut err) = ([0u8; 256], [0u8; 512], [0u8; 64], [0u8; 64]);
+    let mut talk = talk(&mut tx, &mut head);
+    let mut lines = Vec::new();
+    let mut log = StreamBody::<LogLine, _>::new(&mut line, &mut err, |l| {
+        lines.push(std::string::String::from(l.unwrap()));
+        ControlFlow::Continue(())
+    });
+    let paused = {
+        let mut ex: Ex<'_, '_> = talk.exchange(
+            &crate::bench::request::Log { id: 1 },
+            ResponseKind::Stream,
+            T0,
+        );
+        drive(&mut ex, T0);
+        ex.handle_input(
+            T0,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\non",
+            &mut log,
+        );
+        ex.pause().ok().unwrap()
+    };
+    let kept = talk.connection();
+    // Resumed: the decoder is where it was (inside a chunk, inside a line).
+    let mut ex = talk.resume(paused);
+    ex.handle_input(T0, b"e\n\r\n", &mut log);
+    assert_eq!(ex.outcome(), None);
+    let paused = ex.pause().ok().unwrap();
+    assert_eq!(lines, ["one"]);
+    // Another exchange before the stream's end closes the connection it holds first.
+    talk.set_connection(kept);
+    let mut ex: Ex<'_, '_> = talk.exchange(&StatusReq { id: 1 }, ResponseKind::Reply, T0);
+    assert_eq!(ex.poll_output(T0), Some(Output::Close));
+    assert!(matches!(ex.poll_output(T0), Some(Output::Connect { .. })));
+    let _ = paused;
 }
