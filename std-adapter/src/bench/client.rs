@@ -527,38 +527,38 @@ impl BenchClient {
     /// Sends `req` and reads its whole response into `sink`: core's exchange over the
     /// kept-alive connection or a new one, in a conversation over the client's memory.
     fn exchange<R: Request>(&mut self, req: &R, sink: &mut dyn Sink) -> Result<(), Failure> {
+        let p = self.parts();
+        fit_head(p.bufs, p.server, p.link, p.limits, p.endpoint, req)?;
+        let connect_timeout = p.endpoint.connect_timeout;
+        let mut talk = p
+            .bufs
+            .conversation(p.server, p.link, p.limits, connect_timeout)?;
+        p.link.check_idle(&mut talk);
+        let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, p.link.now());
+        if let Some(Err(e)) = ex.outcome() {
+            return Err(p.link.failure(e));
+        }
+        let ended = finish(p.link, p.endpoint, &mut ex, sink);
+        p.link.keep(&talk);
+        ended
+    }
+
+    /// What a request borrows of the client at once: the server as core's exchange sees
+    /// it, the limits, the transport's parts and the line buffer of a stream.
+    fn parts(&mut self) -> Parts<'_> {
         let BenchClient {
             address,
             identity,
-            transport:
-                Transport {
-                    endpoint,
-                    link,
-                    bufs,
-                },
-            ..
+            transport,
+            line_buf,
         } = self;
-        loop {
-            let server = identity.server(address);
-            let can_grow = bufs.tx_can_grow();
-            let mut talk =
-                bufs.conversation(server, link, identity.limits, endpoint.connect_timeout)?;
-            link.check_idle(&mut talk);
-            let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, link.now());
-            let outcome = ex.outcome();
-            // A head larger than `tx` is refused before anything is sent: again, larger.
-            if head_too_large(outcome) && can_grow {
-                link.keep(&talk);
-                drop(talk);
-                bufs.grow_tx();
-                continue;
-            }
-            if let Some(Err(e)) = outcome {
-                return Err(link.failure(e));
-            }
-            let ended = finish(link, endpoint, &mut ex, sink);
-            link.keep(&talk);
-            return ended;
+        Parts {
+            server: identity.server(address),
+            limits: identity.limits,
+            endpoint: &transport.endpoint,
+            link: &mut transport.link,
+            bufs: &mut transport.bufs,
+            line_buf,
         }
     }
 
@@ -571,33 +571,16 @@ impl BenchClient {
         R::Format: OwnedLine,
     {
         let context = Context::of(&self.identity, req);
-        let BenchClient {
-            address,
-            identity,
-            transport:
-                Transport {
-                    endpoint,
-                    link,
-                    bufs,
-                },
+        let Parts {
+            server,
+            limits,
+            endpoint,
+            link,
+            bufs,
             line_buf,
-        } = self;
-        let server = identity.server(address);
-        let (limits, connect_timeout) = (identity.limits, endpoint.connect_timeout);
-        // A head larger than `tx` is refused before anything is sent: `tx` grows first
-        // (the conversation below is kept by the stream, so it cannot be tried again).
-        loop {
-            let mut talk = bufs
-                .conversation(server, link, limits, connect_timeout)
-                .map_err(|e| context.attach(e))?;
-            let ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
-            let too_large = head_too_large(ex.outcome());
-            drop(talk);
-            if !(too_large && bufs.tx_can_grow()) {
-                break;
-            }
-            bufs.grow_tx();
-        }
+        } = self.parts();
+        fit_head(bufs, server, link, limits, endpoint, req).map_err(|e| context.attach(e))?;
+        let connect_timeout = endpoint.connect_timeout;
         let mut talk = bufs
             .conversation(server, link, limits, connect_timeout)
             .map_err(|e| context.attach(e))?;
@@ -640,6 +623,39 @@ impl BenchClient {
             pending: VecDeque::new(),
             context: Some(context),
         })
+    }
+}
+
+/// See [`BenchClient::parts`].
+struct Parts<'c> {
+    server: Server<'c>,
+    limits: Timeouts,
+    endpoint: &'c Endpoint,
+    link: &'c mut Link,
+    bufs: &'c mut Buffers,
+    line_buf: &'c mut [u8],
+}
+
+/// Makes `tx` large enough for `req`'s request head: a head that does not fit is refused
+/// before anything is sent, so a conversation that sends nothing tries it, and `tx` grows
+/// (up to its limit) until it fits. The connection is left as it was.
+fn fit_head<R: Request>(
+    bufs: &mut Buffers,
+    server: Server<'_>,
+    link: &Link,
+    limits: Timeouts,
+    endpoint: &Endpoint,
+    req: &R,
+) -> Result<(), Failure> {
+    loop {
+        let mut talk = bufs.conversation(server, link, limits, endpoint.connect_timeout)?;
+        let ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Reply, link.now());
+        let too_large = head_too_large(ex.outcome());
+        drop(talk);
+        if !(too_large && bufs.tx_can_grow()) {
+            return Ok(());
+        }
+        bufs.grow_tx();
     }
 }
 
