@@ -45,27 +45,57 @@ fn quotes_backslashes_and_utf8() {
 }
 
 /// Strings are copied a word at a time between escapes: every escape at every offset
-/// of a word, alone, paired and at the ends, is written as serde_json writes it.
+/// of a word, alone and with one at the end, is written as the plain rule of one byte at
+/// a time says (the forms themselves are pinned above), and reads back as the text.
 #[test]
-fn escapes_at_every_offset_match_serde_json() {
-    extern crate std;
-    use std::string::String;
+fn escapes_at_every_offset_are_written_as_byte_by_byte() {
+    /// The rule, a byte at a time: `"` and `\\` escaped, control characters in their
+    /// short or `\u00XX` form, everything else as it is.
+    fn by_byte(text: &str) -> Buf<256> {
+        let mut b = Buf::new();
+        b.push(b"\"");
+        for &c in text.as_bytes() {
+            match c {
+                b'"' => b.push(b"\\\""),
+                b'\\' => b.push(b"\\\\"),
+                b'\n' => b.push(b"\\n"),
+                b'\t' => b.push(b"\\t"),
+                b'\r' => b.push(b"\\r"),
+                0x08 => b.push(b"\\b"),
+                0x0c => b.push(b"\\f"),
+                0..=0x1f => b
+                    .push(b"\\u00")
+                    .push(&[HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]),
+                _ => b.push(&[c]),
+            };
+        }
+        b.push(b"\"");
+        b
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for len in 0..20 {
         for at in 0..len {
-            for special in ['"', '\\', '\n', '\u{1}', '\u{1f}', 'é', '\u{7f}', '😀'] {
+            for special in [
+                '"', '\\', '\n', '\r', '\u{8}', '\u{1}', '\u{1f}', 'é', '\u{7f}', '😀',
+            ] {
                 for also_last in [false, true] {
-                    let mut text: String = (0..len)
-                        .map(|i| if i == at { special } else { 'x' })
-                        .collect();
-                    if also_last {
-                        text.push('\t');
+                    let mut text = Buf::<128>::new();
+                    for i in 0..len {
+                        let c = if i == at { special } else { 'x' };
+                        text.push(c.encode_utf8(&mut [0; 4]).as_bytes());
                     }
-                    let out = written::<256>(|o| string(o, &text));
+                    if also_last {
+                        text.push(b"\t");
+                    }
+                    let out = written::<256>(|o| string(o, text.as_str()));
                     assert_eq!(
                         out.as_str(),
-                        serde_json::to_string(&text).unwrap(),
-                        "{text:?}"
+                        by_byte(text.as_str()).as_str(),
+                        "{:?}",
+                        text.as_str()
                     );
+                    let v = parse(out.as_str(), 0).unwrap();
+                    assert!(v.as_str().unwrap() == text.as_str());
                 }
             }
         }
