@@ -18,24 +18,21 @@
 //! file) a local RTM server is used: see [`crate::rtm_target`].
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::fmt::{self, Display};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender};
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::value::RawValue;
 
-use benchlink_core::rtm::RequestError;
 use benchlink_core::ws::Endpoint;
 
+use self::pipeline::{Lines, Published, Publisher};
 use self::pyjson::Style;
 use self::recording::{BadRecord, Loops, Rate, Schedule};
 use crate::meter::Meter;
@@ -47,6 +44,7 @@ use benchlink_std::rtm::{
     Reply, Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 
+mod pipeline;
 mod pyjson;
 mod recording;
 
@@ -788,12 +786,19 @@ fn publish(
         Some(json) => p.publish(&channel, &json),
         None => {
             let mut meter = Meter::start("published");
-            for line in lines(io::stdin().lock(), "stdin") {
+            let mut input = Lines::new(io::stdin().lock(), "stdin");
+            loop {
+                if !input.buffered() {
+                    p.idle();
+                }
+                let Some(line) = input.next_line() else {
+                    break;
+                };
                 if p.refused() {
                     break;
                 }
                 let (n, line) = line?;
-                let text = if as_string { &line } else { line.trim_end() };
+                let text = if as_string { line } else { line.trim_end() };
                 // Read as JSON once, by the client as it encodes the message; only text
                 // it refuses is looked at again, as `message_json` reads it.
                 if as_string || !p.send(&channel, text.trim())? {
@@ -807,73 +812,9 @@ fn publish(
             Ok(())
         }
     };
-    // Buffered, flushed when no more acknowledgements are ready: one write per burst.
-    let out = &mut io::BufWriter::with_capacity(64 << 10, io::stdout().lock());
-    let jsonl = ctx.jsonl;
-    let published = session.pipeline(ctx, acks, produce, |ack| match ack {
-        Some((channel, position)) if jsonl => {
-            let _ = write_ack(out, channel, position);
-        }
-        Some(_) => {}
-        None => {
-            let _ = out.flush();
-        }
-    });
-    let _ = out.flush();
+    // Acknowledgements printed as they settle (`--jsonl`), one write per burst.
+    let published = session.pipeline(ctx, acks, ctx.jsonl, produce);
     Ok(u8::from(published?.failed > 0))
-}
-
-/// `{"channel":…,"position":…}` and a newline: one acknowledgement of `publish --jsonl`,
-/// written straight out (no JSON value built per line).
-fn write_ack(out: &mut impl Write, channel: &str, position: &str) -> io::Result<()> {
-    out.write_all(b"{\"channel\":")?;
-    serde_json::to_writer(&mut *out, channel)?;
-    out.write_all(b",\"position\":")?;
-    serde_json::to_writer(&mut *out, position)?;
-    out.write_all(b"}\n")
-}
-
-/// Longest input line (a message for publish, a record for replay) held in memory.
-const MAX_LINE: usize = 16 << 20;
-
-/// The lines of `input` (numbered from 1, without their line ending), each at most
-/// [`MAX_LINE`] bytes: input without newlines cannot exhaust memory. A longer line, or
-/// one that is not UTF-8, is an invalid value; `name` says where in messages.
-fn lines<'a>(
-    mut input: impl BufRead + 'a,
-    name: &'a str,
-) -> impl Iterator<Item = Result<(usize, String), Fail>> + 'a {
-    let mut n = 0;
-    std::iter::from_fn(move || {
-        let mut buf = Vec::new();
-        n += 1;
-        let read = input
-            .by_ref()
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf);
-        match read {
-            Ok(0) => None,
-            Err(e) => Some(Err(Fail(1, format!("{name}: {e}")))),
-            Ok(_) => {
-                if buf.last() == Some(&b'\n') {
-                    buf.pop();
-                    if buf.last() == Some(&b'\r') {
-                        buf.pop();
-                    }
-                } else if buf.len() > MAX_LINE {
-                    return Some(Err(Fail(
-                        EXIT_INVALID,
-                        format!("{name}:{n}: a line longer than {MAX_LINE} bytes"),
-                    )));
-                }
-                Some(
-                    String::from_utf8(buf)
-                        .map(|line| (n, line))
-                        .map_err(|_| Fail(EXIT_INVALID, format!("{name}:{n}: not UTF-8"))),
-                )
-            }
-        }
-    })
 }
 
 /// `record`.
@@ -963,13 +904,14 @@ enum Input {
 }
 
 impl Input {
-    fn open(&self) -> Result<Box<dyn BufRead>, Fail> {
-        match self {
-            Input::Stdin => Ok(Box::new(io::stdin().lock())),
-            Input::File(p) => File::open(p)
-                .map(|f| Box::new(BufReader::new(f)) as Box<dyn BufRead>)
-                .map_err(|e| Fail(1, format!("{}: {e}", p.display()))),
-        }
+    fn open(&self) -> Result<Lines<Box<dyn Read>>, Fail> {
+        let input: Box<dyn Read> = match self {
+            Input::Stdin => Box::new(io::stdin().lock()),
+            Input::File(p) => {
+                Box::new(File::open(p).map_err(|e| Fail(1, format!("{}: {e}", p.display())))?)
+            }
+        };
+        Ok(Lines::new(input, self.name()))
     }
 
     fn name(&self) -> String {
@@ -1016,13 +958,14 @@ fn replay(
         let mut cycle = 0u64;
         while loops != Loops::Times(cycle) {
             let mut schedule = Schedule::new(rate);
-            for line in lines(input.open()?, &name) {
+            let mut lines = input.open()?;
+            while let Some(line) = lines.next_line() {
                 if p.refused() {
                     return Ok(());
                 }
                 let (n, line) = line?;
                 let at = || format!("{name}:{n}");
-                let record = match recording::parse(&line) {
+                let record = match recording::parse(line) {
                     Ok(r) => r,
                     Err(BadRecord::NotJson) => {
                         log.error(format_args!("Bad line: {line}"));
@@ -1072,7 +1015,7 @@ fn replay(
         }
         Ok(())
     };
-    let published = session.pipeline(ctx, acks, produce, |_| {})?;
+    let published = session.pipeline(ctx, acks, false, produce)?;
     let took = started.elapsed();
     log.warn(format_args!(
         "Playback finished, total time: {:.2} seconds",
@@ -1229,15 +1172,27 @@ enum Ended {
     Output(io::Error),
 }
 
-/// What [`Session::pipeline`] did.
-struct Published {
-    /// Messages sent.
-    sent: u64,
-    /// Messages refused or not acknowledged.
-    failed: u64,
-}
-
 impl Session {
+    /// Runs `produce` on its own thread with a [`Publisher`], `ctx.window` publishes in
+    /// flight at most (see [`pipeline::run`]); with `print_acks`, every acknowledgement
+    /// is printed in order as `{"channel":…,"position":…}`.
+    fn pipeline(
+        &self,
+        ctx: &Ctx,
+        acks: bool,
+        print_acks: bool,
+        produce: impl FnOnce(&mut Publisher) -> Result<(), Fail> + Send + 'static,
+    ) -> Result<Published, Fail> {
+        pipeline::run(
+            &self.client,
+            ctx.window,
+            ctx.timeout,
+            acks,
+            print_acks,
+            produce,
+        )
+    }
+
     fn connect(args: &RtmArgs, config: &Settings, log: Log) -> Result<Session, Fail> {
         let Target {
             endpoint,
@@ -1437,49 +1392,6 @@ impl Session {
         }
         Err(Fail(1, "the client stopped".into()))
     }
-
-    /// Runs `produce` on its own thread with a [`Publisher`]; with `acks`, `on_ok`
-    /// receives every acknowledged message in order (`Some((channel, position))`), and
-    /// `None` whenever no more acknowledgements are ready (the time to flush what it
-    /// wrote: one write for a burst of them, not one per message); refusals are said on
-    /// stderr (`Publish failed: …`), after which the producer is asked to stop.
-    fn pipeline(
-        &self,
-        ctx: &Ctx,
-        acks: bool,
-        produce: impl FnOnce(&mut Publisher) -> Result<(), Fail> + Send + 'static,
-        mut on_ok: impl FnMut(Option<(&str, &str)>),
-    ) -> Result<Published, Fail> {
-        let (tx, rx) = mpsc::channel();
-        let inflight = Arc::new(Inflight {
-            window: ctx.window,
-            ..Inflight::default()
-        });
-        let mut publisher = Publisher {
-            client: self.client.clone(),
-            tx,
-            inflight: Arc::clone(&inflight),
-            acks,
-            next: 0,
-            sent: 0,
-            timeout: ctx.timeout,
-            channel: None,
-        };
-        std::thread::Builder::new()
-            .name("benchlink-publish".into())
-            .spawn(move || {
-                let result = produce(&mut publisher);
-                let _ = publisher
-                    .tx
-                    .send(PubEvent::Done(publisher.next, publisher.sent, result));
-            })
-            .map_err(|e| Fail(1, format!("cannot spawn a thread: {e}")))?;
-        collect_acks(&rx, &inflight, ctx.timeout, |ack| match ack {
-            Some((channel, Ok(position))) => on_ok(Some((channel, position))),
-            Some((channel, Err(e))) => eprintln!("Publish failed: {channel}: {e}"),
-            None => on_ok(None),
-        })
-    }
 }
 
 enum SubEvent {
@@ -1507,291 +1419,6 @@ impl SubscriptionObserver for Sub {
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
         let _ = self.tx.send(SubEvent::Data(data.to_owned()));
-    }
-}
-
-/// Publishes waiting for their acknowledgement, and whether one was refused.
-#[derive(Default)]
-struct Inflight {
-    /// [`Ctx::window`].
-    window: usize,
-    slots: Mutex<Slots>,
-    changed: Condvar,
-    refused: AtomicBool,
-    /// When each acknowledged publish not yet handed on was sent, oldest first: the
-    /// oldest one's acknowledgement is due first.
-    sent_at: Mutex<std::collections::VecDeque<Instant>>,
-}
-
-/// The window's count, and whether the producer waits for it to drop.
-#[derive(Default)]
-struct Slots {
-    taken: usize,
-    /// A `Condvar` notify is a system call even with nobody waiting: an acknowledgement
-    /// wakes the producer only when it waits.
-    waiting: bool,
-}
-
-impl Inflight {
-    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn count(&self) -> usize {
-        self.slots().taken
-    }
-
-    fn release(&self) {
-        let mut slots = self.slots();
-        slots.taken = slots.taken.saturating_sub(1);
-        let wake = slots.waiting;
-        drop(slots);
-        if wake {
-            self.changed.notify_all();
-        }
-    }
-
-    fn sent_at(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Instant>> {
-        self.sent_at.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Takes a slot, waiting while [`window`](Self::window) publishes are unacknowledged.
-    fn acquire(&self, timeout: Duration) -> bool {
-        let mut slots = self.slots();
-        // The clock is read only when there is a wait to time.
-        let mut start = None;
-        while slots.taken >= self.window {
-            let start = *start.get_or_insert_with(Instant::now);
-            let Some(left) = timeout.checked_sub(start.elapsed()) else {
-                return false;
-            };
-            slots.waiting = true;
-            slots = self
-                .changed
-                .wait_timeout(slots, left)
-                .map_or_else(|e| e.into_inner().0, |(g, _)| g);
-            slots.waiting = false;
-        }
-        slots.taken += 1;
-        true
-    }
-}
-
-enum PubEvent {
-    /// Publish number `seq` to the channel was acknowledged (its position) or not (why).
-    Ack(u64, Arc<str>, AckOutcome),
-    /// The producer finished after publishing this many messages with acks, this many
-    /// in all.
-    Done(u64, u64, Result<(), Fail>),
-}
-
-/// The producer's side of [`Session::pipeline`].
-struct Publisher {
-    client: Client,
-    tx: Sender<PubEvent>,
-    inflight: Arc<Inflight>,
-    acks: bool,
-    /// Sequence number of the next acknowledged publish.
-    next: u64,
-    /// Messages sent.
-    sent: u64,
-    timeout: Duration,
-    /// The channel of the last acknowledged publish (see [`Publisher::ack_callback`]).
-    channel: Option<Arc<str>>,
-}
-
-impl Publisher {
-    /// Publishes one message, waiting for room while the client's queue is full (its
-    /// `max_queue_size` requests waiting, or its buffers): the input is read only as fast
-    /// as the link drains, and every line is sent.
-    fn publish(&mut self, channel: &str, json: &str) -> Result<(), Fail> {
-        if self.send(channel, json)? {
-            Ok(())
-        } else {
-            let why = RequestError::InvalidJson.to_string();
-            Err(Fail(1, format!("publishing to {channel}: {why}")))
-        }
-    }
-
-    /// [`publish`](Self::publish), except that text the client refuses as not JSON is
-    /// `Ok(false)`, nothing sent, for the caller to publish otherwise.
-    fn send(&mut self, channel: &str, json: &str) -> Result<bool, Fail> {
-        if self.acks && !self.inflight.acquire(self.timeout) {
-            return Err(Fail(
-                1,
-                format!(
-                    "{} messages unacknowledged for {:?}",
-                    self.inflight.window, self.timeout
-                ),
-            ));
-        }
-        if self.acks {
-            // Before the call: its acknowledgement may come back before the call returns.
-            self.inflight.sent_at().push_back(Instant::now());
-        }
-        loop {
-            let callback = self.acks.then(|| self.ack_callback(channel));
-            match self.client.publish_json(channel, json, callback) {
-                Ok(()) => break,
-                Err(Error::Request(RequestError::Full)) => {
-                    match self.client.wait_for_room(self.timeout) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            return Err(self.refused_at_call(
-                                channel,
-                                format!("no room in the client's queue for {:?}", self.timeout),
-                            ))
-                        }
-                        Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
-                    }
-                }
-                Err(Error::Request(RequestError::InvalidJson)) => {
-                    self.give_back();
-                    return Ok(false);
-                }
-                Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
-            }
-        }
-        if self.acks {
-            self.next += 1;
-        }
-        self.sent += 1;
-        Ok(true)
-    }
-
-    /// The callback of acknowledged publish number `next`: hands the reply on, once.
-    fn ack_callback(&mut self, channel: &str) -> Callback {
-        let seq = self.next;
-        // One shared name for a run of publishes to the same channel (the usual case),
-        // not a copy per message.
-        let name = match &self.channel {
-            Some(name) if **name == *channel => Arc::clone(name),
-            _ => Arc::clone(self.channel.insert(Arc::from(channel))),
-        };
-        let mut once = Some((self.tx.clone(), Arc::clone(&self.inflight), name));
-        Box::new(move |response| {
-            if let Some((tx, inflight, channel)) = once.take() {
-                inflight.release();
-                let _ = tx.send(PubEvent::Ack(seq, channel, ack_outcome(&response)));
-            }
-        })
-    }
-
-    /// A publish the client refused at the call: its window slot is given back (the
-    /// callback was dropped unused).
-    fn refused_at_call(&self, channel: &str, why: String) -> Fail {
-        self.give_back();
-        Fail(1, format!("publishing to {channel}: {why}"))
-    }
-
-    /// Gives back the window slot of a publish the client refused at the call.
-    fn give_back(&self) {
-        if self.acks {
-            self.inflight.sent_at().pop_back();
-            self.inflight.release();
-        }
-    }
-
-    /// Whether the server refused a message: the producer should stop.
-    fn refused(&self) -> bool {
-        self.inflight.refused.load(Ordering::Relaxed)
-    }
-}
-
-/// What a publish's callback tells of its acknowledgement, made in the callback while
-/// the reply is at hand: the position, or why there is none.
-type AckOutcome = Result<String, String>;
-
-/// The [`AckOutcome`] of a publish's response.
-fn ack_outcome(response: &Response<'_>) -> AckOutcome {
-    match response {
-        Response::Reply(r) if r.is_ok() => Ok(r.field("position").unwrap_or_default()),
-        Response::Reply(r) => Err(format!("{}: {}", r.action, r.body)),
-        Response::Timeout => Err("no reply in time".to_owned()),
-        Response::Disconnected => Err("connection lost before the acknowledgement".to_owned()),
-    }
-}
-
-/// Receives acknowledgements until the producer is done and every message it published
-/// is acknowledged; hands them to `each` in publication order.
-fn collect_acks(
-    rx: &Receiver<PubEvent>,
-    inflight: &Inflight,
-    timeout: Duration,
-    mut each: impl FnMut(Option<(&str, Result<&str, String>)>),
-) -> Result<Published, Fail> {
-    // Acknowledgements arriving ahead of `next`, a slot per sequence number from `next`
-    // on: on one connection they come in publication order, so this rarely holds more
-    // than the one just arrived.
-    let mut pending: VecDeque<Option<(Arc<str>, AckOutcome)>> = VecDeque::new();
-    let mut next = 0u64;
-    let mut failed = 0u64;
-    let mut done: Option<(u64, u64, Result<(), Fail>)> = None;
-    loop {
-        if let Some((acked, _, _)) = &done {
-            if next >= *acked {
-                break;
-            }
-        }
-        // Each acknowledgement is due `timeout` after its publish, whatever else arrives
-        // meanwhile: the oldest one is looked at before every event.
-        let due = inflight
-            .sent_at()
-            .front()
-            .and_then(|t| t.checked_add(timeout));
-        let left = due.map(|due| due.saturating_duration_since(Instant::now()));
-        let event = match left {
-            Some(left) if left.is_zero() => Err(RecvTimeoutError::Timeout),
-            _ => match rx.try_recv() {
-                Ok(event) => Ok(event),
-                Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-                Err(TryRecvError::Empty) => {
-                    // Nothing more ready: the caller's output goes out before the wait.
-                    each(None);
-                    rx.recv_timeout(left.unwrap_or(timeout))
-                }
-            },
-        };
-        match event {
-            Ok(PubEvent::Ack(seq, channel, response)) => {
-                let at = usize::try_from(seq.saturating_sub(next)).unwrap_or(usize::MAX);
-                if pending.len() <= at {
-                    pending.resize_with(at.saturating_add(1), || None);
-                }
-                if let Some(slot) = pending.get_mut(at) {
-                    *slot = Some((channel, response));
-                }
-                while let Some(Some((channel, outcome))) = pending.front_mut().map(Option::take) {
-                    pending.pop_front();
-                    inflight.sent_at().pop_front();
-                    if outcome.is_err() {
-                        failed += 1;
-                        inflight.refused.store(true, Ordering::Relaxed);
-                    }
-                    each(Some((&channel, outcome.as_deref().map_err(Clone::clone))));
-                    next += 1;
-                }
-            }
-            Ok(PubEvent::Done(acked, sent, result)) => done = Some((acked, sent, result)),
-            Err(RecvTimeoutError::Timeout) if due.is_none() => {}
-            Err(RecvTimeoutError::Timeout) => {
-                return Err(Fail(
-                    1,
-                    format!(
-                        "{} publishes remain unacked after {timeout:?}",
-                        inflight.count()
-                    ),
-                ))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Fail(1, "the publisher ended unexpectedly".into()))
-            }
-        }
-    }
-    match done {
-        Some((_, _, Err(e))) => Err(e),
-        Some((_, sent, Ok(()))) => Ok(Published { sent, failed }),
-        None => Ok(Published { sent: 0, failed }),
     }
 }
 
@@ -1831,35 +1458,6 @@ mod tests {
     fn secrets_stay_out_of_debug() {
         let s: Secret = "hunter2".parse().unwrap_or_else(|e| match e {});
         assert!(!format!("{s:?}").contains("hunter2"));
-    }
-
-    #[test]
-    fn lines_are_bounded() {
-        let text = b"a\r\nb\n\nlast".as_slice();
-        let got: Vec<_> = lines(text, "t").map(|l| l.ok().unwrap()).collect();
-        assert_eq!(
-            got,
-            [
-                (1, "a".into()),
-                (2, "b".into()),
-                (3, String::new()),
-                (4, "last".into())
-            ]
-        );
-        let long = vec![b'x'; MAX_LINE + 1];
-        let mut it = lines(long.as_slice(), "t");
-        assert!(
-            matches!(it.next(), Some(Err(Fail(EXIT_INVALID, m))) if m.contains("t:1: a line longer"))
-        );
-        let mut exact = vec![b'x'; MAX_LINE];
-        exact.push(b'\n');
-        assert!(
-            matches!(lines(exact.as_slice(), "t").next(), Some(Ok((1, l))) if l.len() == MAX_LINE)
-        );
-        assert!(matches!(
-            lines(b"\xff\n".as_slice(), "t").next(),
-            Some(Err(Fail(EXIT_INVALID, _)))
-        ));
     }
 
     #[test]

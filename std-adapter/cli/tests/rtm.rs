@@ -133,6 +133,17 @@ impl Lines {
         }
     }
 
+    /// The next line printed, waiting for it (up to [`PATIENCE`]).
+    fn next(&mut self) -> String {
+        match self.rx.recv_timeout(PATIENCE) {
+            Ok(l) => {
+                self.seen.push(l.clone());
+                l
+            }
+            Err(e) => panic!("printed nothing more ({e}); printed {:?}", self.seen),
+        }
+    }
+
     /// Everything printed, once the command has ended: the lines and a newline each.
     fn rest(mut self) -> String {
         while let Ok(l) = self.rx.recv_timeout(PATIENCE) {
@@ -1012,6 +1023,34 @@ fn search_lists_channels_by_prefix() {
     assert_eq!(channels, ["fleet.a", "fleet.b"]);
     let none = ok(run(rtm(&server, &["search", "nothing"])));
     assert_eq!(none.stdout, "[]\n");
+}
+
+/// With `--jsonl`, an acknowledgement is printed as soon as it comes, while the input is
+/// still open: a line typed gets its position back before the next one is typed (the
+/// output is not held until a buffer fills or the input ends).
+#[test]
+fn publish_prints_each_acknowledgement_while_the_input_is_open() {
+    let server = server();
+    let mut command = rtm(&server, &["--jsonl", "publish", "live"]);
+    command.stdin(Stdio::piped());
+    let mut child = spawn(command);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut printed = Lines::of(&mut child);
+    let mut positions = Vec::new();
+    for n in 0..3 {
+        writeln!(stdin, "{{\"n\":{n}}}").expect("stdin");
+        stdin.flush().expect("stdin");
+        let ack: serde_json::Value = serde_json::from_str(&printed.next()).expect("a JSON line");
+        assert_eq!(ack["channel"], "live", "{ack}");
+        positions.push(ack["position"].as_str().expect("a position").to_owned());
+    }
+    drop(stdin);
+    let run = finish(child);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let mut distinct = positions.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "{positions:?}");
+    assert_eq!(history(&server, "live", 3).len(), 3);
 }
 
 #[test]
