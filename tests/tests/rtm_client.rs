@@ -74,6 +74,51 @@ fn publish_subscribe_read_write() {
     c.dispose().unwrap();
 }
 
+/// A batch queues its requests in order under one lock, each with its own result: a
+/// message that is not JSON is refused alone, the others go out, in order, and every
+/// callback gets its own acknowledgement.
+#[test]
+fn a_batch_publishes_in_order_and_refuses_only_what_is_wrong() {
+    let server = RtmServer::start(RtmServerConfig::default()).unwrap();
+    let c = client(&server);
+    c.start().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (ok_tx, ok_rx) = mpsc::channel();
+    c.subscribe(
+        "batched",
+        Mode::Simple,
+        Ready(Forward(tx), ok_tx),
+        SubscribeOptions::default(),
+    )
+    .unwrap();
+    ok_rx.recv_timeout(WAIT).unwrap();
+    let (ack_tx, ack_rx) = mpsc::channel();
+    let results: Vec<Result<(), Error>> = c.batch(|batch| {
+        ["1", "{\"two\":2}", "{not json", "[3]", "\"four\""]
+            .iter()
+            .enumerate()
+            .map(|(i, json)| {
+                let ack_tx = ack_tx.clone();
+                let callback = Box::new(move |r: benchlink_std::rtm::Response<'_>| {
+                    let ok = matches!(&r, benchlink_std::rtm::Response::Reply(r) if r.is_ok());
+                    ack_tx.send((i, ok)).unwrap();
+                });
+                batch.publish_json("batched", json, Some(callback))
+            })
+            .collect()
+    });
+    assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok() && results[4].is_ok());
+    assert!(
+        matches!(results[2], Err(Error::Request(RequestError::InvalidJson))),
+        "{results:?}"
+    );
+    let got: Vec<String> = (0..4).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    assert_eq!(got, ["1", r#"{"two":2}"#, "[3]", r#""four""#]);
+    let acks: Vec<(usize, bool)> = (0..4).map(|_| ack_rx.recv_timeout(WAIT).unwrap()).collect();
+    assert_eq!(acks, [(0, true), (1, true), (3, true), (4, true)]);
+    c.dispose().unwrap();
+}
+
 /// A connection delegate that reports `closed` and every message's JSON text, in order.
 struct Events(mpsc::Sender<String>);
 

@@ -787,26 +787,11 @@ fn publish(
         None => {
             let mut meter = Meter::start("published");
             let mut input = Lines::new(io::stdin().lock(), "stdin");
-            loop {
-                if !input.buffered() {
-                    p.idle();
+            while !p.refused() {
+                match p.publish_lines(&mut input, &channel, as_string)? {
+                    Some(n) => meter.add(usize::try_from(n).unwrap_or(usize::MAX)),
+                    None => break,
                 }
-                let Some(line) = input.next_line() else {
-                    break;
-                };
-                if p.refused() {
-                    break;
-                }
-                let (n, line) = line?;
-                let text = if as_string { line } else { line.trim_end() };
-                // Read as JSON once, by the client as it encodes the message; only text
-                // it refuses is looked at again, as `message_json` reads it.
-                if as_string || !p.send(&channel, text.trim())? {
-                    let json = message_json(text, as_string)
-                        .map_err(|e| Fail(EXIT_INVALID, format!("stdin:{n}: {e}")))?;
-                    p.publish(&channel, &json)?;
-                }
-                meter.add(1);
             }
             meter.finish(log);
             Ok(())

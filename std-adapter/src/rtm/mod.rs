@@ -64,7 +64,7 @@ pub use benchlink_core::rtm::pdu;
 pub use benchlink_core::rtm::pdu::{Encoding, History};
 pub use benchlink_core::rtm::{ClientState, Mode, RequestError, SubState};
 pub use client::{
-    Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
+    Batch, Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
     DEFAULT_MAX_SUBSCRIPTIONS, DISPOSE_WAIT,
 };
 pub use connection::{Connection, ConnectionDelegate};

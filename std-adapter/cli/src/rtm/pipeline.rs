@@ -6,10 +6,12 @@
 //! is due, and is woken once, at the end.
 //!
 //! Why this shape: at hundreds of thousands of publishes a second, a hand-off per
-//! acknowledgement (a channel message, an owned reply, a wake-up of a collecting thread)
-//! costs more than the publish itself. Here an acknowledgement costs one lock of the
-//! [`Ledger`] and, in order (the usual case on one connection), no allocation: its
-//! position is written straight from the reply.
+//! message costs more than the publish itself. Here an acknowledgement costs one lock of
+//! the [`Ledger`] and, in order (the usual case on one connection), no allocation: its
+//! position is written straight from the reply. The producer publishes the lines already
+//! read in one [`Client::batch`]: one lock of the client and one wake-up of its I/O
+//! thread per burst of input, not per line (per line, the producer and the I/O thread
+//! took turns on the client's lock, a context switch every dozen messages).
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Stdout, Write};
@@ -19,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use benchlink_core::json;
 use benchlink_core::rtm::RequestError;
-use benchlink_std::rtm::{Client, Error, Response};
+use benchlink_std::rtm::{Batch, Callback, Client, Error, Response};
 
-use super::{Fail, EXIT_INVALID};
+use super::{message_json, Fail, EXIT_INVALID};
 
 /// Longest input line (a message for publish, a record for replay) held in memory.
 pub(super) const MAX_LINE: usize = 16 << 20;
@@ -32,8 +34,10 @@ pub(super) const MAX_LINE: usize = 16 << 20;
 /// UTF-8, is an invalid value; `name` says where in messages.
 pub(super) struct Lines<R> {
     input: BufReader<R>,
-    name: String,
-    line: Vec<u8>,
+    /// Where the lines come from, for messages.
+    pub(super) name: String,
+    /// The last line read.
+    line: String,
     n: usize,
 }
 
@@ -42,7 +46,7 @@ impl<R: Read> Lines<R> {
         Lines {
             input: BufReader::with_capacity(64 << 10, input),
             name: name.into(),
-            line: Vec::new(),
+            line: String::new(),
             n: 0,
         }
     }
@@ -52,34 +56,50 @@ impl<R: Read> Lines<R> {
         !self.input.buffer().is_empty()
     }
 
+    /// Whether a whole line is already read (taking it reads nothing more).
+    pub(super) fn has_line(&self) -> bool {
+        // Up to the first newline only: the next line's length.
+        self.input.buffer().contains(&b'\n')
+    }
+
     /// The next line and its number; `None` at the end.
     pub(super) fn next_line(&mut self) -> Option<Result<(usize, &str), Fail>> {
-        self.line.clear();
+        Some(self.advance()?.map(|()| (self.n, self.line.as_str())))
+    }
+
+    /// Reads the next line into [`line`](Self::line); `None` at the end.
+    fn advance(&mut self) -> Option<Result<(), Fail>> {
+        // The buffer is handed back and forth between the `String` and its bytes: no
+        // allocation per line, and one UTF-8 check.
+        let mut buf = std::mem::take(&mut self.line).into_bytes();
+        buf.clear();
         self.n += 1;
         let (n, name) = (self.n, &self.name);
         let read = (&mut self.input)
             .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut self.line);
+            .read_until(b'\n', &mut buf);
         match read {
             Ok(0) => None,
             Err(e) => Some(Err(Fail(1, format!("{name}: {e}")))),
             Ok(_) => {
-                if self.line.last() == Some(&b'\n') {
-                    self.line.pop();
-                    if self.line.last() == Some(&b'\r') {
-                        self.line.pop();
+                if buf.last() == Some(&b'\n') {
+                    buf.pop();
+                    if buf.last() == Some(&b'\r') {
+                        buf.pop();
                     }
-                } else if self.line.len() > MAX_LINE {
+                } else if buf.len() > MAX_LINE {
                     return Some(Err(Fail(
                         EXIT_INVALID,
                         format!("{name}:{n}: a line longer than {MAX_LINE} bytes"),
                     )));
                 }
-                Some(
-                    std::str::from_utf8(&self.line)
-                        .map(|line| (n, line))
-                        .map_err(|_| Fail(EXIT_INVALID, format!("{name}:{n}: not UTF-8"))),
-                )
+                match String::from_utf8(buf) {
+                    Ok(line) => {
+                        self.line = line;
+                        Some(Ok(()))
+                    }
+                    Err(_) => Some(Err(Fail(EXIT_INVALID, format!("{name}:{n}: not UTF-8")))),
+                }
             }
         }
     }
@@ -124,17 +144,19 @@ pub(super) fn run(
     });
     let mut publisher = Publisher {
         client: client.clone(),
-        ledger: Arc::clone(&ledger),
-        acks,
+        slots: Slots {
+            ledger: Arc::clone(&ledger),
+            acks,
+            channel: None,
+        },
         sent: 0,
-        channel: None,
     };
     std::thread::Builder::new()
         .name("benchlink-publish".into())
         .spawn(move || {
             // Said even if `produce` panics: the main thread would otherwise wait for it.
             let mut end = Ended {
-                ledger: Arc::clone(&publisher.ledger),
+                ledger: Arc::clone(&publisher.slots.ledger),
                 sent: 0,
                 result: Err(Fail(1, "the publisher ended unexpectedly".into())),
             };
@@ -227,15 +249,16 @@ impl Ledger {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a place for the next publish, waiting while the window is full; its
-    /// sequence number, or `None` when the window stayed full for `timeout`.
-    fn open(&self, channel: &Arc<str>) -> Option<u64> {
+    /// Waits while the window is full; `false` when it stayed full for `timeout`.
+    fn wait_room(&self) -> bool {
         let mut book = self.book();
         // The clock is read for the wait only when there is one.
         let mut start = None;
         while book.entries.len() >= self.window {
             let start = *start.get_or_insert_with(Instant::now);
-            let left = self.timeout.checked_sub(start.elapsed())?;
+            let Some(left) = self.timeout.checked_sub(start.elapsed()) else {
+                return false;
+            };
             book.producer_waits = true;
             book = self
                 .changed
@@ -243,6 +266,19 @@ impl Ledger {
                 .map_or_else(|e| e.into_inner().0, |(g, _)| g);
             book.producer_waits = false;
         }
+        true
+    }
+
+    /// Whether the window has room for one more publish.
+    fn has_room(&self) -> bool {
+        self.book().entries.len() < self.window
+    }
+
+    /// Takes a place for the next publish (after [`wait_room`](Self::wait_room) or
+    /// [`has_room`](Self::has_room) said there is one: only the producer takes places);
+    /// its sequence number.
+    fn open(&self, channel: &Arc<str>) -> u64 {
+        let mut book = self.book();
         if book.entries.is_empty() && book.keeper_waits {
             // The main thread waits with no deadline while nothing is in flight: this
             // publish gives it one.
@@ -253,7 +289,7 @@ impl Ledger {
             channel: Arc::clone(channel),
             outcome: None,
         });
-        Some(book.first + u64::try_from(book.entries.len()).unwrap_or(u64::MAX) - 1)
+        book.first + u64::try_from(book.entries.len()).unwrap_or(u64::MAX) - 1
     }
 
     /// Gives back the place of the newest publish: the client refused it at the call
@@ -296,7 +332,11 @@ impl Ledger {
                 outcome.as_deref().map_err(Clone::clone),
             );
         }
-        if book.producer_waits && book.entries.len() < self.window {
+        // A producer waiting for room is woken once a sixteenth of the window is free,
+        // not at every slot: it then publishes a batch per wake-up instead of one
+        // message, and the window stays at least 15/16 full across a slow link.
+        let low = self.window - (self.window / 16).max(1);
+        if book.producer_waits && book.entries.len() <= low {
             self.changed.notify_all();
         }
         if book.entries.is_empty() {
@@ -397,16 +437,70 @@ fn write_ack(out: &mut impl Write, channel: &str, position: &str) -> io::Result<
     out.write_all(b"\"}\n")
 }
 
+/// Most messages published in one batch of the client (one lock, one wake-up of its I/O
+/// thread): enough to spread those costs thin, short enough that the I/O thread, which
+/// waits while a batch runs, is not held for long (about a hundred microseconds).
+const MAX_BATCH: usize = 512;
+
 /// The producer's side of [`run`].
 pub(super) struct Publisher {
     client: Client,
-    ledger: Arc<Ledger>,
-    acks: bool,
+    slots: Slots,
     /// Messages sent.
     pub(super) sent: u64,
+}
+
+/// What one message needs to go out: its place in the window and its callback.
+struct Slots {
+    ledger: Arc<Ledger>,
+    acks: bool,
     /// The channel of the last acknowledged publish: one shared name for a run of
     /// publishes to the same channel (the usual case), not a copy per message.
     channel: Option<Arc<str>>,
+}
+
+/// How the client took one message.
+enum Offer {
+    Sent,
+    /// Its queue is full: wait for room, then offer the message again.
+    Full,
+    /// Not JSON: nothing was sent.
+    Invalid,
+}
+
+impl Slots {
+    /// Publishes `json` in `batch`, with a place in the window (there must be room: see
+    /// [`Ledger::wait_room`]) and a callback that settles it.
+    fn offer(&mut self, batch: &mut Batch<'_>, channel: &str, json: &str) -> Result<Offer, Error> {
+        let callback = if self.acks {
+            let name = match &self.channel {
+                Some(name) if **name == *channel => name,
+                _ => self.channel.insert(Arc::from(channel)),
+            };
+            let seq = self.ledger.open(name);
+            // Only the ledger and the number: settling needs nothing else.
+            let ledger = Arc::clone(&self.ledger);
+            Some(Box::new(move |response: Response<'_>| ledger.settle(seq, &response)) as Callback)
+        } else {
+            None
+        };
+        let result = batch.publish_json(channel, json, callback);
+        if result.is_err() && self.acks {
+            // Refused at the call: its callback was dropped uncalled.
+            self.ledger.cancel_last();
+        }
+        match result {
+            Ok(()) => Ok(Offer::Sent),
+            Err(Error::Request(RequestError::Full)) => Ok(Offer::Full),
+            Err(Error::Request(RequestError::InvalidJson)) => Ok(Offer::Invalid),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether the window has room for one more.
+    fn has_room(&self) -> bool {
+        !self.acks || self.ledger.has_room()
+    }
 }
 
 impl Publisher {
@@ -424,79 +518,131 @@ impl Publisher {
 
     /// [`publish`](Self::publish), except that text the client refuses as not JSON is
     /// `Ok(false)`, nothing sent, for the caller to publish otherwise.
-    pub(super) fn send(&mut self, channel: &str, json: &str) -> Result<bool, Fail> {
-        let seq = if self.acks {
-            let name = match &self.channel {
-                Some(name) if **name == *channel => name,
-                _ => self.channel.insert(Arc::from(channel)),
-            };
-            let Some(seq) = self.ledger.open(name) else {
-                return Err(Fail(
-                    1,
-                    format!(
-                        "{} messages unacknowledged for {:?}",
-                        self.ledger.window, self.ledger.timeout
-                    ),
-                ));
-            };
-            Some(seq)
-        } else {
-            None
-        };
+    fn send(&mut self, channel: &str, json: &str) -> Result<bool, Fail> {
         loop {
-            // Only the ledger and the number: settling needs nothing else.
-            let callback = seq.map(|seq| {
-                let ledger = Arc::clone(&self.ledger);
-                Box::new(move |response: Response<'_>| ledger.settle(seq, &response))
-                    as benchlink_std::rtm::Callback
-            });
-            match self.client.publish_json(channel, json, callback) {
-                Ok(()) => break,
-                Err(Error::Request(RequestError::Full)) => {
-                    match self.client.wait_for_room(self.ledger.timeout) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            let why = format!(
-                                "no room in the client's queue for {:?}",
-                                self.ledger.timeout
-                            );
-                            return Err(self.refused_at_call(channel, why));
-                        }
-                        Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
+            self.wait_room()?;
+            let slots = &mut self.slots;
+            let offer = self.client.batch(|batch| slots.offer(batch, channel, json));
+            match offer.map_err(|e| self.refused_at_call(channel, e.to_string()))? {
+                Offer::Sent => {
+                    self.sent += 1;
+                    return Ok(true);
+                }
+                Offer::Invalid => return Ok(false),
+                Offer::Full => match self.client.wait_for_room(self.slots.ledger.timeout) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let why = format!(
+                            "no room in the client's queue for {:?}",
+                            self.slots.ledger.timeout
+                        );
+                        return Err(self.refused_at_call(channel, why));
                     }
-                }
-                Err(Error::Request(RequestError::InvalidJson)) => {
-                    self.give_back();
-                    return Ok(false);
-                }
-                Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
+                    Err(e) => return Err(self.refused_at_call(channel, e.to_string())),
+                },
             }
         }
-        self.sent += 1;
-        Ok(true)
     }
 
-    /// A publish the client refused at the call: its place is given back.
-    fn refused_at_call(&self, channel: &str, why: String) -> Fail {
-        self.give_back();
-        Fail(1, format!("publishing to {channel}: {why}"))
-    }
-
-    fn give_back(&self) {
-        if self.acks {
-            self.ledger.cancel_last();
+    /// Publishes the next line of `input` to `channel` (waiting for it), then, in the
+    /// same batch of the client, the lines after it that are already read, while the
+    /// window has room: one lock of the client and one wake-up per burst of input. A
+    /// line is published as it is when it is JSON, else as a string (always, with
+    /// `as_string`). How many lines were published; `None` at the end of the input.
+    pub(super) fn publish_lines<R: Read>(
+        &mut self,
+        input: &mut Lines<R>,
+        channel: &str,
+        as_string: bool,
+    ) -> Result<Option<u64>, Fail> {
+        self.wait_room()?;
+        if !input.buffered() {
+            // What settled so far is printed before the wait for input.
+            self.slots.ledger.flush();
         }
+        match input.advance() {
+            None => return Ok(None),
+            Some(read) => read?,
+        }
+        let (mut count, mut stalled) = (0u64, None);
+        let slots = &mut self.slots;
+        self.client.batch(|batch| -> Result<(), Fail> {
+            loop {
+                let (n, text) = (input.n, input.line.as_str());
+                let text = if as_string { text } else { text.trim_end() };
+                let fail = |e: Error| Fail(1, format!("publishing to {channel}: {e}"));
+                // Read as JSON once, by the client as it encodes the message; only text
+                // it refuses is looked at again, as `message_json` reads it.
+                let mut offer = Offer::Invalid;
+                if !as_string {
+                    offer = slots.offer(batch, channel, text.trim()).map_err(fail)?;
+                }
+                if let Offer::Invalid = offer {
+                    let json = message_json(text, as_string)
+                        .map_err(|e| Fail(EXIT_INVALID, format!("{}:{n}: {e}", input.name)))?;
+                    offer = slots.offer(batch, channel, &json).map_err(fail)?;
+                    if let Offer::Full = offer {
+                        stalled = Some(json.into_owned());
+                        return Ok(());
+                    }
+                }
+                match offer {
+                    Offer::Sent => count += 1,
+                    // Rare (the client's buffers are full): the line is kept while the
+                    // batch ends and the producer waits for room.
+                    Offer::Full => {
+                        stalled = Some(text.trim().to_owned());
+                        return Ok(());
+                    }
+                    Offer::Invalid => {
+                        let why = RequestError::InvalidJson.to_string();
+                        return Err(Fail(1, format!("publishing to {channel}: {why}")));
+                    }
+                }
+                let more = count < MAX_BATCH as u64
+                    && slots.has_room()
+                    && input.has_line()
+                    && !slots.ledger.refused.load(Ordering::Relaxed);
+                if !more {
+                    return Ok(());
+                }
+                match input.advance() {
+                    Some(read) => read?,
+                    None => return Ok(()),
+                }
+            }
+        })?;
+        self.sent += count;
+        if let Some(json) = stalled {
+            self.publish(channel, &json)?;
+            count += 1;
+        }
+        Ok(Some(count))
+    }
+
+    /// Waits while the window is full (acknowledged publishes only).
+    fn wait_room(&self) -> Result<(), Fail> {
+        let ledger = &self.slots.ledger;
+        if self.slots.acks && !ledger.wait_room() {
+            return Err(Fail(
+                1,
+                format!(
+                    "{} messages unacknowledged for {:?}",
+                    ledger.window, ledger.timeout
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A publish the client refused at the call.
+    fn refused_at_call(&self, channel: &str, why: String) -> Fail {
+        Fail(1, format!("publishing to {channel}: {why}"))
     }
 
     /// Whether the server refused a message: the producer should stop.
     pub(super) fn refused(&self) -> bool {
-        self.ledger.refused.load(Ordering::Relaxed)
-    }
-
-    /// Called before the producer waits for more input: the acknowledgements settled so
-    /// far are printed now, not when the next burst of them is.
-    pub(super) fn idle(&self) {
-        self.ledger.flush();
+        self.slots.ledger.refused.load(Ordering::Relaxed)
     }
 }
 
