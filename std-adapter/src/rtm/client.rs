@@ -1185,12 +1185,7 @@ impl Client {
         &self,
         timeout: Option<Duration>,
         callback: Option<Callback>,
-        f: impl FnOnce(
-            &mut CoreClient,
-            Instant,
-            &mut Journal,
-            Ack,
-        ) -> Result<Option<Ticket>, RequestError>,
+        f: impl MakeRequest,
     ) -> Result<(), Error> {
         self.batch(|batch| batch.request(timeout, callback, f))
     }
@@ -1237,16 +1232,7 @@ impl Client {
     /// Sends a request with a deadline of `timeout` and blocks for its outcome; inside a
     /// callback it fails with [`Error::InCallback`] (the reply is delivered on the thread
     /// it would block).
-    fn sync(
-        &self,
-        timeout: Duration,
-        f: impl FnOnce(
-            &mut CoreClient,
-            Instant,
-            &mut Journal,
-            Ack,
-        ) -> Result<Option<Ticket>, RequestError>,
-    ) -> Result<Reply<'static>, Error> {
+    fn sync(&self, timeout: Duration, f: impl MakeRequest) -> Result<Reply<'static>, Error> {
         if thread::current().id() == self.shared.thread {
             return Err(Error::InCallback);
         }
@@ -1440,6 +1426,18 @@ impl Client {
     }
 }
 
+/// What queues one request in the client (at its time, with the events it reports),
+/// given how its reply is wanted: the body of [`Batch::request`].
+trait MakeRequest:
+    FnOnce(&mut CoreClient, Instant, &mut Journal, Ack) -> Result<Option<Ticket>, RequestError>
+{
+}
+
+impl<F> MakeRequest for F where
+    F: FnOnce(&mut CoreClient, Instant, &mut Journal, Ack) -> Result<Option<Ticket>, RequestError>
+{
+}
+
 /// Requests made under one lock of the client: see [`Client::batch`].
 pub struct Batch<'c> {
     core: MutexGuard<'c, Core>,
@@ -1479,12 +1477,7 @@ impl Batch<'_> {
         &mut self,
         timeout: Option<Duration>,
         callback: Option<Callback>,
-        f: impl FnOnce(
-            &mut CoreClient,
-            Instant,
-            &mut Journal,
-            Ack,
-        ) -> Result<Option<Ticket>, RequestError>,
+        f: impl MakeRequest,
     ) -> Result<(), Error> {
         let (core, now) = (&mut *self.core, self.now);
         let ack = match (&callback, timeout) {
