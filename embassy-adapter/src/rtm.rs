@@ -113,12 +113,12 @@ impl<'a> MessagingConfig<'a> {
 ///
 /// - `rx`: the largest incoming WebSocket message (a fragmented one is reassembled
 ///   here; a bigger one ends the connection with close code 1009).
-/// - `tx`: bytes waiting to be written, coalesced: at least `outbox` +
-///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (512) bytes, and the upgrade request — the
-///   request, then the `101` head in its place, use it before the first frame; more
-///   lets more PDUs go out in one write.
+/// - `tx`: the link's own bytes: at least [`MIN_TX`](rtm::MIN_TX) (512) and the
+///   upgrade request — the request, then the `101` head in its place, use it before the
+///   first frame; then pings, pongs and the close frame.
 /// - `queue`: requests waiting for the connection (each its body plus 18 bytes).
-/// - `outbox`: PDUs on their way to `tx`; its size less 4 is the largest PDU sent.
+/// - `outbox`: PDUs, framed where they were encoded and written from there; its size
+///   less 18 is the largest PDU sent.
 /// - `subscription_args`: the views' queries and extra subscribe arguments, an equal
 ///   slot for each of `SUBS` subscriptions (empty when none has them).
 ///
@@ -225,8 +225,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// reply bodies are read as JSON text).
     ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
-    /// is too long, or `buffers.tx` is smaller than `buffers.outbox` + 512 bytes or the
-    /// upgrade request.
+    /// is too long, or `buffers.tx` is smaller than 512 bytes or the upgrade request.
     ///
     /// ```
     /// use benchlink_embassy::rtm::{MessagingConfig, Messaging, RunnerBuffers};
@@ -240,7 +239,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// # }
     /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
     /// let buffers = RunnerBuffers {
-    ///     rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
+    ///     rx: buf(1024), tx: buf(1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
     /// };
     /// let events = buf(Events::<&mut [u8]>::capacity_for(1, 4, 0));
     /// let link = MessagingConfig::new("ws://10.0.0.1:8080", "KEY");
@@ -484,7 +483,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// # }
     /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
     /// let buffers = RunnerBuffers {
-    ///     rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
+    ///     rx: buf(1024), tx: buf(1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
     /// };
     /// let events = buf(Events::<&mut [u8]>::capacity_for(1, 4, 0));
     /// let link = MessagingConfig::new("ws://10.0.0.1:8080", "KEY");

@@ -12,6 +12,7 @@ use super::events::{
     RequestError, SubState, Ticket, Transmit,
 };
 use super::in_flight::{InFlight, Pending, Slots};
+use super::outbox::Outbox;
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
@@ -373,9 +374,7 @@ pub struct Client<S, P, Q, O, A> {
     writable: bool,
     /// A `Close` is ordered behind the PDUs in the outbox.
     close_pending: bool,
-    /// The front outbox record was handed out by `poll_transmit`; pop it on the next call.
-    front_taken: bool,
-    outbox: RecordFifo<O>,
+    outbox: Outbox<O>,
 
     connected_at: Option<Instant>,
     got_reply: bool,
@@ -431,9 +430,34 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
     }
 }
 
+/// Where [`push_encoded`] writes: the offline queue, or the outbox (which keeps room for
+/// a frame header before each record).
+trait Records {
+    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool;
+    fn capacity(&self) -> usize;
+}
+
+impl<B: Bytes> Records for RecordFifo<B> {
+    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        self.push_with(write)
+    }
+    fn capacity(&self) -> usize {
+        RecordFifo::capacity(self)
+    }
+}
+
+impl<B: Bytes> Records for Outbox<B> {
+    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        self.push_with(write)
+    }
+    fn capacity(&self) -> usize {
+        Outbox::capacity(self)
+    }
+}
+
 /// Writes one record into `fifo` with `encode`, keeping the encoder's error.
-fn push_encoded<B: Bytes>(
-    fifo: &mut RecordFifo<B>,
+fn push_encoded(
+    fifo: &mut dyn Records,
     prefix: Option<&Meta>,
     mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
@@ -442,13 +466,13 @@ fn push_encoded<B: Bytes>(
 
 /// `push_encoded`'s body, once for every encoder (called through a trait object, so each
 /// request kind does not get its own copy of the prefix and error handling).
-fn push_encoded_dyn<B: Bytes>(
-    fifo: &mut RecordFifo<B>,
+fn push_encoded_dyn(
+    fifo: &mut dyn Records,
     prefix: Option<&Meta>,
     encode: &mut dyn FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     let mut error = None;
-    let stored = fifo.push_with(|dst| {
+    let stored = fifo.push_record(&mut |dst| {
         let body_at = match prefix {
             Some(meta) => {
                 meta.write(dst)?;
@@ -479,7 +503,8 @@ fn push_encoded_dyn<B: Bytes>(
 /// The client's next output as the link takes it ([`Client::next_transmit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Next {
-    /// A PDU: [`Client::outgoing_pdu`].
+    /// PDUs: the front of the outbox ([`Client::poll_transmit`]), or every one handed
+    /// out and framed ([`Client::frame_outgoing`]).
     Pdu,
     /// Close the connection.
     Close,
@@ -567,8 +592,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             open: false,
             writable: false,
             close_pending: false,
-            front_taken: false,
-            outbox: RecordFifo::new(outbox),
+            outbox: Outbox::new(outbox),
             connected_at: None,
             got_reply: false,
             next_id: 0,
@@ -586,10 +610,6 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
     }
 
-    /// The outbox's size: a PDU of up to this many bytes less 4 can be sent.
-    pub(super) fn outbox_capacity(&self) -> usize {
-        self.outbox.capacity()
-    }
 
     /// How this client's PDUs travel ([`Config::encoding`]).
     ///
@@ -1009,7 +1029,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if self.config.encoding != Encoding::Json || Pdu::parse(pdu).is_err() {
             return Err(RequestError::InvalidJson);
         }
-        if pdu.len() > self.outbox.max_record() {
+        if pdu.len() > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         if !self.can_send_now(false) {
@@ -1093,7 +1113,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
         let role_text = String::try_from(identity).map_err(|()| RequestError::TooLarge)?;
         let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
-        if super::auth::request_bound::<M>(identity) > self.outbox.max_record() {
+        if super::auth::request_bound::<M>(identity) > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         self.check_room()?;
@@ -1156,7 +1176,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             return Err(RequestError::Disposed);
         }
         let parts = Subscription::args_parts(&args)?;
-        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_record()
+        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_pdu()
         {
             return Err(RequestError::TooLarge);
         }
@@ -1509,7 +1529,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 Next::Close => return Some(Transmit::Close),
                 Next::Connect => return Some(Transmit::Connect),
             }
-            let pdu = self.outbox.front().unwrap_or_default();
+            let pdu = self.outbox.front_pdu().unwrap_or_default();
             // Never false: in JSON the outbox only holds what the JSON writer produced.
             // (Checked, then borrowed again: a borrow returned from inside the loop
             // would hold `self` for the next turn.)
@@ -1517,7 +1537,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 break;
             }
         }
-        let pdu = self.outbox.front()?;
+        let pdu = self.outbox.front_pdu()?;
         match self.config.encoding {
             Encoding::Json => core::str::from_utf8(pdu).ok().map(Transmit::Send),
             #[cfg(feature = "cbor")]
@@ -1529,14 +1549,31 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// outbox for [`outgoing_pdu`](Self::outgoing_pdu): the link frames its bytes as they
     /// are, with no second look at text the JSON writer made.
     pub(super) fn next_transmit(&mut self) -> Option<Next> {
-        if self.front_taken {
-            self.outbox.pop_front();
-            self.front_taken = false;
-        }
+        self.outbox.drop_handed();
         self.pump();
-        if !self.outbox.is_empty() {
-            self.front_taken = true;
+        if self.outbox.hand_one().is_some() {
             return Some(Next::Pdu);
+        }
+        self.next_control()
+    }
+
+    /// For the link: hands out every PDU that may be written now, each framed in place by
+    /// `frame` (given its outbox record, the PDU at [`MAX_HEADER_LEN`](crate::ws::MAX_HEADER_LEN));
+    /// they stay in the outbox, written from there, until
+    /// [`advance_frames`](Self::advance_frames) says they went out. Then the close or
+    /// connect after them, when one is ordered.
+    pub(super) fn frame_outgoing(&mut self, frame: &mut dyn FnMut(&mut [u8])) -> Option<Next> {
+        self.pump();
+        if self.outbox.hand_framed(frame) > 0 {
+            return Some(Next::Pdu);
+        }
+        self.next_control()
+    }
+
+    /// The close or connect ordered, once no PDU waits to be handed out before it.
+    fn next_control(&mut self) -> Option<Next> {
+        if self.outbox.has_unhanded() {
+            return None;
         }
         if self.close_pending {
             self.close_pending = false;
@@ -1550,10 +1587,15 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         None
     }
 
-    /// The PDU [`next_transmit`](Self::next_transmit) gave out: its bytes, text in the
-    /// client's encoding (JSON: a text frame; CBOR: a binary one).
-    pub(super) fn outgoing_pdu(&self) -> &[u8] {
-        self.outbox.front().unwrap_or_default()
+    /// The outbox, whose framed records the link writes.
+    pub(super) fn outbox(&self) -> &Outbox<O> {
+        &self.outbox
+    }
+
+    /// The outbox, to advance past what was written or drop the frames of a lost
+    /// transport.
+    pub(super) fn outbox_mut(&mut self) -> &mut Outbox<O> {
+        &mut self.outbox
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
@@ -1710,8 +1752,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// was in flight on it, disconnect the subscriptions.
     fn forget<H: Handler>(&mut self, leave: Leave, h: &mut H) {
         if leave != Leave::Flush {
-            self.outbox.clear();
-            self.front_taken = false;
+            self.outbox.drop_unhanded();
         }
         if leave != Leave::Gone && (self.open || self.opening) {
             self.close_pending = true;
@@ -1978,7 +2019,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             return Err(RequestError::Disposed);
         }
         self.check_room()?;
-        if req.pdu_bound() > self.outbox.max_record() {
+        if req.pdu_bound() > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         let (acked, deadline) = match ack {
@@ -2018,7 +2059,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             // A queued body must fit an outbox record once wrapped in its envelope. A
             // typed message's size is only known once written: a body that turned out
             // larger, or that did not fit even that much room, is `TooLarge`.
-            let cap = self.outbox.max_record().saturating_sub(ENVELOPE);
+            let cap = self.outbox.max_pdu().saturating_sub(ENVELOPE);
             let mut too_large = false;
             let write_body = |out: &mut Cursor<'_>| {
                 let written = req.encode_queued(self.config.encoding, out);
@@ -2248,7 +2289,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
 
     /// Writes the auth request due now, if any; `Ok(false)` when none is due.
     fn write_auth(
-        outbox: &mut RecordFifo<O>,
+        outbox: &mut Outbox<O>,
         encoding: Encoding,
         machine: &mut Credentials,
         id: u32,
