@@ -316,7 +316,8 @@ enum Leave {
 /// | per byte of array queue / outbox | 1 B | 1 B |
 /// | `Client<[SubscriptionSlot; 4], [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |
 ///
-/// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
+/// A PDU must fit in the outbox (minus 18 bytes: a record's length and the room for its
+/// WebSocket frame header, which the link writes in place); a request waiting
 /// offline takes its body plus 18 bytes of the queue. With arrays the client is one value:
 /// large capacities belong in heap slices (`Box<[_]>`), which it holds by pointer.
 ///

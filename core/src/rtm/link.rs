@@ -155,8 +155,10 @@ pub enum Output<'a> {
         /// `wss://`: wrap the socket in TLS for `host`.
         tls: bool,
     },
-    /// Write these bytes (everything ready, coalesced), then report how many went out with
-    /// [`Link::transmitted`]; a partial write is fine.
+    /// Write these bytes (the link's own frames, or the next PDU frame, from the outbox
+    /// it was encoded in), then report how many went out with [`Link::transmitted`]; a
+    /// partial write is fine. [`Link::unsent`] gives everything ready, for a vectored
+    /// write.
     Transmit(&'a [u8]),
     /// Close the transport, then report [`Link::handle_closed`].
     Close,

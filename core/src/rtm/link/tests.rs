@@ -1,4 +1,4 @@
-//! The link driven byte by byte against a scripted server: upgrade, coalesced frames,
+//! The link driven byte by byte against a scripted server: upgrade, frames for one write,
 //! pings, dead peers, close handshakes, hostile input.
 
 use core::time::Duration;
@@ -264,6 +264,52 @@ fn upgrade_then_frames_in_the_same_read_and_publishes_offered_for_one_write() {
         log.replies,
         [(tickets[0], r#"ok {"position":"1:0"}"#.to_string())]
     );
+}
+
+/// The one copy: a message is encoded into its outbox record, framed and masked there,
+/// and the transport writes it from there; the transmit buffer never sees it.
+#[test]
+fn a_pdu_is_written_from_the_outbox_record_it_was_encoded_in() {
+    let outbox = vec![0u8; 4096];
+    let tx = vec![0u8; 1024];
+    // A `Vec`'s bytes stay where they are when the `Vec` moves into the link.
+    let outbox_range = outbox.as_ptr_range();
+    let tx_range = tx.as_ptr_range();
+    let mut link: TestLink = Link::new(
+        client_config(),
+        config(),
+        "ws://example.test:8080/rtm",
+        "K",
+        Buffers {
+            rx: vec![0; 4096],
+            tx,
+            queue: vec![0; 4096],
+            outbox,
+            subscription_args: vec![0; 1024],
+        },
+        [SubscriptionSlot::EMPTY; 4],
+        vec![Pending::EMPTY; 128],
+    )
+    .unwrap();
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let message = r#"{"temperature":21.5,"unit":"C"}"#;
+    link.client_mut()
+        .publish(secs(0), "c", message, Ack::None, &mut log)
+        .unwrap();
+    let Some(Output::Transmit(frame)) = link.poll_output(secs(0)) else {
+        panic!("a frame to write");
+    };
+    let at = frame.as_ptr();
+    assert!(outbox_range.contains(&at), "written from the outbox");
+    assert!(!tx_range.contains(&at));
+    let frame = frame.to_vec();
+    assert_eq!(
+        client_frames(&frame),
+        [(0x1, format!(r#"{{"action":"rtm/publish","body":{{"channel":"c","message":{message}}}}}"#).into_bytes())]
+    );
+    link.transmitted(secs(0), frame.len());
+    assert_eq!(link.poll_output(secs(0)), None);
 }
 
 #[test]
