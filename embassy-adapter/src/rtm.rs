@@ -34,7 +34,7 @@
 //! takes them and the event buffer fills, the oldest are dropped and counted
 //! ([`lost`](Messaging::lost)).
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::future::poll_fn;
 use core::ops::Range;
 use core::pin::pin;
@@ -773,8 +773,8 @@ fn embassy_instant(at: Option<CoreInstant>) -> Instant {
 enum Step {
     /// Open the transport to the host the runner copied, this port.
     Connect(u16),
-    /// Write the first `n` bytes of the output half (a copy of the link's unsent bytes).
-    Write(usize),
+    /// Write the link's next unsent bytes, from where they are into the transport.
+    Write,
     /// Close the transport.
     Close,
     /// Nothing to write: read (when connected and no input is held) until the next
@@ -795,12 +795,12 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// protocol decision and timer is the core's. Run it in its own task; nothing
     /// happens until [`start`](Self::start).
     ///
-    /// `chunk` (1–4 KiB; at least 2 bytes) is cut in two halves: one holds a socket read
-    /// until the link has taken it (it holds back while an event borrows the last
-    /// message), the other a slice of the link's unsent bytes on its way to the socket.
-    /// A bigger chunk means fewer wake-ups.
+    /// `chunk` (1–4 KiB) holds a socket read until the link has taken it (it holds back
+    /// while an event borrows the last message); a bigger chunk means fewer wake-ups.
+    /// Nothing is staged on the way out: [`Transport::write_from`] copies the link's
+    /// frames, each from the outbox record its PDU was encoded in, into the socket.
     pub async fn run<T: Transport>(&self, mut transport: T, chunk: &mut [u8]) -> ! {
-        let (input, output) = chunk.split_at_mut(chunk.len() / 2);
+        let input = chunk;
         // Bytes read that the link has not taken yet.
         let mut held: Range<usize> = 0..0;
         let mut host: String<MAX_ENDPOINT_LEN> = String::new();
@@ -839,17 +839,11 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                                 let _ = host.push_str(name);
                                 break Step::Connect(port);
                             }
-                            Some(Output::Transmit(bytes)) => {
+                            Some(Output::Transmit(_)) => {
                                 if read_first && transport.readable() && held.is_empty() {
                                     break Step::Wait;
                                 }
-                                let n = bytes.len().min(output.len());
-                                if let (Some(dst), Some(src)) =
-                                    (output.get_mut(..n), bytes.get(..n))
-                                {
-                                    dst.copy_from_slice(src);
-                                }
-                                break Step::Write(n);
+                                break Step::Write;
                             }
                             Some(Output::Close) => break Step::Close,
                             None => break Step::Wait,
@@ -866,22 +860,29 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                     (connected, held) = (false, 0..0);
                     self.closed(&mut transport).await;
                 }
-                Step::Write(_) | Step::Wait => {
+                Step::Write | Step::Wait => {
                     let read = connected && held.is_empty();
+                    // What the link offered when the transport took it (`0`: nothing).
+                    let offered = Cell::new(0);
                     let io = async {
                         match step {
-                            Step::Write(n) if n > 0 => {
-                                let bytes = output.get(..n).unwrap_or_default();
-                                Io::Wrote(transport.write(bytes).await)
-                            }
+                            Step::Write => Io::Wrote(
+                                transport
+                                    .write_from(|free| {
+                                        let n = self.copy_unsent(free);
+                                        offered.set(n);
+                                        n
+                                    })
+                                    .await,
+                            ),
                             Step::Wait if read => Io::Read(transport.read(input).await),
                             // Input held: the application takes an event first (a wake).
-                            // An empty output half never writes: the link sees a stalled
-                            // write.
                             _ => core::future::pending().await,
                         }
                     };
                     match select3(io, Timer::at(embassy_instant(wake_at)), self.wake.wait()).await {
+                        // Nothing was left to write when the socket had room: next round.
+                        Either3::First(Io::Wrote(Ok(0))) if offered.get() == 0 => {}
                         Either3::First(Io::Wrote(Ok(n))) if n > 0 => {
                             read_first = true;
                             let _ = self.with(|s| s.link.transmitted(now(), n));
@@ -898,7 +899,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                         // A deadline or a call: the next round acts on it. A write that
                         // did not get through lets waiting input in first.
                         Either3::Second(()) | Either3::Third(()) => {
-                            read_first |= matches!(step, Step::Write(_));
+                            read_first |= matches!(step, Step::Write);
                         }
                     }
                 }
@@ -960,5 +961,19 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     async fn closed<T: Transport>(&self, transport: &mut T) {
         transport.close().await;
         let _ = self.with(|s| s.link.handle_closed(now(), &mut s.events));
+    }
+
+    /// Copies the start of the link's unsent bytes into `free` (the socket's send buffer);
+    /// how many. The link hears how many went out once the write is done.
+    fn copy_unsent(&self, free: &mut [u8]) -> usize {
+        self.with_shared(|s| {
+            let piece = s.link.unsent().next().unwrap_or_default();
+            let n = piece.len().min(free.len());
+            if let (Some(dst), Some(src)) = (free.get_mut(..n), piece.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            n
+        })
+        .unwrap_or(0)
     }
 }

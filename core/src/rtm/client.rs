@@ -611,7 +611,6 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
     }
 
-
     /// How this client's PDUs travel ([`Config::encoding`]).
     ///
     /// ```
@@ -1177,8 +1176,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             return Err(RequestError::Disposed);
         }
         let parts = Subscription::args_parts(&args)?;
-        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_pdu()
-        {
+        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;

@@ -535,7 +535,11 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// assert_eq!(link.unsent().count(), 1); // the upgrade request
     /// ```
     pub fn unsent(&self) -> impl Iterator<Item = &[u8]> {
-        let tx = self.tx.as_ref().get(self.tx_start..self.tx_end).unwrap_or_default();
+        let tx = self
+            .tx
+            .as_ref()
+            .get(self.tx_start..self.tx_end)
+            .unwrap_or_default();
         let (before, after) = if self.tx_first() {
             (Some(tx), None)
         } else {

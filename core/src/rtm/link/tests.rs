@@ -306,7 +306,11 @@ fn a_pdu_is_written_from_the_outbox_record_it_was_encoded_in() {
     let frame = frame.to_vec();
     assert_eq!(
         client_frames(&frame),
-        [(0x1, format!(r#"{{"action":"rtm/publish","body":{{"channel":"c","message":{message}}}}}"#).into_bytes())]
+        [(
+            0x1,
+            format!(r#"{{"action":"rtm/publish","body":{{"channel":"c","message":{message}}}}}"#)
+                .into_bytes()
+        )]
     );
     link.transmitted(secs(0), frame.len());
     assert_eq!(link.poll_output(secs(0)), None);

@@ -27,7 +27,13 @@ fn frames_are_written_from_where_the_pdus_were_encoded() {
     assert_eq!(outbox.max_pdu(), 256 - 4 - MAX_HEADER_LEN);
     assert_eq!(frame_all(&mut outbox), 2);
     let frames: Vec<&[u8]> = outbox.frames().collect();
-    assert_eq!(frames, [&[0x81, 0x82, 0, 0, 0, 0, b'{', b'}'][..], &[0x81, 0x83, 0, 0, 0, 0, b'[', b'1', b']'][..]]);
+    assert_eq!(
+        frames,
+        [
+            &[0x81, 0x82, 0, 0, 0, 0, b'{', b'}'][..],
+            &[0x81, 0x83, 0, 0, 0, 0, b'[', b'1', b']'][..]
+        ]
+    );
     // Nothing new to frame: every record is out already.
     assert_eq!(frame_all(&mut outbox), 0);
     // A write ending inside the first frame: the rest of it comes first.
