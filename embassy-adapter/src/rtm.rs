@@ -34,7 +34,7 @@
 //! takes them and the event buffer fills, the oldest are dropped and counted
 //! ([`lost`](Messaging::lost)).
 
-use core::cell::{Cell, RefCell};
+use core::cell::RefCell;
 use core::future::poll_fn;
 use core::ops::Range;
 use core::pin::pin;
@@ -795,12 +795,11 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// protocol decision and timer is the core's. Run it in its own task; nothing
     /// happens until [`start`](Self::start).
     ///
-    /// `chunk` (1–4 KiB) holds a socket read until the link has taken it (it holds back
+    /// `input` (1–4 KiB) holds a socket read until the link has taken it (it holds back
     /// while an event borrows the last message); a bigger chunk means fewer wake-ups.
     /// Nothing is staged on the way out: [`Transport::write_from`] copies the link's
     /// frames, each from the outbox record its PDU was encoded in, into the socket.
-    pub async fn run<T: Transport>(&self, mut transport: T, chunk: &mut [u8]) -> ! {
-        let input = chunk;
+    pub async fn run<T: Transport>(&self, mut transport: T, input: &mut [u8]) -> ! {
         // Bytes read that the link has not taken yet.
         let mut held: Range<usize> = 0..0;
         let mut host: String<MAX_ENDPOINT_LEN> = String::new();
@@ -862,27 +861,17 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                 }
                 Step::Write | Step::Wait => {
                     let read = connected && held.is_empty();
-                    // What the link offered when the transport took it (`0`: nothing).
-                    let offered = Cell::new(0);
                     let io = async {
                         match step {
-                            Step::Write => Io::Wrote(
-                                transport
-                                    .write_from(|free| {
-                                        let n = self.copy_unsent(free);
-                                        offered.set(n);
-                                        n
-                                    })
-                                    .await,
-                            ),
+                            Step::Write => {
+                                Io::Wrote(transport.write_from(|to| self.copy_unsent(to)).await)
+                            }
                             Step::Wait if read => Io::Read(transport.read(input).await),
                             // Input held: the application takes an event first (a wake).
                             _ => core::future::pending().await,
                         }
                     };
                     match select3(io, Timer::at(embassy_instant(wake_at)), self.wake.wait()).await {
-                        // Nothing was left to write when the socket had room: next round.
-                        Either3::First(Io::Wrote(Ok(0))) if offered.get() == 0 => {}
                         Either3::First(Io::Wrote(Ok(n))) if n > 0 => {
                             read_first = true;
                             let _ = self.with(|s| s.link.transmitted(now(), n));
@@ -891,7 +880,8 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                             read_first = false;
                             held = 0..n;
                         }
-                        // End of stream or a socket error.
+                        // End of stream or a socket error (a write that took nothing: the
+                        // link always offers a byte at least).
                         Either3::First(_) => {
                             (connected, held) = (false, 0..0);
                             self.closed(&mut transport).await;
@@ -963,17 +953,16 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
         let _ = self.with(|s| s.link.handle_closed(now(), &mut s.events));
     }
 
-    /// Copies the start of the link's unsent bytes into `free` (the socket's send buffer);
+    /// Copies the start of the link's unsent bytes into `to` (the socket's send buffer);
     /// how many. The link hears how many went out once the write is done.
-    fn copy_unsent(&self, free: &mut [u8]) -> usize {
+    fn copy_unsent(&self, to: &mut [u8]) -> usize {
         self.with_shared(|s| {
             let piece = s.link.unsent().next().unwrap_or_default();
-            let n = piece.len().min(free.len());
-            if let (Some(dst), Some(src)) = (free.get_mut(..n), piece.get(..n)) {
-                dst.copy_from_slice(src);
-            }
-            n
+            let n = piece.len().min(to.len());
+            to.get_mut(..n)?.copy_from_slice(piece.get(..n)?);
+            Some(n)
         })
+        .flatten()
         .unwrap_or(0)
     }
 }

@@ -161,8 +161,8 @@ pub struct ClientOptions {
     /// The largest message (the JSON text of a publish's message or a write's value, as
     /// given or as serialized, or a CBOR item) the client sends; one byte more is refused
     /// at the call (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
-    /// incoming messages. The outbox and the transmit buffer are sized for it; the
-    /// memory is committed only when a message that large is sent.
+    /// incoming messages. The outbox and the queue are sized for it; the memory is
+    /// committed only when a message that large is sent.
     pub max_outgoing_message_size: usize,
     /// Retry a failing *first* connect after `start()`, as every other, with
     /// `reconnect_interval` and `fail_count_threshold` (default true: the SDK contract
