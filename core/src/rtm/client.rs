@@ -12,7 +12,7 @@ use super::events::{
     RequestError, SubState, Ticket, Transmit,
 };
 use super::in_flight::{InFlight, Pending, Slots};
-use super::outbox::Outbox;
+use super::outbox::{Outbox, FRAME_ROOM};
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
@@ -431,55 +431,39 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
     }
 }
 
-/// Where [`push_encoded`] writes: the offline queue, or the outbox (which keeps room for
-/// a frame header before each record).
-trait Records {
-    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool;
-    fn capacity(&self) -> usize;
-}
-
-impl<B: Bytes> Records for RecordFifo<B> {
-    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
-        self.push_with(write)
-    }
-    fn capacity(&self) -> usize {
-        RecordFifo::capacity(self)
-    }
-}
-
-impl<B: Bytes> Records for Outbox<B> {
-    fn push_record(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
-        self.push_with(write)
-    }
-    fn capacity(&self) -> usize {
-        Outbox::capacity(self)
-    }
+/// What a record holds before the bytes encoded into it.
+#[derive(Clone, Copy)]
+enum Head<'m> {
+    /// An offline-queue record's [`Meta`].
+    Meta(&'m Meta),
+    /// An outbox record's room for the frame header the link writes in place.
+    FrameRoom,
 }
 
 /// Writes one record into `fifo` with `encode`, keeping the encoder's error.
-fn push_encoded(
-    fifo: &mut dyn Records,
-    prefix: Option<&Meta>,
+fn push_encoded<B: Bytes>(
+    fifo: &mut RecordFifo<B>,
+    head: Head<'_>,
     mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
-    push_encoded_dyn(fifo, prefix, &mut encode)
+    push_encoded_dyn(fifo, head, &mut encode)
 }
 
 /// `push_encoded`'s body, once for every encoder (called through a trait object, so each
 /// request kind does not get its own copy of the prefix and error handling).
-fn push_encoded_dyn(
-    fifo: &mut dyn Records,
-    prefix: Option<&Meta>,
+fn push_encoded_dyn<B: Bytes>(
+    fifo: &mut RecordFifo<B>,
+    head: Head<'_>,
     encode: &mut dyn FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     let mut error = None;
-    let stored = fifo.push_record(&mut |dst| {
-        let body_at = match prefix {
-            Some(meta) => {
+    let stored = fifo.push_with(|dst| {
+        let body_at = match head {
+            Head::Meta(meta) => {
                 meta.write(dst)?;
                 Meta::LEN
             }
-            None => 0,
+            Head::FrameRoom => FRAME_ROOM,
         };
         let mut out = Cursor::new(dst.get_mut(body_at..)?);
         match encode(&mut out) {
@@ -1035,7 +1019,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if !self.can_send_now(false) {
             return Err(RequestError::Full);
         }
-        push_encoded(&mut self.outbox, None, |out| {
+        push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
             out.push_str(pdu).map_err(WriteError::from)
         })
         .map_err(|_| RequestError::Full)
@@ -2030,7 +2014,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if self.can_send_now(acked) {
             let id = self.next_id;
             let encoding = self.config.encoding;
-            match push_encoded(&mut self.outbox, None, |out| {
+            match push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                 req.encode(encoding, acked.then_some(u64::from(id)), out)
             }) {
                 Ok(()) => {
@@ -2077,7 +2061,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 }
                 written
             };
-            match push_encoded(&mut self.queue, Some(&meta), write_body) {
+            match push_encoded(&mut self.queue, Head::Meta(&meta), write_body) {
                 Ok(()) => {
                     self.queued = self.queued.saturating_add(1);
                     self.queue_deadline = earliest(self.queue_deadline, deadline);
@@ -2196,7 +2180,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 let args = sub
                     .args
                     .map_or(&[][..], |slot| self.sub_args.get(slot, capacity));
-                if push_encoded(&mut self.outbox, None, |out| {
+                if push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                     sub_ref
                         .request(kind, args)
                         .encode_as(encoding, Some(u64::from(id)), out)
@@ -2264,7 +2248,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 kind => (kind.action().as_str(), body),
             };
             let encoding = self.config.encoding;
-            let written = push_encoded(&mut self.outbox, None, |out| {
+            let written = push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                 write_envelope_as(
                     encoding,
                     action,
@@ -2296,7 +2280,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if !machine.due() {
             return Ok(false);
         }
-        push_encoded(outbox, None, |out| {
+        push_encoded(outbox.records_mut(), Head::FrameRoom, |out| {
             (machine.write)(&mut machine.exchange, encoding, u64::from(id), out).map(|_| ())
         })?;
         Ok(true)

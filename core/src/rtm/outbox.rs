@@ -12,8 +12,10 @@
 use super::queue::RecordFifo;
 use crate::ws::{FrameHeader, Opcode, MAX_HEADER_LEN};
 
-/// Bytes before each PDU for its frame header: the longest masked header.
-const FRAME_ROOM: usize = MAX_HEADER_LEN;
+/// Bytes before each PDU for its frame header: the longest masked header. The client
+/// writes its records through [`records_mut`](Outbox::records_mut), the PDU after this
+/// room.
+pub(crate) const FRAME_ROOM: usize = MAX_HEADER_LEN;
 
 /// Records of `[frame room][PDU]` in the bytes of `B`; see the module documentation.
 pub(crate) struct Outbox<B> {
@@ -52,11 +54,6 @@ impl<B> Outbox<B> {
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> Outbox<B> {
-    /// The buffer's size.
-    pub(crate) fn capacity(&self) -> usize {
-        self.fifo.capacity()
-    }
-
     /// The largest PDU that fits (when the outbox is empty).
     pub(crate) fn max_pdu(&self) -> usize {
         self.fifo.max_record().saturating_sub(FRAME_ROOM)
@@ -72,12 +69,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Outbox<B> {
         self.handed > 0
     }
 
-    /// Appends one PDU written in place by `write` (see [`RecordFifo::push_with`]).
-    pub(crate) fn push_with(&mut self, write: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
-        self.fifo.push_with(|dst| {
-            let used = write(dst.get_mut(FRAME_ROOM..)?)?;
-            used.checked_add(FRAME_ROOM)
-        })
+    /// The records, to append one: `[FRAME_ROOM bytes][PDU]`.
+    pub(crate) fn records_mut(&mut self) -> &mut RecordFifo<B> {
+        &mut self.fifo
     }
 
     /// Drops the records not handed out (a connection given up).

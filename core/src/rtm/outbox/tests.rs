@@ -5,9 +5,10 @@ use crate::ws::encode_in_place;
 fn outbox_with(pdus: &[&[u8]]) -> Outbox<[u8; 256]> {
     let mut outbox = Outbox::new([0u8; 256]);
     for pdu in pdus {
-        assert!(outbox.push_with(&mut |dst| {
-            dst.get_mut(..pdu.len())?.copy_from_slice(pdu);
-            Some(pdu.len())
+        assert!(outbox.records_mut().push_with(|dst| {
+            let end = FRAME_ROOM + pdu.len();
+            dst.get_mut(FRAME_ROOM..end)?.copy_from_slice(pdu);
+            Some(end)
         }));
     }
     outbox
@@ -52,9 +53,9 @@ fn frames_are_written_from_where_the_pdus_were_encoded() {
 fn the_client_drops_only_what_was_not_handed_out() {
     let mut outbox = outbox_with(&[b"a", b"b"]);
     frame_all(&mut outbox);
-    assert!(outbox.push_with(&mut |dst| {
-        *dst.first_mut()? = b'c';
-        Some(1)
+    assert!(outbox.records_mut().push_with(|dst| {
+        *dst.get_mut(FRAME_ROOM)? = b'c';
+        Some(FRAME_ROOM + 1)
     }));
     assert!(outbox.has_unhanded());
     outbox.drop_unhanded();
