@@ -45,8 +45,9 @@ const ENVELOPE_ROOM: usize = 64 << 10;
 /// Room in the outbox beyond one largest PDU: small PDUs wait there, framed where they
 /// were encoded, and go out up to [`WRITE_PIECES`] in one vectored write.
 const TX_BATCH: usize = 512 << 10;
-/// Frames per vectored write: Linux's `IOV_MAX`.
-const WRITE_PIECES: usize = 1024;
+/// Frames per vectored write: enough to fill a socket buffer with small PDUs in a few
+/// calls; the array of slices is built on the stack at every write, so no more.
+const WRITE_PIECES: usize = 128;
 /// The link's own transmit buffer: the upgrade request, then the server's `101` head in
 /// its place (a head larger than this is refused), then pings, pongs and the close.
 const TX: usize = 16 << 10;
