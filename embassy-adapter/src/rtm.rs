@@ -863,9 +863,15 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                     let read = connected && held.is_empty();
                     let io = async {
                         match step {
-                            Step::Write => {
-                                Io::Wrote(transport.write_from(|to| self.copy_unsent(to)).await)
-                            }
+                            // Into the socket's send buffer; the link hears how much once
+                            // the write is done.
+                            Step::Write => Io::Wrote(
+                                transport
+                                    .write_from(|to| {
+                                        self.with_shared(|s| s.link.copy_unsent(to)).unwrap_or(0)
+                                    })
+                                    .await,
+                            ),
                             Step::Wait if read => Io::Read(transport.read(input).await),
                             // Input held: the application takes an event first (a wake).
                             _ => core::future::pending().await,
@@ -951,18 +957,5 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     async fn closed<T: Transport>(&self, transport: &mut T) {
         transport.close().await;
         let _ = self.with(|s| s.link.handle_closed(now(), &mut s.events));
-    }
-
-    /// Copies the start of the link's unsent bytes into `to` (the socket's send buffer);
-    /// how many. The link hears how many went out once the write is done.
-    fn copy_unsent(&self, to: &mut [u8]) -> usize {
-        self.with_shared(|s| {
-            let piece = s.link.unsent().next().unwrap_or_default();
-            let n = piece.len().min(to.len());
-            to.get_mut(..n)?.copy_from_slice(piece.get(..n)?);
-            Some(n)
-        })
-        .flatten()
-        .unwrap_or(0)
     }
 }

@@ -517,6 +517,39 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         self.tx_since = (!self.all_sent()).then_some(now);
     }
 
+    /// Copies the start of what [`Output::Transmit`] offers into `to` (a socket's send
+    /// buffer, say); how many bytes. Report them with [`transmitted`](Self::transmitted)
+    /// once they went out. For a transport that takes bytes by copying them into its own
+    /// buffer (embassy-net's `write_with`, smoltcp's `send_slice`): the frame goes from the
+    /// outbox record it was encoded in straight into that buffer.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, NoopHandler, Pending, SubscriptionSlot};
+    /// use benchlink_core::time::Instant;
+    /// # let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 1024], queue: vec![0; 512], outbox: vec![0; 512], subscription_args: vec![] };
+    /// # let mut link: Link<Vec<u8>, _, _> = Link::new(Config::default(), LinkConfig::DEFAULT, "ws://h", "k", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 1]).unwrap();
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// link.client_mut().start(t, h);
+    /// let _connect = link.poll_output(t);
+    /// link.handle_connected(t, h);
+    /// let _request = link.poll_output(t);
+    /// let mut socket_buffer = [0u8; 16];
+    /// assert_eq!(link.copy_unsent(&mut socket_buffer), 16);
+    /// assert_eq!(&socket_buffer[..4], b"GET ");
+    /// link.transmitted(t, 16);
+    /// ```
+    pub fn copy_unsent(&self, to: &mut [u8]) -> usize {
+        let piece = self.unsent().next().unwrap_or_default();
+        let n = piece.len().min(to.len());
+        match (to.get_mut(..n), piece.get(..n)) {
+            (Some(dst), Some(src)) => {
+                dst.copy_from_slice(src);
+                n
+            }
+            _ => 0,
+        }
+    }
+
     /// Everything waiting to be written, in order: the piece [`Output::Transmit`] gives
     /// first, then the frames after it. For a transport that writes several buffers in one
     /// call (`writev`); report the bytes it took with [`transmitted`](Self::transmitted).
