@@ -113,12 +113,12 @@ impl<'a> MessagingConfig<'a> {
 ///
 /// - `rx`: the largest incoming WebSocket message (a fragmented one is reassembled
 ///   here; a bigger one ends the connection with close code 1009).
-/// - `tx`: bytes waiting to be written, coalesced: at least `outbox` +
-///   [`MIN_TX_EXTRA`](rtm::MIN_TX_EXTRA) (512) bytes, and the upgrade request — the
-///   request, then the `101` head in its place, use it before the first frame; more
-///   lets more PDUs go out in one write.
+/// - `tx`: the link's own bytes: at least [`MIN_TX`](rtm::MIN_TX) (512) and the
+///   upgrade request — the request, then the `101` head in its place, use it before the
+///   first frame; then pings, pongs and the close frame.
 /// - `queue`: requests waiting for the connection (each its body plus 18 bytes).
-/// - `outbox`: PDUs on their way to `tx`; its size less 4 is the largest PDU sent.
+/// - `outbox`: PDUs, framed where they were encoded and written from there; its size
+///   less 18 is the largest PDU sent.
 /// - `subscription_args`: the views' queries and extra subscribe arguments, an equal
 ///   slot for each of `SUBS` subscriptions (empty when none has them).
 ///
@@ -225,8 +225,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// reply bodies are read as JSON text).
     ///
     /// Fails when the endpoint is not a `ws://` or `wss://` URL, the endpoint or appkey
-    /// is too long, or `buffers.tx` is smaller than `buffers.outbox` + 512 bytes or the
-    /// upgrade request.
+    /// is too long, or `buffers.tx` is smaller than 512 bytes or the upgrade request.
     ///
     /// ```
     /// use benchlink_embassy::rtm::{MessagingConfig, Messaging, RunnerBuffers};
@@ -240,7 +239,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// # }
     /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
     /// let buffers = RunnerBuffers {
-    ///     rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
+    ///     rx: buf(1024), tx: buf(1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
     /// };
     /// let events = buf(Events::<&mut [u8]>::capacity_for(1, 4, 0));
     /// let link = MessagingConfig::new("ws://10.0.0.1:8080", "KEY");
@@ -484,7 +483,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// # }
     /// let buf = |n: usize| -> &'static mut [u8] { Box::leak(vec![0; n].into_boxed_slice()) };
     /// let buffers = RunnerBuffers {
-    ///     rx: buf(1024), tx: buf(512 + 1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
+    ///     rx: buf(1024), tx: buf(1024), queue: buf(512), outbox: buf(512), subscription_args: buf(0),
     /// };
     /// let events = buf(Events::<&mut [u8]>::capacity_for(1, 4, 0));
     /// let link = MessagingConfig::new("ws://10.0.0.1:8080", "KEY");
@@ -774,8 +773,8 @@ fn embassy_instant(at: Option<CoreInstant>) -> Instant {
 enum Step {
     /// Open the transport to the host the runner copied, this port.
     Connect(u16),
-    /// Write the first `n` bytes of the output half (a copy of the link's unsent bytes).
-    Write(usize),
+    /// Write the link's next unsent bytes, from where they are into the transport.
+    Write,
     /// Close the transport.
     Close,
     /// Nothing to write: read (when connected and no input is held) until the next
@@ -796,12 +795,11 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     /// protocol decision and timer is the core's. Run it in its own task; nothing
     /// happens until [`start`](Self::start).
     ///
-    /// `chunk` (1–4 KiB; at least 2 bytes) is cut in two halves: one holds a socket read
-    /// until the link has taken it (it holds back while an event borrows the last
-    /// message), the other a slice of the link's unsent bytes on its way to the socket.
-    /// A bigger chunk means fewer wake-ups.
-    pub async fn run<T: Transport>(&self, mut transport: T, chunk: &mut [u8]) -> ! {
-        let (input, output) = chunk.split_at_mut(chunk.len() / 2);
+    /// `input` (1–4 KiB) holds a socket read until the link has taken it (it holds back
+    /// while an event borrows the last message); a bigger chunk means fewer wake-ups.
+    /// Nothing is staged on the way out: [`Transport::write_from`] copies the link's
+    /// frames, each from the outbox record its PDU was encoded in, into the socket.
+    pub async fn run<T: Transport>(&self, mut transport: T, input: &mut [u8]) -> ! {
         // Bytes read that the link has not taken yet.
         let mut held: Range<usize> = 0..0;
         let mut host: String<MAX_ENDPOINT_LEN> = String::new();
@@ -840,17 +838,11 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                                 let _ = host.push_str(name);
                                 break Step::Connect(port);
                             }
-                            Some(Output::Transmit(bytes)) => {
+                            Some(Output::Transmit(_)) => {
                                 if read_first && transport.readable() && held.is_empty() {
                                     break Step::Wait;
                                 }
-                                let n = bytes.len().min(output.len());
-                                if let (Some(dst), Some(src)) =
-                                    (output.get_mut(..n), bytes.get(..n))
-                                {
-                                    dst.copy_from_slice(src);
-                                }
-                                break Step::Write(n);
+                                break Step::Write;
                             }
                             Some(Output::Close) => break Step::Close,
                             None => break Step::Wait,
@@ -867,18 +859,21 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                     (connected, held) = (false, 0..0);
                     self.closed(&mut transport).await;
                 }
-                Step::Write(_) | Step::Wait => {
+                Step::Write | Step::Wait => {
                     let read = connected && held.is_empty();
                     let io = async {
                         match step {
-                            Step::Write(n) if n > 0 => {
-                                let bytes = output.get(..n).unwrap_or_default();
-                                Io::Wrote(transport.write(bytes).await)
-                            }
+                            // Into the socket's send buffer; the link hears how much once
+                            // the write is done.
+                            Step::Write => Io::Wrote(
+                                transport
+                                    .write_from(|to| {
+                                        self.with_shared(|s| s.link.copy_unsent(to)).unwrap_or(0)
+                                    })
+                                    .await,
+                            ),
                             Step::Wait if read => Io::Read(transport.read(input).await),
                             // Input held: the application takes an event first (a wake).
-                            // An empty output half never writes: the link sees a stalled
-                            // write.
                             _ => core::future::pending().await,
                         }
                     };
@@ -891,7 +886,8 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                             read_first = false;
                             held = 0..n;
                         }
-                        // End of stream or a socket error.
+                        // End of stream or a socket error (a write that took nothing: the
+                        // link always offers a byte at least).
                         Either3::First(_) => {
                             (connected, held) = (false, 0..0);
                             self.closed(&mut transport).await;
@@ -899,7 +895,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                         // A deadline or a call: the next round acts on it. A write that
                         // did not get through lets waiting input in first.
                         Either3::Second(()) | Either3::Third(()) => {
-                            read_first |= matches!(step, Step::Write(_));
+                            read_first |= matches!(step, Step::Write);
                         }
                     }
                 }

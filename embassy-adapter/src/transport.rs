@@ -81,6 +81,27 @@ pub trait Transport: Read + Write {
     fn readable(&self) -> bool {
         false
     }
+
+    /// Writes what `fill` puts at the start of the buffer it is given (it returns how
+    /// many bytes, at most the buffer's length), once the transport can take some; how
+    /// many went out. Cancel-safe like `write`: a dropped call wrote nothing, and `fill`
+    /// only copies, so the caller's bytes are as they were.
+    ///
+    /// The messaging runner writes the link's frames through it. [`TcpTransport`] gives
+    /// `fill` the free part of the socket's send buffer, so a PDU goes from the outbox
+    /// record it was encoded in straight into the socket; this default fills a 256-byte
+    /// buffer on the stack and writes that (a copy more, fine for a test transport).
+    async fn write_from(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<usize, Self::Error> {
+        let mut buf = [0u8; 256];
+        let n = fill(&mut buf).min(buf.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        self.write(buf.get(..n).unwrap_or_default()).await
+    }
 }
 
 /// How long [`TcpTransport::close`] waits for the FIN exchange before resetting.
@@ -196,6 +217,18 @@ impl Transport for TcpTransport<'_> {
 
     fn peer_closed(&self) -> bool {
         !self.socket.may_recv() || self.socket.can_recv()
+    }
+
+    async fn write_from(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<usize, Self::Error> {
+        self.socket
+            .write_with(|free| {
+                let n = fill(free).min(free.len());
+                (n, n)
+            })
+            .await
     }
 
     fn readable(&self) -> bool {

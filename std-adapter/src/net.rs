@@ -421,6 +421,20 @@ impl Write for Stream {
         }
     }
 
+    /// Several buffers in one call: one `writev` on plain TCP, one TLS record for all of
+    /// them on TLS (rustls's `StreamOwned` would take only the first).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write_vectored(bufs),
+            Stream::Tls(s) => {
+                let s = &mut **s;
+                rustls::Stream::new(&mut s.conn, &mut s.sock)
+                    .write_vectored(bufs)
+                    .map_err(trust::explain)
+            }
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Plain(s) => s.flush(),

@@ -31,7 +31,8 @@
 //!     reasons; binary frames; arbitrary bytes.
 //!
 //! After every operation the model adapter drains `poll_output`: `Connect` opens a
-//! transport, `Transmit` is written in full, in part (fuzz-chosen) or not at all (would
+//! transport, `Transmit` is written in full, in part (fuzz-chosen), along with the rest
+//! of `unsent()` as one vectored write cut anywhere, or not at all (would
 //! block), `Close` closes the transport (reported now or later).
 //!
 //! Events are pulled: every call's handler is an `Events` journal, drained after each
@@ -1213,16 +1214,31 @@ impl<'b, const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<'b
                         "Transmit of {} bytes > tx {tx_len}",
                         bytes.len()
                     );
-                    let n = match u.int_in_range(0..=9u8).unwrap_or(0) {
-                        8 => u.int_in_range(1..=bytes.len()).unwrap_or(bytes.len()),
-                        9 => 0,
-                        _ => bytes.len(),
+                    let first = bytes.to_vec();
+                    // A vectored write takes everything ready, in order, the first piece
+                    // being what `Transmit` gave; it may end anywhere.
+                    let (offered, n) = match u.int_in_range(0..=9u8).unwrap_or(0) {
+                        7 => {
+                            let all: Vec<u8> = self.link.unsent().flatten().copied().collect();
+                            assert!(all.starts_with(&first), "unsent() starts elsewhere");
+                            let n = u.int_in_range(1..=all.len()).unwrap_or(all.len());
+                            (all, n)
+                        }
+                        8 => {
+                            let n = u.int_in_range(1..=first.len()).unwrap_or(first.len());
+                            (first, n)
+                        }
+                        9 => (first, 0),
+                        _ => {
+                            let n = first.len();
+                            (first, n)
+                        }
                     };
                     let conn = self
                         .conn
                         .as_mut()
                         .expect("an open transport has a connection");
-                    conn.wire.extend_from_slice(&bytes[..n]);
+                    conn.wire.extend_from_slice(&offered[..n]);
                     n
                 }
             };

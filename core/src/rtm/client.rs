@@ -12,6 +12,7 @@ use super::events::{
     RequestError, SubState, Ticket, Transmit,
 };
 use super::in_flight::{InFlight, Pending, Slots};
+use super::outbox::{Outbox, FRAME_ROOM};
 use super::pdu::{
     write_envelope_as, Action, Encoding, Id, Incoming, Outcome as Suffix, Payload, Pdu, PduError,
 };
@@ -315,7 +316,8 @@ enum Leave {
 /// | per byte of array queue / outbox | 1 B | 1 B |
 /// | `Client<[SubscriptionSlot; 4], [Pending; 8], [u8; 1024], [u8; 2048], [u8; 1024]>` | 5496 B | 5680 B |
 ///
-/// A PDU must fit in the outbox (minus 4 bytes of record header); a request waiting
+/// A PDU must fit in the outbox (minus 18 bytes: a record's length and the room for its
+/// WebSocket frame header, which the link writes in place); a request waiting
 /// offline takes its body plus 18 bytes of the queue. With arrays the client is one value:
 /// large capacities belong in heap slices (`Box<[_]>`), which it holds by pointer.
 ///
@@ -373,9 +375,7 @@ pub struct Client<S, P, Q, O, A> {
     writable: bool,
     /// A `Close` is ordered behind the PDUs in the outbox.
     close_pending: bool,
-    /// The front outbox record was handed out by `poll_transmit`; pop it on the next call.
-    front_taken: bool,
-    outbox: RecordFifo<O>,
+    outbox: Outbox<O>,
 
     connected_at: Option<Instant>,
     got_reply: bool,
@@ -431,30 +431,39 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> defmt::Format
     }
 }
 
+/// What a record holds before the bytes encoded into it.
+#[derive(Clone, Copy)]
+enum Head<'m> {
+    /// An offline-queue record's [`Meta`].
+    Meta(&'m Meta),
+    /// An outbox record's room for the frame header the link writes in place.
+    FrameRoom,
+}
+
 /// Writes one record into `fifo` with `encode`, keeping the encoder's error.
 fn push_encoded<B: Bytes>(
     fifo: &mut RecordFifo<B>,
-    prefix: Option<&Meta>,
+    head: Head<'_>,
     mut encode: impl FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
-    push_encoded_dyn(fifo, prefix, &mut encode)
+    push_encoded_dyn(fifo, head, &mut encode)
 }
 
 /// `push_encoded`'s body, once for every encoder (called through a trait object, so each
 /// request kind does not get its own copy of the prefix and error handling).
 fn push_encoded_dyn<B: Bytes>(
     fifo: &mut RecordFifo<B>,
-    prefix: Option<&Meta>,
+    head: Head<'_>,
     encode: &mut dyn FnMut(&mut Cursor<'_>) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     let mut error = None;
     let stored = fifo.push_with(|dst| {
-        let body_at = match prefix {
-            Some(meta) => {
+        let body_at = match head {
+            Head::Meta(meta) => {
                 meta.write(dst)?;
                 Meta::LEN
             }
-            None => 0,
+            Head::FrameRoom => FRAME_ROOM,
         };
         let mut out = Cursor::new(dst.get_mut(body_at..)?);
         match encode(&mut out) {
@@ -479,7 +488,8 @@ fn push_encoded_dyn<B: Bytes>(
 /// The client's next output as the link takes it ([`Client::next_transmit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Next {
-    /// A PDU: [`Client::outgoing_pdu`].
+    /// PDUs: the front of the outbox ([`Client::poll_transmit`]), or every one handed
+    /// out and framed ([`Client::frame_outgoing`]).
     Pdu,
     /// Close the connection.
     Close,
@@ -567,8 +577,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             open: false,
             writable: false,
             close_pending: false,
-            front_taken: false,
-            outbox: RecordFifo::new(outbox),
+            outbox: Outbox::new(outbox),
             connected_at: None,
             got_reply: false,
             next_id: 0,
@@ -584,11 +593,6 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             queued: 0,
             queue_deadline: None,
         }
-    }
-
-    /// The outbox's size: a PDU of up to this many bytes less 4 can be sent.
-    pub(super) fn outbox_capacity(&self) -> usize {
-        self.outbox.capacity()
     }
 
     /// How this client's PDUs travel ([`Config::encoding`]).
@@ -1009,13 +1013,13 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if self.config.encoding != Encoding::Json || Pdu::parse(pdu).is_err() {
             return Err(RequestError::InvalidJson);
         }
-        if pdu.len() > self.outbox.max_record() {
+        if pdu.len() > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         if !self.can_send_now(false) {
             return Err(RequestError::Full);
         }
-        push_encoded(&mut self.outbox, None, |out| {
+        push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
             out.push_str(pdu).map_err(WriteError::from)
         })
         .map_err(|_| RequestError::Full)
@@ -1093,7 +1097,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
         let role_text = String::try_from(identity).map_err(|()| RequestError::TooLarge)?;
         let secret_bytes = Vec::from_slice(secret).map_err(|()| RequestError::TooLarge)?;
-        if super::auth::request_bound::<M>(identity) > self.outbox.max_record() {
+        if super::auth::request_bound::<M>(identity) > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         self.check_room()?;
@@ -1156,8 +1160,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             return Err(RequestError::Disposed);
         }
         let parts = Subscription::args_parts(&args)?;
-        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_record()
-        {
+        if Subscription::pdu_bound(channel_or_id, mode, &args, parts[1]) > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         let connected = self.subs_connected;
@@ -1509,7 +1512,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 Next::Close => return Some(Transmit::Close),
                 Next::Connect => return Some(Transmit::Connect),
             }
-            let pdu = self.outbox.front().unwrap_or_default();
+            let pdu = self.outbox.front_pdu().unwrap_or_default();
             // Never false: in JSON the outbox only holds what the JSON writer produced.
             // (Checked, then borrowed again: a borrow returned from inside the loop
             // would hold `self` for the next turn.)
@@ -1517,7 +1520,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 break;
             }
         }
-        let pdu = self.outbox.front()?;
+        let pdu = self.outbox.front_pdu()?;
         match self.config.encoding {
             Encoding::Json => core::str::from_utf8(pdu).ok().map(Transmit::Send),
             #[cfg(feature = "cbor")]
@@ -1529,14 +1532,31 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// outbox for [`outgoing_pdu`](Self::outgoing_pdu): the link frames its bytes as they
     /// are, with no second look at text the JSON writer made.
     pub(super) fn next_transmit(&mut self) -> Option<Next> {
-        if self.front_taken {
-            self.outbox.pop_front();
-            self.front_taken = false;
-        }
+        self.outbox.drop_handed();
         self.pump();
-        if !self.outbox.is_empty() {
-            self.front_taken = true;
+        if self.outbox.hand_one().is_some() {
             return Some(Next::Pdu);
+        }
+        self.next_control()
+    }
+
+    /// For the link: hands out every PDU that may be written now, each framed in place by
+    /// `frame` (given its outbox record, the PDU at [`MAX_HEADER_LEN`](crate::ws::MAX_HEADER_LEN));
+    /// they stay in the outbox, written from there, until
+    /// [`advance_frames`](Self::advance_frames) says they went out. Then the close or
+    /// connect after them, when one is ordered.
+    pub(super) fn frame_outgoing(&mut self, frame: &mut dyn FnMut(&mut [u8])) -> Option<Next> {
+        self.pump();
+        if self.outbox.hand_framed(frame) > 0 {
+            return Some(Next::Pdu);
+        }
+        self.next_control()
+    }
+
+    /// The close or connect ordered, once no PDU waits to be handed out before it.
+    fn next_control(&mut self) -> Option<Next> {
+        if self.outbox.has_unhanded() {
+            return None;
         }
         if self.close_pending {
             self.close_pending = false;
@@ -1550,10 +1570,15 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         None
     }
 
-    /// The PDU [`next_transmit`](Self::next_transmit) gave out: its bytes, text in the
-    /// client's encoding (JSON: a text frame; CBOR: a binary one).
-    pub(super) fn outgoing_pdu(&self) -> &[u8] {
-        self.outbox.front().unwrap_or_default()
+    /// The outbox, whose framed records the link writes.
+    pub(super) fn outbox(&self) -> &Outbox<O> {
+        &self.outbox
+    }
+
+    /// The outbox, to advance past what was written or drop the frames of a lost
+    /// transport.
+    pub(super) fn outbox_mut(&mut self) -> &mut Outbox<O> {
+        &mut self.outbox
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
@@ -1710,8 +1735,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     /// was in flight on it, disconnect the subscriptions.
     fn forget<H: Handler>(&mut self, leave: Leave, h: &mut H) {
         if leave != Leave::Flush {
-            self.outbox.clear();
-            self.front_taken = false;
+            self.outbox.drop_unhanded();
         }
         if leave != Leave::Gone && (self.open || self.opening) {
             self.close_pending = true;
@@ -1978,7 +2002,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             return Err(RequestError::Disposed);
         }
         self.check_room()?;
-        if req.pdu_bound() > self.outbox.max_record() {
+        if req.pdu_bound() > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
         let (acked, deadline) = match ack {
@@ -1990,7 +2014,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if self.can_send_now(acked) {
             let id = self.next_id;
             let encoding = self.config.encoding;
-            match push_encoded(&mut self.outbox, None, |out| {
+            match push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                 req.encode(encoding, acked.then_some(u64::from(id)), out)
             }) {
                 Ok(()) => {
@@ -2018,7 +2042,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             // A queued body must fit an outbox record once wrapped in its envelope. A
             // typed message's size is only known once written: a body that turned out
             // larger, or that did not fit even that much room, is `TooLarge`.
-            let cap = self.outbox.max_record().saturating_sub(ENVELOPE);
+            let cap = self.outbox.max_pdu().saturating_sub(ENVELOPE);
             let mut too_large = false;
             let write_body = |out: &mut Cursor<'_>| {
                 let written = req.encode_queued(self.config.encoding, out);
@@ -2037,7 +2061,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 }
                 written
             };
-            match push_encoded(&mut self.queue, Some(&meta), write_body) {
+            match push_encoded(&mut self.queue, Head::Meta(&meta), write_body) {
                 Ok(()) => {
                     self.queued = self.queued.saturating_add(1);
                     self.queue_deadline = earliest(self.queue_deadline, deadline);
@@ -2156,7 +2180,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 let args = sub
                     .args
                     .map_or(&[][..], |slot| self.sub_args.get(slot, capacity));
-                if push_encoded(&mut self.outbox, None, |out| {
+                if push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                     sub_ref
                         .request(kind, args)
                         .encode_as(encoding, Some(u64::from(id)), out)
@@ -2224,7 +2248,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 kind => (kind.action().as_str(), body),
             };
             let encoding = self.config.encoding;
-            let written = push_encoded(&mut self.outbox, None, |out| {
+            let written = push_encoded(self.outbox.records_mut(), Head::FrameRoom, |out| {
                 write_envelope_as(
                     encoding,
                     action,
@@ -2248,7 +2272,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
 
     /// Writes the auth request due now, if any; `Ok(false)` when none is due.
     fn write_auth(
-        outbox: &mut RecordFifo<O>,
+        outbox: &mut Outbox<O>,
         encoding: Encoding,
         machine: &mut Credentials,
         id: u32,
@@ -2256,7 +2280,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if !machine.due() {
             return Ok(false);
         }
-        push_encoded(outbox, None, |out| {
+        push_encoded(outbox.records_mut(), Head::FrameRoom, |out| {
             (machine.write)(&mut machine.exchange, encoding, u64::from(id), out).map(|_| ())
         })?;
         Ok(true)

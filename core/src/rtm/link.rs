@@ -26,13 +26,14 @@ pub const MAX_ENDPOINT_LEN: usize = 256;
 /// The longest application key a [`Link`] keeps.
 pub const MAX_APPKEY_LEN: usize = 128;
 
-/// The smallest transmit buffer a [`Link`] accepts on top of its outbox's size: room for
-/// the `101` head, which gathers in that buffer once the upgrade request has gone out
-/// (the request must fit too: [`Link::new`] checks it).
-pub const MIN_TX_EXTRA: usize = 512;
+/// The smallest transmit buffer a [`Link`] accepts: room for the `101` head, which
+/// gathers in that buffer once the upgrade request has gone out (the request must fit
+/// too: [`Link::new`] checks it). The buffer holds the link's own frames (pings, pongs,
+/// the close) after that; PDUs are written from the outbox they were encoded in.
+pub const MIN_TX: usize = 512;
 
-/// The `min` of [`LinkError::TxTooSmall`] when the upgrade request does not fit: the outbox plus
-/// this holds the request for any endpoint and appkey within [`MAX_ENDPOINT_LEN`] and
+/// The `min` of [`LinkError::TxTooSmall`] when the upgrade request does not fit: this
+/// holds the request for any endpoint and appkey within [`MAX_ENDPOINT_LEN`] and
 /// [`MAX_APPKEY_LEN`] (percent-encoded) with a user agent of up to 200 bytes.
 const MAX_UPGRADE_REQUEST: usize = 1024;
 
@@ -91,7 +92,7 @@ pub enum LinkError {
     EndpointTooLong,
     /// The appkey is longer than [`MAX_APPKEY_LEN`].
     AppkeyTooLong,
-    /// The transmit buffer is smaller than the outbox + [`MIN_TX_EXTRA`] bytes, or than the
+    /// The transmit buffer is smaller than [`MIN_TX`] bytes, or than the
     /// upgrade request for this endpoint, appkey and user agent.
     TxTooSmall {
         /// The smallest size accepted.
@@ -154,8 +155,10 @@ pub enum Output<'a> {
         /// `wss://`: wrap the socket in TLS for `host`.
         tls: bool,
     },
-    /// Write these bytes (everything ready, coalesced), then report how many went out with
-    /// [`Link::transmitted`]; a partial write is fine.
+    /// Write these bytes (the link's own frames, or the next PDU frame, from the outbox
+    /// it was encoded in), then report how many went out with [`Link::transmitted`]; a
+    /// partial write is fine. [`Link::unsent`] gives everything ready, for a vectored
+    /// write.
     Transmit(&'a [u8]),
     /// Close the transport, then report [`Link::handle_closed`].
     Close,
@@ -208,14 +211,15 @@ pub struct Buffers<B> {
     /// Incoming: the largest message accepted (a fragmented one is reassembled here; an
     /// unfragmented frame is read straight from the input).
     pub rx: B,
-    /// Outgoing bytes waiting to be written: at least `outbox` + [`MIN_TX_EXTRA`] bytes,
-    /// and the upgrade request (the `101` head then gathers in its place); more lets more
-    /// PDUs go out in one write.
+    /// The link's own outgoing bytes: at least [`MIN_TX`] bytes, and the upgrade request
+    /// (the `101` head then gathers in its place); then pings, pongs and the close frame.
     pub tx: B,
     /// Requests waiting for a connection (or for room in flight): a request takes its
     /// body plus 18 bytes, and one that does not fit is refused at the call.
     pub queue: B,
-    /// Encoded PDUs on their way to `tx`: its size less 4 bytes is the largest PDU sent.
+    /// Encoded PDUs, framed in place and written from here: its size less 18 bytes (a
+    /// record's length and the room for its frame header) is the largest PDU sent; more
+    /// lets more PDUs wait, and go out in one vectored write.
     pub outbox: B,
     /// The `filter` and `extras` of subscriptions, one equal slot per subscription the
     /// link can hold: a view's query must fit its slot (the local hub takes
@@ -347,7 +351,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     /// };
     /// assert_eq!(new("ws://h", 2048), Ok(()));
     /// assert_eq!(new("http://h", 2048), Err(LinkError::Url(UrlError::UnsupportedScheme)));
-    /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 256 + 512 }));
+    /// assert_eq!(new("ws://h", 100), Err(LinkError::TxTooSmall { min: 512 }));
     /// ```
     pub fn new(
         client: Config,
@@ -368,8 +372,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         Endpoint::parse(endpoint).map_err(LinkError::Url)?;
         let endpoint = String::try_from(endpoint).map_err(|()| LinkError::EndpointTooLong)?;
         let appkey = String::try_from(appkey).map_err(|()| LinkError::AppkeyTooLong)?;
-        let out = outbox.as_ref().len();
-        let min = out.saturating_add(MIN_TX_EXTRA);
+        let min = MIN_TX;
         if tx.as_ref().len() < min {
             return Err(LinkError::TxTooSmall { min });
         }
@@ -384,7 +387,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             config.user_agent,
         );
         if let Err(EncodeError::BufferTooSmall { .. }) = request {
-            let min = out.saturating_add(MAX_UPGRADE_REQUEST).max(min);
+            let min = MAX_UPGRADE_REQUEST;
             return Err(LinkError::TxTooSmall { min });
         }
         // Messages are read from the session's buffer, where the events that borrow one
@@ -486,7 +489,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             } => {
                 self.copy_control();
                 let peer_done = !wait_peer || matches!(self.session.state(), WsState::Closed(_));
-                let flushed = self.tx_start == self.tx_end;
+                let flushed = self.all_sent();
                 if now >= deadline || (flushed && peer_done) {
                     self.phase = Phase::Closed;
                     return Some(Output::Close);
@@ -497,19 +500,89 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         }
     }
 
-    /// `n` bytes of the last [`Output::Transmit`] were written.
+    /// `n` bytes of the last [`Output::Transmit`] were written (or, after a vectored
+    /// write, of [`unsent`](Self::unsent)).
     pub fn transmitted(&mut self, now: Instant, n: usize) {
         if n == 0 {
             return;
         }
-        self.tx_start = self.tx_start.saturating_add(n).min(self.tx_end);
-        self.tx_since = Some(now);
-        self.tx_torn = self.tx_start < self.tx_end;
-        if self.tx_start == self.tx_end {
-            self.tx_since = None;
-            self.tx_start = 0;
-            self.tx_end = 0;
+        let n = if self.tx_first() {
+            let n = self.advance_tx(n);
+            self.client.outbox_mut().advance(n)
+        } else {
+            let n = self.client.outbox_mut().advance(n);
+            self.advance_tx(n)
+        };
+        debug_assert_eq!(n, 0, "more written than was offered");
+        self.tx_since = (!self.all_sent()).then_some(now);
+    }
+
+    /// Copies the start of what [`Output::Transmit`] offers into `to` (a socket's send
+    /// buffer, say); how many bytes. Report them with [`transmitted`](Self::transmitted)
+    /// once they went out. For a transport that takes bytes by copying them into its own
+    /// buffer (embassy-net's `write_with`, smoltcp's `send_slice`): the frame goes from the
+    /// outbox record it was encoded in straight into that buffer.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Buffers, Config, Link, LinkConfig, NoopHandler, Pending, SubscriptionSlot};
+    /// use benchlink_core::time::Instant;
+    /// # let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 1024], queue: vec![0; 512], outbox: vec![0; 512], subscription_args: vec![] };
+    /// # let mut link: Link<Vec<u8>, _, _> = Link::new(Config::default(), LinkConfig::DEFAULT, "ws://h", "k", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 1]).unwrap();
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// link.client_mut().start(t, h);
+    /// let _connect = link.poll_output(t);
+    /// link.handle_connected(t, h);
+    /// let _request = link.poll_output(t);
+    /// let mut socket_buffer = [0u8; 16];
+    /// assert_eq!(link.copy_unsent(&mut socket_buffer), 16);
+    /// assert_eq!(&socket_buffer[..4], b"GET ");
+    /// link.transmitted(t, 16);
+    /// ```
+    pub fn copy_unsent(&self, to: &mut [u8]) -> usize {
+        let piece = self.unsent().next().unwrap_or_default();
+        let n = piece.len().min(to.len());
+        match (to.get_mut(..n), piece.get(..n)) {
+            (Some(dst), Some(src)) => {
+                dst.copy_from_slice(src);
+                n
+            }
+            _ => 0,
         }
+    }
+
+    /// Everything waiting to be written, in order: the piece [`Output::Transmit`] gives
+    /// first, then the frames after it. For a transport that writes several buffers in one
+    /// call (`writev`); report the bytes it took with [`transmitted`](Self::transmitted).
+    /// Each PDU frame is a piece of its own, written from where the client encoded it.
+    ///
+    /// ```
+    /// use benchlink_core::rtm::{Ack, Buffers, Config, Link, LinkConfig, NoopHandler, Output, Pending, SubscriptionSlot};
+    /// use benchlink_core::time::Instant;
+    /// # let buffers = Buffers { rx: vec![0; 4096], tx: vec![0; 1024], queue: vec![0; 512], outbox: vec![0; 512], subscription_args: vec![] };
+    /// # let mut link: Link<Vec<u8>, _, _> = Link::new(Config::default(), LinkConfig::DEFAULT, "ws://h", "k", buffers, [SubscriptionSlot::EMPTY; 1], [Pending::EMPTY; 1]).unwrap();
+    /// let (t, h) = (Instant::ZERO, &mut NoopHandler);
+    /// link.client_mut().start(t, h);
+    /// assert!(link.poll_output(t).is_some()); // connect
+    /// link.handle_connected(t, h);
+    /// let Some(Output::Transmit(request)) = link.poll_output(t) else { panic!() };
+    /// assert_eq!(link.unsent().count(), 1); // the upgrade request
+    /// ```
+    pub fn unsent(&self) -> impl Iterator<Item = &[u8]> {
+        let tx = self
+            .tx
+            .as_ref()
+            .get(self.tx_start..self.tx_end)
+            .unwrap_or_default();
+        let (before, after) = if self.tx_first() {
+            (Some(tx), None)
+        } else {
+            (None, Some(tx))
+        };
+        before
+            .into_iter()
+            .chain(self.client.outbox().frames())
+            .chain(after)
+            .filter(|piece| !piece.is_empty())
     }
 
     /// The transport asked for by [`Output::Connect`] is open: the link writes the
@@ -757,9 +830,49 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         self.session.masks_mut()
     }
 
+    /// The first piece of [`unsent`](Self::unsent) (written out: the whole chain costs
+    /// firmware flash for one item).
     fn pending_tx(&self) -> Option<Output<'_>> {
-        let bytes = self.tx.as_ref().get(self.tx_start..self.tx_end)?;
-        (!bytes.is_empty()).then_some(Output::Transmit(bytes))
+        let tx = self
+            .tx
+            .as_ref()
+            .get(self.tx_start..self.tx_end)
+            .filter(|bytes| !bytes.is_empty());
+        let frame = || self.client.outbox().frames().next();
+        let first = if self.tx_first() {
+            tx.or_else(frame)
+        } else {
+            frame().or(tx)
+        };
+        first.map(Output::Transmit)
+    }
+
+    /// Whether the link's own bytes (`tx`) go out before the client's framed PDUs: when
+    /// there are none of those, or when a write ended inside `tx` (a frame is only ever
+    /// followed by a whole frame). Otherwise control frames wait behind the PDUs framed
+    /// before them, and the close frame is always last.
+    fn tx_first(&self) -> bool {
+        self.tx_torn || !self.client.outbox().has_handed()
+    }
+
+    /// Nothing is waiting to be written.
+    fn all_sent(&self) -> bool {
+        self.tx_start == self.tx_end && !self.client.outbox().has_handed()
+    }
+
+    /// Takes up to `n` written bytes from `tx`; returns the rest of `n`.
+    fn advance_tx(&mut self, n: usize) -> usize {
+        let took = n.min(self.tx_end.saturating_sub(self.tx_start));
+        if took == 0 {
+            return n;
+        }
+        self.tx_start = self.tx_start.saturating_add(took);
+        self.tx_torn = self.tx_start < self.tx_end;
+        if !self.tx_torn {
+            self.tx_start = 0;
+            self.tx_end = 0;
+        }
+        n.saturating_sub(took)
     }
 
     /// Makes room at the end of `tx` by moving the unsent bytes to the front.
@@ -772,7 +885,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
     }
 
     fn mark_tx(&mut self, now: Instant, was_empty: bool) {
-        if was_empty && self.tx_end > self.tx_start {
+        if was_empty && !self.all_sent() {
             self.tx_since = Some(now);
         }
     }
@@ -795,16 +908,16 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         }
     }
 
-    /// Frames everything ready into `tx`: control frames, a due ping, then the client's
-    /// PDUs while a whole one is sure to fit (the client keeps the rest).
+    /// Readies everything to go out: control frames and a due ping into `tx`; then, once
+    /// the PDUs framed before went out, the client's next PDUs, framed where they lie in
+    /// its outbox, or its close.
     fn fill_tx(&mut self, now: Instant) {
-        let was_empty = self.tx_start == self.tx_end;
+        let was_empty = self.all_sent();
         self.copy_control();
-        let room_for_pdu = self.client.outbox_capacity().saturating_add(MAX_HEADER_LEN);
-        if self.tx.as_ref().len().saturating_sub(self.tx_end) < room_for_pdu {
-            self.compact_tx();
-        }
         if self.ping_due {
+            if self.tx.as_ref().len().saturating_sub(self.tx_end) < MAX_HEADER_LEN {
+                self.compact_tx();
+            }
             let at = self.tx_end;
             let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
             if self.session.send_ping(b"", &mut out).is_ok() {
@@ -812,37 +925,33 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
                 self.ping_due = false;
             }
         }
-        while self.tx.as_ref().len().saturating_sub(self.tx_end) >= room_for_pdu {
-            match self.client.next_transmit() {
-                Some(Next::Pdu) => {
-                    let at = self.tx_end;
-                    let mut out = Cursor::new(self.tx.as_mut().get_mut(at..).unwrap_or_default());
-                    // JSON in text frames, CBOR in binary ones.
-                    let opcode = match self.client.config.encoding {
-                        Encoding::Json => Opcode::Text,
-                        #[cfg(feature = "cbor")]
-                        Encoding::Cbor => Opcode::Binary,
-                    };
-                    let pdu = self.client.outgoing_pdu();
-                    if self.session.send(opcode, pdu, &mut out).is_ok() {
-                        self.tx_end = at.saturating_add(out.len());
-                    }
-                }
-                Some(Next::Close) => {
-                    // Replies to what was sent still arrive while the server answers our
-                    // close; a client that is not stopping no longer wants them.
-                    let _ = self.session.close(CloseCode::NORMAL, "");
-                    self.copy_control();
-                    self.phase = Phase::Closing {
-                        wait_peer: true,
-                        deadline: now.saturating_add(self.config.close_timeout),
-                    };
-                    break;
-                }
-                // Never while open: the client orders a connect only once it considers
-                // this connection gone, after a `Close`.
-                _ => break,
-            }
+        if self.client.outbox().has_handed() || self.session.state() != WsState::Open {
+            self.mark_tx(now, was_empty);
+            return;
+        }
+        // JSON in text frames, CBOR in binary ones.
+        let opcode = match self.client.config.encoding {
+            Encoding::Json => Opcode::Text,
+            #[cfg(feature = "cbor")]
+            Encoding::Cbor => Opcode::Binary,
+        };
+        let session = &mut self.session;
+        let next = self.client.frame_outgoing(&mut |record| {
+            let len = record.len().saturating_sub(MAX_HEADER_LEN);
+            // Never an error: the session is open, and the record has the header's room.
+            let _ = session.frame_in_place(opcode, record, len);
+        });
+        // A connect is never ordered while open: the client orders one only once it
+        // considers this connection gone, after a `Close`.
+        if let Some(Next::Close) = next {
+            // Replies to what was sent still arrive while the server answers our close; a
+            // client that is not stopping no longer wants them.
+            let _ = self.session.close(CloseCode::NORMAL, "");
+            self.copy_control();
+            self.phase = Phase::Closing {
+                wait_peer: true,
+                deadline: now.saturating_add(self.config.close_timeout),
+            };
         }
         self.mark_tx(now, was_empty);
     }
@@ -952,7 +1061,7 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
             // or the code of the protocol error) which goes out first. When a write ended
             // inside a frame, its rest must go out before the close frame (the server
             // would read the close as that frame's payload), so the unsent bytes stay.
-            if how == End::Abandon || !self.tx_torn {
+            if how == End::Abandon || !(self.tx_torn || self.client.outbox().torn()) {
                 self.clear_tx();
             }
             if how == End::Abandon {
@@ -975,10 +1084,11 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         }
     }
 
-    /// Drops every unsent byte. Out of line: its stores at every caller cost more than
-    /// the calls.
+    /// Drops every unsent byte, the client's framed PDUs included. Out of line: its stores
+    /// at every caller cost more than the calls.
     #[inline(never)]
     fn clear_tx(&mut self) {
+        self.client.outbox_mut().drop_handed();
         self.tx_start = 0;
         self.tx_end = 0;
         self.tx_since = None;

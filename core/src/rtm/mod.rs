@@ -21,6 +21,7 @@ mod events;
 mod events_journal;
 mod in_flight;
 mod link;
+mod outbox;
 mod queue;
 mod requests;
 mod sub_args;
@@ -37,7 +38,7 @@ pub use events::{
 pub use events_journal::Events;
 pub use in_flight::{Pending, Slots};
 pub use link::{
-    Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX_EXTRA,
+    Buffers, Link, LinkConfig, LinkError, Output, MAX_APPKEY_LEN, MAX_ENDPOINT_LEN, MIN_TX,
 };
 pub use queue::Bytes;
 pub use sub_table::{SubscriptionSlot, SubscriptionSlots};

@@ -69,7 +69,6 @@ impl<B> RecordFifo<B> {
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.count
     }
@@ -240,12 +239,56 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
     where
         F: FnMut(&mut [u8]),
     {
+        self.walk_mut(|record| {
+            f(record);
+            true
+        });
+    }
+
+    /// Calls `f` on the records, oldest first, while it returns `true`.
+    pub(crate) fn walk_mut(&mut self, mut f: impl FnMut(&mut [u8]) -> bool) {
         let mut cursor = RecordCursor::default();
         while let Some(range) = self.step(&mut cursor) {
             if let Some(record) = self.buf.as_mut().get_mut(range) {
-                f(record);
+                if !f(record) {
+                    return;
+                }
             }
         }
+    }
+
+    /// The records, oldest first.
+    pub(crate) fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut cursor = RecordCursor::default();
+        core::iter::from_fn(move || {
+            let range = self.step(&mut cursor)?;
+            self.buf.as_ref().get(range)
+        })
+    }
+
+    /// Drops every record after the oldest `keep`.
+    pub(crate) fn truncate(&mut self, keep: usize) {
+        if keep == 0 {
+            self.clear();
+            return;
+        }
+        if keep >= self.count {
+            return;
+        }
+        let mut cursor = RecordCursor::default();
+        for _ in 0..keep {
+            if self.step(&mut cursor).is_none() {
+                return;
+            }
+        }
+        // `cursor.at` is just past the last record kept, in the region it names.
+        if cursor.newer {
+            self.wrap = cursor.at;
+        } else {
+            self.end = cursor.at;
+            self.wrap = 0;
+        }
+        self.count = keep;
     }
 
     /// Where the oldest record for which `pred` holds starts: an offset for

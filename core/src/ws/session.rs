@@ -423,7 +423,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         if let Some(payload) = buf.get(MAX_HEADER_LEN..end) {
             core::str::from_utf8(payload).map_err(|_| SendError::InvalidUtf8)?;
         }
-        self.send_in_place(Opcode::Text, buf, payload_len)
+        self.frame_in_place(Opcode::Text, buf, payload_len)
     }
 
     /// Frames a binary message that the caller wrote at `buf[MAX_HEADER_LEN..]`.
@@ -441,7 +441,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         buf: &'x mut [u8],
         payload_len: usize,
     ) -> Result<&'x [u8], SendError> {
-        self.send_in_place(Opcode::Binary, buf, payload_len)
+        self.frame_in_place(Opcode::Binary, buf, payload_len)
     }
 
     /// Starts the close handshake: queues a close frame with `code` and `reason` (at most
@@ -517,7 +517,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, M: MaskSource> Session<B, M> {
         frame::encode_frame(opcode, payload, self.masks.next_mask(), out)
     }
 
-    fn send_in_place<'x>(
+    /// Frames a message the caller wrote at `buf[MAX_HEADER_LEN..]` as it is (see
+    /// [`frame::encode_in_place`]); the frame.
+    pub(crate) fn frame_in_place<'x>(
         &mut self,
         opcode: Opcode,
         buf: &'x mut [u8],

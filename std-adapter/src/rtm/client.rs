@@ -42,9 +42,15 @@ pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 4096;
 /// [`ClientOptions::max_outgoing_message_size`] goes out with any channel name up to
 /// about 64 KiB.
 const ENVELOPE_ROOM: usize = 64 << 10;
-/// Outgoing bytes framed ahead of the socket beyond one largest PDU: small PDUs go out in
-/// batches of up to this much per write.
+/// Room in the outbox beyond one largest PDU: small PDUs wait there, framed where they
+/// were encoded, and go out up to [`WRITE_PIECES`] in one vectored write.
 const TX_BATCH: usize = 512 << 10;
+/// Frames per vectored write: enough to fill a socket buffer with small PDUs in a few
+/// calls; the array of slices is built on the stack at every write, so no more.
+const WRITE_PIECES: usize = 128;
+/// The link's own transmit buffer: the upgrade request, then the server's `101` head in
+/// its place (a head larger than this is refused), then pings, pongs and the close.
+const TX: usize = 16 << 10;
 /// One socket read; the link is fed this much at a time, so a flooding server costs at
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
@@ -85,15 +91,15 @@ fn subscriptions(options: &ClientOptions) -> Result<Subscriptions, String> {
 /// when a message that large is sent.
 fn buffers(options: &ClientOptions) -> core_rtm::Buffers<Box<[u8]>> {
     let bytes = |n: usize| vec![0u8; n].into_boxed_slice();
-    let outbox = options
+    let pdu = options
         .max_outgoing_message_size
         .saturating_add(ENVELOPE_ROOM);
     core_rtm::Buffers {
         rx: bytes(rx_size(options)),
-        tx: bytes(outbox + TX_BATCH + core_rtm::MIN_TX_EXTRA),
+        tx: bytes(TX.max(core_rtm::MIN_TX)),
         // Every request that can be sent can also wait offline.
-        queue: bytes(options.queue_bytes.saturating_add(outbox)),
-        outbox: bytes(outbox),
+        queue: bytes(options.queue_bytes.saturating_add(pdu)),
+        outbox: bytes(pdu.saturating_add(TX_BATCH)),
         subscription_args: bytes(
             options
                 .max_subscriptions
@@ -156,8 +162,8 @@ pub struct ClientOptions {
     /// The largest message (the JSON text of a publish's message or a write's value, as
     /// given or as serialized, or a CBOR item) the client sends; one byte more is refused
     /// at the call (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
-    /// incoming messages. The outbox and the transmit buffer are sized for it; the
-    /// memory is committed only when a message that large is sent.
+    /// incoming messages. The outbox and the queue are sized for it; the memory is
+    /// committed only when a message that large is sent.
     pub max_outgoing_message_size: usize,
     /// Retry a failing *first* connect after `start()`, as every other, with
     /// `reconnect_interval` and `fail_count_threshold` (default true: the SDK contract
@@ -1563,7 +1569,7 @@ impl Io {
                         link.handle_connect_failed(now, code, events);
                     }
                 }
-                Some(Output::Transmit(bytes)) => {
+                Some(Output::Transmit(_)) => {
                     if self.blocked {
                         return;
                     }
@@ -1572,7 +1578,14 @@ impl Io {
                         link.handle_closed(now, events);
                         continue;
                     };
-                    match socket.write(bytes) {
+                    // Every frame ready, each from where it was encoded, in one call.
+                    let mut pieces = [io::IoSlice::new(&[]); WRITE_PIECES];
+                    let mut count = 0;
+                    for (slot, piece) in pieces.iter_mut().zip(link.unsent()) {
+                        *slot = io::IoSlice::new(piece);
+                        count += 1;
+                    }
+                    match socket.write_vectored(pieces.get(..count).unwrap_or_default()) {
                         Ok(n) => {
                             log::trace!("rtm: wrote {n} bytes");
                             link.transmitted(now, n);

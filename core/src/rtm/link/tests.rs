@@ -1,4 +1,4 @@
-//! The link driven byte by byte against a scripted server: upgrade, coalesced frames,
+//! The link driven byte by byte against a scripted server: upgrade, frames for one write,
 //! pings, dead peers, close handshakes, hostile input.
 
 use core::time::Duration;
@@ -78,9 +78,9 @@ fn new_link(rx: usize) -> TestLink {
         "K",
         Buffers {
             rx: vec![0; rx],
-            tx: vec![0; 16 * 1024],
+            tx: vec![0; 1024],
             queue: vec![0; 16384],
-            outbox: vec![0; 1024],
+            outbox: vec![0; 16 * 1024],
             subscription_args: vec![0; 1024],
         },
         [SubscriptionSlot::EMPTY; 4],
@@ -206,7 +206,7 @@ fn open(link: &mut TestLink, log: &mut Log, t: Instant) {
 }
 
 #[test]
-fn upgrade_then_frames_in_the_same_read_and_coalesced_publishes() {
+fn upgrade_then_frames_in_the_same_read_and_publishes_offered_for_one_write() {
     let mut link = new_link(4096);
     let mut log = Log::default();
     let t = secs(1);
@@ -235,18 +235,28 @@ fn upgrade_then_frames_in_the_same_read_and_coalesced_publishes() {
         link.handle_input(t, byte, &mut log);
     }
     assert_eq!(link.client().state(), ClientState::Connected);
-    // Every queued publish goes out in one coalesced write.
+    // Every queued publish is framed where it was encoded, a piece each of one vectored
+    // write, the first of them what `Transmit` offers.
     let first = match link.poll_output(t) {
         Some(Output::Transmit(bytes)) => bytes.to_vec(),
         other => panic!("{other:?}"),
     };
-    let frames = client_frames(&first);
+    let pieces: Vec<Vec<u8>> = link.unsent().map(<[u8]>::to_vec).collect();
+    assert_eq!(pieces.len(), 100);
+    assert_eq!(pieces[0], first);
+    let wire = pieces.concat();
+    let frames = client_frames(&wire);
     assert_eq!(frames.len(), 100);
     assert_eq!(
         std::str::from_utf8(&frames[99].1).unwrap(),
         r#"{"action":"rtm/publish","id":99,"body":{"channel":"c","message":99}}"#
     );
-    link.transmitted(t, first.len());
+    // A write that ends inside the 51st frame: the rest of it comes next.
+    let cut = pieces[..50].concat().len() + 3;
+    link.transmitted(t, cut);
+    let rest: Vec<u8> = link.unsent().flatten().copied().collect();
+    assert_eq!(rest, wire[cut..]);
+    link.transmitted(t, rest.len());
     assert_eq!(link.poll_output(t), None);
     // The reply that came with the 101 answered id 0 before the publish was even sent:
     // the server's reply resolves the request with that id all the same.
@@ -254,6 +264,56 @@ fn upgrade_then_frames_in_the_same_read_and_coalesced_publishes() {
         log.replies,
         [(tickets[0], r#"ok {"position":"1:0"}"#.to_string())]
     );
+}
+
+/// The one copy: a message is encoded into its outbox record, framed and masked there,
+/// and the transport writes it from there; the transmit buffer never sees it.
+#[test]
+fn a_pdu_is_written_from_the_outbox_record_it_was_encoded_in() {
+    let outbox = vec![0u8; 4096];
+    let tx = vec![0u8; 1024];
+    // A `Vec`'s bytes stay where they are when the `Vec` moves into the link.
+    let outbox_range = outbox.as_ptr_range();
+    let tx_range = tx.as_ptr_range();
+    let mut link: TestLink = Link::new(
+        client_config(),
+        config(),
+        "ws://example.test:8080/rtm",
+        "K",
+        Buffers {
+            rx: vec![0; 4096],
+            tx,
+            queue: vec![0; 4096],
+            outbox,
+            subscription_args: vec![0; 1024],
+        },
+        [SubscriptionSlot::EMPTY; 4],
+        vec![Pending::EMPTY; 128],
+    )
+    .unwrap();
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    let message = r#"{"temperature":21.5,"unit":"C"}"#;
+    link.client_mut()
+        .publish(secs(0), "c", message, Ack::None, &mut log)
+        .unwrap();
+    let Some(Output::Transmit(frame)) = link.poll_output(secs(0)) else {
+        panic!("a frame to write");
+    };
+    let at = frame.as_ptr();
+    assert!(outbox_range.contains(&at), "written from the outbox");
+    assert!(!tx_range.contains(&at));
+    let frame = frame.to_vec();
+    assert_eq!(
+        client_frames(&frame),
+        [(
+            0x1,
+            format!(r#"{{"action":"rtm/publish","body":{{"channel":"c","message":{message}}}}}"#)
+                .into_bytes()
+        )]
+    );
+    link.transmitted(secs(0), frame.len());
+    assert_eq!(link.poll_output(secs(0)), None);
 }
 
 #[test]
@@ -529,8 +589,9 @@ fn transport_eof_reports_and_reconnects() {
 }
 
 #[test]
-fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
-    // 2 KiB + 1 KiB of tx: a few frames per write; nothing is lost, order is kept.
+fn a_full_outbox_leaves_pdus_in_the_queue() {
+    // A 1 KiB outbox holds two of these frames at a time; the rest wait in the queue and
+    // follow as frames go out: nothing is lost, order is kept.
     let mut link: Link<Vec<u8>, _, _> = Link::new(
         client_config(),
         config(),
@@ -569,14 +630,15 @@ fn a_full_transmit_buffer_leaves_pdus_with_the_client() {
     let mut writes = 0;
     let mut frames = Vec::new();
     while let Some(Output::Transmit(bytes)) = link.poll_output(t) {
-        assert!(bytes.len() <= 2048);
         frames.extend(client_frames(bytes));
         let n = bytes.len();
+        assert!(link.unsent().count() <= 2);
         link.transmitted(t, n);
         writes += 1;
     }
     assert_eq!(frames.len(), 20);
-    assert!(writes > 1);
+    assert!(frames.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(writes, 20);
 }
 
 #[test]
@@ -862,17 +924,17 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
             vec![Pending::EMPTY; 1],
         )
     };
-    // OUT + MIN_TX_EXTRA, but a request that does not fit: refused up front.
+    // MIN_TX, but a request that does not fit: refused up front.
     let long = "k".repeat(MAX_APPKEY_LEN);
     assert_eq!(
-        new(&"\u{e9}".repeat(MAX_APPKEY_LEN / 2), 64 + MIN_TX_EXTRA).map(|_| ()),
+        new(&"\u{e9}".repeat(MAX_APPKEY_LEN / 2), MIN_TX).map(|_| ()),
         Err(LinkError::TxTooSmall {
-            min: 64 + MAX_UPGRADE_REQUEST
+            min: MAX_UPGRADE_REQUEST
         })
     );
-    assert!(new(&long, 64 + MIN_TX_EXTRA).is_ok());
+    assert!(new(&long, MIN_TX).is_ok());
     // The head arrives one byte at a time and gathers where the request was.
-    let mut link = new("K", 64 + MIN_TX_EXTRA).unwrap();
+    let mut link = new("K", MIN_TX).unwrap();
     let (t, log) = (secs(1), &mut Log::default());
     link.client_mut().start(t, log);
     assert!(matches!(link.poll_output(t), Some(Output::Connect { .. })));
@@ -882,7 +944,7 @@ fn the_smallest_tx_holds_the_request_then_the_head_in_its_place() {
     };
     let request = request.to_vec();
     // Half the request written: an answer now is refused.
-    let mut early = new("K", 64 + MIN_TX_EXTRA).unwrap();
+    let mut early = new("K", MIN_TX).unwrap();
     early.client_mut().start(t, log);
     let _ = early.poll_output(t);
     early.handle_connected(t, log);

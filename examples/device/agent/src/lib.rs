@@ -123,14 +123,14 @@ impl<'a> Settings<'a> {
 }
 
 /// Every buffer of the agent: both sockets' TCP windows, the messaging link's and the
-/// benchmark client's. About 23 KiB; put it in a static (`ConstStaticCell`).
+/// benchmark client's. About 22 KiB; put it in a static (`ConstStaticCell`).
 pub struct Memory {
     rtm_message: [u8; 2048],
-    rtm_tx: [u8; 1536],
+    rtm_tx: [u8; 1024],
     rtm_queue: [u8; 1024],
     rtm_outbox: [u8; 512],
     rtm_events: [u8; EVENTS],
-    rtm_chunk: [u8; 1024],
+    rtm_chunk: [u8; 512],
     rtm_socket_rx: [u8; 2048],
     rtm_socket_tx: [u8; 2048],
     bench_socket_rx: [u8; 2048],
@@ -147,11 +147,11 @@ impl Memory {
     pub const fn new() -> Self {
         Memory {
             rtm_message: [0; 2048],
-            rtm_tx: [0; 1536],
+            rtm_tx: [0; 1024],
             rtm_queue: [0; 1024],
             rtm_outbox: [0; 512],
             rtm_events: [0; EVENTS],
-            rtm_chunk: [0; 1024],
+            rtm_chunk: [0; 512],
             rtm_socket_rx: [0; 2048],
             rtm_socket_tx: [0; 2048],
             bench_socket_rx: [0; 2048],

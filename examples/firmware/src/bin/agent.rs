@@ -59,9 +59,9 @@ type RtmLink<'b> = Link<&'b mut [u8], [SubscriptionSlot; 1], [Pending; 4]>;
 /// The offline queue and the outbox (the largest PDU sent: a sample publish).
 const QUEUE_LEN: usize = 256;
 const OUTBOX_LEN: usize = 256;
-/// The link's transmit buffer: the outbox plus room for the upgrade request and the
-/// `101` head (core's minimum).
-const TX_LEN: usize = OUTBOX_LEN + benchlink_core::rtm::MIN_TX_EXTRA;
+/// The link's transmit buffer: the upgrade request, then the `101` head in its place
+/// (core's minimum), then pings, pongs and the close; PDUs go out from the outbox.
+const TX_LEN: usize = benchlink_core::rtm::MIN_TX;
 /// The link's receive buffer: the largest message it accepts (the echoed samples are
 /// under 220 bytes).
 const RX_LEN: usize = 320;
