@@ -1528,9 +1528,9 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
     }
 
-    /// What [`poll_transmit`](Self::poll_transmit) hands out next, the PDU left in the
-    /// outbox for [`outgoing_pdu`](Self::outgoing_pdu): the link frames its bytes as they
-    /// are, with no second look at text the JSON writer made.
+    /// What [`poll_transmit`](Self::poll_transmit) hands out next, after dropping the PDU
+    /// it handed out before; a PDU stays at the front of the outbox, its bytes as the
+    /// writer made them (no second look at JSON text).
     pub(super) fn next_transmit(&mut self) -> Option<Next> {
         self.outbox.drop_handed();
         self.pump();
@@ -1542,9 +1542,8 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
 
     /// For the link: hands out every PDU that may be written now, each framed in place by
     /// `frame` (given its outbox record, the PDU at [`MAX_HEADER_LEN`](crate::ws::MAX_HEADER_LEN));
-    /// they stay in the outbox, written from there, until
-    /// [`advance_frames`](Self::advance_frames) says they went out. Then the close or
-    /// connect after them, when one is ordered.
+    /// they stay in the outbox, written from there, until the link advances past them
+    /// ([`Outbox::advance`]). Then the close or connect after them, when one is ordered.
     pub(super) fn frame_outgoing(&mut self, frame: &mut dyn FnMut(&mut [u8])) -> Option<Next> {
         self.pump();
         if self.outbox.hand_framed(frame) > 0 {
