@@ -692,6 +692,38 @@ fn a_frame_cut_by_a_partial_write_is_finished_before_the_close_frame() {
     );
 }
 
+/// A write that ended inside a pong, PDUs framed after it, then a protocol error: the
+/// pong's rest and the close frame go out, and no PDU after the close.
+#[test]
+fn a_control_frame_cut_by_a_partial_write_is_followed_by_the_close_alone() {
+    let mut link = new_link(4096);
+    let mut log = Log::default();
+    open(&mut link, &mut log, secs(0));
+    link.handle_input(secs(0), &frame(0x9, true, b"hb"), &mut log);
+    let Some(Output::Transmit(pong)) = link.poll_output(secs(0)) else {
+        panic!("a pong to write");
+    };
+    let mut wire = pong[..3].to_vec();
+    link.transmitted(secs(0), 3);
+    link.client_mut()
+        .publish(secs(0), "c", "1", Ack::None, &mut log)
+        .unwrap();
+    // The pong's rest comes first; the publish is framed behind it.
+    assert!(matches!(
+        link.poll_output(secs(0)),
+        Some(Output::Transmit(_))
+    ));
+    assert_eq!(link.unsent().count(), 2);
+    link.handle_input(secs(1), &[0x81, 0x80, 0, 0, 0, 0], &mut log);
+    let (rest, closed) = drain_and_close(&mut link, secs(1));
+    assert!(closed);
+    wire.extend(rest);
+    assert_eq!(
+        client_frames(&wire),
+        [(0xA, b"hb".to_vec()), (0x8, 1002u16.to_be_bytes().to_vec())]
+    );
+}
+
 /// What was not written at all is dropped: the close frame goes out alone and at once.
 #[test]
 fn unsent_whole_frames_are_dropped_for_the_close_frame() {
