@@ -831,21 +831,8 @@ impl<B: Bytes, S: SubscriptionSlots, P: Slots> Link<B, S, P> {
         self.session.masks_mut()
     }
 
-    /// The first piece of [`unsent`](Self::unsent) (written out: the whole chain costs
-    /// firmware flash for one item).
     fn pending_tx(&self) -> Option<Output<'_>> {
-        let tx = self
-            .tx
-            .as_ref()
-            .get(self.tx_start..self.tx_end)
-            .filter(|bytes| !bytes.is_empty());
-        let frame = || self.client.outbox().frames().next();
-        let first = if self.tx_first() {
-            tx.or_else(frame)
-        } else {
-            frame().or(tx)
-        };
-        first.map(Output::Transmit)
+        self.unsent().next().map(Output::Transmit)
     }
 
     /// Whether the link's own bytes (`tx`) go out before the client's framed PDUs: when

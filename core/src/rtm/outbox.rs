@@ -106,13 +106,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Outbox<B> {
     /// how many.
     pub(crate) fn hand_framed(&mut self, frame: &mut dyn FnMut(&mut [u8])) -> usize {
         let (skip, mut index, mut framed) = (self.handed, 0, 0);
-        self.fifo.walk_mut(|record| {
+        self.fifo.for_each_mut(|record| {
             if index >= skip {
                 frame(record);
                 framed += 1;
             }
             index += 1;
-            true
         });
         self.handed = self.handed.saturating_add(framed);
         framed

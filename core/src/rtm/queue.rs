@@ -239,20 +239,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordFifo<B> {
     where
         F: FnMut(&mut [u8]),
     {
-        self.walk_mut(|record| {
-            f(record);
-            true
-        });
-    }
-
-    /// Calls `f` on the records, oldest first, while it returns `true`.
-    pub(crate) fn walk_mut(&mut self, mut f: impl FnMut(&mut [u8]) -> bool) {
         let mut cursor = RecordCursor::default();
         while let Some(range) = self.step(&mut cursor) {
             if let Some(record) = self.buf.as_mut().get_mut(range) {
-                if !f(record) {
-                    return;
-                }
+                f(record);
             }
         }
     }

@@ -166,6 +166,17 @@ fn drain(link: &mut TestLink, now: Instant) -> Vec<u8> {
     out
 }
 
+/// Publishes `1` on `c` at 0 s and has the link offer something to write.
+fn publish_offered(link: &mut TestLink, log: &mut Log) {
+    link.client_mut()
+        .publish(secs(0), "c", "1", Ack::None, log)
+        .unwrap();
+    assert!(matches!(
+        link.poll_output(secs(0)),
+        Some(Output::Transmit(_))
+    ));
+}
+
 /// The server's answer to an upgrade request.
 fn answer(request: &[u8]) -> Vec<u8> {
     let request = std::str::from_utf8(request).unwrap();
@@ -398,13 +409,7 @@ fn write_stall_is_detected() {
     let mut link = new_link(4096);
     let mut log = Log::default();
     open(&mut link, &mut log, secs(0));
-    link.client_mut()
-        .publish(secs(0), "c", "1", Ack::None, &mut log)
-        .unwrap();
-    assert!(matches!(
-        link.poll_output(secs(0)),
-        Some(Output::Transmit(_))
-    ));
+    publish_offered(&mut link, &mut log);
     // The server keeps sending but never reads: the bytes do not move.
     for s in 1..10 {
         link.handle_input(secs(s), &frame(0xA, true, b""), &mut log);
@@ -705,14 +710,8 @@ fn a_control_frame_cut_by_a_partial_write_is_followed_by_the_close_alone() {
     };
     let mut wire = pong[..3].to_vec();
     link.transmitted(secs(0), 3);
-    link.client_mut()
-        .publish(secs(0), "c", "1", Ack::None, &mut log)
-        .unwrap();
     // The pong's rest comes first; the publish is framed behind it.
-    assert!(matches!(
-        link.poll_output(secs(0)),
-        Some(Output::Transmit(_))
-    ));
+    publish_offered(&mut link, &mut log);
     assert_eq!(link.unsent().count(), 2);
     link.handle_input(secs(1), &[0x81, 0x80, 0, 0, 0, 0], &mut log);
     let (rest, closed) = drain_and_close(&mut link, secs(1));
@@ -730,13 +729,7 @@ fn unsent_whole_frames_are_dropped_for_the_close_frame() {
     let mut link = new_link(4096);
     let mut log = Log::default();
     open(&mut link, &mut log, secs(0));
-    link.client_mut()
-        .publish(secs(0), "c", "1", Ack::None, &mut log)
-        .unwrap();
-    assert!(matches!(
-        link.poll_output(secs(0)),
-        Some(Output::Transmit(_))
-    ));
+    publish_offered(&mut link, &mut log);
     link.handle_input(secs(1), &[0x81, 0x80, 0, 0, 0, 0], &mut log);
     let (wire, closed) = drain_and_close(&mut link, secs(1));
     assert!(closed);

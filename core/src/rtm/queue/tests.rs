@@ -100,3 +100,40 @@ fn two_small_gaps_are_joined_for_a_record_that_fits_neither() {
     q.pop_front();
     assert_eq!(q.front(), Some(&[b'x'; 8][..]));
 }
+
+#[test]
+fn truncate_keeps_the_oldest_records_in_either_region() {
+    // Records 2 and 3 in the older region, 4 and 5 wrapped to the front.
+    let filled = || {
+        let mut q = RecordFifo::new([0u8; 32]);
+        for r in *b"012" {
+            assert!(q.push(&[r; 5])); // 9 bytes each: 0..27
+        }
+        q.pop_front();
+        q.pop_front(); // the older region is 18..27
+        assert!(q.push(&[b'3'; 1])); // the tail: 27..32
+        assert!(q.push(&[b'4'; 1])); // wrapped: 0..5
+        assert!(q.push(&[b'5'; 1])); // wrapped: 5..10
+        q
+    };
+    let firsts = |q: &RecordFifo<[u8; 32]>| q.records().map(|r| r[0]).collect::<std::vec::Vec<_>>();
+    assert_eq!(firsts(&filled()), b"2345");
+    // Keep one of the older region: the wrapped records go too, and new ones follow it.
+    let mut q = filled();
+    q.truncate(1);
+    assert_eq!((firsts(&q), q.len()), (b"2".to_vec(), 1));
+    assert!(q.push(&[b'6'; 1]));
+    assert_eq!(firsts(&q), b"26");
+    // Keep into the wrapped region.
+    let mut q = filled();
+    q.truncate(3);
+    assert_eq!((firsts(&q), q.len()), (b"234".to_vec(), 3));
+    assert!(q.push(&[b'6'; 1]));
+    assert_eq!(firsts(&q), b"2346");
+    // Keep more than there is, or nothing.
+    let mut q = filled();
+    q.truncate(9);
+    assert_eq!(q.len(), 4);
+    q.truncate(0);
+    assert!(q.is_empty());
+}
