@@ -370,17 +370,6 @@ impl Rig {
     }
 }
 
-/// A callback that forwards every response to a channel.
-fn callback() -> (Callback, Receiver<Response<'static>>) {
-    let (tx, rx) = mpsc::channel();
-    (
-        Box::new(move |r| {
-            let _ = tx.send(r.to_owned());
-        }),
-        rx,
-    )
-}
-
 fn reply(rx: &Receiver<Response<'static>>) -> benchlink_std::rtm::Reply<'static> {
     match rx.recv_timeout(WAIT).unwrap() {
         Response::Reply(r) => r,
@@ -657,7 +646,7 @@ fn auth_restored_before_resubscribe_then_queue() {
     let mark = rig.log.len();
     faults.drop_connections();
     rig.log.wait_since(mark, "on_enter_awaiting");
-    let (cb, rx) = callback();
+    let (cb, rx) = Response::channel();
     rig.client
         .publish("chan", &json!("queued"), Some(cb))
         .unwrap();
@@ -1005,7 +994,7 @@ fn publish_before_start_is_delivered_and_acked() {
         )
         .unwrap();
     sub_log.wait_count("on_enter_subscribed", 1);
-    let (cb, rx) = callback();
+    let (cb, rx) = Response::channel();
     rig.client
         .publish("delayed", &json!("hello"), Some(cb))
         .unwrap();
@@ -1025,13 +1014,13 @@ fn publish_before_start_is_delivered_and_acked() {
 #[test]
 fn kv_requests_while_stopped_are_queued() {
     let rig = Rig::new();
-    let (wcb, wrx) = callback();
+    let (wcb, wrx) = Response::channel();
     rig.client.write("kv", &json!({"v": 1}), Some(wcb)).unwrap();
-    let (rcb, rrx) = callback();
+    let (rcb, rrx) = Response::channel();
     rig.client.read("kv", None, Some(rcb)).unwrap();
-    let (dcb, drx) = callback();
+    let (dcb, drx) = Response::channel();
     rig.client.delete("kv", Some(dcb)).unwrap();
-    let (r2cb, r2rx) = callback();
+    let (r2cb, r2rx) = Response::channel();
     rig.client.read("kv", None, Some(r2cb)).unwrap();
     rig.start();
     assert_eq!(reply(&wrx).action, "rtm/write/ok");
@@ -1108,11 +1097,11 @@ fn a_full_pipe_into_a_silent_server_is_bounded_and_its_deadlines_fire() {
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
     // Its slot is free again; the one after it is not (publishes without a callback
     // wait for nothing once written, so they take no slot).
-    let (last, _last_rx) = callback();
+    let (last, _last_rx) = Response::channel();
     rig.client
         .publish("deep", &json!("last"), Some(last))
         .unwrap();
-    let (over, _over_rx) = callback();
+    let (over, _over_rx) = Response::channel();
     match rig.client.publish("deep", &json!("over"), Some(over)) {
         Err(Error::Request(RequestError::Full)) => {}
         other => panic!("expected Full, got {other:?}"),
@@ -1140,7 +1129,7 @@ fn max_queue_size_refuses_at_the_call() {
     let rig = Rig::with(RtmServerConfig::default(), |o| o.max_queue_size = 3);
     let mut receivers = Vec::new();
     for i in 0..3 {
-        let (cb, rx) = callback();
+        let (cb, rx) = Response::channel();
         rig.client.publish("q", &json!(i), Some(cb)).unwrap();
         receivers.push(rx);
     }
@@ -1148,7 +1137,7 @@ fn max_queue_size_refuses_at_the_call() {
         Err(Error::Request(RequestError::Full)) => {}
         other => panic!("expected Full, got {other:?}"),
     }
-    let (cb, _rx) = callback();
+    let (cb, _rx) = Response::channel();
     assert!(matches!(
         rig.client.read("q", None, Some(cb)),
         Err(Error::Request(RequestError::Full))
@@ -1175,7 +1164,7 @@ fn max_queue_size_refuses_at_the_call() {
 #[test]
 fn queued_requests_end_disconnected_on_dispose() {
     let rig = Rig::new();
-    let (cb, rx) = callback();
+    let (cb, rx) = Response::channel();
     rig.client.publish("c", &json!(1), Some(cb)).unwrap();
     rig.client.dispose().unwrap();
     assert_eq!(rx.recv_timeout(WAIT).unwrap(), Response::Disconnected);
@@ -1190,7 +1179,7 @@ fn in_flight_publish_gets_disconnected_once() {
     let rig = Rig::connected();
     let faults = rig.server.faults();
     faults.override_replies("rtm/publish", ReplyOverride::Silence, Some(1));
-    let (cb, rx) = callback();
+    let (cb, rx) = Response::channel();
     rig.client.publish("c", &json!("lost?"), Some(cb)).unwrap();
     assert!(rig
         .server
@@ -1817,12 +1806,12 @@ fn kv_sequences() {
     let rig = Rig::connected();
     let c = &rig.client;
     let write = |k: &str, v: Value| {
-        let (cb, rx) = callback();
+        let (cb, rx) = Response::channel();
         c.write(k, &v, Some(cb)).unwrap();
         assert_eq!(reply(&rx).action, "rtm/write/ok");
     };
     let delete = |k: &str| {
-        let (cb, rx) = callback();
+        let (cb, rx) = Response::channel();
         c.delete(k, Some(cb)).unwrap();
         assert_eq!(reply(&rx).action, "rtm/delete/ok");
     };
@@ -2025,7 +2014,7 @@ fn auth_before_start_is_queued() {
         .unwrap();
     // Requests after it run with its permissions.
     let channel = format!("{RESTRICTED_PREFIX}_y");
-    let (cb, prx) = callback();
+    let (cb, prx) = Response::channel();
     rig.client.publish(&channel, &json!(1), Some(cb)).unwrap();
     rig.settle();
     assert!(rx.try_recv().is_err(), "authenticated before start");
@@ -2172,7 +2161,7 @@ fn search_collects_channels() {
     for ch in ["animals.cat", "animals.dog", "plants.fern"] {
         rig.publish(ch, &json!(1));
     }
-    let (cb, rx) = callback();
+    let (cb, rx) = Response::channel();
     rig.client.search("animals", cb).unwrap();
     let mut channels = Vec::new();
     loop {

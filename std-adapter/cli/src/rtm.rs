@@ -1054,10 +1054,8 @@ fn call(
     timeout: Duration,
     send: impl FnOnce(Callback) -> Result<(), Error>,
 ) -> Result<Reply<'static>, Fail> {
-    let (tx, rx) = mpsc::channel();
-    send(Box::new(move |r| {
-        let _ = tx.send(r.to_owned());
-    }))?;
+    let (callback, rx) = Response::channel();
+    send(callback)?;
     let failed = |why: String| Fail(1, format!("rtm/{op} operation {why}"));
     match rx.recv_timeout(timeout) {
         Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
@@ -1258,13 +1256,8 @@ impl Session {
     }
 
     fn search(&self, prefix: &str, timeout: Duration) -> Result<Vec<String>, Fail> {
-        let (tx, rx) = mpsc::channel();
-        self.client.search(
-            prefix,
-            Box::new(move |r| {
-                let _ = tx.send(r.to_owned());
-            }),
-        )?;
+        let (callback, rx) = Response::channel();
+        self.client.search(prefix, callback)?;
         let mut channels = Vec::new();
         // One deadline for the whole search, however many parts arrive meanwhile.
         let deadline = Instant::now().checked_add(timeout);
@@ -1276,12 +1269,8 @@ impl Session {
                 rx.recv_timeout(left)
             };
             let reply = match next {
-                Ok(Response::Reply(r)) if r.is_ok() => r,
-                Ok(Response::Reply(r)) => return Err(Error::Reply(r).into()),
-                Ok(Response::Timeout) | Err(RecvTimeoutError::Timeout) => {
-                    return Err(Error::Timeout.into())
-                }
-                Ok(Response::Disconnected) => return Err(Error::Disconnected.into()),
+                Ok(response) => response.into_result()?,
+                Err(RecvTimeoutError::Timeout) => return Err(Error::Timeout.into()),
                 Err(RecvTimeoutError::Disconnected) => return Err(Error::Disposed.into()),
             };
             if let Some(list) = reply.json().get("channels").and_then(|c| c.as_array()) {

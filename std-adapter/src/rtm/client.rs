@@ -368,6 +368,46 @@ impl Response<'_> {
             Response::Disconnected => Response::Disconnected,
         }
     }
+
+    /// A callback that sends each response it is given, owned, to the receiver returned
+    /// with it: how another thread waits for a request's outcome (every `_sync` call
+    /// waits this way).
+    ///
+    /// ```no_run
+    /// use benchlink_std::rtm::{Client, ClientOptions, Error, Response};
+    /// let client = Client::new(ClientOptions::new("ws://127.0.0.1:8080", "k"))?;
+    /// client.start()?;
+    /// let (callback, responses) = Response::channel();
+    /// client.read("ch", None, Some(callback))?;
+    /// let reply = responses.recv().map_err(|_| Error::Disposed)?.into_result()?;
+    /// println!("{}", reply.body);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn channel() -> (Callback, Receiver<Response<'static>>) {
+        let (tx, rx) = mpsc::channel();
+        let callback: Callback = Box::new(move |r| {
+            let _ = tx.send(r.to_owned());
+        });
+        (callback, rx)
+    }
+}
+
+impl Response<'static> {
+    /// The response as a `_sync` call returns it: the reply when it is `…/ok` (or a
+    /// `…/data` part), the [`Error`] it is otherwise.
+    ///
+    /// ```
+    /// use benchlink_std::rtm::{Error, Response};
+    /// assert!(matches!(Response::Timeout.into_result(), Err(Error::Timeout)));
+    /// ```
+    pub fn into_result(self) -> Result<Reply<'static>, Error> {
+        match self {
+            Response::Reply(r) if r.is_ok() => Ok(r),
+            Response::Reply(r) => Err(Error::Reply(r)),
+            Response::Timeout => Err(Error::Timeout),
+            Response::Disconnected => Err(Error::Disconnected),
+        }
+    }
 }
 
 /// A request callback.
@@ -1242,18 +1282,9 @@ impl Client {
         if thread::current().id() == self.shared.thread {
             return Err(Error::InCallback);
         }
-        let (tx, rx) = mpsc::channel();
-        let callback: Callback = Box::new(move |r| {
-            let _ = tx.send(r.to_owned());
-        });
+        let (callback, rx) = Response::channel();
         self.request(Some(timeout), Some(callback), f)?;
-        match rx.recv() {
-            Ok(Response::Reply(r)) if r.is_ok() => Ok(r),
-            Ok(Response::Reply(r)) => Err(Error::Reply(r)),
-            Ok(Response::Timeout) => Err(Error::Timeout),
-            Ok(Response::Disconnected) => Err(Error::Disconnected),
-            Err(_) => Err(Error::Disposed),
-        }
+        rx.recv().map_err(|_| Error::Disposed)?.into_result()
     }
 
     /// Authenticates with a role and its secret (HMAC-MD5 role-secret auth); `done`
@@ -1527,19 +1558,10 @@ impl Io {
     fn flush(&mut self, core: &mut Core) {
         let now = core.now();
         // TLS keeps records it could not send yet: they go first.
-        if !self.blocked {
-            if let Some(socket) = self.socket.as_mut() {
-                match socket.flush() {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.blocked = true,
-                    Err(e) => {
-                        log::debug!("rtm: write failed: {e}");
-                        self.drop_socket();
-                        let (link, events) = core.parts();
-                        link.handle_closed(now, events);
-                    }
-                }
-            }
+        if let Some(socket) = self.socket.as_mut().filter(|_| !self.blocked) {
+            let flushed = socket.flush();
+            let (link, events) = core.parts();
+            self.written(flushed, link, now, events);
         }
         loop {
             let (link, events) = core.parts();
@@ -1585,32 +1607,15 @@ impl Io {
                         *slot = io::IoSlice::new(piece);
                         count += 1;
                     }
-                    match socket.write_vectored(pieces.get(..count).unwrap_or_default()) {
-                        Ok(n) => {
+                    let written = socket
+                        .write_vectored(pieces.get(..count).unwrap_or_default())
+                        .and_then(|n| {
                             log::trace!("rtm: wrote {n} bytes");
                             link.transmitted(now, n);
-                            match socket.flush() {
-                                Ok(()) => {}
-                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                    self.blocked = true;
-                                    return;
-                                }
-                                Err(e) => {
-                                    log::debug!("rtm: write failed: {e}");
-                                    self.drop_socket();
-                                    link.handle_closed(now, events);
-                                }
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            self.blocked = true;
-                            return;
-                        }
-                        Err(e) => {
-                            log::debug!("rtm: write failed: {e}");
-                            self.drop_socket();
-                            link.handle_closed(now, events);
-                        }
+                            socket.flush()
+                        });
+                    if !self.written(written, link, now, events) {
+                        return;
                     }
                 }
                 Some(Output::Close) => {
@@ -1618,6 +1623,31 @@ impl Io {
                     self.connecting = false;
                     link.handle_closed(now, events);
                 }
+            }
+        }
+    }
+
+    /// Acts on what a write (or a flush of what TLS holds) came to; `false` when the
+    /// socket is full, to wait until it is writable. A failed socket is dropped, and the
+    /// link told that its connection closed.
+    fn written(
+        &mut self,
+        result: io::Result<()>,
+        link: &mut CoreLink,
+        now: Instant,
+        events: &mut Journal,
+    ) -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.blocked = true;
+                false
+            }
+            Err(e) => {
+                log::debug!("rtm: write failed: {e}");
+                self.drop_socket();
+                link.handle_closed(now, events);
+                true
             }
         }
     }

@@ -7,6 +7,7 @@
 //! reconnection, auth restore and resubscription switched off, so both share every line
 //! of protocol code.
 
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -425,14 +426,8 @@ impl Connection {
         options: SubscribeOptions,
         timeout: Duration,
     ) -> Result<(), Error> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.subscribe(
-            channel_or_id,
-            options,
-            Some(Box::new(move |r| {
-                let _ = tx.send(r.to_owned());
-            })),
-        )?;
+        let (callback, rx) = Response::channel();
+        self.subscribe(channel_or_id, options, Some(callback))?;
         wait_ok(&rx, timeout)
     }
 
@@ -459,13 +454,8 @@ impl Connection {
 
     /// Unsubscribes and waits.
     pub fn unsubscribe_sync(&self, channel_or_id: &str, timeout: Duration) -> Result<(), Error> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.unsubscribe(
-            channel_or_id,
-            Some(Box::new(move |r| {
-                let _ = tx.send(r.to_owned());
-            })),
-        )?;
+        let (callback, rx) = Response::channel();
+        self.unsubscribe(channel_or_id, Some(callback))?;
         wait_ok(&rx, timeout)
     }
 
@@ -493,17 +483,12 @@ impl Connection {
     }
 }
 
-fn wait_ok(
-    rx: &std::sync::mpsc::Receiver<Response<'static>>,
-    timeout: Duration,
-) -> Result<(), Error> {
+/// Waits up to `timeout` for the response a subscription callback sends (the client
+/// gives subscribe and unsubscribe no deadline of their own).
+fn wait_ok(rx: &Receiver<Response<'static>>, timeout: Duration) -> Result<(), Error> {
     match rx.recv_timeout(timeout) {
-        Ok(Response::Reply(r)) if r.is_ok() => Ok(()),
-        Ok(Response::Reply(r)) => Err(Error::Reply(r)),
-        Ok(Response::Timeout) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            Err(Error::Timeout)
-        }
-        Ok(Response::Disconnected) => Err(Error::Disconnected),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::Disposed),
+        Ok(response) => response.into_result().map(drop),
+        Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+        Err(RecvTimeoutError::Disconnected) => Err(Error::Disposed),
     }
 }
