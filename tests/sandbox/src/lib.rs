@@ -11,7 +11,8 @@
 //! and observation of their Rust API, for scripts and tests in any language.
 //!
 //! [`relay`] delays every connection's bytes by a fixed time each way, keeping their
-//! order: a server across a real network, on loopback.
+//! order, and cuts its connections at seeded random intervals or on demand: a server
+//! across a real (and unreliable) network, on loopback.
 
 pub mod bench;
 pub mod control;
