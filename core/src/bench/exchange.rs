@@ -306,6 +306,29 @@ impl<C, I> ClientError<'_, C, I> {
             _ => None,
         }
     }
+
+    /// Whether the same request may succeed if tried again later: a refused or broken
+    /// connection, a response cut short, a deadline that passed, a 5xx. What a client
+    /// with a [`Retry`](super::resume::Retry) policy tries again (an idempotent call, a
+    /// stream); never a request refused as it is (4xx), one that cannot be encoded or
+    /// whose reply does not fit, nor a response that is not HTTP.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{ClientError, Waiting};
+    /// use benchlink_core::http::{DecodeError, Section};
+    /// type E = ClientError<'static, &'static str, &'static str>;
+    /// assert!(E::Io("reset").is_transient());
+    /// assert!(E::Decode(DecodeError::UnexpectedEof { section: Section::ChunkFraming }).is_transient());
+    /// assert!(!E::BodyTooLarge { max: 10 }.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Connect(_) | ClientError::Io(_) | ClientError::Timeout { .. } => true,
+            ClientError::Decode(e) => matches!(e, DecodeError::UnexpectedEof { .. }),
+            ClientError::Server(e) => e.http_status().is_some_and(|s| s >= 500),
+            ClientError::Encode(_) | ClientError::BodyTooLarge { .. } => false,
+        }
+    }
 }
 
 impl<C: core::fmt::Display, I: core::fmt::Debug> core::fmt::Display for ClientError<'_, C, I> {

@@ -9,6 +9,8 @@
 //!   body into the reply or a typed [`Error`].
 //! - Streams: [`LineSplitter`] (the one line-splitting mechanism, with a caller-sized
 //!   buffer as the line-length limit) under [`LogDecoder`] and [`MetricDecoder`].
+//! - [`resume`]: the cursors that resume `/data`, `/log`, `/userlog` and `/server_logs`
+//!   exactly after a cut, and the [`resume::Retry`] policy of the clients around them.
 //! - [`Timestamp`]: the server's `YYYY-MM-DDTHH:MM:SSZ` times as Unix seconds.
 //!
 //! - [`exchange`]: one request and its response as a sans-IO machine
@@ -46,6 +48,7 @@ mod lines;
 mod reply;
 pub mod request;
 mod results;
+pub mod resume;
 mod samples;
 mod status;
 mod timestamp;

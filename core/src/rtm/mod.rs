@@ -15,7 +15,7 @@
 pub mod auth;
 pub mod pdu;
 
-mod backoff;
+pub(crate) mod backoff;
 mod client;
 mod events;
 mod events_journal;
