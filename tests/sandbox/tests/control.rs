@@ -2,7 +2,8 @@
 //! client of the servers sees (a close code, a raw frame, a substituted reply, floods,
 //! a refused upgrade, a crashed benchmark), the observations list what is connected,
 //! bad arguments are 400, unknown paths 404, `GET /` lists everything, and hostile
-//! peers (silent, trickling, endless head, huge body, too many) meet its limits.
+//! peers (silent, trickling, endless head, huge body, too many) meet its limits. The
+//! relays in front of the servers are cut on demand and their cuts counted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{Read, Write};
@@ -11,7 +12,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use benchlink_sandbox::control::{MAX_BODY, MAX_CONNECTIONS, MAX_HEAD, REQUEST_TIMEOUT};
+use benchlink_sandbox::control::{Relays, MAX_BODY, MAX_CONNECTIONS, MAX_HEAD, REQUEST_TIMEOUT};
+use benchlink_sandbox::relay::Relay;
 use benchlink_sandbox::rtm::DEFAULT_APPKEY;
 use benchlink_sandbox::{
     BenchServer, BenchServerConfig, ControlServer, RtmServer, RtmServerConfig,
@@ -704,4 +706,87 @@ fn switches_floods_and_view_windows() {
         );
     }
     ok(a, "POST", "/rtm/faults/clear", b"");
+}
+
+/// `POST /relay/cut` closes what the relays carry (one relay or both), `GET /relay/stats`
+/// counts it; without relays neither is served or listed.
+#[test]
+fn relays_are_cut_on_demand_and_counted() {
+    let s = servers();
+    assert_eq!(call(s.control.addr(), "POST", "/relay/cut", b"").0, 404);
+    let index = ok(s.control.addr(), "GET", "/", b"").to_string();
+    assert!(!index.contains("/relay/"), "{index}");
+
+    let any = "127.0.0.1:0".parse().unwrap();
+    let bench_relay = Relay::start(any, s.bench.addr(), Duration::ZERO).unwrap();
+    let rtm_relay = Relay::start(any, s.rtm.addr(), Duration::ZERO).unwrap();
+    let control = ControlServer::start_with_relays(
+        any,
+        Some(Arc::clone(&s.bench)),
+        Some(Arc::clone(&s.rtm)),
+        Relays {
+            bench: Some(bench_relay.cutter()),
+            rtm: Some(rtm_relay.cutter()),
+        },
+    )
+    .unwrap();
+    let a = control.addr();
+    let index = ok(a, "GET", "/", b"").to_string();
+    assert!(
+        index.contains("/relay/cut") && index.contains("/relay/stats"),
+        "{index}"
+    );
+
+    // One connection through each relay, each with a reply already through it.
+    let tcp = TcpStream::connect(rtm_relay.addr()).unwrap();
+    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let url = format!("ws://{}/v2?appkey={DEFAULT_APPKEY}", rtm_relay.addr());
+    let mut client = tungstenite::client(url, tcp).expect("upgrade").0;
+    let mut http = TcpStream::connect(bench_relay.addr()).unwrap();
+    http.set_read_timeout(Some(WAIT)).unwrap();
+    http.write_all(b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    http.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 "), "{head:?}");
+
+    let stats = ok(a, "GET", "/relay/stats", b"");
+    assert_eq!(stats["bench"]["open"], 1, "{stats}");
+    assert_eq!(stats["rtm"]["open"], 1, "{stats}");
+    assert_eq!(stats["rtm"]["cuts"], 0, "{stats}");
+
+    assert_eq!(affected(a, "/relay/cut?server=rtm", b""), 1);
+    assert!(client.read().is_err(), "the WebSocket outlived the cut");
+    // Both relays: only the benchmark server's connection was left.
+    assert_eq!(affected(a, "/relay/cut", b""), 1);
+    let mut rest = Vec::new();
+    let _ = http.read_to_end(&mut rest); // the end of stream (or a reset): the cut
+    let stats = ok(a, "GET", "/relay/stats", b"");
+    assert_eq!(stats["rtm"]["cuts"], 2, "{stats}");
+    assert_eq!(stats["rtm"]["connections_cut"], 1, "{stats}");
+    assert_eq!(stats["bench"]["cuts"], 1, "{stats}");
+    assert_eq!(stats["bench"]["connections_cut"], 1, "{stats}");
+    assert_eq!(stats["bench"]["accepted"], 1, "{stats}");
+    assert_eq!(stats["bench"]["open"], 0, "{stats}");
+
+    let m = bad(a, "POST", "/relay/cut?server=db", b"");
+    assert!(m.contains("one of bench, rtm"), "{m}");
+    // A relay in front of one server only: the other is 404.
+    let one = ControlServer::start_with_relays(
+        any,
+        None,
+        None,
+        Relays {
+            bench: Some(bench_relay.cutter()),
+            rtm: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        call(one.addr(), "POST", "/relay/cut?server=rtm", b"").0,
+        404
+    );
+    assert_eq!(affected(one.addr(), "/relay/cut?server=bench", b""), 0);
+    one.shutdown();
+    control.shutdown();
 }

@@ -5,7 +5,8 @@
 //! ([`crash_benchmark`](BenchServer::crash_benchmark),
 //! [`zombify_benchmark`](BenchServer::zombify_benchmark), [`benchmark`](BenchServer::benchmark),
 //! [`stats`](BenchServer::stats), [`email_reports`](BenchServer::email_reports)) offers,
-//! one endpoint each, so that a shell script or a test in any language can drive the
+//! one endpoint each, and the cuts of the [relays](crate::relay) in front of them
+//! ([`Cutter`]), so that a shell script or a test in any language can drive the
 //! servers while they run (`benchlink sandbox --control-port`). `GET /` lists every
 //! endpoint with its arguments; replies are JSON; bad arguments get `400` with a
 //! message, unknown paths `404`.
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::bench::budget::Budget;
 use crate::bench::http::response_head;
 use crate::bench::request::{Limits, Progress, Reader};
+use crate::relay::Cutter;
 use crate::{BenchServer, RtmServer};
 
 /// Connections open at once; more are answered `503 Service Unavailable`.
@@ -54,6 +56,26 @@ const DRAIN_BYTES: usize = 1 << 20;
 struct Targets {
     bench: Option<Arc<BenchServer>>,
     rtm: Option<Arc<RtmServer>>,
+    relays: Relays,
+}
+
+/// The relays in front of the servers, for `POST /relay/cut` and `GET /relay/stats`
+/// (listed only when there is one).
+#[derive(Debug, Clone, Default)]
+pub struct Relays {
+    /// The relay clients of the benchmark server go through.
+    pub bench: Option<Cutter>,
+    /// The relay clients of the RTM server go through.
+    pub rtm: Option<Cutter>,
+}
+
+impl Relays {
+    /// Each relay present, by the name `?server=` takes.
+    fn named(&self) -> impl Iterator<Item = (&'static str, &Cutter)> {
+        [("bench", &self.bench), ("rtm", &self.rtm)]
+            .into_iter()
+            .filter_map(|(name, cutter)| cutter.as_ref().map(|c| (name, c)))
+    }
 }
 
 #[derive(Debug)]
@@ -114,10 +136,25 @@ impl ControlServer {
         bench: Option<Arc<BenchServer>>,
         rtm: Option<Arc<RtmServer>>,
     ) -> io::Result<ControlServer> {
+        ControlServer::start_with_relays(addr, bench, rtm, Relays::default())
+    }
+
+    /// As [`ControlServer::start`], and the relays in front of the servers get their
+    /// endpoints (`/relay/cut`, `/relay/stats`).
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound or the accept thread cannot be spawned.
+    pub fn start_with_relays(
+        addr: SocketAddr,
+        bench: Option<Arc<BenchServer>>,
+        rtm: Option<Arc<RtmServer>>,
+        relays: Relays,
+    ) -> io::Result<ControlServer> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let inner = Arc::new(Inner {
-            targets: Targets { bench, rtm },
+            targets: Targets { bench, rtm, relays },
             stopping: AtomicBool::new(false),
             open: Mutex::new(BTreeMap::new()),
             threads: Mutex::new(Vec::new()),

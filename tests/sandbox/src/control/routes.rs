@@ -10,7 +10,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::Targets;
+use super::{Relays, Targets};
 use crate::bench::query::{QValue, Query};
 use crate::bench::request::Request;
 use crate::rtm::{AttemptOutcome, ConnectFault, ReplyOverride, SocketFault};
@@ -37,6 +37,8 @@ enum Run {
     Index,
     Rtm(fn(&RtmServer, &Call<'_>) -> Outcome),
     Bench(fn(&BenchServer, &Call<'_>) -> Outcome),
+    /// The relays in front of the servers (`benchlink sandbox --cut-every`/`--latency`).
+    Relay(fn(&Relays, &Call<'_>) -> Outcome),
 }
 
 struct Endpoint {
@@ -88,6 +90,23 @@ const fn bench(
         body: None,
         about,
         run: Run::Bench(run),
+    }
+}
+
+const fn relay(
+    method: &'static str,
+    path: &'static str,
+    args: &'static [(&'static str, &'static str)],
+    about: &'static str,
+    run: fn(&Relays, &Call<'_>) -> Outcome,
+) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        args,
+        body: None,
+        about,
+        run: Run::Relay(run),
     }
 }
 
@@ -256,6 +275,20 @@ static ENDPOINTS: &[Endpoint] = &[
             "addresses": r.addresses,
             "on_request": r.on_request,
         })).collect())),
+    relay("POST", "/relay/cut", &[("server", "bench or rtm: only that server's relay; default: both")],
+        "Cut every connection the relays carry now, both sides (affected: the connections closed).",
+        cut_relays),
+    relay("GET", "/relay/stats", &[],
+        "Per relay: cuts so far (scheduled and on demand), connections they closed, connections relayed since the start and open now.",
+        |r, _| Ok(r.named().map(|(name, cutter)| {
+            let st = cutter.stats();
+            (name.to_owned(), json!({
+                "cuts": st.cuts,
+                "connections_cut": st.connections_cut,
+                "accepted": st.accepted,
+                "open": st.open,
+            }))
+        }).collect::<serde_json::Map<_, _>>().into())),
 ];
 
 fn affected(n: usize) -> Value {
@@ -360,6 +393,25 @@ fn socket_fault(s: &RtmServer, c: &Call<'_>) -> Outcome {
         Some(id) => usize::from(s.faults().set_socket_fault_on(id, fault)),
         None => s.faults().set_socket_fault(fault),
     }))
+}
+
+fn cut_relays(r: &Relays, c: &Call<'_>) -> Outcome {
+    let only = match c.value("server")? {
+        None => None,
+        Some(name @ ("bench" | "rtm")) => Some(name),
+        Some(other) => return Err(bad(format!("unknown server {other}; one of bench, rtm"))),
+    };
+    let mut chosen = r
+        .named()
+        .filter(|(name, _)| only.is_none_or(|o| o == *name))
+        .peekable();
+    if chosen.peek().is_none() {
+        return Err(Failure {
+            status: 404,
+            message: format!("no relay in front of the {} server", only.unwrap_or("")),
+        });
+    }
+    Ok(affected(chosen.map(|(_, cutter)| cutter.cut_now()).sum()))
 }
 
 fn benchmark(s: &BenchServer, c: &Call<'_>) -> Outcome {
@@ -493,6 +545,7 @@ fn available(targets: &Targets, endpoint: &Endpoint) -> bool {
         Run::Index => true,
         Run::Rtm(_) => targets.rtm.is_some(),
         Run::Bench(_) => targets.bench.is_some(),
+        Run::Relay(_) => targets.relays.named().next().is_some(),
     }
 }
 
@@ -621,5 +674,6 @@ fn run(targets: &Targets, endpoint: &Endpoint, call: &Call<'_>) -> Result<Vec<u8
         Run::Index => Ok(pretty(&index(targets))),
         Run::Rtm(f) => f(targets.rtm.as_deref().ok_or_else(missing)?, call).map(|v| pretty(&v)),
         Run::Bench(f) => f(targets.bench.as_deref().ok_or_else(missing)?, call).map(|v| pretty(&v)),
+        Run::Relay(f) => f(&targets.relays, call).map(|v| pretty(&v)),
     }
 }
