@@ -7,7 +7,8 @@
 //! given on its command line) through `run-in-qemu --fwd 4800=… --fwd 8080=…`: the device
 //! sees the benchmark server at `10.0.2.100:4800` and the hub at `ws://10.0.2.100:8080`.
 //! Build-time settings (`option_env!`, as on the NUCLEO): `BENCHLINK_RTM_APPKEY`,
-//! `BENCHLINK_TOKEN`, `BENCHLINK_RTM_ROLE` and `BENCHLINK_RTM_ROLE_SECRET`.
+//! `BENCHLINK_TOKEN`, `BENCHLINK_RTM_ROLE` and `BENCHLINK_RTM_ROLE_SECRET`; and the
+//! scenario, `BENCHLINK_SCENARIO` (a file, read by `build.rs`; default `hello.bdl`).
 #![no_std]
 #![no_main]
 
@@ -37,10 +38,12 @@ const BENCH_TOKEN: Option<&str> = option_env!("BENCHLINK_TOKEN");
 const RTM_ROLE: Option<&str> = option_env!("BENCHLINK_RTM_ROLE");
 const RTM_ROLE_SECRET: Option<&str> = option_env!("BENCHLINK_RTM_ROLE_SECRET");
 
-/// The repository's example scenario and the resource it includes.
+/// The scenario chosen at build time (`BENCHLINK_SCENARIO`, else `hello.bdl`: see
+/// `build.rs`), and the resource `hello.bdl` includes (sent with any scenario: one that
+/// does not include it ignores it).
 const SCENARIO: File<'static> = File {
-    name: "hello.bdl",
-    content: include_bytes!("../../../../scenarios/hello.bdl"),
+    name: env!("BENCHLINK_SCENARIO_NAME"),
+    content: include_bytes!(concat!(env!("OUT_DIR"), "/scenario")),
 };
 const INCLUDES: &[File<'static>] = &[File {
     name: "data.txt",
