@@ -4,7 +4,8 @@
 //! can do from Rust is a flag here: the listen address, token users, the real server's
 //! quirks, the faults, the limits. The faults and observations that only make sense
 //! while the servers run (drop connections now, crash benchmark 3, who is connected)
-//! are on the control endpoint (`--control-port`).
+//! are on the control endpoint (`--control-port`). `--latency` and `--cut-every` put
+//! both servers behind relays (`benchlink_sandbox::relay`): a long link, one that cuts.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -17,8 +18,8 @@ use clap::{Args, ValueEnum};
 use benchlink_sandbox::bench::{
     BenchFault, BenchServer, BenchServerConfig, Fault, LogCompression, Speed, User, STAGES,
 };
-use benchlink_sandbox::control::ControlServer;
-use benchlink_sandbox::relay::Relay;
+use benchlink_sandbox::control::{ControlServer, Relays};
+use benchlink_sandbox::relay::{CutSchedule, Relay, RelayConfig};
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
@@ -119,6 +120,17 @@ pub(super) struct SandboxArgs {
     /// take the advertised ones.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     latency: u64,
+    /// Cut every connection to either server at random intervals of MIN_MS to MAX_MS
+    /// milliseconds (each server's relay its own schedule; a cut closes all it carries,
+    /// both sides): what load balancers, NAT rebinding and restarted proxies do to long
+    /// streams. The servers then listen on free ports behind relays that take the
+    /// advertised ones; the banner prints both addresses.
+    #[arg(long, value_name = "MIN_MS-MAX_MS", value_parser = parse_range)]
+    cut_every: Option<(u64, u64)>,
+    /// Seed of the --cut-every schedules (the benchmark server's relay uses SEED, the RTM
+    /// server's SEED+1): the same seed, the same intervals. Default: random; always printed.
+    #[arg(long, value_name = "N", requires = "cut_every")]
+    seed: Option<u64>,
     /// Pause after each byte with --fault drip, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     drip_ms: u64,
@@ -178,6 +190,27 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+fn parse_range(text: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("expected MIN_MS-MAX_MS (e.g. 2000-6000), got {text:?}");
+    let (min, max) = text.split_once('-').ok_or_else(bad)?;
+    let (min, max): (u64, u64) = (
+        min.parse().map_err(|_| bad())?,
+        max.parse().map_err(|_| bad())?,
+    );
+    if min == 0 || min > max {
+        return Err(format!("need 0 < MIN_MS <= MAX_MS, got {text:?}"));
+    }
+    Ok((min, max))
+}
+
+/// A seed nobody chose: the standard library's per-process random hasher keys.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
 fn parse_user(text: &str) -> Result<User, String> {
     match text.split_once('=') {
         Some((login, token)) if !login.is_empty() && !token.is_empty() => {
@@ -207,7 +240,7 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     };
     config.listen = args.listen;
     // Behind a relay, the server takes any free port and the relay the advertised one.
-    config.port = if args.latency > 0 { 0 } else { args.port };
+    config.port = if relayed(args) { 0 } else { args.port };
     config.data_flood = args.data_flood;
     config.log_compression = match args.log_compression {
         Compression::Deflate => LogCompression::Deflate,
@@ -265,6 +298,11 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     Ok(config)
 }
 
+/// Whether the servers sit behind relays (a latency, cuts, or both).
+fn relayed(args: &SandboxArgs) -> bool {
+    args.latency > 0 || args.cut_every.is_some()
+}
+
 pub(super) fn run(args: SandboxArgs) -> ExitCode {
     let config = match bench_config(&args) {
         Ok(config) => config,
@@ -285,7 +323,7 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     };
     let rtm = match RtmServer::start(RtmServerConfig {
         listen: args.listen,
-        port: if args.latency > 0 { 0 } else { args.rtm_port },
+        port: if relayed(&args) { 0 } else { args.rtm_port },
         ..RtmServerConfig::default()
     }) {
         Ok(server) => server,
@@ -310,34 +348,28 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         rtm.faults().set_socket_fault(rtm_fault);
     }
     let (bench, rtm) = (Arc::new(bench), Arc::new(rtm));
-    let control = match args.control_port {
-        Some(port) => {
-            let addr = SocketAddr::new(args.listen, port);
-            match ControlServer::start(addr, Some(Arc::clone(&bench)), Some(Arc::clone(&rtm))) {
-                Ok(control) => Some(control),
-                Err(e) => {
-                    eprintln!("error: could not start the control endpoint on {addr}: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
-        None => None,
-    };
-    // With a latency, relays take the advertised ports and clients reach the servers
-    // through them.
-    let (bench_addr, rtm_addr, relays) = if args.latency > 0 {
-        let delay = std::time::Duration::from_millis(args.latency);
-        let relay = |port: u16, target: SocketAddr| {
-            Relay::start(SocketAddr::new(args.listen, port), target, delay).map_err(|e| {
-                format!(
-                    "could not start the latency relay on {}:{port}: {e}",
-                    args.listen
-                )
-            })
+    // Behind relays (a latency, cuts), the relays take the advertised ports and clients
+    // reach the servers through them.
+    let seed = args
+        .cut_every
+        .map(|_| args.seed.unwrap_or_else(random_seed));
+    let (bench_addr, rtm_addr, relays) = if relayed(&args) {
+        let delay = Duration::from_millis(args.latency);
+        let relay = |port: u16, target: SocketAddr, seed: Option<u64>| {
+            let cuts = args
+                .cut_every
+                .zip(seed)
+                .map(|((min, max), seed)| CutSchedule::new(seed, min, max));
+            Relay::start_with(
+                SocketAddr::new(args.listen, port),
+                target,
+                RelayConfig { delay, cuts },
+            )
+            .map_err(|e| format!("could not start the relay on {}:{port}: {e}", args.listen))
         };
         match (
-            relay(args.port, bench.addr()),
-            relay(args.rtm_port, rtm.addr()),
+            relay(args.port, bench.addr(), seed),
+            relay(args.rtm_port, rtm.addr(), seed.map(|s| s.wrapping_add(1))),
         ) {
             (Ok(b), Ok(r)) => (b.addr(), r.addr(), vec![b, r]),
             (Err(e), _) | (_, Err(e)) => {
@@ -347,6 +379,31 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         }
     } else {
         (bench.addr(), rtm.addr(), Vec::new())
+    };
+    let cutters = match relays.as_slice() {
+        [b, r] => Relays {
+            bench: Some(b.cutter()),
+            rtm: Some(r.cutter()),
+        },
+        _ => Relays::default(),
+    };
+    let control = match args.control_port {
+        Some(port) => {
+            let addr = SocketAddr::new(args.listen, port);
+            match ControlServer::start_with_relays(
+                addr,
+                Some(Arc::clone(&bench)),
+                Some(Arc::clone(&rtm)),
+                cutters,
+            ) {
+                Ok(control) => Some(control),
+                Err(e) => {
+                    eprintln!("error: could not start the control endpoint on {addr}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
     };
     let mut banner = format!(
         "benchmark server listening on http://{host}\n\
@@ -363,6 +420,18 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
             "latency: every byte delayed {} ms each way (a {} ms round trip)\n",
             args.latency,
             2 * args.latency
+        ));
+    }
+    if relayed(&args) {
+        banner.push_str(&format!(
+            "direct (not relayed): benchmark server http://{}, RTM server ws://{}\n",
+            bench.addr(),
+            rtm.addr()
+        ));
+    }
+    if let (Some((min, max)), Some(seed)) = (args.cut_every, seed) {
+        banner.push_str(&format!(
+            "cuts: every connection to either server closed at random every {min}-{max} ms (seed {seed}; again: --cut-every {min}-{max} --seed {seed})\n"
         ));
     }
     let mut warning = String::new();
