@@ -10,6 +10,8 @@
 use core::fmt;
 use core::marker::PhantomData;
 
+use super::resume::Report;
+
 /// A line longer than the splitter's buffer. The line is dropped (reported once) and
 /// splitting resumes after its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +207,7 @@ pub trait LineFormat {
     /// A decoded line, borrowing the line's bytes.
     type Item<'l>;
     /// Why a line could not be decoded (including it being too long).
-    type Error<'l>: From<LineTooLong>;
+    type Error<'l>: From<LineTooLong> + From<Report>;
 
     /// Decodes one line (without its line end).
     ///
@@ -326,6 +328,15 @@ pub enum LogLineError<'l> {
         /// The line's bytes, without its line end.
         line: &'l [u8],
     },
+    /// A stream resumed after a cut could not be resumed exactly here (see
+    /// [`resume`](super::resume)).
+    Resume(Report),
+}
+
+impl From<Report> for LogLineError<'_> {
+    fn from(r: Report) -> Self {
+        LogLineError::Resume(r)
+    }
 }
 
 impl From<LineTooLong> for LogLineError<'_> {
@@ -341,6 +352,7 @@ impl fmt::Display for LogLineError<'_> {
             LogLineError::NotUtf8 { line } => {
                 write!(f, "log line of {} bytes is not UTF-8", line.len())
             }
+            LogLineError::Resume(r) => write!(f, "log: {r}"),
         }
     }
 }

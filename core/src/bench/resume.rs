@@ -159,6 +159,33 @@ impl fmt::Display for Shortfall {
 
 impl core::error::Error for Shortfall {}
 
+/// What a resumed stream reports instead of guessing: a line that cannot be resumed, a
+/// request that came up short, a gap in a live tail. A stream's line decoder hands it
+/// out as a line error ([`SampleError::Resume`], [`LogLineError::Resume`]), so a
+/// caller that reports bad lines reports these too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Report {
+    /// See [`Unresumable`].
+    Unresumable(Unresumable),
+    /// See [`Shortfall`].
+    Shortfall(Shortfall),
+    /// See [`Gap`].
+    Gap(Gap),
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Report::Unresumable(u) => u.fmt(f),
+            Report::Shortfall(s) => s.fmt(f),
+            Report::Gap(g) => g.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for Report {}
+
 /// Where one sequence of lines (a log, one metric's file) stands: lines taken over all
 /// requests, lines met in the current one, and the last taken line's fingerprint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -260,7 +287,8 @@ impl<const N: usize, const NAME: usize> MetricTable for Metrics<N, NAME> {
         let at = match self.metrics.iter().position(|(n, _)| n == name) {
             Some(at) => at,
             None => {
-                let name = String::try_from(name).map_err(|()| Untracked::NameTooLong { max: NAME })?;
+                let name =
+                    String::try_from(name).map_err(|()| Untracked::NameTooLong { max: NAME })?;
                 self.metrics
                     .push((name, Progress::NEW))
                     .map_err(|_| Untracked::TableFull { capacity: N })?;

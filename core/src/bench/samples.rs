@@ -7,6 +7,7 @@
 use core::fmt;
 
 use super::lines::{LineDecoder, LineFormat, LineTooLong};
+use super::resume::Report;
 use crate::json::Number;
 use crate::swar::{decimal, digit_run, find_byte};
 
@@ -122,6 +123,15 @@ pub enum SampleError {
     InvalidName,
     /// The value is not an integer or float in Erlang/JSON notation.
     InvalidValue,
+    /// A stream resumed after a cut could not be resumed exactly here (see
+    /// [`resume`](super::resume)).
+    Resume(Report),
+}
+
+impl From<Report> for SampleError {
+    fn from(r: Report) -> Self {
+        SampleError::Resume(r)
+    }
 }
 
 impl From<LineTooLong> for SampleError {
@@ -138,6 +148,7 @@ impl fmt::Display for SampleError {
             SampleError::InvalidTimestamp => f.write_str("metric line has an invalid timestamp"),
             SampleError::InvalidName => f.write_str("metric line has an invalid name"),
             SampleError::InvalidValue => f.write_str("metric line has an invalid value"),
+            SampleError::Resume(r) => write!(f, "metrics: {r}"),
         }
     }
 }

@@ -712,7 +712,7 @@ fn log_lines() {
                     Err(LogLineError::NotUtf8 { line }) => {
                         out.push(b"?").push(&[line.len() as u8 + b'0']).push(b"|")
                     }
-                    Err(LogLineError::TooLong { .. }) => out.push(b"!|"),
+                    Err(LogLineError::TooLong { .. } | LogLineError::Resume(_)) => out.push(b"!|"),
                 };
             }
         }

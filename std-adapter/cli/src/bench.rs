@@ -794,7 +794,13 @@ fn write_log_line(
             lossy = String::from_utf8_lossy(line);
             &lossy
         }
-        Err(e @ LogLineError::TooLong { .. }) => {
+        // A live tail's gap after a cut, or a log that could not be resumed exactly:
+        // said on stderr, and the stream goes on.
+        Err(e @ LogLineError::Resume(_)) => {
+            eprintln!("benchlink: {e}");
+            return Ok(());
+        }
+        Err(e) => {
             return Err(Stop::Line(Fail(1, e.to_string())));
         }
     };

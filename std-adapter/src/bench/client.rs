@@ -1,7 +1,7 @@
 //! The blocking benchmark-server client: one method per endpoint over one kept-alive
 //! connection, every request and reply going through the core codec.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -10,6 +10,10 @@ use benchlink_core::bench::exchange::{
     Conversation, DataStep, DataWait, Paused, ResponseKind, Server, Sink, Timeouts,
 };
 use benchlink_core::bench::request::{self, File, Nodes};
+use benchlink_core::bench::resume::{
+    DataCursor, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying, StreamCursor,
+    TailCursor, Untracked,
+};
 use benchlink_core::bench::{
     Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine, LogLineError, MetricLine,
     Request, StreamRequest,
@@ -88,6 +92,8 @@ pub struct BenchClient {
     identity: Identity,
     transport: Transport,
     line_buf: Box<[u8]>,
+    /// How streams resume and idempotent calls are tried again (`None`: never).
+    retry: Option<Retry>,
 }
 
 /// What every request carries.
@@ -160,6 +166,10 @@ impl BenchClient {
             },
             address,
             line_buf: vec![0; MAX_LINE].into_boxed_slice(),
+            retry: Some(Retry {
+                jitter_seed: random_seed(),
+                ..Retry::DEFAULT
+            }),
         })
     }
 
@@ -252,6 +262,27 @@ impl BenchClient {
     /// since a running benchmark's log can be quiet for long).
     pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> BenchClient {
         self.identity.limits.stream_idle = timeout;
+        self
+    }
+
+    /// How streams resume after a cut (see [`LineStream`]): the waits between tries
+    /// and how many consecutive failed tries end them (default [`Retry::DEFAULT`]:
+    /// 200 ms doubling up to 5 s, 20 tries, jittered); `None` turns resumption off, and
+    /// a stream then ends with the error that cut it. A stream silent past its idle
+    /// limit ([`with_stream_idle_timeout`](Self::with_stream_idle_timeout)) counts as
+    /// cut.
+    ///
+    /// ```
+    /// use benchlink_std::bench::{BenchClient, Retry};
+    /// use std::time::Duration;
+    /// let client = BenchClient::from_host("127.0.0.1:4800")
+    ///     .unwrap()
+    ///     .with_retry(Some(Retry { attempts: None, max_interval: Duration::from_secs(30), ..Retry::DEFAULT }));
+    /// let no_resume = BenchClient::from_host("127.0.0.1:4800").unwrap().with_retry(None);
+    /// # let _ = (client, no_resume);
+    /// ```
+    pub fn with_retry(mut self, retry: Option<Retry>) -> BenchClient {
+        self.retry = retry;
         self
     }
 
@@ -424,21 +455,26 @@ impl BenchClient {
     /// The benchmark's system log, line by line as it is written, until the benchmark's
     /// process ends. Compressed logs are inflated on the fly.
     pub fn log(&mut self, id: u64) -> Result<LineStream<'_, LogLine>, Error> {
-        self.stream(&request::Log { id })
+        self.log_stream(Resend::Log(id), Box::new(LogCursor::new()))
     }
 
     /// The benchmark's worker log, like [`BenchClient::log`].
     pub fn userlog(&mut self, id: u64) -> Result<LineStream<'_, LogLine>, Error> {
-        self.stream(&request::Userlog { id })
+        self.log_stream(Resend::Userlog(id), Box::new(LogCursor::new()))
     }
 
     /// The server's own log from now on, at `severity` or above (default `info`). It
-    /// never ends by itself: drop the iterator to stop.
+    /// never ends by itself: drop the iterator to stop. A live tail cannot be resumed
+    /// exactly: after a cut it goes on from the new request's moment, and the lines
+    /// logged in between are missing; that gap is an error item
+    /// ([`LogLineError::Resume`](benchlink_core::bench::LogLineError::Resume) as
+    /// [`ErrorKind::Reply`]) before the new lines.
     pub fn server_logs(
         &mut self,
         severity: Option<&str>,
     ) -> Result<LineStream<'_, LogLine>, Error> {
-        self.stream(&request::ServerLogs { severity })
+        let request = Resend::ServerLogs(severity.map(str::to_owned));
+        self.log_stream(request, Box::new(TailCursor::new()))
     }
 
     /// The benchmark's metric samples as they are reported, until its process ends.
@@ -480,31 +516,20 @@ impl BenchClient {
     fn data_once_ready(
         &mut self,
         id: u64,
-        mut known: Option<&StatusInfo>,
+        known: Option<&StatusInfo>,
     ) -> Result<LineStream<'_, MetricLine>, Error> {
-        let mut wait = DataWait::new();
-        // Core's clock, counted from here.
-        let epoch = std::time::Instant::now();
-        let now = || {
-            CoreInstant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+        let cursor = Box::new(DataCursor::new(AnyMetrics::default()));
+        let mut stream = self.open_stream(Resend::Data(id), cursor)?;
+        let ready = match stream.open.as_mut() {
+            Some(open) => open.wait_for_data(id, known.cloned()),
+            None => Ok(false),
         };
-        loop {
-            let fresh;
-            let status = match known.take() {
-                Some(status) => status,
-                None => {
-                    fresh = self.status(id)?;
-                    &fresh
-                }
-            };
-            match wait.handle_status(now(), &status.status()) {
-                DataStep::SendData => return self.stream(&request::Data { id }),
-                DataStep::Empty => return Ok(LineStream::empty(&mut self.line_buf)),
-                DataStep::PollStatusAt(at) => {
-                    std::thread::sleep(at.saturating_duration_since(now()));
-                }
-            }
+        match ready {
+            Ok(true) => stream.start()?,
+            Ok(false) => stream.open = None,
+            Err(failed) => stream.retry(failed)?,
         }
+        Ok(stream)
     }
 
     /// Sends `req` and reads its JSON reply, converting the borrowed view with `own`.
@@ -551,6 +576,7 @@ impl BenchClient {
             identity,
             transport,
             line_buf,
+            retry: _,
         } = self;
         Parts {
             server: identity.server(address),
@@ -562,15 +588,23 @@ impl BenchClient {
         }
     }
 
-    /// Sends a stream request and reads its response head; a non-200 reply becomes the
-    /// server's typed error. The exchange is paused in the returned stream, which reads
-    /// the rest as its lines are asked for.
-    fn stream<R>(&mut self, req: &R) -> Result<LineStream<'_, R::Format>, Error>
-    where
-        R: StreamRequest,
-        R::Format: OwnedLine,
-    {
-        let context = Context::of(&self.identity, req);
+    /// A stream of `request` (not sent yet) over the client's connection and memory,
+    /// its lines classified by `cursor`, resumed after a cut as the client's
+    /// [`Retry`] policy says.
+    fn open_stream<F: OwnedLine>(
+        &mut self,
+        request: Resend,
+        cursor: Box<dyn StreamCursor<F> + Send>,
+    ) -> Result<LineStream<'_, F>, Error> {
+        let context = request.context(&self.identity);
+        let status = match request {
+            Resend::Data(id) => Some(Context::of(&self.identity, &request::Status { id })),
+            _ => None,
+        };
+        let retry = self.retry.map(Retrying::new);
+        let mut parts = self.parts();
+        let fitted = request.with(|req| req.fit(&mut parts));
+        fitted.map_err(|e| context.attach(e))?;
         let Parts {
             server,
             limits,
@@ -578,52 +612,54 @@ impl BenchClient {
             link,
             bufs,
             line_buf,
-        } = self.parts();
-        fit_head(bufs, server, link, limits, endpoint, req).map_err(|e| context.attach(e))?;
+        } = parts;
         let connect_timeout = endpoint.connect_timeout;
-        let mut talk = bufs
+        let talk = bufs
             .conversation(server, link, limits, connect_timeout)
             .map_err(|e| context.attach(e))?;
-        link.check_idle(&mut talk);
-        let mut head = Gather::new(MAX_ERROR_BODY);
-        let mut ex: Ex<'_, '_> = talk.exchange(req, ResponseKind::Stream, link.now());
-        let mut driven = link.drive(endpoint, &mut ex, &mut head, Until::Head);
-        // An error reply is read whole (its body says why).
-        if head.status != 200 && matches!(driven, Driven::Going) {
-            driven = Driven::Over(finish(link, endpoint, &mut ex, &mut head));
-        }
-        let paused = match driven {
-            Driven::Going => pause(link, endpoint, ex, &mut head),
-            Driven::Over(ended) => Err(ended),
-        };
-        let open = match paused {
-            Ok(paused) => Some(Open {
+        Ok(LineStream {
+            open: Some(Open {
                 talk,
-                paused,
+                paused: None,
                 link,
                 endpoint,
+                status,
             }),
-            Err(ended) => {
-                link.keep(&talk);
-                ended
-                    .and_then(|()| head.whole())
-                    .map_err(|e| context.attach(e))?;
-                if head.status != 200 {
-                    let error = CoreError::from_reply(head.status, &head.bytes);
-                    return Err(context.attach(error));
-                }
-                None
-            }
-        };
-        Ok(LineStream {
-            open,
-            early: head.bytes,
+            early: Vec::new(),
             done: false,
             lines: LineDecoder::new(line_buf),
             pending: VecDeque::new(),
-            context: Some(context),
+            context,
+            resume: Resume {
+                request,
+                cursor,
+                retry,
+                resumed: 0,
+                gap: None,
+            },
         })
     }
+
+    /// A log-like stream: sent at once, resumed after a cut.
+    fn log_stream(
+        &mut self,
+        request: Resend,
+        cursor: Box<dyn StreamCursor<LogLine> + Send>,
+    ) -> Result<LineStream<'_, LogLine>, Error> {
+        let mut stream = self.open_stream(request, cursor)?;
+        stream.start()?;
+        Ok(stream)
+    }
+}
+
+/// A seed for the retry jitter, different in every client (so that clients cut
+/// together do not come back together).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        | 1
 }
 
 /// See [`BenchClient::parts`].
@@ -751,35 +787,214 @@ impl Context {
         }
     }
 
+    /// No request to name (never used for what is sent).
+    fn unnamed() -> Context {
+        Context {
+            server: String::new(),
+            request: String::new(),
+        }
+    }
+
     fn attach(&self, e: impl Into<Error>) -> Error {
         e.into()
             .with_request(self.server.clone(), self.request.clone())
     }
 }
 
-/// A stream's exchange, paused between two reads, with the conversation it is paused
-/// in (over the client's memory) and the connection it reads from.
+/// A stream request as it is sent again after a cut.
+#[derive(Debug, Clone)]
+enum Resend {
+    Data(u64),
+    Log(u64),
+    Userlog(u64),
+    ServerLogs(Option<String>),
+}
+
+impl Resend {
+    /// Calls `f` with the typed request.
+    fn with<T>(&self, f: impl FnOnce(&dyn StreamTarget) -> T) -> T {
+        match self {
+            Resend::Data(id) => f(&request::Data { id: *id }),
+            Resend::Log(id) => f(&request::Log { id: *id }),
+            Resend::Userlog(id) => f(&request::Userlog { id: *id }),
+            Resend::ServerLogs(severity) => f(&request::ServerLogs {
+                severity: severity.as_deref(),
+            }),
+        }
+    }
+
+    fn context(&self, identity: &Identity) -> Context {
+        self.with(|req| req.context(identity))
+    }
+}
+
+/// What a stream does with its request, whichever it is: one object-safe face of the
+/// typed stream requests, so that a stream keeps one [`Resend`] and not a type.
+trait StreamTarget {
+    fn context(&self, identity: &Identity) -> Context;
+    fn exchange<'a, 'b>(&'a self, talk: &'a mut Conversation<'b>, now: CoreInstant) -> Ex<'a, 'b>;
+    /// Makes `tx` large enough for the request head ([`fit_head`]).
+    fn fit(&self, p: &mut Parts<'_>) -> Result<(), Failure>;
+}
+
+impl<R: StreamRequest> StreamTarget for R {
+    fn context(&self, identity: &Identity) -> Context {
+        Context::of(identity, self)
+    }
+
+    fn exchange<'a, 'b>(&'a self, talk: &'a mut Conversation<'b>, now: CoreInstant) -> Ex<'a, 'b> {
+        talk.exchange(self, ResponseKind::Stream, now)
+    }
+
+    fn fit(&self, p: &mut Parts<'_>) -> Result<(), Failure> {
+        fit_head(p.bufs, p.server, p.link, p.limits, p.endpoint, self)
+    }
+}
+
+/// Per-metric progress of a `/data` stream on std: any number of metrics, names of any
+/// length.
+#[derive(Debug, Default)]
+struct AnyMetrics(HashMap<Box<str>, Progress>);
+
+impl MetricTable for AnyMetrics {
+    fn progress(&mut self, name: &str) -> Result<&mut Progress, Untracked> {
+        if !self.0.contains_key(name) {
+            self.0.insert(name.into(), Progress::NEW);
+        }
+        self.0.get_mut(name).ok_or(Untracked::TableFull {
+            capacity: usize::MAX,
+        })
+    }
+
+    fn for_each(&mut self, each: &mut dyn FnMut(&mut Progress)) {
+        self.0.values_mut().for_each(each);
+    }
+}
+
+/// Why a try at a stream's response failed, and whether another may succeed.
+struct Failed {
+    error: Error,
+    transient: bool,
+}
+
+impl Failed {
+    fn of(context: &Context, e: Failure) -> Failed {
+        Failed {
+            transient: e.is_transient(),
+            error: context.attach(e),
+        }
+    }
+}
+
+/// A stream's conversation (over the client's memory) and the connection it reads
+/// from, with its exchange paused between two reads while a response is being read.
 struct Open<'c> {
     talk: Conversation<'c>,
-    paused: Paused<(), ()>,
+    paused: Option<Paused<(), ()>>,
     link: &'c mut Link,
     endpoint: &'c Endpoint,
+    /// A `/data` stream's `/status` request, as its errors name it.
+    status: Option<Context>,
 }
 
 impl Open<'_> {
     /// Resumes the exchange and drives it as far as `until`, pausing it again if it
     /// goes on.
     fn drive(&mut self, sink: &mut dyn Sink, until: Until) -> Driven {
-        let mut ex = self.talk.resume(self.paused);
+        let Some(paused) = self.paused.take() else {
+            return Driven::Over(Ok(()));
+        };
+        let mut ex = self.talk.resume(paused);
         match self.link.drive(self.endpoint, &mut ex, sink, until) {
             Driven::Going => match pause(self.link, self.endpoint, ex, sink) {
                 Ok(paused) => {
-                    self.paused = paused;
+                    self.paused = Some(paused);
                     Driven::Going
                 }
                 Err(ended) => Driven::Over(ended),
             },
             over => over,
+        }
+    }
+
+    /// Sends `req` and reads its response head: the body bytes that came with it, the
+    /// exchange paused here while more come; a non-200 reply is the server's error.
+    fn send(&mut self, req: &dyn StreamTarget, context: &Context) -> Result<Vec<u8>, Failed> {
+        self.paused = None;
+        self.link.check_idle(&mut self.talk);
+        let mut head = Gather::new(MAX_ERROR_BODY);
+        let now = self.link.now();
+        let mut ex = req.exchange(&mut self.talk, now);
+        let mut driven = self
+            .link
+            .drive(self.endpoint, &mut ex, &mut head, Until::Head);
+        // An error reply is read whole (its body says why).
+        if head.status != 200 && matches!(driven, Driven::Going) {
+            driven = Driven::Over(finish(self.link, self.endpoint, &mut ex, &mut head));
+        }
+        let ended = match driven {
+            Driven::Going => match pause(self.link, self.endpoint, ex, &mut head) {
+                Ok(paused) => {
+                    self.paused = Some(paused);
+                    Ok(())
+                }
+                Err(ended) => ended,
+            },
+            Driven::Over(ended) => ended,
+        };
+        ended
+            .and_then(|()| head.whole())
+            .map_err(|e| Failed::of(context, e))?;
+        if head.status != 200 {
+            self.paused = None;
+            return Err(Failed {
+                transient: head.status >= 500,
+                error: context.attach(CoreError::from_reply(head.status, &head.bytes)),
+            });
+        }
+        Ok(head.bytes)
+    }
+
+    /// Waits, as core's [`DataWait`] says, until benchmark `id` runs or ended (true) or
+    /// failed (false: its stream is empty), from `known` if given, else from `/status`.
+    fn wait_for_data(&mut self, id: u64, mut known: Option<StatusInfo>) -> Result<bool, Failed> {
+        let mut wait = DataWait::new();
+        loop {
+            let status = match known.take() {
+                Some(status) => status,
+                None => self.status(id)?,
+            };
+            match wait.handle_status(self.link.now(), &status.status()) {
+                DataStep::SendData => return Ok(true),
+                DataStep::Empty => return Ok(false),
+                DataStep::PollStatusAt(at) => {
+                    std::thread::sleep(at.saturating_duration_since(self.link.now()));
+                }
+            }
+        }
+    }
+
+    /// `/status` of `id`, on this conversation.
+    fn status(&mut self, id: u64) -> Result<StatusInfo, Failed> {
+        let req = request::Status { id };
+        let context = self.status.clone().unwrap_or_else(Context::unnamed);
+        let mut body = Gather::new(MAX_JSON_REPLY);
+        self.link.check_idle(&mut self.talk);
+        let now = self.link.now();
+        let mut ex: Ex<'_, '_> = self.talk.exchange(&req, ResponseKind::Reply, now);
+        let ended = match ex.outcome() {
+            Some(Err(e)) => Err(self.link.failure(e)),
+            _ => finish(self.link, self.endpoint, &mut ex, &mut body),
+        };
+        ended
+            .and_then(|()| body.whole())
+            .map_err(|e| Failed::of(&context, e))?;
+        match request::Status::read_reply(body.status, &body.bytes) {
+            Ok(reply) => Ok(StatusInfo::from(reply)),
+            Err(e) => Err(Failed {
+                transient: e.http_status().is_some_and(|s| s >= 500),
+                error: context.attach(e),
+            }),
         }
     }
 }
@@ -792,11 +1007,32 @@ impl Drop for Open<'_> {
     }
 }
 
+/// How a stream resumes: its request, what was taken, the retry policy.
+struct Resume<F: LineFormat> {
+    request: Resend,
+    cursor: Box<dyn StreamCursor<F> + Send>,
+    /// `None`: resumption is off ([`BenchClient::with_retry`]).
+    retry: Option<Retrying>,
+    resumed: u32,
+    /// A live tail's gap, to hand out before the new request's lines.
+    gap: Option<Gap>,
+}
+
 /// Lines of a log or metric stream as they arrive: owned, one at a time, through
 /// [`Iterator`]; or borrowed, all that the connection has at once, through
 /// [`LineStream::read_available`] (no allocation per line). A line that cannot be decoded
 /// is an `Err` item and the stream goes on; a failed connection is a last `Err`.
+///
+/// A stream resumes by itself after a cut, a truncated body, a reset, a refused
+/// connection, a 5xx or a silence past the idle limit, under the client's
+/// [`Retry`] policy ([`BenchClient::with_retry`]): the server restreams from the
+/// first line and the stream skips, per metric, what it already handed out (core's
+/// [`resume`](benchlink_core::bench::resume) cursors), so no line is lost or repeated.
+/// What cannot be resumed exactly (a benchmark restarted under the same id, a live
+/// tail's gap) is an `Err` item, never a guess. [`resumptions`](LineStream::resumptions)
+/// counts the times it resumed.
 pub struct LineStream<'c, F: OwnedLine> {
+    /// `None`: an empty stream (a failed benchmark's `/data`).
     open: Option<Open<'c>>,
     /// Body bytes that came with the head, not handed out yet.
     early: Vec<u8>,
@@ -804,7 +1040,8 @@ pub struct LineStream<'c, F: OwnedLine> {
     done: bool,
     lines: LineDecoder<'c, F>,
     pending: VecDeque<Result<F::Owned, Error>>,
-    context: Option<Context>,
+    context: Context,
+    resume: Resume<F>,
 }
 
 /// What [`LineStream::read_available`] ended on.
@@ -822,16 +1059,88 @@ pub enum Available {
 impl<F: OwnedLine> fmt::Debug for LineStream<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LineStream")
-            .field("open", &self.open.is_some())
+            .field(
+                "open",
+                &self.open.as_ref().is_some_and(|o| o.paused.is_some()),
+            )
+            .field("resumed", &self.resume.resumed)
             .finish_non_exhaustive()
     }
 }
 
-/// A stream's body as lines, handed to `each` until it breaks.
+/// A stream's body as lines, classified by its cursor, the new ones handed to `each`
+/// until it breaks.
 struct Lines<'s, 'l, F: LineFormat, E> {
     lines: &'s mut LineDecoder<'l, F>,
+    cursor: &'s mut (dyn StreamCursor<F> + Send),
     each: E,
     stopped: bool,
+}
+
+impl<F, E> Lines<'_, '_, F, E>
+where
+    F: LineFormat,
+    E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+{
+    /// Hands `report` out.
+    fn report(&mut self, report: Report) -> ControlFlow<()> {
+        let flow = (self.each)(Err(report.into()));
+        self.stopped |= flow.is_break();
+        flow
+    }
+
+    /// The response ended normally: its last line, and whether it had every line taken
+    /// before.
+    fn end(&mut self) {
+        let Lines {
+            lines,
+            cursor,
+            each,
+            stopped,
+        } = self;
+        if let Some(last) = lines.finish() {
+            if hand_out(&mut **cursor, each, stopped, last).is_break() {
+                return;
+            }
+        }
+        if let Err(short) = self.cursor.finish() {
+            let _ = self.report(Report::Shortfall(short));
+        }
+    }
+}
+
+/// One decoded line: skipped when taken before, else handed out to `each` (or what
+/// keeps it from being resumed, reported).
+fn hand_out<'l, F, E>(
+    cursor: &mut (dyn StreamCursor<F> + Send),
+    each: &mut E,
+    stopped: &mut bool,
+    line: Result<F::Item<'l>, F::Error<'l>>,
+) -> ControlFlow<()>
+where
+    F: LineFormat,
+    E: for<'x> FnMut(Result<F::Item<'x>, F::Error<'x>>) -> ControlFlow<()>,
+{
+    let line = match cursor.classify(&line) {
+        Line::Seen => return ControlFlow::Continue(()),
+        Line::New => {
+            cursor.take(&line);
+            line
+        }
+        Line::Unresumable(why) => Err(Report::Unresumable(why).into()),
+    };
+    let flow = each(line);
+    *stopped |= flow.is_break();
+    flow
+}
+
+/// `each` as a line callback (the closure's signature, for every line lifetime).
+fn line_callback<F, E>(each: E) -> E
+where
+    F: LineFormat,
+    E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+{
+    each
 }
 
 impl<F, E> Sink for Lines<'_, '_, F, E>
@@ -844,25 +1153,146 @@ where
     }
 
     fn data(&mut self, mut data: &[u8]) -> ControlFlow<()> {
-        while let Some(line) = self.lines.next(&mut data) {
-            if (self.each)(line).is_break() {
-                self.stopped = true;
-                return ControlFlow::Break(());
-            }
+        let Lines {
+            lines,
+            cursor,
+            each,
+            stopped,
+        } = self;
+        while let Some(line) = lines.next(&mut data) {
+            hand_out(&mut **cursor, each, stopped, line)?;
         }
         ControlFlow::Continue(())
     }
 }
 
 impl<'c, F: OwnedLine> LineStream<'c, F> {
-    fn empty(line_buf: &'c mut [u8]) -> Self {
-        LineStream {
-            open: None,
-            early: Vec::new(),
-            done: false,
-            lines: LineDecoder::new(line_buf),
-            pending: VecDeque::new(),
-            context: None,
+    /// Sends the request the first time (a `/data` stream's caller waited for the
+    /// benchmark already); a failure worth trying again is retried (not counted as a
+    /// resumption: nothing was taken yet).
+    fn start(&mut self) -> Result<(), Error> {
+        match self.send(false) {
+            Ok(()) => Ok(()),
+            Err(failed) => self.retry(failed),
+        }
+    }
+
+    /// Sends the stream's request (for `/data` with `wait`, once the benchmark runs: a
+    /// failed one ends the stream).
+    fn send(&mut self, wait: bool) -> Result<(), Failed> {
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
+        if let (Resend::Data(id), true) = (&self.resume.request, wait) {
+            if !open.wait_for_data(*id, None)? {
+                self.open = None;
+                return Ok(());
+            }
+        }
+        let context = &self.context;
+        self.early = self.resume.request.with(|req| open.send(req, context))?;
+        Ok(())
+    }
+
+    /// After `failed`: waits as the policy says and sends the request again, until it
+    /// streams or the failure is final.
+    fn retry(&mut self, mut failed: Failed) -> Result<(), Error> {
+        loop {
+            let retry = self.resume.retry.as_mut().filter(|_| failed.transient);
+            let (Some(retry), Some(open)) = (retry, self.open.as_ref()) else {
+                return Err(failed.error);
+            };
+            let Some(at) = retry.failed(open.link.now()) else {
+                return Err(failed.error);
+            };
+            std::thread::sleep(at.saturating_duration_since(open.link.now()));
+            match self.send(true) {
+                Ok(()) => return Ok(()),
+                Err(again) => failed = again,
+            }
+        }
+    }
+
+    /// The response failed with `e` after it began: resumed from where the stream was,
+    /// or the error.
+    fn resume_after(&mut self, e: Failure) -> Result<(), Error> {
+        let failed = Failed::of(&self.context, e);
+        // The partial line of the failed response goes with it; it comes again whole.
+        let _ = self.lines.finish();
+        self.early.clear();
+        self.resume.gap = self.resume.cursor.restart();
+        self.retry(failed)?;
+        self.resume.resumed += 1;
+        Ok(())
+    }
+
+    /// Times the stream was cut and resumed.
+    ///
+    /// ```no_run
+    /// let mut client = benchlink_std::bench::BenchClient::from_env()?;
+    /// let mut data = client.data(7)?;
+    /// let samples = data.by_ref().filter(Result::is_ok).count();
+    /// println!("{samples} samples, /data resumed {} times", data.resumptions());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resumptions(&self) -> u32 {
+        self.resume.resumed
+    }
+
+    /// Reads as far as `until` into `sink`, resuming after a failure: Going, or the end
+    /// (the stream's error when it could not be resumed).
+    fn read<E>(&mut self, each: &mut E, until: Until) -> Result<Driven, Error>
+    where
+        E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+    {
+        loop {
+            let mut sink = Lines {
+                lines: &mut self.lines,
+                cursor: &mut *self.resume.cursor,
+                each: &mut *each,
+                stopped: false,
+            };
+            if let Some(gap) = self.resume.gap.take() {
+                if sink.report(Report::Gap(gap)).is_break() {
+                    return Ok(Driven::Over(Ok(())));
+                }
+            }
+            // Body bytes that came with the head are this read's first bytes.
+            let early = std::mem::take(&mut self.early);
+            let until = match until {
+                _ if early.is_empty() => until,
+                Until::Read => {
+                    let _ = sink.data(&early);
+                    return Ok(Driven::Going);
+                }
+                _ => {
+                    let _ = sink.data(&early);
+                    Until::Drained { waited: true }
+                }
+            };
+            if sink.stopped {
+                return Ok(Driven::Over(Ok(())));
+            }
+            let driven = match self.open.as_mut() {
+                Some(open) => open.drive(&mut sink, until),
+                None => Driven::Over(Ok(())),
+            };
+            if sink.stopped {
+                return Ok(Driven::Over(Ok(())));
+            }
+            match driven {
+                Driven::Going => {
+                    if let Some(retry) = self.resume.retry.as_mut() {
+                        retry.progressed();
+                    }
+                    return Ok(Driven::Going);
+                }
+                Driven::Over(Ok(())) => {
+                    sink.end();
+                    return Ok(Driven::Over(Ok(())));
+                }
+                Driven::Over(Err(e)) => self.resume_after(e)?,
+            }
         }
     }
 
@@ -899,49 +1329,35 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
     /// ```
     pub fn read_available(
         &mut self,
-        each: impl for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+        mut each: impl for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
     ) -> Result<Available, Error> {
-        let mut early = std::mem::take(&mut self.early);
-        let mut sink = Lines {
-            lines: &mut self.lines,
-            each,
-            stopped: false,
-        };
-        let waited = !early.is_empty();
-        if waited {
-            let _ = sink.data(&early);
-            early.clear();
+        if self.done {
+            return Ok(Available::End);
         }
-        let driven = match self.open.as_mut() {
-            _ if sink.stopped => Driven::Over(Ok(())),
-            Some(open) => open.drive(&mut sink, Until::Drained { waited }),
-            None => Driven::Over(Ok(())),
-        };
-        if sink.stopped {
-            self.open = None;
-            self.done = true;
-            return Ok(Available::Stopped);
-        }
+        let mut stopped = false;
+        let mut each = line_callback::<F, _>(|line| {
+            let flow = each(line);
+            stopped |= flow.is_break();
+            flow
+        });
+        let driven = self.read(&mut each, Until::Drained { waited: false });
         match driven {
-            Driven::Going => Ok(Available::Idle),
-            Driven::Over(ended) => {
+            Ok(Driven::Going) => Ok(Available::Idle),
+            Ok(Driven::Over(_)) => {
                 self.open = None;
-                ended.map_err(|e| attach(&self.context, e))?;
-                if !std::mem::replace(&mut self.done, true) {
-                    if let Some(last) = sink.lines.finish() {
-                        let _ = (sink.each)(last);
-                    }
-                }
-                Ok(Available::End)
+                self.done = true;
+                Ok(if stopped {
+                    Available::Stopped
+                } else {
+                    Available::End
+                })
+            }
+            Err(e) => {
+                self.open = None;
+                self.done = true;
+                Err(e)
             }
         }
-    }
-}
-
-fn attach(context: &Option<Context>, e: impl Into<Error>) -> Error {
-    match context {
-        Some(c) => c.attach(e),
-        None => e.into(),
     }
 }
 
@@ -956,34 +1372,24 @@ impl<F: OwnedLine> Iterator for LineStream<'_, F> {
             if self.done {
                 return None;
             }
-            let early = std::mem::take(&mut self.early);
-            let (pending, context) = (&mut self.pending, &self.context);
-            let mut sink = Lines {
-                lines: &mut self.lines,
-                each: |line: Result<F::Item<'_>, F::Error<'_>>| {
-                    pending.push_back(F::own(line).map_err(|e| attach(context, e)));
-                    ControlFlow::Continue(())
-                },
-                stopped: false,
-            };
-            if !early.is_empty() {
-                let _ = sink.data(&early);
-                continue;
-            }
-            let driven = match self.open.as_mut() {
-                Some(open) => open.drive(&mut sink, Until::Read),
-                None => Driven::Over(Ok(())),
-            };
-            if let Driven::Over(ended) = driven {
-                self.open = None;
-                self.done = true;
-                match ended {
-                    Ok(()) => {
-                        if let Some(last) = sink.lines.finish() {
-                            let _ = (sink.each)(last);
-                        }
-                    }
-                    Err(e) => pending.push_back(Err(attach(context, e))),
+            let mut pending = std::mem::take(&mut self.pending);
+            let context = self.context.clone();
+            let mut each = line_callback::<F, _>(|line| {
+                pending.push_back(F::own(line).map_err(|e| context.attach(e)));
+                ControlFlow::Continue(())
+            });
+            let driven = self.read(&mut each, Until::Read);
+            self.pending = pending;
+            match driven {
+                Ok(Driven::Going) => {}
+                Ok(Driven::Over(_)) => {
+                    self.open = None;
+                    self.done = true;
+                }
+                Err(e) => {
+                    self.open = None;
+                    self.done = true;
+                    self.pending.push_back(Err(e));
                 }
             }
         }

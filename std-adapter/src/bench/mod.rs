@@ -21,6 +21,7 @@ pub mod scenario;
 pub mod token;
 
 pub use address::{ServerAddress, HOST_ENV};
+pub use benchlink_core::bench::resume::Retry;
 pub use client::{
     Available, BenchClient, LineStream, OwnedLine, StartOptions, DEFAULT_HOST, DEFAULT_TIMEOUT,
 };

@@ -6,8 +6,8 @@ use crate::bench::{LineDecoder, LogLine, MetricLine};
 
 /// Lines of metrics `a`, `b`, `c`, in file order per metric.
 const FILE: [&[u8]; 9] = [
-    b"1\ta\t0", b"1\tb\t0", b"2\ta\t1", b"1\tc\t0", b"2\tb\t1", b"3\ta\t2", b"2\tc\t1",
-    b"3\tb\t2", b"3\tc\t2",
+    b"1\ta\t0", b"1\tb\t0", b"2\ta\t1", b"1\tc\t0", b"2\tb\t1", b"3\ta\t2", b"2\tc\t1", b"3\tb\t2",
+    b"3\tc\t2",
 ];
 
 /// The lines of `FILE`, interleaved differently for each `round`, each metric's lines
@@ -226,14 +226,20 @@ fn a_log_resumes_after_its_last_line_and_checks_it() {
     }
     other.restart();
     assert_eq!(other.classify(b"one"), Line::Seen);
-    assert_eq!(other.classify(b"2"), Line::Unresumable(Unresumable::Diverged));
+    assert_eq!(
+        other.classify(b"2"),
+        Line::Unresumable(Unresumable::Diverged)
+    );
 }
 
 #[test]
 fn a_tail_reports_each_gap_after_the_lines_taken() {
     let mut tail = TailCursor::new();
     let line: Result<&str, LogLineError<'_>> = Ok("12:00 [info] x");
-    assert_eq!(StreamCursor::<LogLine>::classify(&mut tail, &line), Line::New);
+    assert_eq!(
+        StreamCursor::<LogLine>::classify(&mut tail, &line),
+        Line::New
+    );
     StreamCursor::<LogLine>::take(&mut tail, &line);
     StreamCursor::<LogLine>::take(&mut tail, &line);
     assert_eq!(
