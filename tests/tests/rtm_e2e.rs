@@ -11,13 +11,14 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use benchlink_core::rtm::RequestError;
+use benchlink_sandbox::relay::Relay;
 use benchlink_sandbox::rtm::{
     AttemptOutcome, ConnectFault, ConnectionInfo, ReplyOverride, RtmServer, RtmServerConfig,
     DEFAULT_APPKEY, RESTRICTED_PREFIX, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
 use benchlink_std::rtm::{
     Callback, Client, ClientObserver, ClientOptions, ConnectError, Error, Mode, Response,
-    SubscribeOptions, SubscriptionData, SubscriptionObserver,
+    SubscribeOptions, SubscriptionData, SubscriptionObserver, IN_FLIGHT_REQUEST_BYTES,
 };
 use benchlink_tests::{wait_until, within};
 use serde_json::{json, Value};
@@ -248,6 +249,8 @@ struct Rig {
     client: Client,
     log: Arc<Log>,
     server: RtmServer,
+    /// The delaying relay between the client and the server, when there is one.
+    relay: Option<Relay>,
 }
 
 impl Drop for Rig {
@@ -269,8 +272,28 @@ impl Rig {
     }
 
     fn with(config: RtmServerConfig, tweak: impl FnOnce(&mut ClientOptions)) -> Rig {
+        Rig::linked(config, None, tweak)
+    }
+
+    /// A rig whose client reaches the server through a relay that delays every byte by
+    /// `delay` each way: a distant server.
+    fn delayed(delay: Duration, tweak: impl FnOnce(&mut ClientOptions)) -> Rig {
+        Rig::linked(RtmServerConfig::default(), Some(delay), tweak)
+    }
+
+    fn linked(
+        config: RtmServerConfig,
+        delay: Option<Duration>,
+        tweak: impl FnOnce(&mut ClientOptions),
+    ) -> Rig {
         let server = RtmServer::start(config).unwrap();
+        let relay = delay.map(|delay| {
+            Relay::start("127.0.0.1:0".parse().unwrap(), server.addr(), delay).unwrap()
+        });
         let mut o = options(&server);
+        if let Some(relay) = &relay {
+            o.transport.endpoint = format!("ws://{}", relay.addr());
+        }
         tweak(&mut o);
         let log = Log::new();
         let client = Client::with_observer(o, Some(Box::new(ClientLog(log.clone())))).unwrap();
@@ -278,6 +301,7 @@ impl Rig {
             client,
             log,
             server,
+            relay,
         }
     }
 
@@ -1061,15 +1085,16 @@ fn the_default_queue_holds_twenty_thousand_publishes() {
 }
 
 /// A deep pipe into a server that stops acknowledging: 30,000 publishes go out and stay
-/// in flight (the std client's in-flight table is as deep as `max_queue_size`, here
-/// above the default 20,000), the request past `max_queue_size` is refused with `Full`
-/// at the call, a request's deadline still fires while the pipe is full, and when the
-/// connection drops every one of the 30,000 callbacks hears `Disconnected`, once.
+/// in flight (the pipe's bytes allow one more here; no request may wait in the queue),
+/// the request past that is refused with `Full` at the call, a request's deadline still
+/// fires while the pipe is full, and when the connection drops every one of the 30,000
+/// callbacks hears `Disconnected`, once.
 #[test]
 fn a_full_pipe_into_a_silent_server_is_bounded_and_its_deadlines_fire() {
     const IN_FLIGHT: usize = 30_000;
     let rig = Rig::with(RtmServerConfig::default(), |o| {
-        o.max_queue_size = IN_FLIGHT + 1
+        o.max_in_flight_bytes = (IN_FLIGHT + 1) * IN_FLIGHT_REQUEST_BYTES;
+        o.max_queue_size = 0;
     });
     rig.start();
     rig.server
@@ -2515,12 +2540,16 @@ fn client_observer_set_at_any_time() {
     assert_eq!(third.len(), third_before, "{:?}", third.all());
 }
 
-/// `max_queue_size` bounds the requests waiting for a reply; the one past it is refused
-/// with `Full` at the call (the SDK contract), and `wait_for_room` waits until one is
-/// answered. A silent server answers nothing, so nothing drains until it speaks again.
+/// Past the pipe's bytes (three requests in flight here) requests wait in the queue, and
+/// past `max_queue_size` (one) the next is refused with `Full` at the call (the SDK
+/// contract); `wait_for_room` waits until one is answered. A silent server answers
+/// nothing, so nothing drains until it speaks again.
 #[test]
 fn full_at_the_bound_then_wait_for_room() {
-    let rig = Rig::with(RtmServerConfig::default(), |o| o.max_queue_size = 3);
+    let rig = Rig::with(RtmServerConfig::default(), |o| {
+        o.max_in_flight_bytes = 3 * IN_FLIGHT_REQUEST_BYTES;
+        o.max_queue_size = 1;
+    });
     rig.start();
     let faults = rig.server.faults();
     assert_eq!(
@@ -2528,7 +2557,8 @@ fn full_at_the_bound_then_wait_for_room() {
         1
     );
     let (tx, rx) = std::sync::mpsc::channel();
-    for n in 0..3 {
+    // Three in flight, the fourth waits in the queue.
+    for n in 0..4 {
         let tx = tx.clone();
         rig.client
             .publish_json(
@@ -2540,7 +2570,7 @@ fn full_at_the_bound_then_wait_for_room() {
             )
             .unwrap();
     }
-    let refused = rig.client.publish_json("room", "3", None);
+    let refused = rig.client.publish_json("room", "4", None);
     assert!(
         matches!(
             refused,
@@ -2555,10 +2585,120 @@ fn full_at_the_bound_then_wait_for_room() {
     let waiter = std::thread::spawn(move || client.wait_for_room(WAIT));
     faults.set_socket_fault(None);
     assert!(waiter.join().unwrap().unwrap());
-    rig.client.publish_json("room", "3", None).unwrap();
-    for _ in 0..3 {
+    rig.client.publish_json("room", "4", None).unwrap();
+    for _ in 0..4 {
         rx.recv_timeout(WAIT).expect("each acked publish ends");
     }
+}
+
+/// A callback that sends its request's number and outcome to `tx`.
+fn tell(tx: &mpsc::Sender<(usize, Response<'static>)>, i: usize) -> Callback {
+    let tx = tx.clone();
+    Box::new(move |r| {
+        let _ = tx.send((i, r.to_owned()));
+    })
+}
+
+/// Every one of `n` requests ends once, as `want(i)` says request `i` should.
+fn each_ends_once(
+    rx: &Receiver<(usize, Response<'static>)>,
+    n: usize,
+    want: impl Fn(usize, &Response<'static>) -> bool,
+) {
+    let mut seen = vec![false; n];
+    for _ in 0..n {
+        let (i, r) = rx.recv_timeout(WAIT).unwrap();
+        assert!(want(i, &r), "request {i} ended with {r:?}");
+        assert!(
+            !std::mem::replace(&mut seen[i], true),
+            "request {i} ended twice"
+        );
+    }
+}
+
+/// Across a delayed link, the default pipeline is not a count: 30,000 acknowledged
+/// publishes (the reference SDK's count limit is 20,000) are on the wire at once, none
+/// of them answered (the server holds its replies), none refused, none waiting in the
+/// client; the connection's end then ends each once.
+#[test]
+fn more_than_twenty_thousand_publishes_in_flight_across_a_delayed_link() {
+    const N: usize = 30_000;
+    let rig = Rig::delayed(Duration::from_millis(20), |_| {});
+    assert!(rig.relay.is_some());
+    rig.start();
+    rig.server
+        .faults()
+        .override_replies("rtm/publish", ReplyOverride::Silence, None);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..N {
+        rig.client
+            .publish("far", &json!(i), Some(tell(&tx, i)))
+            .unwrap();
+    }
+    assert!(
+        rig.server
+            .wait_for_connections(WAIT, |c| c.first().is_some_and(|c| c.received_count == N)),
+        "the server never saw {N} publishes"
+    );
+    assert!(rx.try_recv().is_err(), "a held publish was answered");
+    rig.server.faults().clear();
+    rig.drop_and_reconnect();
+    each_ends_once(&rx, N, |_, r| *r == Response::Disconnected);
+}
+
+/// The pipeline's byte limit, at the point `ClientOptions::max_in_flight_bytes`
+/// documents, across a delayed link: with 25,000 requests' worth of bytes, exactly
+/// 25,000 acknowledged publishes go on the wire (the server holds its replies), the next
+/// `max_queue_size` (100) wait in the client's queue, and the one after is refused with
+/// `Full`; a producer waiting for room (`wait_for_room`) is let go once the requests in
+/// flight end (the connection drops), and the waiting ones then go out and are
+/// acknowledged.
+#[test]
+fn the_in_flight_byte_limit_queues_then_refuses_then_waits() {
+    const LIMIT: usize = 25_000;
+    const QUEUED: usize = 100;
+    let rig = Rig::delayed(Duration::from_millis(20), |o| {
+        o.max_in_flight_bytes = LIMIT * IN_FLIGHT_REQUEST_BYTES;
+        o.max_queue_size = QUEUED;
+    });
+    rig.start();
+    rig.server
+        .faults()
+        .override_replies("rtm/publish", ReplyOverride::Silence, None);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..LIMIT + QUEUED {
+        rig.client
+            .publish("far", &json!(i), Some(tell(&tx, i)))
+            .unwrap();
+    }
+    match rig
+        .client
+        .publish("far", &json!("over"), Some(tell(&tx, 0)))
+    {
+        Err(Error::Request(RequestError::Full)) => {}
+        other => panic!("expected Full, got {other:?}"),
+    }
+    assert!(
+        rig.server.wait_for_connections(WAIT, |c| c
+            .first()
+            .is_some_and(|c| c.received_count == LIMIT)),
+        "the server never saw {LIMIT} publishes"
+    );
+    // Nothing drains while the replies are held: the wait ends at its timeout, and no
+    // publish past the limit went out meanwhile.
+    assert!(!rig.client.wait_for_room(Duration::from_millis(50)).unwrap());
+    assert_eq!(rig.server.connections()[0].received_count, LIMIT);
+    let client = rig.client.clone();
+    let waiter = std::thread::spawn(move || client.wait_for_room(WAIT));
+    rig.server.faults().clear();
+    rig.drop_and_reconnect();
+    assert!(waiter.join().unwrap().unwrap());
+    each_ends_once(&rx, LIMIT + QUEUED, |i, r| match r {
+        Response::Disconnected => i < LIMIT,
+        Response::Reply(reply) => i >= LIMIT && reply.is_ok(),
+        _ => false,
+    });
+    rig.publish("far", &json!("after"));
 }
 
 /// The SDK contract: a completed unsubscribe is signalled by `on_leave_subscribed`. While

@@ -98,10 +98,14 @@ pub struct Config {
     /// Replay the last successful `authenticate` on every new connection, before anything
     /// else (default true).
     pub restore_auth_on_reconnect: bool,
-    /// Most user requests (publish, read, write, delete, search, authenticate) queued or in
-    /// flight at once; one more is refused with [`RequestError::Full`] (default 20000).
-    /// The caller's tables (the queue's bytes, the in-flight entries) may refuse
-    /// earlier.
+    /// Most user requests (publish, read, write, delete, search, authenticate) waiting in
+    /// the offline queue to be sent: made while not connected, or behind what must go
+    /// first (an auth, a full outbox, a full table of requests in flight). A request that
+    /// would wait while this many do is refused at the call with [`RequestError::Full`]
+    /// (default 20000, the reference SDK's `max_queue_size`, which counts its
+    /// unprocessed local actions); the queue's bytes may refuse earlier. Requests in
+    /// flight are not counted here: their table ([`Slots`]) bounds them, as memory (a
+    /// request in flight costs the client its entry, not its message).
     pub max_queue_size: usize,
     /// Whether a failed *first* connect after `start()` is retried (per
     /// `fail_count_threshold`) instead of stopping the client. Default false: the
@@ -282,11 +286,16 @@ enum Leave {
 ///   permissions).
 /// - **Offline queue**: publish, read, write, delete, search and authenticate made while
 ///   not connected (or while the queue is non-empty, an auth is in progress, or the table
-///   of requests in flight is full) wait in the queue's buffer. A request that does not
-///   fit is refused at the call with [`RequestError::Full`]; nothing is ever dropped
-///   silently (the reference keeps only the newest 1000). `max_queue_size` counts
-///   exactly the user requests queued or in flight (the reference also counts inbound
-///   events).
+///   of requests in flight is full and cannot grow) wait in the queue's buffer. A request
+///   that does not fit is refused at the call with [`RequestError::Full`]; nothing is
+///   ever dropped silently (the reference keeps only the newest 1000). `max_queue_size`
+///   counts exactly the user requests waiting in the queue (the reference also counts
+///   inbound events).
+/// - **Pipeline**: acked requests in flight (sent, reply awaited) are bounded by the
+///   table of requests in flight, not by a count: one entry each, in a table of the
+///   caller's size ([`Slots`]; the std client's grows up to a byte limit). When it is
+///   full the next requests wait in the queue and go out, in order, as replies,
+///   timeouts or a disconnect free entries.
 /// - **Exactly once**: every acked request ends with one [`Outcome`] (or [`AuthResult`]):
 ///   the reply, `Timeout` at its deadline (a deadline of `now` times out at the next
 ///   `handle_timeout`), or `Disconnected` when the connection is lost or the client
@@ -1960,10 +1969,10 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             .ok_or(RequestError::Full)
     }
 
-    /// Refuses a request when `max_queue_size` user requests are queued or in flight.
+    /// Refuses a request that must wait when `max_queue_size` user requests wait
+    /// already (requests in flight are bounded by the table of requests in flight).
     fn check_room(&self) -> Result<(), RequestError> {
-        let waiting = self.queued.saturating_add(self.requests_in_flight());
-        if waiting >= self.config.max_queue_size {
+        if self.queued >= self.config.max_queue_size {
             Err(RequestError::Full)
         } else {
             Ok(())
@@ -1980,13 +1989,13 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
     }
 
     /// Nothing waits to be written before a new request: it may go straight out.
-    fn can_send_now(&self, acked: bool) -> bool {
+    fn can_send_now(&mut self, acked: bool) -> bool {
         self.state == ClientState::Connected
             && self.writable
             && self.queue.is_empty()
             && self.user_auth.as_ref().is_none_or(|a| !a.started)
             && self.subs.iter().all(|s| s.to_send.is_none())
-            && (!acked || !self.pending.is_full())
+            && (!acked || self.pending.make_room())
     }
 
     pub(super) fn submit<R: Submit, H: Handler>(
@@ -2000,7 +2009,6 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         if self.state == ClientState::Disposed {
             return Err(RequestError::Disposed);
         }
-        self.check_room()?;
         if req.pdu_bound() > self.outbox.max_pdu() {
             return Err(RequestError::TooLarge);
         }
@@ -2031,6 +2039,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
             }
         }
         if !sent {
+            self.check_room()?;
             let meta = Meta {
                 kind: req.kind(),
                 acked,
@@ -2231,7 +2240,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
                 }
                 break;
             }
-            if meta.acked && self.pending.is_full() {
+            if meta.acked && !self.pending.make_room() {
                 break;
             }
             let id = self.next_id;

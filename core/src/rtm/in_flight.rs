@@ -63,11 +63,64 @@ impl Pending {
     }
 }
 
-/// The storage of the table of requests in flight: anything that is a mutable slice of
-/// [`Pending`] (`[Pending; N]`, `&mut [Pending]`, `Vec<Pending>`, `Box<[Pending]>`).
-pub trait Slots: AsRef<[Pending]> + AsMut<[Pending]> {}
+/// The storage of the table of requests in flight, and so the limit of the pipeline: at
+/// most one acked request in flight per entry, so the table's size, not a count in the
+/// [`Config`](super::Config), says how many may wait for their replies at once.
+///
+/// Anything that is a mutable slice of [`Pending`] (`[Pending; N]`, `&mut [Pending]`,
+/// `Vec<Pending>`, `Box<[Pending]>`) is a table of fixed size: on a device the caller's
+/// array is the limit. Where there is a heap, a storage may start small and grow when
+/// every entry is taken and another request is to be sent ([`grow`](Slots::grow)): the
+/// std client's grows up to a byte limit, so that a long pipe (hundreds of thousands of
+/// publishes across a 300 ms round trip) costs memory only when it is that long. When
+/// the table is full and cannot grow, requests wait in the offline queue until replies
+/// free entries.
+///
+/// ```
+/// use benchlink_core::rtm::{Pending, Slots};
+///
+/// /// Entries on the heap, doubled when full, up to `max`.
+/// struct Growing { entries: Vec<Pending>, max: usize }
+///
+/// impl Slots for Growing {
+///     fn entries(&self) -> &[Pending] { &self.entries }
+///     fn entries_mut(&mut self) -> &mut [Pending] { &mut self.entries }
+///     fn grow(&mut self) -> bool {
+///         let len = (self.entries.len() * 2).max(1).min(self.max);
+///         let grew = len > self.entries.len();
+///         self.entries.resize(len, Pending::EMPTY);
+///         grew
+///     }
+/// }
+///
+/// let mut table = Growing { entries: Vec::new(), max: 4 };
+/// assert!(table.grow() && table.entries().len() == 1);
+/// assert!(table.grow() && table.grow() && table.entries().len() == 4);
+/// // A fixed table never grows.
+/// assert!(![Pending::EMPTY; 4].grow());
+/// ```
+pub trait Slots {
+    /// The entries (their contents on entry do not matter).
+    fn entries(&self) -> &[Pending];
+    /// The entries, to write.
+    fn entries_mut(&mut self) -> &mut [Pending];
+    /// Adds entries at the end, when every entry holds a request in flight and another
+    /// is to be sent; returns whether any were added. The entries already there must
+    /// keep their places and contents (the client reorders them itself). The default
+    /// never grows: a fixed table.
+    fn grow(&mut self) -> bool {
+        false
+    }
+}
 
-impl<T: AsRef<[Pending]> + AsMut<[Pending]> + ?Sized> Slots for T {}
+impl<T: AsRef<[Pending]> + AsMut<[Pending]> + ?Sized> Slots for T {
+    fn entries(&self) -> &[Pending] {
+        self.as_ref()
+    }
+    fn entries_mut(&mut self) -> &mut [Pending] {
+        self.as_mut()
+    }
+}
 
 /// At most as many requests in flight as `P` has entries, in id order.
 pub(crate) struct InFlight<P> {
@@ -94,8 +147,8 @@ impl<P> InFlight<P> {
 
 impl<P: Slots> InFlight<P> {
     /// The table's size.
-    fn capacity(&self) -> usize {
-        self.slots.as_ref().len()
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.entries().len()
     }
 
     /// Requests in flight.
@@ -103,20 +156,38 @@ impl<P: Slots> InFlight<P> {
         self.live
     }
 
-    pub(crate) fn is_full(&self) -> bool {
-        self.live >= self.capacity()
+    /// Whether one more request may be pushed, growing the table when it is full and
+    /// its storage can grow.
+    pub(crate) fn make_room(&mut self) -> bool {
+        self.live < self.capacity() || self.grow()
     }
 
-    /// Appends `p`, whose id is above every id in the table; `false` when it is full.
+    /// Grows the storage; its ring wrapped at the old size, so the oldest entry is
+    /// moved first and positions map to entries again.
+    fn grow(&mut self) -> bool {
+        let before = self.capacity();
+        if !self.slots.grow() || self.capacity() <= before {
+            return false;
+        }
+        let head = self.head;
+        if let Some(old) = self.slots.entries_mut().get_mut(..before) {
+            old.rotate_left(head);
+        }
+        self.head = 0;
+        true
+    }
+
+    /// Appends `p`, whose id is above every id in the table; `false` when it is full
+    /// (and cannot grow).
     pub(crate) fn push(&mut self, p: Pending) -> bool {
+        if !self.make_room() {
+            return false;
+        }
         if self.used >= self.capacity() {
             self.gather();
         }
-        if self.used >= self.capacity() {
-            return false;
-        }
         let i = self.index(self.used);
-        if let Some(slot) = self.slots.as_mut().get_mut(i) {
+        if let Some(slot) = self.slots.entries_mut().get_mut(i) {
             *slot = p;
             self.used += 1;
             self.live += 1;
@@ -127,13 +198,13 @@ impl<P: Slots> InFlight<P> {
     /// The live request with `id`.
     pub(crate) fn get(&self, id: u32) -> Option<Pending> {
         let at = self.find(id)?;
-        self.slots.as_ref().get(self.index(at)).copied()
+        self.slots.entries().get(self.index(at)).copied()
     }
 
     /// Removes and returns the live request with `id`.
     pub(crate) fn take(&mut self, id: u32) -> Option<Pending> {
         let at = self.find(id)?;
-        let p = self.slots.as_ref().get(self.index(at)).copied()?;
+        let p = self.slots.entries().get(self.index(at)).copied()?;
         self.end(at);
         Some(p)
     }
@@ -143,7 +214,7 @@ impl<P: Slots> InFlight<P> {
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Pending> {
         (0..self.used)
-            .filter_map(|at| self.slots.as_ref().get(self.index(at)))
+            .filter_map(|at| self.slots.entries().get(self.index(at)))
             .filter(|p| !p.done)
     }
 
@@ -153,7 +224,7 @@ impl<P: Slots> InFlight<P> {
     pub(crate) fn earliest_deadline(&self) -> Option<Instant> {
         let mut at = u64::MAX;
         for p in (0..self.used)
-            .filter_map(|i| self.slots.as_ref().get(self.index(i)))
+            .filter_map(|i| self.slots.entries().get(self.index(i)))
             .filter(|p| !p.done)
         {
             at = at.min(p.deadline);
@@ -170,7 +241,7 @@ impl<P: Slots> InFlight<P> {
     ) {
         let mut at = 0;
         while at < self.used {
-            let p = self.slots.as_ref().get(self.index(at)).copied();
+            let p = self.slots.entries().get(self.index(at)).copied();
             match p {
                 Some(p) if !p.done && expired(&p) => {
                     let before = self.used;
@@ -189,7 +260,7 @@ impl<P: Slots> InFlight<P> {
     pub(crate) fn drain(&mut self, mut over: impl FnMut(Pending)) {
         for at in 0..self.used {
             let i = self.index(at);
-            if let Some(p) = self.slots.as_mut().get_mut(i).filter(|p| !p.done) {
+            if let Some(p) = self.slots.entries_mut().get_mut(i).filter(|p| !p.done) {
                 let live = *p;
                 p.done = true; // every slot out of the window stays a hole
                 over(live);
@@ -209,7 +280,7 @@ impl<P: Slots> InFlight<P> {
     fn find(&self, id: u32) -> Option<usize> {
         let first = self
             .slots
-            .as_ref()
+            .entries()
             .get(self.index(0))
             .filter(|_| self.used > 0)?
             .id;
@@ -217,7 +288,7 @@ impl<P: Slots> InFlight<P> {
         let (mut lo, mut hi) = (0, self.used);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let p = self.slots.as_ref().get(self.index(mid))?;
+            let p = self.slots.entries().get(self.index(mid))?;
             match p.id.wrapping_sub(first).cmp(&key) {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
@@ -230,11 +301,11 @@ impl<P: Slots> InFlight<P> {
     /// Marks position `at` answered and drops the holes at the front.
     fn end(&mut self, at: usize) {
         let i = self.index(at);
-        if let Some(slot) = self.slots.as_mut().get_mut(i) {
+        if let Some(slot) = self.slots.entries_mut().get_mut(i) {
             slot.done = true;
         }
         self.live = self.live.saturating_sub(1);
-        while self.used > 0 && self.slots.as_ref().get(self.head).is_some_and(|p| p.done) {
+        while self.used > 0 && self.slots.entries().get(self.head).is_some_and(|p| p.done) {
             self.head = self.index(1);
             self.used -= 1;
         }
@@ -250,14 +321,14 @@ impl<P: Slots> InFlight<P> {
         for at in 0..self.used {
             if self
                 .slots
-                .as_ref()
+                .entries()
                 .get(self.index(at))
                 .is_some_and(|p| !p.done)
             {
                 // Swapped, not copied: two distinct slots borrowed at once are known
                 // apart, so the move is never a `memmove`.
                 let (a, b) = (self.index(kept), self.index(at));
-                let (low, high) = self.slots.as_mut().split_at_mut(a.max(b));
+                let (low, high) = self.slots.entries_mut().split_at_mut(a.max(b));
                 if let (Some(x), Some(y)) = (low.get_mut(a.min(b)), high.first_mut()) {
                     core::mem::swap(x, y);
                 }
@@ -269,4 +340,4 @@ impl<P: Slots> InFlight<P> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

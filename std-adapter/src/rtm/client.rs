@@ -55,9 +55,8 @@ const TX: usize = 16 << 10;
 /// most this (plus the events of one chunk) before timers and user calls run again.
 const READ_CHUNK: usize = 64 << 10;
 type Subscriptions = Box<[core_rtm::SubscriptionSlot]>;
-type CoreLink = core_rtm::Link<Box<[u8]>, Subscriptions, Box<[core_rtm::Pending]>>;
-type CoreClient =
-    core_rtm::Client<Subscriptions, Box<[core_rtm::Pending]>, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
+type CoreLink = core_rtm::Link<Box<[u8]>, Subscriptions, InFlightTable>;
+type CoreClient = core_rtm::Client<Subscriptions, InFlightTable, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
 
 /// A table of `n` entries of `entry` (the subscription table, the table of requests in
 /// flight); `what` names it in the error when the memory cannot hold it, an error of
@@ -71,13 +70,46 @@ fn table<T: Clone>(n: usize, entry: T, what: &str) -> Result<Box<[T]>, String> {
     Ok(table.into_boxed_slice())
 }
 
-/// The table of requests in flight for `options`: `max_queue_size` entries (24 bytes
-/// each), so that a distant server sees a pipeline that deep; the table is a ring
-/// searched by id, so its size costs memory, not time.
-/// A size the memory cannot hold is an error of [`Client::new`], not an abort.
-fn in_flight(options: &ClientOptions) -> Result<Box<[core_rtm::Pending]>, String> {
-    let n = options.max_queue_size.max(1);
-    table(n, core_rtm::Pending::EMPTY, "max_queue_size")
+/// Bytes [`ClientOptions::max_in_flight_bytes`] counts for each acknowledged request in
+/// flight: its entry in the table of requests in flight (24) and its callback's pointer
+/// in the table of callbacks (16).
+pub const IN_FLIGHT_REQUEST_BYTES: usize =
+    std::mem::size_of::<core_rtm::Pending>() + std::mem::size_of::<Option<Callback>>();
+
+/// The most acknowledged requests `options` lets be in flight at once (at least one).
+fn max_in_flight(options: &ClientOptions) -> usize {
+    (options.max_in_flight_bytes / IN_FLIGHT_REQUEST_BYTES).max(1)
+}
+
+/// The table of requests in flight: empty at first, doubled each time every entry holds
+/// a request in flight and another is to be sent, up to `max` entries (the byte limit's
+/// worth), so a short pipe costs little and a long one what it holds. At the limit, or
+/// when the memory cannot hold more, requests wait in the offline queue for replies to
+/// free entries (backpressure, not growth). Kept at its largest: a pipe that was long
+/// once is likely to be again.
+struct InFlightTable {
+    entries: Vec<core_rtm::Pending>,
+    max: usize,
+}
+
+impl core_rtm::Slots for InFlightTable {
+    fn entries(&self) -> &[core_rtm::Pending] {
+        &self.entries
+    }
+
+    fn entries_mut(&mut self) -> &mut [core_rtm::Pending] {
+        &mut self.entries
+    }
+
+    fn grow(&mut self) -> bool {
+        let len = self.entries.len();
+        let to = len.saturating_mul(2).max(1024).min(self.max);
+        if to <= len || self.entries.try_reserve_exact(to - len).is_err() {
+            return false;
+        }
+        self.entries.resize(to, core_rtm::Pending::EMPTY);
+        true
+    }
 }
 
 /// The subscription table for `options`: `max_subscriptions` entries.
@@ -116,7 +148,7 @@ fn journal(options: &ClientOptions) -> Journal {
     let max_message = rx_size(options);
     let size = Journal::capacity_for(
         options.max_subscriptions,
-        options.max_queue_size,
+        max_in_flight(options),
         options.max_queue_size,
     )
     .saturating_add(max_message)
@@ -128,6 +160,12 @@ fn journal(options: &ClientOptions) -> Journal {
 fn rx_size(options: &ClientOptions) -> usize {
     options.transport.max_message_size.max(1024)
 }
+
+/// The default of [`ClientOptions::max_in_flight_bytes`], 8 MiB: the client's full rate
+/// of acknowledged publishes, about 600,000 a second on loopback (`.ci/bench-rtm`),
+/// across a 300 ms round trip is 180,000 requests in flight, 7.2 MB at
+/// [`IN_FLIGHT_REQUEST_BYTES`] each; rounded up, 209,715 requests.
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 8 << 20;
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
 pub const DISPOSE_WAIT: Duration = Duration::from_secs(10);
@@ -149,16 +187,27 @@ pub struct ClientOptions {
     pub fail_count_threshold: Option<u32>,
     /// Replay the last successful authentication after every reconnect (default true).
     pub restore_auth_on_reconnect: bool,
-    /// Most requests waiting for the connection or a reply; one more fails with
-    /// `Full` at the call (default 20000). As many acknowledged requests may be in
-    /// flight at once: the table of requests in flight has this many entries (24 bytes
-    /// each), so a distant server sees a pipeline that deep.
+    /// Most requests waiting in the offline queue to be sent: made while not connected,
+    /// or behind a full pipeline ([`max_in_flight_bytes`](Self::max_in_flight_bytes))
+    /// or outbox. A request that would wait while this many do fails with `Full` at the
+    /// call (default 20000, the reference SDK's, which counts its unprocessed local
+    /// actions). Requests in flight are not counted here.
     pub max_queue_size: usize,
     /// Bytes of the offline queue, where requests wait for a connection (or for room in
     /// flight), on top of room for one largest outgoing message: each request takes its
     /// body plus 18 bytes, and one that does not fit fails with `Full` at the call
     /// (default 4 MiB: the default `max_queue_size` of 100-byte publishes fit).
     pub queue_bytes: usize,
+    /// The memory the pipeline of acknowledged requests in flight (sent, reply
+    /// awaited) may take: [`IN_FLIGHT_REQUEST_BYTES`] (40) per request, its entry in the
+    /// table of requests in flight and its callback's pointer; what a callback captures
+    /// is its own. The table grows as the pipe gets longer (doubling, from 1,024 entries)
+    /// up to this; past it the next requests wait in the offline queue until replies
+    /// free entries, and then `max_queue_size` refuses with `Full`. Default
+    /// [`DEFAULT_MAX_IN_FLIGHT_BYTES`] (8 MiB, 209,715 requests): a 300 ms round trip at
+    /// the client's full rate (about 600,000 acknowledged publishes a second on
+    /// loopback: 180,000 in flight) fits.
+    pub max_in_flight_bytes: usize,
     /// The largest message (the JSON text of a publish's message or a write's value, as
     /// given or as serialized, or a CBOR item) the client sends; one byte more is refused
     /// at the call (`TooLarge`). Default 16 MiB, as [`TransportOptions::max_message_size`] for
@@ -228,6 +277,7 @@ impl ClientOptions {
             restore_auth_on_reconnect: true,
             max_queue_size: 20000,
             queue_bytes: 4 << 20,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
             max_outgoing_message_size: 16 << 20,
             retry_first_connect: true,
             wait_before_first_reconnect: true,
@@ -817,7 +867,10 @@ impl Client {
                         appkey,
                         buffers(&options),
                         subscriptions,
-                        in_flight(&options)?,
+                        InFlightTable {
+                            entries: Vec::new(),
+                            max: max_in_flight(&options),
+                        },
                     )
                     .map(Box::new)
                     .map_err(|e| e.to_string())

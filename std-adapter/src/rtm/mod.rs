@@ -65,7 +65,7 @@ pub use benchlink_core::rtm::pdu::{Encoding, History};
 pub use benchlink_core::rtm::{ClientState, Mode, RequestError, SubState};
 pub use client::{
     Batch, Callback, Client, ClientOptions, ConnectingError, Error, Response, SubscribeOptions,
-    DEFAULT_MAX_SUBSCRIPTIONS, DISPOSE_WAIT,
+    DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, DISPOSE_WAIT, IN_FLIGHT_REQUEST_BYTES,
 };
 pub use connection::{Connection, ConnectionDelegate};
 pub use observer::{ClientObserver, Reply, SharedObserver, SubscriptionData, SubscriptionObserver};

@@ -1092,18 +1092,161 @@ fn max_queue_size_refuses_at_the_call() {
     // reference's loop thread died draining more entries than max_queue_size).
     t.connect();
     assert_eq!(t.c.queued_requests(), 0);
-    // In flight counts too.
+    // Requests in flight do not count: the table of 16 bounds them. Past it, requests
+    // wait in the queue, two at most, and the next is refused; a reply sends the oldest
+    // waiting one and makes room for another.
     let mut t = T::new(Config {
         max_queue_size: 2,
         ..quiet()
     });
     t.connect();
-    t.publish("c", "1", true).unwrap();
-    t.publish("c", "2", true).unwrap();
-    assert_eq!(t.publish("c", "3", true), Err(RequestError::Full));
-    t.out();
+    for n in 0..18 {
+        t.publish("c", &n.to_string(), true).unwrap();
+    }
+    assert_eq!((t.c.requests_in_flight(), t.c.queued_requests()), (16, 2));
+    assert_eq!(t.publish("c", "18", true), Err(RequestError::Full));
+    assert_eq!(t.out().len(), 16);
     t.recv(r#"{"action":"rtm/publish/ok","id":0}"#);
-    assert!(t.publish("c", "3", true).is_ok());
+    assert_eq!(
+        t.out(),
+        [r#"{"action":"rtm/publish","id":16,"body":{"channel":"c","message":16}}"#]
+    );
+    assert_eq!((t.c.requests_in_flight(), t.c.queued_requests()), (16, 1));
+    assert!(t.publish("c", "18", true).is_ok());
+    assert_eq!(t.publish("c", "19", true), Err(RequestError::Full));
+}
+
+type Growing = crate::rtm::in_flight::tests::Growing;
+
+/// A client whose table of requests in flight starts empty and doubles up to `max`
+/// entries, as the std client's grows up to its byte limit.
+fn growing(max: usize) -> Client<[SubscriptionSlot; 2], Growing, [u8; 4096], [u8; 4096], [u8; 64]> {
+    let table = Growing {
+        entries: Vec::new(),
+        max,
+        double: true,
+    };
+    Client::new(
+        quiet(),
+        [SubscriptionSlot::EMPTY; 2],
+        table,
+        [0; 4096],
+        [0; 4096],
+        [0; 64],
+    )
+}
+
+/// The accounting of a pipeline bounded by its table: the table grows only as requests
+/// need it (1, 2, 4 entries), never past its limit; every acked request is counted once
+/// while in flight and released exactly once, by its reply (in or out of order), its
+/// timeout or the connection's end, each release sending the oldest request waiting;
+/// unacknowledged publishes never take an entry.
+#[test]
+fn the_pipeline_grows_to_its_limit_and_releases_every_entry_once() {
+    let mut c = growing(4);
+    let mut r = Rec::default();
+    let now = Instant::ZERO;
+    c.start(now, &mut r);
+    assert_eq!(c.poll_transmit(), Some(Transmit::Connect));
+    c.handle_connected(now, &mut r);
+    let sent = |c: &mut Client<_, Growing, _, _, _>| {
+        let mut ids = Vec::new();
+        while let Some(t) = c.poll_transmit() {
+            if let Transmit::Send(pdu) = t {
+                let id = pdu
+                    .split(r#""id":"#)
+                    .nth(1)
+                    .map(|rest| rest.split(',').next().unwrap().to_string());
+                ids.push(id.unwrap_or_else(|| "-".to_string()));
+            }
+        }
+        ids
+    };
+    let ack = |deadline: Option<u64>| Ack::Reply {
+        deadline: deadline.map(Instant::from_secs),
+    };
+    let mut tickets = Vec::new();
+    for (n, capacity) in [(0, 1), (1, 2), (2, 4), (3, 4)] {
+        let deadline = (n == 2).then_some(5);
+        tickets.push(
+            c.publish(now, "c", "1", ack(deadline), &mut r)
+                .unwrap()
+                .unwrap(),
+        );
+        assert_eq!(c.pending.capacity(), capacity, "after publish {n}");
+        assert_eq!(c.requests_in_flight(), n + 1);
+    }
+    // Without an ack: no entry, straight out.
+    assert_eq!(c.publish(now, "c", "0", Ack::None, &mut r), Ok(None));
+    // The table is at its limit: the next two wait.
+    for _ in 0..2 {
+        tickets.push(
+            c.publish(now, "c", "1", ack(None), &mut r)
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(c.pending.capacity(), 4);
+    assert_eq!((c.requests_in_flight(), c.queued_requests()), (4, 2));
+    assert_eq!(sent(&mut c), ["0", "1", "2", "3", "-"]);
+    // A reply out of order releases its entry: the oldest waiting request takes it.
+    c.handle_message(now, r#"{"action":"rtm/publish/ok","id":1}"#, &mut r);
+    assert_eq!(sent(&mut c), ["4"]);
+    assert_eq!((c.requests_in_flight(), c.queued_requests()), (4, 1));
+    // A timeout releases its entry.
+    c.handle_timeout(Instant::from_secs(5), &mut r);
+    assert_eq!(sent(&mut c), ["5"]);
+    assert_eq!((c.requests_in_flight(), c.queued_requests()), (4, 0));
+    // A reply in order.
+    c.handle_message(now, r#"{"action":"rtm/publish/ok","id":0}"#, &mut r);
+    assert_eq!(c.requests_in_flight(), 3);
+    // The end of the connection releases the rest.
+    c.handle_closed(Instant::from_secs(6), &mut r);
+    assert_eq!(c.requests_in_flight(), 0);
+    assert_eq!(c.pending.capacity(), 4);
+    let outcomes: Vec<&str> = r
+        .log
+        .iter()
+        .filter_map(|l| l.strip_prefix("reply#"))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "1 ok -",
+            "2 timeout",
+            "0 ok -",
+            "3 disconnected",
+            "4 disconnected",
+            "5 disconnected"
+        ]
+    );
+    for t in &tickets {
+        assert_eq!(r.finals.get(&t.get()), Some(&1), "ticket {}", t.get());
+    }
+}
+
+/// A table that cannot grow at all (a device's `[Pending; 0]`, or a storage at its
+/// limit from the start) sends no acked request: each waits in the queue, counted
+/// against `max_queue_size`, and ends `Disconnected` on dispose; publishes without an
+/// ack still go out.
+#[test]
+fn a_table_with_no_room_queues_every_acked_request() {
+    let mut c = growing(0);
+    let mut r = Rec::default();
+    let now = Instant::ZERO;
+    c.start(now, &mut r);
+    assert_eq!(c.poll_transmit(), Some(Transmit::Connect));
+    c.handle_connected(now, &mut r);
+    assert_eq!(c.publish(now, "c", "0", Ack::None, &mut r), Ok(None));
+    let ticket = c.publish(now, "c", "1", Ack::Reply { deadline: None }, &mut r);
+    let ticket = ticket.unwrap().unwrap();
+    assert_eq!((c.requests_in_flight(), c.queued_requests()), (0, 1));
+    assert!(
+        matches!(c.poll_transmit(), Some(Transmit::Send(pdu)) if pdu.contains("\"message\":0"))
+    );
+    assert!(c.poll_transmit().is_none());
+    c.dispose(now, &mut r);
+    assert_eq!(r.finals.get(&ticket.get()), Some(&1));
 }
 
 #[test]
@@ -2974,7 +3117,7 @@ fn random_event_sequences_keep_the_invariants() {
             if c.state() == ClientState::Disposed {
                 break;
             }
-            assert!(c.queued_requests() + c.requests_in_flight() <= config.max_queue_size);
+            assert!(c.queued_requests() <= config.max_queue_size);
         }
         c.dispose(now, &mut r);
         for t in &issued {

@@ -1,4 +1,4 @@
-use super::{InFlight, Pending};
+use super::{InFlight, Pending, Slots};
 use crate::rtm::requests::ReqKind;
 use crate::rtm::Ticket;
 use crate::time::Instant;
@@ -12,18 +12,58 @@ fn req(id: u32, deadline: Option<u64>) -> Pending {
     )
 }
 
-fn ids<P: AsRef<[Pending]> + AsMut<[Pending]>>(t: &InFlight<P>) -> Vec<u32> {
+fn ids<P: Slots>(t: &InFlight<P>) -> Vec<u32> {
     t.iter().map(|p| p.id).collect()
 }
 
+/// A storage that starts with some entries and grows by one or by doubling (as the std
+/// client's) up to `max`, its new entries filled with garbage (their contents on entry
+/// do not matter). The client's tests use it too.
+pub(crate) struct Growing {
+    pub(crate) entries: Vec<Pending>,
+    pub(crate) max: usize,
+    pub(crate) double: bool,
+}
+
+impl Slots for Growing {
+    fn entries(&self) -> &[Pending] {
+        &self.entries
+    }
+    fn entries_mut(&mut self) -> &mut [Pending] {
+        &mut self.entries
+    }
+    fn grow(&mut self) -> bool {
+        let len = self.entries.len();
+        let to = if self.double { len * 2 } else { len + 1 };
+        let to = to.max(1).min(self.max);
+        self.entries.resize(to, req(0xDEAD, Some(1)));
+        to > len
+    }
+}
+
 /// A model of the table (a list in id order) against the ring, through every mix of
-/// pushes, out-of-order answers and expiries a small seeded generator makes.
+/// pushes, out-of-order answers and expiries a small seeded generator makes: a fixed
+/// table of 5, and tables that grow to 5 from 0, 1 or 2 entries, by one or by doubling
+/// (growing with the ring wrapped).
 #[test]
 fn behaves_as_an_ordered_list() {
+    check_ordered_list(|| [Pending::EMPTY; 5]);
+    for start in 0..3 {
+        for double in [false, true] {
+            check_ordered_list(|| Growing {
+                entries: vec![Pending::EMPTY; start],
+                max: 5,
+                double,
+            });
+        }
+    }
+}
+
+fn check_ordered_list<P: Slots>(storage: impl Fn() -> P) {
     let mut rng = crate::testing::Xorshift(0x2545_F491_4F6C_DD1Du64);
     let mut rand = move |n: u64| rng.below(n);
     for _ in 0..200 {
-        let mut table: InFlight<[Pending; 5]> = InFlight::new([Pending::EMPTY; 5]);
+        let mut table = InFlight::new(storage());
         let mut model: Vec<Pending> = Vec::new();
         // Start near the wrap of the id space now and then.
         let mut next: u32 = if rand(2) == 0 { u32::MAX - 3 } else { 1 };
@@ -65,7 +105,7 @@ fn behaves_as_an_ordered_list() {
             }
             assert_eq!(ids(&table), model.iter().map(|p| p.id).collect::<Vec<_>>());
             assert_eq!(table.len(), model.len());
-            assert_eq!(table.is_full(), model.len() == 5);
+            assert_eq!(!table.make_room(), model.len() == 5);
             assert_eq!(
                 table.earliest_deadline(),
                 model.iter().filter_map(|p| p.deadline()).min()
@@ -95,6 +135,6 @@ fn a_stuck_request_leaves_room_for_the_rest() {
     }
     assert_eq!(ids(&table), vec![1]);
     assert!(table.push(req(100, None)) && table.push(req(101, None)));
-    assert!(table.is_full() && !table.push(req(102, None)));
+    assert!(!table.make_room() && !table.push(req(102, None)));
     assert_eq!(ids(&table), vec![1, 100, 101]);
 }
