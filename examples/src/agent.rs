@@ -6,19 +6,25 @@
 //! 1. starts the scenario on the benchmark server ([`BenchClient::start`]);
 //! 2. follows its status on a second connection, printing every stage change;
 //! 3. reads its live `/data` samples and publishes each one to the channel
-//!    `benchmarks.<id>.metrics` as `{"ts":…,"metric":…,"value":…}`, with an RTM client;
+//!    `benchmarks.<id>.metrics` as `{"ts":…,"metric":…,"value":…,"seq":…}` (`seq`
+//!    numbers the samples from 0), with an RTM client; a cut `/data` is resumed by the
+//!    library, exactly;
 //! 4. a second RTM client in the same process, subscribed to that channel before the
-//!    first sample, counts what comes back;
+//!    first sample, counts what comes back, each `seq` once;
 //! 5. prints the final results and the summary line
-//!    `published N samples, subscriber received N`.
+//!    `published N samples, subscriber received N (/data resumed K times, reconnected R
+//!    times)`.
 //!
 //! With no servers given, both run in-process: a [`BenchServer`] at its demo pace (a
 //! benchmark of a few seconds whose stages can be watched) and a default [`RtmServer`].
 
+use std::collections::HashSet;
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -141,12 +147,20 @@ pub struct Summary {
     pub samples: u64,
     /// Samples the messaging service acknowledged.
     pub published: u64,
-    /// Samples the subscriber received.
+    /// Distinct samples the subscriber received.
     pub received: u64,
+    /// Samples the subscriber received more than once (each published sample carries
+    /// its sequence number, `seq`).
+    pub duplicated: u64,
+    /// Times the `/data` stream was cut and resumed (by the library, exactly).
+    pub resumed: u32,
+    /// Times the two messaging clients connected again after their first connection.
+    pub reconnected: u64,
 }
 
 impl Summary {
-    /// `published N samples, subscriber received M`.
+    /// `published N samples, subscriber received M (/data resumed K times, reconnected
+    /// R times)`: what made the round trip, and what was survived on the way.
     ///
     /// ```
     /// # use benchlink_examples::agent::Summary;
@@ -154,25 +168,28 @@ impl Summary {
     /// let s = Summary {
     ///     id: 1, channel: "benchmarks.1.metrics".into(), results: Results::default(),
     ///     status: StatusInfo { status_text: "complete".into(), create_time: None, start_time: None, finish_time: None, reason: None },
-    ///     samples: 12, published: 12, received: 12,
+    ///     samples: 12, published: 12, received: 12, duplicated: 0, resumed: 2, reconnected: 1,
     /// };
-    /// assert_eq!(s.line(), "published 12 samples, subscriber received 12");
+    /// assert_eq!(s.line(), "published 12 samples, subscriber received 12 (/data resumed 2 times, reconnected 1 times)");
     /// assert_eq!(s.exit_code(), 0);
     /// ```
     pub fn line(&self) -> String {
         format!(
-            "published {} samples, subscriber received {}",
-            self.published, self.received
+            "published {} samples, subscriber received {} (/data resumed {} times, reconnected {} times)",
+            self.published, self.received, self.resumed, self.reconnected
         )
     }
 
     /// 0 when the benchmark completed and every sample read was published and
-    /// received; 3 when the benchmark did not complete (as `benchlink bench run`); 1
-    /// when samples were lost.
+    /// received once; 3 when the benchmark did not complete (as `benchlink bench run`);
+    /// 1 when samples were lost or repeated.
     pub fn exit_code(&self) -> u8 {
         if self.status.status() != Status::Complete {
             3
-        } else if self.published != self.samples || self.received != self.published {
+        } else if self.published != self.samples
+            || self.received != self.published
+            || self.duplicated > 0
+        {
             1
         } else {
             0
@@ -263,14 +280,16 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     let (ack_tx, ack_rx) = mpsc::channel::<bool>();
     let data_thread = thread::Builder::new()
         .name("agent-data".into())
-        .spawn(move || -> Result<u64, AgentError> {
+        .spawn(move || -> Result<(u64, u32), AgentError> {
             let mut samples = 0u64;
-            for sample in data_client.data(id).map_err(ctx("reading /data"))? {
+            let mut data = data_client.data(id).map_err(ctx("reading /data"))?;
+            for sample in data.by_ref() {
                 let sample = sample.map_err(ctx("reading /data"))?;
                 let message = serde_json::json!({
                     "ts": sample.timestamp,
                     "metric": sample.name,
                     "value": sample.value_json(),
+                    "seq": samples,
                 });
                 let tx = ack_tx.clone();
                 publishing
@@ -285,7 +304,7 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
                     .map_err(ctx("publishing"))?;
                 samples += 1;
             }
-            Ok(samples)
+            Ok((samples, data.resumptions()))
         })
         .map_err(ctx("spawning the data thread"))?;
 
@@ -304,7 +323,7 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
             }
         })
         .map_err(ctx("following the status"))?;
-    let samples = data_thread
+    let (samples, resumed) = data_thread
         .join()
         .map_err(|_| AgentError("the data thread panicked".into()))??;
 
@@ -318,12 +337,21 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         }
     }
 
-    let mut received = 0u64;
+    // Each sample once: a sequence number seen again is a duplicate.
+    let mut seen = HashSet::new();
+    let mut duplicated = 0u64;
+    let mut count = |seen: &mut HashSet<u64>, seqs: Vec<u64>| {
+        for seq in seqs {
+            if !seen.insert(seq) {
+                duplicated += 1;
+            }
+        }
+    };
     let mut last_progress = Instant::now();
-    while received < published && last_progress.elapsed() < SUBSCRIBER_PATIENCE {
+    while (seen.len() as u64) < published && last_progress.elapsed() < SUBSCRIBER_PATIENCE {
         match sub_rx.recv_timeout(SUBSCRIBER_PATIENCE.saturating_sub(last_progress.elapsed())) {
-            Ok(Counted::Messages { valid, invalid }) => {
-                received += valid;
+            Ok(Counted::Messages { seqs, invalid }) => {
+                count(&mut seen, seqs);
                 if invalid > 0 {
                     let _ = writeln!(out, "warning: {invalid} messages of another shape");
                 }
@@ -338,10 +366,12 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     }
     // Anything that arrived beyond the count (duplicates) counts too.
     for c in sub_rx.try_iter() {
-        if let Counted::Messages { valid, .. } = c {
-            received += valid;
+        if let Counted::Messages { seqs, .. } = c {
+            count(&mut seen, seqs);
         }
     }
+    let received = seen.len() as u64;
+    let reconnected = publisher.reconnects() + subscriber.reconnects();
 
     let results = bench.results(id).map_err(ctx("reading the results"))?;
     drop(publisher);
@@ -354,6 +384,9 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         samples,
         published,
         received,
+        duplicated,
+        resumed,
+        reconnected,
     })
 }
 
@@ -369,6 +402,8 @@ fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentErr
 /// A connected (and authenticated) RTM client, disposed on drop.
 struct Rtm {
     client: Client,
+    /// Connections made, the first included.
+    connects: Arc<AtomicU64>,
 }
 
 impl Drop for Rtm {
@@ -377,10 +412,11 @@ impl Drop for Rtm {
     }
 }
 
-struct Connected(Sender<bool>);
+struct Connected(Sender<bool>, Arc<AtomicU64>);
 
 impl ClientObserver for Connected {
     fn on_enter_connected(&mut self) {
+        self.1.fetch_add(1, Ordering::Relaxed);
         let _ = self.0.send(true);
     }
     fn on_enter_stopped(&mut self) {
@@ -392,9 +428,11 @@ impl Rtm {
     fn connect(target: &RtmTarget) -> Result<Rtm, AgentError> {
         let (tx, rx) = mpsc::channel();
         let options = ClientOptions::new(target.endpoint.clone(), target.appkey.clone());
-        let client = Client::with_observer(options, Some(Box::new(Connected(tx))))
-            .map_err(ctx("RTM client"))?;
-        let rtm = Rtm { client };
+        let connects = Arc::new(AtomicU64::new(0));
+        let observer = Connected(tx, Arc::clone(&connects));
+        let client =
+            Client::with_observer(options, Some(Box::new(observer))).map_err(ctx("RTM client"))?;
+        let rtm = Rtm { client, connects };
         rtm.client.start().map_err(ctx("RTM client"))?;
         if rx.recv_timeout(RTM_PATIENCE) != Ok(true) {
             let why = rtm
@@ -413,22 +451,35 @@ impl Rtm {
         }
         Ok(rtm)
     }
+
+    /// Connections made after the first.
+    fn reconnects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed).saturating_sub(1)
+    }
 }
 
 /// What the subscriber tells the agent.
 enum Counted {
     Subscribed,
     Failed(String),
-    Messages { valid: u64, invalid: u64 },
+    /// The sequence numbers of the samples of one delivery, and how many messages were
+    /// not samples.
+    Messages {
+        seqs: Vec<u64>,
+        invalid: u64,
+    },
 }
 
-/// The shape of a published sample.
+/// The shape of a published sample (`seq` is read; the rest only checked).
 #[derive(serde::Deserialize)]
-#[allow(dead_code)] // Only checked, never read.
 struct Metric {
+    #[allow(dead_code)]
     ts: u64,
+    #[allow(dead_code)]
     metric: String,
+    #[allow(dead_code)]
     value: serde_json::Value,
+    seq: u64,
 }
 
 struct Counter(Sender<Counted>);
@@ -441,14 +492,13 @@ impl SubscriptionObserver for Counter {
         let _ = self.0.send(Counted::Failed(reason.to_owned()));
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
-        let (mut valid, mut invalid) = (0, 0);
+        let (mut seqs, mut invalid) = (Vec::new(), 0);
         for m in data.messages() {
-            if serde_json::from_str::<Metric>(m).is_ok() {
-                valid += 1;
-            } else {
-                invalid += 1;
+            match serde_json::from_str::<Metric>(m) {
+                Ok(metric) => seqs.push(metric.seq),
+                Err(_) => invalid += 1,
             }
         }
-        let _ = self.0.send(Counted::Messages { valid, invalid });
+        let _ = self.0.send(Counted::Messages { seqs, invalid });
     }
 }

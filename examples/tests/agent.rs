@@ -62,7 +62,8 @@ fn agent(args: &[&str]) -> Output {
     }
 }
 
-/// `published N samples, subscriber received M` → (N, M).
+/// `published N samples, subscriber received M (/data resumed K times, reconnected R
+/// times)` → (N, M).
 fn summary(stdout: &str) -> (u64, u64) {
     let line = stdout
         .lines()
@@ -70,12 +71,12 @@ fn summary(stdout: &str) -> (u64, u64) {
         .find(|l| l.starts_with("published "))
         .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
     let numbers: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
-    assert_eq!(numbers.len(), 2, "{line}");
+    assert_eq!(numbers.len(), 4, "{line}");
     assert_eq!(
         line,
         format!(
-            "published {} samples, subscriber received {}",
-            numbers[0], numbers[1]
+            "published {} samples, subscriber received {} (/data resumed {} times, reconnected {} times)",
+            numbers[0], numbers[1], numbers[2], numbers[3]
         )
     );
     (numbers[0], numbers[1])
@@ -139,4 +140,47 @@ fn an_unreachable_messaging_service_is_an_error() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&endpoint), "{stderr}");
+}
+
+/// The std agent against a benchmark server behind a relay that cuts every connection
+/// at seeded random intervals (what a load balancer's idle timeout or a NAT rebinding
+/// does): `/data` is resumed by the library and every sample makes the round trip once.
+#[test]
+fn the_agent_survives_a_relay_that_cuts_its_connections() {
+    use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
+    use benchlink_sandbox::relay::{CutSchedule, Relay, RelayConfig};
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    println!("relay cut seed {seed}");
+    let server = BenchServer::start(BenchServerConfig::default()).expect("server");
+    let relay = Relay::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        server.host().parse().unwrap(),
+        RelayConfig {
+            delay: Duration::ZERO,
+            cuts: Some(CutSchedule::new(seed, 300, 900)),
+        },
+    )
+    .expect("relay");
+    let host = relay.addr().to_string();
+    let output = agent(&["--host", &host]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "seed {seed}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let (published, received) = summary(&stdout);
+    assert!(
+        published > 0 && published == received,
+        "seed {seed}: {stdout}"
+    );
+    let cuts = relay.cutter().stats();
+    assert!(
+        cuts.connections_cut > 0,
+        "seed {seed}: no connection was cut: {cuts:?}"
+    );
 }

@@ -66,6 +66,29 @@ pub trait Request: EncodeQuery {
     }
 }
 
+/// A request that changes nothing on the server, so that a client may send it again
+/// when it does not know whether it arrived (its [`Retry`](super::resume::Retry)
+/// policy): the status, the results, the clusters, a type check, the streams. The
+/// requests that change state (`/start`, `/restart`, `/stop`, the tags, the
+/// environment, commands, clusters, reports) are never sent again once their bytes
+/// went out, whatever their method.
+///
+/// ```
+/// use benchlink_core::bench::request::{Idempotent, Status};
+/// fn may_resend<R: Idempotent>(_: &R) {}
+/// may_resend(&Status { id: 7 });
+/// ```
+pub trait Idempotent: Request {}
+
+impl Idempotent for Status {}
+impl Idempotent for Results {}
+impl Idempotent for ClustersInfo {}
+impl Idempotent for Typecheck<'_> {}
+impl Idempotent for Log {}
+impl Idempotent for Userlog {}
+impl Idempotent for Data {}
+impl Idempotent for ServerLogs<'_> {}
+
 /// An endpoint whose 200 reply is one JSON document.
 pub trait JsonRequest: Request {
     /// The typed reply.

@@ -101,6 +101,12 @@ fn main() -> ExitCode {
                     summary.samples
                 );
             }
+            if summary.duplicated > 0 {
+                eprintln!(
+                    "agent: {} samples were received more than once",
+                    summary.duplicated
+                );
+            }
             println!("{}", summary.line());
             ExitCode::from(summary.exit_code())
         }

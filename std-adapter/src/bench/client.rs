@@ -9,7 +9,7 @@ use std::time::Duration;
 use benchlink_core::bench::exchange::{
     Conversation, DataStep, DataWait, Paused, ResponseKind, Server, Sink, Timeouts,
 };
-use benchlink_core::bench::request::{self, File, Nodes};
+use benchlink_core::bench::request::{self, File, Idempotent, Nodes};
 use benchlink_core::bench::resume::{
     DataCursor, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying, StreamCursor,
     TailCursor, Untracked,
@@ -353,7 +353,7 @@ impl BenchClient {
 
     /// The benchmark's status.
     pub fn status(&mut self, id: u64) -> Result<StatusInfo, Error> {
-        self.call(&request::Status { id }, |s| StatusInfo::from(s))
+        self.call_again(&request::Status { id }, |s| StatusInfo::from(s))
     }
 
     /// Polls the status every `poll` until it is final (`complete`, `failed`, `stopped`
@@ -417,7 +417,7 @@ impl BenchClient {
 
     /// The final results (empty while the benchmark runs).
     pub fn results(&mut self, id: u64) -> Result<Results, Error> {
-        self.call(&request::Results { id }, |r| Results::from(r))
+        self.call_again(&request::Results { id }, |r| Results::from(r))
     }
 
     /// E-mails the finished benchmark's report to `addrs`.
@@ -427,7 +427,7 @@ impl BenchClient {
 
     /// Every cluster the server knows.
     pub fn clusters_info(&mut self) -> Result<Vec<ClusterInfo>, Error> {
-        self.call(&request::ClustersInfo, |c| {
+        self.call_again(&request::ClustersInfo, |c| {
             c.iter().map(ClusterInfo::from).collect()
         })
     }
@@ -533,6 +533,8 @@ impl BenchClient {
     }
 
     /// Sends `req` and reads its JSON reply, converting the borrowed view with `own`.
+    /// A request that changes state is sent once: when its outcome is unknown (the
+    /// connection broke after it went out), the error says so and nothing is resent.
     fn call<R, T>(
         &mut self,
         req: &R,
@@ -541,10 +543,57 @@ impl BenchClient {
     where
         R: JsonRequest,
     {
+        self.call_retrying(req, own, None)
+    }
+
+    /// [`call`](Self::call) for a request that changes nothing: a failure worth trying
+    /// again (a cut, a reset, a refused connection, a deadline, a 5xx) is tried again as
+    /// the client's [`Retry`] policy says.
+    fn call_again<R, T>(
+        &mut self,
+        req: &R,
+        own: impl for<'a> FnOnce(R::Reply<'a>) -> T,
+    ) -> Result<T, Error>
+    where
+        R: JsonRequest + Idempotent,
+    {
+        let retry = self.retry.map(Retrying::new);
+        self.call_retrying(req, own, retry)
+    }
+
+    fn call_retrying<R, T>(
+        &mut self,
+        req: &R,
+        own: impl for<'a> FnOnce(R::Reply<'a>) -> T,
+        mut retry: Option<Retrying>,
+    ) -> Result<T, Error>
+    where
+        R: JsonRequest,
+    {
         let mut body = Gather::new(MAX_JSON_REPLY);
-        let replied = self.exchange(req, &mut body).and_then(|()| body.whole());
+        loop {
+            let replied = self.exchange(req, &mut body).and_then(|()| body.whole());
+            let transient = match &replied {
+                Err(e) => e.is_transient(),
+                Ok(()) => body.status >= 500,
+            };
+            let now = self.transport.link.now();
+            match retry
+                .as_mut()
+                .filter(|_| transient)
+                .and_then(|r| r.failed(now))
+            {
+                Some(at) => {
+                    std::thread::sleep(at.saturating_duration_since(now));
+                    body = Gather::new(MAX_JSON_REPLY);
+                }
+                None => {
+                    replied.map_err(|e| Context::of(&self.identity, req).attach(e))?;
+                    break;
+                }
+            }
+        }
         let context = || Context::of(&self.identity, req);
-        replied.map_err(|e| context().attach(e))?;
         let reply = R::read_reply(body.status, &body.bytes).map_err(|e| context().attach(e))?;
         Ok(own(reply))
     }
