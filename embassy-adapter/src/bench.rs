@@ -12,10 +12,11 @@
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::exchange::{
-    Conversation, DataStep, DataWait, Exchange, Output, ReplyBody, ResponseKind, Sink, StreamBody,
-    Timeouts as CoreTimeouts,
+    Conversation, DataStep, DataWait, Exchange, Gathered, Output, ReplyBody, ResponseKind, Sink,
+    StreamBody, Timeouts as CoreTimeouts,
 };
 use benchlink_core::bench::request::{Data, Status};
+use benchlink_core::bench::resume::{Line, Report, Retry, Retrying, StreamCursor};
 use benchlink_core::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::{DecompressorOxide, InflateMemory};
@@ -257,6 +258,206 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                     let status = gathered.finish::<Status>(self.body);
                     return status.map(|_| ()).map_err(Error::from);
                 }
+            }
+        }
+    }
+}
+
+/// How one try at a resumed stream ended.
+enum Try {
+    /// The stream ended normally, or the caller stopped it.
+    Done,
+    /// The connection or the exchange failed.
+    Failed(Error<'static>),
+    /// The server answered with an error (read again from the body buffer).
+    Refused(Gathered),
+}
+
+impl<'b, T: Transport> BenchClient<'b, T> {
+    /// [`stream`](Self::stream), resumed after every failure worth trying again (see
+    /// [`ClientError::is_transient`]: a cut, a truncated body, a reset, a refused
+    /// connection, a 5xx, a silence past [`Timeouts::stream_idle`]) as `policy` says,
+    /// without a line lost or repeated: the server restreams from the first line and
+    /// `cursor` (core's [`resume`](benchlink_core::bench::resume) cursors, in the
+    /// caller's memory) skips what was taken. What cannot be resumed exactly (a file
+    /// that changed, a live tail's gap) reaches `on_line` as an `Err` item
+    /// ([`Report`]). The cursor counts the resumptions; the same cursor goes on where a
+    /// previous call (stopped by `on_line`, or failed) left off.
+    ///
+    /// ```no_run
+    /// use benchlink_core::bench::request::Log;
+    /// use benchlink_core::bench::resume::{LogCursor, Retry};
+    /// use benchlink_embassy::bench::{BenchClient, Error};
+    /// use benchlink_embassy::transport::Transport;
+    /// use core::ops::ControlFlow;
+    ///
+    /// async fn log_lines<'c, T: Transport>(client: &'c mut BenchClient<'_, T>, id: u64) -> Result<u32, Error<'c>> {
+    ///     let mut cursor = LogCursor::new();
+    ///     client.resume(&Log { id }, &mut cursor, Retry::DEFAULT, |_line| ControlFlow::Continue(())).await?;
+    ///     Ok(cursor.resumptions())
+    /// }
+    /// ```
+    pub async fn resume<R, C, F>(
+        &mut self,
+        req: &R,
+        cursor: &mut C,
+        policy: Retry,
+        on_line: F,
+    ) -> Result<(), Error<'_>>
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        self.resume_from(req, None, cursor, policy, on_line).await
+    }
+
+    /// [`data`](Self::data), resumed as [`resume`](Self::resume) says: each new
+    /// request waits for the benchmark as `data` does (a benchmark that failed ends the
+    /// stream).
+    pub async fn data_resumed<C, F>(
+        &mut self,
+        id: u64,
+        cursor: &mut C,
+        policy: Retry,
+        on_sample: F,
+    ) -> Result<(), Error<'_>>
+    where
+        C: StreamCursor<MetricLine>,
+        F: FnMut(
+            Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        self.resume_from(&Data { id }, Some(id), cursor, policy, on_sample)
+            .await
+    }
+
+    async fn resume_from<R, C, F>(
+        &mut self,
+        req: &R,
+        data_of: Option<u64>,
+        cursor: &mut C,
+        policy: Retry,
+        mut on_line: F,
+    ) -> Result<(), Error<'_>>
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        let mut retrying = Retrying::new(policy);
+        // The server's refusal, returned from outside the loop (it borrows the body).
+        let refused = loop {
+            let taken = cursor.taken();
+            let tried = self.try_stream(req, data_of, cursor, &mut on_line).await;
+            if cursor.taken() > taken {
+                // Lines came: the attempts count from zero again.
+                retrying.progressed();
+            }
+            let (transient, failure) = match tried {
+                Try::Done => return Ok(()),
+                Try::Failed(e) => (e.is_transient(), Ok(e)),
+                Try::Refused(gathered) => (gathered.status() >= 500, Err(gathered)),
+            };
+            match retrying.failed(now()).filter(|_| transient) {
+                Some(at) => Timer::at(embassy_instant(at)).await,
+                None => match failure {
+                    Ok(e) => return Err(e),
+                    Err(gathered) => break gathered,
+                },
+            }
+        };
+        Err(ClientError::Server(refused.error(self.body)))
+    }
+
+    /// One request of a resumed stream: waits for a `/data` benchmark, restarts the
+    /// cursor when something was taken before, and hands out the new lines.
+    async fn try_stream<R, C, F>(
+        &mut self,
+        req: &R,
+        data_of: Option<u64>,
+        cursor: &mut C,
+        on_line: &mut F,
+    ) -> Try
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        if let Some(id) = data_of {
+            match self.wait_for_data(id).await {
+                Ok(true) => {}
+                Ok(false) => return Try::Done,
+                Err(Try::Refused(g)) => return Try::Refused(g),
+                Err(other) => return other,
+            }
+        }
+        if cursor.taken() > 0 {
+            if let Some(gap) = cursor.restart() {
+                if on_line(Err(Report::Gap(gap).into())).is_break() {
+                    return Try::Done;
+                }
+            }
+        }
+        let mut stopped = false;
+        let mut lines = StreamBody::<R::Format, _>::new(self.line, self.body, |line| {
+            let flow = match cursor.classify(&line) {
+                Line::Seen => ControlFlow::Continue(()),
+                Line::New => {
+                    cursor.take(&line);
+                    on_line(line)
+                }
+                Line::Unresumable(why) => on_line(Err(Report::Unresumable(why).into())),
+            };
+            stopped |= flow.is_break();
+            flow
+        });
+        let exchanged = self
+            .conn
+            .exchange(req, ResponseKind::Stream, &mut lines)
+            .await;
+        let gathered = lines.gathered();
+        match exchanged {
+            Err(e) => Try::Failed(e),
+            Ok(()) if gathered.status() != 200 => Try::Refused(gathered),
+            Ok(()) => {
+                let _ = lines.finish();
+                if !stopped {
+                    if let Err(short) = cursor.finish() {
+                        let _ = on_line(Err(Report::Shortfall(short).into()));
+                    }
+                }
+                Try::Done
+            }
+        }
+    }
+
+    /// Polls `/status` of `id` as core's [`DataWait`] says: true once the benchmark
+    /// runs or ended, false when it failed.
+    async fn wait_for_data(&mut self, id: u64) -> Result<bool, Try> {
+        let mut wait = DataWait::new();
+        loop {
+            let mut reply = ReplyBody::new(self.body);
+            let exchanged = self
+                .conn
+                .exchange(&Status { id }, ResponseKind::Reply, &mut reply)
+                .await;
+            exchanged.map_err(Try::Failed)?;
+            let gathered = reply.gathered();
+            let step = gathered
+                .finish::<Status>(self.body)
+                .map(|status| wait.handle_status(now(), &status.status));
+            match step {
+                Ok(DataStep::PollStatusAt(at)) => Timer::at(embassy_instant(at)).await,
+                Ok(DataStep::SendData) => return Ok(true),
+                Ok(DataStep::Empty) => return Ok(false),
+                Err(_) => return Err(Try::Refused(gathered)),
             }
         }
     }

@@ -252,3 +252,141 @@ fn data_of_a_failed_benchmark_is_empty_not_a_hang() {
     });
     assert_eq!(rx.recv().unwrap(), 0);
 }
+
+/// `/data` and the zlib `/log` of a live benchmark through a relay that cuts every
+/// connection at seeded random intervals: the client resumes both with core's cursors,
+/// and what it read is exactly what the server has, read directly once it ended.
+#[test]
+fn data_and_log_resume_through_a_relay_that_cuts_them() {
+    use benchlink_core::bench::resume::{DataCursor, LogCursor, Metrics, Retry};
+    use benchlink_sandbox::relay::{CutSchedule, Relay, RelayConfig};
+
+    let server = BenchServer::start(BenchServerConfig {
+        speed: BenchServerConfig::default().speed,
+        ..BenchServerConfig::fast()
+    })
+    .expect("bench server");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    println!("relay cut seed {seed}");
+    let relay = Relay::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        server.addr(),
+        RelayConfig {
+            delay: std::time::Duration::ZERO,
+            cuts: Some(CutSchedule::new(seed, 150, 600)),
+        },
+    )
+    .expect("relay");
+    let (relayed, direct) = (relay.addr(), server.addr());
+    let (tx, rx) = std::sync::mpsc::channel();
+    run_test(StdDuration::from_secs(90), move |spawner| async move {
+        let net = network(spawner);
+        bridge(spawner, net.gateway, 4800, relayed, 2);
+        bridge(spawner, net.gateway, 4801, direct, 2);
+        let client = |port: u16| {
+            let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
+            let buffers = Buffers {
+                rx: buf(1024),
+                tx: buf(512),
+                head: buf(1024),
+                body: buf(8192),
+                line: buf(512),
+            };
+            let state = Box::leak(Box::new(DecompressorOxide::new()));
+            BenchClient::new(transport, Server::new("10.0.0.1", port), buffers)
+                .unwrap()
+                .with_inflate(state, buf(32 * 1024))
+                .unwrap()
+                .with_timeouts(Timeouts {
+                    stream_idle: Some(Duration::from_secs(5)),
+                    ..Timeouts::default()
+                })
+        };
+        let policy = Retry {
+            interval: core::time::Duration::from_millis(20),
+            attempts: Some(50),
+            ..Retry::DEFAULT
+        };
+        let mut cut = client(4800);
+        let start = request::Start {
+            includes: &[File {
+                name: "data.txt",
+                content: DATA,
+            }],
+            ..request::Start::new(File {
+                name: "hello.bdl",
+                content: SCRIPT,
+            })
+        };
+        let id = loop {
+            // A /start cut on its way is not sent again (its outcome is unknown): this
+            // test starts its benchmark on the direct port.
+            let mut direct = client(4801);
+            if let Ok(started) = direct.call(&start).await {
+                break started.id;
+            }
+        };
+        let mut samples = Vec::new();
+        let mut data = DataCursor::new(Metrics::<64, 64>::new());
+        cut.data_resumed(id, &mut data, policy, |s| {
+            let s = s.expect("a sample");
+            samples.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
+            ControlFlow::Continue(())
+        })
+        .await
+        .expect("data, resumed");
+        let mut log = Vec::new();
+        let mut log_cursor = LogCursor::new();
+        cut.resume(&request::Log { id }, &mut log_cursor, policy, |l| {
+            log.push(l.expect("a log line").to_owned());
+            ControlFlow::Continue(())
+        })
+        .await
+        .expect("log, resumed");
+
+        let mut whole = Vec::new();
+        let mut direct = client(4801);
+        direct
+            .data(id, |s| {
+                let s = s.expect("a sample");
+                whole.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("data, direct");
+        let mut whole_log = Vec::new();
+        direct
+            .stream(&request::Log { id }, |l| {
+                whole_log.push(l.expect("a log line").to_owned());
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("log, direct");
+        tx.send((
+            samples,
+            whole,
+            data.resumptions(),
+            log,
+            whole_log,
+            log_cursor.resumptions(),
+        ))
+        .unwrap();
+    });
+    let (mut samples, mut whole, resumed, log, whole_log, log_resumed) = rx.recv().unwrap();
+    let cuts = relay.cutter().stats();
+    println!("/data resumed {resumed} times, /log {log_resumed} times; relay: {cuts:?}");
+    assert!(cuts.connections_cut > 0, "seed {seed}: {cuts:?}");
+    samples.sort();
+    whole.sort();
+    assert_eq!(
+        samples, whole,
+        "seed {seed}: every sample once ({resumed} resumptions)"
+    );
+    assert_eq!(
+        log, whole_log,
+        "seed {seed}: the log once, in order ({log_resumed} resumptions)"
+    );
+    assert!(!whole.is_empty() && !whole_log.is_empty());
+}

@@ -823,6 +823,17 @@ pub struct Gathered {
 }
 
 impl Gathered {
+    /// The response's HTTP status.
+    pub fn status(self) -> u16 {
+        self.status
+    }
+
+    /// The server's error, read from `buf`, the buffer its body was gathered in (see
+    /// [`StreamBody::gathered`]).
+    pub fn error(self, buf: &[u8]) -> Error<'_> {
+        Error::from_reply(self.status, buf.get(..self.len).unwrap_or_default())
+    }
+
     /// [`ReplyBody::finish`] over `buf`, the buffer the reply was gathered in.
     ///
     /// ```
@@ -922,6 +933,31 @@ where
             status: 0,
             stopped: false,
             on_line,
+        }
+    }
+
+    /// The response's status and its error body's length, apart from the buffers: a
+    /// client that must return the server's error from outside a loop over requests
+    /// reads it again from the error buffer ([`Gathered::error`]).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::{Sink, StreamBody};
+    /// use benchlink_core::bench::LogLine;
+    /// use core::ops::ControlFlow;
+    /// let (mut line, mut err) = ([0u8; 64], [0u8; 64]);
+    /// let mut body = StreamBody::<LogLine, _>::new(&mut line, &mut err, |_| ControlFlow::Continue(()));
+    /// let _ = body.head(503);
+    /// let _ = body.data(br#"{"reason_code":"service_unavailable","reason":"later"}"#);
+    /// let gathered = body.gathered();
+    /// drop(body);
+    /// assert_eq!(gathered.status(), 503);
+    /// assert_eq!(gathered.error(&err).http_status(), Some(503));
+    /// ```
+    pub fn gathered(&self) -> Gathered {
+        Gathered {
+            len: self.err_len,
+            status: self.status,
+            overflow: false,
         }
     }
 

@@ -537,6 +537,9 @@ pub trait StreamCursor<F: LineFormat> {
     fn finish(&mut self) -> Result<(), Shortfall>;
     /// Requests made after the first.
     fn resumptions(&self) -> u32;
+    /// Lines taken over every request (a new request after any must
+    /// [`restart`](Self::restart) the cursor first).
+    fn taken(&mut self) -> u64;
 }
 
 impl<T: MetricTable> StreamCursor<MetricLine> for DataCursor<T> {
@@ -565,6 +568,10 @@ impl<T: MetricTable> StreamCursor<MetricLine> for DataCursor<T> {
 
     fn resumptions(&self) -> u32 {
         DataCursor::resumptions(self)
+    }
+
+    fn taken(&mut self) -> u64 {
+        DataCursor::taken(self).saturating_add(self.bad.taken)
     }
 }
 
@@ -598,6 +605,10 @@ impl StreamCursor<LogLine> for LogCursor {
     fn resumptions(&self) -> u32 {
         LogCursor::resumptions(self)
     }
+
+    fn taken(&mut self) -> u64 {
+        LogCursor::taken(self)
+    }
 }
 
 impl StreamCursor<LogLine> for TailCursor {
@@ -619,6 +630,10 @@ impl StreamCursor<LogLine> for TailCursor {
 
     fn resumptions(&self) -> u32 {
         TailCursor::resumptions(self)
+    }
+
+    fn taken(&mut self) -> u64 {
+        self.taken
     }
 }
 

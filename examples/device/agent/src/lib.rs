@@ -12,12 +12,16 @@
 //! 4. Every publish is acknowledged; one that was in flight when the connection dropped is
 //!    published again (it may or may not have reached the hub). The subscriber side
 //!    counts distinct sample numbers ([`roundtrip`]), so a duplicate cannot hide a loss.
-//! 5. A `/data` stream that breaks (dropped connection, silent server) is requested again
-//!    and resumed exactly where it was, per metric ([`resume`]); the agent also breaks it
-//!    off itself while its publish queue is full (the messaging service is away), and
-//!    resumes it once there is room, so nothing is dropped and memory stays fixed.
+//! 5. A `/data` stream that breaks (dropped connection, silent server) is resumed by the
+//!    benchmark client exactly where it was, per metric
+//!    ([`BenchClient::data_resumed`] with core's
+//!    [`DataCursor`](benchlink_core::bench::resume::DataCursor)); the agent also breaks
+//!    it off itself while its publish queue is full (the messaging service is away), and
+//!    goes on with the same cursor once there is room, so nothing is dropped and memory
+//!    stays fixed.
 //! 6. `/status` until final, `/results`, and a [`Summary`]: `published N samples,
-//!    subscriber received N` when every sample made the round trip.
+//!    subscriber received N (/data resumed K times, reconnected R times)` when every
+//!    sample made the round trip.
 //!
 //! The board supplies the network stack, a seed, the settings and a [`Report`] (where
 //! progress goes: semihosting, defmt, a display). All memory is one [`Memory`] the board
@@ -28,13 +32,13 @@
 extern crate std;
 
 pub mod outbox;
-pub mod resume;
 pub mod roundtrip;
 
 use core::cell::{Cell, RefCell};
 use core::ops::ControlFlow;
 
 use benchlink_core::bench::request::{self, File};
+use benchlink_core::bench::resume::{DataCursor, Metrics, Retry};
 use benchlink_core::bench::{Sample, Status};
 use benchlink_core::http::Cursor as Out;
 use benchlink_core::json::write;
@@ -74,6 +78,12 @@ const MESSAGE: usize = 192;
 const OUTBOX: usize = 4096;
 /// Metrics a benchmark may have (the resume table; `hello.bdl` has about 30).
 const METRICS: usize = 48;
+/// The longest metric name the resume table keeps (the server's names are dotted paths
+/// such as `workers.pool1.started.rps`); a longer one is reported, never guessed.
+const MAX_NAME: usize = 64;
+/// How `/data` is resumed after a break: the library's default waits (200 ms doubling
+/// to 5 s, 20 tries in a row before the agent hears of it and asks again).
+const RETRY: Retry = Retry::DEFAULT;
 /// Distinct sample numbers the subscriber can tell apart (256 words: 8,192 samples).
 const SEEN_WORDS: usize = 256;
 
@@ -306,8 +316,11 @@ pub struct Summary {
     pub duplicates: u32,
     /// Publishes sent again after a dropped connection.
     pub republished: u32,
-    /// Times `/data` was requested again and resumed.
+    /// Times `/data` was requested again and resumed (by the benchmark client after a
+    /// break, or by the agent after breaking it off itself).
     pub resumed: u32,
+    /// Times the messaging link connected again after its first connection.
+    pub reconnected: u32,
     /// Publishes the hub refused (an `rtm/publish/error`), and samples the agent could
     /// not publish or track (a message too large, a metric table or sample-number space
     /// full).
@@ -407,6 +420,7 @@ pub async fn run<R: Report>(
         room: Signal::new(),
         reading: Cell::new(true),
         summary: Cell::new(Summary::default()),
+        connected_once: Cell::new(false),
     };
     rtm.start();
     let rtm_socket = TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx);
@@ -444,6 +458,8 @@ struct Agent<'r, R> {
     /// `/data` is still being read.
     reading: Cell<bool>,
     summary: Cell<Summary>,
+    /// The messaging link has connected once (later connections are reconnections).
+    connected_once: Cell<bool>,
 }
 
 impl<R: Report> Agent<'_, R> {
@@ -474,7 +490,12 @@ impl<R: Report> Agent<'_, R> {
     /// One messaging event, where it lies in the link's buffer.
     fn event(&self, event: Event<'_>) {
         match event {
-            Event::ClientState { enter, .. } => self.report(Progress::Messaging(enter)),
+            Event::ClientState { enter, .. } => {
+                if enter == ClientState::Connected && self.connected_once.replace(true) {
+                    self.count(|s| s.reconnected += 1);
+                }
+                self.report(Progress::Messaging(enter));
+            }
             Event::LinkClosed(why) => self.report(Progress::Disconnected(why)),
             Event::SubscriptionState {
                 enter: SubState::Subscribed,
@@ -654,60 +675,54 @@ impl<R: Report> Agent<'_, R> {
         bench: &mut BenchClient<'_, T>,
         id: u64,
     ) {
-        let mut cursor: resume::Cursor<METRICS> = resume::Cursor::new();
+        let mut cursor = DataCursor::new(Metrics::<METRICS, MAX_NAME>::new());
+        // Samples numbered in the order taken, over every request.
+        let mut taken = 0u32;
         loop {
-            cursor.restart();
             let mut full = false;
             let streamed = bench
-                .stream(&request::Data { id }, |line| {
-                    let Ok(sample) = line else {
-                        self.count(|s| s.refused += 1);
-                        return ControlFlow::Continue(());
-                    };
-                    match cursor.classify(sample.name) {
-                        resume::Line::Seen => ControlFlow::Continue(()),
-                        resume::Line::Untracked => {
+                .data_resumed(id, &mut cursor, RETRY, |line| {
+                    let sample = match line {
+                        Ok(sample) => sample,
+                        // A bad line, or one that cannot be resumed exactly: counted, not
+                        // published.
+                        Err(_) => {
                             self.count(|s| s.refused += 1);
-                            ControlFlow::Continue(())
+                            return ControlFlow::Continue(());
                         }
-                        resume::Line::New => {
-                            match self.enqueue(&sample, cursor.taken()) {
-                                Enqueued::Yes => cursor.take(sample.name),
-                                Enqueued::Refused => {
-                                    cursor.take(sample.name);
-                                    self.count(|s| s.refused += 1);
-                                }
-                                Enqueued::Full => {
-                                    full = true;
-                                    return ControlFlow::Break(());
-                                }
-                            }
-                            ControlFlow::Continue(())
+                    };
+                    match self.enqueue(&sample, taken) {
+                        Enqueued::Yes => taken += 1,
+                        Enqueued::Refused => {
+                            taken += 1;
+                            self.count(|s| s.refused += 1);
+                        }
+                        Enqueued::Full => {
+                            full = true;
+                            return ControlFlow::Break(());
                         }
                     }
+                    ControlFlow::Continue(())
                 })
                 .await;
+            let resumed = cursor.resumptions();
+            self.count(|s| s.resumed = resumed);
             match streamed {
                 Ok(()) if !full => break,
                 Ok(()) => {
-                    self.report(Progress::DataResumed {
-                        taken: cursor.taken(),
-                        cause: None,
-                    });
+                    self.report(Progress::DataResumed { taken, cause: None });
                     // Resume once the publishers emptied the outbox.
                     while !self.outbox.borrow().is_empty() {
                         self.room.wait().await;
                     }
                 }
-                Err(e) => {
-                    self.report(Progress::DataResumed {
-                        taken: cursor.taken(),
-                        cause: Some(Problem::Bench(&e)),
-                    });
-                    Timer::after(Duration::from_secs(1)).await;
-                }
+                // The client's retries were used up (a server away for long): the agent
+                // does not give up on its samples.
+                Err(e) => self.report(Progress::DataResumed {
+                    taken,
+                    cause: Some(Problem::Bench(&e)),
+                }),
             }
-            self.count(|s| s.resumed += 1);
         }
         self.reading.set(false);
         self.queued.signal(());

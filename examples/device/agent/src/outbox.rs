@@ -4,7 +4,7 @@
 //! The server reports all of a benchmark's metrics at once (about 30 lines every 10 s
 //! for `hello.bdl`), and the stream hands them over in one go, faster than the hub
 //! acknowledges them. A burst must fit, or the agent breaks the stream off and requests
-//! `/data` again (see [`resume`](crate::resume)), which restreams everything from the
+//! `/data` again (core's `bench::resume` cursor), which restreams everything from the
 //! start. Messages are about 100 bytes against a 192-byte maximum, so packing them by
 //! length holds about twice as many as fixed slots in the same memory.
 

@@ -169,8 +169,8 @@ async fn main(spawner: Spawner) {
     let summary =
         benchlink_device_agent::run(stack, &settings, MEMORY.take(), agent_seed, &mut Log).await;
     info!(
-        "published {=u32} samples, subscriber received {=u32}",
-        summary.published, summary.received
+        "published {=u32} samples, subscriber received {=u32} (/data resumed {=u32} times, reconnected {=u32} times)",
+        summary.published, summary.received, summary.resumed, summary.reconnected
     );
     if summary.success() {
         info!("agent: OK");
