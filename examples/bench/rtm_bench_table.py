@@ -15,7 +15,8 @@ import statistics
 
 # (scenario, client) pairs of a run; the CLI has one scenario, compared with the SDK's
 # acknowledged publishes.
-RUNS = (('publish_ack', 'benchlink'), ('publish_ack', 'sdk'), ('cli', 'cli'),
+RUNS = (('publish_ack', 'benchlink'), ('publish_ack', 'sdk'), ('burst', 'benchlink'),
+        ('burst', 'sdk'), ('cli', 'cli'),
         ('publish_noack', 'benchlink'), ('publish_noack', 'sdk'),
         ('subscribe', 'benchlink'), ('subscribe', 'sdk'))
 RATE, US, MIB = '{:,.0f}', '{:.1f}', '{:.1f}'
@@ -101,12 +102,16 @@ def link(latency):
             'a %d ms round trip (each direction delayed %d ms)' % (2 * latency, latency))
 
 
-def table(runs, p):
-    """One round trip's table and notes; `p` its params.json."""
+def table(runs, p, full_rate):
+    """One round trip's table and notes; `p` its params.json, `full_rate` benchlink's
+    loopback rate of acknowledged publishes in this run (None when not measured)."""
     subs = (runs.sub_prefix('benchlink'), runs.sub_prefix('sdk'))
     rows = [
         runs.row('publish with acks, window %s (msgs/s)' % '{:,}'.format(p['window']),
                  'publish_ack', 'rate', RATE),
+        runs.row('burst: %s acknowledged publishes, no window, from a standing start '
+                 '(connecting included; msgs/s)' % '{:,}'.format(p['burst']), 'burst', 'rate',
+                 RATE),
         runs.cli_row('CLI `rtm --jsonl publish` from stdin, acks, window %s, whole '
                      'command (msgs/s; ratio: to the SDK\'s acked publishes)'
                      % '{:,}'.format(max(p['window'], 20000)), 'rate', RATE),
@@ -120,6 +125,7 @@ def table(runs, p):
         runs.row('client CPU per received message (µs)', 'subscribe', 'cpu_us_per_msg', US),
         runs.row('client peak memory, acked publishes (MiB)', 'publish_ack', 'peak_rss_mib',
                  MIB),
+        runs.row('client peak memory, burst (MiB)', 'burst', 'peak_rss_mib', MIB),
         runs.row('hub CPU per acked publish (µs)', 'publish_ack', 'hub_us_per_msg', US,
                  ratio=False),
         runs.row('hub CPU per publish without ack (µs)', 'publish_noack', 'hub_us_per_msg', US,
@@ -153,6 +159,20 @@ def table(runs, p):
             '"≥": the subscriber received everything as fast as the publisher sent it (nothing '
             'skipped, at least 90 % of the publisher\'s rate): the publisher and the hub set '
             'that pace, the subscriber\'s own limit is higher.')
+    seconds = {c: runs.values('burst', c, 'seconds') for c in ('benchlink', 'sdk')}
+    if seconds['benchlink']:
+        rtt = 2 * p['latency'] / 1000.0
+        text = ('Burst of {:,}: benchlink {} s (connected after {} s), the SDK {} s'.format(
+            p['burst'], '/'.join('%.3f' % x for x in seconds['benchlink']),
+            '/'.join('%.3f' % x for x in runs.values('burst', 'benchlink', 'connect_seconds')),
+            '/'.join('%.3f' % x for x in seconds['sdk']) or 'n/a'))
+        if full_rate and rtt > 0:
+            bound = 3 * rtt + p['burst'] / full_rate
+            text += ('; the bound without a count, three round trips plus {:,} at the loopback '
+                     'rate of {:,.0f}/s, is {:.3f} s: benchlink at {:.2f}× it (median)'.format(
+                         p['burst'], full_rate, bound,
+                         statistics.median(seconds['benchlink']) / bound))
+        notes.append(text + '.')
     failed = runs.failures()
     if failed:
         notes.append('**Failed:** ' + '; '.join('%s %s: %s' % f for f in failed))
@@ -164,16 +184,19 @@ def main():
     env = os.environ
     rounds = int(env['REPEAT'])
     summary = []
+    full_rate = None
     for latency in env['LATENCIES'].split():
         directory = os.path.join(env['BENCH_DIR'], latency)
         with open(os.path.join(directory, 'params.json')) as f:
             p = json.load(f)
         runs = Runs(directory, rounds)
+        if p['latency'] == 0:
+            full_rate = runs.median('publish_ack', 'benchlink', 'rate')
         # A caption, not a heading: the tables go into a README section as they are.
         print('**%s**\n' % link(p['latency']).capitalize())
-        table(runs, p)
-        summary.append('%d ms: library %s, CLI %s' % (
-            2 * p['latency'], runs.ratio('publish_ack', 'rate'),
+        table(runs, p, full_rate)
+        summary.append('%d ms: library %s (burst %s), CLI %s' % (
+            2 * p['latency'], runs.ratio('publish_ack', 'rate'), runs.ratio('burst', 'rate'),
             runs.ratio('publish_ack', 'rate', ours=('cli', 'cli'))))
     notes = [
         'Acknowledged publishes, benchlink over the SDK, by round trip: %s.'

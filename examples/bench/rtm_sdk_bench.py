@@ -4,6 +4,7 @@ examples/src/bin/rtm-bench.rs (same scenarios, same messages, same JSON report).
 
     python rtm_sdk_bench.py --endpoint ws://127.0.0.1:8080 --appkey KEY publish-ack [--window W]
     python rtm_sdk_bench.py ... publish-noack
+    python rtm_sdk_bench.py ... burst
     python rtm_sdk_bench.py ... subscribe --flood-bin target/release/rtm-bench
 
 Every scenario uses one connection of satori.rtm.client (make_client) and prints one
@@ -16,6 +17,10 @@ JSON line on stdout: the rate, and this process's CPU time (user and system, fro
   full); the clock stops at the last acknowledgement.
 - publish-noack: `count` publishes without callback, then one with a callback as the
   end marker (the server answers in order, so its reply means all were handled).
+- burst: `count` publishes with a callback each, as fast as the SDK takes them (no
+  window: its requests in flight have no count limit; its action queue's `Full` is
+  retried 1 ms later), from a standing start: the clock starts before make_client and
+  stops at the last acknowledgement, so connecting is in the time.
 - subscribe: subscribes (SIMPLE mode), then runs `rtm-bench flood` (a raw WebSocket
   publisher in a separate process, the same as for benchlink's own run) to publish
   `count` messages as fast as the server takes them; the rate is the messages
@@ -183,6 +188,23 @@ def publish_ack(args):
     return report
 
 
+def burst(args):
+    channel = channel_name(args, 'burst')
+    deadline = time.monotonic() + args.timeout
+    acks = Acks(1)
+    full = 0
+    meter = Meter()
+    with connect(args) as client:
+        connected = meter.elapsed()
+        for n in range(args.count):
+            full += publish(client, channel, n, deadline, acks.callback)
+        acks.wait(args.count, deadline)
+        report = meter.report('burst', args.count, meter.elapsed(),
+                              connect_seconds=connected, full_retries=full)
+    acks.check()
+    return report
+
+
 def publish_noack(args):
     channel = channel_name(args, 'noack')
     deadline = time.monotonic() + args.timeout
@@ -288,13 +310,14 @@ def main():
     ack = sub.add_parser('publish-ack')
     ack.add_argument('--window', type=int, default=1000)
     sub.add_parser('publish-noack')
+    sub.add_parser('burst')
     s = sub.add_parser('subscribe')
     s.add_argument('--flood-bin', help='the rtm-bench binary (its `flood` publishes)')
     s.add_argument('--idle', type=float, default=1.0,
                    help='seconds without data, after the publisher finished, before counting ends')
     args = p.parse_args()
     scenarios = {'publish-ack': publish_ack, 'publish-noack': publish_noack,
-                 'subscribe': subscribe}
+                 'burst': burst, 'subscribe': subscribe}
     if args.scenario not in scenarios:
         p.error('a scenario is required: %s' % ', '.join(sorted(scenarios)))
     # Never outlive the timeout, even with SDK threads stuck.

@@ -85,9 +85,10 @@ fn all_scenarios(server: &RtmServer, client: &str, command: &[PathBuf]) {
         .map(String::from),
     );
     let flood = env!("CARGO_BIN_EXE_rtm-bench");
-    let scenarios: [(&str, &[&str]); 3] = [
+    let scenarios: [(&str, &[&str]); 4] = [
         ("publish_ack", &["publish-ack", "--window", "50"]),
         ("publish_noack", &["publish-noack"]),
+        ("burst", &["burst"]),
         (
             "subscribe",
             &["subscribe", "--flood-bin", flood, "--idle", "0.5"],

@@ -1472,7 +1472,7 @@ impl<S: SubscriptionSlots, P: Slots, Q: Bytes, O: Bytes, A: Bytes> Client<S, P, 
         }
         self.expire_queued(now, h);
         self.pending
-            .remove_if(|p| p.expired(now), |p| h.reply(p.ticket, Outcome::Timeout));
+            .expire(now, |p| h.reply(p.ticket, Outcome::Timeout));
         if self
             .user_auth
             .as_ref()

@@ -131,6 +131,10 @@ pub(crate) struct InFlight<P> {
     used: usize,
     /// Live entries (`used` minus the holes).
     live: usize,
+    /// Live entries with a deadline: with none, the deadline walks are skipped, so a long
+    /// pipe of requests without deadlines (the std client's callbacks) costs no walk of
+    /// its table per turn.
+    timed: usize,
 }
 
 impl<P> InFlight<P> {
@@ -141,6 +145,7 @@ impl<P> InFlight<P> {
             head: 0,
             used: 0,
             live: 0,
+            timed: 0,
         }
     }
 }
@@ -191,6 +196,7 @@ impl<P: Slots> InFlight<P> {
             *slot = p;
             self.used += 1;
             self.live += 1;
+            self.timed += usize::from(p.deadline != u64::MAX);
         }
         true
     }
@@ -222,6 +228,9 @@ impl<P: Slots> InFlight<P> {
     /// deadline is `u64::MAX`, above every other) over the requests in the window only,
     /// so a large table (the std client's 20,000) costs what it holds, not its size.
     pub(crate) fn earliest_deadline(&self) -> Option<Instant> {
+        if self.timed == 0 {
+            return None;
+        }
         let mut at = u64::MAX;
         for p in (0..self.used)
             .filter_map(|i| self.slots.entries().get(self.index(i)))
@@ -232,18 +241,14 @@ impl<P: Slots> InFlight<P> {
         (at != u64::MAX).then_some(Instant::from_micros(at))
     }
 
-    /// Removes the live requests `expired` says are over, oldest first, handing each to
-    /// `over` as it goes.
-    pub(crate) fn remove_if(
-        &mut self,
-        mut expired: impl FnMut(&Pending) -> bool,
-        mut over: impl FnMut(Pending),
-    ) {
+    /// Removes the live requests whose deadline has come at `now`, oldest first, handing
+    /// each to `over` as it goes.
+    pub(crate) fn expire(&mut self, now: Instant, mut over: impl FnMut(Pending)) {
         let mut at = 0;
-        while at < self.used {
+        while at < self.used && self.timed > 0 {
             let p = self.slots.entries().get(self.index(at)).copied();
             match p {
-                Some(p) if !p.done && expired(&p) => {
+                Some(p) if !p.done && p.expired(now) => {
                     let before = self.used;
                     self.end(at);
                     // Ending the front drops it and the holes after it: what follows
@@ -266,7 +271,7 @@ impl<P: Slots> InFlight<P> {
                 over(live);
             }
         }
-        (self.head, self.used, self.live) = (0, 0, 0);
+        (self.head, self.used, self.live, self.timed) = (0, 0, 0, 0);
     }
 
     /// The slot of position `at` (0 = oldest).
@@ -303,6 +308,9 @@ impl<P: Slots> InFlight<P> {
         let i = self.index(at);
         if let Some(slot) = self.slots.entries_mut().get_mut(i) {
             slot.done = true;
+            self.timed = self
+                .timed
+                .saturating_sub(usize::from(slot.deadline != u64::MAX));
         }
         self.live = self.live.saturating_sub(1);
         while self.used > 0 && self.slots.entries().get(self.head).is_some_and(|p| p.done) {

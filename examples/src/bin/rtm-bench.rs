@@ -5,6 +5,7 @@
 //! ```text
 //! rtm-bench --endpoint ws://127.0.0.1:8080 --appkey KEY publish-ack  [--count N] [--window W]
 //! rtm-bench --endpoint … --appkey … publish-noack [--count N]
+//! rtm-bench --endpoint … --appkey … burst        [--count N]
 //! rtm-bench --endpoint … --appkey … subscribe     [--count N]   # runs `rtm-bench flood`
 //! rtm-bench --endpoint … --appkey … flood --channel C [--count N]
 //! ```
@@ -19,6 +20,12 @@
 //!   last acknowledgement.
 //! - `publish-noack`: `count` publishes without callbacks, then one with a callback as
 //!   the end marker (the server answers in order, so its reply means all were handled).
+//! - `burst`: `count` publishes, each with a callback, as fast as the client takes them
+//!   (no window of the benchmark's own: the client's pipeline limit, then its queue,
+//!   then `wait_for_room`), from a standing start: the clock starts before the client is
+//!   made and stops at the last acknowledgement, so connecting (a TCP and a WebSocket
+//!   handshake, two round trips) is in the time. Across a round trip RTT the bound
+//!   without a count is three round trips plus the time to send them all.
 //! - `subscribe`: subscribes, then starts `rtm-bench flood` (a separate process, so its
 //!   CPU is not counted) to publish `count` messages as fast as the server takes them;
 //!   the rate is the messages the subscription callback saw, from the first to the last. A server that
@@ -81,6 +88,8 @@ enum Scenario {
     },
     /// Publishes without acknowledgements (one acknowledged publish ends it).
     PublishNoack,
+    /// Acknowledged publishes with no window, connecting included.
+    Burst,
     /// Receive rate of a subscription flooded by `rtm-bench flood`.
     Subscribe {
         /// Seconds without data, after the publisher finished, before counting ends.
@@ -184,14 +193,10 @@ impl Meter {
     }
 }
 
-/// A started client, connected.
-/// A started client; a `window` deeper than the default queue (20,000) gets a
-/// `max_queue_size` as deep (as the SDK side does).
-fn connect(args: &Args, window: u64) -> Result<Client, String> {
-    let mut options = ClientOptions::new(&args.endpoint, &args.appkey);
-    options.max_queue_size = options
-        .max_queue_size
-        .max(usize::try_from(window).unwrap_or(usize::MAX));
+/// A started client, connected, with the default options (its pipeline is bounded by
+/// `max_in_flight_bytes`, 209,715 requests: deeper than any window the benchmark keeps).
+fn connect(args: &Args) -> Result<Client, String> {
+    let options = ClientOptions::new(&args.endpoint, &args.appkey);
     let client = Client::new(options).map_err(|e| format!("client: {e}"))?;
     client.start().map_err(|e| format!("start: {e}"))?;
     let state = client.wait_for_state(
@@ -290,10 +295,10 @@ impl Acks {
     }
 }
 
-/// Publishes message `n`, with a callback counted by `acks` if given, retrying 1 ms
-/// later while the client is full (which only publishes without acknowledgement that
-/// outrun the socket, or a window larger than the client's queue, cause). Returns how
-/// many retries it took.
+/// Publishes message `n`, with a callback counted by `acks` if given, retrying when the
+/// client has room again while it is full (`Full`: `max_queue_size` requests wait to be
+/// sent, behind a full outbox or pipeline; `wait_for_room`, as the client documents).
+/// Returns how many retries it took.
 fn publish(
     client: &Client,
     channel: &str,
@@ -309,7 +314,10 @@ fn publish(
             Ok(()) => return Ok(retries),
             Err(Error::Request(RequestError::Full)) if Instant::now() < deadline => {
                 retries += 1;
-                thread::sleep(Duration::from_millis(1));
+                let left = deadline.saturating_duration_since(Instant::now());
+                client
+                    .wait_for_room(left)
+                    .map_err(|e| format!("publish {n}: {e}"))?;
             }
             Err(e) => return Err(format!("publish {n}: {e}")),
         }
@@ -317,7 +325,7 @@ fn publish(
 }
 
 fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
-    let client = connect(args, window)?;
+    let client = connect(args)?;
     let channel = channel(args, "ack");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let acks = Acks::new();
@@ -346,8 +354,34 @@ fn publish_ack(args: &Args, window: u64) -> Result<serde_json::Value, String> {
     Ok(report)
 }
 
+/// `count` acknowledged publishes from a standing start: the client made, connected,
+/// every publish made as fast as it is taken, every acknowledgement received.
+fn burst(args: &Args) -> Result<serde_json::Value, String> {
+    let meter = Meter::start();
+    let client = connect(args)?;
+    let connected = meter.wall.elapsed().as_secs_f64();
+    let channel = channel(args, "burst");
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let acks = Acks::new();
+    let mut full = 0u64;
+    for n in 0..args.count {
+        full += publish(&client, &channel, n, Some(&acks), deadline)?;
+    }
+    acks.wait_for(args.count, deadline)?;
+    let seconds = meter.wall.elapsed().as_secs_f64();
+    let report = meter.report(
+        "burst",
+        args.count,
+        seconds,
+        json!({"connect_seconds": connected, "full_retries": full}),
+    );
+    let _ = client.dispose();
+    acks.check()?;
+    Ok(report)
+}
+
 fn publish_noack(args: &Args) -> Result<serde_json::Value, String> {
-    let client = connect(args, 0)?;
+    let client = connect(args)?;
     let channel = &channel(args, "noack");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let acks = Acks::new();
@@ -407,7 +441,7 @@ fn subscribe(
     idle: f64,
     flood_bin: Option<&std::path::Path>,
 ) -> Result<serde_json::Value, String> {
-    let client = connect(args, 0)?;
+    let client = connect(args)?;
     let channel = channel(args, "sub");
     let seen = Arc::new(Seen {
         messages: AtomicU64::new(0),
@@ -603,6 +637,7 @@ fn main() -> ExitCode {
     let result = match &args.scenario {
         Scenario::PublishAck { window } => publish_ack(&args, *window),
         Scenario::PublishNoack => publish_noack(&args),
+        Scenario::Burst => burst(&args),
         Scenario::Subscribe { idle, flood_bin } => subscribe(&args, *idle, flood_bin.as_deref()),
         Scenario::Flood { channel } => flood(&args, channel),
     };

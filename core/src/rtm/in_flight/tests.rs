@@ -92,10 +92,7 @@ fn check_ordered_list<P: Slots>(storage: impl Fn() -> P) {
                 _ => {
                     let now = rand(10);
                     let mut over = Vec::new();
-                    table.remove_if(
-                        |p| p.deadline().is_some_and(|d| d <= Instant::from_secs(now)),
-                        |p| over.push(p.id),
-                    );
+                    table.expire(Instant::from_secs(now), |p| over.push(p.id));
                     let (gone, kept): (Vec<Pending>, Vec<Pending>) = model
                         .into_iter()
                         .partition(|p| p.deadline().is_some_and(|d| d <= Instant::from_secs(now)));
@@ -109,6 +106,10 @@ fn check_ordered_list<P: Slots>(storage: impl Fn() -> P) {
             assert_eq!(
                 table.earliest_deadline(),
                 model.iter().filter_map(|p| p.deadline()).min()
+            );
+            assert_eq!(
+                table.timed,
+                model.iter().filter(|p| p.deadline().is_some()).count()
             );
         }
         let mut drained = Vec::new();
