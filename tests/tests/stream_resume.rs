@@ -388,3 +388,59 @@ fn a_cut_stream_is_not_an_error_of_the_callback_api_either() {
     });
     assert_eq!(got, DATA);
 }
+
+/// A server that reads one request and closes without answering, `n` times, then
+/// answers as `scripted` does.
+#[test]
+fn a_status_call_is_tried_again_and_a_stop_is_not() {
+    let unanswered = || (Vec::new(), Then::Close);
+    let server = scripted(vec![unanswered(), unanswered()]);
+    let addr = server.addr;
+    let (status, stop) = within(PATIENCE, "a status and a stop", move || {
+        let mut c = client_of(addr);
+        // `/status` is answered by the script; `/stop` meets the two closes.
+        let status = c.status(1).map(|s| s.status_text);
+        (status, c.stop(1))
+    });
+    assert_eq!(status.expect("status"), "running");
+    let stop = stop.expect_err("a stop whose reply never came");
+    assert!(stop.outcome_unknown(), "{stop}");
+    let text = stop.to_string();
+    assert!(text.contains("may have carried it out"), "{text}");
+    assert!(text.contains("it is not sent again"), "{text}");
+    let requests = server.requests.lock().unwrap();
+    assert_eq!(
+        requests.iter().filter(|r| r.contains("/stop")).count(),
+        1,
+        "never sent again: {requests:?}"
+    );
+}
+
+#[test]
+fn an_idempotent_call_is_tried_again_after_a_cut_and_a_5xx() {
+    // The scripted server answers `/status` itself; `/results` meets a close, a 503,
+    // then its reply.
+    let body = br#"{"print":{"type":"counter","value":20}}"#;
+    let reply = [
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(),
+        body,
+    ]
+    .concat();
+    let server = scripted(vec![
+        (Vec::new(), Then::Close),
+        (
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
+            Then::Close,
+        ),
+        (reply, Then::Close),
+    ]);
+    let addr = server.addr;
+    let results = within(PATIENCE, "results", move || client_of(addr).results(1));
+    let results = results.expect("results, tried again");
+    assert!(results.get("print").is_some(), "{results:?}");
+    let requests = server.requests.lock().unwrap();
+    assert_eq!(
+        requests.iter().filter(|r| r.contains("/results")).count(),
+        3
+    );
+}

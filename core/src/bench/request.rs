@@ -38,6 +38,18 @@ pub trait Request: EncodeQuery {
     const METHOD: Method;
     /// The path, e.g. `/status`.
     const PATH: &'static str;
+    /// Whether the request changes nothing on the server, so that a client may send it
+    /// again when it does not know whether it arrived (a stale kept-alive connection,
+    /// its [`Retry`](super::resume::Retry) policy): the status, the results, the
+    /// clusters, a type check, the streams. The requests that change state (`/start`,
+    /// `/restart`, `/stop`, the tags, the environment, commands, clusters, reports) are
+    /// never sent again once their bytes went out, whatever their method.
+    ///
+    /// ```
+    /// use benchlink_core::bench::{request, Request};
+    /// assert!(request::Status::IDEMPOTENT && !request::Stop::IDEMPOTENT);
+    /// ```
+    const IDEMPOTENT: bool = false;
 
     /// The request body: empty except for the scenario uploads.
     ///
@@ -65,29 +77,6 @@ pub trait Request: EncodeQuery {
         QueryWriter::write(out, self)
     }
 }
-
-/// A request that changes nothing on the server, so that a client may send it again
-/// when it does not know whether it arrived (its [`Retry`](super::resume::Retry)
-/// policy): the status, the results, the clusters, a type check, the streams. The
-/// requests that change state (`/start`, `/restart`, `/stop`, the tags, the
-/// environment, commands, clusters, reports) are never sent again once their bytes
-/// went out, whatever their method.
-///
-/// ```
-/// use benchlink_core::bench::request::{Idempotent, Status};
-/// fn may_resend<R: Idempotent>(_: &R) {}
-/// may_resend(&Status { id: 7 });
-/// ```
-pub trait Idempotent: Request {}
-
-impl Idempotent for Status {}
-impl Idempotent for Results {}
-impl Idempotent for ClustersInfo {}
-impl Idempotent for Typecheck<'_> {}
-impl Idempotent for Log {}
-impl Idempotent for Userlog {}
-impl Idempotent for Data {}
-impl Idempotent for ServerLogs<'_> {}
 
 /// An endpoint whose 200 reply is one JSON document.
 pub trait JsonRequest: Request {
@@ -333,6 +322,7 @@ impl EncodeQuery for Typecheck<'_> {
 impl Request for Typecheck<'_> {
     const METHOD: Method = Method::Post;
     const PATH: &'static str = "/typecheck";
+    const IDEMPOTENT: bool = true;
 
     fn body(&self) -> Body<'_> {
         Body::Multipart {
@@ -351,8 +341,8 @@ impl JsonRequest for Typecheck<'_> {
 macro_rules! id_request {
     (
         $(#[$doc:meta])*
-        $name:ident, $path:literal, id: $id_doc:literal $(, $key:literal = $value:literal)*
-        => $target:literal
+        $name:ident, $path:literal, idempotent: $idempotent:literal, id: $id_doc:literal
+        $(, $key:literal = $value:literal)* => $target:literal
     ) => {
         $(#[$doc])*
         #[doc = concat!(
@@ -380,6 +370,7 @@ macro_rules! id_request {
         impl Request for $name {
             const METHOD: Method = Method::Get;
             const PATH: &'static str = $path;
+            const IDEMPOTENT: bool = $idempotent;
         }
     };
 }
@@ -387,7 +378,7 @@ macro_rules! id_request {
 id_request! {
     /// `GET /status`: where a benchmark is. Reply: [`BenchStatus`]. Sends `wait=false`
     /// like the official client; the server ignores `wait`, so waiting means polling.
-    Status, "/status", id: "The benchmark id.", "wait" = "false" => "/status?id=7&wait=false"
+    Status, "/status", idempotent: true, id: "The benchmark id.", "wait" = "false" => "/status?id=7&wait=false"
 }
 
 impl JsonRequest for Status {
@@ -397,7 +388,7 @@ impl JsonRequest for Status {
 id_request! {
     /// `GET /results`: final statistics. Reply: [`Results`](super::Results) (`{}` until
     /// computed). Sends `wait=false` like the official client (ignored by the server).
-    Results, "/results", id: "The benchmark id.", "wait" = "false" => "/results?id=7&wait=false"
+    Results, "/results", idempotent: true, id: "The benchmark id.", "wait" = "false" => "/results?id=7&wait=false"
 }
 
 impl JsonRequest for Results {
@@ -407,7 +398,7 @@ impl JsonRequest for Results {
 id_request! {
     /// `GET /stop`: stop a benchmark at once (finalize stages still run). Reply:
     /// [`Stopped`], also for an already finished benchmark.
-    Stop, "/stop", id: "The benchmark id." => "/stop?id=7"
+    Stop, "/stop", idempotent: false, id: "The benchmark id." => "/stop?id=7"
 }
 
 impl JsonRequest for Stop {
@@ -417,7 +408,7 @@ impl JsonRequest for Stop {
 id_request! {
     /// `GET /restart`: start a clone of an earlier benchmark under a new id. Reply:
     /// [`Started`].
-    Restart, "/restart", id: "The id of the benchmark to clone." => "/restart?id=7"
+    Restart, "/restart", idempotent: false, id: "The id of the benchmark to clone." => "/restart?id=7"
 }
 
 impl JsonRequest for Restart {
@@ -427,7 +418,7 @@ impl JsonRequest for Restart {
 id_request! {
     /// `GET /log`: the benchmark's system log as lines, streamed until the benchmark
     /// process exits; `deflate` (zlib) encoded by default whatever Accept-Encoding says.
-    Log, "/log", id: "The benchmark id." => "/log?id=7"
+    Log, "/log", idempotent: true, id: "The benchmark id." => "/log?id=7"
 }
 
 impl StreamRequest for Log {
@@ -436,7 +427,7 @@ impl StreamRequest for Log {
 
 id_request! {
     /// `GET /userlog`: the workers' log as lines, streamed like [`Log`].
-    Userlog, "/userlog", id: "The benchmark id." => "/userlog?id=7"
+    Userlog, "/userlog", idempotent: true, id: "The benchmark id." => "/userlog?id=7"
 }
 
 impl StreamRequest for Userlog {
@@ -447,7 +438,7 @@ id_request! {
     /// `GET /data`: metric samples as `ts\tname\tvalue` lines, streamed until the
     /// benchmark process exits. The server does not answer at all for a `failed`
     /// benchmark: use a timeout, or check `/status` first.
-    Data, "/data", id: "The benchmark id." => "/data?id=7"
+    Data, "/data", idempotent: true, id: "The benchmark id." => "/data?id=7"
 }
 
 impl StreamRequest for Data {
@@ -457,7 +448,7 @@ impl StreamRequest for Data {
 id_request! {
     /// `GET /deallocate_cluster`: destroy a cluster's nodes and drop its record. Reply:
     /// [`Empty`]; 404 `Cluster not found` / `Cluster is not allocated` otherwise.
-    DeallocateCluster, "/deallocate_cluster", id: "The cluster id (from `/clusters_info`), not a benchmark id."
+    DeallocateCluster, "/deallocate_cluster", idempotent: false, id: "The cluster id (from `/clusters_info`), not a benchmark id."
         => "/deallocate_cluster?id=7"
 }
 
@@ -468,7 +459,7 @@ impl JsonRequest for DeallocateCluster {
 id_request! {
     /// `GET /remove_cluster_info`: drop a cluster record without deallocating. Reply:
     /// [`Empty`], always (even for unknown ids).
-    RemoveClusterInfo, "/remove_cluster_info", id: "The cluster id (from `/clusters_info`), not a benchmark id."
+    RemoveClusterInfo, "/remove_cluster_info", idempotent: false, id: "The cluster id (from `/clusters_info`), not a benchmark id."
         => "/remove_cluster_info?id=7"
 }
 
@@ -499,6 +490,7 @@ impl EncodeQuery for ClustersInfo {
 impl Request for ClustersInfo {
     const METHOD: Method = Method::Get;
     const PATH: &'static str = "/clusters_info";
+    const IDEMPOTENT: bool = true;
 }
 
 impl JsonRequest for ClustersInfo {
@@ -654,6 +646,7 @@ impl EncodeQuery for ServerLogs<'_> {
 impl Request for ServerLogs<'_> {
     const METHOD: Method = Method::Get;
     const PATH: &'static str = "/server_logs";
+    const IDEMPOTENT: bool = true;
 }
 
 impl StreamRequest for ServerLogs<'_> {

@@ -7,9 +7,10 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use benchlink_core::bench::exchange::{
-    Conversation, DataStep, DataWait, Paused, ResponseKind, Server, Sink, Timeouts,
+    ClientError, Conversation, DataStep, DataWait, Paused, ResponseKind, Server, Sink, Timeouts,
+    Waiting,
 };
-use benchlink_core::bench::request::{self, File, Idempotent, Nodes};
+use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::resume::{
     DataCursor, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying, StreamCursor,
     TailCursor, Untracked,
@@ -353,7 +354,7 @@ impl BenchClient {
 
     /// The benchmark's status.
     pub fn status(&mut self, id: u64) -> Result<StatusInfo, Error> {
-        self.call_again(&request::Status { id }, |s| StatusInfo::from(s))
+        self.call(&request::Status { id }, |s| StatusInfo::from(s))
     }
 
     /// Polls the status every `poll` until it is final (`complete`, `failed`, `stopped`
@@ -417,7 +418,7 @@ impl BenchClient {
 
     /// The final results (empty while the benchmark runs).
     pub fn results(&mut self, id: u64) -> Result<Results, Error> {
-        self.call_again(&request::Results { id }, |r| Results::from(r))
+        self.call(&request::Results { id }, |r| Results::from(r))
     }
 
     /// E-mails the finished benchmark's report to `addrs`.
@@ -427,7 +428,7 @@ impl BenchClient {
 
     /// Every cluster the server knows.
     pub fn clusters_info(&mut self) -> Result<Vec<ClusterInfo>, Error> {
-        self.call_again(&request::ClustersInfo, |c| {
+        self.call(&request::ClustersInfo, |c| {
             c.iter().map(ClusterInfo::from).collect()
         })
     }
@@ -533,8 +534,10 @@ impl BenchClient {
     }
 
     /// Sends `req` and reads its JSON reply, converting the borrowed view with `own`.
-    /// A request that changes state is sent once: when its outcome is unknown (the
-    /// connection broke after it went out), the error says so and nothing is resent.
+    /// A request that changes nothing ([`Request::IDEMPOTENT`]) is tried again after a
+    /// failure worth it (a cut, a reset, a refused connection, a deadline, a 5xx) as the
+    /// client's [`Retry`] policy says; one that changes state is sent once, and when it
+    /// fails after it went out the error says its outcome is unknown and how to check.
     fn call<R, T>(
         &mut self,
         req: &R,
@@ -543,29 +546,23 @@ impl BenchClient {
     where
         R: JsonRequest,
     {
-        self.call_retrying(req, own, None)
+        if R::IDEMPOTENT {
+            let retry = self.retry.map(Retrying::new);
+            self.call_retrying(req, own, retry, None)
+        } else {
+            self.call_retrying(req, own, None, Some(outcome_check(R::PATH)))
+        }
     }
 
-    /// [`call`](Self::call) for a request that changes nothing: a failure worth trying
-    /// again (a cut, a reset, a refused connection, a deadline, a 5xx) is tried again as
-    /// the client's [`Retry`] policy says.
-    fn call_again<R, T>(
-        &mut self,
-        req: &R,
-        own: impl for<'a> FnOnce(R::Reply<'a>) -> T,
-    ) -> Result<T, Error>
-    where
-        R: JsonRequest + Idempotent,
-    {
-        let retry = self.retry.map(Retrying::new);
-        self.call_retrying(req, own, retry)
-    }
-
+    /// [`call`](Self::call) tried again as `retry` says; a request that changes state
+    /// has `unknown_outcome`, how to check whether it was carried out when it fails
+    /// after it went out.
     fn call_retrying<R, T>(
         &mut self,
         req: &R,
         own: impl for<'a> FnOnce(R::Reply<'a>) -> T,
         mut retry: Option<Retrying>,
+        unknown_outcome: Option<&'static str>,
     ) -> Result<T, Error>
     where
         R: JsonRequest,
@@ -588,7 +585,14 @@ impl BenchClient {
                     body = Gather::new(MAX_JSON_REPLY);
                 }
                 None => {
-                    replied.map_err(|e| Context::of(&self.identity, req).attach(e))?;
+                    replied.map_err(|e| {
+                        let sent = may_have_arrived(&e);
+                        let error = Context::of(&self.identity, req).attach(e);
+                        match unknown_outcome {
+                            Some(check) if sent => error.with_unknown_outcome(check),
+                            _ => error,
+                        }
+                    })?;
                     break;
                 }
             }
@@ -698,6 +702,40 @@ impl BenchClient {
         let mut stream = self.open_stream(request, cursor)?;
         stream.start()?;
         Ok(stream)
+    }
+}
+
+/// Whether a request that failed with `e` may have reached the server (and been carried
+/// out): its connection broke, or a deadline passed, after it was opened.
+fn may_have_arrived(e: &Failure) -> bool {
+    match e {
+        ClientError::Connect(_)
+        | ClientError::Encode(_)
+        | ClientError::Timeout {
+            waiting: Waiting::Connect,
+            ..
+        } => false,
+        ClientError::Io(_) | ClientError::Timeout { .. } => true,
+        ClientError::Decode(e) => matches!(e, DecodeError::UnexpectedEof { .. }),
+        ClientError::BodyTooLarge { .. } | ClientError::Server(_) => false,
+    }
+}
+
+/// How to learn whether a request to `path` that changes the server's state was
+/// carried out.
+fn outcome_check(path: &str) -> &'static str {
+    match path {
+        "/start" => {
+            "look for the benchmark by the name or tags given to it (ids are sequential: \
+             ask /status of the newest ids) before starting it again"
+        }
+        "/restart" => {
+            "ask /status of the ids after the original benchmark's for one whose parent it \
+             is before restarting it again"
+        }
+        _ => {
+            "ask /status (or /clusters_info) whether the change took effect before sending it again"
+        }
     }
 }
 

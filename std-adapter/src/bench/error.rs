@@ -33,6 +33,9 @@ const MAX_SHOWN: usize = 300;
 pub struct Error {
     kind: ErrorKind,
     context: Option<Box<Context>>,
+    /// A request that changes the server's state failed after it went out: whether it
+    /// was carried out is unknown, and this says how to find out.
+    unknown_outcome: Option<&'static str>,
 }
 
 /// The server and request an error happened on.
@@ -86,6 +89,28 @@ pub enum ErrorKind {
 }
 
 impl Error {
+    /// Marks a failure of a request that changes the server's state (`/start`, `/stop`,
+    /// the tags…) after its bytes went out: the server may have carried it out, so it
+    /// is not sent again, and `check` says how to find out.
+    pub(crate) fn with_unknown_outcome(mut self, check: &'static str) -> Error {
+        self.unknown_outcome = Some(check);
+        self
+    }
+
+    /// Whether the request (one that changes the server's state) may have been carried
+    /// out although it failed: it went out and the connection broke before the reply.
+    /// Such a request is never sent again by the client; the error's text says how to
+    /// check.
+    ///
+    /// ```
+    /// use benchlink_std::bench::{Error, ErrorKind};
+    /// let e = Error::from(ErrorKind::Reply("x".into()));
+    /// assert!(!e.outcome_unknown());
+    /// ```
+    pub fn outcome_unknown(&self) -> bool {
+        self.unknown_outcome.is_some()
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
         &self.kind
@@ -260,8 +285,15 @@ impl fmt::Display for Error {
                 Escaped::cut(what, MAX_SHOWN)
             )?,
         }
-        match request {
-            Some(r) => write!(f, " ({r})"),
+        if let Some(r) = request {
+            write!(f, " ({r})")?;
+        }
+        match self.unknown_outcome {
+            Some(check) => write!(
+                f,
+                "; the request went out before the connection failed, so the server may \
+                 have carried it out (it is not sent again): {check}"
+            ),
             None => Ok(()),
         }
     }
@@ -284,6 +316,7 @@ impl From<ErrorKind> for Error {
         Error {
             kind,
             context: None,
+            unknown_outcome: None,
         }
     }
 }

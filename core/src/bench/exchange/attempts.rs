@@ -3,7 +3,7 @@
 //! or fail — and whether to read a reply after a send that broke.
 
 use super::ClientError;
-use crate::http::{DecodeError, Method, Section};
+use crate::http::{DecodeError, Section};
 
 /// What happens to the connection after a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,9 @@ pub enum Next<E> {
 ///
 /// - **Stale connections are retried once.** A kept-alive connection the server closed
 ///   while it was idle fails the next request with an I/O error or an end of stream
-///   before any response. An idempotent request (`GET`, `HEAD`) that met that on a
+///   before any response. A request that changes nothing on the server
+///   ([`Request::IDEMPOTENT`](crate::bench::Request::IDEMPOTENT): not its method, since
+///   the benchmark server changes state on `GET`s such as `/stop`) that met that on a
 ///   reused connection is sent again, once, on a new one; nothing else is repeated.
 /// - **Early replies are read, not lost.** A server may answer before the request is all
 ///   out and close (413 for a scenario over its limit, 401, 503): the rest of the request
@@ -42,10 +44,9 @@ pub enum Next<E> {
 ///
 /// ```
 /// use benchlink_core::bench::exchange::{After, Attempts, ClientError, Next};
-/// use benchlink_core::http::Method;
 ///
 /// type E = ClientError<'static, (), &'static str>;
-/// let mut attempts = Attempts::new(Method::Get);
+/// let mut attempts = Attempts::new(true); // a GET /status
 /// // The kept-alive connection was closed by the server: retried once…
 /// let stale: Result<(), E> = Err(ClientError::Io("reset"));
 /// assert!(Attempts::read_after(&stale));
@@ -56,7 +57,7 @@ pub enum Next<E> {
 /// assert_eq!(attempts.next(sent, Some(Ok(After::Keep)), false, true), Next::Done(After::Keep));
 ///
 /// // A 413 read after the upload's write broke: the reply, on a connection that closes.
-/// let mut upload = Attempts::new(Method::Post);
+/// let mut upload = Attempts::new(false); // a POST /start
 /// let broke: Result<(), E> = Err(ClientError::Io("broken pipe"));
 /// assert_eq!(upload.next(broke, Some(Ok(After::Keep)), false, true), Next::Done(After::Close));
 /// ```
@@ -67,10 +68,11 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// The attempts at a request with `method`.
-    pub fn new(method: Method) -> Self {
+    /// The attempts at a request; `idempotent`: one that changes nothing on the server,
+    /// so that it may be sent again.
+    pub fn new(idempotent: bool) -> Self {
         Attempts {
-            idempotent: matches!(method, Method::Get | Method::Head),
+            idempotent,
             retried: false,
         }
     }

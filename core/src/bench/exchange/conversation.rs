@@ -420,7 +420,7 @@ impl<'b> Conversation<'b> {
         let upload = Upload::of(req, self.seed);
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        self.exchange_parts(R::METHOD, R::PATH, req, upload, kind, now)
+        self.exchange_parts(R::METHOD, R::PATH, R::IDEMPOTENT, req, upload, kind, now)
     }
 
     /// [`exchange`](Self::exchange) once the request's type is known: one copy for every
@@ -429,6 +429,7 @@ impl<'b> Conversation<'b> {
         &'a mut self,
         method: Method,
         path: &'static str,
+        idempotent: bool,
         query: &'a dyn crate::http::EncodeQuery,
         upload: Result<Option<Upload<'a>>, EncodeError>,
         kind: ResponseKind,
@@ -447,7 +448,7 @@ impl<'b> Conversation<'b> {
         self.decoder.reset();
         self.decoder.set_request_method(method);
         let at = Progress {
-            attempts: Attempts::new(method),
+            attempts: Attempts::new(idempotent),
             method,
             stream: kind == ResponseKind::Stream,
             deadline: self.timeouts.reply.map(|t| now.saturating_add(t)),

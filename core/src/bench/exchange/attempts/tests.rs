@@ -16,29 +16,29 @@ const TIMEOUT: E = ClientError::Timeout {
 #[test]
 fn stale_connections_are_retried_once_for_idempotent_requests() {
     for stale in [IO, NO_RESPONSE] {
-        let mut get = Attempts::new(Method::Get);
+        let mut get = Attempts::new(true);
         assert_eq!(get.next(Ok(()), Some(Err(stale)), true, false), Next::Retry);
         assert_eq!(
             get.next(Ok(()), Some(Err(stale)), true, false),
             Next::Fail(stale)
         );
-        // Not on a fresh connection, not after response bytes, not for a POST.
+        // Not on a fresh connection, not after response bytes, not for a request that changes state.
         assert_eq!(
-            Attempts::new(Method::Get).next(Ok(()), Some(Err(stale)), false, false),
+            Attempts::new(true).next(Ok(()), Some(Err(stale)), false, false),
             Next::Fail(stale)
         );
         assert_eq!(
-            Attempts::new(Method::Head).next(Ok(()), Some(Err(stale)), true, true),
+            Attempts::new(true).next(Ok(()), Some(Err(stale)), true, true),
             Next::Fail(stale)
         );
         assert_eq!(
-            Attempts::new(Method::Post).next(Ok(()), Some(Err(stale)), true, false),
+            Attempts::new(false).next(Ok(()), Some(Err(stale)), true, false),
             Next::Fail(stale)
         );
     }
     // Other failures are never retried.
     assert_eq!(
-        Attempts::new(Method::Get).next(Ok(()), Some(Err(TIMEOUT)), true, false),
+        Attempts::new(true).next(Ok(()), Some(Err(TIMEOUT)), true, false),
         Next::Fail(TIMEOUT)
     );
 }
@@ -53,20 +53,20 @@ fn a_reply_after_a_broken_send_is_the_outcome() {
     assert!(!Attempts::read_after(&Err::<(), E>(TIMEOUT)));
     for after in [After::Keep, After::Close] {
         assert_eq!(
-            Attempts::new(Method::Post).next(broke, Some(Ok(after)), false, true),
+            Attempts::new(false).next(broke, Some(Ok(after)), false, true),
             Next::Done(After::Close)
         );
     }
     assert_eq!(
-        Attempts::new(Method::Post).next(broke, Some(Err(NO_RESPONSE)), false, false),
+        Attempts::new(false).next(broke, Some(Err(NO_RESPONSE)), false, false),
         Next::Fail(IO)
     );
     assert_eq!(
-        Attempts::new(Method::Post).next(Err(TIMEOUT), None, false, false),
+        Attempts::new(false).next(Err(TIMEOUT), None, false, false),
         Next::Fail(TIMEOUT)
     );
     assert_eq!(
-        Attempts::new(Method::Get).next::<(), u8>(Ok(()), Some(Ok(After::Keep)), true, true),
+        Attempts::new(true).next::<(), u8>(Ok(()), Some(Ok(After::Keep)), true, true),
         Next::Done(After::Keep)
     );
 }
