@@ -28,8 +28,9 @@
 //! answer its request; `subscription_created`/`deleted` alternate per key, transitions
 //! chain per key, `subscription_failed` only in Failed, data only while
 //! Subscribing/Subscribed/Unsubscribing and for that key, `subscription_state()` agrees;
-//! delivered slices lie within the received frame; `queued + in flight ≤ max_queue_size`
-//! and bounds the unresolved tickets; nothing in flight unless Connected or Stopping;
+//! delivered slices lie within the received frame; `queued ≤ max_queue_size`, in flight
+//! ≤ the table's `P` entries (and one authenticate), and together they bound the
+//! unresolved tickets; nothing in flight unless Connected or Stopping;
 //! after `handle_timeout(now)`, `poll_timeout()` is `None` or later than `now` and every
 //! ticket whose deadline passed is final. At the end (optionally after `stop`, the
 //! socket's close and all timeouts: Stopped, nothing in flight, only deadline-less
@@ -698,10 +699,11 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
         assert_eq!(state, self.rec.state, "state() disagrees with the events");
         let (queued, in_flight) = (c.queued_requests(), c.requests_in_flight());
         assert!(
-            queued + in_flight <= self.config.max_queue_size,
-            "{queued} queued + {in_flight} in flight > {}",
+            queued <= self.config.max_queue_size,
+            "{queued} queued > {}",
             self.config.max_queue_size
         );
+        assert!(in_flight <= P + 1, "{in_flight} in flight > {P} entries and an auth");
         assert!(
             self.rec.tickets.open() <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",

@@ -143,8 +143,11 @@ pub enum Ack {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum RequestError {
-    /// `max_queue_size` user requests are already queued or in flight, or the offline
-    /// queue (or the table of requests in flight) has no room right now: retry later.
+    /// The request must wait in the offline queue (not connected, or behind an auth, a
+    /// full outbox or a full table of requests in flight) and `max_queue_size` user
+    /// requests wait there already, or the queue's bytes have no room right now: retry
+    /// later (the std client's `wait_for_room` waits for it). Requests in flight are
+    /// bounded by their table, not refused by it: past it they wait in the queue.
     Full,
     /// A message, value, argument or extras text is not valid JSON (or not an object where
     /// an object is required).

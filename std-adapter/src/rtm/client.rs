@@ -58,9 +58,8 @@ type Subscriptions = Box<[core_rtm::SubscriptionSlot]>;
 type CoreLink = core_rtm::Link<Box<[u8]>, Subscriptions, InFlightTable>;
 type CoreClient = core_rtm::Client<Subscriptions, InFlightTable, Box<[u8]>, Box<[u8]>, Box<[u8]>>;
 
-/// A table of `n` entries of `entry` (the subscription table, the table of requests in
-/// flight); `what` names it in the error when the memory cannot hold it, an error of
-/// [`Client::new`], not an abort.
+/// A table of `n` entries of `entry` (the subscription table); `what` names it in the
+/// error when the memory cannot hold it, an error of [`Client::new`], not an abort.
 fn table<T: Clone>(n: usize, entry: T, what: &str) -> Result<Box<[T]>, String> {
     let mut table = Vec::new();
     table
@@ -72,7 +71,17 @@ fn table<T: Clone>(n: usize, entry: T, what: &str) -> Result<Box<[T]>, String> {
 
 /// Bytes [`ClientOptions::max_in_flight_bytes`] counts for each acknowledged request in
 /// flight: its entry in the table of requests in flight (24) and its callback's pointer
-/// in the table of callbacks (16).
+/// in the table of callbacks (16 on a 64-bit host): what the client itself keeps for a
+/// request it sent, whatever the size of its message. A limit is a number of requests
+/// times this.
+///
+/// ```
+/// use benchlink_std::rtm::{ClientOptions, DEFAULT_MAX_IN_FLIGHT_BYTES, IN_FLIGHT_REQUEST_BYTES};
+/// let mut options = ClientOptions::new("ws://127.0.0.1:8080", "key");
+/// assert_eq!(options.max_in_flight_bytes, DEFAULT_MAX_IN_FLIGHT_BYTES);
+/// // 100,000 acknowledged requests in flight at most:
+/// options.max_in_flight_bytes = 100_000 * IN_FLIGHT_REQUEST_BYTES;
+/// ```
 pub const IN_FLIGHT_REQUEST_BYTES: usize =
     std::mem::size_of::<core_rtm::Pending>() + std::mem::size_of::<Option<Callback>>();
 
@@ -164,7 +173,13 @@ fn rx_size(options: &ClientOptions) -> usize {
 /// The default of [`ClientOptions::max_in_flight_bytes`], 8 MiB: the client's full rate
 /// of acknowledged publishes, about 600,000 a second on loopback (`.ci/bench-rtm`),
 /// across a 300 ms round trip is 180,000 requests in flight, 7.2 MB at
-/// [`IN_FLIGHT_REQUEST_BYTES`] each; rounded up, 209,715 requests.
+/// [`IN_FLIGHT_REQUEST_BYTES`] each; rounded up, 209,715 requests (at 40 bytes).
+///
+/// ```
+/// use benchlink_std::rtm::{DEFAULT_MAX_IN_FLIGHT_BYTES, IN_FLIGHT_REQUEST_BYTES};
+/// // A 300 ms round trip at 600,000 acknowledged publishes a second fits.
+/// assert!(DEFAULT_MAX_IN_FLIGHT_BYTES / IN_FLIGHT_REQUEST_BYTES >= 180_000);
+/// ```
 pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 8 << 20;
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
