@@ -420,16 +420,23 @@ impl<'b> Conversation<'b> {
         let upload = Upload::of(req, self.seed);
         // Every upload draws its boundary from a new seed.
         self.seed = self.seed.rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
-        self.exchange_parts(R::METHOD, R::PATH, R::IDEMPOTENT, req, upload, kind, now)
+        let of = Of {
+            method: R::METHOD,
+            path: R::PATH,
+            idempotent: R::IDEMPOTENT,
+        };
+        self.exchange_parts(of, req, upload, kind, now)
     }
 
     /// [`exchange`](Self::exchange) once the request's type is known: one copy for every
     /// request type (each copy would be flash).
     fn exchange_parts<'a, C: Copy, I: Copy>(
         &'a mut self,
-        method: Method,
-        path: &'static str,
-        idempotent: bool,
+        Of {
+            method,
+            path,
+            idempotent,
+        }: Of,
         query: &'a dyn crate::http::EncodeQuery,
         upload: Result<Option<Upload<'a>>, EncodeError>,
         kind: ResponseKind,
@@ -672,6 +679,14 @@ struct Progress<C, I> {
     reused: bool,
     got_response: bool,
     head_seen: bool,
+}
+
+/// What an exchange needs of its request's type, as values.
+#[derive(Debug, Clone, Copy)]
+struct Of {
+    method: Method,
+    path: &'static str,
+    idempotent: bool,
 }
 
 /// An exchange whose response is being read, set aside by [`Exchange::pause`] and
