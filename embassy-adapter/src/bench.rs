@@ -16,7 +16,7 @@ use benchlink_core::bench::exchange::{
     StreamBody, Timeouts as CoreTimeouts,
 };
 use benchlink_core::bench::request::{Data, Status};
-use benchlink_core::bench::resume::{Line, Report, Retry, Retrying, StreamCursor};
+use benchlink_core::bench::resume::{Fault, Line, Report, Retry, Retrying, StreamCursor};
 use benchlink_core::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::{DecompressorOxide, InflateMemory};
@@ -350,6 +350,8 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         ) -> ControlFlow<()>,
     {
         let mut retrying = Retrying::new(policy);
+        // Whether the server was reached once (a refused connection is then an outage).
+        let mut reached = false;
         // The server's refusal, returned from outside the loop (it borrows the body).
         let refused = loop {
             let taken = cursor.taken();
@@ -358,12 +360,17 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 // Lines came: the attempts count from zero again.
                 retrying.progressed();
             }
-            let (transient, failure) = match tried {
+            let (fault, failure) = match tried {
                 Try::Done => return Ok(()),
-                Try::Failed(e) => (e.is_transient(), Ok(e)),
-                Try::Refused(gathered) => (gathered.status() >= 500, Err(gathered)),
+                Try::Failed(e) => (Fault::of(&e), Ok(e)),
+                Try::Refused(gathered) if gathered.status() >= 500 => {
+                    (Fault::Transient, Err(gathered))
+                }
+                Try::Refused(gathered) => (Fault::Final, Err(gathered)),
             };
-            match retrying.failed(now()).filter(|_| transient) {
+            let at = retrying.may_try_again(now(), fault, reached);
+            reached |= fault != Fault::Connect;
+            match at {
                 Some(at) => Timer::at(embassy_instant(at)).await,
                 None => match failure {
                     Ok(e) => return Err(e),

@@ -230,6 +230,9 @@ pub(crate) struct Link {
     error: Option<io::Error>,
     /// Core's clock counts from here.
     epoch: Instant,
+    /// A connection to the server was opened once: the address is right, so a refused
+    /// connection later is an outage worth trying again.
+    reached: bool,
 }
 
 impl Link {
@@ -240,6 +243,7 @@ impl Link {
             rx: vec![0; READ_BUF].into_boxed_slice(),
             error: None,
             epoch: Instant::now(),
+            reached: false,
         }
     }
 
@@ -265,6 +269,11 @@ impl Link {
         {
             talk.handle_peer_closed();
         }
+    }
+
+    /// Whether a connection to the server was opened once.
+    pub(crate) fn reached(&self) -> bool {
+        self.reached
     }
 
     pub(crate) fn now(&self) -> CoreInstant {
@@ -378,6 +387,7 @@ impl Link {
             return Err(Step::TimedOut);
         }
         let stream = endpoint.connect(host, port, timeout).map_err(Step::from)?;
+        self.reached = true;
         self.conn = Some(HttpConnection {
             stream,
             out: Vec::new(),

@@ -121,6 +121,7 @@ fn quick_retry() -> Retry {
         max_interval: Duration::from_millis(5),
         attempts: Some(5),
         jitter_seed: 0,
+        retry_first_connect: false,
     }
 }
 

@@ -66,6 +66,7 @@ use core::time::Duration;
 
 use heapless::{String, Vec};
 
+use super::exchange::{ClientError, Waiting};
 use super::{LineFormat, LogLine, LogLineError, MetricLine, Sample, SampleError};
 use crate::rtm::backoff::Backoff;
 use crate::time::Instant;
@@ -690,6 +691,11 @@ pub struct Retry {
     /// Consecutive failed tries after which the failure is the outcome (default 20:
     /// about 80 s of a server that does not answer; `None`: never give up).
     pub attempts: Option<u32>,
+    /// Whether a client that never reached the server tries again when it cannot
+    /// connect (default false, as the messaging client's `retry_first_connect`: a wrong
+    /// address fails at once; once the server answered, a refused connection is an
+    /// outage and is tried again).
+    pub retry_first_connect: bool,
     /// Seed of the jitter; `0` disables it (for tests). Give every client its own.
     pub jitter_seed: u64,
 }
@@ -705,6 +711,7 @@ impl Retry {
         interval: Duration::from_millis(200),
         max_interval: Duration::from_secs(5),
         attempts: Some(20),
+        retry_first_connect: false,
         jitter_seed: 0x5EED_F00D_B0C0_FF5E,
     };
 }
@@ -712,6 +719,41 @@ impl Retry {
 impl Default for Retry {
     fn default() -> Self {
         Retry::DEFAULT
+    }
+}
+
+/// How a retry policy sees a failed try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fault {
+    /// The connection could not be opened: an outage, or a wrong address.
+    Connect,
+    /// Another failure worth trying again (see
+    /// [`ClientError::is_transient`](super::exchange::ClientError::is_transient)).
+    Transient,
+    /// Trying again would fail the same way.
+    Final,
+}
+
+impl Fault {
+    /// How `e` is seen.
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::ClientError;
+    /// use benchlink_core::bench::resume::Fault;
+    /// assert_eq!(Fault::of(&ClientError::<'_, (), &str>::Io("reset")), Fault::Transient);
+    /// assert_eq!(Fault::of(&ClientError::<'_, (), ()>::BodyTooLarge { max: 1 }), Fault::Final);
+    /// ```
+    pub fn of<C, I>(e: &ClientError<'_, C, I>) -> Fault {
+        match e {
+            ClientError::Connect(_)
+            | ClientError::Timeout {
+                waiting: Waiting::Connect,
+                ..
+            } => Fault::Connect,
+            e if e.is_transient() => Fault::Transient,
+            _ => Fault::Final,
+        }
     }
 }
 
@@ -742,6 +784,28 @@ impl Retrying {
             .next_attempt_at(now, self.policy.interval, self.policy.max_interval);
         self.backoff.record_failure();
         Some(at)
+    }
+
+    /// A try failed at `now` with `fault`, in a client that has (`reached`) or has not
+    /// yet had a response from the server: when to try again, or `None` when the
+    /// failure is the outcome (a [`Fault::Final`], a first connect that failed without
+    /// [`Retry::retry_first_connect`], or the attempts used up).
+    ///
+    /// ```
+    /// use benchlink_core::bench::exchange::ClientError;
+    /// use benchlink_core::bench::resume::{Fault, Retry, Retrying};
+    /// use benchlink_core::time::Instant;
+    /// let mut r = Retrying::new(Retry { jitter_seed: 0, ..Retry::DEFAULT });
+    /// let refused = Fault::of(&ClientError::<'_, &str, &str>::Connect("refused"));
+    /// assert_eq!(r.may_try_again(Instant::ZERO, refused, false), None); // a wrong address
+    /// assert!(r.may_try_again(Instant::ZERO, refused, true).is_some()); // an outage
+    /// ```
+    pub fn may_try_again(&mut self, now: Instant, fault: Fault, reached: bool) -> Option<Instant> {
+        match fault {
+            Fault::Final => None,
+            Fault::Connect if !reached && !self.policy.retry_first_connect => None,
+            Fault::Connect | Fault::Transient => self.failed(now),
+        }
     }
 
     /// A try made progress: the attempts count from zero again.

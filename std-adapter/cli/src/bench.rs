@@ -16,7 +16,7 @@ use crate::plot::{plot, Drawn};
 use crate::progress::{wait, Interrupts};
 use crate::report::report;
 use benchlink_std::bench::{
-    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Scenario, StartOptions,
+    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Retry, Scenario, StartOptions,
     StatusInfo,
 };
 use benchlink_std::net::{parse_proxy, TlsOptions};
@@ -53,10 +53,18 @@ pub(super) struct BenchArgs {
     /// tunnel; TLS stays end to end). HTTPS_PROXY is honoured for https:// servers.
     #[arg(long, global = true, value_name = "HOST:PORT", alias = "https_proxy")]
     https_proxy: Option<String>,
-    /// Give up on a request after this many seconds (default 60), and on a log or data
-    /// stream after this many seconds without data (default: never).
+    /// Give up on a try at a request after this many seconds (default 60), and on a
+    /// try at a log or data stream after this many seconds without data (default:
+    /// never); see --retries.
     #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
+    /// Tries after a failure worth trying again (a cut, a reset, a refused connection, a
+    /// timeout, a 5xx), 200 ms doubling to 5 s apart: streams resume where they were
+    /// (`data`, `log`, `userlog`, `server-logs`, `run`, `report`…), and calls that change
+    /// nothing (`status`, `results`, `clusters-info`…) are sent again; one that changes
+    /// state is never sent twice. 0 turns it off.
+    #[arg(long, global = true, value_name = "N", default_value_t = 20)]
+    retries: u32,
     #[command(subcommand)]
     command: BenchCommand,
 }
@@ -613,6 +621,10 @@ fn client(args: &BenchArgs, target: &Target) -> Result<BenchClient, Fail> {
     if let Some(timeout) = args.timeout {
         client = client.with_timeout(timeout);
     }
+    client = client.with_retry((args.retries > 0).then_some(Retry {
+        attempts: Some(args.retries),
+        ..Retry::DEFAULT
+    }));
     Ok(match &args.token {
         Some(token) => client.with_token(token.clone()),
         None => client.with_token_file(),

@@ -120,7 +120,8 @@ pub(crate) fn collect(
         cut: None,
     };
     let mut client = client.with_stream_idle_timeout(Some(quiet));
-    let mut stream = client.data_with_status(id, status)?;
+    // Quiet for a while means caught up, not cut: the stream ends there.
+    let mut stream = client.data_with_status(id, status)?.silence_ends();
     loop {
         let state = stream.read_available(|line| match line {
             Ok(s) => samples.push(s.name, s.timestamp, s.value.as_str(), Instant::now()),

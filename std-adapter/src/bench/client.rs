@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::io;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
@@ -12,8 +13,8 @@ use benchlink_core::bench::exchange::{
 };
 use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::resume::{
-    DataCursor, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying, StreamCursor,
-    TailCursor, Untracked,
+    DataCursor, Fault, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying,
+    StreamCursor, TailCursor, Untracked,
 };
 use benchlink_core::bench::{
     Error as CoreError, JsonRequest, LineDecoder, LineFormat, LogLine, LogLineError, MetricLine,
@@ -570,15 +571,15 @@ impl BenchClient {
         let mut body = Gather::new(MAX_JSON_REPLY);
         loop {
             let replied = self.exchange(req, &mut body).and_then(|()| body.whole());
-            let transient = match &replied {
-                Err(e) => e.is_transient(),
-                Ok(()) => body.status >= 500,
+            let fault = match &replied {
+                Err(e) => fault(e),
+                Ok(()) if body.status >= 500 => Fault::Transient,
+                Ok(()) => Fault::Final,
             };
-            let now = self.transport.link.now();
+            let (now, reached) = (self.transport.link.now(), self.transport.link.reached());
             match retry
                 .as_mut()
-                .filter(|_| transient)
-                .and_then(|r| r.failed(now))
+                .and_then(|r| r.may_try_again(now, fault, reached))
             {
                 Some(at) => {
                     std::thread::sleep(at.saturating_duration_since(now));
@@ -689,6 +690,7 @@ impl BenchClient {
                 retry,
                 resumed: 0,
                 gap: None,
+                silence_ends: false,
             },
         })
     }
@@ -958,18 +960,47 @@ impl MetricTable for AnyMetrics {
     }
 }
 
-/// Why a try at a stream's response failed, and whether another may succeed.
+/// Why a try at a stream's response failed, and how the retry policy sees it.
 struct Failed {
     error: Error,
-    transient: bool,
+    fault: Fault,
 }
 
 impl Failed {
     fn of(context: &Context, e: Failure) -> Failed {
         Failed {
-            transient: e.is_transient(),
+            fault: fault(&e),
             error: context.attach(e),
         }
+    }
+
+    /// The server's error reply with `status`: worth trying again when a 5xx.
+    fn refused(status: u16, error: Error) -> Failed {
+        Failed {
+            fault: if status >= 500 {
+                Fault::Transient
+            } else {
+                Fault::Final
+            },
+            error,
+        }
+    }
+}
+
+/// How the retry policy sees `e`: core's view, except that a TLS refusal (a
+/// certificate, an alert: data the TLS layer found invalid) or an invalid server name
+/// fails again the same way.
+fn fault(e: &Failure) -> Fault {
+    match e {
+        ClientError::Connect(io) | ClientError::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+            ) =>
+        {
+            Fault::Final
+        }
+        e => Fault::of(e),
     }
 }
 
@@ -1034,10 +1065,8 @@ impl Open<'_> {
             .map_err(|e| Failed::of(context, e))?;
         if head.status != 200 {
             self.paused = None;
-            return Err(Failed {
-                transient: head.status >= 500,
-                error: context.attach(CoreError::from_reply(head.status, &head.bytes)),
-            });
+            let error = context.attach(CoreError::from_reply(head.status, &head.bytes));
+            return Err(Failed::refused(head.status, error));
         }
         Ok(head.bytes)
     }
@@ -1078,10 +1107,10 @@ impl Open<'_> {
             .map_err(|e| Failed::of(&context, e))?;
         match request::Status::read_reply(body.status, &body.bytes) {
             Ok(reply) => Ok(StatusInfo::from(reply)),
-            Err(e) => Err(Failed {
-                transient: e.http_status().is_some_and(|s| s >= 500),
-                error: context.attach(e),
-            }),
+            Err(e) => Err(Failed::refused(
+                e.http_status().unwrap_or(200),
+                context.attach(e),
+            )),
         }
     }
 }
@@ -1103,6 +1132,8 @@ struct Resume<F: LineFormat> {
     resumed: u32,
     /// A live tail's gap, to hand out before the new request's lines.
     gap: Option<Gap>,
+    /// A silence past the idle limit ends the stream ([`LineStream::silence_ends`]).
+    silence_ends: bool,
 }
 
 /// Lines of a log or metric stream as they arrive: owned, one at a time, through
@@ -1285,11 +1316,11 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
     /// streams or the failure is final.
     fn retry(&mut self, mut failed: Failed) -> Result<(), Error> {
         loop {
-            let retry = self.resume.retry.as_mut().filter(|_| failed.transient);
-            let (Some(retry), Some(open)) = (retry, self.open.as_ref()) else {
+            let (Some(retry), Some(open)) = (self.resume.retry.as_mut(), self.open.as_ref()) else {
                 return Err(failed.error);
             };
-            let Some(at) = retry.failed(open.link.now()) else {
+            let (now, reached) = (open.link.now(), open.link.reached());
+            let Some(at) = retry.may_try_again(now, failed.fault, reached) else {
                 return Err(failed.error);
             };
             std::thread::sleep(at.saturating_duration_since(open.link.now()));
@@ -1303,7 +1334,17 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
     /// The response failed with `e` after it began: resumed from where the stream was,
     /// or the error.
     fn resume_after(&mut self, e: Failure) -> Result<(), Error> {
-        let failed = Failed::of(&self.context, e);
+        let silent = matches!(
+            e,
+            ClientError::Timeout {
+                waiting: Waiting::StreamData,
+                ..
+            }
+        );
+        let mut failed = Failed::of(&self.context, e);
+        if silent && self.resume.silence_ends {
+            failed.fault = Fault::Final;
+        }
         // The partial line of the failed response goes with it; it comes again whole.
         let _ = self.lines.finish();
         self.early.clear();
@@ -1311,6 +1352,23 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
         self.retry(failed)?;
         self.resume.resumed += 1;
         Ok(())
+    }
+
+    /// Makes a silence past the idle limit
+    /// ([`with_stream_idle_timeout`](BenchClient::with_stream_idle_timeout)) end the
+    /// stream with its timeout error instead of resuming it: for a caller that reads a
+    /// running benchmark's samples up to now and takes a quiet stream as caught up
+    /// (`benchlink bench plot`). Cuts are still resumed.
+    ///
+    /// ```no_run
+    /// let mut client = benchlink_std::bench::BenchClient::from_env()?
+    ///     .with_stream_idle_timeout(Some(std::time::Duration::from_secs(3)));
+    /// let so_far: Vec<_> = client.data(7)?.silence_ends().map_while(Result::ok).collect();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn silence_ends(mut self) -> Self {
+        self.resume.silence_ends = true;
+        self
     }
 
     /// Times the stream was cut and resumed.

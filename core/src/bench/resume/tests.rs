@@ -256,6 +256,7 @@ fn retries_back_off_to_the_cap_and_give_up_after_the_attempts() {
         max_interval: Duration::from_millis(350),
         attempts: Some(4),
         jitter_seed: 0,
+        retry_first_connect: false,
     };
     let mut r = Retrying::new(policy);
     let t = Instant::from_secs(1);
