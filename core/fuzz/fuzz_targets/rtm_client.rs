@@ -703,7 +703,10 @@ impl<const S: usize, const P: usize, const Q: usize, const O: usize> Fuzz<S, P, 
             "{queued} queued > {}",
             self.config.max_queue_size
         );
-        assert!(in_flight <= P + 1, "{in_flight} in flight > {P} entries and an auth");
+        assert!(
+            in_flight <= P + 1,
+            "{in_flight} in flight > {P} entries and an auth"
+        );
         assert!(
             self.rec.tickets.open() <= queued + in_flight,
             "{} open tickets but {queued} queued + {in_flight} in flight",
