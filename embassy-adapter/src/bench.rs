@@ -282,7 +282,8 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// caller's memory) skips what was taken. What cannot be resumed exactly (a file
     /// that changed, a live tail's gap) reaches `on_line` as an `Err` item
     /// ([`Report`]). The cursor counts the resumptions; the same cursor goes on where a
-    /// previous call (stopped by `on_line`, or failed) left off.
+    /// previous call (stopped by `on_line`, or failed) left off: a line for which
+    /// `on_line` returns `Break` is not taken, and the next call hands it out again.
     ///
     /// ```no_run
     /// use benchlink_core::bench::request::Log;
@@ -416,9 +417,14 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         let mut lines = StreamBody::<R::Format, _>::new(self.line, self.body, |line| {
             let flow = match cursor.classify(&line) {
                 Line::Seen => ControlFlow::Continue(()),
+                // Taken once handed out; a line `on_line` stops at is not taken (the
+                // next call meets it again).
                 Line::New => {
-                    cursor.take(&line);
-                    on_line(line)
+                    let flow = on_line(line);
+                    if flow.is_continue() {
+                        cursor.take(&line);
+                    }
+                    flow
                 }
                 Line::Unresumable(why) => on_line(Err(Report::Unresumable(why).into())),
             };

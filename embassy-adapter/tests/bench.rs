@@ -330,13 +330,27 @@ fn data_and_log_resume_through_a_relay_that_cuts_them() {
         };
         let mut samples = Vec::new();
         let mut data = DataCursor::new(Metrics::<64, 64>::new());
-        cut.data_resumed(id, &mut data, policy, |s| {
-            let s = s.expect("a sample");
-            samples.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
-            ControlFlow::Continue(())
-        })
-        .await
-        .expect("data, resumed");
+        // The caller breaks off once at its 10th sample (as the device agent does when
+        // its outbox is full): that sample is not taken, and the next call hands it out.
+        let mut broke_off = false;
+        loop {
+            let mut stopped = false;
+            cut.data_resumed(id, &mut data, policy, |s| {
+                let s = s.expect("a sample");
+                if samples.len() == 10 && !broke_off {
+                    (broke_off, stopped) = (true, true);
+                    return ControlFlow::Break(());
+                }
+                samples.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
+                ControlFlow::Continue(())
+            })
+            .await
+            .expect("data, resumed");
+            if !stopped {
+                break;
+            }
+        }
+        assert!(broke_off);
         let mut log = Vec::new();
         let mut log_cursor = LogCursor::new();
         cut.resume(&request::Log { id }, &mut log_cursor, policy, |l| {

@@ -204,10 +204,10 @@ fn find_line_end(data: &[u8]) -> Option<usize> {
 
 /// How one line of a stream is decoded: log text, metric samples.
 pub trait LineFormat {
-    /// A decoded line, borrowing the line's bytes.
-    type Item<'l>;
+    /// A decoded line, borrowing the line's bytes (a view: copying it copies no text).
+    type Item<'l>: Copy;
     /// Why a line could not be decoded (including it being too long).
-    type Error<'l>: From<LineTooLong> + From<Report>;
+    type Error<'l>: From<LineTooLong> + From<Report> + Copy;
 
     /// Decodes one line (without its line end).
     ///

@@ -1239,15 +1239,18 @@ where
     F: LineFormat,
     E: for<'x> FnMut(Result<F::Item<'x>, F::Error<'x>>) -> ControlFlow<()>,
 {
-    let line = match cursor.classify(&line) {
+    let flow = match cursor.classify(&line) {
         Line::Seen => return ControlFlow::Continue(()),
+        // Taken once handed out; a line `each` stops at is not taken.
         Line::New => {
-            cursor.take(&line);
-            line
+            let flow = each(line);
+            if flow.is_continue() {
+                cursor.take(&line);
+            }
+            flow
         }
-        Line::Unresumable(why) => Err(Report::Unresumable(why).into()),
+        Line::Unresumable(why) => each(Err(Report::Unresumable(why).into())),
     };
-    let flow = each(line);
     *stopped |= flow.is_break();
     flow
 }
