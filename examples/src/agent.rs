@@ -35,8 +35,8 @@ use benchlink_std::bench::{
     BenchClient, Results, Scenario, ServerAddress, StartOptions, StatusInfo,
 };
 use benchlink_std::rtm::{
-    Client, ClientObserver, ClientOptions, Mode, Response, SubscribeOptions, SubscriptionData,
-    SubscriptionObserver,
+    Client, ClientObserver, ClientOptions, Error as RtmError, Mode, Response, SubscribeOptions,
+    SubscriptionData, SubscriptionObserver,
 };
 
 /// How long to wait for an RTM connection, a subscription, or acknowledgements.
@@ -276,7 +276,7 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     let mut data_client = bench_client(&host, options.token.as_deref())?
         .with_stream_idle_timeout(Some(Duration::from_secs(60)));
     let publishing = publisher.client.clone();
-    let data_channel = channel.clone();
+    let data_channel: Arc<str> = channel.as_str().into();
     let (ack_tx, ack_rx) = mpsc::channel::<bool>();
     let data_thread = thread::Builder::new()
         .name("agent-data".into())
@@ -291,17 +291,13 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
                     "value": sample.value_json(),
                     "seq": samples,
                 });
-                let tx = ack_tx.clone();
-                publishing
-                    .publish(
-                        &data_channel,
-                        &message,
-                        Some(Box::new(move |r| {
-                            let ok = matches!(&r, Response::Reply(reply) if reply.is_ok());
-                            let _ = tx.send(ok);
-                        })),
-                    )
-                    .map_err(ctx("publishing"))?;
+                publish_sample(
+                    &publishing,
+                    &data_channel,
+                    Arc::new(message),
+                    ack_tx.clone(),
+                )
+                .map_err(ctx("publishing"))?;
                 samples += 1;
             }
             Ok((samples, data.resumptions()))
@@ -388,6 +384,36 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         resumed,
         reconnected,
     })
+}
+
+/// Publishes a sample's `message`, telling `acks` whether the hub acknowledged it. A
+/// publish whose connection dropped before its reply may or may not have reached the
+/// hub, so it is published again (the client queues it until it has reconnected); the
+/// subscriber counts each `seq` once, so a copy that did arrive twice is not counted
+/// twice, and a lost one is not hidden.
+fn publish_sample(
+    client: &Client,
+    channel: &Arc<str>,
+    message: Arc<serde_json::Value>,
+    acks: Sender<bool>,
+) -> Result<(), RtmError> {
+    let mut again = Some((client.clone(), Arc::clone(channel), Arc::clone(&message)));
+    client.publish(
+        channel,
+        &*message,
+        Some(Box::new(move |r| match r {
+            Response::Disconnected => {
+                if let Some((client, channel, message)) = again.take() {
+                    if publish_sample(&client, &channel, message, acks.clone()).is_err() {
+                        let _ = acks.send(false);
+                    }
+                }
+            }
+            r => {
+                let _ = acks.send(matches!(&r, Response::Reply(reply) if reply.is_ok()));
+            }
+        })),
+    )
 }
 
 fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentError> {
