@@ -158,9 +158,9 @@ pub(super) struct RtmArgs {
     #[arg(long, global = true, default_value = "10", value_parser = parse_secs,
           alias = "reply_timeout")]
     reply_timeout: Duration,
-    /// (benchlink) Most requests waiting for the connection or a reply at once, the SDK's
-    /// `max_queue_size`; publishing from stdin waits for room at this bound instead of
-    /// failing.
+    /// (benchlink) Most requests waiting to be sent at once (the SDK's `max_queue_size`),
+    /// and, publishing from stdin, most publishes waiting for their acknowledgement (the
+    /// pipe's window): the input waits for room at these bounds instead of failing.
     #[arg(long, global = true, default_value = "20000", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), alias = "max_queue_size")]
     max_queue_size: u64,
