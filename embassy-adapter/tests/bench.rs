@@ -28,6 +28,32 @@ struct Seen {
     print_metric: bool,
 }
 
+/// A client of the gateway's `port` (bridged to a server) over `stack`, inflating, its
+/// streams failing after `idle` of silence.
+fn client_on(
+    stack: embassy_net::Stack<'static>,
+    port: u16,
+    idle: Duration,
+) -> BenchClient<'static, TcpTransport<'static>> {
+    let transport = TcpTransport::new(stack, buf(4096), buf(4096));
+    let buffers = Buffers {
+        rx: buf(1024),
+        tx: buf(512),
+        head: buf(1024),
+        body: buf(8192),
+        line: buf(512),
+    };
+    let state = Box::leak(Box::new(DecompressorOxide::new()));
+    BenchClient::new(transport, Server::new("10.0.0.1", port), buffers)
+        .unwrap()
+        .with_inflate(state, buf(32 * 1024))
+        .unwrap()
+        .with_timeouts(Timeouts {
+            stream_idle: Some(idle),
+            ..Timeouts::default()
+        })
+}
+
 fn bench_flow(drop_percent: u32) -> (Seen, u64) {
     let server = BenchServer::start(BenchServerConfig::fast()).expect("bench server");
     let addr = server.addr();
@@ -38,23 +64,7 @@ fn bench_flow(drop_percent: u32) -> (Seen, u64) {
             .drop_percent
             .store(drop_percent, std::sync::atomic::Ordering::Relaxed);
         bridge(spawner, net.gateway, 4800, addr, 2);
-        let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
-        let buffers = Buffers {
-            rx: buf(1024),
-            tx: buf(512),
-            head: buf(1024),
-            body: buf(8192),
-            line: buf(512),
-        };
-        let state = Box::leak(Box::new(DecompressorOxide::new()));
-        let mut client = BenchClient::new(transport, Server::new("10.0.0.1", 4800), buffers)
-            .unwrap()
-            .with_inflate(state, buf(32 * 1024))
-            .unwrap()
-            .with_timeouts(Timeouts {
-                stream_idle: Some(Duration::from_secs(20)),
-                ..Timeouts::default()
-            });
+        let mut client = client_on(net.device, 4800, Duration::from_secs(20));
         let mut seen = Seen::default();
 
         let includes = [File {
@@ -285,25 +295,7 @@ fn data_and_log_resume_through_a_relay_that_cuts_them() {
         let net = network(spawner);
         bridge(spawner, net.gateway, 4800, relayed, 2);
         bridge(spawner, net.gateway, 4801, direct, 2);
-        let client = |port: u16| {
-            let transport = TcpTransport::new(net.device, buf(4096), buf(4096));
-            let buffers = Buffers {
-                rx: buf(1024),
-                tx: buf(512),
-                head: buf(1024),
-                body: buf(8192),
-                line: buf(512),
-            };
-            let state = Box::leak(Box::new(DecompressorOxide::new()));
-            BenchClient::new(transport, Server::new("10.0.0.1", port), buffers)
-                .unwrap()
-                .with_inflate(state, buf(32 * 1024))
-                .unwrap()
-                .with_timeouts(Timeouts {
-                    stream_idle: Some(Duration::from_secs(5)),
-                    ..Timeouts::default()
-                })
-        };
+        let client = |port: u16| client_on(net.device, port, Duration::from_secs(5));
         let policy = Retry {
             interval: core::time::Duration::from_millis(20),
             attempts: Some(50),
