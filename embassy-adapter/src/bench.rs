@@ -77,6 +77,8 @@ pub struct BenchClient<'b, T> {
     conn: Conn<'b, T>,
     body: &'b mut [u8],
     line: &'b mut [u8],
+    /// How streams resume and idempotent calls are tried again (`None`: never).
+    retry: Option<Retry>,
 }
 
 impl<T> core::fmt::Debug for BenchClient<'_, T> {
@@ -102,7 +104,8 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// [`MAX_AUTHORITY`].
     pub fn new(transport: T, server: Server<'b>, buffers: Buffers<'b>) -> Result<Self, Error<'b>> {
         let mut talk = Conversation::new(server, buffers.tx, buffers.head)?;
-        talk.set_seed(Instant::now().as_ticks());
+        let seed = Instant::now().as_ticks();
+        talk.set_seed(seed);
         let mut client = BenchClient {
             conn: Conn {
                 transport,
@@ -111,6 +114,10 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             },
             body: buffers.body,
             line: buffers.line,
+            retry: Some(Retry {
+                jitter_seed: seed | 1,
+                ..Retry::DEFAULT
+            }),
         };
         client.set_timeouts(Timeouts::default());
         Ok(client)
@@ -164,9 +171,22 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         self
     }
 
-    /// Seeds the multipart boundary generator (default: the boot-relative clock).
+    /// Seeds the multipart boundary generator and the retry jitter (default: the
+    /// boot-relative clock; a hardware RNG's output on a real board).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.conn.talk.set_seed(seed);
+        if let Some(retry) = self.retry.as_mut() {
+            retry.jitter_seed = seed | 1;
+        }
+        self
+    }
+
+    /// How streams resume ([`resume`](Self::resume), [`data_resumed`](Self::data_resumed))
+    /// and idempotent calls ([`call`](Self::call) of a request that changes nothing) are
+    /// tried again after a failure worth it (default [`Retry::DEFAULT`]: 200 ms doubling
+    /// to 5 s, 20 tries in a row, a wrong address failing at once); `None`: never.
+    pub fn with_retry(mut self, retry: Option<Retry>) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -183,14 +203,37 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// Sends `req` and reads its JSON reply: the typed reply, a zero-copy view into the
     /// body buffer, or the server's typed error.
     ///
-    /// A kept-alive connection the server closed meanwhile is replaced, and a `GET` that
-    /// met a stale connection before any response byte is sent once more.
+    /// A kept-alive connection the server closed meanwhile is replaced. A request that
+    /// changes nothing ([`Request::IDEMPOTENT`]: the status, the results, the clusters)
+    /// is tried again after a cut, a reset, a refused connection, a deadline or a 5xx as
+    /// [`with_retry`](Self::with_retry) says; one that changes state is sent once.
     pub async fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let mut reply = ReplyBody::new(self.body);
-        self.conn
-            .exchange(req, ResponseKind::Reply, &mut reply)
-            .await?;
-        Ok(reply.finish::<R>()?)
+        let mut retrying = self.retry.filter(|_| R::IDEMPOTENT).map(Retrying::new);
+        let mut reached = false;
+        // The reply is read from the body buffer once the loop is over (it borrows it).
+        let gathered = loop {
+            let mut reply = ReplyBody::new(self.body);
+            let exchanged = self
+                .conn
+                .exchange(req, ResponseKind::Reply, &mut reply)
+                .await;
+            let gathered = reply.gathered();
+            let fault = match &exchanged {
+                Err(e) => Fault::of(e),
+                Ok(()) if gathered.status() >= 500 => Fault::Transient,
+                Ok(()) => break gathered,
+            };
+            let at = retrying
+                .as_mut()
+                .and_then(|r| r.may_try_again(now(), fault, reached));
+            reached |= fault != Fault::Connect;
+            match (at, exchanged) {
+                (Some(at), _) => Timer::at(embassy_instant(at)).await,
+                (None, Err(e)) => return Err(e),
+                (None, Ok(())) => break gathered,
+            }
+        };
+        Ok(gathered.finish::<R>(self.body)?)
     }
 
     /// Sends a stream request (`/log`, `/userlog`, `/data`, `/server_logs`) and hands
@@ -276,7 +319,8 @@ enum Try {
 impl<'b, T: Transport> BenchClient<'b, T> {
     /// [`stream`](Self::stream), resumed after every failure worth trying again (see
     /// [`ClientError::is_transient`]: a cut, a truncated body, a reset, a refused
-    /// connection, a 5xx, a silence past [`Timeouts::stream_idle`]) as `policy` says,
+    /// connection, a 5xx, a silence past [`Timeouts::stream_idle`]) as the client's
+    /// [`with_retry`](Self::with_retry) says,
     /// without a line lost or repeated: the server restreams from the first line and
     /// `cursor` (core's [`resume`](benchlink_core::bench::resume) cursors, in the
     /// caller's memory) skips what was taken. What cannot be resumed exactly (a file
@@ -287,14 +331,14 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     ///
     /// ```no_run
     /// use benchlink_core::bench::request::Log;
-    /// use benchlink_core::bench::resume::{LogCursor, Retry};
+    /// use benchlink_core::bench::resume::LogCursor;
     /// use benchlink_embassy::bench::{BenchClient, Error};
     /// use benchlink_embassy::transport::Transport;
     /// use core::ops::ControlFlow;
     ///
     /// async fn log_lines<'c, T: Transport>(client: &'c mut BenchClient<'_, T>, id: u64) -> Result<u32, Error<'c>> {
     ///     let mut cursor = LogCursor::new();
-    ///     client.resume(&Log { id }, &mut cursor, Retry::DEFAULT, |_line| ControlFlow::Continue(())).await?;
+    ///     client.resume(&Log { id }, &mut cursor, |_line| ControlFlow::Continue(())).await?;
     ///     Ok(cursor.resumptions())
     /// }
     /// ```
@@ -302,7 +346,6 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         &mut self,
         req: &R,
         cursor: &mut C,
-        policy: Retry,
         on_line: F,
     ) -> Result<(), Error<'_>>
     where
@@ -312,7 +355,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        self.resume_from(req, None, cursor, policy, on_line).await
+        self.resume_from(req, None, cursor, on_line).await
     }
 
     /// [`data`](Self::data), resumed as [`resume`](Self::resume) says: each new
@@ -322,7 +365,6 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         &mut self,
         id: u64,
         cursor: &mut C,
-        policy: Retry,
         on_sample: F,
     ) -> Result<(), Error<'_>>
     where
@@ -331,7 +373,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        self.resume_from(&Data { id }, Some(id), cursor, policy, on_sample)
+        self.resume_from(&Data { id }, Some(id), cursor, on_sample)
             .await
     }
 
@@ -340,7 +382,6 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         req: &R,
         data_of: Option<u64>,
         cursor: &mut C,
-        policy: Retry,
         mut on_line: F,
     ) -> Result<(), Error<'_>>
     where
@@ -350,7 +391,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        let mut retrying = Retrying::new(policy);
+        let mut retrying = self.retry.map(Retrying::new);
         // Whether the server was reached once (a refused connection is then an outage).
         let mut reached = false;
         // The server's refusal, returned from outside the loop (it borrows the body).
@@ -359,7 +400,9 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             let tried = self.try_stream(req, data_of, cursor, &mut on_line).await;
             if cursor.taken() > taken {
                 // Lines came: the attempts count from zero again.
-                retrying.progressed();
+                if let Some(r) = retrying.as_mut() {
+                    r.progressed();
+                }
             }
             let (fault, failure) = match tried {
                 Try::Done => return Ok(()),
@@ -369,7 +412,9 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 }
                 Try::Refused(gathered) => (Fault::Final, Err(gathered)),
             };
-            let at = retrying.may_try_again(now(), fault, reached);
+            let at = retrying
+                .as_mut()
+                .and_then(|r| r.may_try_again(now(), fault, reached));
             reached |= fault != Fault::Connect;
             match at {
                 Some(at) => Timer::at(embassy_instant(at)).await,

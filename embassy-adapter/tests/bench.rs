@@ -178,9 +178,11 @@ fn a_silent_or_dripping_server_times_out() {
                 body: buf(2048),
                 line: buf(256),
             };
+            // Tried once: the deadline is the outcome (no retry policy).
             let mut client = BenchClient::new(transport, Server::new("10.0.0.1", port), buffers)
                 .unwrap()
-                .with_timeout(Duration::from_secs(2));
+                .with_timeout(Duration::from_secs(2))
+                .with_retry(None);
             let started = std::time::Instant::now();
             let result = client.call(&request::Status { id: 1 }).await.map(|_| ());
             let took = started.elapsed();
@@ -301,7 +303,7 @@ fn data_and_log_resume_through_a_relay_that_cuts_them() {
             attempts: Some(50),
             ..Retry::DEFAULT
         };
-        let mut cut = client(4800);
+        let mut cut = client(4800).with_retry(Some(policy));
         let start = request::Start {
             includes: &[File {
                 name: "data.txt",
@@ -327,7 +329,7 @@ fn data_and_log_resume_through_a_relay_that_cuts_them() {
         let mut broke_off = false;
         loop {
             let mut stopped = false;
-            cut.data_resumed(id, &mut data, policy, |s| {
+            cut.data_resumed(id, &mut data, |s| {
                 let s = s.expect("a sample");
                 if samples.len() == 10 && !broke_off {
                     (broke_off, stopped) = (true, true);
@@ -345,7 +347,7 @@ fn data_and_log_resume_through_a_relay_that_cuts_them() {
         assert!(broke_off);
         let mut log = Vec::new();
         let mut log_cursor = LogCursor::new();
-        cut.resume(&request::Log { id }, &mut log_cursor, policy, |l| {
+        cut.resume(&request::Log { id }, &mut log_cursor, |l| {
             log.push(l.expect("a log line").to_owned());
             ControlFlow::Continue(())
         })

@@ -81,9 +81,14 @@ const METRICS: usize = 48;
 /// The longest metric name the resume table keeps (the server's names are dotted paths
 /// such as `workers.pool1.started.rps`); a longer one is reported, never guessed.
 const MAX_NAME: usize = 64;
-/// How `/data` is resumed after a break: the library's default waits (200 ms doubling
-/// to 5 s, 20 tries in a row before the agent hears of it and asks again).
-const RETRY: Retry = Retry::DEFAULT;
+/// How `/data` is resumed and calls that change nothing are tried again after a break:
+/// the library's default waits (200 ms doubling to 5 s, 20 tries in a row before the
+/// agent hears of it), and a device that boots before its server keeps trying to
+/// connect, as its messaging link does.
+const RETRY: Retry = Retry {
+    retry_first_connect: true,
+    ..Retry::DEFAULT
+};
 /// Distinct sample numbers the subscriber can tell apart (256 words: 8,192 samples).
 const SEEN_WORDS: usize = 256;
 
@@ -396,10 +401,13 @@ pub async fn run<R: Report>(
         line: bench_line,
     };
     let bench = match BenchClient::new(bench_socket, settings.bench, buffers) {
-        Ok(bench) => bench.with_timeouts(Timeouts {
-            stream_idle: Some(settings.stream_idle),
-            ..Timeouts::default()
-        }),
+        Ok(bench) => bench
+            .with_timeouts(Timeouts {
+                stream_idle: Some(settings.stream_idle),
+                ..Timeouts::default()
+            })
+            .with_retry(Some(RETRY))
+            .with_seed(seed),
         Err(e) => {
             report.progress(Progress::Problem {
                 during: "setting up the benchmark client",
@@ -681,7 +689,7 @@ impl<R: Report> Agent<'_, R> {
         loop {
             let mut full = false;
             let streamed = bench
-                .data_resumed(id, &mut cursor, RETRY, |line| {
+                .data_resumed(id, &mut cursor, |line| {
                     let sample = match line {
                         Ok(sample) => sample,
                         // A bad line, or one that cannot be resumed exactly: counted, not
