@@ -16,7 +16,7 @@ use benchlink_core::bench::exchange::{
     StreamBody, Timeouts as CoreTimeouts,
 };
 use benchlink_core::bench::request::{Data, Status};
-use benchlink_core::bench::resume::{Fault, Line, Report, Retry, Retrying, StreamCursor};
+use benchlink_core::bench::resume::{hand_out, Fault, Resumption, Retry, Retrying, StreamCursor};
 use benchlink_core::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::{DecompressorOxide, InflateMemory};
@@ -220,7 +220,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             let gathered = reply.gathered();
             let fault = match &exchanged {
                 Err(e) => Fault::of(e),
-                Ok(()) if gathered.status() >= 500 => Fault::Transient,
+                Ok(()) if gathered.status() >= 500 => Fault::of_status(gathered.status()),
                 Ok(()) => break gathered,
             };
             let at = retrying
@@ -391,32 +391,18 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        let mut retrying = self.retry.map(Retrying::new);
-        // Whether the server was reached once (a refused connection is then an outage).
-        let mut reached = false;
+        let mut resumption = Resumption::new(self.retry);
         // The server's refusal, returned from outside the loop (it borrows the body).
         let refused = loop {
-            let taken = cursor.taken();
-            let tried = self.try_stream(req, data_of, cursor, &mut on_line).await;
-            if cursor.taken() > taken {
-                // Lines came: the attempts count from zero again.
-                if let Some(r) = retrying.as_mut() {
-                    r.progressed();
-                }
-            }
+            let tried = self
+                .try_stream(req, data_of, &mut resumption, cursor, &mut on_line)
+                .await;
             let (fault, failure) = match tried {
                 Try::Done => return Ok(()),
                 Try::Failed(e) => (Fault::of(&e), Ok(e)),
-                Try::Refused(gathered) if gathered.status() >= 500 => {
-                    (Fault::Transient, Err(gathered))
-                }
-                Try::Refused(gathered) => (Fault::Final, Err(gathered)),
+                Try::Refused(gathered) => (Fault::of_status(gathered.status()), Err(gathered)),
             };
-            let at = retrying
-                .as_mut()
-                .and_then(|r| r.may_try_again(now(), fault, reached));
-            reached |= fault != Fault::Connect;
-            match at {
+            match resumption.failed::<R::Format, _>(cursor, now(), fault) {
                 Some(at) => Timer::at(embassy_instant(at)).await,
                 None => match failure {
                     Ok(e) => return Err(e),
@@ -427,12 +413,13 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         Err(ClientError::Server(refused.error(self.body)))
     }
 
-    /// One request of a resumed stream: waits for a `/data` benchmark, restarts the
-    /// cursor when something was taken before, and hands out the new lines.
+    /// One request of a resumed stream: waits for a `/data` benchmark, then sends the
+    /// request with the lines going through core's [`Resumption`].
     async fn try_stream<R, C, F>(
         &mut self,
         req: &R,
         data_of: Option<u64>,
+        resumption: &mut Resumption,
         cursor: &mut C,
         on_line: &mut F,
     ) -> Try
@@ -447,32 +434,15 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             match self.wait_for_data(id).await {
                 Ok(true) => {}
                 Ok(false) => return Try::Done,
-                Err(Try::Refused(g)) => return Try::Refused(g),
-                Err(other) => return other,
+                Err(failed) => return failed,
             }
         }
-        if cursor.taken() > 0 {
-            if let Some(gap) = cursor.restart() {
-                if on_line(Err(Report::Gap(gap).into())).is_break() {
-                    return Try::Done;
-                }
-            }
+        if resumption.begin(cursor, on_line).is_break() {
+            return Try::Done;
         }
         let mut stopped = false;
         let mut lines = StreamBody::<R::Format, _>::new(self.line, self.body, |line| {
-            let flow = match cursor.classify(&line) {
-                Line::Seen => ControlFlow::Continue(()),
-                // Taken once handed out; a line `on_line` stops at is not taken (the
-                // next call meets it again).
-                Line::New => {
-                    let flow = on_line(line);
-                    if flow.is_continue() {
-                        cursor.take(&line);
-                    }
-                    flow
-                }
-                Line::Unresumable(why) => on_line(Err(Report::Unresumable(why).into())),
-            };
+            let flow = hand_out(cursor, line, on_line);
             stopped |= flow.is_break();
             flow
         });
@@ -487,9 +457,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Ok(()) => {
                 let _ = lines.finish();
                 if !stopped {
-                    if let Err(short) = cursor.finish() {
-                        let _ = on_line(Err(Report::Shortfall(short).into()));
-                    }
+                    resumption.end(cursor, on_line);
                 }
                 Try::Done
             }

@@ -62,6 +62,7 @@
 //! ```
 
 use core::fmt;
+use core::ops::ControlFlow;
 use core::time::Duration;
 
 use heapless::{String, Vec};
@@ -638,6 +639,141 @@ impl StreamCursor<LogLine> for TailCursor {
     }
 }
 
+/// One line of a request, as every resuming client hands it out: skipped when taken
+/// before; handed to `on_line` and then taken, unless `on_line` stops there (a line it
+/// stops at is met again by the next request); or what keeps it from being resumed,
+/// reported to `on_line` as an `Err` item.
+///
+/// ```
+/// use benchlink_core::bench::resume::{hand_out, LogCursor};
+/// use benchlink_core::bench::{LogLine, LogLineError};
+/// use core::ops::ControlFlow;
+/// let mut cursor = LogCursor::new();
+/// let mut seen = Vec::new();
+/// let mut on_line = |l: Result<&str, LogLineError<'_>>| { seen.push(l.unwrap().to_owned()); ControlFlow::Continue(()) };
+/// let _ = hand_out::<LogLine, _, _>(&mut cursor, Ok("one"), &mut on_line);
+/// cursor.restart(); // a new request: "one" again, then "two"
+/// let _ = hand_out::<LogLine, _, _>(&mut cursor, Ok("one"), &mut on_line);
+/// let _ = hand_out::<LogLine, _, _>(&mut cursor, Ok("two"), &mut on_line);
+/// assert_eq!(seen, ["one", "two"]);
+/// ```
+pub fn hand_out<'i, 'e, F, C, E>(
+    cursor: &mut C,
+    line: Result<F::Item<'i>, F::Error<'e>>,
+    on_line: &mut E,
+) -> ControlFlow<()>
+where
+    F: LineFormat,
+    C: StreamCursor<F> + ?Sized,
+    E: FnMut(Result<F::Item<'i>, F::Error<'e>>) -> ControlFlow<()>,
+{
+    match cursor.classify(&line) {
+        Line::Seen => ControlFlow::Continue(()),
+        Line::New => {
+            let flow = on_line(line);
+            if flow.is_continue() {
+                cursor.take(&line);
+            }
+            flow
+        }
+        Line::Unresumable(why) => on_line(Err(Report::Unresumable(why).into())),
+    }
+}
+
+/// One stream resumed over as many requests as it takes, as every client drives it:
+/// the client sends the requests and moves the bytes; this decides what happens around
+/// them. Before each request, [`begin`](Self::begin) (the cursor restarts once lines
+/// were taken, and a live tail's gap is reported); each line through [`hand_out`];
+/// at a normal end, [`end`](Self::end) (a shortfall is reported); after a failed try,
+/// [`failed`](Self::failed) (when to try again, the attempts counting from zero again
+/// after a try that took lines).
+///
+/// ```
+/// use benchlink_core::bench::resume::{Fault, LogCursor, Resumption, Retry};
+/// use benchlink_core::bench::{LogLine, LogLineError};
+/// use benchlink_core::time::Instant;
+/// use core::ops::ControlFlow;
+/// let mut cursor = LogCursor::new();
+/// let mut r = Resumption::new(Some(Retry { jitter_seed: 0, ..Retry::DEFAULT }));
+/// let mut on_line = |_: Result<&str, LogLineError<'_>>| ControlFlow::Continue(());
+/// let _ = r.begin::<LogLine, _, _>(&mut cursor, &mut on_line);
+/// // The first request is cut: try again 200 ms later.
+/// let t = Instant::from_secs(1);
+/// assert_eq!(r.failed::<LogLine, _>(&mut cursor, t, Fault::Transient), Some(t + Retry::DEFAULT.interval));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Resumption {
+    retrying: Option<Retrying>,
+    /// The server answered once: a refused connection is an outage, not a wrong address.
+    reached: bool,
+    /// Lines taken when the current try began.
+    mark: u64,
+}
+
+impl Resumption {
+    /// A stream not requested yet, tried again as `policy` says (`None`: never).
+    pub fn new(policy: Option<Retry>) -> Self {
+        Resumption {
+            retrying: policy.map(Retrying::new),
+            reached: false,
+            mark: 0,
+        }
+    }
+
+    /// The client knows it reached the server before (an earlier request on the same
+    /// client): a refused connection is then an outage.
+    pub fn reached(&mut self) {
+        self.reached = true;
+    }
+
+    /// A request is about to be sent: after lines were taken the cursor restarts (the
+    /// server restreams from the first line) and a live tail's [`Gap`] goes to
+    /// `on_line`; `Break` when `on_line` stopped there.
+    pub fn begin<'i, 'e, F, C, E>(&mut self, cursor: &mut C, on_line: &mut E) -> ControlFlow<()>
+    where
+        F: LineFormat,
+        C: StreamCursor<F> + ?Sized,
+        E: FnMut(Result<F::Item<'i>, F::Error<'e>>) -> ControlFlow<()>,
+    {
+        self.mark = cursor.taken();
+        if self.mark == 0 {
+            return ControlFlow::Continue(());
+        }
+        match cursor.restart() {
+            Some(gap) => on_line(Err(Report::Gap(gap).into())),
+            None => ControlFlow::Continue(()),
+        }
+    }
+
+    /// The response ended normally: a [`Shortfall`] goes to `on_line`.
+    pub fn end<'i, 'e, F, C, E>(&mut self, cursor: &mut C, on_line: &mut E)
+    where
+        F: LineFormat,
+        C: StreamCursor<F> + ?Sized,
+        E: FnMut(Result<F::Item<'i>, F::Error<'e>>) -> ControlFlow<()>,
+    {
+        if let Err(short) = cursor.finish() {
+            let _ = on_line(Err(Report::Shortfall(short).into()));
+        }
+    }
+
+    /// The try failed at `now` with `fault`: when to try again, or `None` when the
+    /// failure is the outcome (see [`Retrying::may_try_again`]).
+    pub fn failed<F, C>(&mut self, cursor: &mut C, now: Instant, fault: Fault) -> Option<Instant>
+    where
+        F: LineFormat,
+        C: StreamCursor<F> + ?Sized,
+    {
+        let retrying = self.retrying.as_mut()?;
+        if cursor.taken() > self.mark {
+            retrying.progressed();
+        }
+        let at = retrying.may_try_again(now, fault, self.reached);
+        self.reached |= fault != Fault::Connect;
+        at
+    }
+}
+
 const FNV_OFFSET: u32 = 0x811C_9DC5;
 
 /// FNV-1a over `bytes`, from `hash`: a fingerprint, not a defence (a server could make
@@ -736,13 +872,28 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// How a server's error reply with HTTP `status` is seen: a 5xx may pass.
+    ///
+    /// ```
+    /// use benchlink_core::bench::resume::Fault;
+    /// assert_eq!((Fault::of_status(503), Fault::of_status(404)), (Fault::Transient, Fault::Final));
+    /// ```
+    pub fn of_status(status: u16) -> Fault {
+        if status >= 500 {
+            Fault::Transient
+        } else {
+            Fault::Final
+        }
+    }
+
     /// How `e` is seen.
     ///
     /// ```
     /// use benchlink_core::bench::exchange::ClientError;
     /// use benchlink_core::bench::resume::Fault;
     /// assert_eq!(Fault::of(&ClientError::<'_, (), &str>::Io("reset")), Fault::Transient);
-    /// assert_eq!(Fault::of(&ClientError::<'_, (), ()>::BodyTooLarge { max: 1 }), Fault::Final);
+    /// let too_large: ClientError<'_, (), ()> = ClientError::BodyTooLarge { max: 1 };
+    /// assert_eq!(Fault::of(&too_large), Fault::Final);
     /// ```
     pub fn of<C, I>(e: &ClientError<'_, C, I>) -> Fault {
         match e {

@@ -13,7 +13,7 @@ use benchlink_core::bench::exchange::{
 };
 use benchlink_core::bench::request::{self, File, Nodes};
 use benchlink_core::bench::resume::{
-    DataCursor, Fault, Gap, Line, LogCursor, MetricTable, Progress, Report, Retry, Retrying,
+    hand_out, DataCursor, Fault, LogCursor, MetricTable, Progress, Resumption, Retry, Retrying,
     StreamCursor, TailCursor, Untracked,
 };
 use benchlink_core::bench::{
@@ -655,7 +655,10 @@ impl BenchClient {
             Resend::Data(id) => Some(Context::of(&self.identity, &request::Status { id })),
             _ => None,
         };
-        let retry = self.retry.map(Retrying::new);
+        let mut resumption = Resumption::new(self.retry);
+        if self.transport.link.reached() {
+            resumption.reached();
+        }
         let mut parts = self.parts();
         let fitted = request.with(|req| req.fit(&mut parts));
         fitted.map_err(|e| context.attach(e))?;
@@ -687,9 +690,8 @@ impl BenchClient {
             resume: Resume {
                 request,
                 cursor,
-                retry,
+                resumption,
                 resumed: 0,
-                gap: None,
                 silence_ends: false,
             },
         })
@@ -1127,11 +1129,9 @@ impl Drop for Open<'_> {
 struct Resume<F: LineFormat> {
     request: Resend,
     cursor: Box<dyn StreamCursor<F> + Send>,
-    /// `None`: resumption is off ([`BenchClient::with_retry`]).
-    retry: Option<Retrying>,
+    /// Core's decisions around the requests (retrying off: [`BenchClient::with_retry`]).
+    resumption: Resumption,
     resumed: u32,
-    /// A live tail's gap, to hand out before the new request's lines.
-    gap: Option<Gap>,
     /// A silence past the idle limit ends the stream ([`LineStream::silence_ends`]).
     silence_ends: bool,
 }
@@ -1191,6 +1191,7 @@ impl<F: OwnedLine> fmt::Debug for LineStream<'_, F> {
 struct Lines<'s, 'l, F: LineFormat, E> {
     lines: &'s mut LineDecoder<'l, F>,
     cursor: &'s mut (dyn StreamCursor<F> + Send),
+    resumption: &'s mut Resumption,
     each: E,
     stopped: bool,
 }
@@ -1200,59 +1201,24 @@ where
     F: LineFormat,
     E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
 {
-    /// Hands `report` out.
-    fn report(&mut self, report: Report) -> ControlFlow<()> {
-        let flow = (self.each)(Err(report.into()));
-        self.stopped |= flow.is_break();
-        flow
-    }
-
     /// The response ended normally: its last line, and whether it had every line taken
     /// before.
     fn end(&mut self) {
         let Lines {
             lines,
             cursor,
+            resumption,
             each,
             stopped,
         } = self;
         if let Some(last) = lines.finish() {
-            if hand_out(&mut **cursor, each, stopped, last).is_break() {
+            *stopped |= hand_out(&mut **cursor, last, each).is_break();
+            if *stopped {
                 return;
             }
         }
-        if let Err(short) = self.cursor.finish() {
-            let _ = self.report(Report::Shortfall(short));
-        }
+        resumption.end(&mut **cursor, each);
     }
-}
-
-/// One decoded line: skipped when taken before, else handed out to `each` (or what
-/// keeps it from being resumed, reported).
-fn hand_out<'l, F, E>(
-    cursor: &mut (dyn StreamCursor<F> + Send),
-    each: &mut E,
-    stopped: &mut bool,
-    line: Result<F::Item<'l>, F::Error<'l>>,
-) -> ControlFlow<()>
-where
-    F: LineFormat,
-    E: for<'x> FnMut(Result<F::Item<'x>, F::Error<'x>>) -> ControlFlow<()>,
-{
-    let flow = match cursor.classify(&line) {
-        Line::Seen => return ControlFlow::Continue(()),
-        // Taken once handed out; a line `each` stops at is not taken.
-        Line::New => {
-            let flow = each(line);
-            if flow.is_continue() {
-                cursor.take(&line);
-            }
-            flow
-        }
-        Line::Unresumable(why) => each(Err(Report::Unresumable(why).into())),
-    };
-    *stopped |= flow.is_break();
-    flow
 }
 
 /// `each` as a line callback (the closure's signature, for every line lifetime).
@@ -1279,9 +1245,13 @@ where
             cursor,
             each,
             stopped,
+            ..
         } = self;
         while let Some(line) = lines.next(&mut data) {
-            hand_out(&mut **cursor, each, stopped, line)?;
+            *stopped |= hand_out(&mut **cursor, line, each).is_break();
+            if *stopped {
+                return ControlFlow::Break(());
+            }
         }
         ControlFlow::Continue(())
     }
@@ -1319,14 +1289,8 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
     /// streams or the failure is final.
     fn retry(&mut self, mut failed: Failed) -> Result<(), Error> {
         loop {
-            let (Some(retry), Some(open)) = (self.resume.retry.as_mut(), self.open.as_ref()) else {
-                return Err(failed.error);
-            };
-            let (now, reached) = (open.link.now(), open.link.reached());
-            let Some(at) = retry.may_try_again(now, failed.fault, reached) else {
-                return Err(failed.error);
-            };
-            std::thread::sleep(at.saturating_duration_since(open.link.now()));
+            let at = self.try_again_at(&failed).ok_or(failed.error)?;
+            self.sleep_until(at);
             match self.send(true) {
                 Ok(()) => return Ok(()),
                 Err(again) => failed = again,
@@ -1334,9 +1298,30 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
         }
     }
 
-    /// The response failed with `e` after it began: resumed from where the stream was,
+    /// When to try again after `failed`, as core's [`Resumption`] says.
+    fn try_again_at(&mut self, failed: &Failed) -> Option<CoreInstant> {
+        let open = self.open.as_ref()?;
+        if open.link.reached() {
+            self.resume.resumption.reached();
+        }
+        let now = open.link.now();
+        let cursor = &mut *self.resume.cursor;
+        self.resume.resumption.failed(cursor, now, failed.fault)
+    }
+
+    fn sleep_until(&self, at: CoreInstant) {
+        if let Some(open) = self.open.as_ref() {
+            std::thread::sleep(at.saturating_duration_since(open.link.now()));
+        }
+    }
+
+    /// The response failed with `e` after it began: resumed from where the stream was
+    /// (a live tail's gap reported to `each` first: `Break` when `each` stopped there),
     /// or the error.
-    fn resume_after(&mut self, e: Failure) -> Result<(), Error> {
+    fn resume_after<E>(&mut self, e: Failure, each: &mut E) -> Result<ControlFlow<()>, Error>
+    where
+        E: for<'l> FnMut(Result<F::Item<'l>, F::Error<'l>>) -> ControlFlow<()>,
+    {
         let silent = matches!(
             e,
             ClientError::Timeout {
@@ -1348,13 +1333,21 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
         if silent && self.resume.silence_ends {
             failed.fault = Fault::Final;
         }
+        // Progress since the last request counts before the new one begins.
+        let at = self.try_again_at(&failed).ok_or(failed.error)?;
         // The partial line of the failed response goes with it; it comes again whole.
         let _ = self.lines.finish();
         self.early.clear();
-        self.resume.gap = self.resume.cursor.restart();
-        self.retry(failed)?;
+        let cursor = &mut *self.resume.cursor;
+        if self.resume.resumption.begin(cursor, each).is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+        self.sleep_until(at);
+        if let Err(again) = self.send(true) {
+            self.retry(again)?;
+        }
         self.resume.resumed += 1;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Makes a silence past the idle limit
@@ -1397,14 +1390,10 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
             let mut sink = Lines {
                 lines: &mut self.lines,
                 cursor: &mut *self.resume.cursor,
+                resumption: &mut self.resume.resumption,
                 each: &mut *each,
                 stopped: false,
             };
-            if let Some(gap) = self.resume.gap.take() {
-                if sink.report(Report::Gap(gap)).is_break() {
-                    return Ok(Driven::Over(Ok(())));
-                }
-            }
             // Body bytes that came with the head are this read's first bytes.
             let early = std::mem::take(&mut self.early);
             let until = match until {
@@ -1429,17 +1418,16 @@ impl<'c, F: OwnedLine> LineStream<'c, F> {
                 return Ok(Driven::Over(Ok(())));
             }
             match driven {
-                Driven::Going => {
-                    if let Some(retry) = self.resume.retry.as_mut() {
-                        retry.progressed();
-                    }
-                    return Ok(Driven::Going);
-                }
+                Driven::Going => return Ok(Driven::Going),
                 Driven::Over(Ok(())) => {
                     sink.end();
                     return Ok(Driven::Over(Ok(())));
                 }
-                Driven::Over(Err(e)) => self.resume_after(e)?,
+                Driven::Over(Err(e)) => {
+                    if self.resume_after(e, each)?.is_break() {
+                        return Ok(Driven::Over(Ok(())));
+                    }
+                }
             }
         }
     }
