@@ -141,7 +141,7 @@ fn buffers() -> Buffers<'static> {
 }
 
 /// A blocking benchmark client of the server at `port` on loopback, for JSON calls
-/// that must end within `reply`.
+/// that must end within `reply` (tried once: the deadline is the outcome).
 fn json_client(port: u16, reply: Duration) -> BenchClient<'static, StdTransport> {
     BenchClient::new(
         StdTransport::new(),
@@ -153,6 +153,7 @@ fn json_client(port: u16, reply: Duration) -> BenchClient<'static, StdTransport>
         reply: Some(reply),
         stream_idle: None,
     })
+    .with_retry(None)
 }
 
 #[test]
@@ -223,6 +224,117 @@ fn bench_flow_over_std_tcp() {
             "{missing:?}"
         );
     });
+}
+
+/// `/data` and the zlib `/log` of a live benchmark through a relay that cuts every
+/// connection at seeded random intervals: the blocking client resumes both with core's
+/// cursors (breaking off once and going on with the same cursor), and what it read is
+/// exactly what the server has.
+#[test]
+fn data_and_log_resume_through_a_relay_that_cuts_them() {
+    use benchlink_core::bench::resume::{DataCursor, LogCursor, Metrics, Retry};
+    use benchlink_sandbox::relay::{CutSchedule, Relay, RelayConfig};
+
+    let server = server_with(|c| c.speed = benchlink_tests::live_speed());
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    println!("relay cut seed {seed}");
+    let relay = Relay::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        server.addr(),
+        RelayConfig {
+            delay: Duration::ZERO,
+            cuts: Some(CutSchedule::new(seed, 150, 600)),
+        },
+    )
+    .expect("relay");
+    let (cut_port, direct_port) = (relay.addr().port(), server.addr().port());
+    let read = within(Duration::from_secs(90), "resumed streams", move || {
+        let client = |port: u16| {
+            let state = Box::leak(Box::new(DecompressorOxide::new()));
+            BenchClient::new(
+                StdTransport::new(),
+                Server::new("127.0.0.1", port),
+                buffers(),
+            )
+            .unwrap()
+            .with_inflate(state, buf(32 * 1024))
+            .unwrap()
+            .with_timeouts(Timeouts {
+                reply: Some(Duration::from_secs(10)),
+                stream_idle: Some(Duration::from_secs(5)),
+            })
+            .with_retry(Some(Retry {
+                interval: Duration::from_millis(20),
+                attempts: Some(50),
+                ..Retry::DEFAULT
+            }))
+        };
+        let mut direct = client(direct_port);
+        let start = request::Start {
+            includes: &[File {
+                name: "data.txt",
+                content: DATA,
+            }],
+            ..request::Start::new(File {
+                name: "hello.bdl",
+                content: SCRIPT,
+            })
+        };
+        let id = direct.call(&start).expect("start").id;
+        let mut cut = client(cut_port);
+        let (mut samples, mut broke_off) = (Vec::new(), false);
+        let mut data = DataCursor::new(Metrics::<64, 64>::new());
+        loop {
+            let mut stopped = false;
+            cut.data_resumed(id, &mut data, |s| {
+                let s = s.expect("a sample");
+                if samples.len() == 10 && !broke_off {
+                    (broke_off, stopped) = (true, true);
+                    return ControlFlow::Break(());
+                }
+                samples.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
+                ControlFlow::Continue(())
+            })
+            .expect("data, resumed");
+            if !stopped {
+                break;
+            }
+        }
+        let mut log = Vec::new();
+        let mut log_cursor = LogCursor::new();
+        cut.resume(&request::Log { id }, &mut log_cursor, |l| {
+            log.push(l.expect("a log line").to_owned());
+            ControlFlow::Continue(())
+        })
+        .expect("log, resumed");
+        let mut whole = Vec::new();
+        direct
+            .data(id, |s| {
+                let s = s.expect("a sample");
+                whole.push(format!("{}\t{}\t{}", s.timestamp, s.name, s.value.as_str()));
+                ControlFlow::Continue(())
+            })
+            .expect("data, direct");
+        let mut whole_log = Vec::new();
+        direct
+            .stream(&request::Log { id }, |l| {
+                whole_log.push(l.expect("a log line").to_owned());
+                ControlFlow::Continue(())
+            })
+            .expect("log, direct");
+        (samples, whole, data.resumptions(), log, whole_log)
+    });
+    let (mut samples, mut whole, resumed, log, whole_log) = read;
+    let cuts = relay.cutter().stats();
+    println!("/data: {resumed} requests after the first; relay: {cuts:?}");
+    assert!(cuts.connections_cut > 0, "seed {seed}: {cuts:?}");
+    samples.sort();
+    whole.sort();
+    assert!(!whole.is_empty() && !whole_log.is_empty());
+    assert_eq!(samples, whole, "seed {seed}: every sample once");
+    assert_eq!(log, whole_log, "seed {seed}: the log once, in order");
 }
 
 /// `/data` of a benchmark that failed is an empty stream: the client learns it from

@@ -11,11 +11,12 @@ use embedded_io::{Error as _, ErrorKind};
 
 use super::Transport;
 use crate::bench::exchange::{
-    Buffers, Conversation, DataStep, DataWait, Exchange, Output, ReplyBody, ResponseKind, Server,
-    Sink, StreamBody,
+    Buffers, Conversation, DataStep, DataWait, Exchange, Gathered, Output, ReplyBody, ResponseKind,
+    Server, Sink, StreamBody,
 };
 pub use crate::bench::exchange::{ClientError, Timeouts};
 use crate::bench::request::{Data, Status};
+use crate::bench::resume::{hand_out, Fault, Resumption, Retry, Retrying, StreamCursor};
 use crate::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use crate::http::{DecompressorOxide, InflateMemory};
@@ -46,6 +47,8 @@ pub struct BenchClient<'b, T> {
     conn: Conn<'b, T>,
     body: &'b mut [u8],
     line: &'b mut [u8],
+    /// How streams resume and idempotent calls are tried again (`None`: never).
+    retry: Option<Retry>,
 }
 
 /// Everything an exchange needs, apart from where the body goes.
@@ -76,6 +79,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             },
             body: buffers.body,
             line: buffers.line,
+            retry: Some(Retry::DEFAULT),
         })
     }
 
@@ -100,9 +104,21 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         self
     }
 
-    /// Seeds the multipart boundaries (give every device its own random seed).
+    /// Seeds the multipart boundaries and the retry jitter (give every device its own
+    /// random seed).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.conn.talk.set_seed(seed);
+        if let Some(retry) = self.retry.as_mut() {
+            retry.jitter_seed = seed | 1;
+        }
+        self
+    }
+
+    /// How streams resume ([`resume`](Self::resume), [`data_resumed`](Self::data_resumed))
+    /// and calls of requests that change nothing are tried again after a failure worth
+    /// it (default [`Retry::DEFAULT`]); `None`: never.
+    pub fn with_retry(mut self, retry: Option<Retry>) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -117,12 +133,35 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     }
 
     /// Sends `req` and reads its JSON reply: the typed reply, a zero-copy view into the
-    /// body buffer, or the server's typed error. A `GET` that met a kept-alive
-    /// connection the server had closed is sent once more on a new one.
+    /// body buffer, or the server's typed error. A request that changes nothing
+    /// ([`Request::IDEMPOTENT`]) is sent again on a new connection after a stale one,
+    /// and after a cut, a reset, a refused connection, a deadline or a 5xx as
+    /// [`with_retry`](Self::with_retry) says; one that changes state is sent once.
     pub fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let mut reply = ReplyBody::new(self.body);
-        self.conn.exchange(req, ResponseKind::Reply, &mut reply)?;
-        Ok(reply.finish::<R>()?)
+        let mut retrying = self.retry.filter(|_| R::IDEMPOTENT).map(Retrying::new);
+        let mut reached = false;
+        // The reply is read from the body buffer once the loop is over (it borrows it).
+        let gathered = loop {
+            let mut reply = ReplyBody::new(self.body);
+            let exchanged = self.conn.exchange(req, ResponseKind::Reply, &mut reply);
+            let gathered = reply.gathered();
+            let fault = match &exchanged {
+                Err(e) => Fault::of(e),
+                Ok(()) if gathered.status() >= 500 => Fault::of_status(gathered.status()),
+                Ok(()) => break gathered,
+            };
+            let now = self.conn.transport.now();
+            let at = retrying
+                .as_mut()
+                .and_then(|r| r.may_try_again(now, fault, reached));
+            reached |= fault != Fault::Connect;
+            match (at, exchanged) {
+                (Some(at), _) => self.conn.sleep_until(at)?,
+                (None, Err(e)) => return Err(e),
+                (None, Ok(())) => break gathered,
+            }
+        };
+        Ok(gathered.finish::<R>(self.body)?)
     }
 
     /// Sends a stream request (`/log`, `/userlog`, `/data`, `/server_logs`) and hands
@@ -210,6 +249,162 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                     let status = gathered.finish::<Status>(self.body);
                     return status.map(|_| ()).map_err(Error::from);
                 }
+            }
+        }
+    }
+}
+
+/// How one try at a resumed stream ended.
+enum Try {
+    /// The stream ended normally, or the caller stopped it.
+    Done,
+    /// The connection or the exchange failed.
+    Failed(Error<'static>),
+    /// The server answered with an error (read again from the body buffer).
+    Refused(Gathered),
+}
+
+impl<'b, T: Transport> BenchClient<'b, T> {
+    /// [`stream`](Self::stream), resumed after every failure worth trying again (a cut,
+    /// a truncated body, a reset, a refused connection once the server was reached, a
+    /// 5xx, a silence past [`Timeouts::stream_idle`]) as
+    /// [`with_retry`](Self::with_retry) says, without a line lost or repeated: the
+    /// server restreams from the first line and `cursor` (in the caller's memory) skips
+    /// what was taken; what cannot be resumed exactly reaches `on_line` as an `Err`
+    /// item. A line for which `on_line` returns `Break` is not taken: the next call with
+    /// the same cursor hands it out again. The same loop as the embassy client's, around
+    /// core's [`Resumption`].
+    pub fn resume<R, C, F>(&mut self, req: &R, cursor: &mut C, on_line: F) -> Result<(), Error<'_>>
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        self.resume_from(req, None, cursor, on_line)
+    }
+
+    /// [`data`](Self::data), resumed as [`resume`](Self::resume) says: each new request
+    /// waits for the benchmark as `data` does (a benchmark that failed ends the stream).
+    pub fn data_resumed<C, F>(
+        &mut self,
+        id: u64,
+        cursor: &mut C,
+        on_sample: F,
+    ) -> Result<(), Error<'_>>
+    where
+        C: StreamCursor<MetricLine>,
+        F: FnMut(
+            Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        self.resume_from(&Data { id }, Some(id), cursor, on_sample)
+    }
+
+    fn resume_from<R, C, F>(
+        &mut self,
+        req: &R,
+        data_of: Option<u64>,
+        cursor: &mut C,
+        mut on_line: F,
+    ) -> Result<(), Error<'_>>
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        let mut resumption = Resumption::new(self.retry);
+        // The server's refusal, returned from outside the loop (it borrows the body).
+        let refused = loop {
+            let tried = self.try_stream(req, data_of, &mut resumption, cursor, &mut on_line);
+            let (fault, failure) = match tried {
+                Try::Done => return Ok(()),
+                Try::Failed(e) => (Fault::of(&e), Ok(e)),
+                Try::Refused(gathered) => (Fault::of_status(gathered.status()), Err(gathered)),
+            };
+            let now = self.conn.transport.now();
+            match resumption.failed::<R::Format, _>(cursor, now, fault) {
+                Some(at) => self.conn.sleep_until(at)?,
+                None => match failure {
+                    Ok(e) => return Err(e),
+                    Err(gathered) => break gathered,
+                },
+            }
+        };
+        Err(ClientError::Server(refused.error(self.body)))
+    }
+
+    /// One request of a resumed stream: waits for a `/data` benchmark, then sends the
+    /// request with the lines going through core's [`Resumption`].
+    fn try_stream<R, C, F>(
+        &mut self,
+        req: &R,
+        data_of: Option<u64>,
+        resumption: &mut Resumption,
+        cursor: &mut C,
+        on_line: &mut F,
+    ) -> Try
+    where
+        R: StreamRequest,
+        C: StreamCursor<R::Format>,
+        F: FnMut(
+            Result<<R::Format as LineFormat>::Item<'_>, <R::Format as LineFormat>::Error<'_>>,
+        ) -> ControlFlow<()>,
+    {
+        if let Some(id) = data_of {
+            match self.wait_for_data(id) {
+                Ok(true) => {}
+                Ok(false) => return Try::Done,
+                Err(failed) => return failed,
+            }
+        }
+        if resumption.begin(cursor, on_line).is_break() {
+            return Try::Done;
+        }
+        let mut stopped = false;
+        let mut lines = StreamBody::<R::Format, _>::new(self.line, self.body, |line| {
+            let flow = hand_out(cursor, line, on_line);
+            stopped |= flow.is_break();
+            flow
+        });
+        let exchanged = self.conn.exchange(req, ResponseKind::Stream, &mut lines);
+        let gathered = lines.gathered();
+        match exchanged {
+            Err(e) => Try::Failed(e),
+            Ok(()) if gathered.status() != 200 => Try::Refused(gathered),
+            Ok(()) => {
+                let _ = lines.finish();
+                if !stopped {
+                    resumption.end(cursor, on_line);
+                }
+                Try::Done
+            }
+        }
+    }
+
+    /// Polls `/status` of `id` as core's [`DataWait`] says: true once the benchmark
+    /// runs or ended, false when it failed.
+    fn wait_for_data(&mut self, id: u64) -> Result<bool, Try> {
+        let mut wait = DataWait::new();
+        loop {
+            let mut reply = ReplyBody::new(self.body);
+            let exchanged = self
+                .conn
+                .exchange(&Status { id }, ResponseKind::Reply, &mut reply);
+            exchanged.map_err(Try::Failed)?;
+            let gathered = reply.gathered();
+            let now = self.conn.transport.now();
+            let step = gathered
+                .finish::<Status>(self.body)
+                .map(|status| wait.handle_status(now, &status.status));
+            match step {
+                Ok(DataStep::PollStatusAt(at)) => self.conn.sleep_until(at).map_err(Try::Failed)?,
+                Ok(DataStep::SendData) => return Ok(true),
+                Ok(DataStep::Empty) => return Ok(false),
+                Err(_) => return Err(Try::Refused(gathered)),
             }
         }
     }
