@@ -320,14 +320,15 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// [`stream`](Self::stream), resumed after every failure worth trying again (see
     /// [`ClientError::is_transient`]: a cut, a truncated body, a reset, a refused
     /// connection, a 5xx, a silence past [`Timeouts::stream_idle`]) as the client's
-    /// [`with_retry`](Self::with_retry) says,
-    /// without a line lost or repeated: the server restreams from the first line and
-    /// `cursor` (core's [`resume`](benchlink_core::bench::resume) cursors, in the
-    /// caller's memory) skips what was taken. What cannot be resumed exactly (a file
-    /// that changed, a live tail's gap) reaches `on_line` as an `Err` item
-    /// ([`Report`]). The cursor counts the resumptions; the same cursor goes on where a
-    /// previous call (stopped by `on_line`, or failed) left off: a line for which
-    /// `on_line` returns `Break` is not taken, and the next call hands it out again.
+    /// [`with_retry`](Self::with_retry) says, without a line lost or repeated: the
+    /// server restreams from the first line and `cursor` (core's
+    /// [`resume`](benchlink_core::bench::resume) cursors, in the caller's memory) skips
+    /// what was taken. What cannot be resumed exactly (a file that changed, a live
+    /// tail's gap) reaches `on_line` as an `Err` item
+    /// ([`Report`](benchlink_core::bench::resume::Report)). The cursor counts the
+    /// requests made after the first; the same cursor goes on where a previous call
+    /// (stopped by `on_line`, or failed) left off: a line for which `on_line` returns
+    /// `Break` is not taken, and the next call hands it out again.
     ///
     /// ```no_run
     /// use benchlink_core::bench::request::Log;
