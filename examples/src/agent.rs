@@ -453,7 +453,12 @@ impl ClientObserver for Connected {
 impl Rtm {
     fn connect(target: &RtmTarget) -> Result<Rtm, AgentError> {
         let (tx, rx) = mpsc::channel();
-        let options = ClientOptions::new(target.endpoint.clone(), target.appkey.clone());
+        // An agent's run lasts minutes: reconnect waits capped at 8 s (the SDK's 300 s
+        // cap would leave it idle for minutes after a string of refused upgrades).
+        let options = ClientOptions {
+            max_reconnect_interval: Duration::from_secs(8),
+            ..ClientOptions::new(target.endpoint.clone(), target.appkey.clone())
+        };
         let connects = Arc::new(AtomicU64::new(0));
         let observer = Connected(tx, Arc::clone(&connects));
         let client =

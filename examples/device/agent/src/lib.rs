@@ -99,9 +99,9 @@ pub struct Settings<'a> {
     pub bench: Server<'a>,
     /// The messaging endpoint (`ws://host:port`), appkey and liveness checks.
     pub link: MessagingConfig<'a>,
-    /// The messaging client's reconnect policy and limits. The agent sets its own
-    /// `jitter_seed` (from the board's seed) and `retry_first_connect` (a device keeps
-    /// trying).
+    /// The messaging client's reconnect policy and limits (default: the SDK's, with
+    /// reconnect waits capped at 8 s). The agent sets its own `jitter_seed` (from the
+    /// board's seed) and `retry_first_connect` (a device keeps trying).
     pub messaging: ClientConfig,
     /// Role and secret: when set, the client authenticates before the run (and again
     /// after every reconnect).
@@ -126,7 +126,13 @@ impl<'a> Settings<'a> {
         Settings {
             bench,
             link,
-            messaging: ClientConfig::DEFAULT,
+            // An agent's run lasts minutes: waits between reconnects capped at 8 s (the
+            // SDK's 300 s cap left the device idle for minutes after a string of
+            // refused upgrades in the chaos run), the rest the SDK's defaults.
+            messaging: ClientConfig {
+                max_reconnect_interval: core::time::Duration::from_secs(8),
+                ..ClientConfig::DEFAULT
+            },
             role: None,
             script,
             includes: &[],
