@@ -16,7 +16,7 @@ use benchlink_core::bench::exchange::{
     StreamBody, Timeouts as CoreTimeouts,
 };
 use benchlink_core::bench::request::{Data, Status};
-use benchlink_core::bench::resume::{hand_out, Fault, Resumption, Retry, Retrying, StreamCursor};
+use benchlink_core::bench::resume::{hand_out, CallRetry, Fault, Resumption, Retry, StreamCursor};
 use benchlink_core::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use benchlink_core::http::{DecompressorOxide, InflateMemory};
@@ -208,8 +208,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// is tried again after a cut, a reset, a refused connection, a deadline or a 5xx as
     /// [`with_retry`](Self::with_retry) says; one that changes state is sent once.
     pub async fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let mut retrying = self.retry.filter(|_| R::IDEMPOTENT).map(Retrying::new);
-        let mut reached = false;
+        let mut tries = CallRetry::new(self.retry, R::IDEMPOTENT);
         // The reply is read from the body buffer once the loop is over (it borrows it).
         let gathered = loop {
             let mut reply = ReplyBody::new(self.body);
@@ -218,19 +217,13 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 .exchange(req, ResponseKind::Reply, &mut reply)
                 .await;
             let gathered = reply.gathered();
-            let fault = match &exchanged {
-                Err(e) => Fault::of(e),
-                Ok(()) if gathered.status() >= 500 => Fault::of_status(gathered.status()),
-                Ok(()) => break gathered,
-            };
-            let at = retrying
-                .as_mut()
-                .and_then(|r| r.may_try_again(now(), fault, reached));
-            reached |= fault != Fault::Connect;
-            match (at, exchanged) {
-                (Some(at), _) => Timer::at(embassy_instant(at)).await,
-                (None, Err(e)) => return Err(e),
-                (None, Ok(())) => break gathered,
+            let outcome = exchanged.as_ref().map(|()| gathered.status());
+            match tries.after(now(), outcome.map_err(Fault::of)) {
+                Some(at) => Timer::at(embassy_instant(at)).await,
+                None => {
+                    exchanged?;
+                    break gathered;
+                }
             }
         };
         Ok(gathered.finish::<R>(self.body)?)

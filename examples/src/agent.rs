@@ -149,8 +149,9 @@ pub struct Summary {
     pub published: u64,
     /// Distinct samples the subscriber received.
     pub received: u64,
-    /// Samples the subscriber received more than once (each published sample carries
-    /// its sequence number, `seq`).
+    /// Copies the subscriber received of a sample it had already (a publish sent again
+    /// after a drop whose first copy had arrived): each sample carries its sequence
+    /// number, `seq`, and counts once, so a copy neither fails the run nor hides a loss.
     pub duplicated: u64,
     /// Times the `/data` stream was cut and resumed (by the library, exactly).
     pub resumed: u32,
@@ -181,15 +182,12 @@ impl Summary {
     }
 
     /// 0 when the benchmark completed and every sample read was published and
-    /// received once; 3 when the benchmark did not complete (as `benchlink bench run`);
-    /// 1 when samples were lost or repeated.
+    /// received (each counted once); 3 when the benchmark did not complete (as
+    /// `benchlink bench run`); 1 when samples were lost.
     pub fn exit_code(&self) -> u8 {
         if self.status.status() != Status::Complete {
             3
-        } else if self.published != self.samples
-            || self.received != self.published
-            || self.duplicated > 0
-        {
+        } else if self.published != self.samples || self.received != self.published {
             1
         } else {
             0

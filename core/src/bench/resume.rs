@@ -192,8 +192,10 @@ impl core::error::Error for Report {}
 /// requests, lines met in the current one, and the last taken line's fingerprint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Progress {
-    taken: u64,
-    met: u64,
+    // 32 bits: four billion lines of one metric is beyond any benchmark, and a device
+    // keeps one of these per metric (u64 arithmetic costs a Cortex-M code too).
+    taken: u32,
+    met: u32,
     last: u32,
     diverged: bool,
 }
@@ -236,7 +238,7 @@ impl Progress {
     }
 
     fn missing(&self) -> u64 {
-        self.taken.saturating_sub(self.met)
+        u64::from(self.taken.saturating_sub(self.met))
     }
 }
 
@@ -261,7 +263,7 @@ impl<T: MetricTable + ?Sized> MetricTable for &mut T {
 }
 
 /// Up to `N` metrics with names of up to `NAME` bytes, found by a linear search (a
-/// benchmark has tens of metrics; `hello.bdl` about 30). 8 + `NAME` + 32 bytes a metric.
+/// benchmark has tens of metrics; `hello.bdl` about 30). `NAME` + 20 bytes a metric on a 32-bit target.
 ///
 /// ```
 /// use benchlink_core::bench::resume::{MetricTable, Metrics, Untracked};
@@ -387,7 +389,7 @@ impl<T: MetricTable> DataCursor<T> {
     pub fn taken(&mut self) -> u64 {
         let mut taken = self.untracked;
         self.table
-            .for_each(&mut |p| taken = taken.saturating_add(p.taken));
+            .for_each(&mut |p| taken = taken.saturating_add(u64::from(p.taken)));
         taken
     }
 
@@ -451,7 +453,7 @@ impl LogCursor {
 
     /// Lines taken over every request.
     pub fn taken(&self) -> u64 {
-        self.lines.taken
+        u64::from(self.lines.taken)
     }
 
     /// Requests made after the first.
@@ -573,7 +575,7 @@ impl<T: MetricTable> StreamCursor<MetricLine> for DataCursor<T> {
     }
 
     fn taken(&mut self) -> u64 {
-        DataCursor::taken(self).saturating_add(self.bad.taken)
+        DataCursor::taken(self).saturating_add(u64::from(self.bad.taken))
     }
 }
 
@@ -677,6 +679,58 @@ where
             flow
         }
         Line::Unresumable(why) => on_line(Err(Report::Unresumable(why).into())),
+    }
+}
+
+/// The tries of one JSON call, as every client drives them: a request that changes
+/// nothing ([`Request::IDEMPOTENT`](super::Request::IDEMPOTENT)) is tried again as the
+/// policy says after a failure worth it, one that changes state never. Not generic, so
+/// that the loop of each request type around it stays small (flash on a device).
+///
+/// ```
+/// use benchlink_core::bench::resume::{CallRetry, Fault, Retry};
+/// use benchlink_core::time::Instant;
+/// let policy = Some(Retry { jitter_seed: 0, ..Retry::DEFAULT });
+/// let t = Instant::from_secs(1);
+/// let mut status = CallRetry::new(policy, true);
+/// assert_eq!(status.after(t, Err(Fault::Transient)), Some(t + Retry::DEFAULT.interval));
+/// assert_eq!(status.after(t, Ok(503)), Some(t + 2 * Retry::DEFAULT.interval));
+/// assert_eq!(status.after(t, Ok(200)), None); // the reply is the outcome
+/// let mut stop = CallRetry::new(policy, false);
+/// assert_eq!(stop.after(t, Err(Fault::Transient)), None); // sent once
+/// ```
+#[derive(Debug, Clone)]
+pub struct CallRetry {
+    retrying: Option<Retrying>,
+    reached: bool,
+}
+
+impl CallRetry {
+    /// The tries of a call of a request that is (or is not) `idempotent`, under
+    /// `policy` (`None`: one try).
+    pub fn new(policy: Option<Retry>, idempotent: bool) -> Self {
+        CallRetry {
+            retrying: policy.filter(|_| idempotent).map(Retrying::new),
+            reached: false,
+        }
+    }
+
+    /// A try ended at `now` with a response of HTTP status `Ok(status)`, or failed with
+    /// `Err(fault)`: when to try again, or `None` when this is the outcome.
+    pub fn after(&mut self, now: Instant, outcome: Result<u16, Fault>) -> Option<Instant> {
+        let fault = match outcome {
+            Ok(status) => Fault::of_status(status),
+            Err(fault) => fault,
+        };
+        let at = match outcome {
+            Ok(status) if status < 500 => None,
+            _ => self
+                .retrying
+                .as_mut()
+                .and_then(|r| r.may_try_again(now, fault, self.reached)),
+        };
+        self.reached |= fault != Fault::Connect;
+        at
     }
 }
 

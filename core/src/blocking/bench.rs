@@ -16,7 +16,7 @@ use crate::bench::exchange::{
 };
 pub use crate::bench::exchange::{ClientError, Timeouts};
 use crate::bench::request::{Data, Status};
-use crate::bench::resume::{hand_out, Fault, Resumption, Retry, Retrying, StreamCursor};
+use crate::bench::resume::{hand_out, CallRetry, Fault, Resumption, Retry, StreamCursor};
 use crate::bench::{JsonRequest, LineFormat, MetricLine, Request, StreamRequest};
 #[cfg(feature = "deflate")]
 use crate::http::{DecompressorOxide, InflateMemory};
@@ -138,27 +138,19 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// and after a cut, a reset, a refused connection, a deadline or a 5xx as
     /// [`with_retry`](Self::with_retry) says; one that changes state is sent once.
     pub fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let mut retrying = self.retry.filter(|_| R::IDEMPOTENT).map(Retrying::new);
-        let mut reached = false;
+        let mut tries = CallRetry::new(self.retry, R::IDEMPOTENT);
         // The reply is read from the body buffer once the loop is over (it borrows it).
         let gathered = loop {
             let mut reply = ReplyBody::new(self.body);
             let exchanged = self.conn.exchange(req, ResponseKind::Reply, &mut reply);
             let gathered = reply.gathered();
-            let fault = match &exchanged {
-                Err(e) => Fault::of(e),
-                Ok(()) if gathered.status() >= 500 => Fault::of_status(gathered.status()),
-                Ok(()) => break gathered,
-            };
-            let now = self.conn.transport.now();
-            let at = retrying
-                .as_mut()
-                .and_then(|r| r.may_try_again(now, fault, reached));
-            reached |= fault != Fault::Connect;
-            match (at, exchanged) {
-                (Some(at), _) => self.conn.sleep_until(at)?,
-                (None, Err(e)) => return Err(e),
-                (None, Ok(())) => break gathered,
+            let outcome = exchanged.as_ref().map(|()| gathered.status());
+            match tries.after(self.conn.transport.now(), outcome.map_err(Fault::of)) {
+                Some(at) => self.conn.sleep_until(at)?,
+                None => {
+                    exchanged?;
+                    break gathered;
+                }
             }
         };
         Ok(gathered.finish::<R>(self.body)?)
