@@ -222,26 +222,16 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             Result<<MetricLine as LineFormat>::Item<'_>, <MetricLine as LineFormat>::Error<'_>>,
         ) -> ControlFlow<()>,
     {
-        let mut wait = DataWait::new();
-        loop {
-            let mut reply = ReplyBody::new(self.body);
-            self.conn
-                .exchange(&Status { id }, ResponseKind::Reply, &mut reply)?;
-            let gathered = reply.gathered();
-            let now = self.conn.transport.now();
-            let step = gathered
+        match self.wait_for_data(id) {
+            Ok(true) => self.stream(&Data { id }, on_sample),
+            Ok(false) => Ok(()),
+            Err(Try::Failed(e)) => Err(e),
+            // The `/status` reply that was not one, read again from the body buffer.
+            Err(Try::Refused(gathered)) => gathered
                 .finish::<Status>(self.body)
-                .map(|status| wait.handle_status(now, &status.status));
-            match step {
-                Ok(DataStep::PollStatusAt(at)) => self.conn.sleep_until(at)?,
-                Ok(DataStep::SendData) => return self.stream(&Data { id }, on_sample),
-                Ok(DataStep::Empty) => return Ok(()),
-                // Read again outside the loop's borrow, to return it.
-                Err(_) => {
-                    let status = gathered.finish::<Status>(self.body);
-                    return status.map(|_| ()).map_err(Error::from);
-                }
-            }
+                .map(|_| ())
+                .map_err(Error::from),
+            Err(Try::Done) => Ok(()),
         }
     }
 }
