@@ -9,6 +9,8 @@
 mod trust;
 
 pub use trust::{TlsError, TlsErrorKind};
+#[cfg(feature = "tokio")]
+pub(crate) use trust::explain;
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -139,6 +141,24 @@ pub fn parse_proxy(text: &str) -> Result<(String, u16), String> {
     Ok((host.to_owned(), port))
 }
 
+/// The cryptography behind every TLS connection: the process's default provider when the
+/// application installed one (`CryptoProvider::install_default`, say a post-quantum-capable
+/// aws-lc-rs build), else *ring*'s.
+///
+/// Why *ring* and the allowed deprecation: rustls 0.23.48 deprecates
+/// `crypto::ring::default_provider` because *ring* has no post-quantum key exchange, yet
+/// it names no other way to get the *ring* provider, and *ring* is this project's choice
+/// (pure Rust and assembly: no C toolchain or CMake for the users' builds, smaller
+/// binaries). The choice is made here, once, for both clients and both adapters; an
+/// application that wants post-quantum key exchange installs its provider and gets it.
+pub(crate) fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    if let Some(installed) = rustls::crypto::CryptoProvider::get_default() {
+        return installed.clone();
+    }
+    #[allow(deprecated)]
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
 /// A ready TLS client configuration; cheap to clone, built once per client.
 #[derive(Debug, Clone)]
 pub struct Tls {
@@ -153,7 +173,7 @@ impl Tls {
     /// # let _ = tls;
     /// ```
     pub fn new(options: &TlsOptions) -> io::Result<Tls> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crypto_provider();
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(io::Error::other)?;
@@ -179,6 +199,19 @@ impl Tls {
             config: Arc::new(config),
         })
     }
+
+    /// The rustls configuration, for the async adapter's tokio-rustls connector.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn config(&self) -> Arc<ClientConfig> {
+        self.config.clone()
+    }
+}
+
+/// `host` (a DNS name, or an IP address bare or in brackets) as TLS names it for SNI and
+/// verification.
+pub(crate) fn server_name(host: &str) -> io::Result<ServerName<'static>> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(bare.to_owned()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// A connected byte stream, plain or encrypted.
@@ -220,9 +253,7 @@ impl Stream {
         match tls {
             None => Ok(Stream::Plain(tcp)),
             Some(tls) => {
-                let bare = host.trim_start_matches('[').trim_end_matches(']');
-                let name = ServerName::try_from(bare.to_owned())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let name = server_name(host)?;
                 let conn =
                     ClientConnection::new(tls.config.clone(), name).map_err(io::Error::other)?;
                 Ok(Stream::Tls(Box::new(StreamOwned::new(conn, tcp))))
@@ -326,49 +357,72 @@ pub fn tunnel(
 ) -> Result<TcpStream, TunnelError> {
     let mut tcp = connect_tcp(proxy_host, proxy_port, timeout)?;
     tcp.set_read_timeout(Some(timeout))?;
-    let head = ConnectHead {
-        host,
-        port,
-        proxy_authorization: None,
-    };
-    let bytes = crate::http::encode_to_vec(|c| head.encode(c))
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    tcp.write_all(&bytes)?;
-    let leftover = read_connect_reply(&mut tcp)?;
-    if !leftover.is_empty() {
-        // A proxy must not speak for the server before the tunnel is used.
-        return Err(TunnelError::Http(DecodeError::TrailingData));
+    tcp.write_all(&connect_request(host, port)?)?;
+    let mut head_buf = [0u8; CONNECT_HEAD_MAX];
+    let mut reply = ConnectReply::new(&mut head_buf);
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut buf)?;
+        if reply.feed(buf.get(..n).unwrap_or_default())? {
+            break;
+        }
     }
     tcp.set_read_timeout(None)?;
     Ok(tcp)
 }
 
-/// Reads the proxy's answer to `CONNECT` through the core decoder; returns the bytes that
-/// came after its head.
-fn read_connect_reply(stream: &mut impl Read) -> Result<Vec<u8>, TunnelError> {
-    let mut head_buf = [0u8; 8192];
-    let mut decoder: ResponseDecoder = ResponseDecoder::new(&mut head_buf, None, Limits::DEFAULT);
-    decoder.set_request_method(Method::Connect);
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Err(TunnelError::Http(decoder.finish().err().unwrap_or(
+/// The most bytes of a proxy's answer to `CONNECT` kept (its head).
+pub(crate) const CONNECT_HEAD_MAX: usize = 8192;
+
+/// The `CONNECT` request for `host:port`, as the core's codec writes it.
+pub(crate) fn connect_request(host: &str, port: u16) -> io::Result<Vec<u8>> {
+    let head = ConnectHead {
+        host,
+        port,
+        proxy_authorization: None,
+    };
+    crate::http::encode_to_vec(|c| head.encode(c))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// The proxy's answer to `CONNECT`, read through the core's response decoder whatever the
+/// transport (the blocking tunnel above, the async adapter's).
+pub(crate) struct ConnectReply<'b> {
+    decoder: ResponseDecoder<'b>,
+}
+
+impl<'b> ConnectReply<'b> {
+    pub(crate) fn new(head_buf: &'b mut [u8]) -> Self {
+        let mut decoder: ResponseDecoder = ResponseDecoder::new(head_buf, None, Limits::DEFAULT);
+        decoder.set_request_method(Method::Connect);
+        ConnectReply { decoder }
+    }
+
+    /// Feeds the next bytes read from the proxy (none: it closed): true once a 2xx head
+    /// is complete and the tunnel is open; an error for any other answer, for bytes after
+    /// the head (a proxy must not speak for the server before the tunnel is used), or for
+    /// an end before the head.
+    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<bool, TunnelError> {
+        if input.is_empty() {
+            return Err(TunnelError::Http(self.decoder.finish().err().unwrap_or(
                 DecodeError::UnexpectedEof {
                     section: benchlink_core::http::Section::Head,
                 },
             )));
         }
-        let input = buf.get(..n).unwrap_or_default();
         let mut pos = 0;
-        while pos < n {
-            let (used, event) = decoder
+        while pos < input.len() {
+            let (used, event) = self
+                .decoder
                 .decode(input.get(pos..).unwrap_or_default())
                 .map_err(TunnelError::Http)?;
             pos += used;
             match event {
                 Event::Head(head) if (200..300).contains(&head.status) => {
-                    return Ok(input.get(pos..).unwrap_or_default().to_vec());
+                    if pos < input.len() {
+                        return Err(TunnelError::Http(DecodeError::TrailingData));
+                    }
+                    return Ok(true);
                 }
                 Event::Head(head) => {
                     return Err(TunnelError::Refused {
@@ -379,6 +433,7 @@ fn read_connect_reply(stream: &mut impl Read) -> Result<Vec<u8>, TunnelError> {
                 Event::Data(_) | Event::End { .. } => {}
             }
         }
+        Ok(false)
     }
 }
 

@@ -182,7 +182,7 @@ thread_local! {
 
 /// An I/O error from a TLS stream, with a refused certificate explained: the error then
 /// holds a [`TlsError`] (same kind). Other errors pass unchanged.
-pub(super) fn explain(e: std::io::Error) -> std::io::Error {
+pub(crate) fn explain(e: std::io::Error) -> std::io::Error {
     let Some(rustls::Error::InvalidCertificate(cause)) = e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -568,7 +568,7 @@ mod tests {
         Verifier::new(
             roots,
             given.to_vec(),
-            Arc::new(rustls::crypto::ring::default_provider()),
+            crate::net::crypto_provider(),
         )
         .expect("verifier")
     }

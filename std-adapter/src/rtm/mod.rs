@@ -51,6 +51,8 @@
 mod cbor;
 mod client;
 mod connection;
+pub(crate) mod engine;
+mod io_thread;
 mod observer;
 mod scoped;
 mod tickets;

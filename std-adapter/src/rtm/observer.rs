@@ -151,6 +151,10 @@ pub trait SubscriptionObserver: Send {
     /// the state change it causes (benchlink; the reference SDK's observers have no such
     /// callback, its connection's subscribe callback gets the reply).
     fn on_reply(&mut self, reply: &Reply<'_>) {}
+    /// The server skipped this subscription past messages it no longer had (its
+    /// `rtm/subscription/info` with `fast_forward`); the client observer's
+    /// [`on_fast_forward`](ClientObserver::on_fast_forward) hears it too (benchlink).
+    fn on_fast_forward(&mut self) {}
 }
 
 /// A received `rtm/subscription/data` body: its messages as JSON texts, parsed only if

@@ -7,6 +7,7 @@ use std::io;
 use std::time::Duration;
 
 use benchlink_core::http::DecodeError;
+use benchlink_core::rtm as core_rtm;
 use benchlink_core::ws::UrlError;
 
 use crate::net::{connect_tcp, tunnel, Stream, Tls, TlsOptions, TunnelError};
@@ -88,6 +89,23 @@ impl std::error::Error for ConnectError {
             ConnectError::Io(e) => Some(e),
             ConnectError::Http(e) => Some(e),
             ConnectError::Proxy { .. } => None,
+        }
+    }
+}
+
+impl ConnectError {
+    /// The client state machine's code for this failure.
+    pub(crate) fn code(&self) -> core_rtm::ConnectError {
+        match self {
+            ConnectError::Url(_) => core_rtm::ConnectError::Protocol,
+            ConnectError::Io(io) if io.kind() == io::ErrorKind::TimedOut => {
+                core_rtm::ConnectError::Timeout
+            }
+            ConnectError::Io(io) => core_rtm::ConnectError::Io {
+                code: io.raw_os_error().unwrap_or(0),
+            },
+            ConnectError::Proxy { status } => core_rtm::ConnectError::Proxy { status: *status },
+            ConnectError::Http(_) => core_rtm::ConnectError::Protocol,
         }
     }
 }
