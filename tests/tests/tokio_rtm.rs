@@ -70,7 +70,7 @@ async fn messages(sub: &mut Subscription, n: usize) -> Vec<Value> {
     let mut got = Vec::new();
     while got.len() < n {
         let m = within("a message", sub.next_message()).await.expect("subscription ended");
-        got.push(serde_json::from_str(&m.json).expect("JSON"));
+        got.push(serde_json::from_str(m.json()).expect("JSON"));
     }
     got
 }

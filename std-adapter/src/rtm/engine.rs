@@ -196,6 +196,10 @@ pub(crate) struct Engine {
     /// go on meanwhile.
     #[cfg(feature = "tokio")]
     pub(crate) pressure: AtomicUsize,
+    /// Readers to wake once the runner's turn ends (async streams fed during delivery):
+    /// one wake-up a socket read, not one a message.
+    #[cfg(feature = "tokio")]
+    pub(crate) deferred: Mutex<Vec<Waker>>,
 }
 
 impl Engine {
@@ -491,6 +495,8 @@ pub(crate) fn build(
         room_waiters: AtomicUsize::new(0),
         #[cfg(feature = "tokio")]
         pressure: AtomicUsize::new(0),
+        #[cfg(feature = "tokio")]
+        deferred: Mutex::new(Vec::new()),
     });
     let watch = Arc::new(StateWatch {
         seen: Mutex::new(Seen {

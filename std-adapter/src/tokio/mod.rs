@@ -10,4 +10,6 @@
 
 
 pub mod rtm;
+mod runner;
+mod subscription;
 mod transport;
