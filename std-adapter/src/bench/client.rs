@@ -99,7 +99,7 @@ pub struct BenchClient {
 }
 
 /// What every request carries.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Identity {
     host: String,
     /// Path prefix of a server behind a reverse proxy.
@@ -131,6 +131,43 @@ struct Transport {
     bufs: Buffers,
 }
 
+/// A client's configuration without its connection and memory: what makes more clients
+/// of the same server with the same settings (the async client's pool of blocking
+/// clients, one per call in flight).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    address: ServerAddress,
+    identity: Identity,
+    endpoint: Endpoint,
+    retry: Option<Retry>,
+}
+
+impl Settings {
+    /// A new client with these settings, a connection of its own (opened on its first
+    /// request) and its own jitter of the retry waits (clients cut together do not come
+    /// back together), unless the jitter is off (seed 0).
+    pub(crate) fn client(&self) -> BenchClient {
+        let retry = self.retry.map(|r| match r.jitter_seed {
+            0 => r,
+            _ => Retry {
+                jitter_seed: random_seed(),
+                ..r
+            },
+        });
+        BenchClient {
+            transport: Transport {
+                endpoint: self.endpoint.clone(),
+                link: Link::new(),
+                bufs: Buffers::new(),
+            },
+            identity: self.identity.clone(),
+            address: self.address.clone(),
+            line_buf: vec![0; MAX_LINE].into_boxed_slice(),
+            retry,
+        }
+    }
+}
+
 impl BenchClient {
     /// A client of `address`, without a token; https uses the default TLS options
     /// (verification against the bundled Mozilla roots).
@@ -146,15 +183,11 @@ impl BenchClient {
         } else {
             None
         };
-        Ok(BenchClient {
-            transport: Transport {
-                endpoint: Endpoint {
-                    tls,
-                    connect_timeout: Duration::from_secs(10),
-                    proxy: None,
-                },
-                link: Link::new(),
-                bufs: Buffers::new(),
+        let settings = Settings {
+            endpoint: Endpoint {
+                tls,
+                connect_timeout: Duration::from_secs(10),
+                proxy: None,
             },
             identity: Identity {
                 host: address.authority.clone(),
@@ -167,12 +200,9 @@ impl BenchClient {
                 },
             },
             address,
-            line_buf: vec![0; MAX_LINE].into_boxed_slice(),
-            retry: Some(Retry {
-                jitter_seed: random_seed(),
-                ..Retry::DEFAULT
-            }),
-        })
+            retry: Some(Retry::DEFAULT),
+        };
+        Ok(settings.client())
     }
 
     /// A client of `host` (`host:port` or a URL) with the official token file's token
@@ -291,6 +321,17 @@ impl BenchClient {
     /// The server this client talks to.
     pub fn address(&self) -> &ServerAddress {
         &self.address
+    }
+
+    /// This client's settings, to make more clients like it ([`Settings::client`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            address: self.address.clone(),
+            identity: self.identity.clone(),
+            endpoint: self.transport.endpoint.clone(),
+            retry: self.retry,
+        }
     }
 
     /// Starts `scenario` (`POST /start`) and returns the new benchmark's id.

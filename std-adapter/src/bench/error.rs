@@ -86,6 +86,10 @@ pub enum ErrorKind {
     /// A 200 reply that is not what the endpoint returns, or a line of a stream that is
     /// not what the stream carries.
     Reply(String),
+    /// The task that carried the request on tokio's blocking pool (the async client of
+    /// feature `tokio`) ended without a result: it panicked, or the runtime was shutting
+    /// down. Whether a request that changes state was carried out is then unknown.
+    Task(String),
 }
 
 impl Error {
@@ -284,6 +288,7 @@ impl fmt::Display for Error {
                 "unexpected reply from {server}: {}",
                 Escaped::cut(what, MAX_SHOWN)
             )?,
+            ErrorKind::Task(what) => write!(f, "the request to {server} was lost: {what}")?,
         }
         if let Some(r) = request {
             write!(f, " ({r})")?;

@@ -22,6 +22,8 @@ pub mod token;
 
 pub use address::{ServerAddress, HOST_ENV};
 pub use benchlink_core::bench::resume::Retry;
+#[cfg(feature = "tokio")]
+pub(crate) use client::Settings;
 pub use client::{
     Available, BenchClient, LineStream, OwnedLine, StartOptions, DEFAULT_HOST, DEFAULT_TIMEOUT,
 };

@@ -8,6 +8,7 @@
 //! - [`bench`]: the benchmark-server client, every endpoint as an `async fn` and the
 //!   log and metric streams as `Stream`s that resume after a cut.
 
+pub mod bench;
 
 pub mod rtm;
 mod runner;
