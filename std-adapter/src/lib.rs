@@ -3,7 +3,7 @@
 //! - [`bench`]: a blocking benchmark-server client over `std::net` (http, and https with
 //!   rustls), built on `benchlink-core`'s codecs.
 //! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
-//! - [`tokio`] (feature `tokio`): the same clients as async loops on tokio.
+//! - `tokio` (feature `tokio`): the same clients as async loops on tokio.
 //! - [`net`]: plain and TLS byte streams shared by the clients.
 //! - [`logging`] turns on verbose logs to stderr with `DEBUG_BENCHLINK_SDK=debug` (or
 //!   the reference SDK's `DEBUG_SATORI_SDK=debug`).

@@ -61,7 +61,7 @@ mod schedule;
 
 pub use schedule::CutSchedule;
 
-/// Chunks one direction may hold in flight (each up to [`CHUNK`] bytes).
+/// Chunks one direction may hold in flight (each up to 64 KiB, a delay line's largest read).
 pub const MAX_QUEUED: usize = 1024;
 /// Largest read, and so largest chunk, of a delay line.
 const CHUNK: usize = 64 * 1024;
