@@ -18,7 +18,8 @@ import statistics
 RUNS = (('publish_ack', 'benchlink'), ('publish_ack', 'sdk'), ('burst', 'benchlink'),
         ('burst', 'sdk'), ('cli', 'cli'),
         ('publish_noack', 'benchlink'), ('publish_noack', 'sdk'),
-        ('subscribe', 'benchlink'), ('subscribe', 'sdk'))
+        ('subscribe', 'benchlink'), ('subscribe', 'sdk'),
+        ('publish_ack', 'async'), ('publish_noack', 'async'), ('subscribe', 'async'))
 RATE, US, MIB = '{:,.0f}', '{:.1f}', '{:.1f}'
 
 
@@ -84,6 +85,14 @@ class Runs(object):
         return (label, self.cell('cli', 'cli', key, spec), '',
                 self.ratio('publish_ack', key, ours=('cli', 'cli')) if ratio else '')
 
+    def async_row(self, label, s, key, spec, prefix=''):
+        """The async client's figure in benchlink's column, beside the SDK's of the same
+        scenario; the label says how it compares with the blocking client's."""
+        a, b = self.median(s, 'async', key), self.median(s, 'benchlink', key)
+        versus = ' (%.2f× the blocking client)' % (a / b) if a is not None and b else ''
+        return (label + versus, self.cell(s, 'async', key, spec, prefix),
+                self.cell(s, 'sdk', key, spec), self.ratio(s, key, ours=(s, 'async')))
+
     def kept_up(self, c):
         """Whether the subscriber of every round received everything about as fast as the
         publisher sent it: then the publisher and the hub set the pace, and the
@@ -117,12 +126,21 @@ def table(runs, p, full_rate):
                      % '{:,}'.format(max(p['window'], 20000)), 'rate', RATE),
         runs.row('publish without acks (msgs/s)', 'publish_noack', 'rate', RATE),
         runs.row('subscription receive (msgs/s)', 'subscribe', 'rate', RATE, prefixes=subs),
+        runs.async_row('async (tokio): publish with acks (msgs/s)', 'publish_ack', 'rate', RATE),
+        runs.async_row('async (tokio): publish without acks (msgs/s)', 'publish_noack', 'rate',
+                       RATE),
+        runs.async_row('async (tokio): subscription receive (msgs/s)', 'subscribe', 'rate', RATE,
+                       prefix=runs.sub_prefix('async')),
         runs.row('**client CPU per acked publish (µs)**', 'publish_ack', 'cpu_us_per_msg', US),
         runs.row('… of which system (µs)', 'publish_ack', 'cpu_sys_us_per_msg', US),
         runs.cli_row('CLI CPU per acked publish, whole command (µs)', 'cpu_us_per_msg', US),
         runs.row('client CPU per publish without ack (µs)', 'publish_noack',
                  'cpu_us_per_msg', US),
         runs.row('client CPU per received message (µs)', 'subscribe', 'cpu_us_per_msg', US),
+        runs.async_row('async (tokio): CPU per acked publish (µs)', 'publish_ack',
+                       'cpu_us_per_msg', US),
+        runs.async_row('async (tokio): CPU per received message (µs)', 'subscribe',
+                       'cpu_us_per_msg', US),
         runs.row('client peak memory, acked publishes (MiB)', 'publish_ack', 'peak_rss_mib',
                  MIB),
         runs.row('client peak memory, burst (MiB)', 'burst', 'peak_rss_mib', MIB),

@@ -40,9 +40,9 @@ use benchlink_std::rtm::{
 };
 
 /// How long to wait for an RTM connection, a subscription, or acknowledgements.
-const RTM_PATIENCE: Duration = Duration::from_secs(10);
+pub(crate) const RTM_PATIENCE: Duration = Duration::from_secs(10);
 /// How long the subscriber may lag behind the last acknowledged publish.
-const SUBSCRIBER_PATIENCE: Duration = Duration::from_secs(5);
+pub(crate) const SUBSCRIBER_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The scenario run when none is given: `examples/scenarios/hello.bdl`.
 ///
@@ -117,7 +117,7 @@ impl AgentOptions {
 
 /// Why the agent could not finish.
 #[derive(Debug)]
-pub struct AgentError(String);
+pub struct AgentError(pub(crate) String);
 
 impl fmt::Display for AgentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -128,7 +128,7 @@ impl fmt::Display for AgentError {
 impl std::error::Error for AgentError {}
 
 /// Adds what the agent was doing to an error.
-fn ctx<E: fmt::Display>(what: &str) -> impl FnOnce(E) -> AgentError + '_ {
+pub(crate) fn ctx<E: fmt::Display>(what: &str) -> impl FnOnce(E) -> AgentError + '_ {
     move |e| AgentError(format!("{what}: {e}"))
 }
 
@@ -210,29 +210,7 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         .map_err(ctx(&options.scenario.display().to_string()))?;
 
     // The servers: given, or local for the length of the run.
-    let (host, _local_bench) = match &options.host {
-        Some(h) => (h.clone(), None),
-        None => {
-            let server = BenchServer::start(BenchServerConfig::default())
-                .map_err(ctx("starting the local benchmark server"))?;
-            let _ = writeln!(out, "local benchmark server at http://{}", server.host());
-            (server.host(), Some(server))
-        }
-    };
-    let (target, _local_rtm) = match &options.rtm {
-        Some(t) => (t.clone(), None),
-        None => {
-            let server = RtmServer::start(RtmServerConfig::default())
-                .map_err(ctx("starting the local RTM server"))?;
-            let _ = writeln!(out, "local RTM server at {}", server.endpoint());
-            let target = RtmTarget {
-                endpoint: server.endpoint(),
-                appkey: DEFAULT_APPKEY.to_owned(),
-                role: None,
-            };
-            (target, Some(server))
-        }
-    };
+    let (host, target, _local) = servers(options, out)?;
 
     let mut bench = bench_client(&host, options.token.as_deref())?;
     let start = StartOptions {
@@ -332,20 +310,12 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     }
 
     // Each sample once: a sequence number seen again is a duplicate.
-    let mut seen = HashSet::new();
-    let mut duplicated = 0u64;
-    let mut count = |seen: &mut HashSet<u64>, seqs: Vec<u64>| {
-        for seq in seqs {
-            if !seen.insert(seq) {
-                duplicated += 1;
-            }
-        }
-    };
+    let mut tally = Tally::default();
     let mut last_progress = Instant::now();
-    while (seen.len() as u64) < published && last_progress.elapsed() < SUBSCRIBER_PATIENCE {
+    while (tally.seen.len() as u64) < published && last_progress.elapsed() < SUBSCRIBER_PATIENCE {
         match sub_rx.recv_timeout(SUBSCRIBER_PATIENCE.saturating_sub(last_progress.elapsed())) {
             Ok(Counted::Messages { seqs, invalid }) => {
-                count(&mut seen, seqs);
+                tally.count(seqs);
                 if invalid > 0 {
                     let _ = writeln!(out, "warning: {invalid} messages of another shape");
                 }
@@ -361,10 +331,11 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     // Anything that arrived beyond the count (duplicates) counts too.
     for c in sub_rx.try_iter() {
         if let Counted::Messages { seqs, .. } = c {
-            count(&mut seen, seqs);
+            tally.count(seqs);
         }
     }
-    let received = seen.len() as u64;
+    let received = tally.seen.len() as u64;
+    let duplicated = tally.duplicated;
     let reconnected = publisher.reconnects() + subscriber.reconnects();
 
     let results = bench.results(id).map_err(ctx("reading the results"))?;
@@ -382,6 +353,59 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         resumed,
         reconnected,
     })
+}
+
+/// The local servers of a run, running while this is kept.
+pub(crate) type LocalServers = (Option<BenchServer>, Option<RtmServer>);
+
+/// The servers of a run: the given ones, or local ones (kept running by the returned
+/// guards) where none is given.
+pub(crate) fn servers(
+    options: &AgentOptions,
+    out: &mut dyn Write,
+) -> Result<(String, RtmTarget, LocalServers), AgentError> {
+    let (host, local_bench) = match &options.host {
+        Some(h) => (h.clone(), None),
+        None => {
+            let server = BenchServer::start(BenchServerConfig::default())
+                .map_err(ctx("starting the local benchmark server"))?;
+            let _ = writeln!(out, "local benchmark server at http://{}", server.host());
+            (server.host(), Some(server))
+        }
+    };
+    let (target, local_rtm) = match &options.rtm {
+        Some(t) => (t.clone(), None),
+        None => {
+            let server = RtmServer::start(RtmServerConfig::default())
+                .map_err(ctx("starting the local RTM server"))?;
+            let _ = writeln!(out, "local RTM server at {}", server.endpoint());
+            let target = RtmTarget {
+                endpoint: server.endpoint(),
+                appkey: DEFAULT_APPKEY.to_owned(),
+                role: None,
+            };
+            (target, Some(server))
+        }
+    };
+    Ok((host, target, (local_bench, local_rtm)))
+}
+
+/// The samples the subscriber received, each `seq` once: a sequence number seen again
+/// is a copy (a publish sent again after a drop whose first copy had arrived).
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) seen: HashSet<u64>,
+    pub(crate) duplicated: u64,
+}
+
+impl Tally {
+    pub(crate) fn count(&mut self, seqs: impl IntoIterator<Item = u64>) {
+        for seq in seqs {
+            if !self.seen.insert(seq) {
+                self.duplicated += 1;
+            }
+        }
+    }
 }
 
 /// Publishes a sample's `message`, telling `acks` whether the hub acknowledged it. A
@@ -414,7 +438,7 @@ fn publish_sample(
     )
 }
 
-fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentError> {
+pub(crate) fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentError> {
     let address = ServerAddress::parse(host).map_err(ctx("benchmark server address"))?;
     let client = BenchClient::new(address).map_err(ctx("benchmark client"))?;
     Ok(match token {
@@ -501,14 +525,14 @@ enum Counted {
 
 /// The shape of a published sample (`seq` is read; the rest only checked).
 #[derive(serde::Deserialize)]
-struct Metric {
+pub(crate) struct Metric {
     #[allow(dead_code)]
     ts: u64,
     #[allow(dead_code)]
     metric: String,
     #[allow(dead_code)]
     value: serde_json::Value,
-    seq: u64,
+    pub(crate) seq: u64,
 }
 
 struct Counter(Sender<Counted>);

@@ -111,6 +111,25 @@ fn hello_round_trips_every_sample() {
     assert!(stdout.contains("\"print\""), "{stdout}");
 }
 
+/// The same main job written against the async API (`agent --async`): the same output,
+/// every sample round-tripped, each once.
+#[test]
+fn the_async_agent_round_trips_every_sample() {
+    let output = agent(&["--async"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let (published, received) = summary(&stdout);
+    assert!(published > 0 && published == received, "{stdout}");
+    for stage in ["status: running", "final status: complete", "\"print\""] {
+        assert!(stdout.contains(stage), "no {stage:?} in:\n{stdout}");
+    }
+}
+
 #[test]
 fn a_failing_benchmark_exits_3() {
     let output = agent(&["examples/scenarios/broken.bdl"]);

@@ -1,6 +1,6 @@
 //! benchlink-std: the std side of benchlink.
 //!
-//! - [`bench`]: a blocking benchmark-server client over `std::net` (http, and https with
+//! - [`bench`](mod@bench): a blocking benchmark-server client over `std::net` (http, and https with
 //!   rustls), built on `benchlink-core`'s codecs.
 //! - [`rtm`]: the real-time messaging client (reconnects, restores auth and subscriptions).
 //! - `tokio` (feature `tokio`): the same clients as async loops on tokio.
@@ -18,7 +18,9 @@ pub mod rtm;
 pub mod tokio;
 
 /// This crate's README: its Rust examples compile (and, where they need no server, run)
-/// as doc tests, so that what it shows keeps building.
-#[cfg(doctest)]
+/// as doc tests, so that what it shows keeps building. Its async section needs feature
+/// `tokio` (the workspace's test run has it: `cargo test -p benchlink-std --features
+/// tokio --doc`).
+#[cfg(all(doctest, feature = "tokio"))]
 #[doc = include_str!("../README.md")]
 pub struct Readme;

@@ -8,9 +8,9 @@
 
 mod trust;
 
-pub use trust::{TlsError, TlsErrorKind};
 #[cfg(feature = "tokio")]
 pub(crate) use trust::explain;
+pub use trust::{TlsError, TlsErrorKind};
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -211,7 +211,8 @@ impl Tls {
 /// verification.
 pub(crate) fn server_name(host: &str) -> io::Result<ServerName<'static>> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    ServerName::try_from(bare.to_owned()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    ServerName::try_from(bare.to_owned())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// A connected byte stream, plain or encrypted.

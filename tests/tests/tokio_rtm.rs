@@ -47,8 +47,17 @@ fn options(server: &RtmServer) -> ClientOptions {
 async fn connected(options: ClientOptions) -> Client {
     let client = Client::new(options).expect("client");
     client.start().expect("start");
-    let state = within("connect", client.wait_for_state(|s| s != ClientState::Connecting)).await;
-    assert_eq!(state, ClientState::Connected, "{:?}", client.last_connecting_error());
+    let state = within(
+        "connect",
+        client.wait_for_state(|s| s != ClientState::Connecting),
+    )
+    .await;
+    assert_eq!(
+        state,
+        ClientState::Connected,
+        "{:?}",
+        client.last_connecting_error()
+    );
     client
 }
 
@@ -69,7 +78,9 @@ async fn until_subscribed(sub: &mut Subscription) {
 async fn messages(sub: &mut Subscription, n: usize) -> Vec<Value> {
     let mut got = Vec::new();
     while got.len() < n {
-        let m = within("a message", sub.next_message()).await.expect("subscription ended");
+        let m = within("a message", sub.next_message())
+            .await
+            .expect("subscription ended");
         got.push(serde_json::from_str(m.json()).expect("JSON"));
     }
     got
@@ -84,16 +95,31 @@ async fn publish_subscribe_read_write_delete_search() {
         .await
         .expect("subscribe");
     until_subscribed(&mut sub).await;
-    let first = client.publish("animals", &json!({"who": "zebra"})).await.expect("publish");
-    let second = client.publish_json("animals", r#"{"who":"<b>\"yak\"</b>"}"#).await.expect("publish");
-    assert!(!first.is_empty() && first != second, "positions {first} {second}");
+    let first = client
+        .publish("animals", &json!({"who": "zebra"}))
+        .await
+        .expect("publish");
+    let second = client
+        .publish_json("animals", r#"{"who":"<b>\"yak\"</b>"}"#)
+        .await
+        .expect("publish");
+    assert!(
+        !first.is_empty() && first != second,
+        "positions {first} {second}"
+    );
     assert_eq!(
         messages(&mut sub, 2).await,
         [json!({"who": "zebra"}), json!({"who": "<b>\"yak\"</b>"})]
     );
 
-    client.write("config", &json!({"mode": [1, 2]})).await.expect("write");
-    assert_eq!(client.read("config").await.expect("read"), json!({"mode": [1, 2]}));
+    client
+        .write("config", &json!({"mode": [1, 2]}))
+        .await
+        .expect("write");
+    assert_eq!(
+        client.read("config").await.expect("read"),
+        json!({"mode": [1, 2]})
+    );
     client.delete("config").await.expect("delete");
     assert_eq!(client.read("config").await.expect("read"), Value::Null);
 
@@ -109,7 +135,10 @@ async fn publish_subscribe_read_write_delete_search() {
     assert!(matches!(refused, Err(Error::Reply(_))), "{refused:?}");
 
     sub.unsubscribe().expect("unsubscribe");
-    within("the stream's end", async { while next(&mut sub).await.is_some() {} }).await;
+    within("the stream's end", async {
+        while next(&mut sub).await.is_some() {}
+    })
+    .await;
     client.dispose().await.expect("dispose");
     assert_eq!(client.state(), ClientState::Disposed);
     server.shutdown();
@@ -129,7 +158,10 @@ async fn reconnects_and_restores_auth_and_subscriptions() {
         .await
         .expect("subscribe");
     until_subscribed(&mut sub).await;
-    client.publish(&channel, &1).await.expect("publish before the drop");
+    client
+        .publish(&channel, &1)
+        .await
+        .expect("publish before the drop");
     assert_eq!(messages(&mut sub, 1).await, [json!(1)]);
 
     assert!(server.faults().drop_connections() > 0);
@@ -146,7 +178,10 @@ async fn reconnects_and_restores_auth_and_subscriptions() {
         }
     })
     .await;
-    client.publish(&channel, &2).await.expect("publish after the reconnect");
+    client
+        .publish(&channel, &2)
+        .await
+        .expect("publish after the reconnect");
     assert_eq!(messages(&mut sub, 1).await, [json!(2)]);
     assert!(server.connections().len() >= 2, "a second connection");
     client.dispose().await.expect("dispose");
@@ -165,13 +200,23 @@ async fn queues_while_stopped_and_sends_in_order_on_start() {
 
     let client = Client::new(options(&server)).expect("client");
     for n in 0..50 {
-        client.publish_unacked("queued", &json!({"n": n})).await.expect("queued");
+        client
+            .publish_unacked("queued", &json!({"n": n}))
+            .await
+            .expect("queued");
     }
     // Acknowledged ones wait too; their futures resolve after the start.
     let acks: Vec<_> = (50..60)
-        .map(|n| client.try_publish("queued", &json!({"n": n})).expect("queued"))
+        .map(|n| {
+            client
+                .try_publish("queued", &json!({"n": n}))
+                .expect("queued")
+        })
         .collect();
-    assert!(server.connections().iter().all(|c| c.id != 2), "nothing sent while stopped");
+    assert!(
+        server.connections().iter().all(|c| c.id != 2),
+        "nothing sent while stopped"
+    );
     client.start().expect("start");
     for ack in acks {
         within("ack", ack).await.expect("acknowledged");
@@ -190,11 +235,17 @@ async fn a_full_queue_makes_publish_wait_for_room_not_grow() {
     o.max_queue_size = 10;
     let client = Client::new(o).expect("client");
     for n in 0..10 {
-        client.publish_unacked("room", &n).await.expect("room for ten");
+        client
+            .publish_unacked("room", &n)
+            .await
+            .expect("room for ten");
     }
     let refused = client.try_publish("room", &10);
     assert!(
-        matches!(refused, Err(Error::Request(benchlink_std::rtm::RequestError::Full))),
+        matches!(
+            refused,
+            Err(Error::Request(benchlink_std::rtm::RequestError::Full))
+        ),
         "{refused:?}"
     );
     // Waiting for room: the publish resolves once the start drains the queue.
@@ -245,10 +296,12 @@ async fn a_flood_nobody_reads_is_held_by_tcp_not_by_memory() {
         .expect("subscribe");
     until_subscribed(&mut sub).await;
     let payload = format!("\"{}\"", "x".repeat(1000));
-    server.faults().set_socket_fault(Some(SocketFault::DataFlood {
-        subscription_id: "flood".into(),
-        message: payload,
-    }));
+    server
+        .faults()
+        .set_socket_fault(Some(SocketFault::DataFlood {
+            subscription_id: "flood".into(),
+            message: payload,
+        }));
     // Nobody reads: the buffer fills to its bound and stops there while the server
     // keeps trying to send (its writes block on a full socket).
     let bound = SUBSCRIPTION_BUFFER + (64 << 10) + (256 << 10);
@@ -262,10 +315,22 @@ async fn a_flood_nobody_reads_is_held_by_tcp_not_by_memory() {
     // the buffer never passed its bound.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(sub.buffered_bytes() <= bound, "{} buffered", sub.buffered_bytes());
+        assert!(
+            sub.buffered_bytes() <= bound,
+            "{} buffered",
+            sub.buffered_bytes()
+        );
     }
     assert!(client.is_connected());
-    assert_eq!(server.connections().len(), 1, "the held connection was not dropped");
+    assert_eq!(
+        server.connections().len(),
+        1,
+        "the held connection was not dropped"
+    );
+    // A caller's deadline fires while the flood is held: the reply waits behind the
+    // input nobody takes, and the timeout ends the wait (the request stays queued).
+    let read = tokio::time::timeout(Duration::from_millis(200), client.read("elsewhere")).await;
+    assert!(read.is_err(), "a reply overtook the held flood: {read:?}");
     // Reading resumes the flow: more messages than the buffer held arrive.
     let enough = 2 * SUBSCRIPTION_BUFFER / 1000;
     within("the flood to flow again", async {
@@ -276,7 +341,9 @@ async fn a_flood_nobody_reads_is_held_by_tcp_not_by_memory() {
     .await;
     server.faults().set_socket_fault(None);
     drop(sub);
-    within("dispose during a flood", client.dispose()).await.expect("dispose");
+    within("dispose during a flood", client.dispose())
+        .await
+        .expect("dispose");
     server.shutdown();
 }
 
@@ -288,9 +355,17 @@ async fn a_silent_server_is_declared_dead_and_left() {
     o.dead_peer_timeout = Duration::from_millis(300);
     let client = connected(o).await;
     server.faults().answer_pings(false);
-    within("the dead peer's end", client.wait_for_state(|s| s != ClientState::Connected)).await;
+    within(
+        "the dead peer's end",
+        client.wait_for_state(|s| s != ClientState::Connected),
+    )
+    .await;
     server.faults().answer_pings(true);
-    let state = within("a reconnect", client.wait_for_state(|s| s == ClientState::Connected)).await;
+    let state = within(
+        "a reconnect",
+        client.wait_for_state(|s| s == ClientState::Connected),
+    )
+    .await;
     assert_eq!(state, ClientState::Connected);
     client.dispose().await.expect("dispose");
     server.shutdown();
@@ -318,9 +393,19 @@ async fn wss_with_the_blocking_clients_trust_rules_and_through_a_proxy() {
     refused.retry_first_connect = false;
     let client = Client::new(refused).expect("client");
     client.start().expect("start");
-    within("the refusal", client.wait_for_state(|s| s == ClientState::Stopped)).await;
-    let why = client.last_connecting_error().expect("an error").to_string();
-    assert!(why.contains("issuer") || why.contains("not trusted"), "{why}");
+    within(
+        "the refusal",
+        client.wait_for_state(|s| s == ClientState::Stopped),
+    )
+    .await;
+    let why = client
+        .last_connecting_error()
+        .expect("an error")
+        .to_string();
+    assert!(
+        why.contains("issuer") || why.contains("not trusted"),
+        "{why}"
+    );
     client.dispose().await.expect("dispose");
 
     // Through an HTTPS proxy's CONNECT tunnel, TLS end to end.
@@ -336,7 +421,9 @@ async fn wss_with_the_blocking_clients_trust_rules_and_through_a_proxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_and_the_async_client_exchange_messages() {
-    let Some(python) = py_sdk::python() else { return };
+    let Some(python) = py_sdk::python() else {
+        return;
+    };
     let server = RtmServer::start(RtmServerConfig::default()).expect("server");
     let client = connected(options(&server)).await;
     let mut sub = client
@@ -347,7 +434,14 @@ async fn the_python_sdk_and_the_async_client_exchange_messages() {
     let sent = py_sdk::message_types();
     let py = {
         let (python, endpoint_server, sent) = (python.clone(), &server, sent.clone());
-        py_sdk::Py::spawn(&python, "publish.py", endpoint_server, "py-to-async", &[], &sent)
+        py_sdk::Py::spawn(
+            &python,
+            "publish.py",
+            endpoint_server,
+            "py-to-async",
+            &[],
+            &sent,
+        )
     };
     assert_eq!(messages(&mut sub, sent.len()).await, sent);
     tokio::task::block_in_place(|| py.finish());

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo run                                    # hello.bdl on local in-process servers
+//! cargo run -- --async                         # the same, written against the async API
 //! cargo run -- path/to/scenario.bdl --host mzbench:4800 \
 //!     --endpoint wss://rtm.example --appkey K [--role R --role-secret S]
 //! ```
@@ -55,6 +56,10 @@ struct Args {
     /// Status poll interval, in milliseconds.
     #[arg(long, default_value_t = 100)]
     poll_ms: u64,
+    /// Run the agent written against the async API (benchlink_std::tokio) on a tokio
+    /// runtime: the same job and output.
+    #[arg(long = "async")]
+    run_async: bool,
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {
@@ -88,7 +93,23 @@ fn main() -> ExitCode {
         status_poll: Duration::from_millis(args.poll_ms.max(10)),
     };
     let mut out = std::io::stdout();
-    match agent::run(&options, &mut out) {
+    let ran = if args.run_async {
+        match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => {
+                runtime.block_on(benchlink_examples::agent_async::run(&options, &mut out))
+            }
+            Err(e) => {
+                eprintln!("agent: error: starting the tokio runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        agent::run(&options, &mut out)
+    };
+    match ran {
         Ok(summary) => {
             let results = serde_json::to_string_pretty(&summary.results)
                 .unwrap_or_else(|e| format!("\"unprintable: {e}\""));

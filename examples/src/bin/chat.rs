@@ -16,7 +16,7 @@
 //! no fault hook: the fault injection is the sandbox server's, `Faults::drop_connections`,
 //! not the client's), so this port stops and starts the client instead: the connection
 //! closes and a new one opens at once, and the subscription is restored on it (ADVANCED:
-//! from the last position seen), so "<name> joined the channel" is announced again, as the
+//! from the last position seen), so "`<name>` joined the channel" is announced again, as the
 //! Python chat does on every entry to Subscribed. The difference: a stop is not a drop
 //! (no reconnect wait, no `Awaiting` state). The Python original cannot do it with the
 //! SDK 1.5.0 either: its `Client` has no `connection` attribute (it is

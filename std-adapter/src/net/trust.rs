@@ -565,12 +565,7 @@ mod tests {
         for c in given {
             roots.add(c.clone()).expect("root");
         }
-        Verifier::new(
-            roots,
-            given.to_vec(),
-            crate::net::crypto_provider(),
-        )
-        .expect("verifier")
+        Verifier::new(roots, given.to_vec(), crate::net::crypto_provider()).expect("verifier")
     }
 
     fn now() -> UnixTime {

@@ -24,7 +24,9 @@ use super::io_thread;
 use super::observer::{ClientObserver, Reply, SharedObserver, SubscriptionObserver};
 use super::transport::{ConnectError, TransportOptions};
 
-pub use super::engine::{DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, IN_FLIGHT_REQUEST_BYTES};
+pub use super::engine::{
+    DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_SUBSCRIPTIONS, IN_FLIGHT_REQUEST_BYTES,
+};
 
 /// How long [`Client::dispose`] waits for the I/O thread to end.
 pub const DISPOSE_WAIT: Duration = Duration::from_secs(10);
@@ -1095,4 +1097,3 @@ fn deadline(ack: Ack) -> Option<Instant> {
         Ack::None => None,
     }
 }
-

@@ -172,7 +172,6 @@ fn rx_size(options: &ClientOptions) -> usize {
 /// ```
 pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 8 << 20;
 
-
 /// Makes the runner look at the link (a mio waker's syscall, a tokio `Notify`).
 pub(crate) type Wake = Box<dyn Fn() + Send + Sync>;
 
@@ -529,7 +528,12 @@ pub(crate) fn build(
 /// Delivers what is left when a runner ends (a call's events after the last delivery:
 /// dispose's own, the queued requests' `Disconnected`), fails whatever still waits, so
 /// no caller waits forever, and tells the waiting callers that the runner ended.
-pub(crate) fn finish(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, delivery: &mut Delivery) {
+pub(crate) fn finish(
+    engine: &Engine,
+    watch: &StateWatch,
+    observers: &RefCell<Observers>,
+    delivery: &mut Delivery,
+) {
     while take(&mut engine.lock(), delivery) {
         deliver(engine, watch, observers, delivery);
     }
@@ -574,7 +578,12 @@ pub(crate) fn seed() -> u64 {
 /// (so callbacks may call the client), and what calls registered among them. A
 /// panicking callback stops the client (and is reported), instead of killing the I/O
 /// thread.
-pub(crate) fn deliver(engine: &Engine, watch: &StateWatch, observers: &RefCell<Observers>, d: &mut Delivery) {
+pub(crate) fn deliver(
+    engine: &Engine,
+    watch: &StateWatch,
+    observers: &RefCell<Observers>,
+    d: &mut Delivery,
+) {
     let Delivery {
         events,
         encoding,
@@ -852,4 +861,3 @@ fn with_sub(
         }
     }
 }
-

@@ -22,8 +22,8 @@ use crate::net::Stream;
 
 use super::client::Error;
 use super::engine::{
-    deliver, finish, take, Core, CoreLink, Delivery, Engine, Journal, Observers, Parts,
-    StateWatch, READ_CHUNK, WRITE_PIECES,
+    deliver, finish, take, Core, CoreLink, Delivery, Engine, Journal, Observers, Parts, StateWatch,
+    READ_CHUNK, WRITE_PIECES,
 };
 use super::transport::{open, ConnectError, TransportOptions};
 
@@ -297,7 +297,6 @@ impl Io {
     }
 }
 
-
 /// Starts the I/O thread of the client in `parts`, connecting as `transport` says.
 pub(crate) fn spawn(
     poll: Poll,
@@ -419,4 +418,3 @@ fn run_loop(
     }
     finish(&engine, &watch, &observers, &mut delivery);
 }
-

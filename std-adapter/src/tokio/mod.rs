@@ -5,7 +5,7 @@
 //!   driven by one tokio task over a tokio `TcpStream` (TLS through tokio-rustls, an
 //!   HTTPS proxy's `CONNECT` tunnel); requests are `async fn`s, a subscription is a
 //!   [`Stream`](futures_core::Stream).
-//! - [`bench`]: the benchmark-server client, every endpoint as an `async fn` and the
+//! - [`bench`](mod@bench): the benchmark-server client, every endpoint as an `async fn` and the
 //!   log and metric streams as `Stream`s that resume after a cut.
 
 pub mod bench;

@@ -89,7 +89,8 @@ impl Client {
         let notify = Arc::new(Notify::new());
         let wake = notify.clone();
         let parts = engine::build(&options, None, Box::new(move || wake.notify_one()))?;
-        let client = crate::rtm::Client::from_parts(parts.engine.clone(), parts.watch.clone(), None);
+        let client =
+            crate::rtm::Client::from_parts(parts.engine.clone(), parts.watch.clone(), None);
         runtime.spawn(Runner::new(parts, options.transport, notify).run());
         Ok(Client { client })
     }
@@ -377,9 +378,11 @@ impl Client {
     ) -> Result<(), Error> {
         loop {
             let (tx, rx) = oneshot::channel();
-            let queued = self.client.authenticate_with::<M>(identity, secret, move |r| {
-                let _ = tx.send(r);
-            });
+            let queued = self
+                .client
+                .authenticate_with::<M>(identity, secret, move |r| {
+                    let _ = tx.send(r);
+                });
             match queued {
                 Err(Error::Request(RequestError::Full)) => self.wait_for_room().await?,
                 Err(e) => return Err(e),
@@ -475,4 +478,3 @@ impl Future for Ack {
         })
     }
 }
-

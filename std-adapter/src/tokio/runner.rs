@@ -115,7 +115,12 @@ impl Runner {
                 break;
             }
             drop(core);
-            deliver(&self.engine, &self.watch, &self.observers, &mut self.delivery);
+            deliver(
+                &self.engine,
+                &self.watch,
+                &self.observers,
+                &mut self.delivery,
+            );
             core = engine.lock();
         }
         let write = self.outputs(&mut core);
@@ -160,9 +165,10 @@ impl Runner {
                 Some(Output::Transmit(_)) => return self.socket.is_some(),
                 Some(Output::Connect { host, port, tls }) => {
                     let (host, transport) = (host.to_owned(), self.transport.clone());
-                    self.connecting = Some(Box::pin(async move {
-                        open(&host, port, tls, &transport).await
-                    }));
+                    self.connecting =
+                        Some(Box::pin(
+                            async move { open(&host, port, tls, &transport).await },
+                        ));
                 }
                 Some(Output::Close) => {
                     self.drop_socket();

@@ -93,7 +93,10 @@ pub struct Subscription {
 
 impl Subscription {
     /// A stream for `key`, and the observer that feeds it.
-    pub(crate) fn new(key: &str, client: &crate::rtm::Client) -> (Subscription, impl SubscriptionObserver) {
+    pub(crate) fn new(
+        key: &str,
+        client: &crate::rtm::Client,
+    ) -> (Subscription, impl SubscriptionObserver) {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             bytes: AtomicUsize::new(0),
@@ -364,23 +367,28 @@ impl SubscriptionObserver for Feed {
     }
 
     fn on_enter_subscribing(&mut self) {
-        self.0.push(Entry::Update(Update::State(SubState::Subscribing)));
+        self.0
+            .push(Entry::Update(Update::State(SubState::Subscribing)));
     }
 
     fn on_enter_subscribed(&mut self) {
-        self.0.push(Entry::Update(Update::State(SubState::Subscribed)));
+        self.0
+            .push(Entry::Update(Update::State(SubState::Subscribed)));
     }
 
     fn on_enter_unsubscribing(&mut self) {
-        self.0.push(Entry::Update(Update::State(SubState::Unsubscribing)));
+        self.0
+            .push(Entry::Update(Update::State(SubState::Unsubscribing)));
     }
 
     fn on_enter_unsubscribed(&mut self) {
-        self.0.push(Entry::Update(Update::State(SubState::Unsubscribed)));
+        self.0
+            .push(Entry::Update(Update::State(SubState::Unsubscribed)));
     }
 
     fn on_enter_failed(&mut self, reason: &str) {
-        self.0.push(Entry::Update(Update::Failed(reason.to_owned())));
+        self.0
+            .push(Entry::Update(Update::Failed(reason.to_owned())));
     }
 
     fn on_fast_forward(&mut self) {

@@ -10,6 +10,9 @@
 //! rtm-bench --endpoint … --appkey … flood --channel C [--count N]
 //! ```
 //!
+//! `rtm-bench --async …` runs publish-ack, publish-noack and subscribe with the async
+//! client instead (`on_tokio.rs`).
+//!
 //! Every scenario uses one connection of the public `benchlink_std::rtm::Client` and
 //! prints one JSON line on stdout: the rate, and this process's CPU time (user and
 //! system, from `/proc/self/stat`) over the measured interval, per message.
@@ -38,6 +41,8 @@
 //!
 //! Exit code 0 when every request was acknowledged with success, 1 when anything broke
 //! (connection, a refused or lost publish, a timeout). Rates are reported, never judged.
+
+mod on_tokio;
 
 use std::io::Read;
 use std::process::{Command, ExitCode, Stdio};
@@ -74,6 +79,10 @@ struct Args {
     /// Prefix of the channel names (a unique suffix is added per scenario).
     #[arg(long, default_value = "bench")]
     channel_prefix: String,
+    /// Run the scenario with the async client (`benchlink_std::tokio`) on a tokio
+    /// runtime: publish-ack, publish-noack and subscribe.
+    #[arg(long = "async")]
+    run_async: bool,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -467,29 +476,17 @@ fn subscribe(
         Ok(Err(why)) => return Err(format!("subscription failed: {why}")),
         Err(_) => return Err("not subscribed within 10 s".to_owned()),
     }
-    let exe = match flood_bin {
-        Some(path) => path.to_owned(),
-        None => std::env::current_exe().map_err(|e| format!("own path: {e}"))?,
-    };
     let meter = Meter::start();
-    let mut flood = Command::new(exe)
-        .args(["--endpoint", &args.endpoint, "--appkey", &args.appkey])
-        .args(["--count", &args.count.to_string()])
-        .args(["--timeout", &args.timeout.to_string()])
-        .args(["flood", "--channel", &channel])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("flood publisher: {e}"))?;
-    let mut flood_out = String::new();
-    if let Some(mut out) = flood.stdout.take() {
-        let _ = out.read_to_string(&mut flood_out);
-    }
-    let status = flood.wait().map_err(|e| format!("flood publisher: {e}"))?;
-    if !status.success() {
-        return Err(format!("the flood publisher failed ({status})"));
-    }
-    let publisher: serde_json::Value =
-        serde_json::from_str(flood_out.trim()).unwrap_or(serde_json::Value::Null);
+    let publisher = flood_process(
+        (
+            args.endpoint.clone(),
+            args.appkey.clone(),
+            args.count,
+            args.timeout,
+        ),
+        &channel,
+        flood_bin,
+    )?;
     // Every message is now queued for us or was skipped: count until all came or the
     // subscription stayed quiet for `idle` seconds.
     let expected = args.count + 1; // with the flood's end marker
@@ -528,6 +525,36 @@ fn subscribe(
         return Err("the subscription received nothing".to_owned());
     }
     Ok(report)
+}
+
+/// Runs `rtm-bench flood` (`exe`, default this binary) publishing `count` messages to
+/// `channel` of `(endpoint, appkey, count, timeout)`; its report.
+fn flood_process(
+    (endpoint, appkey, count, timeout): (String, String, u64, u64),
+    channel: &str,
+    exe: Option<&std::path::Path>,
+) -> Result<serde_json::Value, String> {
+    let exe = match exe {
+        Some(path) => path.to_owned(),
+        None => std::env::current_exe().map_err(|e| format!("own path: {e}"))?,
+    };
+    let mut flood = Command::new(exe)
+        .args(["--endpoint", &endpoint, "--appkey", &appkey])
+        .args(["--count", &count.to_string()])
+        .args(["--timeout", &timeout.to_string()])
+        .args(["flood", "--channel", channel])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("flood publisher: {e}"))?;
+    let mut flood_out = String::new();
+    if let Some(mut out) = flood.stdout.take() {
+        let _ = out.read_to_string(&mut flood_out);
+    }
+    let status = flood.wait().map_err(|e| format!("flood publisher: {e}"))?;
+    if !status.success() {
+        return Err(format!("the flood publisher failed ({status})"));
+    }
+    Ok(serde_json::from_str(flood_out.trim()).unwrap_or(serde_json::Value::Null))
 }
 
 /// A masked (with a zero key, which leaves the payload as it is) WebSocket text frame.
@@ -635,6 +662,7 @@ fn flood(args: &Args, channel: &str) -> Result<serde_json::Value, String> {
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match &args.scenario {
+        _ if args.run_async => on_tokio::run(&args),
         Scenario::PublishAck { window } => publish_ack(&args, *window),
         Scenario::PublishNoack => publish_noack(&args),
         Scenario::Burst => burst(&args),
