@@ -199,21 +199,9 @@ impl Runner {
         let mut sleep = std::pin::pin!(sleep);
         let engine = self.engine.clone();
         poll_fn(|cx| {
-            if notified.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            if let Some(sleep) = sleep.as_mut().as_pin_mut() {
-                if sleep.poll(cx).is_ready() {
-                    return Poll::Ready(());
-                }
-            }
-            if let Some(connecting) = self.connecting.as_mut() {
-                if let Poll::Ready(result) = connecting.as_mut().poll(cx) {
-                    self.connecting = None;
-                    self.connected(&engine, result);
-                    return Poll::Ready(());
-                }
-            }
+            // The socket first: while it moves bytes, the next turn comes at once and
+            // looks at the deadlines and the callers' work itself, so the timer and the
+            // wake-up are armed only when the runner is about to sleep.
             let mut progressed = false;
             if turn.write {
                 progressed |= self.poll_write(&engine, cx);
@@ -226,10 +214,19 @@ impl Runner {
             if self.at == self.end {
                 progressed |= self.poll_read(&engine, cx);
             }
-            if progressed {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
+            if let Some(connecting) = self.connecting.as_mut() {
+                if let Poll::Ready(result) = connecting.as_mut().poll(cx) {
+                    self.connecting = None;
+                    self.connected(&engine, result);
+                    progressed = true;
+                }
+            }
+            if progressed || notified.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            match sleep.as_mut().as_pin_mut().map(|sleep| sleep.poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(()),
+                _ => Poll::Pending,
             }
         })
         .await;
