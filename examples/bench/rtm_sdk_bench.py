@@ -1,6 +1,6 @@
 """Messaging throughput of the reference Python SDK (satori-rtm-sdk 1.5.0) against a
 running RTM server: the SDK side of .ci/bench-rtm, the twin of
-examples/src/bin/rtm-bench.rs (same scenarios, same messages, same JSON report).
+examples/src/bin/rtm-bench/main.rs (same scenarios, same messages, same JSON report).
 
     python rtm_sdk_bench.py --endpoint ws://127.0.0.1:8080 --appkey KEY publish-ack [--window W]
     python rtm_sdk_bench.py ... publish-noack
