@@ -507,6 +507,25 @@ fn subscribe(
         .load(SeqCst)
         .saturating_sub(seen.first.load(SeqCst)) as f64
         / 1e9;
+    let report = subscribe_report(&meter, received, span, expected, &publisher);
+    let _ = client.dispose();
+    if received == 0 {
+        return Err("the subscription received nothing".to_owned());
+    }
+    Ok(report)
+}
+
+/// The report of a subscription that received `received` of `expected` messages over
+/// `span` seconds from the first to the last, while `publisher` (the flood's report)
+/// published them. The rate counts from the first message to the last; the first one
+/// only starts the clock.
+fn subscribe_report(
+    meter: &Meter,
+    received: u64,
+    span: f64,
+    expected: u64,
+    publisher: &serde_json::Value,
+) -> serde_json::Value {
     let mut report = meter.report(
         "subscribe",
         received,
@@ -517,14 +536,8 @@ fn subscribe(
             "publisher_rate": publisher.get("rate"),
         }),
     );
-    // The rate counts from the first message to the last; the first one only starts
-    // the clock.
     report["rate"] = json!(received.saturating_sub(1) as f64 / span.max(1e-9));
-    let _ = client.dispose();
-    if received == 0 {
-        return Err("the subscription received nothing".to_owned());
-    }
-    Ok(report)
+    report
 }
 
 /// Runs `rtm-bench flood` (`exe`, default this binary) publishing `count` messages to

@@ -18,7 +18,7 @@ use benchlink_std::rtm::{ClientOptions, ClientState, Error, Mode, SubState, Subs
 use benchlink_std::tokio::rtm::{Ack, Client, Update};
 use serde_json::json;
 
-use super::{channel, flood_process, Args, Message, Meter, PAD};
+use super::{channel, flood_process, subscribe_report, Args, Message, Meter, PAD};
 
 async fn connect(args: &Args) -> Result<Client, String> {
     let client = Client::new(ClientOptions::new(&args.endpoint, &args.appkey))
@@ -171,17 +171,7 @@ async fn subscribe(
     }
     let publisher = flood.await.map_err(|e| format!("flood publisher: {e}"))??;
     let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
-    let mut report = meter.report(
-        "subscribe",
-        received,
-        span,
-        json!({
-            "published": expected,
-            "dropped": expected.saturating_sub(received),
-            "publisher_rate": publisher.get("rate"),
-        }),
-    );
-    report["rate"] = json!(received.saturating_sub(1) as f64 / span.max(1e-9));
+    let report = subscribe_report(&meter, received, span, expected, &publisher);
     drop(sub);
     let _ = client.dispose().await;
     if received == 0 {
