@@ -243,6 +243,11 @@ impl Client {
         channel: &str,
         message: &(impl serde::Serialize + ?Sized),
     ) -> Result<(), Error> {
+        // A producer that never has to wait would keep its worker thread, and the runner
+        // woken by its publishes waits on that worker's queue (tokio's LIFO slot is not
+        // stolen) until the queue fills: a share of tokio's cooperative budget makes it
+        // yield every so often, as tokio's own resources do.
+        tokio::task::consume_budget().await;
         loop {
             match self.client.publish(channel, &message, None) {
                 Err(Error::Request(RequestError::Full)) => self.wait_for_room().await?,
