@@ -9,14 +9,8 @@
 //! commands likewise without `--endpoint` and `BENCHLINK_RTM_ENDPOINT`.
 
 mod bench;
-mod bench_target;
-mod charts;
-mod meter;
-mod plot;
-mod progress;
-mod report;
+mod fail;
 mod rtm;
-mod rtm_target;
 mod sandbox;
 
 use std::process::ExitCode;

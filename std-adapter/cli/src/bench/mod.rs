@@ -11,23 +11,22 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use benchlink_core::bench::{LogLineError, Sample, SampleError, Status};
 
-use crate::bench_target::Target;
-use crate::plot::{plot, Drawn};
-use crate::progress::{wait, Interrupts};
-use crate::report::report;
+use self::plot::{plot, Drawn};
+use self::progress::{wait, Interrupts};
+use self::report::report;
+use self::target::Target;
+use crate::fail::{Fail, EXIT_FAILED_BENCH, EXIT_INVALID, EXIT_MISSING_FILE};
 use benchlink_std::bench::{
-    Available, BenchClient, Error, Escaped, LineStream, OwnedLine, Retry, Scenario, StartOptions,
+    Available, BenchClient, Escaped, LineStream, OwnedLine, Retry, Scenario, StartOptions,
     StatusInfo,
 };
 use benchlink_std::net::{parse_proxy, TlsOptions};
 
-/// Exit code of a benchmark that ended `failed` under `run` or `status --wait` (as the
-/// official CLI; `results --wait` prints the results and exits 0).
-const EXIT_FAILED_BENCH: u8 = 3;
-/// Exit code of a missing scenario or nodes file (as the official CLI).
-const EXIT_MISSING_FILE: u8 = 2;
-/// Exit code of invalid or contradictory options, refused before anything is sent.
-const EXIT_INVALID: u8 = 4;
+mod charts;
+mod plot;
+mod progress;
+mod report;
+mod target;
 
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
@@ -328,36 +327,6 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .ok_or_else(|| format!("expected K=V, got {s:?}"))
-}
-
-/// A failure with the exit code it maps to; an empty message prints nothing.
-#[derive(Debug)]
-pub(super) struct Fail(pub(super) u8, pub(super) String);
-
-impl From<Error> for Fail {
-    fn from(e: Error) -> Fail {
-        let mut message = e.to_string();
-        if e.http_status() == Some(403) {
-            let server = e.server().unwrap_or("HOST:PORT");
-            message.push_str(&format!(
-                "\nhint: the server wants a valid token: pass --token TOKEN (or set \
-                 BENCHLINK_TOKEN), or add the line `{server} TOKEN` to the token file \
-                 ($MZBENCHTOKEN, else ~/.config/mzbench/token)"
-            ));
-        }
-        Fail(1, message)
-    }
-}
-
-impl Fail {
-    /// A write to stdout failed: a closed stdout (`| head`) ends the command quietly.
-    fn output(e: io::Error) -> Fail {
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            Fail(0, String::new())
-        } else {
-            Fail(1, format!("cannot write the output: {e}"))
-        }
-    }
 }
 
 pub(super) fn run(args: BenchArgs) -> ExitCode {

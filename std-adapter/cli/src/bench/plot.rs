@@ -1,6 +1,6 @@
 //! `benchlink bench plot` and `bench run --plot`: a benchmark's metrics from `/data`
 //! drawn as an SVG file, grouped into charts as MZBench's dashboard groups them (see
-//! [`crate::charts`]) — the graphs benchmark users read, without opening a dashboard.
+//! [`super::charts`]) — the graphs benchmark users read, without opening a dashboard.
 //!
 //! A running benchmark is plotted as far as it got: `/data` replays every sample so far
 //! at once and then only trickles, so reading stops when the stream ends or has been
@@ -11,8 +11,8 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::bench::Fail;
-use crate::charts::{draw, group, time_span, Points};
+use super::charts::{draw, group, time_span, Points};
+use crate::fail::Fail;
 use benchlink_std::bench::{Available, BenchClient, StatusInfo};
 
 /// How long the `/data` stream of a finished benchmark may be silent before the plot is

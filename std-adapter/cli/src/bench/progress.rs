@@ -15,15 +15,13 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench::Fail;
+use crate::fail::{Fail, EXIT_INTERRUPTED};
 use benchlink_std::bench::{BenchClient, Escaped, StatusInfo};
 
 /// First poll interval.
 const FIRST_POLL: Duration = Duration::from_millis(100);
 /// Longest poll interval (the official CLI's fixed one).
 const MAX_POLL: Duration = Duration::from_secs(3);
-/// Exit code after Ctrl-C (the shell's 128 + SIGINT, as the official CLI).
-pub(super) const EXIT_INTERRUPTED: u8 = 130;
 
 /// What the wait loop hears besides its own clock.
 enum Event {

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use benchlink_std::bench::{BenchClient, Results, StatusInfo};
 
-use crate::bench::Fail;
-use crate::charts::{draw, group, mm_ss, time_span, Points};
-use crate::plot::{collect, drawing_failed};
+use super::charts::{draw, group, mm_ss, time_span, Points};
+use super::plot::{collect, drawing_failed};
+use crate::fail::Fail;
 
 /// Statistics in the order the results table shows them; others follow by name.
 const STATS_ORDER: [&str; 10] = [

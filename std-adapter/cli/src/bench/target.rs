@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
 
-use crate::bench::Fail;
+use crate::fail::Fail;
 use benchlink_std::bench::ServerAddress;
 
 /// Where a running server is looked for when no host is given (the official CLI's

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
-use crate::rtm::Log;
+use super::Log;
 
 /// A running count of messages (see the module).
 pub(super) struct Meter {

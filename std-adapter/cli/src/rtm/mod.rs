@@ -15,7 +15,7 @@
 //! a failed subscription exits 1 (satori-rtm-cli exits 0 or 130, by a race).
 //!
 //! Without `--endpoint` (and `BENCHLINK_RTM_ENDPOINT`, `SATORI_ENDPOINT`, the config
-//! file) a local RTM server is used: see [`crate::rtm_target`].
+//! file) a local RTM server is used: see [`target`].
 
 use std::borrow::Cow;
 use std::fmt::{self, Display};
@@ -32,11 +32,12 @@ use serde_json::value::RawValue;
 
 use benchlink_core::ws::Endpoint;
 
+use self::meter::Meter;
 use self::pipeline::{Lines, Published, Publisher};
 use self::pyjson::Style;
 use self::recording::{BadRecord, Loops, Rate, Schedule};
-use crate::meter::Meter;
-use crate::rtm_target::{Settings, Target};
+use self::target::{Settings, Target};
+use crate::fail::{Fail, EXIT_INVALID};
 use benchlink_sandbox::rtm::RtmServer;
 use benchlink_std::net::{parse_proxy, TlsOptions};
 use benchlink_std::rtm::{
@@ -44,13 +45,12 @@ use benchlink_std::rtm::{
     Reply, Response, SubscribeOptions, SubscriptionData, SubscriptionObserver,
 };
 
+mod meter;
 mod pipeline;
 mod pyjson;
 mod recording;
+mod target;
 
-/// Exit code of an invalid value (as `benchlink bench`): an option's value, a config
-/// file value, an input line that is not the JSON it looks like, a bad recording.
-pub(super) const EXIT_INVALID: u8 = 4;
 /// How long the first connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the last requests and the close may take to go out at the end.
@@ -492,15 +492,6 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
         .ok()
         .and_then(|x| Duration::try_from_secs_f64(x).ok())
         .ok_or_else(|| format!("expected seconds (a number ≥ 0), got {s:?}"))
-}
-
-/// A failure with the exit code it maps to.
-pub(super) struct Fail(pub(super) u8, pub(super) String);
-
-impl From<Error> for Fail {
-    fn from(e: Error) -> Fail {
-        Fail(1, e.to_string())
-    }
 }
 
 pub(super) fn run(args: RtmArgs) -> ExitCode {

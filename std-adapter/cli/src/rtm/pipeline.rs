@@ -23,7 +23,8 @@ use benchlink_core::json;
 use benchlink_core::rtm::RequestError;
 use benchlink_std::rtm::{Batch, Callback, Client, Error, Response};
 
-use super::{message_json, Fail, EXIT_INVALID};
+use super::message_json;
+use crate::fail::{Fail, EXIT_INVALID};
 
 /// Longest input line (a message for publish, a record for replay) held in memory.
 pub(super) const MAX_LINE: usize = 16 << 20;

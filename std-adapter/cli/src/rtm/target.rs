@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::rtm::{Fail, Log, RtmArgs, Secret, EXIT_INVALID};
+use super::{Log, RtmArgs, Secret};
+use crate::fail::{Fail, EXIT_INVALID};
 use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 
 /// Where `benchlink sandbox` serves RTM by default.
