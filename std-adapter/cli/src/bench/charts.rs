@@ -327,21 +327,50 @@ where
     Ok(())
 }
 
-/// A value-axis label that keeps what tells the ticks apart: tiny and huge values in
-/// scientific notation (`1.5e-5` rather than a row of `0.0`), the rest with at most
-/// three decimals and no trailing zeros.
-pub(crate) fn axis_value(v: &f64) -> String {
+/// A number as people read it, on axes and in tables alike: about four significant
+/// digits (`1.8`, `0.6001`, `12.35`), the integer part grouped by thousands (`1,234,568`),
+/// tiny and huge magnitudes in scientific notation (`1.5e-5`, `2.5e9`) rather than a row
+/// of zeros, no trailing zeros, no `-0`.
+pub(crate) fn readable(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
     let magnitude = v.abs();
-    if magnitude != 0.0 && !(0.001..1e7).contains(&magnitude) {
-        return format!("{v:.2e}");
+    if magnitude == 0.0 {
+        return "0".to_owned();
     }
-    let text = format!("{v:.3}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_owned()
-    } else {
-        text.to_owned()
+    if !(1e-4..1e9).contains(&magnitude) {
+        let text = format!("{v:.3e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        return format!("{mantissa}e{exponent}");
     }
+    // Digits before the decimal point (0 or less for a fraction).
+    let before = magnitude.log10().floor() as i32 + 1;
+    let decimals = usize::try_from(4 - before).unwrap_or(0);
+    let text = format!("{magnitude:.decimals$}");
+    let (integer, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let fraction = fraction.trim_end_matches('0');
+    let mut out = String::with_capacity(text.len() + text.len() / 3 + 2);
+    if v < 0.0 && (integer != "0" || !fraction.is_empty()) {
+        out.push('-');
+    }
+    for (i, digit) in integer.chars().enumerate() {
+        if i > 0 && (integer.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    if !fraction.is_empty() {
+        out.push('.');
+        out.push_str(fraction);
+    }
+    out
+}
+
+/// A value-axis label: [`readable`], as plotters hands the ticks over.
+pub(crate) fn axis_value(v: &f64) -> String {
+    readable(*v)
 }
 
 /// The axes, grid and left-axis series of a chart.
@@ -624,11 +653,26 @@ mod tests {
         assert_eq!(axis_value(&0.0), "0");
         assert_eq!(axis_value(&-0.0), "0");
         assert_eq!(axis_value(&1.5), "1.5");
-        assert_eq!(axis_value(&1800.0), "1800");
+        assert_eq!(axis_value(&1800.0), "1,800");
         assert_eq!(axis_value(&0.125), "0.125");
-        assert_eq!(axis_value(&0.00001), "1.00e-5");
-        assert_eq!(axis_value(&0.00002), "2.00e-5");
-        assert_eq!(axis_value(&2.5e9), "2.50e9");
+        assert_eq!(axis_value(&0.00001), "1e-5");
+        assert_eq!(axis_value(&0.00002), "2e-5");
+        assert_eq!(axis_value(&2.5e9), "2.5e9");
+    }
+
+    #[test]
+    fn numbers_read_with_about_four_significant_digits() {
+        assert_eq!(readable(1.7997582240796934), "1.8");
+        assert_eq!(readable(0.6000829428642799), "0.6001");
+        assert_eq!(readable(12.3456), "12.35");
+        assert_eq!(readable(1234567.891), "1,234,568");
+        assert_eq!(readable(-98765.4321), "-98,765");
+        assert_eq!(readable(0.00123456), "0.001235");
+        assert_eq!(readable(-0.00004), "-4e-5");
+        assert_eq!(readable(123456789012.0), "1.235e11");
+        assert_eq!(readable(999.99999), "1,000");
+        assert_eq!(readable(-0.0000001), "-1e-7");
+        assert_eq!(readable(f64::NAN), "NaN");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use benchlink_std::bench::{BenchClient, Results, StatusInfo};
 
-use super::charts::{draw, group, mm_ss, time_span, Points};
+use super::charts::{draw, group, mm_ss, readable, time_span, Points};
 use super::plot::{collect, drawing_failed};
 use crate::fail::Fail;
 
@@ -26,6 +26,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f4f4f4; }
 p.note { color: #555; }
+div.wide { max-width: 100%; overflow-x: auto; }
 svg { display: block; max-width: 100%; height: auto; }
 ";
 
@@ -129,7 +130,11 @@ fn results_table(html: &mut String, results: &Results) {
         .collect();
     stats.sort_by_key(|k| (STATS_ORDER.iter().position(|o| o == k), *k));
     stats.dedup();
-    html.push_str("<table>\n<tr><th>metric</th><th>type</th><th>value</th><th>statistics of</th>");
+    // Wide tables scroll inside their own box, never the page.
+    html.push_str(
+        "<div class=\"wide\">\n<table>\n<tr><th>metric</th><th>type</th><th>value</th>\
+         <th>statistics of</th>",
+    );
     for key in &stats {
         let _ = write!(html, "<th>{}</th>", escape(key));
     }
@@ -140,11 +145,7 @@ fn results_table(html: &mut String, results: &Results) {
         } else {
             "value"
         };
-        let value = metric
-            .value
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let value = metric.value.as_ref().map(number).unwrap_or_default();
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{of}</td>",
@@ -153,16 +154,22 @@ fn results_table(html: &mut String, results: &Results) {
             escape(&value)
         );
         for key in &stats {
-            let cell = metric
-                .stats
-                .get(*key)
-                .map(ToString::to_string)
-                .unwrap_or_default();
+            let cell = metric.stats.get(*key).map(number).unwrap_or_default();
             let _ = write!(html, "<td>{}</td>", escape(&cell));
         }
         html.push_str("</tr>\n");
     }
-    html.push_str("</table>\n");
+    html.push_str("</table>\n</div>\n");
+}
+
+/// A result as people read it ([`readable`]); the server's text when it is no number.
+fn number(value: &benchlink_std::bench::Value) -> String {
+    let v = value.as_f64();
+    if v.is_nan() {
+        value.to_string()
+    } else {
+        readable(v)
+    }
 }
 
 /// `text` safe inside HTML elements and quoted attributes.
