@@ -20,6 +20,8 @@ use benchlink_std::bench::{BenchClient, Scenario, ServerAddress, StatusInfo};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection};
 
+pub mod browser;
+
 /// `readme!(Name, "path")`: the README at `path` as a doc item, so that
 /// `cargo test --doc -p benchlink-tests` compiles its Rust examples (and runs those that
 /// need no server) and what the README shows keeps building.
