@@ -323,8 +323,22 @@ impl BenchClient {
         &self.address
     }
 
+    /// Another client of the same server with the same settings (token, TLS, proxy,
+    /// limits, retries) and a connection of its own: what a program that follows
+    /// several streams at once gives each of its threads.
+    ///
+    /// ```
+    /// use benchlink_std::bench::BenchClient;
+    /// let client = BenchClient::from_host("localhost:4800")?;
+    /// let other = client.another();
+    /// assert_eq!(other.address(), client.address());
+    /// # Ok::<(), benchlink_std::bench::Error>(())
+    /// ```
+    pub fn another(&self) -> BenchClient {
+        self.settings().client()
+    }
+
     /// This client's settings, to make more clients like it ([`Settings::client`]).
-    #[cfg(feature = "tokio")]
     pub(crate) fn settings(&self) -> Settings {
         Settings {
             address: self.address.clone(),

@@ -71,6 +71,8 @@ pub(crate) enum Kind {
     Counter,
     /// One value over time.
     Gauge,
+    /// One series of several benchmarks, each over the time since its start.
+    Compared,
 }
 
 impl Kind {
@@ -79,6 +81,7 @@ impl Kind {
             Kind::Histogram => "histogram",
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Compared => "compared",
         }
     }
 
@@ -88,6 +91,7 @@ impl Kind {
             Kind::Histogram => "value (percentiles, mean)",
             Kind::Counter => "count (total)",
             Kind::Gauge => "value (gauge)",
+            Kind::Compared => "value",
         }
     }
 }
@@ -251,6 +255,25 @@ pub(crate) fn draw(
     Ok(svg)
 }
 
+/// One chart as an SVG of its own ([`WIDTH`] × [`CHART_HEIGHT`]), as the pages show it,
+/// with the pixel columns its time axis spans (where `origin` and `end` are drawn): a
+/// page turns the pointer's position back into a time with them.
+pub(crate) fn draw_one(
+    chart: &Chart<'_>,
+    (origin, end): (u64, u64),
+) -> Result<(String, std::ops::Range<i32>), Box<dyn std::error::Error>> {
+    let span = end.saturating_sub(origin).max(1);
+    let mut svg = String::new();
+    let columns = {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let columns = draw_chart(&root, chart, origin, span)?;
+        root.present()?;
+        columns
+    };
+    Ok((svg, columns))
+}
+
 /// The first and last sample time of `series`, in unix seconds.
 pub(crate) fn time_span(series: &BTreeMap<String, Points>) -> (u64, u64) {
     let times = || series.values().flat_map(|p| p.iter().map(|(t, _)| *t));
@@ -263,12 +286,13 @@ pub(crate) fn mm_ss(seconds: u64) -> String {
     format!("{:02}:{:02}", seconds / 60, seconds % 60)
 }
 
+/// Draws `chart` into `area`; returns the pixel columns of its time axis.
 fn draw_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chart: &Chart<'_>,
     origin: u64,
     span: u64,
-) -> Result<(), Box<dyn std::error::Error>>
+) -> Result<std::ops::Range<i32>, Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {
@@ -292,6 +316,7 @@ where
     }
     let (low, high) = value_range(left.iter().map(|(l, _)| l.points));
     let context = builder.build_cartesian_2d(0.0..span as f64, low..high)?;
+    let columns = context.plotting_area().get_pixel_range().0;
     if right.is_empty() {
         let mut context = context;
         draw_primary(&mut context, chart.kind, &left, origin, span)?;
@@ -324,7 +349,7 @@ where
             ("sans-serif", 13),
         ))?;
     }
-    Ok(())
+    Ok(columns)
 }
 
 /// A number as people read it, on axes and in tables alike: about four significant
@@ -410,10 +435,14 @@ where
 /// A series' points as drawn: thinned to about two per pixel column, time as seconds
 /// since `origin`.
 fn path(points: &Points, origin: u64) -> impl Iterator<Item = (f64, f64)> {
-    decimate(points, PLOT_WIDTH as usize)
+    decimate(points, BUCKETS)
         .into_iter()
         .map(move |(t, v)| (t.saturating_sub(origin) as f64, v))
 }
+
+/// The runs a series is thinned to before it is drawn or sent to a page: one per pixel
+/// column of the plot.
+pub(crate) const BUCKETS: usize = PLOT_WIDTH as usize;
 
 /// At most about `2 * buckets` points with the same outline: the points split into
 /// `buckets` runs, each drawn as its lowest and highest point in time order, so that

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,6 +24,7 @@ use benchlink_std::bench::{
 use benchlink_std::net::{parse_proxy, TlsOptions};
 
 mod charts;
+pub mod dashboard;
 mod plot;
 mod progress;
 mod report;
@@ -86,6 +88,9 @@ enum BenchCommand {
     /// Write one self-contained HTML page about a benchmark: its status timeline, its
     /// results table and its metric charts.
     Report(ReportArgs),
+    /// Serve a live dashboard of the server's benchmarks in the browser: the list, a
+    /// page per benchmark with its charts growing while it runs, and comparisons.
+    Dashboard(DashboardArgs),
     /// Stop a benchmark.
     Stop(IdArg),
     /// Start a clone of a benchmark under a new id.
@@ -163,6 +168,28 @@ struct RunArgs {
     /// When the benchmark ended, draw its metrics into this SVG file (as `bench plot`).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Serve the live dashboard of this benchmark (and the server's others) while it
+    /// runs; its address is printed at the start.
+    #[arg(long)]
+    dashboard: bool,
+    /// With --dashboard: where it listens (port 0: any free one).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        requires = "dashboard"
+    )]
+    listen: SocketAddr,
+}
+
+#[derive(Debug, Args)]
+struct DashboardArgs {
+    /// Where to listen: loopback unless you mean to show the benchmarks to whoever can
+    /// reach this machine (it is read-only and has no login).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4880")]
+    listen: SocketAddr,
+    /// Benchmarks to follow from the start (the newest ones and new ones are shown too).
+    ids: Vec<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -398,6 +425,29 @@ fn validate(args: &BenchArgs) -> Result<(), Fail> {
     Ok(())
 }
 
+/// A dashboard on `listen`, with a warning when that is not loopback.
+fn serve_dashboard(listen: SocketAddr) -> Result<dashboard::Dashboard, Fail> {
+    if !listen.ip().is_loopback() {
+        eprintln!(
+            "warning: the dashboard has no login: anyone who reaches {listen} sees the \
+             benchmarks, their logs and environment; keep it on loopback unless you mean that"
+        );
+    }
+    dashboard::Dashboard::serve(listen)
+        .map_err(|e| Fail(1, format!("cannot serve the dashboard on {listen}: {e}")))
+}
+
+/// The name the server gives a benchmark: the one asked for, else the script's file
+/// name.
+fn scenario_name(options: &StartOptions, start: &StartArgs) -> String {
+    options.benchmark_name.clone().unwrap_or_else(|| {
+        start
+            .script
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    })
+}
+
 /// Says on stderr what a plot drew and where.
 fn plotted(drawn: Drawn, path: &Path) {
     eprintln!(
@@ -457,6 +507,22 @@ fn command(
             let interrupts = Interrupts::catch(a.stop_on_interrupt)?;
             let id = client.start(&scenario, &options)?;
             eprintln!("started benchmark {id} on {}", client.address());
+            let _dashboard = if a.dashboard {
+                let dashboard = serve_dashboard(a.listen)?;
+                dashboard.board().add(
+                    id,
+                    dashboard::Meta {
+                        name: Some(scenario_name(&options, &a.start)),
+                        tags: options.tags.clone(),
+                        env: options.env.clone(),
+                    },
+                );
+                dashboard.watch(client.another(), &[id]);
+                eprintln!("dashboard: {}", dashboard.benchmark_url(id));
+                Some(dashboard)
+            } else {
+                None
+            };
             let status = wait(&mut client, id, &interrupts)?;
             print_json(out, &status);
             let code = exit_for(&status);
@@ -502,6 +568,14 @@ fn command(
                 a.id,
                 a.output.display()
             );
+        }
+        BenchCommand::Dashboard(a) => {
+            let dashboard = serve_dashboard(a.listen)?;
+            dashboard.watch(client, &a.ids);
+            eprintln!("dashboard: {} (Ctrl-C ends it)", dashboard.url());
+            loop {
+                std::thread::park();
+            }
         }
         BenchCommand::Stop(a) => {
             client.stop(a.id)?;

@@ -1,196 +1,94 @@
-//! `benchlink bench report ID -o report.html`: one page about a benchmark — its status
-//! timeline, its results table and its metrics grouped into charts — that reads the same
-//! offline and years later: the styles and the charts (inline SVG) are in the page, and
-//! nothing in it loads from elsewhere (no scripts, links, fonts or images).
+//! `benchlink bench report ID -o report.html`: the dashboard's page of a benchmark
+//! frozen into one file — its status timeline, its metrics grouped into charts with the
+//! pointer readout, the tail of its log, its results table — that reads the same offline
+//! and years later: the style, the script and the charts (inline SVG) are in the page,
+//! and nothing in it loads from elsewhere (no links, fonts, images or script files).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use benchlink_std::bench::{BenchClient, Results, StatusInfo};
+use benchlink_std::bench::{Available, BenchClient};
 
-use super::charts::{draw, group, mm_ss, readable, time_span, Points};
-use super::plot::{collect, drawing_failed};
+use super::dashboard::{frozen_benchmark, Board, Meta};
+use super::plot::collect;
 use crate::fail::Fail;
 
-/// Statistics in the order the results table shows them; others follow by name.
-const STATS_ORDER: [&str; 10] = [
-    "min", "50", "75", "90", "95", "99", "999", "max", "mean", "median",
-];
+/// How long the log of a running benchmark may be silent before the report is written
+/// with what came (its replay comes at once, then it only trickles), and the longest
+/// the log is read.
+const LOG_QUIET: Duration = Duration::from_millis(500);
+const LOG_BUDGET: Duration = Duration::from_secs(10);
 
-/// The page's looks: readable printed or on screen, no external font.
-const STYLE: &str = "\
-body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-th { background: #f4f4f4; }
-p.note { color: #555; }
-div.wide { max-width: 100%; overflow-x: auto; }
-svg { display: block; max-width: 100%; height: auto; }
-";
-
-/// Reads benchmark `id`'s status, results and samples and writes its report to `path`;
-/// returns the number of charts in it.
+/// Reads benchmark `id`'s status, results, samples and log and writes its report to
+/// `path`; returns the number of charts in it.
 pub(crate) fn report(client: BenchClient, id: u64, path: &Path) -> Result<usize, Fail> {
     let mut client = client;
+    let board = Board::new();
+    board.add(id, Meta::default());
     let status = client.status(id)?;
-    let results = client.results(id)?;
+    board.set_results(id, client.results(id)?);
+    board.set_status(id, status.clone());
+    read_log(&board, client.another(), id)?;
     let series = collect(client, id, &status)?;
-    let (html, charts) = page(id, &status, &results, &series)?;
+    for (name, points) in &series {
+        board.push_samples(id, points.iter().map(|(t, v)| (name.as_str(), *t, *v)));
+    }
+    let state = board.lock();
+    let (html, charts) = match state.benches.get(&id) {
+        Some(bench) => frozen_benchmark(id, bench),
+        None => return Err(Fail(1, format!("benchmark {id} was forgotten while read"))),
+    };
     std::fs::write(path, html).map_err(|e| Fail(1, format!("{}: {e}", path.display())))?;
     Ok(charts)
 }
 
-/// The page, and the number of charts in it.
-fn page(
-    id: u64,
-    status: &StatusInfo,
-    results: &Results,
-    series: &BTreeMap<String, Points>,
-) -> Result<(String, usize), Fail> {
-    let mut html = String::new();
-    // Writing into a String cannot fail; `let _ =` keeps that out of the control flow.
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>Benchmark {id}: {status}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n\
-         <h1>Benchmark {id}: {status}</h1>\n",
-        status = escape(&status.status_text),
-    );
-    timeline(&mut html, status);
-    results_table(&mut html, results);
-    html.push_str("<h2>Metrics</h2>\n");
-    let charts = group(series);
-    if series.is_empty() {
-        html.push_str("<p class=\"note\">No metric samples.</p>\n");
-    }
-    if let Some(line) = charts.all_zero_line() {
-        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(&line));
-    }
-    if !charts.charts.is_empty() {
-        let svg = draw(&charts, false, time_span(series)).map_err(drawing_failed)?;
-        html.push_str(svg.trim());
-        html.push('\n');
-    }
-    html.push_str("</body>\n</html>\n");
-    Ok((html, charts.charts.len()))
-}
-
-/// The status timeline: when the benchmark was created, started and ended, each with
-/// the time elapsed since its creation.
-fn timeline(html: &mut String, status: &StatusInfo) {
-    html.push_str(
-        "<h2>Status timeline</h2>\n<table>\n\
-         <tr><th>stage</th><th>time (UTC)</th><th>elapsed (mm:ss)</th></tr>\n",
-    );
-    let created = status.create_time.map(|t| t.unix_seconds());
-    let end = if status.status().is_final() {
-        status.status_text.as_str()
-    } else {
-        "ended"
-    };
-    for (stage, time) in [
-        ("created", status.create_time),
-        ("started", status.start_time),
-        (end, status.finish_time),
-    ] {
-        let (when, elapsed) = match (time, created) {
-            (Some(t), Some(c)) => (t.to_string(), mm_ss(t.unix_seconds().saturating_sub(c))),
-            (Some(t), None) => (t.to_string(), String::new()),
-            (None, _) => ("not yet".to_owned(), String::new()),
-        };
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{when}</td><td>{elapsed}</td></tr>",
-            escape(stage)
-        );
-    }
-    html.push_str("</table>\n");
-    if let Some(reason) = &status.reason {
-        let _ = writeln!(html, "<p class=\"note\">reason: {}</p>", escape(reason));
-    }
-}
-
-/// The results: one row per metric, one column per statistic any metric has (a
-/// counter's statistics are of its rate).
-fn results_table(html: &mut String, results: &Results) {
-    html.push_str("<h2>Results</h2>\n");
-    if results.0.is_empty() {
-        html.push_str(
-            "<p class=\"note\">No results yet: the server gives them once the benchmark \
-             has ended.</p>\n",
-        );
-        return;
-    }
-    let mut stats: Vec<&str> = results
-        .0
-        .values()
-        .flat_map(|m| m.stats.keys().map(String::as_str))
-        .collect();
-    stats.sort_by_key(|k| (STATS_ORDER.iter().position(|o| o == k), *k));
-    stats.dedup();
-    // Wide tables scroll inside their own box, never the page.
-    html.push_str(
-        "<div class=\"wide\">\n<table>\n<tr><th>metric</th><th>type</th><th>value</th>\
-         <th>statistics of</th>",
-    );
-    for key in &stats {
-        let _ = write!(html, "<th>{}</th>", escape(key));
-    }
-    html.push_str("</tr>\n");
-    for (name, metric) in &results.0 {
-        let of = if metric.kind == "counter" {
-            "rate (per second)"
-        } else {
-            "value"
-        };
-        let value = metric.value.as_ref().map(number).unwrap_or_default();
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{of}</td>",
-            escape(name),
-            escape(&metric.kind),
-            escape(&value)
-        );
-        for key in &stats {
-            let cell = metric.stats.get(*key).map(number).unwrap_or_default();
-            let _ = write!(html, "<td>{}</td>", escape(&cell));
-        }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</table>\n</div>\n");
-}
-
-/// A result as people read it ([`readable`]); the server's text when it is no number.
-fn number(value: &benchlink_std::bench::Value) -> String {
-    let v = value.as_f64();
-    if v.is_nan() {
-        value.to_string()
-    } else {
-        readable(v)
-    }
-}
-
-/// `text` safe inside HTML elements and quoted attributes.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c => out.push(c),
+/// The log's lines onto `board` (which keeps the tail), until it ends, is quiet for
+/// [`LOG_QUIET`] or was read for [`LOG_BUDGET`].
+fn read_log(board: &Board, client: BenchClient, id: u64) -> Result<(), Fail> {
+    let mut client = client.with_stream_idle_timeout(Some(LOG_QUIET));
+    let mut stream = client.log(id)?.silence_ends();
+    let until = Instant::now() + LOG_BUDGET;
+    let mut batch: Vec<String> = Vec::new();
+    loop {
+        let state = stream.read_available(|line| {
+            if let Ok(text) = line {
+                batch.push(text.to_owned());
+            }
+            ControlFlow::Continue(())
+        });
+        board.push_log(id, batch.iter().map(String::as_str));
+        batch.clear();
+        match state {
+            Ok(Available::Idle) if Instant::now() < until => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_timeout() => return Ok(()),
+            Err(e) => return Err(e.into()),
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use benchlink_std::bench::MetricResult;
+    use super::super::dashboard::{frozen_benchmark, Bench};
+    use benchlink_std::bench::{MetricResult, Results, StatusInfo};
+    use std::collections::BTreeMap;
+
+    fn page(
+        id: u64,
+        status: &StatusInfo,
+        results: &Results,
+        series: &BTreeMap<String, super::super::charts::Points>,
+    ) -> Option<(String, usize)> {
+        let bench = Bench {
+            status: Some(status.clone()),
+            results: Some(results.clone()),
+            series: series.clone(),
+            followed: true,
+            ..Bench::default()
+        };
+        Some(frozen_benchmark(id, &bench))
+    }
 
     fn status(text: &str) -> StatusInfo {
         StatusInfo {
@@ -253,9 +151,10 @@ mod tests {
         assert!(html.contains("<p class=\"note\">all zero: errors</p>"));
         assert_eq!(html.matches("<svg").count(), 1);
         assert!(html.contains("\nprint (counter)\n"), "the chart's title");
-        for outside in [
-            "<script", "<link", "<img", "src=", "href=", "url(", "@import",
-        ] {
+        // One script, inside: the pointer readout. Nothing from elsewhere.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("<script>\n"));
+        for outside in ["<link", "<img", "src=", "href=", "url(", "@import"] {
             assert!(!html.contains(outside), "{outside}");
         }
     }
@@ -269,7 +168,7 @@ mod tests {
         assert_eq!(charts, 0);
         assert!(html.contains("<tr><td>ended</td><td>not yet</td><td></td></tr>"));
         assert!(html.contains("No results yet"));
-        assert!(html.contains("No metric samples."));
+        assert!(html.contains("No metric samples yet."));
         assert!(!html.contains("<svg"));
     }
 }
