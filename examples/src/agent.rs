@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use benchlink_cli::dashboard::{Board, Dashboard, Meta};
 use benchlink_core::bench::Status;
 use benchlink_sandbox::bench::{BenchServer, BenchServerConfig};
 use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
@@ -94,6 +95,9 @@ pub struct AgentOptions {
     pub env: Vec<(String, String)>,
     /// How often to poll the benchmark's status.
     pub status_poll: Duration,
+    /// A live dashboard to show the run on: its status, and its samples as the
+    /// subscriber receives them (those that made the round trip, each once).
+    pub dashboard: Option<Arc<Dashboard>>,
 }
 
 impl AgentOptions {
@@ -111,6 +115,7 @@ impl AgentOptions {
             rtm: None,
             env: Vec::new(),
             status_poll: Duration::from_millis(100),
+            dashboard: None,
         }
     }
 }
@@ -226,6 +231,19 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         "started benchmark {id} ({}) on {host}; publishing its metrics to {channel}",
         scenario.name
     );
+    let board = options.dashboard.as_ref().map(|dashboard| {
+        dashboard.board().add_fed(
+            id,
+            Meta {
+                name: Some(scenario.name.clone()),
+                tags: Vec::new(),
+                env: options.env.clone(),
+            },
+        );
+        dashboard.follow_log(&bench, id);
+        let _ = writeln!(out, "dashboard: {}", dashboard.benchmark_url(id));
+        Arc::clone(dashboard.board())
+    });
 
     // The messaging side: the subscriber is listening before the first sample goes out.
     let publisher = Rtm::connect(&target)?;
@@ -236,7 +254,10 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
         .subscribe(
             &channel,
             Mode::Reliable,
-            Counter(sub_tx),
+            Counter {
+                tx: sub_tx,
+                dashboard: board.clone().map(|b| (b, id, HashSet::new())),
+            },
             SubscribeOptions::default(),
         )
         .map_err(ctx("subscribing"))?;
@@ -285,6 +306,9 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     let mut last = String::new();
     let status = bench
         .wait(id, options.status_poll, |s| {
+            if let Some(board) = &board {
+                board.set_status(id, s.clone());
+            }
             if s.status_text != last {
                 last.clone_from(&s.status_text);
                 let _ = writeln!(
@@ -339,6 +363,10 @@ pub fn run(options: &AgentOptions, out: &mut dyn Write) -> Result<Summary, Agent
     let reconnected = publisher.reconnects() + subscriber.reconnects();
 
     let results = bench.results(id).map_err(ctx("reading the results"))?;
+    if let Some(board) = &board {
+        board.set_status(id, status.clone());
+        board.set_results(id, results.clone());
+    }
     drop(publisher);
     drop(subscriber);
     Ok(Summary {
@@ -523,35 +551,54 @@ enum Counted {
     },
 }
 
-/// The shape of a published sample (`seq` is read; the rest only checked).
+/// The shape of a published sample.
 #[derive(serde::Deserialize)]
 pub(crate) struct Metric {
-    #[allow(dead_code)]
-    ts: u64,
-    #[allow(dead_code)]
-    metric: String,
-    #[allow(dead_code)]
-    value: serde_json::Value,
+    pub(crate) ts: u64,
+    pub(crate) metric: String,
+    pub(crate) value: serde_json::Value,
     pub(crate) seq: u64,
 }
 
-struct Counter(Sender<Counted>);
+/// The subscriber's observer: counts the samples for the summary and, with a
+/// dashboard, shows each one the first time it arrives.
+struct Counter {
+    tx: Sender<Counted>,
+    /// The dashboard's board, the benchmark, and the samples already shown.
+    dashboard: Option<(Arc<Board>, u64, HashSet<u64>)>,
+}
 
 impl SubscriptionObserver for Counter {
     fn on_enter_subscribed(&mut self) {
-        let _ = self.0.send(Counted::Subscribed);
+        let _ = self.tx.send(Counted::Subscribed);
     }
     fn on_enter_failed(&mut self, reason: &str) {
-        let _ = self.0.send(Counted::Failed(reason.to_owned()));
+        let _ = self.tx.send(Counted::Failed(reason.to_owned()));
     }
     fn on_subscription_data(&mut self, data: &SubscriptionData) {
         let (mut seqs, mut invalid) = (Vec::new(), 0);
+        let mut shown = Vec::new();
         for m in data.messages() {
             match serde_json::from_str::<Metric>(m) {
-                Ok(metric) => seqs.push(metric.seq),
+                Ok(metric) => {
+                    seqs.push(metric.seq);
+                    if let Some((_, _, seen)) = &mut self.dashboard {
+                        if seen.insert(metric.seq) {
+                            shown.push(metric);
+                        }
+                    }
+                }
                 Err(_) => invalid += 1,
             }
         }
-        let _ = self.0.send(Counted::Messages { seqs, invalid });
+        if let Some((board, id, _)) = &self.dashboard {
+            board.push_samples(
+                *id,
+                shown
+                    .iter()
+                    .filter_map(|m| Some((m.metric.as_str(), m.ts, m.value.as_f64()?))),
+            );
+        }
+        let _ = self.tx.send(Counted::Messages { seqs, invalid });
     }
 }

@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run                                    # hello.bdl on local in-process servers
 //! cargo run -- --async                         # the same, written against the async API
+//! cargo run -- --dashboard                     # the same, shown live in the browser
 //! cargo run -- path/to/scenario.bdl --host mzbench:4800 \
 //!     --endpoint wss://rtm.example --appkey K [--role R --role-secret S]
 //! ```
@@ -58,8 +59,21 @@ struct Args {
     poll_ms: u64,
     /// Run the agent written against the async API (benchlink_std::tokio) on a tokio
     /// runtime: the same job and output.
-    #[arg(long = "async")]
+    #[arg(long = "async", conflicts_with = "dashboard")]
     run_async: bool,
+    /// Serve a live dashboard of the run in the browser (its address is printed at the
+    /// start), fed by what the subscriber receives; it stays up after the run until
+    /// Ctrl-C.
+    #[arg(long)]
+    dashboard: bool,
+    /// With --dashboard: where it listens (port 0: any free one).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        requires = "dashboard"
+    )]
+    listen: std::net::SocketAddr,
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {
@@ -84,6 +98,20 @@ fn main() -> ExitCode {
         }
         (None, _) => None,
     };
+    let dashboard = if args.dashboard {
+        match benchlink_cli::dashboard::Dashboard::serve(args.listen) {
+            Ok(dashboard) => Some(std::sync::Arc::new(dashboard)),
+            Err(e) => {
+                eprintln!(
+                    "agent: error: serving the dashboard on {}: {e}",
+                    args.listen
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let options = AgentOptions {
         scenario: args.scenario.unwrap_or_else(agent::default_scenario),
         host: args.host,
@@ -91,6 +119,7 @@ fn main() -> ExitCode {
         rtm,
         env: args.env,
         status_poll: Duration::from_millis(args.poll_ms.max(10)),
+        dashboard: dashboard.clone(),
     };
     let mut out = std::io::stdout();
     let ran = if args.run_async {
@@ -131,6 +160,15 @@ fn main() -> ExitCode {
                 );
             }
             println!("{}", summary.line());
+            if let Some(dashboard) = &dashboard {
+                println!(
+                    "dashboard: still served at {} until Ctrl-C",
+                    dashboard.benchmark_url(summary.id)
+                );
+                loop {
+                    std::thread::park();
+                }
+            }
             ExitCode::from(summary.exit_code())
         }
         Err(e) => {

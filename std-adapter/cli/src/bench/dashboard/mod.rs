@@ -107,6 +107,19 @@ impl Dashboard {
         &self.board
     }
 
+    /// Shows the log of benchmark `id` as the server behind `client` streams it (with a
+    /// connection of its own), for a feeder that pushes the benchmark's samples itself.
+    ///
+    /// ```no_run
+    /// # let dashboard = benchlink_cli::dashboard::Dashboard::serve("127.0.0.1:0".parse()?)?;
+    /// let client = benchlink_std::bench::BenchClient::from_host("localhost:4800")?;
+    /// dashboard.follow_log(&client, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn follow_log(&self, client: &BenchClient, id: u64) {
+        watch::follow_log(&self.board, client, id);
+    }
+
     /// Shows the server behind `client`: the benchmarks `ids` (followed at once), its
     /// newest ones and every one it starts from now on.
     pub(crate) fn watch(&self, client: BenchClient, ids: &[u64]) {

@@ -118,6 +118,13 @@ fn newest(client: &mut BenchClient) -> Option<u64> {
 
 /// Follows benchmark `id`'s `/data` and log on two threads until they end.
 fn follow(board: &Arc<Board>, client: &BenchClient, id: u64) {
+    follow_data(board, client, id);
+    follow_log(board, client, id);
+}
+
+/// Follows benchmark `id`'s `/data` on a thread of its own until it ends, then reads
+/// the final status and the results.
+fn follow_data(board: &Arc<Board>, client: &BenchClient, id: u64) {
     let data = {
         let (board, mut client) = (
             Arc::clone(board),
@@ -164,6 +171,13 @@ fn follow(board: &Arc<Board>, client: &BenchClient, id: u64) {
             }
         }
     };
+    let _ = std::thread::Builder::new()
+        .name(format!("dashboard-data-{id}"))
+        .spawn(data);
+}
+
+/// Follows benchmark `id`'s log on a thread of its own until it ends.
+pub(crate) fn follow_log(board: &Arc<Board>, client: &BenchClient, id: u64) {
     let log = {
         let (board, mut client) = (
             Arc::clone(board),
@@ -196,9 +210,6 @@ fn follow(board: &Arc<Board>, client: &BenchClient, id: u64) {
             }
         }
     };
-    let _ = std::thread::Builder::new()
-        .name(format!("dashboard-data-{id}"))
-        .spawn(data);
     let _ = std::thread::Builder::new()
         .name(format!("dashboard-log-{id}"))
         .spawn(log);
