@@ -547,6 +547,12 @@ impl Seen {
                     }
                 }
             }
+            // A WebSocket has no `requestWillBeSent`; its URL counts as a request too.
+            "Network.webSocketCreated" => {
+                if let Some(url) = str_at("/url") {
+                    self.urls.push(url.to_owned());
+                }
+            }
             // A load the page itself cancelled (a navigation away, an aborted fetch) is
             // not an error of the page.
             "Network.loadingFailed" if params.get("canceled") != Some(&Value::Bool(true)) => {
@@ -733,16 +739,18 @@ impl Page<'_> {
     /// order seen.
     ///
     /// Events are read as commands are answered; a round trip to the page first
-    /// (`Runtime.evaluate` of `0`) reads what had arrived before it.
+    /// (`Runtime.evaluate` of `0`) reads what had arrived before it. An error still on its
+    /// way (a request not yet answered) is not there yet: wait for the page state that
+    /// follows it first ([`Page::wait_for`]), then ask.
     pub fn console_errors(&self) -> Vec<String> {
         self.flush();
         self.inner.borrow().seen.errors.clone()
     }
 
     /// Every URL the page requested (`Network.requestWillBeSent`): the document, its
-    /// resources, `fetch`es, WebSockets' handshakes, in order, so a test can check that
-    /// nothing went to another origin. Read after a round trip, as for
-    /// [`Page::console_errors`].
+    /// resources, `fetch`es and event streams, and the URLs of the WebSockets it opened
+    /// (`Network.webSocketCreated`), in order, so a test can check that nothing went to
+    /// another origin. Read after a round trip, as for [`Page::console_errors`].
     pub fn requested_urls(&self) -> Vec<String> {
         self.flush();
         self.inner.borrow().seen.urls.clone()

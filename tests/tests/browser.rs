@@ -1,7 +1,7 @@
 //! The headless-browser harness (`benchlink_tests::browser`) against a page of its own:
 //! a tiny HTTP server on loopback serves one HTML page whose inline script misbehaves on
 //! request (`?bad`: a console error, `?throw`: an uncaught exception, `?missing`: an image
-//! that is not there), adds an element after a timer, draws an SVG rectangle of a known
+//! that is not there, `?ws`: a WebSocket the server refuses), adds an element after a timer, draws an SVG rectangle of a known
 //! colour and shows where the mouse last moved. Each test launches its own browser
 //! through `require()`, so without chromium they skip (and fail under CI).
 
@@ -46,6 +46,10 @@ const PAGE: &str = r##"<!doctype html>
   document.addEventListener('mousemove', (e) => {
     document.getElementById('moved').textContent = e.clientX + ',' + e.clientY;
   });
+  if (query.includes('ws')) {
+    const ws = new WebSocket('ws://' + location.host + '/socket');
+    ws.onclose = () => { window.wsClosed = true; };
+  }
   if (query.includes('throw')) throw new Error('thrown on purpose');
 </script>
 </body></html>
@@ -210,6 +214,15 @@ fn console_errors_and_requests() {
     );
     let urls = missing.requested_urls();
     assert!(urls.iter().any(|u| u.ends_with("/missing.png")), "{urls:?}");
+
+    // A WebSocket is a request too (the server refuses it: a 404 to the upgrade).
+    let ws = browser.open(&server.url("?ws"), VIEWPORT).unwrap();
+    ws.wait_for("window.wsClosed", GUARD).unwrap();
+    let socket = format!("ws://{}/socket", server.addr);
+    let urls = ws.requested_urls();
+    assert!(urls.contains(&socket), "{urls:?}");
+    let errors = ws.console_errors();
+    assert!(errors.iter().any(|e| e.contains(&socket)), "{errors:?}");
 }
 
 #[test]
