@@ -138,9 +138,19 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     /// and after a cut, a reset, a refused connection, a deadline or a 5xx as
     /// [`with_retry`](Self::with_retry) says; one that changes state is sent once.
     pub fn call<R: JsonRequest>(&mut self, req: &R) -> Result<R::Reply<'_>, Error<'_>> {
-        let mut tries = CallRetry::new(self.retry, R::IDEMPOTENT);
-        // The reply is read from the body buffer once the loop is over (it borrows it).
-        let gathered = loop {
+        let gathered = self.gather(req, R::IDEMPOTENT)?;
+        Ok(gathered.finish::<R>(self.body)?)
+    }
+
+    /// [`call`](Self::call) up to its reply gathered in the body buffer (read from there
+    /// by the caller: the reply borrows it): once for every request type.
+    fn gather(
+        &mut self,
+        req: &dyn Start<'b>,
+        idempotent: bool,
+    ) -> Result<Gathered, Error<'static>> {
+        let mut tries = CallRetry::new(self.retry, idempotent);
+        loop {
             let mut reply = ReplyBody::new(self.body);
             let exchanged = self.conn.exchange(req, ResponseKind::Reply, &mut reply);
             let gathered = reply.gathered();
@@ -149,11 +159,10 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 Some(at) => self.conn.sleep_until(at)?,
                 None => {
                     exchanged?;
-                    break gathered;
+                    return Ok(gathered);
                 }
             }
-        };
-        Ok(gathered.finish::<R>(self.body)?)
+        }
     }
 
     /// Sends a stream request (`/log`, `/userlog`, `/data`, `/server_logs`) and hands
@@ -392,7 +401,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
     }
 }
 
-impl<T: Transport> Conn<'_, T> {
+impl<'b, T: Transport> Conn<'b, T> {
     fn close(&mut self) {
         if self.talk.close() {
             self.transport.close();
@@ -412,10 +421,10 @@ impl<T: Transport> Conn<'_, T> {
     }
 
     /// One request and its response into `sink`, over the kept-alive connection or a
-    /// new one.
-    fn exchange<R: Request>(
+    /// new one. Once for every request type (each copy would be flash).
+    fn exchange(
         &mut self,
-        req: &R,
+        req: &dyn Start<'b>,
         kind: ResponseKind,
         sink: &mut dyn Sink,
     ) -> Result<(), Error<'static>> {
@@ -428,8 +437,30 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
         let now = self.transport.now();
-        let mut exchange = self.talk.exchange(req, kind, now);
+        let mut exchange = req.start(&mut self.talk, kind, now);
         run(&mut self.transport, self.rx, &mut exchange, sink)
+    }
+}
+
+/// A request as a trait object: what starts its exchange, so that the loops around it
+/// are not compiled again for every request type.
+trait Start<'b> {
+    fn start<'a>(
+        &'a self,
+        talk: &'a mut Conversation<'b>,
+        kind: ResponseKind,
+        now: Instant,
+    ) -> Exchange<'a, 'b, ErrorKind, ErrorKind>;
+}
+
+impl<'b, R: Request> Start<'b> for R {
+    fn start<'a>(
+        &'a self,
+        talk: &'a mut Conversation<'b>,
+        kind: ResponseKind,
+        now: Instant,
+    ) -> Exchange<'a, 'b, ErrorKind, ErrorKind> {
+        talk.exchange(self, kind, now)
     }
 }
 
