@@ -33,7 +33,6 @@ pub(crate) fn watch_server(board: &Arc<Board>, client: BenchClient, given: &[u64
         }));
     }
     for id in given {
-        board.add(*id, Default::default());
         board.want(*id);
     }
     let board = Arc::clone(board);
