@@ -203,3 +203,66 @@ fn the_agent_survives_a_relay_that_cuts_its_connections() {
         "seed {seed}: no connection was cut: {cuts:?}"
     );
 }
+
+/// `agent --dashboard`: the address printed once at the start, and after the run the
+/// page shows every sample the subscriber received, once, in its charts.
+#[test]
+fn the_dashboard_shows_the_samples_that_made_the_round_trip() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("--dashboard")
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env_remove("MZBENCH_API_HOST")
+        .env_remove("BENCHLINK_RTM_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning the agent");
+    let lines = benchlink_tests::lines_of(child.stdout.take().expect("piped"));
+    let mut stdout = String::new();
+    let mut next = || {
+        let line = lines.recv_timeout(PATIENCE).expect("the agent's next line");
+        stdout.push_str(&line);
+        stdout.push('\n');
+        line
+    };
+    let url = loop {
+        if let Some(url) = next().strip_prefix("dashboard: ") {
+            break url.to_owned();
+        }
+    };
+    while !next().starts_with("dashboard: still served") {}
+    let (_, received) = summary(&stdout);
+    let page = get(&url);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        stdout.matches("dashboard: http").count(),
+        1,
+        "the address printed once: {stdout}"
+    );
+    assert!(page.contains("<h1>Benchmark 0: complete</h1>"), "{page}");
+    assert!(page.contains("<td>hello.bdl</td>"), "its name");
+    assert!(
+        page.contains(&format!("{received} samples of ")),
+        "the page counts the {received} samples received"
+    );
+    assert!(page.contains("<figure class=\"chart\""), "charts");
+    assert!(
+        page.contains("<h2>Results</h2>\n<div class=\"wide\">"),
+        "results"
+    );
+}
+
+/// The body of `GET url` (an `http://127.0.0.1:PORT/…` URL).
+fn get(url: &str) -> String {
+    use std::io::Write;
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = std::net::TcpStream::connect(authority).expect("connected");
+    s.set_read_timeout(Some(PATIENCE)).expect("a read guard");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {authority}\r\n\r\n").expect("sent");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("a reply");
+    reply
+}

@@ -151,6 +151,13 @@ fn benchmark_charts(bench: &Bench) -> String {
         html.push_str("<p class=\"note\">No metric samples yet.</p>\n");
         return html;
     }
+    let kept: usize = series.values().map(Vec::len).sum();
+    let _ = writeln!(
+        html,
+        "<p class=\"note\">{} samples of {} series.</p>",
+        readable(kept as f64),
+        series.len()
+    );
     if bench.samples_dropped > 0 {
         let _ = writeln!(
             html,
