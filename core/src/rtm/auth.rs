@@ -32,7 +32,6 @@
 
 use core::fmt;
 
-use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use md5::Md5;
 
@@ -251,7 +250,7 @@ fn hash_with(secret: &[u8], feed: impl FnOnce(&mut HmacMd5)) -> [u8; HASH_LEN] {
     if let Ok(mut mac) = HmacMd5::new_from_slice(secret) {
         feed(&mut mac);
         let digest = mac.finalize().into_bytes();
-        let _ = base64::engine::general_purpose::STANDARD.encode_slice(digest, &mut out);
+        crate::ws::b64::encode(&digest, &mut out);
     }
     out
 }

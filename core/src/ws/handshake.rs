@@ -9,9 +9,9 @@
 //! percent-encoded (the Python SDK appends it raw); an endpoint with a query string is
 //! refused by [`Endpoint::parse`] and by the writer.
 
+use super::b64;
 use super::Endpoint;
 use crate::http::{authority, check_host, header, list_has, query, Cursor, EncodeError, Head};
-use base64::Engine as _;
 
 /// The GUID RFC 6455 appends to the key before hashing it.
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -36,7 +36,7 @@ impl Key {
     pub fn new(nonce: [u8; 16]) -> Key {
         let mut text = [0u8; 24];
         // 16 bytes are always exactly 24 base64 characters.
-        let _ = base64::engine::general_purpose::STANDARD.encode_slice(nonce, &mut text);
+        b64::encode(&nonce, &mut text);
         Key { text }
     }
 
@@ -73,7 +73,7 @@ impl Key {
         let digest = super::sha1::digest(&[&self.text, GUID]);
         let mut text = [0u8; 28];
         // 20 bytes are always exactly 28 base64 characters.
-        let _ = base64::engine::general_purpose::STANDARD.encode_slice(digest, &mut text);
+        b64::encode(&digest, &mut text);
         Accept { text }
     }
 }

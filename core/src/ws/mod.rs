@@ -56,6 +56,7 @@
 //! //    `poll_transmit` offers, send with `send_text`.
 //! ```
 
+pub(crate) mod b64;
 mod close;
 mod decoder;
 mod endpoint;
