@@ -47,9 +47,6 @@ macro_rules! text_enum {
                 None
             }
 
-            fn find(is: impl Fn(&str) -> bool) -> Option<Self> {
-                Self::NAMES.iter().position(|text| is(text)).and_then(Self::from_index)
-            }
 
             #[doc = concat!(
                 "The variant for the server's text; text it does not know becomes `Other`.\n\n",
@@ -60,7 +57,9 @@ macro_rules! text_enum {
                 stringify!($name), "::Other(\"from_the_future\"));\n```"
             )]
             pub fn parse(text: &'a str) -> Self {
-                Self::find(|name| name == text).unwrap_or(Self::Other(text))
+                $crate::text_enum::index_of(Self::NAMES, text)
+                    .and_then(Self::from_index)
+                    .unwrap_or(Self::Other(text))
             }
 
             /// Decodes escapes before comparing, so only truly unknown text is `Other`.
@@ -69,7 +68,9 @@ macro_rules! text_enum {
             pub(crate) fn from_json(text: crate::json::JsonStr<'a>) -> Self {
                 match text.as_plain() {
                     Some(plain) => Self::parse(plain),
-                    None => Self::find(|name| text == name).unwrap_or(Self::Other(text.as_raw())),
+                    None => $crate::text_enum::index_of_json(Self::NAMES, text)
+                        .and_then(Self::from_index)
+                        .unwrap_or(Self::Other(text.as_raw())),
                 }
             }
 
@@ -102,4 +103,14 @@ macro_rules! text_enum {
             }
         }
     };
+}
+
+/// Where `text` is in `names`: one loop for every enum (not one per enum and caller).
+pub(crate) fn index_of(names: &[&str], text: &str) -> Option<usize> {
+    names.iter().position(|name| *name == text)
+}
+
+/// [`index_of`] for text with escapes, decoded as it is compared.
+pub(crate) fn index_of_json(names: &[&str], text: crate::json::JsonStr<'_>) -> Option<usize> {
+    names.iter().position(|name| text == *name)
 }
