@@ -145,17 +145,23 @@ pub(crate) fn find_byte(data: &[u8], needle: u8) -> Option<usize> {
 }
 
 /// Flags (high bit) the bytes of `x` that are not ASCII digits; the lowest flag is right.
+// Only the sample parser's one pass uses it, on 64-bit targets (`bench::samples`).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 pub(crate) fn non_digits<W: Word>(x: W) -> W {
     (x | x.wrapping_sub(W::repeat(b'0')) | x.wrapping_add(W::repeat(0x7f - b'9'))) & W::repeat(0x80)
 }
 
 /// How many ASCII digits `data` starts with.
+// Only the sample parser's one pass uses it, on 64-bit targets (`bench::samples`).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 pub(crate) fn digit_run(data: &[u8]) -> usize {
     find::<Native>(data, non_digits, |b| !b.is_ascii_digit()).unwrap_or(data.len())
 }
 
 /// The value of up to 19 ASCII digits (the caller checked that they are digits), eight
 /// at a time.
+// Only the sample parser's one pass uses it, on 64-bit targets (`bench::samples`).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 pub(crate) fn decimal(digits: &[u8]) -> u64 {
     let mut value = 0u64;
     let mut words = digits.chunks_exact(8);
