@@ -436,7 +436,9 @@ fn the_page_of_a_fed_benchmark_escapes_metric_names_and_costs_what_the_readme_sa
             + 4;
         reply.split_off(at)
     };
+    let rendered = std::time::Instant::now();
     let page = String::from_utf8(get("/benchmarks/1", false)).expect("utf-8");
+    let rendered = rendered.elapsed();
     assert_eq!(page.matches("<figure class=\"chart\"").count(), 100);
     assert!(
         page.contains("&lt;b&gt;hostile&lt;/b&gt;"),
@@ -448,9 +450,30 @@ fn the_page_of_a_fed_benchmark_escapes_metric_names_and_costs_what_the_readme_sa
     // under 4 MB as text and 1 MB on the wire.
     assert!(page.len() < 4 << 20, "{} bytes", page.len());
     assert!(packed.len() < 1 << 20, "{} bytes deflated", packed.len());
-    println!(
-        "page cost: 100 metrics x 3600 samples: {} bytes of HTML, {} deflated",
+    // Figures for the README, printed (never asserted): what the page costs the
+    // dashboard (its answer, made and sent) and the browser (loaded and drawn).
+    let mut figures = format!(
+        "page cost: 100 metrics x 3600 samples: {} bytes of HTML, {} deflated; answered in {} ms",
         page.len(),
-        packed.len()
+        packed.len(),
+        rendered.as_millis()
     );
+    if let Some(browser) = require() {
+        let tab = browser
+            .open(&format!("{}benchmarks/1", dashboard.url()), WINDOW)
+            .expect("the page");
+        let times = tab
+            .eval(
+                "(() => { const n = performance.getEntriesByType('navigation')[0];                  const p = performance.getEntriesByType('paint')                    .find(e => e.name === 'first-contentful-paint');                  return [n.responseEnd, p ? p.startTime : null, n.loadEventEnd,                    document.querySelectorAll('figure.chart svg').length]; })()",
+            )
+            .expect("the page's timings");
+        assert_eq!(times[3], 100, "every chart drawn");
+        figures.push_str(&format!(
+            "; in chromium: received at {:.0} ms, first paint at {:.0} ms, loaded with its 100 charts at {:.0} ms",
+            times[0].as_f64().unwrap_or(f64::NAN),
+            times[1].as_f64().unwrap_or(f64::NAN),
+            times[2].as_f64().unwrap_or(f64::NAN)
+        ));
+    }
+    println!("{figures}");
 }

@@ -440,9 +440,11 @@ fn path(points: &Points, origin: u64) -> impl Iterator<Item = (f64, f64)> {
         .map(move |(t, v)| (t.saturating_sub(origin) as f64, v))
 }
 
-/// The runs a series is thinned to before it is drawn or sent to a page: one per pixel
-/// column of the plot.
-pub(crate) const BUCKETS: usize = PLOT_WIDTH as usize;
+/// The runs a series is thinned to before it is drawn or sent to a page: one per two
+/// pixel columns of the plot (each drawn as its lowest and highest point, so a spike
+/// one sample wide still shows), which halves a long benchmark's page against one run
+/// per column with no difference to see.
+pub(crate) const BUCKETS: usize = PLOT_WIDTH as usize / 2;
 
 /// At most about `2 * buckets` points with the same outline: the points split into
 /// `buckets` runs, each drawn as its lowest and highest point in time order, so that
