@@ -477,3 +477,67 @@ fn the_page_of_a_fed_benchmark_escapes_metric_names_and_costs_what_the_readme_sa
     }
     println!("{figures}");
 }
+
+/// How long a sample takes from the board to the screen (printed for the README, never
+/// asserted): the page's request for news is answered when the sample arrives, after
+/// the dashboard's settling pause, and the page swaps the charts in.
+#[test]
+fn a_new_sample_reaches_the_screen() {
+    let Some(browser) = require() else { return };
+    let dashboard = Dashboard::serve("127.0.0.1:0".parse().expect("an address")).expect("served");
+    let board = dashboard.board();
+    board.add_fed(7, Meta::default());
+    let t0 = 1_800_000_000u64;
+    board.push_samples(7, [("m", t0, 1.0)]);
+    let page = browser
+        .open(&dashboard.benchmark_url(7), WINDOW)
+        .expect("the page");
+    page.wait_for(&format!("{POINTS} === 1"), GUARD)
+        .expect("the first sample drawn");
+    let mut delays = Vec::new();
+    for i in 1..=5u64 {
+        let pushed = std::time::Instant::now();
+        board.push_samples(7, [("m", t0 + i, (i + 1) as f64)]);
+        page.wait_for(&format!("{POINTS} === {}", i + 1), GUARD)
+            .expect("the sample drawn");
+        delays.push(pushed.elapsed());
+    }
+    delays.sort();
+    assert_eq!(page.console_errors(), Vec::<String>::new());
+    println!(
+        "a new sample on screen after {} ms (median of 5; 300 ms of it the dashboard's wait \
+         for the changes that come together)",
+        delays[2].as_millis()
+    );
+}
+
+/// Told to listen beyond loopback, the dashboard warns before anything else. (The address
+/// is one of TEST-NET's, which no machine has: the warning comes, then the refusal to
+/// bind, and nothing is ever exposed by the test.)
+#[test]
+fn listening_beyond_loopback_is_warned_about() {
+    let server = server_with(|_| {});
+    let dashboard = Running::start(&server.host(), &["dashboard", "--listen", "192.0.2.1:0"]);
+    let warning = loop {
+        let line = dashboard
+            .stderr
+            .recv_timeout(GUARD)
+            .expect("benchlink's next line");
+        if line.starts_with("warning:") {
+            break line;
+        }
+        assert!(
+            !line.starts_with("dashboard:"),
+            "served without a warning first"
+        );
+    };
+    assert!(
+        warning.contains("no login") && warning.contains("192.0.2.1"),
+        "{warning}"
+    );
+    let refusal = dashboard.stderr.recv_timeout(GUARD).expect("the refusal");
+    assert!(
+        refusal.starts_with("error: cannot serve the dashboard on 192.0.2.1:0"),
+        "{refusal}"
+    );
+}

@@ -6,11 +6,17 @@
 // dashboard escaped.
 (function () {
   "use strict";
+  // Numbers as the tables and axes print them (charts::readable): about four
+  // significant digits, every digit of the integer part, thousands grouped, scientific
+  // notation for the tiny and the huge.
   var digits = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 4 });
+  var whole = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
   var tiny = new Intl.NumberFormat("en-US", { notation: "scientific", maximumSignificantDigits: 4 });
   function readable(v) {
     var a = Math.abs(v);
-    return (a !== 0 && (a < 1e-4 || a >= 1e9)) ? tiny.format(v).replace("E", "e") : digits.format(v);
+    if (a === 0) return "0";
+    if (a < 1e-4 || a >= 1e9) return tiny.format(v).replace("E", "e");
+    return (a >= 1000 ? whole : digits).format(v);
   }
   function mmss(s) {
     s = Math.max(0, Math.round(s));
