@@ -179,6 +179,19 @@ fn a_running_benchmark_grows_live_in_the_browser_with_a_pointer_readout() {
         picture.count_near(BLUE, 30) > 100,
         "the first series' colour on screen"
     );
+    assert!(
+        picture.count_near(ORANGE, 30) > 100,
+        "the second series' colour on screen"
+    );
+    let legend = page
+        .eval("document.querySelector('figure.chart svg').textContent")
+        .expect("the first chart's text");
+    for entry in ["min", "p50", "p99.9", "mean"] {
+        assert!(
+            legend.as_str().is_some_and(|t| t.contains(entry)),
+            "the legend names {entry}: {legend}"
+        );
+    }
 
     for p in [&list, &page] {
         assert_eq!(
