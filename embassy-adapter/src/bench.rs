@@ -81,6 +81,37 @@ pub struct BenchClient<'b, T> {
     retry: Option<Retry>,
 }
 
+/// `http://host[:port]`, `https://host[:port]` or `host[:port]` (plain HTTP): the host,
+/// the port (default 80, 443 with `https://`, 4800 without a scheme, as `mzbench`
+/// reads `MZBENCH_API_HOST`) and whether the URL asks for TLS. A path is not allowed
+/// (put a reverse proxy's prefix in [`Server::prefix`]); IPv6 literals are not read.
+///
+/// ```
+/// use benchlink_embassy::bench::parse_url;
+/// assert_eq!(parse_url("https://bench.example"), Some(("bench.example", 443, true)));
+/// assert_eq!(parse_url("http://10.0.0.1:4800"), Some(("10.0.0.1", 4800, false)));
+/// assert_eq!(parse_url("10.0.0.1"), Some(("10.0.0.1", 4800, false)));
+/// assert_eq!(parse_url("https://h:x"), None);
+/// ```
+pub fn parse_url(url: &str) -> Option<(&str, u16, bool)> {
+    let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("https://") {
+        (rest, true, 443)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (rest, false, 80)
+    } else {
+        (url, false, 4800)
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() || rest.contains('/') {
+        return None;
+    }
+    match rest.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() => Some((host, port.parse().ok()?, tls)),
+        Some(_) => None,
+        None => Some((rest, default_port, tls)),
+    }
+}
+
 impl<T> core::fmt::Debug for BenchClient<'_, T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("BenchClient")
@@ -95,6 +126,8 @@ impl<T> core::fmt::Debug for BenchClient<'_, T> {
 /// the body goes.
 struct Conn<'b, T> {
     transport: T,
+    /// Connect with TLS (`https://`).
+    tls: bool,
     talk: Conversation<'b>,
     rx: &'b mut [u8],
 }
@@ -109,6 +142,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
         let mut client = BenchClient {
             conn: Conn {
                 transport,
+                tls: false,
                 talk,
                 rx: buffers.rx,
             },
@@ -142,6 +176,14 @@ impl<'b, T: Transport> BenchClient<'b, T> {
             .talk
             .set_inflate(InflateMemory::new(state, window)?);
         Ok(self)
+    }
+
+    /// Speaks TLS to the server (an `https://` URL, see [`parse_url`]): every connection
+    /// is opened with [`Transport::connect_tls`], the certificate checked for
+    /// [`Server::host`]. A transport without TLS then fails every connect.
+    pub fn with_tls(mut self, tls: bool) -> Self {
+        self.conn.tls = tls;
+        self
     }
 
     /// Replaces the default [`Timeouts`].
@@ -523,7 +565,7 @@ impl<T: Transport> Conn<'_, T> {
             self.talk.handle_peer_closed();
         }
         let mut exchange = self.talk.exchange(req, kind, now());
-        run(&mut self.transport, self.rx, &mut exchange, sink).await
+        run(&mut self.transport, self.tls, self.rx, &mut exchange, sink).await
     }
 }
 
@@ -532,6 +574,7 @@ impl<T: Transport> Conn<'_, T> {
 /// exchange's next deadline. Once for every request type (each copy would be flash).
 async fn run<T: Transport>(
     transport: &mut T,
+    tls: bool,
     rx: &mut [u8],
     exchange: &mut Exchange<'_, '_, ConnectError, ErrorKind>,
     sink: &mut dyn Sink,
@@ -539,6 +582,9 @@ async fn run<T: Transport>(
     loop {
         let deadline = exchange.poll_timeout();
         let done = match exchange.poll_output(now()) {
+            Some(Output::Connect { host, port }) if tls => {
+                Done::Connected(bounded(deadline, transport.connect_tls(host, port)).await)
+            }
             Some(Output::Connect { host, port }) => {
                 Done::Connected(bounded(deadline, transport.connect(host, port)).await)
             }

@@ -96,6 +96,8 @@
 
 pub mod bench;
 pub mod rtm;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod transport;
 
 /// The protocol core this crate drives, re-exported so firmware needs one dependency.

@@ -66,8 +66,9 @@ const WAITERS: usize = 8;
 /// [`rtm::Config::connect_timeout`].
 #[derive(Debug, Clone, Copy)]
 pub struct MessagingConfig<'a> {
-    /// `ws://host[:port][/path]` (`wss://` needs TLS, which this crate does not do: every
-    /// attempt fails with [`rtm::ConnectError::Tls`]).
+    /// `ws://host[:port][/path]`, or `wss://…` over a transport with TLS (feature `tls`:
+    /// `tls::TlsTransport`; any other transport fails every
+    /// attempt with [`rtm::ConnectError::Tls`]).
     pub endpoint: &'a str,
     /// The application key.
     pub appkey: &'a str,
@@ -155,6 +156,8 @@ struct Shared<const SUBS: usize, const PENDING: usize> {
     /// One per acknowledged request awaited: at most `PENDING`.
     awaited: Vec<Awaited, PENDING>,
     waiters: MultiWakerRegistration<WAITERS>,
+    /// Why the last connection attempt failed (`None` once one succeeds).
+    connect_error: Option<TransportError>,
 }
 
 /// The messaging client shared by the runner and every task: put it in a static
@@ -273,6 +276,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                 events: Events::new(events).replies_by_ticket(),
                 awaited: Vec::new(),
                 waiters: MultiWakerRegistration::new(),
+                connect_error: None,
             })),
             wake: Signal::new(),
         })
@@ -348,6 +352,13 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     pub fn state(&self) -> ClientState {
         self.with_shared(|s| s.link.client().state())
             .unwrap_or(ClientState::Stopped)
+    }
+
+    /// Why the last attempt to open the transport failed, in the transport's words (a
+    /// TLS refusal's reason: unknown issuer, wrong name, …); `None` once one succeeded.
+    /// The link's own event carries only its kind ([`rtm::ConnectError::Tls`]).
+    pub fn last_connect_error(&self) -> Option<TransportError> {
+        self.with_shared(|s| s.connect_error).flatten()
     }
 
     /// Events dropped for want of room (see the module's notes on delivery).
@@ -760,6 +771,8 @@ fn connect_error(e: TransportError) -> rtm::ConnectError {
         TransportError::NoRoute => rtm::ConnectError::Io { code: 113 },
         TransportError::InvalidState => rtm::ConnectError::Other { code: 1 },
         TransportError::TlsUnsupported => rtm::ConnectError::Tls,
+        #[cfg(feature = "tls")]
+        TransportError::Tls(_) => rtm::ConnectError::Tls,
     }
 }
 
@@ -772,7 +785,7 @@ fn embassy_instant(at: Option<CoreInstant>) -> Instant {
 #[derive(Debug, Clone, Copy)]
 enum Step {
     /// Open the transport to the host the runner copied, this port.
-    Connect(u16),
+    Connect(u16, bool),
     /// Write the link's next unsent bytes, from where they are into the transport.
     Write,
     /// Close the transport.
@@ -827,16 +840,15 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                     }
                     let step = loop {
                         match link.poll_output(now) {
-                            Some(Output::Connect { tls: true, .. }) => {
-                                link.handle_connect_failed(now, rtm::ConnectError::Tls, events);
-                            }
                             Some(Output::Connect {
-                                host: name, port, ..
+                                host: name,
+                                port,
+                                tls,
                             }) => {
                                 host.clear();
                                 // Never too long: it is part of the endpoint.
                                 let _ = host.push_str(name);
-                                break Step::Connect(port);
+                                break Step::Connect(port, tls);
                             }
                             Some(Output::Transmit(_)) => {
                                 if read_first && transport.readable() && held.is_empty() {
@@ -852,8 +864,8 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                 })
                 .unwrap_or((Step::Wait, None));
             match step {
-                Step::Connect(port) => {
-                    connected = self.connect(&mut transport, &host, port).await;
+                Step::Connect(port, tls) => {
+                    connected = self.connect(&mut transport, &host, port, tls).await;
                 }
                 Step::Close => {
                     (connected, held) = (false, 0..0);
@@ -905,9 +917,22 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
 
     /// Opens the transport for the link; true when it is open. The attempt is abandoned
     /// when the link gives it up (its connect timeout, or a stop).
-    async fn connect<T: Transport>(&self, transport: &mut T, host: &str, port: u16) -> bool {
+    async fn connect<T: Transport>(
+        &self,
+        transport: &mut T,
+        host: &str,
+        port: u16,
+        tls: bool,
+    ) -> bool {
         let result = {
-            let mut attempt = pin!(transport.connect(host, port));
+            // `wss://`: TLS (a transport without it refuses with `TlsUnsupported`).
+            let mut attempt = pin!(async {
+                if tls {
+                    transport.connect_tls(host, port).await
+                } else {
+                    transport.connect(host, port).await
+                }
+            });
             loop {
                 let at = self.with_shared(|s| s.link.poll_timeout()).flatten();
                 match select3(
@@ -935,12 +960,16 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
         };
         match result {
             Some(Ok(())) => {
-                let _ = self.with(|s| s.link.handle_connected(now(), &mut s.events));
+                let _ = self.with(|s| {
+                    s.connect_error = None;
+                    s.link.handle_connected(now(), &mut s.events)
+                });
                 true
             }
             Some(Err(e)) => {
                 transport.close().await;
                 let _ = self.with(|s| {
+                    s.connect_error = Some(e);
                     s.link
                         .handle_connect_failed(now(), connect_error(e), &mut s.events)
                 });

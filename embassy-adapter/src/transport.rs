@@ -28,8 +28,12 @@ pub enum ConnectError {
     NoRoute,
     /// The socket could not be reset for a new connection.
     InvalidState,
-    /// The endpoint asks for TLS (`https://`, `wss://`), which this crate does not do.
+    /// The endpoint asks for TLS (`https://`, `wss://`) and the transport has none
+    /// (feature `tls`: `tls::TlsTransport`).
     TlsUnsupported,
+    /// The TLS handshake failed or the server's certificate was refused, and why.
+    #[cfg(feature = "tls")]
+    Tls(crate::tls::TlsRefusal),
 }
 
 impl core::fmt::Display for ConnectError {
@@ -40,7 +44,9 @@ impl core::fmt::Display for ConnectError {
             ConnectError::TimedOut => "connect timed out",
             ConnectError::NoRoute => "no route to host",
             ConnectError::InvalidState => "socket not reusable",
-            ConnectError::TlsUnsupported => "TLS endpoints are not supported",
+            ConnectError::TlsUnsupported => "TLS endpoints are not supported by this transport",
+            #[cfg(feature = "tls")]
+            ConnectError::Tls(why) => why.as_str(),
         })
     }
 }
@@ -62,6 +68,13 @@ pub trait Transport: Read + Write {
     /// Opens a connection to `host:port` (a name is resolved first), dropping any previous
     /// one.
     async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError>;
+
+    /// Opens a TLS connection to `host:port` (`https://`, `wss://`), the server's
+    /// certificate checked for `host`. The default: [`ConnectError::TlsUnsupported`].
+    async fn connect_tls(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
+        let _ = (host, port);
+        Err(ConnectError::TlsUnsupported)
+    }
 
     /// Closes the connection (gracefully when the peer cooperates) and leaves the
     /// transport ready for the next [`connect`](Transport::connect).
@@ -115,6 +128,8 @@ pub struct TcpTransport<'a> {
     #[cfg(feature = "dns")]
     stack: Stack<'a>,
     socket: TcpSocket<'a>,
+    /// Names with a fixed address, looked up before anything else.
+    hosts: &'a [(&'a str, IpAddress)],
 }
 
 impl core::fmt::Debug for TcpTransport<'_> {
@@ -133,12 +148,45 @@ impl<'a> TcpTransport<'a> {
             #[cfg(feature = "dns")]
             stack,
             socket: TcpSocket::new(stack, rx_buffer, tx_buffer),
+            hosts: &[],
         }
+    }
+
+    /// Fixed addresses for names (a device's `/etc/hosts`), looked up before the DNS
+    /// client or an IP literal's own address: the name stays what TLS checks the
+    /// certificate against. QEMU's board maps `localhost` to the host that forwards to
+    /// the host machine's loopback, so a certificate for `localhost` is checked as such.
+    pub fn with_hosts(mut self, hosts: &'a [(&'a str, IpAddress)]) -> Self {
+        self.hosts = hosts;
+        self
+    }
+
+    /// `host` in the fixed table.
+    fn fixed(&self, host: &str) -> Option<IpAddress> {
+        self.hosts
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(host))
+            .map(|(_, addr)| *addr)
     }
 
     /// The socket, to tune it (`set_keep_alive`, `set_timeout`, `set_nagle_enabled`).
     pub fn socket_mut(&mut self) -> &mut TcpSocket<'a> {
         &mut self.socket
+    }
+
+    /// Bytes the socket's send buffer can take now.
+    pub fn send_room(&self) -> usize {
+        self.socket.send_capacity() - self.socket.send_queue()
+    }
+
+    /// The size of the socket's send buffer.
+    pub fn send_capacity(&self) -> usize {
+        self.socket.send_capacity()
+    }
+
+    /// True once the peer ended its side of the stream (FIN or reset).
+    pub fn finished(&self) -> bool {
+        !self.socket.may_recv()
     }
 
     /// `host`'s address: an IP literal as it is, a name through the stack's DNS client.
@@ -192,7 +240,10 @@ impl Write for TcpTransport<'_> {
 impl Transport for TcpTransport<'_> {
     async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
         self.reset().await;
-        let addr = self.resolve(host).await?;
+        let addr = match self.fixed(host) {
+            Some(addr) => addr,
+            None => self.resolve(host).await?,
+        };
         self.socket
             .connect(IpEndpoint::new(addr, port))
             .await

@@ -1,0 +1,742 @@
+//! TLS 1.3 as a [`Transport`] (feature `tls`): [`TlsTransport`] carries `https://` and
+//! `wss://` connections over an embassy-net socket with `embedded-tls` (no_std, no
+//! allocator), and plain `http://` / `ws://` ones over the same socket. The URL chooses:
+//! the messaging link asks for TLS when its endpoint is `wss://`, the benchmark client
+//! when it was made from an `https://` URL ([`bench::parse_url`](crate::bench::parse_url)).
+//!
+//! **Verification is always on** — there is no switch to turn it off:
+//!
+//! - the server's chain must lead to one of the [`TrustAnchors`] the firmware was built
+//!   with (DER certificates; a board's build script turns PEM files into them): each
+//!   certificate is checked with the key of the next one in the chain (which must be a
+//!   CA: basicConstraints `cA`), until an anchor's key verifies one;
+//! - the leaf's subjectAltName must name the URL's host: a DNS name (`*.` wildcards for
+//!   one label), or an IP address when the host is an IP literal; the subject's CN is
+//!   not looked at (as rustls and browsers do);
+//! - signatures: ECDSA P-256 with SHA-256, in the certificates and in the handshake's
+//!   CertificateVerify. Anything else (RSA, P-384) is refused as
+//!   [`TlsRefusal::UnsupportedAlgorithm`]: embedded-tls's RSA needs an allocator;
+//! - validity dates against [`unix_time`]: the time the board set with
+//!   [`set_unix_time`] (QEMU: the host's clock at start; a board with an RTC or SNTP:
+//!   that) plus the time since; before a board sets it, only the build-time floor of
+//!   [`set_unix_time_floor`] is known, and a certificate that expired before it is
+//!   refused, while `notBefore` cannot be checked.
+//!
+//! A refusal says why, in words ([`TlsRefusal`], in [`ConnectError::Tls`]).
+//!
+//! **Buffers** are the caller's ([`TlsBuffers`]): `rx` holds one whole TLS record as
+//! it arrives (a server may send records of up to 16 KiB of plaintext: 16,640 bytes with
+//! the record's overhead, [`MAX_RECORD`]), `tx` one outgoing record (any size from 1 KiB:
+//! writes are cut into records that fit it; it also carries the ClientHello). With an
+//! `rx` smaller than [`MAX_RECORD`] the client asks for a smaller record size with the
+//! `max_fragment_length` extension (RFC 6066; the one embedded-tls sends —
+//! `record_size_limit` of RFC 8449 it does not). OpenSSL-based servers (stunnel, nginx)
+//! honour it; rustls and many hosted services ignore it, and their first record larger
+//! than `rx` fails the connection with [`TlsRefusal::RecordTooLarge`] (during the
+//! handshake) or an I/O error (after it). So a buffer of [`MAX_RECORD`] is the one that
+//! works with every server.
+//!
+//! Reads and writes are cancel-safe as the [`Transport`] trait asks: a record is read
+//! into `rx` and counted as it arrives (a dropped read goes on where it was), and a
+//! record is written only once the TCP socket has room for all of it.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use der::Decode;
+use embassy_time::{with_timeout, Duration, Instant};
+use embedded_io_async::{ErrorType, Read, Write};
+use embedded_tls::der_certificate::{DecodedCertificate, Time, ECDSA_SHA256};
+use embedded_tls::{
+    Aes128GcmSha256, CertificateRef, CertificateVerifyRef, CryptoProvider, FlushPolicy,
+    MaxFragmentLength, SignatureScheme, TlsCipherSuite, TlsConfig, TlsConnection, TlsContext,
+    TlsError, TlsVerifier,
+};
+use heapless::{String, Vec};
+use p256::ecdsa::signature::Verifier as _;
+use p256::ecdsa::{Signature, VerifyingKey};
+use sha2::Digest;
+
+use crate::transport::{ConnectError, TcpTransport, Transport};
+
+/// The largest TLS record a server may send: 16 KiB of plaintext, 256 bytes of
+/// expansion and the 5-byte header, rounded as embedded-tls counts it.
+pub const MAX_RECORD: usize = 16_640;
+
+/// Bytes of `tx` a record needs beyond its plaintext (embedded-tls's reserve).
+const RECORD_OVERHEAD: usize = 128;
+
+/// How long [`TlsTransport::close`] waits to send `close_notify`.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest host name the verifier keeps.
+const MAX_HOST: usize = 64;
+
+/// Why a TLS connection was refused (or failed while being set up), in words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TlsRefusal {
+    /// No trust anchor signed the server's chain (an unrelated or missing CA).
+    UnknownIssuer,
+    /// The certificate does not name the host of the URL.
+    WrongName,
+    /// A certificate of the chain expired (or is not valid yet).
+    Expired,
+    /// A signature did not verify (a certificate's, or the handshake's).
+    BadSignature,
+    /// The server uses an algorithm the device cannot verify (RSA, P-384, …).
+    UnsupportedAlgorithm,
+    /// A certificate could not be read (malformed DER, a chain too long, a
+    /// non-CA certificate used as an issuer).
+    BadCertificate,
+    /// The server sent a TLS alert (its description code, RFC 8446 §6).
+    Alert(u8),
+    /// A record larger than the receive buffer (the server ignored
+    /// `max_fragment_length`, or `rx` is smaller than a record it sends).
+    RecordTooLarge,
+    /// The connection closed or failed during the handshake.
+    Closed,
+    /// The handshake failed otherwise (a protocol error, no common cipher suite).
+    Handshake,
+}
+
+impl TlsRefusal {
+    /// What went wrong, in a few words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsRefusal::UnknownIssuer => {
+                "certificate refused: unknown issuer (not signed by a trusted CA)"
+            }
+            TlsRefusal::WrongName => {
+                "certificate refused: wrong name (it does not name the URL's host)"
+            }
+            TlsRefusal::Expired => "certificate refused: expired or not yet valid",
+            TlsRefusal::BadSignature => "certificate refused: bad signature",
+            TlsRefusal::UnsupportedAlgorithm => {
+                "certificate refused: unsupported algorithm (ECDSA P-256/SHA-256 only)"
+            }
+            TlsRefusal::BadCertificate => "certificate refused: malformed certificate or chain",
+            TlsRefusal::Alert(code) => alert_name(code),
+            TlsRefusal::RecordTooLarge => "TLS record larger than the receive buffer",
+            TlsRefusal::Closed => "the connection closed during the TLS handshake",
+            TlsRefusal::Handshake => "the TLS handshake failed",
+        }
+    }
+}
+
+impl core::fmt::Display for TlsRefusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The server's alert, in words.
+fn alert_name(code: u8) -> &'static str {
+    match code {
+        0 => "the server sent an alert: close_notify",
+        10 => "the server sent an alert: unexpected_message",
+        20 => "the server sent an alert: bad_record_mac",
+        22 => "the server sent an alert: record_overflow",
+        40 => "the server sent an alert: handshake_failure",
+        42 => "the server sent an alert: bad_certificate",
+        47 => "the server sent an alert: illegal_parameter",
+        50 => "the server sent an alert: decode_error",
+        51 => "the server sent an alert: decrypt_error",
+        70 => "the server sent an alert: protocol_version",
+        71 => "the server sent an alert: insufficient_security",
+        80 => "the server sent an alert: internal_error",
+        109 => "the server sent an alert: missing_extension",
+        110 => "the server sent an alert: unsupported_extension",
+        112 => "the server sent an alert: unrecognized_name",
+        120 => "the server sent an alert: no_application_protocol",
+        _ => "the server sent an alert",
+    }
+}
+
+/// The certificates a device trusts (DER), compiled in.
+#[derive(Debug, Clone, Copy)]
+pub struct TrustAnchors<'a> {
+    certs: &'a [&'a [u8]],
+}
+
+impl<'a> TrustAnchors<'a> {
+    /// Trust `certs` (DER, one certificate each: CA certificates, or a server's own
+    /// self-signed certificate).
+    pub const fn new(certs: &'a [&'a [u8]]) -> Self {
+        TrustAnchors { certs }
+    }
+}
+
+/// The buffers of one TLS connection (see the module docs for their sizes).
+pub struct TlsBuffers<'a> {
+    /// One incoming record: [`MAX_RECORD`] for any server.
+    pub rx: &'a mut [u8],
+    /// One outgoing record (at least 1 KiB; 2–4 KiB is plenty).
+    pub tx: &'a mut [u8],
+}
+
+/// Seconds since 1970 at boot (0: not known). 32 bits (until 2106): a Cortex-M has no
+/// 64-bit atomics.
+static UNIX_AT_BOOT: AtomicU32 = AtomicU32::new(0);
+/// A time the device knows it is later than (the firmware's build, say).
+static UNIX_FLOOR: AtomicU32 = AtomicU32::new(0);
+
+fn secs32(secs: u64) -> u32 {
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+/// Tells the verifier the time: `unix_secs` now (from an RTC, SNTP, or on QEMU the
+/// host's clock handed in at start). Certificates' `notBefore` and `notAfter` are then
+/// checked against it and the time since.
+pub fn set_unix_time(unix_secs: u64) {
+    let at_boot = unix_secs.saturating_sub(Instant::now().as_secs());
+    UNIX_AT_BOOT.store(secs32(at_boot).max(1), Ordering::Relaxed);
+}
+
+/// A time the device is certainly later than (e.g. the firmware's build time), used
+/// while [`set_unix_time`] has not been called: a certificate that expired before it is
+/// refused.
+pub fn set_unix_time_floor(unix_secs: u64) {
+    UNIX_FLOOR.store(secs32(unix_secs), Ordering::Relaxed);
+}
+
+/// The best time the device has: `(seconds since 1970, exact)`; not exact: only the
+/// floor is known (0: nothing).
+pub fn unix_time() -> (u64, bool) {
+    match UNIX_AT_BOOT.load(Ordering::Relaxed) {
+        0 => (UNIX_FLOOR.load(Ordering::Relaxed).into(), false),
+        at_boot => (u64::from(at_boot) + Instant::now().as_secs(), true),
+    }
+}
+
+/// A `rand_core` 0.9 RNG as the 0.6 one embedded-tls takes.
+struct Rng06<'r, R>(&'r mut R);
+
+impl<R: rand_core::RngCore> rand_core_06::RngCore for Rng06<'_, R> {
+    fn next_u32(&mut self) -> u32 {
+        self.0.next_u32()
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.0.fill_bytes(dest);
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core_06::Error> {
+        self.0.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+impl<R: rand_core::CryptoRng> rand_core_06::CryptoRng for Rng06<'_, R> {}
+
+/// Checks the server's certificate chain and handshake signature; keeps why it refused.
+struct Verifier<'a> {
+    anchors: TrustAnchors<'a>,
+    host: String<MAX_HOST>,
+    /// The leaf's public key (SEC1, P-256) and the transcript, for CertificateVerify.
+    leaf_key: Option<VerifyingKey>,
+    transcript: Option<<Aes128GcmSha256 as TlsCipherSuite>::Hash>,
+    refusal: Option<TlsRefusal>,
+}
+
+impl Verifier<'_> {
+    fn refuse(&mut self, why: TlsRefusal) -> TlsError {
+        self.refusal = Some(why);
+        TlsError::InvalidCertificate
+    }
+}
+
+impl TlsVerifier<Aes128GcmSha256> for Verifier<'_> {
+    fn set_hostname_verification(&mut self, hostname: &str) -> Result<(), TlsError> {
+        self.host.clear();
+        self.host
+            .push_str(hostname)
+            .map_err(|()| TlsError::InsufficientSpace)
+    }
+
+    fn verify_certificate(
+        &mut self,
+        transcript: &<Aes128GcmSha256 as TlsCipherSuite>::Hash,
+        cert: CertificateRef,
+    ) -> Result<(), TlsError> {
+        let mut chain: Vec<&[u8], 4> = Vec::new();
+        for entry in cert.entries.iter() {
+            if let embedded_tls::CertificateEntryRef::X509(der) = entry {
+                if chain.push(der).is_err() {
+                    return Err(self.refuse(TlsRefusal::BadCertificate));
+                }
+            }
+        }
+        match check_chain(&chain, self.anchors, &self.host, unix_time()) {
+            Ok(key) => {
+                self.leaf_key = Some(key);
+                self.transcript = Some(transcript.clone());
+                Ok(())
+            }
+            Err(why) => Err(self.refuse(why)),
+        }
+    }
+
+    fn verify_signature(&mut self, verify: CertificateVerifyRef) -> Result<(), TlsError> {
+        if verify.signature_scheme != SignatureScheme::EcdsaSecp256r1Sha256 {
+            return Err(self.refuse(TlsRefusal::UnsupportedAlgorithm));
+        }
+        let (Some(key), Some(transcript)) = (self.leaf_key.take(), self.transcript.take()) else {
+            return Err(self.refuse(TlsRefusal::Handshake));
+        };
+        // RFC 8446 §4.4.3: 64 spaces, the context string, a zero byte, the transcript hash.
+        let mut message: Vec<u8, 130> = Vec::new();
+        let _ = message.resize(64, 0x20);
+        let _ = message.extend_from_slice(b"TLS 1.3, server CertificateVerify\x00");
+        let _ = message.extend_from_slice(&transcript.finalize());
+        let verified = Signature::from_der(verify.signature)
+            .is_ok_and(|sig| key.verify(&message, &sig).is_ok());
+        if verified {
+            Ok(())
+        } else {
+            Err(self.refuse(TlsRefusal::BadSignature))
+        }
+    }
+}
+
+/// Checks `chain` (leaf first) against `anchors` for `host` at `time`; the leaf's key.
+fn check_chain(
+    chain: &[&[u8]],
+    anchors: TrustAnchors<'_>,
+    host: &str,
+    (now, exact): (u64, bool),
+) -> Result<VerifyingKey, TlsRefusal> {
+    let leaf_der = chain.first().ok_or(TlsRefusal::BadCertificate)?;
+    let leaf = DecodedCertificate::from_der(leaf_der).map_err(|_| TlsRefusal::BadCertificate)?;
+    if !names_host(&leaf, host)? {
+        return Err(TlsRefusal::WrongName);
+    }
+    let leaf_key = public_key(&leaf)?;
+    let mut current = leaf;
+    let mut current_der: &[u8] = leaf_der;
+    let mut rest = chain.iter().skip(1);
+    loop {
+        check_dates(&current, now, exact)?;
+        // Issued by a trust anchor (or is one: a pinned self-signed certificate)?
+        for anchor_der in anchors.certs {
+            if *anchor_der == current_der {
+                return Ok(leaf_key);
+            }
+            let Ok(anchor) = DecodedCertificate::from_der(anchor_der) else {
+                continue;
+            };
+            if signed_by(&current, current_der, &anchor)? {
+                check_dates(&anchor, now, exact)?;
+                return Ok(leaf_key);
+            }
+        }
+        // Else by the next certificate of the chain, which must be a CA.
+        let Some(next_der) = rest.next() else {
+            return Err(TlsRefusal::UnknownIssuer);
+        };
+        let next =
+            DecodedCertificate::from_der(next_der).map_err(|_| TlsRefusal::BadCertificate)?;
+        if !signed_by(&current, current_der, &next)? {
+            return Err(TlsRefusal::UnknownIssuer);
+        }
+        if !is_ca(&next) {
+            return Err(TlsRefusal::BadCertificate);
+        }
+        current = next;
+        current_der = next_der;
+    }
+}
+
+/// Seconds since 1970 of a certificate time.
+fn unix(time: &Time) -> u64 {
+    match time {
+        Time::UtcTime(t) => t.to_unix_duration().as_secs(),
+        Time::GeneralTime(t) => t.to_unix_duration().as_secs(),
+    }
+}
+
+fn check_dates(cert: &DecodedCertificate<'_>, now: u64, exact: bool) -> Result<(), TlsRefusal> {
+    let validity = &cert.tbs_certificate.validity;
+    if unix(&validity.not_after) < now || (exact && unix(&validity.not_before) > now) {
+        return Err(TlsRefusal::Expired);
+    }
+    Ok(())
+}
+
+/// The P-256 key of `cert`.
+fn public_key(cert: &DecodedCertificate<'_>) -> Result<VerifyingKey, TlsRefusal> {
+    let key = cert
+        .tbs_certificate
+        .subject_public_key_info
+        .public_key
+        .as_bytes()
+        .ok_or(TlsRefusal::BadCertificate)?;
+    VerifyingKey::from_sec1_bytes(key).map_err(|_| TlsRefusal::UnsupportedAlgorithm)
+}
+
+/// Whether `issuer`'s key verifies `cert`'s signature (an unsupported algorithm is an
+/// error, a key that does not verify is `false`).
+fn signed_by(
+    cert: &DecodedCertificate<'_>,
+    cert_der: &[u8],
+    issuer: &DecodedCertificate<'_>,
+) -> Result<bool, TlsRefusal> {
+    if cert.signature_algorithm != ECDSA_SHA256 {
+        return Err(TlsRefusal::UnsupportedAlgorithm);
+    }
+    let Ok(key) = public_key(issuer) else {
+        // An issuer with another kind of key did not sign it with ECDSA P-256.
+        return Ok(false);
+    };
+    let signature = cert
+        .signature
+        .as_bytes()
+        .and_then(|sig| Signature::from_der(sig).ok())
+        .ok_or(TlsRefusal::BadCertificate)?;
+    let tbs = tbs_bytes(cert_der).ok_or(TlsRefusal::BadCertificate)?;
+    Ok(key.verify(tbs, &signature).is_ok())
+}
+
+/// The DER of the TBSCertificate inside a certificate's DER (what is signed).
+fn tbs_bytes(cert: &[u8]) -> Option<&[u8]> {
+    use der::{Reader, SliceReader};
+    let mut reader = SliceReader::new(cert).ok()?;
+    let outer = der::Header::decode(&mut reader).ok()?;
+    outer.tag().assert_eq(der::Tag::Sequence).ok()?;
+    reader.tlv_bytes().ok()
+}
+
+const BASIC_CONSTRAINTS: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("2.5.29.19");
+const SUBJECT_ALT_NAME: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("2.5.29.17");
+
+/// basicConstraints with `cA` true.
+fn is_ca(cert: &DecodedCertificate<'_>) -> bool {
+    let Some(extensions) = &cert.tbs_certificate.extensions else {
+        return false;
+    };
+    extensions.iter().any(|e| {
+        // OCTET STRING { SEQUENCE { BOOLEAN cA, … } }: 30 len 01 01 ff
+        e.extn_id == BASIC_CONSTRAINTS
+            && matches!(e.extn_value.value(), [0x30, _, 0x01, 0x01, ca, ..] if *ca != 0)
+    })
+}
+
+/// Whether the subjectAltName of `cert` names `host` (a DNS name, or an IP literal).
+fn names_host(cert: &DecodedCertificate<'_>, host: &str) -> Result<bool, TlsRefusal> {
+    let ip = host.parse::<core::net::IpAddr>().ok();
+    let Some(extensions) = &cert.tbs_certificate.extensions else {
+        return Ok(false);
+    };
+    for ext in extensions.iter().filter(|e| e.extn_id == SUBJECT_ALT_NAME) {
+        let mut names = ext.extn_value.value();
+        // SEQUENCE OF GeneralName
+        let (tag, body, _) = tlv(names).ok_or(TlsRefusal::BadCertificate)?;
+        if tag != 0x30 {
+            return Err(TlsRefusal::BadCertificate);
+        }
+        names = body;
+        while !names.is_empty() {
+            let (tag, value, rest) = tlv(names).ok_or(TlsRefusal::BadCertificate)?;
+            names = rest;
+            let matched = match (tag, ip) {
+                // dNSName [2] IA5String
+                (0x82, None) => core::str::from_utf8(value).is_ok_and(|n| dns_matches(n, host)),
+                // iPAddress [7] OCTET STRING
+                (0x87, Some(core::net::IpAddr::V4(a))) => value == a.octets(),
+                (0x87, Some(core::net::IpAddr::V6(a))) => value == a.octets(),
+                _ => false,
+            };
+            if matched {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// One DER TLV with a short or long length: (tag, value, rest).
+fn tlv(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = bytes.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 2 {
+            return None;
+        }
+        let (len_bytes, after) = rest.split_at_checked(n)?;
+        rest = after;
+        len_bytes.iter().fold(0, |l, b| l << 8 | usize::from(*b))
+    };
+    let (value, rest) = rest.split_at_checked(len)?;
+    Some((tag, value, rest))
+}
+
+/// A certificate's DNS name against the host: equal (ignoring ASCII case), or `*.rest`
+/// for one more label in front of `rest`.
+fn dns_matches(name: &str, host: &str) -> bool {
+    if let Some(suffix) = name.strip_prefix("*.") {
+        // At least two labels after the wildcard; the wildcard covers exactly one.
+        return suffix.contains('.')
+            && host.split_once('.').is_some_and(|(label, rest)| {
+                !label.is_empty() && rest.eq_ignore_ascii_case(suffix)
+            });
+    }
+    name.eq_ignore_ascii_case(host)
+}
+
+/// embedded-tls's crypto: the board's RNG and the verifier.
+struct Provider<'p, 'a, R> {
+    rng: Rng06<'p, R>,
+    verifier: &'p mut Verifier<'a>,
+}
+
+impl<R: rand_core::RngCore + rand_core::CryptoRng> CryptoProvider for Provider<'_, '_, R> {
+    type CipherSuite = Aes128GcmSha256;
+    type Signature = p256::ecdsa::DerSignature;
+
+    fn rng(&mut self) -> impl embedded_tls::CryptoRngCore {
+        &mut self.rng
+    }
+
+    fn verifier(&mut self) -> Result<&mut impl TlsVerifier<Self::CipherSuite>, TlsError> {
+        Ok(&mut *self.verifier)
+    }
+}
+
+/// The refusal a failed handshake stands for.
+fn refusal_of(e: TlsError) -> TlsRefusal {
+    match e {
+        TlsError::HandshakeAborted(_, description) => TlsRefusal::Alert(description as u8),
+        TlsError::InsufficientSpace => TlsRefusal::RecordTooLarge,
+        TlsError::ConnectionClosed | TlsError::IoError | TlsError::Io(_) => TlsRefusal::Closed,
+        TlsError::InvalidSignatureScheme => TlsRefusal::UnsupportedAlgorithm,
+        TlsError::InvalidSignature => TlsRefusal::BadSignature,
+        TlsError::InvalidCertificate | TlsError::DecodeError => TlsRefusal::BadCertificate,
+        _ => TlsRefusal::Handshake,
+    }
+}
+
+/// A [`Transport`] that speaks TLS 1.3 when asked ([`Transport::connect_tls`]: `https://`,
+/// `wss://`) and plain TCP otherwise, over one embassy-net socket, with the caller's
+/// buffers reused for every connection. `R` is the board's cryptographic RNG (the key
+/// exchange's randomness): a hardware RNG, or a CSPRNG seeded from one.
+pub struct TlsTransport<'a, R> {
+    conn: TlsConnection<'a, TcpTransport<'a>, Aes128GcmSha256>,
+    anchors: TrustAnchors<'a>,
+    rng: R,
+    /// Asked for when `rx` is smaller than [`MAX_RECORD`].
+    max_fragment: Option<MaxFragmentLength>,
+    /// The most plaintext one write puts in a record.
+    max_write: usize,
+    /// The open connection is TLS.
+    tls: bool,
+    /// TLS handshakes completed.
+    handshakes: u32,
+}
+
+impl<'a, R: rand_core::RngCore + rand_core::CryptoRng> TlsTransport<'a, R> {
+    /// TLS over `tcp`, trusting `anchors`, with `buffers` (see the module docs), keys
+    /// from `rng`.
+    pub fn new(
+        tcp: TcpTransport<'a>,
+        buffers: TlsBuffers<'a>,
+        anchors: TrustAnchors<'a>,
+        rng: R,
+    ) -> Self {
+        let rx_len = buffers.rx.len();
+        let max_write = buffers.tx.len().saturating_sub(RECORD_OVERHEAD).max(1);
+        let max_fragment = [
+            (4096, MaxFragmentLength::Bits12),
+            (2048, MaxFragmentLength::Bits11),
+            (1024, MaxFragmentLength::Bits10),
+            (512, MaxFragmentLength::Bits9),
+        ]
+        .into_iter()
+        .find(|(len, _)| rx_len >= len + 256 + 5)
+        .map(|(_, bits)| bits)
+        .filter(|_| rx_len < MAX_RECORD);
+        let mut conn = TlsConnection::new(tcp, buffers.rx, buffers.tx);
+        conn.set_flush_policy(FlushPolicy::Relaxed);
+        TlsTransport {
+            conn,
+            anchors,
+            rng,
+            max_fragment,
+            max_write,
+            tls: false,
+            handshakes: 0,
+        }
+    }
+
+    /// TLS handshakes completed so far.
+    pub fn handshakes(&self) -> u32 {
+        self.handshakes
+    }
+
+    /// The TCP transport underneath (to tune its socket).
+    pub fn tcp_mut(&mut self) -> &mut TcpTransport<'a> {
+        self.conn.delegate_mut()
+    }
+
+    /// Waits until the socket can take `n` more bytes at once (so that a record, once
+    /// started, is written whole: cancel-safe).
+    async fn room_for(&mut self, n: usize) -> Result<(), TlsError> {
+        loop {
+            let tcp = self.conn.delegate_mut();
+            if tcp.send_room() >= n || tcp.send_room() == tcp.send_capacity() {
+                return Ok(());
+            }
+            Write::flush(tcp).await.map_err(|_| TlsError::IoError)?;
+        }
+    }
+}
+
+impl<R> core::fmt::Debug for TlsTransport<'_, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TlsTransport")
+            .field("tls", &self.tls)
+            .field("handshakes", &self.handshakes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R> ErrorType for TlsTransport<'_, R> {
+    type Error = TlsError;
+}
+
+impl<R: rand_core::RngCore + rand_core::CryptoRng> Read for TlsTransport<'_, R> {
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        if !self.tls {
+            return Read::read(self.conn.delegate_mut(), buf)
+                .await
+                .map_err(|_| TlsError::IoError);
+        }
+        match self.conn.read(buf).await {
+            // The server's close_notify: the end of the stream.
+            Err(TlsError::ConnectionClosed) => Ok(0),
+            other => other,
+        }
+    }
+}
+
+impl<R: rand_core::RngCore + rand_core::CryptoRng> Write for TlsTransport<'_, R> {
+    async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
+        if !self.tls {
+            return Write::write(self.conn.delegate_mut(), buf)
+                .await
+                .map_err(|_| TlsError::IoError);
+        }
+        let n = buf.len().min(self.max_write);
+        // Header, content type and tag: 22 bytes; the rest of the reserve is slack.
+        self.room_for(n + RECORD_OVERHEAD).await?;
+        let taken = self.conn.write(buf.get(..n).unwrap_or_default()).await?;
+        self.conn.flush().await?;
+        Ok(taken)
+    }
+
+    async fn flush(&mut self) -> Result<(), Self::Error> {
+        if self.tls {
+            self.conn.flush().await?;
+        }
+        Write::flush(self.conn.delegate_mut())
+            .await
+            .map_err(|_| TlsError::IoError)
+    }
+}
+
+impl<R: rand_core::RngCore + rand_core::CryptoRng> Transport for TlsTransport<'_, R> {
+    async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
+        self.tls = false;
+        self.conn.delegate_mut().connect(host, port).await
+    }
+
+    async fn connect_tls(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
+        self.tls = false;
+        self.conn.delegate_mut().connect(host, port).await?;
+        self.conn.reset();
+        let mut verifier = Verifier {
+            anchors: self.anchors,
+            host: String::new(),
+            leaf_key: None,
+            transcript: None,
+            refusal: None,
+        };
+        let mut config = TlsConfig::new().with_server_name(host);
+        if let Some(bits) = self.max_fragment {
+            config = config.with_max_fragment_length(bits);
+        }
+        let provider = Provider {
+            rng: Rng06(&mut self.rng),
+            verifier: &mut verifier,
+        };
+        let opened = self.conn.open(TlsContext::new(&config, provider)).await;
+        match opened {
+            Ok(()) => {
+                self.tls = true;
+                self.handshakes = self.handshakes.wrapping_add(1);
+                Ok(())
+            }
+            Err(e) => {
+                let why = verifier.refusal.unwrap_or(refusal_of(e));
+                self.conn.delegate_mut().close().await;
+                Err(ConnectError::Tls(why))
+            }
+        }
+    }
+
+    async fn close(&mut self) {
+        if self.tls {
+            self.tls = false;
+            let _ = with_timeout(CLOSE_GRACE, self.conn.close_notify()).await;
+        }
+        self.conn.delegate_mut().close().await;
+    }
+
+    fn peer_closed(&self) -> bool {
+        if self.tls {
+            // A TLS server sends session tickets nobody asked for: only the end of the
+            // stream counts.
+            self.conn.delegate().finished()
+        } else {
+            self.conn.delegate().peer_closed()
+        }
+    }
+
+    fn readable(&self) -> bool {
+        self.conn.delegate().readable()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_cover_one_label() {
+        assert!(dns_matches("localhost", "LOCALHOST"));
+        assert!(dns_matches("*.example.com", "api.example.com"));
+        assert!(!dns_matches("*.example.com", "a.b.example.com"));
+        assert!(!dns_matches("*.example.com", "example.com"));
+        assert!(!dns_matches("*.com", "example.com"));
+        assert!(!dns_matches("example.com", "example.org"));
+    }
+
+    #[test]
+    fn tlv_reads_short_and_long_lengths() {
+        assert_eq!(
+            tlv(&[0x82, 2, b'a', b'b', 9]),
+            Some((0x82, &b"ab"[..], &[9][..]))
+        );
+        let mut long = [0u8; 4 + 200];
+        long[..4].copy_from_slice(&[0x30, 0x82, 0, 200]);
+        assert_eq!(
+            tlv(&long).map(|(t, v, r)| (t, v.len(), r.len())),
+            Some((0x30, 200, 0))
+        );
+        assert_eq!(tlv(&[0x30, 5, 1]), None);
+    }
+}

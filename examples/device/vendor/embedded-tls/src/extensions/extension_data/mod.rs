@@ -1,0 +1,11 @@
+pub mod alpn;
+pub mod key_share;
+pub mod max_fragment_length;
+pub mod pre_shared_key;
+pub mod psk_key_exchange_modes;
+pub mod server_name;
+pub mod signature_algorithms;
+pub mod signature_algorithms_cert;
+pub mod supported_groups;
+pub mod supported_versions;
+pub mod unimplemented;
