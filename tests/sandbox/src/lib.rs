@@ -13,11 +13,14 @@
 //! [`relay`] delays every connection's bytes by a fixed time each way, keeping their
 //! order, and cuts its connections at seeded random intervals or on demand: a server
 //! across a real (and unreliable) network, on loopback.
+//!
+//! [`tls`] serves either server over TLS (`https://`, `wss://`), an option of its config.
 
 pub mod bench;
 pub mod control;
 pub mod relay;
 pub mod rtm;
+pub mod tls;
 
 pub use bench::{
     BenchServer, BenchServerConfig, BenchmarkInfo, EmailReport, LogCompression, Quirks, Speed,

@@ -330,6 +330,10 @@ pub struct BenchServerConfig {
     /// real server frames them) before the benchmark's own. Generated once, when the
     /// first reply needs them, and then sent from memory as fast as the socket takes them.
     pub data_flood: usize,
+    /// Serve `https://` instead of `http://` (`None`, the default: plaintext). See
+    /// [`tls`](crate::tls) for how: every other field holds under TLS as it is, counted
+    /// from the end of the TLS handshake.
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 impl Default for BenchServerConfig {
@@ -359,6 +363,7 @@ impl Default for BenchServerConfig {
             fault: None,
             bench_fault: None,
             data_flood: 0,
+            tls: None,
         }
     }
 }

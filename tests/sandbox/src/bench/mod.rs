@@ -137,6 +137,8 @@ pub struct BenchServer {
     net: Arc<Net>,
     pool: Arc<Pool>,
     event_loop: Option<JoinHandle<()>>,
+    /// The TLS front, when the server serves `https://`.
+    front: Option<crate::tls::Front>,
 }
 
 impl BenchServer {
@@ -148,6 +150,16 @@ impl BenchServer {
     pub fn start(config: BenchServerConfig) -> io::Result<BenchServer> {
         let listener = TcpListener::bind(SocketAddr::new(config.listen, config.port))?;
         let addr = listener.local_addr()?;
+        // With TLS, the front takes the address and the server a loopback port behind it.
+        let (listener, front) = match &config.tls {
+            Some(tls) => {
+                let inner = crate::tls::inner_listener()?;
+                let inner_addr = inner.local_addr()?;
+                let front = crate::tls::Front::start(listener, inner_addr, tls.clone(), "bench")?;
+                (inner, Some(front))
+            }
+            None => (listener, None),
+        };
         let shared = Arc::new(Shared::new(config));
         {
             let mut st = shared.lock();
@@ -167,10 +179,11 @@ impl BenchServer {
             net,
             pool,
             event_loop: Some(event_loop),
+            front,
         })
     }
 
-    /// The bound address.
+    /// The bound address (with TLS, where the TLS clients connect).
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -181,6 +194,18 @@ impl BenchServer {
     #[must_use]
     pub fn host(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// `http://ADDRESS:PORT`, or `https://…` when the server serves TLS
+    /// ([`BenchServerConfig::tls`]).
+    #[must_use]
+    pub fn url(&self) -> String {
+        let scheme = if self.front.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The connection and memory accounting: open connections, body bytes held now and
@@ -262,6 +287,9 @@ impl BenchServer {
         let Some(event_loop) = self.event_loop.take() else {
             return;
         };
+        if let Some(front) = &mut self.front {
+            front.stop();
+        }
         self.shared.begin_shutdown();
         self.net.wake();
         let _ = event_loop.join();

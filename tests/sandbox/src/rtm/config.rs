@@ -278,6 +278,11 @@ pub struct RtmServerConfig {
     pub max_records: usize,
     /// Address to listen on: `127.0.0.1` by default, `0.0.0.0` for clients on the LAN.
     pub listen: std::net::IpAddr,
+    /// Serve `wss://` instead of `ws://` (`None`, the default: plaintext). See
+    /// [`tls`](crate::tls) for how: every other field holds under TLS as it is, counted
+    /// from the end of the TLS handshake ([`handshake_timeout`](Self::handshake_timeout)
+    /// too, after [`ServerTls::handshake_timeout`](crate::tls::ServerTls::handshake_timeout)).
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 impl Default for RtmServerConfig {
@@ -321,6 +326,7 @@ impl Default for RtmServerConfig {
             record_bytes: 256 * 1024,
             max_records: 1000,
             listen: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            tls: None,
         }
     }
 }

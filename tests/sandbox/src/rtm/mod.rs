@@ -156,7 +156,11 @@ pub const WRITE_STALL: Duration = Duration::from_millis(50);
 pub struct RtmServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    /// Where the accept loop listens: `addr`, or the loopback port behind the TLS front.
+    accept_addr: SocketAddr,
     acceptor: Option<JoinHandle<()>>,
+    /// The TLS front, when the server serves `wss://`.
+    front: Option<crate::tls::Front>,
 }
 
 impl RtmServer {
@@ -168,6 +172,18 @@ impl RtmServer {
     pub fn start(config: RtmServerConfig) -> io::Result<RtmServer> {
         let listener = TcpListener::bind(SocketAddr::new(config.listen, config.port))?;
         let addr = listener.local_addr()?;
+        // With TLS, the front takes the address and the server a loopback port behind it.
+        let (listener, front) = match &config.tls {
+            Some(tls) => {
+                let inner = crate::tls::inner_listener()?;
+                let inner_addr = inner.local_addr()?;
+                let front = crate::tls::Front::start(listener, inner_addr, tls.clone(), "rtm")?;
+                (inner, Some(front))
+            }
+            None => (listener, None),
+        };
+        // Where the accept loop listens (behind the front with TLS).
+        let accept_addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(config));
         let s = Arc::clone(&shared);
         let acceptor = thread::Builder::new()
@@ -182,7 +198,7 @@ impl RtmServer {
             Ok(handle) => shared.track(handle),
             Err(e) => {
                 shared.begin_shutdown();
-                let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
+                let _ = TcpStream::connect_timeout(&accept_addr, Duration::from_millis(500));
                 let _ = acceptor.join();
                 return Err(e);
             }
@@ -191,7 +207,9 @@ impl RtmServer {
         Ok(RtmServer {
             shared,
             addr,
+            accept_addr,
             acceptor: Some(acceptor),
+            front,
         })
     }
 
@@ -201,11 +219,12 @@ impl RtmServer {
         self.addr
     }
 
-    /// `ws://127.0.0.1:PORT`, the endpoint to give an RTM client (which appends
-    /// `/v2?appkey=…`).
+    /// `ws://127.0.0.1:PORT` (`wss://…` with [`RtmServerConfig::tls`]), the endpoint to
+    /// give an RTM client (which appends `/v2?appkey=…`).
     #[must_use]
     pub fn endpoint(&self) -> String {
-        format!("ws://{}", self.addr)
+        let scheme = if self.front.is_some() { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Bytes the stored messages of all channels take now, as counted against
@@ -298,10 +317,13 @@ impl RtmServer {
         let Some(acceptor) = self.acceptor.take() else {
             return;
         };
+        if let Some(front) = &mut self.front {
+            front.stop();
+        }
         self.shared.begin_shutdown();
         self.shared.view_clock.wake();
         // Wake the blocking accept with a connection of our own.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500));
+        let _ = TcpStream::connect_timeout(&self.accept_addr, Duration::from_millis(500));
         let _ = acceptor.join();
         {
             let st = self.shared.lock();
