@@ -6,9 +6,12 @@
 //! while the servers run (drop connections now, crash benchmark 3, who is connected)
 //! are on the control endpoint (`--control-port`). `--latency` and `--cut-every` put
 //! both servers behind relays (`benchlink_sandbox::relay`): a long link, one that cuts.
+//! `--tls-cert`/`--tls-key` make both servers TLS servers (`https://`, `wss://`) on their
+//! ports (`benchlink_sandbox::tls`).
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use benchlink_sandbox::relay::{CutSchedule, Relay, RelayConfig};
 use benchlink_sandbox::rtm::{
     RtmServer, RtmServerConfig, SocketFault, DEFAULT_APPKEY, SUPERUSER_ROLE, SUPERUSER_SECRET,
 };
+use benchlink_sandbox::tls::ServerTls;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Pace {
@@ -184,6 +188,18 @@ pub(super) struct SandboxArgs {
     /// a test network.
     #[arg(long, value_name = "PORT")]
     control_port: Option<u16>,
+    /// Serve TLS on both ports with this certificate chain (PEM: the server's
+    /// certificate first, then any intermediates; needs --tls-key): the benchmark server
+    /// is then `https://`, the RTM server `wss://` (TLS 1.3 and 1.2). Clients trust the
+    /// CA that issued it (`--cacert CA.pem`), or this file itself. A handshake must end
+    /// within 10 s; a client that connects and says nothing holds up no one else. The
+    /// control endpoint stays plain HTTP.
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8 `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or
+    /// `RSA PRIVATE KEY`).
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -298,18 +314,34 @@ fn bench_config(args: &SandboxArgs) -> Result<BenchServerConfig, String> {
     Ok(config)
 }
 
+/// The servers' TLS from --tls-cert and --tls-key, if given; an error names the file.
+fn server_tls(args: &SandboxArgs) -> Result<Option<ServerTls>, String> {
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => ServerTls::from_pem_files(cert, key)
+            .map(Some)
+            .map_err(|e| format!("--tls-cert/--tls-key: {e}")),
+        _ => Ok(None),
+    }
+}
+
 /// Whether the servers sit behind relays (a latency, cuts, or both).
 fn relayed(args: &SandboxArgs) -> bool {
     args.latency > 0 || args.cut_every.is_some()
 }
 
 pub(super) fn run(args: SandboxArgs) -> ExitCode {
-    let config = match bench_config(&args) {
-        Ok(config) => config,
+    let (mut config, tls) = match bench_config(&args).and_then(|c| Ok((c, server_tls(&args)?))) {
+        Ok(configs) => configs,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    config.tls.clone_from(&tls);
+    let (http, ws) = if tls.is_some() {
+        ("https", "wss")
+    } else {
+        ("http", "ws")
     };
     let bench = match BenchServer::start(config) {
         Ok(server) => server,
@@ -324,6 +356,7 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     let rtm = match RtmServer::start(RtmServerConfig {
         listen: args.listen,
         port: if relayed(&args) { 0 } else { args.rtm_port },
+        tls,
         ..RtmServerConfig::default()
     }) {
         Ok(server) => server,
@@ -405,15 +438,26 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
         }
         None => None,
     };
+    // With TLS, the clients are told to trust the certificate file (its first
+    // certificate, trusted as itself, as curl does) unless they know the CA.
+    let cacert = args
+        .tls_cert
+        .as_ref()
+        .map(|cert| format!(" --cacert {}", cert.display()))
+        .unwrap_or_default();
+    let bench_host = if args.tls_cert.is_some() {
+        format!("https://{bench_addr}")
+    } else {
+        bench_addr.to_string()
+    };
     let mut banner = format!(
-        "benchmark server listening on http://{host}\n\
-         try: MZBENCH_API_HOST={host} benchlink bench run examples/scenarios/hello.bdl\n\
+        "benchmark server listening on {http}://{bench_addr}\n\
+         try: MZBENCH_API_HOST={bench_host} benchlink bench{cacert} run examples/scenarios/hello.bdl\n\
          RTM server listening on {endpoint}\n  \
          appkey: {DEFAULT_APPKEY}\n  \
          role:   {SUPERUSER_ROLE} (secret {SUPERUSER_SECRET})\n\
-         try: BENCHLINK_RTM_ENDPOINT={endpoint} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm subscribe animals\n",
-        host = bench_addr,
-        endpoint = format!("ws://{rtm_addr}"),
+         try: BENCHLINK_RTM_ENDPOINT={endpoint} BENCHLINK_RTM_APPKEY={DEFAULT_APPKEY} benchlink rtm{cacert} subscribe animals\n",
+        endpoint = format!("{ws}://{rtm_addr}"),
     );
     if args.latency > 0 {
         banner.push_str(&format!(
@@ -424,9 +468,9 @@ pub(super) fn run(args: SandboxArgs) -> ExitCode {
     }
     if relayed(&args) {
         banner.push_str(&format!(
-            "direct (not relayed): benchmark server http://{}, RTM server ws://{}\n",
-            bench.addr(),
-            rtm.addr()
+            "direct (not relayed): benchmark server {}, RTM server {}\n",
+            bench.url(),
+            rtm.endpoint()
         ));
     }
     if let (Some((min, max)), Some(seed)) = (args.cut_every, seed) {

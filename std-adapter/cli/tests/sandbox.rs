@@ -2,12 +2,14 @@
 //! raw HTTP against the benchmark server it started. Each run is killed at the end of
 //! its test (and every wait is bounded), so a hanging server fails instead of hanging.
 //! Addresses stay on loopback: `--listen 127.0.0.2` proves the flag without opening a
-//! port to the LAN.
+//! port to the LAN. `--tls-cert`/`--tls-key` are run with a throw-away certificate made
+//! at test time, against `benchlink bench` and `benchlink rtm` as users run them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -17,7 +19,10 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// A running `benchlink sandbox`, killed on drop.
 struct Sandbox {
     child: Child,
+    /// The benchmark server's `host:port`.
     bench: String,
+    /// The benchmark server's URL as the banner says it (`http://…` or `https://…`).
+    bench_url: String,
     rtm: String,
     /// The control endpoint's `host:port`, if ARGS asked for one (`--control-port 0`).
     control: String,
@@ -54,14 +59,20 @@ fn sandbox(args: &[&str]) -> Sandbox {
     let mut sandbox = Sandbox {
         child,
         bench: String::new(),
+        bench_url: String::new(),
         rtm: String::new(),
         control: String::new(),
     };
     let controlled = args.contains(&"--control-port");
     while sandbox.rtm.is_empty() || (controlled && sandbox.control.is_empty()) {
         let line = rx.recv_timeout(PATIENCE).expect("banner");
-        if let Some(host) = line.strip_prefix("benchmark server listening on http://") {
-            sandbox.bench = host.to_owned();
+        if let Some(url) = line.strip_prefix("benchmark server listening on ") {
+            sandbox.bench_url = url.to_owned();
+            sandbox.bench = url
+                .split_once("://")
+                .map(|(_, h)| h)
+                .unwrap_or(url)
+                .to_owned();
         }
         if let Some(endpoint) = line.strip_prefix("RTM server listening on ") {
             sandbox.rtm = endpoint.to_owned();
@@ -309,4 +320,256 @@ fn latency_puts_both_servers_a_round_trip_away() {
     let mut head = [0u8; 12];
     conn.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 101");
+}
+
+/// A directory of this test's own, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "benchlink-cli-sandbox-{name}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str, contents: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// PEM text of a DER block.
+fn pem(label: &str, der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = String::new();
+    for chunk in der.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                b64.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                b64.push('=');
+            }
+        }
+    }
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
+
+/// A throw-away self-signed certificate for `localhost` in `dir`: (CERT.pem, KEY.pem).
+fn certificate_files(dir: &TempDir) -> (String, String) {
+    let (_, key, cert_pem) = benchlink_tests::localhost_certificate();
+    let cert = dir.file("cert.pem", &cert_pem);
+    let key = dir.file("key.pem", &pem("PRIVATE KEY", key.secret_der()));
+    (cert, key)
+}
+
+/// `benchlink ARGS` with the environment that would point it elsewhere removed, waited
+/// for at most three PATIENCEs.
+fn benchlink(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_benchlink"))
+        .args(args)
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("MZBENCH_API_HOST")
+        .env_remove("BENCHLINK_TOKEN")
+        .env_remove("BENCHLINK_RTM_ENDPOINT")
+        .env_remove("BENCHLINK_RTM_APPKEY")
+        .env("MZBENCHTOKEN", "/nonexistent/benchlink-token-file")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + 3 * PATIENCE;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("benchlink {args:?} did not end");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `--tls-cert`/`--tls-key`: the banner says https and wss, a benchmark runs over https
+/// and a message goes through over wss with the CLI's own clients trusting the
+/// certificate, and a client that does not trust it is refused while the servers go on.
+#[test]
+fn tls_from_flags() {
+    let dir = TempDir::new("tls");
+    let (cert, key) = certificate_files(&dir);
+    let s = sandbox(&["--pace", "fast", "--tls-cert", &cert, "--tls-key", &key]);
+    assert!(
+        s.bench_url.starts_with("https://127.0.0.1:"),
+        "{}",
+        s.bench_url
+    );
+    assert!(s.rtm.starts_with("wss://127.0.0.1:"), "{}", s.rtm);
+    // The certificate is for `localhost`.
+    let https = s.bench_url.replace("127.0.0.1", "localhost");
+    let wss = s.rtm.replace("127.0.0.1", "localhost");
+
+    // Not trusted: refused in the handshake.
+    let out = benchlink(&["bench", "--host", &https, "--retries", "0", "clusters-info"]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("certificate"), "{stderr}");
+
+    // Trusted: a whole benchmark.
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/hello.bdl");
+    let out = benchlink(&[
+        "bench",
+        "--cacert",
+        &cert,
+        "--host",
+        &https,
+        "run",
+        hello.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("complete"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A message over wss: a subscriber for one message, a publisher until it came.
+    let mut subscriber = Command::new(env!("CARGO_BIN_EXE_benchlink"))
+        .args([
+            "rtm",
+            "--cacert",
+            &cert,
+            "-e",
+            &wss,
+            "-a",
+            "benchlink-test-appkey",
+        ])
+        .args(["subscribe", "animals", "--max", "1"])
+        .env_remove("SSL_CERT_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let ended = loop {
+        let out = benchlink(&[
+            "rtm",
+            "--cacert",
+            &cert,
+            "-e",
+            &wss,
+            "-a",
+            "benchlink-test-appkey",
+            "publish",
+            "animals",
+            r#"{"who":"zebra"}"#,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        if let Some(status) = subscriber.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = subscriber.kill();
+            panic!("the subscriber never got a message");
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    let out = subscriber.wait_with_output().unwrap();
+    assert!(ended.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let message = stdout
+        .trim()
+        .strip_prefix("animals: ")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let message: serde_json::Value = serde_json::from_str(message).unwrap();
+    assert_eq!(message, serde_json::json!({"who": "zebra"}));
+
+    // Plaintext on the TLS port gets no HTTP answer; the servers still serve TLS.
+    let body = plaintext_reply(&s.bench);
+    assert!(!body.starts_with("HTTP/"), "{body}");
+    let out = benchlink(&[
+        "bench",
+        "--cacert",
+        &cert,
+        "--host",
+        &https,
+        "clusters-info",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// A plaintext request to `addr`: what came back before the close (no HTTP reply from a
+/// TLS port).
+fn plaintext_reply(addr: &str) -> String {
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    conn.write_all(b"GET /clusters_info HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = conn.read_to_end(&mut reply);
+    text(&reply)
+}
+
+/// A bad PEM file is an error naming it (exit 1, as a bad `--cacert`), before any port is
+/// taken; one of the two flags alone is a usage error.
+#[test]
+fn bad_tls_files_are_named() {
+    let dir = TempDir::new("tls-bad");
+    let (cert, key) = certificate_files(&dir);
+    let garbage = dir.file("garbage.pem", "not PEM at all\n");
+    for (c, k) in [(&garbage, &key), (&cert, &garbage), (&key, &cert)] {
+        let out = benchlink(&[
+            "sandbox",
+            "--port",
+            "0",
+            "--rtm-port",
+            "0",
+            "--tls-cert",
+            c,
+            "--tls-key",
+            k,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{c} {k}");
+        let stderr = text(&out.stderr);
+        let named = if c == &cert { k } else { c };
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(named.as_str()),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    let out = benchlink(&["sandbox", "--port", "0", "--tls-cert", &cert]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--tls-key"),
+        "{}",
+        text(&out.stderr)
+    );
 }
