@@ -48,7 +48,7 @@ use benchlink_core::rtm::{
 };
 use benchlink_embassy::bench::{BenchClient, Buffers, Error as BenchError, Server, Timeouts};
 use benchlink_embassy::rtm::{Messaging, MessagingConfig, RunnerBuffers};
-use benchlink_embassy::transport::TcpTransport;
+use benchlink_embassy::transport::{ConnectError, TcpTransport};
 use embassy_futures::join::join_array;
 use embassy_futures::select::{select, select3, Either, Either3};
 use embassy_net::Stack;
@@ -118,6 +118,13 @@ pub struct Settings<'a> {
     /// After `/data` ended, how long the agent waits for the last samples to come back
     /// on its subscription.
     pub round_trip_wait: Duration,
+    /// The benchmark server speaks TLS (an `https://` URL).
+    pub bench_tls: bool,
+    /// Names with fixed addresses for both connections (see `TcpTransport::with_hosts`).
+    pub hosts: &'a [(&'a str, embassy_net::IpAddress)],
+    /// The certificates TLS connections are checked against (feature `tls`).
+    #[cfg(feature = "tls")]
+    pub trust: benchlink_embassy::tls::TrustAnchors<'a>,
 }
 
 impl<'a> Settings<'a> {
@@ -139,6 +146,10 @@ impl<'a> Settings<'a> {
             benchmark_name: None,
             stream_idle: Duration::from_secs(60),
             round_trip_wait: Duration::from_secs(30),
+            bench_tls: false,
+            hosts: &[],
+            #[cfg(feature = "tls")]
+            trust: benchlink_embassy::tls::TrustAnchors::new(&[]),
         }
     }
 }
@@ -161,6 +172,18 @@ pub struct Memory {
     bench_head: [u8; 1024],
     bench_body: [u8; 4096],
     bench_line: [u8; 256],
+    #[cfg(feature = "tls")]
+    tls: TlsMemory,
+}
+
+/// The TLS records of both connections: a whole incoming record each (any server may
+/// send 16 KiB records; see `benchlink_embassy::tls`), 2 KiB outgoing.
+#[cfg(feature = "tls")]
+struct TlsMemory {
+    bench_rx: [u8; benchlink_embassy::tls::MAX_RECORD],
+    bench_tx: [u8; 2048],
+    rtm_rx: [u8; benchlink_embassy::tls::MAX_RECORD],
+    rtm_tx: [u8; 2048],
 }
 
 impl Memory {
@@ -182,6 +205,13 @@ impl Memory {
             bench_head: [0; 1024],
             bench_body: [0; 4096],
             bench_line: [0; 256],
+            #[cfg(feature = "tls")]
+            tls: TlsMemory {
+                bench_rx: [0; benchlink_embassy::tls::MAX_RECORD],
+                bench_tx: [0; 2048],
+                rtm_rx: [0; benchlink_embassy::tls::MAX_RECORD],
+                rtm_tx: [0; 2048],
+            },
         }
     }
 }
@@ -246,6 +276,8 @@ pub enum Problem<'a> {
     Hub(&'a str),
     /// Something the agent noticed, in words.
     Note(&'static str),
+    /// A connection could not be opened (a TLS refusal says why).
+    Connect(ConnectError),
 }
 
 impl Problem<'_> {
@@ -266,6 +298,17 @@ impl Problem<'_> {
             Problem::Link(_) => "the messaging settings were refused",
             Problem::Hub(_) => "the hub refused",
             Problem::Note(text) => text,
+            Problem::Connect(e) => e.as_str(),
+        }
+    }
+
+    /// The reason in words when there is one beyond [`kind`](Self::kind): why a
+    /// connection could not be opened (a refused certificate: unknown issuer, wrong
+    /// name, expired, …).
+    pub fn detail(&self) -> Option<&'static str> {
+        match self {
+            Problem::Bench(BenchError::Connect(e)) => Some(e.as_str()),
+            _ => None,
         }
     }
 }
@@ -276,6 +319,7 @@ impl core::fmt::Display for Problem<'_> {
             Problem::Bench(e) => e.fmt(f),
             Problem::Request(e) => e.fmt(f),
             Problem::Link(e) => e.fmt(f),
+            Problem::Connect(e) => e.fmt(f),
             Problem::Hub(text) | Problem::Note(text) => f.write_str(text),
         }
     }
@@ -290,6 +334,7 @@ impl defmt::Format for Problem<'_> {
             Problem::Link(e) => defmt::write!(f, "{}", e),
             Problem::Hub(text) => defmt::write!(f, "{=str}", text),
             Problem::Note(text) => defmt::write!(f, "{=str}", text),
+            Problem::Connect(e) => defmt::write!(f, "{}", e),
         }
     }
 }
@@ -357,6 +402,30 @@ pub async fn run<R: Report>(
     seed: u64,
     report: &mut R,
 ) -> Summary {
+    let mut rng = XorShift(seed | 1);
+    run_with_rng(stack, settings, memory, &mut rng, report).await
+}
+
+/// [`run`] with randomness from `rng`, the board's cryptographic RNG (its RNG
+/// peripheral, or a CSPRNG seeded from the host's entropy): each consumer gets a
+/// ChaCha20 generator seeded from it (the WebSocket masks and keys; with `tls`, each
+/// connection's key exchange), and the retry jitter and multipart boundaries its first
+/// word.
+pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
+    stack: Stack<'_>,
+    settings: &Settings<'_>,
+    memory: &'static mut Memory,
+    board_rng: &mut G,
+    report: &mut R,
+) -> Summary {
+    use rand_chacha::rand_core::SeedableRng;
+    let seed = board_rng.next_u64();
+    let mut rng = rand_chacha::ChaCha20Rng::from_rng(board_rng);
+    #[cfg(feature = "tls")]
+    let (bench_rng, rtm_rng) = (
+        rand_chacha::ChaCha20Rng::from_rng(&mut rng),
+        rand_chacha::ChaCha20Rng::from_rng(&mut rng),
+    );
     let Memory {
         rtm_message,
         rtm_tx,
@@ -373,8 +442,9 @@ pub async fn run<R: Report>(
         bench_head,
         bench_body,
         bench_line,
+        #[cfg(feature = "tls")]
+        tls,
     } = memory;
-    let mut rng = XorShift(seed | 1);
     let config = ClientConfig {
         jitter_seed: rand_core::RngCore::next_u64(&mut rng) | 1,
         retry_first_connect: true,
@@ -398,7 +468,18 @@ pub async fn run<R: Report>(
             return Summary::default();
         }
     };
-    let bench_socket = TcpTransport::new(stack, bench_socket_rx, bench_socket_tx);
+    let bench_socket =
+        TcpTransport::new(stack, bench_socket_rx, bench_socket_tx).with_hosts(settings.hosts);
+    #[cfg(feature = "tls")]
+    let bench_socket = benchlink_embassy::tls::TlsTransport::new(
+        bench_socket,
+        benchlink_embassy::tls::TlsBuffers {
+            rx: &mut tls.bench_rx,
+            tx: &mut tls.bench_tx,
+        },
+        settings.trust,
+        bench_rng,
+    );
     let buffers = Buffers {
         rx: bench_read,
         tx: bench_request,
@@ -413,6 +494,7 @@ pub async fn run<R: Report>(
                 ..Timeouts::default()
             })
             .with_retry(Some(RETRY))
+            .with_tls(settings.bench_tls)
             .with_seed(seed),
         Err(e) => {
             report.progress(Progress::Problem {
@@ -437,7 +519,18 @@ pub async fn run<R: Report>(
         connected_once: Cell::new(false),
     };
     rtm.start();
-    let rtm_socket = TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx);
+    let rtm_socket =
+        TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx).with_hosts(settings.hosts);
+    #[cfg(feature = "tls")]
+    let rtm_socket = benchlink_embassy::tls::TlsTransport::new(
+        rtm_socket,
+        benchlink_embassy::tls::TlsBuffers {
+            rx: &mut tls.rtm_rx,
+            tx: &mut tls.rtm_tx,
+        },
+        settings.trust,
+        rtm_rng,
+    );
     let summary = match select3(
         rtm.run(rtm_socket, rtm_chunk),
         agent.events(),
@@ -551,17 +644,30 @@ impl<R: Report> Agent<'_, R> {
         mut bench: BenchClient<'_, T>,
         settings: &Settings<'_>,
     ) -> Summary {
-        if with_timeout(
-            Duration::from_secs(30),
-            self.rtm.wait_for_state(ClientState::Connected),
-        )
-        .await
-        .is_err()
-        {
-            self.problem(
-                "connecting",
-                Problem::Note("messaging not connected after 30 s (retrying)"),
-            );
+        // Connected, or refused for good (a TLS certificate or handshake the hub's
+        // server will present again): checked every 100 ms for 30 s.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let connected = with_timeout(
+                Duration::from_millis(100),
+                self.rtm.wait_for_state(ClientState::Connected),
+            )
+            .await;
+            if connected.is_ok() {
+                break;
+            }
+            #[cfg(feature = "tls")]
+            if let Some(e @ ConnectError::Tls(_)) = self.rtm.last_connect_error() {
+                self.problem("connecting to the hub", Problem::Connect(e));
+                return self.summary.get();
+            }
+            if Instant::now() >= deadline {
+                self.problem(
+                    "connecting",
+                    Problem::Note("messaging not connected after 30 s (retrying)"),
+                );
+                break;
+            }
         }
         if let Some((role, secret)) = settings.role {
             match self

@@ -50,6 +50,55 @@ pub const MAC: [u8; 6] = [0x02, 0x00, 0xbe, 0x4c, 0x03, 0x86];
 /// `HOST:GUEST_PORT` reaches `127.0.0.1:HOST_PORT` on the host.
 pub const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 100);
 
+/// Where `run-in-qemu` puts the host's entropy and clock for the image (QEMU's
+/// `-device loader`): the last 4 KiB of the code memory, far above any image.
+pub const HOST_SEED_ADDR: usize = 0x003F_F000;
+
+/// What the host handed in at start: 32 bytes from its entropy source (`/dev/urandom`)
+/// and its clock.
+#[derive(Clone, Copy)]
+pub struct HostSeed {
+    /// Fresh random bytes, different at every run.
+    pub entropy: [u8; 32],
+    /// Seconds since 1970 on the host when the run started.
+    pub unix_time: u64,
+}
+
+/// The seed `run-in-qemu` loaded at [`HOST_SEED_ADDR`]: `BLSEED1\n`, 32 random bytes,
+/// the time as 20 ASCII digits. `None` when there is none (the image was started some
+/// other way): the device then has no entropy and must not run TLS or mask frames.
+///
+/// The board has no RNG peripheral; a seed compiled into the image would make every
+/// run's TLS key shares and WebSocket masks the same and known to anyone with the
+/// image, so the host's entropy is handed in fresh at every start.
+pub fn host_seed() -> Option<HostSeed> {
+    let mut blob = [0u8; 8 + 32 + 20];
+    for (i, byte) in blob.iter_mut().enumerate() {
+        // SAFETY: the address range is inside the board's code memory (SSRAM1, 4 MiB at
+        // 0), always readable; it is only read.
+        *byte = unsafe { core::ptr::read_volatile((HOST_SEED_ADDR + i) as *const u8) };
+    }
+    let (magic, rest) = blob.split_at(8);
+    let (entropy, time) = rest.split_at(32);
+    if magic != b"BLSEED1\n" {
+        return None;
+    }
+    let unix_time = time.iter().try_fold(0u64, |t, d| {
+        d.is_ascii_digit().then(|| t * 10 + u64::from(d - b'0'))
+    })?;
+    let mut seed = HostSeed {
+        entropy: [0; 32],
+        unix_time,
+    };
+    seed.entropy.copy_from_slice(entropy);
+    // Read once: wipe it, so that nothing later finds the key material's seed.
+    for i in 0..blob.len() {
+        // SAFETY: as above; the region is RAM (QEMU models SSRAM1 as writable).
+        unsafe { core::ptr::write_volatile((HOST_SEED_ADDR + i) as *mut u8, 0) };
+    }
+    Some(seed)
+}
+
 /// Sockets the stack holds: the DHCP client's and two TCP sockets (the agent's benchmark
 /// and messaging connections). No DNS: the board's servers are addresses
 /// ([`HOST`]), so no resolver is linked.

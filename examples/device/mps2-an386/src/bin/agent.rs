@@ -54,18 +54,48 @@ const INCLUDES: &[File<'static>] = &[File {
 const PING_INTERVAL: Duration = Duration::from_secs(2);
 const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The board has no entropy source: a fixed seed for the stack (TCP sequence numbers and
-/// ports) and one mixed with the boot time for the agent (WebSocket masks, keys, jitter).
-/// A real board seeds both from its RNG (the NUCLEO does).
-const SEED: u64 = 0x6265_6e63_686c_696e;
+/// The TLS image's servers, by the name their certificates give (`BENCHLINK_TLS_HOST`:
+/// `localhost`, the default, or `127.0.0.1`), which [`HOSTS`] maps to the guestfwd
+/// address: `https://localhost:4800` and `wss://localhost:8080`.
+#[cfg(feature = "tls")]
+const TLS_HOST: &str = match option_env!("BENCHLINK_TLS_HOST") {
+    Some(host) => host,
+    None => "localhost",
+};
+/// The host machine's loopback names, as the device reaches them (QEMU's guestfwd).
+const HOSTS: &[(&str, embassy_net::IpAddress)] = &[
+    ("localhost", embassy_net::IpAddress::Ipv4(board::HOST)),
+    ("127.0.0.1", embassy_net::IpAddress::Ipv4(board::HOST)),
+];
+
+#[cfg(feature = "tls")]
+mod anchors {
+    include!(concat!(env!("OUT_DIR"), "/trust_anchors.rs"));
+}
+
+/// When the image was built: the device is later than that, whatever it is told.
+#[cfg(feature = "tls")]
+const BUILD_UNIX_TIME: &str = env!("BENCHLINK_BUILD_UNIX_TIME");
 
 #[embassy_executor::main(entry = "cortex_m_rt::entry", executor = "board::Executor")]
 async fn main(spawner: Spawner) {
     // Before any interrupt is enabled: the painter writes below the live stack.
     stack::paint();
     let mut host = Host::open();
+    // The host's entropy, fresh at every start (run-in-qemu): the board has no RNG.
+    let Some(seed) = board::host_seed() else {
+        host.str("agent: no entropy from the host (start the image with run-in-qemu, which loads a fresh seed)\n");
+        exit(false)
+    };
+    let mut rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::from_seed(seed.entropy);
+    #[cfg(feature = "tls")]
+    {
+        benchlink_embassy::tls::set_unix_time_floor(BUILD_UNIX_TIME.parse().unwrap_or(0));
+        benchlink_embassy::tls::set_unix_time(seed.unix_time);
+    }
     let config = embassy_net::Config::dhcpv4(Default::default());
-    let stack = match board::init(spawner, config, SEED).await {
+    let stack_seed = rand_core::RngCore::next_u64(&mut rng);
+    let stack = match board::init(spawner, config, stack_seed).await {
         Ok(stack) => stack,
         Err(e) => {
             host.str("agent: ").str(e.as_str()).str("\n");
@@ -74,18 +104,36 @@ async fn main(spawner: Spawner) {
     };
     host.str("agent: network up\n");
 
-    let mut link = MessagingConfig::new(RTM_ENDPOINT, RTM_APPKEY);
+    #[cfg(feature = "tls")]
+    let (bench_host, rtm_endpoint) = {
+        let mut url = heapless::String::<80>::new();
+        let _ = url.push_str("wss://");
+        let _ = url.push_str(TLS_HOST);
+        let _ = url.push_str(":8080");
+        (TLS_HOST, url)
+    };
+    #[cfg(feature = "tls")]
+    let rtm_endpoint = rtm_endpoint.as_str();
+    #[cfg(not(feature = "tls"))]
+    let (bench_host, rtm_endpoint) = (BENCH_HOST, RTM_ENDPOINT);
+    let mut link = MessagingConfig::new(rtm_endpoint, RTM_APPKEY);
     link.ping_interval = PING_INTERVAL;
     link.dead_peer_timeout = DEAD_PEER_TIMEOUT;
     let mut settings = Settings::new(
         Server {
             token: BENCH_TOKEN,
-            ..Server::new(BENCH_HOST, BENCH_PORT)
+            ..Server::new(bench_host, BENCH_PORT)
         },
         link,
         SCENARIO,
     );
     settings.includes = INCLUDES;
+    settings.hosts = HOSTS;
+    #[cfg(feature = "tls")]
+    {
+        settings.bench_tls = true;
+        settings.trust = benchlink_embassy::tls::TrustAnchors::new(anchors::TRUST_ANCHORS);
+    }
     settings.benchmark_name = Some("benchlink-device-qemu");
     // The sandbox's benchmarks report every second or so.
     settings.stream_idle = Duration::from_secs(20);
@@ -95,10 +143,10 @@ async fn main(spawner: Spawner) {
 
     static MEMORY: ConstStaticCell<Memory> = ConstStaticCell::new(Memory::new());
     let started = Instant::now();
-    let seed = SEED ^ started.as_ticks().rotate_left(17);
     let mut log = Log { host: Host::open() };
     let summary =
-        benchlink_device_agent::run(stack, &settings, MEMORY.take(), seed, &mut log).await;
+        benchlink_device_agent::run_with_rng(stack, &settings, MEMORY.take(), &mut rng, &mut log)
+            .await;
     let peak = stack::peak();
     host.str("agent: published ")
         .u64(summary.published.into())
@@ -160,7 +208,13 @@ impl Report for Log {
                     .str("): resuming")
             }
             Progress::Republished(n) => host.str("sample ").u64(n.into()).str(" published again"),
-            Progress::Problem { during, problem } => host.str(during).str(": ").str(problem.kind()),
+            Progress::Problem { during, problem } => {
+                host.str(during).str(": ").str(problem.kind());
+                if let Some(detail) = problem.detail() {
+                    host.str(": ").str(detail);
+                }
+                host
+            }
             Progress::Results(metrics) => host.str("results: ").u64(metrics as u64).str(" metrics"),
         };
         self.host.str("\n");
