@@ -25,9 +25,11 @@ use embassy_time::{Duration, Instant};
 use static_cell::ConstStaticCell;
 
 /// The benchmark server, as the device sees it: a `run-in-qemu --fwd 4800=PORT` forward.
+#[cfg(not(feature = "tls"))]
 const BENCH_HOST: &str = "10.0.2.100";
 const BENCH_PORT: u16 = 4800;
 /// The hub, as the device sees it (`--fwd 8080=PORT`).
+#[cfg(not(feature = "tls"))]
 const RTM_ENDPOINT: &str = "ws://10.0.2.100:8080";
 /// The application key (`BENCHLINK_RTM_APPKEY`; the default is `benchlink sandbox`'s).
 const RTM_APPKEY: &str = match option_env!("BENCHLINK_RTM_APPKEY") {
