@@ -1138,7 +1138,11 @@ fn plots_and_reports_group_metrics_as_the_dashboard_does() {
         let row = format!("<tr><td>{name}</td><td>{kind}</td>");
         assert!(html.contains(&row), "{row}");
     }
-    assert_eq!(html.matches("<svg").count(), 1, "the charts, inline");
+    assert_eq!(
+        html.matches("<svg").count(),
+        charts,
+        "the charts, inline, one each"
+    );
     let chart_texts = svg_texts(&html);
     assert_eq!(
         chart_texts
@@ -1147,9 +1151,11 @@ fn plots_and_reports_group_metrics_as_the_dashboard_does() {
             .count(),
         charts
     );
-    for outside in [
-        "<script", "<link", "<img", "src=", "href=", "url(", "@import",
-    ] {
+    // The dashboard's page frozen: its one script (the pointer readout) inside it, and
+    // nothing from elsewhere.
+    assert_eq!(html.matches("<script").count(), 1, "one script");
+    assert!(html.contains("<script>\n"), "inline");
+    for outside in ["<link", "<img", "src=", "href=", "url(", "@import"] {
         assert!(!html.contains(outside), "{outside} in the page");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -1373,7 +1379,8 @@ fn https_proxy_tunnels_the_requests() {
 }
 
 /// `bench plot` and `bench report` read the status once (they need it) and stream `/data`
-/// without asking for it again, each on one connection: counted by the server.
+/// (and the report its log) without asking for it again, each on one connection: counted
+/// by the server.
 #[test]
 fn plot_and_report_ask_for_the_status_once() {
     let server = fast_server();
@@ -1387,7 +1394,11 @@ fn plot_and_report_ask_for_the_status_once() {
     let id = id.to_string();
     for (command, file, paths) in [
         ("plot", "p.svg", &["/data", "/status"][..]),
-        ("report", "r.html", &["/data", "/results", "/status"][..]),
+        (
+            "report",
+            "r.html",
+            &["/data", "/log", "/results", "/status"][..],
+        ),
     ] {
         let (requests, connections) = (server.requests(), server.stats().accepted);
         let output = dir.join(file);

@@ -29,7 +29,7 @@ pub(crate) fn report(client: BenchClient, id: u64, path: &Path) -> Result<usize,
     let status = client.status(id)?;
     board.set_results(id, client.results(id)?);
     board.set_status(id, status.clone());
-    read_log(&board, client.another(), id)?;
+    let client = read_log(&board, client, id)?;
     let series = collect(client, id, &status)?;
     for (name, points) in &series {
         board.push_samples(id, points.iter().map(|(t, v)| (name.as_str(), *t, *v)));
@@ -44,9 +44,15 @@ pub(crate) fn report(client: BenchClient, id: u64, path: &Path) -> Result<usize,
 }
 
 /// The log's lines onto `board` (which keeps the tail), until it ends, is quiet for
-/// [`LOG_QUIET`] or was read for [`LOG_BUDGET`].
-fn read_log(board: &Board, client: BenchClient, id: u64) -> Result<(), Fail> {
+/// [`LOG_QUIET`] or was read for [`LOG_BUDGET`]; gives the client back for `/data`, on
+/// the same connection.
+fn read_log(board: &Board, client: BenchClient, id: u64) -> Result<BenchClient, Fail> {
     let mut client = client.with_stream_idle_timeout(Some(LOG_QUIET));
+    read_log_with(board, &mut client, id)?;
+    Ok(client)
+}
+
+fn read_log_with(board: &Board, client: &mut BenchClient, id: u64) -> Result<(), Fail> {
     let mut stream = client.log(id)?.silence_ends();
     let until = Instant::now() + LOG_BUDGET;
     let mut batch: Vec<String> = Vec::new();
