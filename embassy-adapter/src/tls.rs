@@ -300,33 +300,29 @@ impl TlsVerifier<Aes128GcmSha256> for Verifier<'_> {
 }
 
 /// Checks `chain` (leaf first) against `anchors` for `host` at `time`; the leaf's key.
+///
+/// One certificate is decoded at a time (each decoded certificate is about 2 KiB of
+/// stack), in functions of their own whose frames reuse the same stack.
 fn check_chain(
     chain: &[&[u8]],
     anchors: TrustAnchors<'_>,
     host: &str,
-    (now, exact): (u64, bool),
+    time: (u64, bool),
 ) -> Result<VerifyingKey, TlsRefusal> {
     let leaf_der = chain.first().ok_or(TlsRefusal::BadCertificate)?;
-    let leaf = DecodedCertificate::from_der(leaf_der).map_err(|_| TlsRefusal::BadCertificate)?;
-    if !names_host(&leaf, host)? {
-        return Err(TlsRefusal::WrongName);
-    }
-    let leaf_key = public_key(&leaf)?;
-    let mut current = leaf;
+    let (leaf_key, _) = inspect(leaf_der, Some(host), time)?;
     let mut current_der: &[u8] = leaf_der;
     let mut rest = chain.iter().skip(1);
     loop {
-        check_dates(&current, now, exact)?;
         // Issued by a trust anchor (or is one: a pinned self-signed certificate)?
         for anchor_der in anchors.certs {
             if *anchor_der == current_der {
                 return Ok(leaf_key);
             }
-            let Ok(anchor) = DecodedCertificate::from_der(anchor_der) else {
+            let Ok((anchor_key, _)) = inspect(anchor_der, None, time) else {
                 continue;
             };
-            if signed_by(&current, current_der, &anchor)? {
-                check_dates(&anchor, now, exact)?;
+            if signed_by(current_der, &anchor_key)? {
                 return Ok(leaf_key);
             }
         }
@@ -334,17 +330,33 @@ fn check_chain(
         let Some(next_der) = rest.next() else {
             return Err(TlsRefusal::UnknownIssuer);
         };
-        let next =
-            DecodedCertificate::from_der(next_der).map_err(|_| TlsRefusal::BadCertificate)?;
-        if !signed_by(&current, current_der, &next)? {
+        let (next_key, next_is_ca) = inspect(next_der, None, time)?;
+        if !signed_by(current_der, &next_key)? {
             return Err(TlsRefusal::UnknownIssuer);
         }
-        if !is_ca(&next) {
+        if !next_is_ca {
             return Err(TlsRefusal::BadCertificate);
         }
-        current = next;
         current_der = next_der;
     }
+}
+
+/// Decodes one certificate, checks its dates (and, given a host, that it names it):
+/// its key and whether it is a CA.
+#[inline(never)]
+fn inspect(
+    der: &[u8],
+    host: Option<&str>,
+    (now, exact): (u64, bool),
+) -> Result<(VerifyingKey, bool), TlsRefusal> {
+    let cert = DecodedCertificate::from_der(der).map_err(|_| TlsRefusal::BadCertificate)?;
+    if let Some(host) = host {
+        if !names_host(&cert, host)? {
+            return Err(TlsRefusal::WrongName);
+        }
+    }
+    check_dates(&cert, now, exact)?;
+    Ok((public_key(&cert)?, is_ca(&cert)))
 }
 
 /// Seconds since 1970 of a certificate time.
@@ -374,20 +386,14 @@ fn public_key(cert: &DecodedCertificate<'_>) -> Result<VerifyingKey, TlsRefusal>
     VerifyingKey::from_sec1_bytes(key).map_err(|_| TlsRefusal::UnsupportedAlgorithm)
 }
 
-/// Whether `issuer`'s key verifies `cert`'s signature (an unsupported algorithm is an
-/// error, a key that does not verify is `false`).
-fn signed_by(
-    cert: &DecodedCertificate<'_>,
-    cert_der: &[u8],
-    issuer: &DecodedCertificate<'_>,
-) -> Result<bool, TlsRefusal> {
+/// Whether `key` verifies the signature of the certificate `cert_der` (an unsupported
+/// algorithm is an error, a key that does not verify is `false`).
+#[inline(never)]
+fn signed_by(cert_der: &[u8], key: &VerifyingKey) -> Result<bool, TlsRefusal> {
+    let cert = DecodedCertificate::from_der(cert_der).map_err(|_| TlsRefusal::BadCertificate)?;
     if cert.signature_algorithm != ECDSA_SHA256 {
         return Err(TlsRefusal::UnsupportedAlgorithm);
     }
-    let Ok(key) = public_key(issuer) else {
-        // An issuer with another kind of key did not sign it with ECDSA P-256.
-        return Ok(false);
-    };
     let signature = cert
         .signature
         .as_bytes()

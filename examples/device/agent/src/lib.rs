@@ -89,6 +89,9 @@ const RETRY: Retry = Retry {
     retry_first_connect: true,
     ..Retry::DEFAULT
 };
+/// The TCP receive windows. With TLS the record buffer holds what arrived (16 KiB), so
+/// the sockets' own windows are halved to keep the image within its RAM budget.
+const SOCKET_RX: usize = if cfg!(feature = "tls") { 1024 } else { 2048 };
 /// Distinct sample numbers the subscriber can tell apart (256 words: 8,192 samples).
 const SEEN_WORDS: usize = 256;
 
@@ -163,9 +166,9 @@ pub struct Memory {
     rtm_outbox: [u8; 512],
     rtm_events: [u8; EVENTS],
     rtm_chunk: [u8; 512],
-    rtm_socket_rx: [u8; 2048],
+    rtm_socket_rx: [u8; SOCKET_RX],
     rtm_socket_tx: [u8; 2048],
-    bench_socket_rx: [u8; 2048],
+    bench_socket_rx: [u8; SOCKET_RX],
     bench_socket_tx: [u8; 2048],
     bench_read: [u8; 512],
     bench_request: [u8; 512],
@@ -177,13 +180,15 @@ pub struct Memory {
 }
 
 /// The TLS records of both connections: a whole incoming record each (any server may
-/// send 16 KiB records; see `benchlink_embassy::tls`), 2 KiB outgoing.
+/// send 16 KiB records; see `benchlink_embassy::tls`), 1 KiB outgoing (writes are cut
+/// into records of up to 896 bytes of plaintext; every request and PDU of the agent fits
+/// in one or two).
 #[cfg(feature = "tls")]
 struct TlsMemory {
     bench_rx: [u8; benchlink_embassy::tls::MAX_RECORD],
-    bench_tx: [u8; 2048],
+    bench_tx: [u8; 1024],
     rtm_rx: [u8; benchlink_embassy::tls::MAX_RECORD],
-    rtm_tx: [u8; 2048],
+    rtm_tx: [u8; 1024],
 }
 
 impl Memory {
@@ -196,9 +201,9 @@ impl Memory {
             rtm_outbox: [0; 512],
             rtm_events: [0; EVENTS],
             rtm_chunk: [0; 512],
-            rtm_socket_rx: [0; 2048],
+            rtm_socket_rx: [0; SOCKET_RX],
             rtm_socket_tx: [0; 2048],
-            bench_socket_rx: [0; 2048],
+            bench_socket_rx: [0; SOCKET_RX],
             bench_socket_tx: [0; 2048],
             bench_read: [0; 512],
             bench_request: [0; 512],
@@ -208,9 +213,9 @@ impl Memory {
             #[cfg(feature = "tls")]
             tls: TlsMemory {
                 bench_rx: [0; benchlink_embassy::tls::MAX_RECORD],
-                bench_tx: [0; 2048],
+                bench_tx: [0; 1024],
                 rtm_rx: [0; benchlink_embassy::tls::MAX_RECORD],
-                rtm_tx: [0; 2048],
+                rtm_tx: [0; 1024],
             },
         }
     }
