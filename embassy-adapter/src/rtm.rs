@@ -838,7 +838,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                     if link.poll_timeout().is_some_and(|at| at <= now) {
                         link.handle_timeout(now, events);
                     }
-                    let step = loop {
+                    let step = {
                         match link.poll_output(now) {
                             Some(Output::Connect {
                                 host: name,
@@ -848,16 +848,17 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
                                 host.clear();
                                 // Never too long: it is part of the endpoint.
                                 let _ = host.push_str(name);
-                                break Step::Connect(port, tls);
+                                Step::Connect(port, tls)
                             }
                             Some(Output::Transmit(_)) => {
                                 if read_first && transport.readable() && held.is_empty() {
-                                    break Step::Wait;
+                                    Step::Wait
+                                } else {
+                                    Step::Write
                                 }
-                                break Step::Write;
                             }
-                            Some(Output::Close) => break Step::Close,
-                            None => break Step::Wait,
+                            Some(Output::Close) => Step::Close,
+                            None => Step::Wait,
                         }
                     };
                     (step, link.poll_timeout())

@@ -1,6 +1,7 @@
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![doc = include_str!("../README.md")]
-#![warn(clippy::pedantic)]
+// benchlink: a vendored dependency, not linted as our code.
+#![allow(clippy::all, clippy::pedantic)]
 #![allow(
     clippy::module_name_repetitions,
     clippy::cast_possible_truncation,
