@@ -260,7 +260,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 .await;
             let gathered = reply.gathered();
             let outcome = exchanged.as_ref().map(|()| gathered.status());
-            match tries.after(now(), outcome.map_err(Fault::of)) {
+            match tries.after(now(), outcome.map_err(fault_of)) {
                 Some(at) => Timer::at(embassy_instant(at)).await,
                 None => {
                     exchanged?;
@@ -425,7 +425,7 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 .await;
             let (fault, failure) = match tried {
                 Try::Done => return Ok(()),
-                Try::Failed(e) => (Fault::of(&e), Ok(e)),
+                Try::Failed(e) => (fault_of(&e), Ok(e)),
                 Try::Refused(gathered) => (Fault::of_status(gathered.status()), Err(gathered)),
             };
             match resumption.failed::<R::Format, _>(cursor, now(), fault) {
@@ -512,6 +512,16 @@ impl<'b, T: Transport> BenchClient<'b, T> {
                 Err(_) => return Err(Try::Refused(gathered)),
             }
         }
+    }
+}
+
+/// How a failure counts for trying again: core's rule, except that a refused TLS
+/// certificate or handshake is final (trying again meets the same certificate).
+fn fault_of(e: &Error<'_>) -> Fault {
+    match e {
+        #[cfg(feature = "tls")]
+        ClientError::Connect(ConnectError::Tls(_)) => Fault::Final,
+        _ => Fault::of(e),
     }
 }
 

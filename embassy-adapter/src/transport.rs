@@ -36,9 +36,10 @@ pub enum ConnectError {
     Tls(crate::tls::TlsRefusal),
 }
 
-impl core::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
+impl ConnectError {
+    /// What went wrong, in words (a TLS refusal's reason), without `core::fmt`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
             ConnectError::Dns => "host name did not resolve",
             ConnectError::Refused => "connection refused",
             ConnectError::TimedOut => "connect timed out",
@@ -47,7 +48,13 @@ impl core::fmt::Display for ConnectError {
             ConnectError::TlsUnsupported => "TLS endpoints are not supported by this transport",
             #[cfg(feature = "tls")]
             ConnectError::Tls(why) => why.as_str(),
-        })
+        }
+    }
+}
+
+impl core::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
