@@ -5,13 +5,20 @@
 //! the board: clocks, RNG, Ethernet, the network stack, and where the agent's progress
 //! goes (defmt over RTT; `probe-rs run` prints it).
 //!
+//! With the feature `tls` the same agent speaks `https://` and `wss://` (the URLs
+//! choose) through the embassy adapter's `TlsTransport`, verifying the servers against
+//! the CA certificates compiled in from `BENCHLINK_CA_PEM` (`build.rs`). Every random
+//! byte — the TLS key exchange, the WebSocket masks and keys, the network stack's seed —
+//! comes from the STM32's RNG peripheral, a true random source; nothing is a constant
+//! of the image.
+//!
 //! The servers and credentials are build-time settings: see [`BENCH_API`] and README.md.
 #![no_std]
 #![no_main]
 
 use benchlink_core::bench::request::File;
-use benchlink_device_agent::{host_port, Memory, Progress, Report, Settings};
-use benchlink_embassy::bench::Server;
+use benchlink_device_agent::{Memory, Problem, Progress, Report, Settings};
+use benchlink_embassy::bench::{parse_url, Server};
 use benchlink_embassy::rtm::MessagingConfig;
 use defmt::{error, info, warn};
 use embassy_executor::Spawner;
@@ -26,17 +33,21 @@ use {defmt_rtt as _, panic_probe as _};
 
 // ---- Build-time settings (the std agent's environment variables, read by `option_env!`).
 
-/// The benchmark server, `host[:port]` (`MZBENCH_API_HOST`; the port defaults to 4800).
-/// A name is resolved through the DNS server DHCP announced.
+/// The benchmark server (`MZBENCH_API_HOST`): `host[:port]` (plain HTTP, port 4800 by
+/// default), `http://host[:port]` or, with the feature `tls`, `https://host[:port]` (port
+/// 443 by default). A name is resolved through the DNS server DHCP announced.
 const BENCH_API: &str = match option_env!("MZBENCH_API_HOST") {
     Some(host) => host,
+    None if cfg!(feature = "tls") => "https://192.168.1.10:4800",
     None => "192.168.1.10:4800",
 };
 /// Bearer token for the benchmark server (`BENCHLINK_TOKEN`), if it wants one.
 const BENCH_TOKEN: Option<&str> = option_env!("BENCHLINK_TOKEN");
-/// The messaging service (`BENCHLINK_RTM_ENDPOINT`): `ws://host[:port][/path]` (no TLS).
+/// The messaging service (`BENCHLINK_RTM_ENDPOINT`): `ws://host[:port][/path]`, or with
+/// the feature `tls` also `wss://…`.
 const RTM_ENDPOINT: &str = match option_env!("BENCHLINK_RTM_ENDPOINT") {
     Some(endpoint) => endpoint,
+    None if cfg!(feature = "tls") => "wss://192.168.1.10:8080",
     None => "ws://192.168.1.10:8080",
 };
 /// The application key (`BENCHLINK_RTM_APPKEY`; the default is `benchlink sandbox`'s).
@@ -59,6 +70,18 @@ const INCLUDES: &[File<'static>] = &[File {
     name: "data.txt",
     content: include_bytes!("../../../scenarios/data.txt"),
 }];
+
+/// The CA certificates the TLS image trusts (DER), from `BENCHLINK_CA_PEM` (`build.rs`).
+#[cfg(feature = "tls")]
+mod anchors {
+    include!(concat!(env!("OUT_DIR"), "/trust_anchors.rs"));
+}
+
+/// When the image was built: the board is later than that, whatever else it knows (it has
+/// no set clock: certificates that expired before the build are refused, `notBefore` is
+/// not checked; see README.md).
+#[cfg(feature = "tls")]
+const BUILD_UNIX_TIME: &str = env!("BENCHLINK_BUILD_UNIX_TIME");
 
 /// Locally administered unicast MAC; give every board its own.
 const MAC: [u8; 6] = [0x02, 0x00, 0xbe, 0x4c, 0x14, 0x01];
@@ -95,7 +118,13 @@ impl Report for Log {
             },
             Progress::Acknowledged(n) => defmt::debug!("{=u32} samples acknowledged", n),
             Progress::Republished(n) => warn!("sample {=u32} published again", n),
-            Progress::Problem { during, problem } => warn!("{=str}: {}", during, problem),
+            // A connection's refusal in words (a TLS certificate: `certificate refused:
+            // unknown issuer (not signed by a trusted CA)`, wrong name, expired, …).
+            Progress::Problem { during, problem } => match (problem.detail(), problem) {
+                (Some(why), _) => error!("{=str}: {=str}: {=str}", during, problem.kind(), why),
+                (None, Problem::Connect(e)) => error!("{=str}: {=str}", during, e.as_str()),
+                (None, _) => warn!("{=str}: {}", during, problem),
+            },
             Progress::Results(metrics) => info!("results: {=usize} metrics", metrics),
         }
     }
@@ -106,14 +135,13 @@ async fn main(spawner: Spawner) {
     let p = embassy_stm32::init(clocks());
     info!("benchlink agent on a NUCLEO-F767ZI");
 
+    // The STM32's true RNG (`rand_core` 0.9 `RngCore + CryptoRng`): the network stack's
+    // seed here, and the agent seeds a ChaCha20 generator per consumer from it (the
+    // WebSocket masks and keys, each TLS connection's key exchange).
     let mut rng = Rng::new(p.RNG, Irqs);
-    let mut seeds = [0u8; 16];
-    rng.fill_bytes(&mut seeds);
-    let [net_seed, agent_seed] = [&seeds[..8], &seeds[8..]].map(|s| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(s);
-        u64::from_le_bytes(b)
-    });
+    let net_seed = rng.next_u64();
+    #[cfg(feature = "tls")]
+    benchlink_embassy::tls::set_unix_time_floor(BUILD_UNIX_TIME.parse().unwrap_or(0));
 
     // RMII wiring of the NUCLEO-144 boards (UM1974, solder bridges as shipped).
     static PACKETS: ConstStaticCell<PacketQueue<4, 4>> = ConstStaticCell::new(PacketQueue::new());
@@ -147,10 +175,17 @@ async fn main(spawner: Spawner) {
         info!("address {}, gateway {}", config.address, config.gateway);
     }
 
-    let Some((host, port)) = host_port(BENCH_API) else {
-        error!("MZBENCH_API_HOST is not host[:port]: {=str}", BENCH_API);
+    let Some((host, port, bench_tls)) = parse_url(BENCH_API) else {
+        error!(
+            "MZBENCH_API_HOST is not [http[s]://]host[:port]: {=str}",
+            BENCH_API
+        );
         return;
     };
+    if cfg!(not(feature = "tls")) && (bench_tls || RTM_ENDPOINT.starts_with("wss://")) {
+        error!("https:// and wss:// need the image built with `--features tls`");
+        return;
+    }
     let mut settings = Settings::new(
         Server {
             token: BENCH_TOKEN,
@@ -161,13 +196,19 @@ async fn main(spawner: Spawner) {
     );
     settings.includes = INCLUDES;
     settings.benchmark_name = Some("benchlink-nucleo-f767zi");
+    settings.bench_tls = bench_tls;
+    #[cfg(feature = "tls")]
+    {
+        settings.trust = benchlink_embassy::tls::TrustAnchors::new(anchors::TRUST_ANCHORS);
+    }
     if let (Some(role), Some(secret)) = (RTM_ROLE, RTM_ROLE_SECRET) {
         settings.role = Some((role, secret.as_bytes()));
     }
 
     static MEMORY: ConstStaticCell<Memory> = ConstStaticCell::new(Memory::new());
     let summary =
-        benchlink_device_agent::run(stack, &settings, MEMORY.take(), agent_seed, &mut Log).await;
+        benchlink_device_agent::run_with_rng(stack, &settings, MEMORY.take(), &mut rng, &mut Log)
+            .await;
     info!(
         "published {=u32} samples, subscriber received {=u32} (/data resumed {=u32} times, reconnected {=u32} times)",
         summary.published, summary.received, summary.resumed, summary.reconnected
