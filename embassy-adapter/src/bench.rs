@@ -24,7 +24,7 @@ use benchlink_core::time::Instant as CoreInstant;
 use embassy_time::{with_deadline, Duration, Instant, Timer};
 use embedded_io_async::{Error as _, ErrorKind};
 
-use crate::transport::{ConnectError, Transport};
+use crate::transport::{open, ConnectError, Transport};
 
 pub use benchlink_core::bench::exchange::{Buffers, ClientError, Server, Waiting, MAX_AUTHORITY};
 
@@ -592,11 +592,8 @@ async fn run<T: Transport>(
     loop {
         let deadline = exchange.poll_timeout();
         let done = match exchange.poll_output(now()) {
-            Some(Output::Connect { host, port }) if tls => {
-                Done::Connected(bounded(deadline, transport.connect_tls(host, port)).await)
-            }
             Some(Output::Connect { host, port }) => {
-                Done::Connected(bounded(deadline, transport.connect(host, port)).await)
+                Done::Connected(bounded(deadline, open(transport, host, port, tls)).await)
             }
             Some(Output::Transmit(bytes)) => Done::Wrote(
                 bounded(deadline, transport.write(bytes))

@@ -54,7 +54,7 @@ use embassy_time::{Duration, Instant, Timer};
 use heapless::{String, Vec};
 use rand_core::RngCore;
 
-use crate::transport::{ConnectError as TransportError, Transport};
+use crate::transport::{open, ConnectError as TransportError, Transport};
 
 /// Tasks that can wait at once for events, replies or state changes before they start
 /// waking each other spuriously (correct, only slower).
@@ -927,13 +927,7 @@ impl<M: RawMutex, const SUBS: usize, const PENDING: usize> Messaging<M, SUBS, PE
     ) -> bool {
         let result = {
             // `wss://`: TLS (a transport without it refuses with `TlsUnsupported`).
-            let mut attempt = pin!(async {
-                if tls {
-                    transport.connect_tls(host, port).await
-                } else {
-                    transport.connect(host, port).await
-                }
-            });
+            let mut attempt = pin!(open(transport, host, port, tls));
             loop {
                 let at = self.with_shared(|s| s.link.poll_timeout()).flatten();
                 match select3(

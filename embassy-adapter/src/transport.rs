@@ -127,6 +127,21 @@ pub trait Transport: Read + Write {
 /// How long [`TcpTransport::close`] waits for the FIN exchange before resetting.
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
 
+/// Opens `host:port` on `transport`, with TLS when the URL asked for it (`https://`,
+/// `wss://`): the one place both clients make that choice.
+pub(crate) async fn open<T: Transport>(
+    transport: &mut T,
+    host: &str,
+    port: u16,
+    tls: bool,
+) -> Result<(), ConnectError> {
+    if tls {
+        transport.connect_tls(host, port).await
+    } else {
+        transport.connect(host, port).await
+    }
+}
+
 /// [`Transport`] over an embassy-net TCP socket, with names resolved by the stack's DNS
 /// client (`stack.dns_query`; an IP literal skips the query; without the `dns` feature,
 /// only IPv4 literals connect).
@@ -135,7 +150,8 @@ pub struct TcpTransport<'a> {
     #[cfg(feature = "dns")]
     stack: Stack<'a>,
     socket: TcpSocket<'a>,
-    /// Names with a fixed address, looked up before anything else.
+    /// Names with a fixed address, looked up before anything else (feature `tls`).
+    #[cfg(feature = "tls")]
     hosts: &'a [(&'a str, IpAddress)],
 }
 
@@ -155,6 +171,7 @@ impl<'a> TcpTransport<'a> {
             #[cfg(feature = "dns")]
             stack,
             socket: TcpSocket::new(stack, rx_buffer, tx_buffer),
+            #[cfg(feature = "tls")]
             hosts: &[],
         }
     }
@@ -163,12 +180,16 @@ impl<'a> TcpTransport<'a> {
     /// client or an IP literal's own address: the name stays what TLS checks the
     /// certificate against. QEMU's board maps `localhost` to the host that forwards to
     /// the host machine's loopback, so a certificate for `localhost` is checked as such.
+    /// Feature `tls`: without TLS a connection can be given the address itself, and the
+    /// plain image does not carry the lookup.
+    #[cfg(feature = "tls")]
     pub fn with_hosts(mut self, hosts: &'a [(&'a str, IpAddress)]) -> Self {
         self.hosts = hosts;
         self
     }
 
     /// `host` in the fixed table.
+    #[cfg(feature = "tls")]
     fn fixed(&self, host: &str) -> Option<IpAddress> {
         self.hosts
             .iter()
@@ -247,7 +268,11 @@ impl Write for TcpTransport<'_> {
 impl Transport for TcpTransport<'_> {
     async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
         self.reset().await;
-        let addr = match self.fixed(host) {
+        #[cfg(feature = "tls")]
+        let fixed = self.fixed(host);
+        #[cfg(not(feature = "tls"))]
+        let fixed = None;
+        let addr = match fixed {
             Some(addr) => addr,
             None => self.resolve(host).await?,
         };

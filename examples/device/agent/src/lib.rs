@@ -123,7 +123,9 @@ pub struct Settings<'a> {
     pub round_trip_wait: Duration,
     /// The benchmark server speaks TLS (an `https://` URL).
     pub bench_tls: bool,
-    /// Names with fixed addresses for both connections (see `TcpTransport::with_hosts`).
+    /// Names with fixed addresses for both connections (see `TcpTransport::with_hosts`;
+    /// feature `tls`, where the name is what a certificate is checked for).
+    #[cfg(feature = "tls")]
     pub hosts: &'a [(&'a str, embassy_net::IpAddress)],
     /// The certificates TLS connections are checked against (feature `tls`).
     #[cfg(feature = "tls")]
@@ -150,6 +152,7 @@ impl<'a> Settings<'a> {
             stream_idle: Duration::from_secs(60),
             round_trip_wait: Duration::from_secs(30),
             bench_tls: false,
+            #[cfg(feature = "tls")]
             hosts: &[],
             #[cfg(feature = "tls")]
             trust: benchlink_embassy::tls::TrustAnchors::new(&[]),
@@ -411,26 +414,28 @@ pub async fn run<R: Report>(
     run_with_rng(stack, settings, memory, &mut rng, report).await
 }
 
-/// [`run`] with randomness from `rng`, the board's cryptographic RNG (its RNG
-/// peripheral, or a CSPRNG seeded from the host's entropy): each consumer gets a
-/// ChaCha20 generator seeded from it (the WebSocket masks and keys; with `tls`, each
-/// connection's key exchange), and the retry jitter and multipart boundaries its first
-/// word.
+/// [`run`] with randomness from `rng`, the board's RNG (its RNG peripheral, or the
+/// host's entropy handed in at start). Without `tls` the agent draws three words from
+/// it: the multipart boundaries, the retry jitter and the seed of the messaging link's
+/// WebSocket masks and keys (core's generator). With `tls`, each TLS connection's key
+/// exchange also gets a ChaCha20 generator seeded from it, so `rng` must then be
+/// cryptographic; the plain image links no ChaCha20.
 pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
     stack: Stack<'_>,
     settings: &Settings<'_>,
     memory: &'static mut Memory,
-    board_rng: &mut G,
+    rng: &mut G,
     report: &mut R,
 ) -> Summary {
-    use rand_chacha::rand_core::SeedableRng;
-    let seed = board_rng.next_u64();
-    let mut rng = rand_chacha::ChaCha20Rng::from_rng(board_rng);
+    let seed = rng.next_u64();
     #[cfg(feature = "tls")]
-    let (bench_rng, rtm_rng) = (
-        rand_chacha::ChaCha20Rng::from_rng(&mut rng),
-        rand_chacha::ChaCha20Rng::from_rng(&mut rng),
-    );
+    let (bench_rng, rtm_rng) = {
+        use rand_chacha::rand_core::SeedableRng;
+        (
+            rand_chacha::ChaCha20Rng::from_rng(&mut *rng),
+            rand_chacha::ChaCha20Rng::from_rng(&mut *rng),
+        )
+    };
     let Memory {
         rtm_message,
         rtm_tx,
@@ -451,7 +456,7 @@ pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
         tls,
     } = memory;
     let config = ClientConfig {
-        jitter_seed: rand_core::RngCore::next_u64(&mut rng) | 1,
+        jitter_seed: rng.next_u64() | 1,
         retry_first_connect: true,
         ..settings.messaging
     };
@@ -463,7 +468,7 @@ pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
         // One channel subscription: no view, no extra arguments.
         subscription_args: &mut [],
     };
-    let rtm: Rtm = match Messaging::new(config, settings.link, buffers, rtm_events, &mut rng) {
+    let rtm: Rtm = match Messaging::new(config, settings.link, buffers, rtm_events, rng) {
         Ok(rtm) => rtm,
         Err(e) => {
             report.progress(Progress::Problem {
@@ -473,11 +478,10 @@ pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
             return Summary::default();
         }
     };
-    let bench_socket =
-        TcpTransport::new(stack, bench_socket_rx, bench_socket_tx).with_hosts(settings.hosts);
+    let bench_socket = TcpTransport::new(stack, bench_socket_rx, bench_socket_tx);
     #[cfg(feature = "tls")]
     let bench_socket = benchlink_embassy::tls::TlsTransport::new(
-        bench_socket,
+        bench_socket.with_hosts(settings.hosts),
         benchlink_embassy::tls::TlsBuffers {
             rx: &mut tls.bench_rx,
             tx: &mut tls.bench_tx,
@@ -524,11 +528,10 @@ pub async fn run_with_rng<R: Report, G: rand_core::RngCore>(
         connected_once: Cell::new(false),
     };
     rtm.start();
-    let rtm_socket =
-        TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx).with_hosts(settings.hosts);
+    let rtm_socket = TcpTransport::new(stack, rtm_socket_rx, rtm_socket_tx);
     #[cfg(feature = "tls")]
     let rtm_socket = benchlink_embassy::tls::TlsTransport::new(
-        rtm_socket,
+        rtm_socket.with_hosts(settings.hosts),
         benchlink_embassy::tls::TlsBuffers {
             rx: &mut tls.rtm_rx,
             tx: &mut tls.rtm_tx,

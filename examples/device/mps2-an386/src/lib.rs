@@ -99,6 +99,52 @@ pub fn host_seed() -> Option<HostSeed> {
     Some(seed)
 }
 
+/// The board's generator in the image without TLS: the host's 32 bytes as four words,
+/// each handed out through splitmix64's output mix (the first four draws are fresh
+/// entropy, later ones keep mixing the same words). That image draws four: the stack's
+/// seed, then the agent's multipart boundaries, retry jitter and the seed of the
+/// messaging link's masks and keys (core's own generator is splitmix64 too), so no
+/// ChaCha20 is linked for it. Not cryptographic: the TLS image seeds ChaCha20 from the
+/// host's bytes instead (each TLS connection's key exchange needs a CSPRNG).
+#[derive(Debug)]
+pub struct SeedWords {
+    words: [u64; 4],
+    next: usize,
+}
+
+impl SeedWords {
+    /// The generator over `entropy` (the host's bytes, [`HostSeed::entropy`]).
+    pub fn new(entropy: &[u8; 32]) -> Self {
+        let mut words = [0; 4];
+        for (word, bytes) in words.iter_mut().zip(entropy.chunks_exact(8)) {
+            let mut le = [0; 8];
+            le.copy_from_slice(bytes);
+            *word = u64::from_le_bytes(le);
+        }
+        SeedWords { words, next: 0 }
+    }
+}
+
+impl rand_core::RngCore for SeedWords {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let word = &mut self.words[self.next % 4];
+        self.next = self.next.wrapping_add(1);
+        *word = word.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *word;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        rand_core::impls::fill_bytes_via_next(self, dst);
+    }
+}
+
 /// Sockets the stack holds: the DHCP client's and two TCP sockets (the agent's benchmark
 /// and messaging connections). No DNS: the board's servers are addresses
 /// ([`HOST`]), so no resolver is linked.

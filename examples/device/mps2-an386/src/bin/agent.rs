@@ -64,7 +64,9 @@ const TLS_HOST: &str = match option_env!("BENCHLINK_TLS_HOST") {
     Some(host) => host,
     None => "localhost",
 };
-/// The host machine's loopback names, as the device reaches them (QEMU's guestfwd).
+/// The host machine's loopback names, as the device reaches them (QEMU's guestfwd): the
+/// names the TLS image's certificates are checked for (the plain image uses the address).
+#[cfg(feature = "tls")]
 const HOSTS: &[(&str, embassy_net::IpAddress)] = &[
     ("localhost", embassy_net::IpAddress::Ipv4(board::HOST)),
     ("127.0.0.1", embassy_net::IpAddress::Ipv4(board::HOST)),
@@ -89,7 +91,12 @@ async fn main(spawner: Spawner) {
         host.str("agent: no entropy from the host (start the image with run-in-qemu, which loads a fresh seed)\n");
         exit(false)
     };
+    // With TLS a CSPRNG (each connection's key exchange is seeded from it); without, the
+    // host's words as they are (see `SeedWords`: no ChaCha20 in the plain image).
+    #[cfg(feature = "tls")]
     let mut rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::from_seed(seed.entropy);
+    #[cfg(not(feature = "tls"))]
+    let mut rng = board::SeedWords::new(&seed.entropy);
     #[cfg(feature = "tls")]
     {
         benchlink_embassy::tls::set_unix_time_floor(BUILD_UNIX_TIME.parse().unwrap_or(0));
@@ -130,9 +137,9 @@ async fn main(spawner: Spawner) {
         SCENARIO,
     );
     settings.includes = INCLUDES;
-    settings.hosts = HOSTS;
     #[cfg(feature = "tls")]
     {
+        settings.hosts = HOSTS;
         settings.bench_tls = true;
         settings.trust = benchlink_embassy::tls::TrustAnchors::new(anchors::TRUST_ANCHORS);
     }
