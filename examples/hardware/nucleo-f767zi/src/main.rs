@@ -136,8 +136,9 @@ async fn main(spawner: Spawner) {
     info!("benchlink agent on a NUCLEO-F767ZI");
 
     // The STM32's true RNG (`rand_core` 0.9 `RngCore + CryptoRng`): the network stack's
-    // seed here, and the agent seeds a ChaCha20 generator per consumer from it (the
-    // WebSocket masks and keys, each TLS connection's key exchange).
+    // seed here; the agent draws the seed of the WebSocket masks and keys, the retry
+    // jitter and the multipart boundaries from it, and with `tls` seeds a ChaCha20
+    // generator from it for each TLS connection's key exchange.
     let mut rng = Rng::new(p.RNG, Irqs);
     let net_seed = rng.next_u64();
     #[cfg(feature = "tls")]
