@@ -194,8 +194,10 @@ macro_rules! unwrap {
 
 #[derive(Debug, Copy, Clone, Eq, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[allow(dead_code)] // benchlink patch: unused upstream with defmt, a warning in our builds
 pub struct NoneError;
 
+#[allow(dead_code)] // benchlink patch: as above
 pub trait Try {
     type Ok;
     type Error;
