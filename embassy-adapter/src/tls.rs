@@ -526,6 +526,19 @@ fn refusal_of(e: TlsError) -> TlsRefusal {
     }
 }
 
+/// What a failed handshake is to the clients: a refusal ([`ConnectError::Tls`], final for
+/// their retries: trying again meets the same certificate), except a connection that
+/// closed or failed before the server said anything against it ([`TlsRefusal::Closed`]:
+/// a cut in the middle of the handshake, a reset). That one is a failure of the
+/// connection, retried as one: reported as [`ConnectError::Refused`] (the connection was
+/// not made; `ConnectError` has no variant of its own for it).
+fn connect_error(why: TlsRefusal) -> ConnectError {
+    match why {
+        TlsRefusal::Closed => ConnectError::Refused,
+        refused => ConnectError::Tls(refused),
+    }
+}
+
 /// A [`Transport`] that speaks TLS 1.3 when asked ([`Transport::connect_tls`]: `https://`,
 /// `wss://`) and plain TCP otherwise, over one embassy-net socket, with the caller's
 /// buffers reused for every connection. `R` is the board's cryptographic RNG (the key
@@ -689,7 +702,7 @@ impl<R: rand_core::RngCore + rand_core::CryptoRng> Transport for TlsTransport<'_
             Err(e) => {
                 let why = verifier.refusal.unwrap_or(refusal_of(e));
                 self.conn.delegate_mut().close().await;
-                Err(ConnectError::Tls(why))
+                Err(connect_error(why))
             }
         }
     }
