@@ -555,6 +555,8 @@ pub struct TlsTransport<'a, R> {
     tls: bool,
     /// TLS handshakes completed.
     handshakes: u32,
+    /// The open TLS connection has given application data (see [`Transport::readable`]).
+    app_data_seen: bool,
 }
 
 impl<'a, R: rand_core::RngCore + rand_core::CryptoRng> TlsTransport<'a, R> {
@@ -588,6 +590,7 @@ impl<'a, R: rand_core::RngCore + rand_core::CryptoRng> TlsTransport<'a, R> {
             max_write,
             tls: false,
             handshakes: 0,
+            app_data_seen: false,
         }
     }
 
@@ -637,6 +640,10 @@ impl<R: rand_core::RngCore + rand_core::CryptoRng> Read for TlsTransport<'_, R> 
         match self.conn.read(buf).await {
             // The server's close_notify: the end of the stream.
             Err(TlsError::ConnectionClosed) => Ok(0),
+            Ok(n) => {
+                self.app_data_seen |= n > 0;
+                Ok(n)
+            }
             other => other,
         }
     }
@@ -670,11 +677,13 @@ impl<R: rand_core::RngCore + rand_core::CryptoRng> Write for TlsTransport<'_, R>
 impl<R: rand_core::RngCore + rand_core::CryptoRng> Transport for TlsTransport<'_, R> {
     async fn connect(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
         self.tls = false;
+        self.app_data_seen = false;
         self.conn.delegate_mut().connect(host, port).await
     }
 
     async fn connect_tls(&mut self, host: &str, port: u16) -> Result<(), ConnectError> {
         self.tls = false;
+        self.app_data_seen = false;
         self.conn.delegate_mut().connect(host, port).await?;
         self.conn.reset();
         let mut verifier = Verifier {
@@ -726,7 +735,17 @@ impl<R: rand_core::RngCore + rand_core::CryptoRng> Transport for TlsTransport<'_
     }
 
     fn readable(&self) -> bool {
-        self.conn.delegate().readable()
+        // Over TLS, bytes waiting may be records that carry no data: the session tickets a
+        // TLS 1.3 server sends after the handshake, unasked. Reading them would wait for
+        // data the server sends only once asked (the WebSocket upgrade, an HTTP request),
+        // so a new connection is not readable until it has given data: the first move is
+        // the client's write.
+        let readable = self.conn.delegate().readable();
+        if self.tls {
+            readable && self.app_data_seen
+        } else {
+            readable
+        }
     }
 }
 
