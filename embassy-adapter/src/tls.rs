@@ -777,4 +777,357 @@ mod tests {
         );
         assert_eq!(tlv(&[0x30, 5, 1]), None);
     }
+
+    /// Test certificates made here, DER by hand, signed with p256 (no generator crate).
+    mod make {
+        extern crate std;
+
+        use p256::ecdsa::signature::Signer as _;
+        use p256::ecdsa::{Signature, SigningKey};
+
+        pub fn tlv(tag: u8, content: &[u8]) -> std::vec::Vec<u8> {
+            let mut out = std::vec![tag];
+            let len = content.len();
+            if len < 0x80 {
+                out.push(len as u8);
+            } else if len < 0x100 {
+                out.extend([0x81, len as u8]);
+            } else {
+                out.extend([0x82, (len >> 8) as u8, len as u8]);
+            }
+            out.extend_from_slice(content);
+            out
+        }
+
+        fn seq(parts: &[&[u8]]) -> std::vec::Vec<u8> {
+            tlv(0x30, &parts.concat())
+        }
+
+        const ECDSA_SHA256: &[u8] = &[0x06, 8, 0x2a, 0x86, 0x48, 0xce, 0x3d, 4, 3, 2];
+        pub const ECDSA_SHA384: &[u8] = &[0x06, 8, 0x2a, 0x86, 0x48, 0xce, 0x3d, 4, 3, 3];
+
+        fn name(cn: &str) -> std::vec::Vec<u8> {
+            let atv = seq(&[&[0x06, 3, 0x55, 4, 3], &tlv(0x0c, cn.as_bytes())]);
+            seq(&[&tlv(0x31, &atv)])
+        }
+
+        pub fn key(seed: u8) -> SigningKey {
+            SigningKey::from_bytes(&[seed; 32].into()).unwrap()
+        }
+
+        /// One certificate's parameters; `Default` is a leaf for `localhost` and
+        /// 127.0.0.1, valid through 2025 and 2026.
+        pub struct Cert<'a> {
+            pub subject: &'a str,
+            pub key: SigningKey,
+            pub issuer: &'a str,
+            pub issuer_key: SigningKey,
+            pub not_before: &'a str,
+            pub not_after: &'a str,
+            pub dns: &'a [&'a str],
+            pub ips: &'a [[u8; 4]],
+            pub ca: bool,
+            /// The signature algorithm it claims (and, when not ECDSA/SHA-256, a
+            /// signature that is still P-256/SHA-256).
+            pub algorithm: &'a [u8],
+            /// The subject's key as an SPKI public key instead of `key`'s.
+            pub raw_key: Option<&'a [u8]>,
+            pub tamper: bool,
+        }
+
+        impl Default for Cert<'_> {
+            fn default() -> Self {
+                Cert {
+                    subject: "leaf",
+                    key: key(1),
+                    issuer: "ca",
+                    issuer_key: key(2),
+                    not_before: "250101000000Z",
+                    not_after: "270101000000Z",
+                    dns: &["localhost"],
+                    ips: &[[127, 0, 0, 1]],
+                    ca: false,
+                    algorithm: ECDSA_SHA256,
+                    raw_key: None,
+                    tamper: false,
+                }
+            }
+        }
+
+        impl Cert<'_> {
+            pub fn der(&self) -> std::vec::Vec<u8> {
+                let algorithm = seq(&[self.algorithm]);
+                let point = self.key.verifying_key().to_encoded_point(false);
+                let public = self.raw_key.unwrap_or(point.as_bytes());
+                let spki = seq(&[
+                    &seq(&[
+                        &[0x06, 7, 0x2a, 0x86, 0x48, 0xce, 0x3d, 2, 1],
+                        &[0x06, 8, 0x2a, 0x86, 0x48, 0xce, 0x3d, 3, 1, 7],
+                    ]),
+                    &tlv(0x03, &[&[0u8][..], public].concat()),
+                ]);
+                let mut names = std::vec::Vec::new();
+                for dns in self.dns {
+                    names.extend(tlv(0x82, dns.as_bytes()));
+                }
+                for ip in self.ips {
+                    names.extend(tlv(0x87, ip));
+                }
+                let san = seq(&[&[0x06, 3, 0x55, 0x1d, 0x11], &tlv(0x04, &tlv(0x30, &names))]);
+                let basic = seq(&[
+                    &[0x06, 3, 0x55, 0x1d, 0x13],
+                    &[0x01, 1, 0xff],
+                    &tlv(0x04, &seq(&[&[0x01, 1, if self.ca { 0xff } else { 0 }]])),
+                ]);
+                let tbs = seq(&[
+                    &[0xa0, 3, 0x02, 1, 2],
+                    &[0x02, 1, 7],
+                    &algorithm,
+                    &name(self.issuer),
+                    &seq(&[
+                        &tlv(0x17, self.not_before.as_bytes()),
+                        &tlv(0x17, self.not_after.as_bytes()),
+                    ]),
+                    &name(self.subject),
+                    &spki,
+                    &tlv(0xa3, &seq(&[&basic, &san])),
+                ]);
+                let signed: &[u8] = if self.tamper { b"something else" } else { &tbs };
+                let signature: Signature = self.issuer_key.sign(signed);
+                let signature = signature.to_der();
+                seq(&[
+                    &tbs,
+                    &algorithm,
+                    &tlv(0x03, &[&[0u8][..], signature.as_bytes()].concat()),
+                ])
+            }
+        }
+
+        /// A CA certificate, self-signed with `key(seed)`.
+        pub fn ca(cn: &str, seed: u8) -> std::vec::Vec<u8> {
+            Cert {
+                subject: cn,
+                key: key(seed),
+                issuer: cn,
+                issuer_key: key(seed),
+                dns: &[],
+                ips: &[],
+                ca: true,
+                ..Cert::default()
+            }
+            .der()
+        }
+    }
+
+    use make::{ca, key, Cert};
+
+    /// 2026-01-01, exactly known.
+    const NOW: (u64, bool) = (1_767_225_600, true);
+
+    fn check(
+        chain: &[&[u8]],
+        anchors: &[&[u8]],
+        host: &str,
+        now: (u64, bool),
+    ) -> Result<(), TlsRefusal> {
+        check_chain(chain, TrustAnchors::new(anchors), host, now).map(|_| ())
+    }
+
+    #[test]
+    fn a_leaf_from_a_trusted_ca_is_accepted_by_name_and_by_address() {
+        let anchor = ca("ca", 2);
+        let leaf = Cert::default().der();
+        assert_eq!(check(&[&leaf], &[&anchor], "localhost", NOW), Ok(()));
+        assert_eq!(check(&[&leaf], &[&anchor], "LOCALHOST", NOW), Ok(()));
+        assert_eq!(check(&[&leaf], &[&anchor], "127.0.0.1", NOW), Ok(()));
+        // Through an intermediate CA the server sends.
+        let intermediate = Cert {
+            subject: "intermediate",
+            key: key(3),
+            ca: true,
+            dns: &[],
+            ips: &[],
+            ..Cert::default()
+        }
+        .der();
+        let leaf = Cert {
+            issuer: "intermediate",
+            issuer_key: key(3),
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&leaf, &intermediate], &[&anchor], "localhost", NOW),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn wrong_names_are_refused_by_dns_name_and_by_ip_address() {
+        let anchor = ca("ca", 2);
+        let leaf = Cert::default().der();
+        assert_eq!(
+            check(&[&leaf], &[&anchor], "other.example", NOW),
+            Err(TlsRefusal::WrongName)
+        );
+        assert_eq!(
+            check(&[&leaf], &[&anchor], "127.0.0.2", NOW),
+            Err(TlsRefusal::WrongName)
+        );
+        // An IP address is matched against iPAddress entries only, a name against
+        // dNSName entries only.
+        let by_name = Cert {
+            dns: &["127.0.0.1"],
+            ips: &[],
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&by_name], &[&anchor], "127.0.0.1", NOW),
+            Err(TlsRefusal::WrongName)
+        );
+        let no_san = Cert {
+            dns: &[],
+            ips: &[],
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&no_san], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::WrongName)
+        );
+    }
+
+    #[test]
+    fn dates_are_checked_expired_and_not_yet_valid() {
+        let anchor = ca("ca", 2);
+        let expired = Cert {
+            not_after: "251231235959Z",
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&expired], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::Expired)
+        );
+        let future = Cert {
+            not_before: "260601000000Z",
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&future], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::Expired)
+        );
+        // With only the build-time floor known, notBefore cannot be checked; notAfter is.
+        let floor = (NOW.0, false);
+        assert_eq!(check(&[&future], &[&anchor], "localhost", floor), Ok(()));
+        assert_eq!(
+            check(&[&expired], &[&anchor], "localhost", floor),
+            Err(TlsRefusal::Expired)
+        );
+        // An expired anchor verifies nothing.
+        let old_anchor = Cert {
+            subject: "ca",
+            key: key(2),
+            not_after: "251231235959Z",
+            ca: true,
+            dns: &[],
+            ips: &[],
+            ..Cert::default()
+        }
+        .der();
+        let leaf = Cert::default().der();
+        assert_eq!(
+            check(&[&leaf], &[&old_anchor], "localhost", NOW),
+            Err(TlsRefusal::UnknownIssuer)
+        );
+    }
+
+    #[test]
+    fn an_unknown_issuer_and_a_bad_signature_are_refused() {
+        let leaf = Cert::default().der();
+        let other = ca("ca", 9); // same name, another key
+        assert_eq!(
+            check(&[&leaf], &[&other], "localhost", NOW),
+            Err(TlsRefusal::UnknownIssuer)
+        );
+        assert_eq!(
+            check(&[&leaf], &[], "localhost", NOW),
+            Err(TlsRefusal::UnknownIssuer)
+        );
+        // A signature of the right issuer over other bytes: nothing verifies the leaf, so
+        // no anchor issued it (a chain cannot tell a forgery from a stranger).
+        let tampered = Cert {
+            tamper: true,
+            ..Cert::default()
+        }
+        .der();
+        let anchor = ca("ca", 2);
+        assert_eq!(
+            check(&[&tampered], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::UnknownIssuer)
+        );
+        // An intermediate that is not a CA issues nothing.
+        let not_ca = Cert {
+            subject: "intermediate",
+            key: key(3),
+            dns: &[],
+            ips: &[],
+            ..Cert::default()
+        }
+        .der();
+        let leaf = Cert {
+            issuer: "intermediate",
+            issuer_key: key(3),
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&leaf, &not_ca], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::BadCertificate)
+        );
+    }
+
+    #[test]
+    fn unsupported_algorithms_are_refused() {
+        let anchor = ca("ca", 2);
+        let sha384 = Cert {
+            algorithm: make::ECDSA_SHA384,
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&sha384], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::UnsupportedAlgorithm)
+        );
+        // A key that is no P-256 point (a P-384 one's length).
+        let mut p384 = [0x04u8; 97];
+        p384[1..]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
+        let leaf = Cert {
+            raw_key: Some(&p384),
+            ..Cert::default()
+        }
+        .der();
+        assert_eq!(
+            check(&[&leaf], &[&anchor], "localhost", NOW),
+            Err(TlsRefusal::UnsupportedAlgorithm)
+        );
+    }
+
+    #[test]
+    fn a_handshake_cut_short_is_a_failed_connection_not_a_refusal() {
+        assert_eq!(connect_error(TlsRefusal::Closed), ConnectError::Refused);
+        assert_eq!(
+            connect_error(TlsRefusal::UnknownIssuer),
+            ConnectError::Tls(TlsRefusal::UnknownIssuer)
+        );
+        assert_eq!(
+            connect_error(TlsRefusal::Alert(40)),
+            ConnectError::Tls(TlsRefusal::Alert(40))
+        );
+    }
 }
