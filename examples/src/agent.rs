@@ -35,6 +35,7 @@ use benchlink_sandbox::rtm::{RtmServer, RtmServerConfig, DEFAULT_APPKEY};
 use benchlink_std::bench::{
     BenchClient, Results, Scenario, ServerAddress, StartOptions, StatusInfo,
 };
+use benchlink_std::net::TlsOptions;
 use benchlink_std::rtm::{
     Client, ClientObserver, ClientOptions, Error as RtmError, Mode, Response, SubscribeOptions,
     SubscriptionData, SubscriptionObserver,
@@ -468,11 +469,23 @@ fn publish_sample(
 
 pub(crate) fn bench_client(host: &str, token: Option<&str>) -> Result<BenchClient, AgentError> {
     let address = ServerAddress::parse(host).map_err(ctx("benchmark server address"))?;
-    let client = BenchClient::new(address).map_err(ctx("benchmark client"))?;
+    let tls = tls()?;
+    let client = BenchClient::new(address)
+        .and_then(|c| c.with_tls(tls))
+        .map_err(ctx("benchmark client"))?;
     Ok(match token {
         Some(t) => client.with_token(t),
         None => client.with_token_file(),
     })
+}
+
+/// The agent's TLS (for https and wss servers): verification on, with the roots of the
+/// PEM file named by `SSL_CERT_FILE` trusted too, as curl and Python trust them (a
+/// private CA, the local servers' `--tls-cert`).
+pub(crate) fn tls() -> Result<TlsOptions, AgentError> {
+    TlsOptions::default()
+        .with_env_roots()
+        .map_err(ctx("trusted certificates"))
 }
 
 /// A connected (and authenticated) RTM client, disposed on drop.
@@ -505,10 +518,11 @@ impl Rtm {
         let (tx, rx) = mpsc::channel();
         // An agent's run lasts minutes: reconnect waits capped at 8 s (the SDK's 300 s
         // cap would leave it idle for minutes after a string of refused upgrades).
-        let options = ClientOptions {
+        let mut options = ClientOptions {
             max_reconnect_interval: Duration::from_secs(8),
             ..ClientOptions::new(target.endpoint.clone(), target.appkey.clone())
         };
+        options.transport.tls = tls()?;
         let connects = Arc::new(AtomicU64::new(0));
         let observer = Connected(tx, Arc::clone(&connects));
         let client =

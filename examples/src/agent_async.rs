@@ -251,11 +251,12 @@ impl ClientObserver for Connects {
 async fn connect(target: &RtmTarget) -> Result<(Client, Arc<AtomicU64>), AgentError> {
     let connects = Arc::new(AtomicU64::new(0));
     // An agent's run lasts minutes: reconnect waits capped at 8 s, as the blocking agent.
-    let options = ClientOptions {
+    let mut options = ClientOptions {
         max_reconnect_interval: std::time::Duration::from_secs(8),
         observer: Some(SharedObserver::new(Connects(connects.clone()))),
         ..ClientOptions::new(target.endpoint.clone(), target.appkey.clone())
     };
+    options.transport.tls = crate::agent::tls()?;
     let client = Client::new(options).map_err(ctx("RTM client"))?;
     client.start().map_err(ctx("RTM client"))?;
     let state = timeout(
