@@ -20,7 +20,8 @@ use crate::handshake::{
 use crate::parse_buffer::ParseError;
 use core::marker::PhantomData;
 #[cfg(feature = "defmt")]
-#[allow(unused_imports)] // benchlink patch: unused upstream with defmt, a warning in our builds
+#[allow(unused_imports)]
+// benchlink patch: unused upstream with defmt, a warning in our builds
 use defmt::Debug2Format;
 use der::Decode;
 use digest::Digest;
