@@ -88,7 +88,8 @@ pub enum TlsRefusal {
     /// A certificate could not be read (malformed DER, a chain too long, a
     /// non-CA certificate used as an issuer).
     BadCertificate,
-    /// The server sent a TLS alert (its description code, RFC 8446 §6).
+    /// The server sent a TLS alert: its description code as TLS 1.3 numbers it (40
+    /// handshake failure, 42 bad certificate, 48 unknown CA, …).
     Alert(u8),
     /// A record larger than the receive buffer (the server ignored
     /// `max_fragment_length`, or `rx` is smaller than a record it sends).
@@ -284,7 +285,8 @@ impl TlsVerifier<Aes128GcmSha256> for Verifier<'_> {
         let (Some(key), Some(transcript)) = (self.leaf_key.take(), self.transcript.take()) else {
             return Err(self.refuse(TlsRefusal::Handshake));
         };
-        // RFC 8446 §4.4.3: 64 spaces, the context string, a zero byte, the transcript hash.
+        // What a TLS 1.3 CertificateVerify signs: 64 spaces, the context string, a zero byte,
+        // then the transcript hash.
         let mut message: Vec<u8, 130> = Vec::new();
         let _ = message.resize(64, 0x20);
         let _ = message.extend_from_slice(b"TLS 1.3, server CertificateVerify\x00");
